@@ -3,7 +3,6 @@
 Each asset reads its inputs, calls one eval_pipeline function and attaches metadata.
 """
 
-from __future__ import annotations
 
 from typing import Literal, Optional
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 from eval_pipeline.corpus import CorpusSnapshot
@@ -165,8 +165,7 @@ def ingest(
             if len(vectors) != len(chunks):
                 raise RuntimeError(f"embedder returned {len(vectors)} vectors for {len(chunks)} chunks")
             dims = len(vectors[0])
-            for chunk, vector in zip(chunks, vectors):
-                chunk.embedding = vector
+            chunks = [replace(chunk, embedding=vector) for chunk, vector in zip(chunks, vectors)]
             store = open_document_store(connection_string, table, dims, hnsw=False)
             for start in range(0, len(chunks), WRITE_BATCH):
                 store.write_documents(chunks[start : start + WRITE_BATCH])

@@ -3,7 +3,6 @@
 Swap them in `definitions.py`, in the launchpad, or with the environment variables named there.
 """
 
-from __future__ import annotations
 
 import os
 from pathlib import Path

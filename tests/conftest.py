@@ -1,0 +1,77 @@
+"""Shared fixtures. Integration tests get one real embedded Postgres per session, in a fresh
+data dir, stopped by its PID at teardown (a leftover server would outlive the test run)."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture(scope="session")
+def pg_state_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("pgstate")
+
+
+@pytest.fixture(scope="session")
+def embedded_pg(pg_state_dir):
+    from eval_pipeline.database import EmbeddedPostgres
+
+    pg = EmbeddedPostgres(pg_state_dir)
+    pg.start()
+    pid = pg.pid
+    yield pg
+    try:
+        pg.stop()
+    finally:
+        pid = pg.pid or pid
+        if pid is not None and not _wait_gone(pid, 10):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def pg_uri(embedded_pg):
+    return embedded_pg.uri("eval")
+
+
+@pytest.fixture(scope="session")
+def local_embedder():
+    from eval_pipeline.embedders import LocalEmbedder
+
+    embedder = LocalEmbedder()
+    embedder.warm_up()
+    return embedder
+
+
+@pytest.fixture(scope="session")
+def tiny_snapshot():
+    from eval_pipeline.corpus import load_corpus
+
+    return load_corpus("jsonl", str(FIXTURES / "tiny_corpus.jsonl"))
+
+
+@pytest.fixture(scope="session")
+def tiny_questions(tiny_snapshot):
+    from eval_pipeline.questions import load_question_set
+
+    return load_question_set(
+        FIXTURES / "tiny_questions.jsonl",
+        corpus_signature=tiny_snapshot.signature,
+        doc_ids=[d.doc_id for d in tiny_snapshot.documents],
+    )

@@ -1,0 +1,108 @@
+"""Each engine against the real embedded Postgres and the real all-MiniLM-L6-v2 model."""
+
+import psycopg
+import pytest
+
+from eval_pipeline.ingest import ChunkingConfig, MANIFEST_TABLE, fetch_chunks, ingest
+from eval_pipeline.retrieval import build_engines, embed_questions, run_engine, run_engines
+
+pytestmark = pytest.mark.integration
+
+CHUNKING = ChunkingConfig(split_length=30, split_overlap=5)
+
+
+class CountingEmbedder:
+    """The real embedder, counting how many texts it was asked to embed."""
+
+    def __init__(self, inner):
+        self.inner, self.texts = inner, 0
+
+    @property
+    def model_id(self):
+        return self.inner.model_id
+
+    def warm_up(self):
+        self.inner.warm_up()
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+@pytest.fixture(scope="module")
+def store(pg_uri, local_embedder, tiny_snapshot):
+    return ingest(tiny_snapshot, connection_string=pg_uri, embedder=local_embedder, chunking=CHUNKING, log=lambda m: None)
+
+
+def test_ingest_writes_chunks_with_parent_ids(store, pg_uri, tiny_snapshot):
+    assert store.dims == 384
+    chunks = fetch_chunks(pg_uri, store.table)
+    assert len(chunks) == store.chunk_count > len(tiny_snapshot.documents)  # 30-word chunks split docs
+    assert {doc_id for _, doc_id, _ in chunks} == {d.doc_id for d in tiny_snapshot.documents}
+    for chunk_id, doc_id, _ in chunks:
+        assert chunk_id.rsplit(":", 1)[0] == doc_id
+
+
+def test_unchanged_inputs_are_not_reembedded(store, pg_uri, local_embedder, tiny_snapshot):
+    counting = CountingEmbedder(local_embedder)
+    again = ingest(tiny_snapshot, connection_string=pg_uri, embedder=counting, chunking=CHUNKING, log=lambda m: None)
+    assert again.reused and again.table == store.table and counting.texts == 0
+    other = ingest(tiny_snapshot, connection_string=pg_uri, embedder=counting,
+                   chunking=ChunkingConfig(split_length=40, split_overlap=0), log=lambda m: None)
+    assert other.table != store.table and not other.reused and counting.texts == other.chunk_count
+
+
+def test_half_written_table_is_rebuilt(pg_uri, local_embedder, tiny_snapshot):
+    chunking = ChunkingConfig(split_length=25, split_overlap=0)
+    first = ingest(tiny_snapshot, connection_string=pg_uri, embedder=local_embedder, chunking=chunking, log=lambda m: None)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        # Simulate a run that died after writing part of the table: rows gone, no manifest row.
+        conn.execute(f'DELETE FROM "{first.table}" WHERE id LIKE %s', ("kettle-care:%",))
+        conn.execute(f"DELETE FROM {MANIFEST_TABLE} WHERE table_name = %s", (first.table,))
+    counting = CountingEmbedder(local_embedder)
+    rebuilt = ingest(tiny_snapshot, connection_string=pg_uri, embedder=counting, chunking=chunking, log=lambda m: None)
+    assert not rebuilt.reused and counting.texts == first.chunk_count
+    assert len(fetch_chunks(pg_uri, first.table)) == first.chunk_count
+
+
+@pytest.mark.parametrize(
+    "engine, qid, expected",
+    [
+        ("pg-keyword", "t2", "bike-storage"),   # shares the document's words
+        ("pg-dense", "t1", "kettle-care"),      # paraphrase: "white crust in the water boiler"
+        ("pg-dense", "t5", "parental-leave"),
+        ("hybrid", "t4", "vpn-setup"),
+        ("bm25", "t3", "notes-q3"),
+        ("metadata", "t4", "vpn-setup"),
+    ],
+)
+def test_engine_ranks_gold_first(engine, qid, expected, store, pg_uri, local_embedder, tiny_snapshot, tiny_questions):
+    (eng,) = build_engines([engine], snapshot=tiny_snapshot, connection_string=pg_uri, table=store.table, dims=store.dims)
+    question = [q for q in tiny_questions.questions if q.qid == qid]
+    embeddings, _ = embed_questions(local_embedder, question)
+    row = run_engine(eng, question, embeddings).iloc[0]
+    assert row["error"] is None
+    assert row["doc_ids"][0] == expected
+    assert len(row["doc_ids"]) == len(set(row["doc_ids"]))  # chunks normalized to documents
+    assert list(row["scores"]) == sorted(row["scores"], reverse=True)
+
+
+def test_metadata_engine_cannot_see_body_only_facts(store, pg_uri, tiny_snapshot, tiny_questions):
+    engines = build_engines(["metadata", "bm25"], snapshot=tiny_snapshot, connection_string=pg_uri,
+                            table=store.table, dims=store.dims)
+    t3 = [q for q in tiny_questions.questions if q.qid == "t3"]
+    results = run_engines(engines, t3, None).set_index("engine")
+    assert "notes-q3" not in results.loc["metadata", "doc_ids"]
+    assert results.loc["bm25", "doc_ids"][0] == "notes-q3"
+
+
+def test_engine_error_is_recorded_per_question(store, tiny_snapshot, tiny_questions):
+    from eval_pipeline.ingest import open_document_store
+
+    broken = open_document_store("postgresql://nobody@/nodb?host=/nonexistent", store.table, store.dims)
+    from eval_pipeline.engines import PgKeywordEngine
+
+    results = run_engine(PgKeywordEngine(broken), tiny_questions.questions, None)
+    assert len(results) == len(tiny_questions.questions)  # nothing skipped
+    assert results["error"].notna().all()
+    assert all(ids == [] for ids in results["doc_ids"])
