@@ -4,6 +4,7 @@ Each asset reads its inputs, calls one eval_pipeline function and attaches metad
 """
 
 
+from enum import Enum
 from typing import Literal, Optional
 
 import pandas as pd
@@ -110,8 +111,13 @@ def question_set(context: AssetExecutionContext, config: QuestionSetConfig, corp
     return qs
 
 
+# An Enum (not list[str]) so that Dagster rejects an unknown engine when the run is launched,
+# before any embedding work, and the launchpad offers the valid names.
+Engine = Enum("Engine", [(name, name) for name in ENGINE_NAMES], type=str)
+
+
 class RetrievalConfig(Config):
-    engines: list[str] = Field(default=list(ENGINE_NAMES), description=f"any of {', '.join(ENGINE_NAMES)}")
+    engines: Optional[list[Engine]] = Field(default=None, description=f"default: all of {', '.join(ENGINE_NAMES)}")
     depth: int = Field(default=20, ge=1, le=1000, description="documents kept per question")
     chunk_top_k: int = Field(default=100, ge=1, le=10000, description="chunks fetched per leg before normalizing")
 
@@ -127,7 +133,7 @@ def ranked_results(
     embedder: EmbedderResource,
 ) -> pd.DataFrame:
     """Every engine's ranked documents, scores and latency for every question; errors kept per question."""
-    names = validate_engine_names(config.engines)
+    names = validate_engine_names([e.value for e in config.engines] if config.engines else ENGINE_NAMES)
     questions = question_set.questions
     engines = build_engines(
         names,
