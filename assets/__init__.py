@@ -5,6 +5,7 @@ Each asset reads its inputs, calls one eval_pipeline function and attaches metad
 
 
 from enum import Enum
+from pathlib import Path
 from typing import Literal, Optional
 
 import pandas as pd
@@ -22,10 +23,11 @@ from pydantic import Field
 from eval_pipeline.corpus import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
 from eval_pipeline.engines import ENGINE_NAMES, validate_engine_names
 from eval_pipeline.ingest import ChunkingConfig, StoreInfo, ingest
-from eval_pipeline.questions import QuestionSet, load_question_set
+from eval_pipeline.questions import QuestionSet, load_beir_questions, load_question_set
 from eval_pipeline.report import markdown_table, render_report, write_report
 from eval_pipeline.retrieval import build_engines, embed_questions, run_engines
 from eval_pipeline.scoring import HEADLINE_METRICS, score_results
+from eval_pipeline.trec import write_trec_files
 from resources import REPO_ROOT, DatabaseResource, EmbedderResource
 
 DEMO_QUESTIONS = DEMO_DATA_DIR / "questions.jsonl"
@@ -95,7 +97,9 @@ def pgvector_store(
 
 
 class QuestionSetConfig(Config):
-    path: Optional[str] = Field(default=None, description="question set JSONL; default: the demo set")
+    format: Literal["jsonl", "beir"] = Field(default="jsonl", description="our JSONL with header, or BEIR queries + qrels")
+    path: Optional[str] = Field(default=None, description="JSONL file, or BEIR folder; default: the demo set")
+    beir_split: str = Field(default="test", description="beir: qrels/<split>.tsv")
 
 
 @asset(group_name="retrieval_eval")
@@ -104,9 +108,11 @@ def question_set(context: AssetExecutionContext, config: QuestionSetConfig, corp
     path = config.path or (DEMO_QUESTIONS if corpus_snapshot.source == "demo" else None)
     if path is None:
         raise ValueError("question_set.path is required for a corpus other than the demo corpus")
-    qs = load_question_set(
-        path, corpus_signature=corpus_snapshot.signature, doc_ids=(d.doc_id for d in corpus_snapshot.documents)
-    )
+    doc_ids = (d.doc_id for d in corpus_snapshot.documents)
+    if config.format == "beir":
+        qs = load_beir_questions(path, split=config.beir_split, doc_ids=doc_ids)
+    else:
+        qs = load_question_set(path, corpus_signature=corpus_snapshot.signature, doc_ids=doc_ids)
     context.add_output_metadata({**qs.counts(), "fingerprint": qs.fingerprint, "path": str(path)})
     return qs
 
@@ -206,7 +212,8 @@ def report(
 ) -> dict[str, str]:
     """results.md (the comparison and how to read it) and per_query.jsonl, also shown in the UI."""
     provenance = {
-        "corpus": f"{corpus_snapshot.source} ({len(corpus_snapshot.documents)} documents, signature {corpus_snapshot.signature})",
+        "corpus": f"{corpus_snapshot.source} ({len(corpus_snapshot.documents)} documents, "
+        f"{len(corpus_snapshot.skipped)} skipped, signature {corpus_snapshot.signature})",
         "question set": f"{question_set.path} (fingerprint {question_set.fingerprint})",
         "embedder": pgvector_store.embedder,
         "chunking": f"{pgvector_store.chunking.split_by} {pgvector_store.chunking.split_length}"
@@ -216,6 +223,14 @@ def report(
     }
     markdown = render_report(retrieval_metrics["summary"], retrieval_metrics["per_query"], provenance)
     paths = write_report(config.results_dir, markdown, retrieval_metrics["per_query"])
+    per_query = retrieval_metrics["per_query"]
+    runs = {
+        engine: dict(zip(group["qid"], group["doc_ids"])) for engine, group in per_query.groupby("engine", sort=False)
+    }
+    try:
+        paths.update(write_trec_files(Path(config.results_dir) / "trec", runs, question_set.questions))
+    except ValueError as exc:  # ids with whitespace cannot be written in TREC format
+        context.log.warning(f"TREC run files not written: {exc}")
     context.log.info(f"report written to {paths['report']}")
     context.add_output_metadata({"report": MetadataValue.md(markdown), "path": MetadataValue.path(paths["report"])})
     return paths

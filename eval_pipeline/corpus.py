@@ -77,6 +77,8 @@ def corpus_signature(documents: Iterable[Document]) -> str:
 
 def load_corpus(kind: SourceKind, path: str | None = None, *, lenient: bool = False) -> CorpusSnapshot:
     """Load a corpus from one of the supported sources."""
+    if kind not in ("demo", "folder", "jsonl", "beir"):
+        raise CorpusError(f"unknown corpus source {kind!r}; valid: demo, folder, jsonl, beir")
     if kind == "demo":
         return _snapshot(_read_jsonl_records(DEMO_DATA_DIR / "corpus.jsonl", _our_record), "demo", lenient)
     if not path:
@@ -130,30 +132,31 @@ def _snapshot(items: Iterator[_Item], source: str, lenient: bool) -> CorpusSnaps
     return CorpusSnapshot(documents=tuple(docs), source=source, skipped=tuple(skipped))
 
 
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
 def _read_jsonl_records(path: Path, convert) -> Iterator[_Item]:
+    """Reads bytes and decodes line by line, so a bad byte is reported on its own line and,
+    in lenient mode, skips only that line."""
     try:
-        fh = _open_text(path)
+        fh = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
     except OSError as exc:
         raise CorpusError(f"{path}: cannot open corpus file: {exc}") from exc
     with fh:
         lineno = 0
         while True:
             try:
-                line = fh.readline()
-            except (UnicodeDecodeError, OSError, EOFError) as exc:
+                raw = fh.readline()
+            except (OSError, EOFError) as exc:
                 raise CorpusError(f"{path}:{lineno + 1}: unreadable: {exc}") from exc
-            if not line:
+            if not raw:
                 return
             lineno += 1
+            loc = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield CorpusError(f"{loc}: invalid UTF-8 at byte {exc.start}")
+                continue
             if not line.strip():
                 continue
-            loc = f"{path}:{lineno}"
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:

@@ -127,7 +127,7 @@ class HybridEngine:
         return chunks_to_documents(_hits(fused), self.depth)
 
 
-_TOKEN = re.compile(r"[0-9a-z]+")
+_TOKEN = re.compile(r"[^\W_]+")  # runs of Unicode letters and digits
 
 
 class BM25Engine:
@@ -159,8 +159,8 @@ class BM25Engine:
 
 
 def normalize_text(text: str) -> str:
-    """Lowercase, every run of non-alphanumerics becomes one space."""
-    return " ".join(_TOKEN.findall(text.lower()))
+    """Case-folded; every run of characters other than Unicode letters and digits becomes one space."""
+    return " ".join(_TOKEN.findall(text.casefold()))
 
 
 class MetadataEngine:

@@ -232,17 +232,23 @@ def stamp_question_file(questions_path: str | Path, corpus_signature: str, doc_i
     against the corpus first.  Returns the new fingerprint.
     """
     path = Path(questions_path)
-    lines = path.read_text(encoding="utf-8").splitlines()
-    body = lines[1:] if lines and json.loads(lines[0]).get("kind") == HEADER_KIND else lines
+    numbered = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if line.strip()]
+    if numbered and _parse_line(path, *numbered[0]).get("kind") == HEADER_KIND:
+        numbered = numbered[1:]
     known = set(doc_ids)
-    questions = []
-    for lineno, line in enumerate(body, start=1):
-        if line.strip():
-            q = _question_from(path, lineno, _parse_line(path, lineno, line))
-            missing = [d for d in q.gold if d not in known]
-            if missing:
-                raise QuestionSetError(f"{path}:{lineno}: gold document ids not in the corpus: {missing}")
-            questions.append(q)
+    questions: list[Question] = []
+    seen: dict[str, int] = {}
+    for lineno, line in numbered:
+        q = _question_from(path, lineno, _parse_line(path, lineno, line))
+        missing = [d for d in q.gold if d not in known]
+        if missing:
+            raise QuestionSetError(f"{path}:{lineno}: gold document ids not in the corpus: {missing}")
+        if q.qid in seen:
+            raise QuestionSetError(f"{path}:{lineno}: duplicate qid {q.qid!r} (first at line {seen[q.qid]})")
+        seen[q.qid] = lineno
+        questions.append(q)
+    if not questions:
+        raise QuestionSetError(f"{path}: no questions to stamp")
     return write_question_set(path, questions, corpus_signature=corpus_signature, extra_header={"source": "hand-written"})
 
 
@@ -266,3 +272,59 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str]) -> QuestionSet:
+    """A BEIR question set: `queries.jsonl` plus `qrels/<split>.tsv` (graded relevance kept).
+
+    Only queries judged in the split are included.  A judged query id missing from
+    queries.jsonl, or a judged document missing from the corpus, is an error naming it.
+    """
+    folder = Path(folder)
+    qrels_path = folder / "qrels" / f"{split}.tsv"
+    queries_path = folder / "queries.jsonl"
+    for p in (qrels_path, queries_path):
+        if not p.exists():
+            raise QuestionSetError(f"{p}: missing (BEIR folder {folder}, split {split!r})")
+    qrels: dict[str, dict[str, int]] = {}
+    with open(qrels_path, encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                continue
+            parts = line.split("\t")
+            if lineno == 1 and parts[0] == "query-id":
+                continue
+            if len(parts) != 3:
+                raise QuestionSetError(f"{qrels_path}:{lineno}: expected 3 tab-separated columns, got {len(parts)}")
+            try:
+                grade = int(parts[2])
+            except ValueError:
+                raise QuestionSetError(f"{qrels_path}:{lineno}: score {parts[2]!r} is not an integer") from None
+            qrels.setdefault(parts[0], {})[parts[1]] = grade
+    texts: dict[str, str] = {}
+    with open(queries_path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if line.strip():
+                obj = _parse_line(queries_path, lineno, line)
+                texts[str(obj.get("_id"))] = obj.get("text") or ""
+    known = set(doc_ids)
+    unknown_docs = sorted({d for judged in qrels.values() for d in judged} - known)
+    if unknown_docs:
+        raise QuestionSetError(f"{qrels_path}: judged document ids not in the corpus: {unknown_docs[:20]}")
+    missing = sorted(set(qrels) - set(texts))
+    if missing:
+        raise QuestionSetError(f"{qrels_path}: judged query ids not in {queries_path.name}: {missing[:20]}")
+    questions = []
+    for qid in sorted(qrels, key=_natural_key):
+        grades = qrels[qid]
+        gold = tuple(sorted(d for d, g in grades.items() if g > 0))
+        if not texts[qid].strip():
+            raise QuestionSetError(f"{queries_path}: query {qid!r} has empty text")
+        questions.append(Question(qid=qid, question=texts[qid], gold=gold, relevance={d: g for d, g in grades.items() if g > 0}))
+    header = {"kind": HEADER_KIND, "version": FORMAT_VERSION, "source": f"beir:{folder}:{split}"}
+    return QuestionSet(questions=tuple(questions), header=header, path=f"{folder} ({split})")
+
+
+def _natural_key(qid: str):
+    return (0, int(qid), "") if qid.isdigit() else (1, 0, qid)

@@ -222,12 +222,6 @@ def test_all_records_bad_means_no_usable_documents(tmp_path):
         load_corpus("jsonl", str(empty))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _read_jsonl_records decodes through a buffered text wrapper, so an invalid UTF-8 "
-    "byte is reported on the line whose readline() triggered the chunk decode (line 1), not the "
-    "line that contains it (line 3)",
-)
 def test_jsonl_invalid_utf8_reports_the_right_line(tmp_path):
     p = tmp_path / "c.jsonl"
     p.write_bytes(
@@ -239,11 +233,6 @@ def test_jsonl_invalid_utf8_reports_the_right_line(tmp_path):
     assert str(info.value).startswith(f"{p}:3: ")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: in lenient mode an invalid UTF-8 line in a JSONL/BEIR file raises CorpusError "
-    "(aborting the whole load) instead of being skipped and recorded like every other bad record",
-)
 def test_lenient_jsonl_skips_invalid_utf8_line(tmp_path):
     p = tmp_path / "c.jsonl"
     p.write_bytes(

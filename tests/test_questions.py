@@ -407,33 +407,18 @@ def test_stamp_rejects_bad_question_with_line(tmp_path):
         stamp_question_file(p, SIG, DOC_IDS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: stamp_question_file numbers lines from 1 *after* dropping an existing header, so "
-    "errors in an already stamped file point one line too early (file line 3 reported as line 2)",
-)
 def test_stamp_error_line_numbers_count_the_existing_header(tmp_path):
     p = write_lines(tmp_path / "q.jsonl", [header(), qline("q1"), qline("q2", gold=["ghost"])])
     with raises_at(p, 3, "gold document ids not in the corpus"):
         stamp_question_file(p, SIG, DOC_IDS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: stamp_question_file does not check for duplicate qids; it writes a file that "
-    "load_question_set then rejects ('duplicate qid')",
-)
 def test_stamp_rejects_duplicate_qids(tmp_path):
     p = write_lines(tmp_path / "hand.jsonl", [qline("q1"), qline("q1", question="other")])
     with pytest.raises(QuestionSetError, match="duplicate qid"):
         stamp_question_file(p, SIG, DOC_IDS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: stamp_question_file accepts a file with no questions and writes a header-only "
-    "file that load_question_set rejects ('header but no questions')",
-)
 def test_stamp_rejects_file_without_questions(tmp_path):
     p = tmp_path / "hand.jsonl"
     p.write_text("", encoding="utf-8")
@@ -441,13 +426,6 @@ def test_stamp_rejects_file_without_questions(tmp_path):
         stamp_question_file(p, SIG, DOC_IDS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: stamp_question_file calls json.loads(lines[0]) unguarded, so a blank or "
-    "non-JSON first line raises a raw json.JSONDecodeError (and a non-object first line an "
-    "AttributeError) instead of QuestionSetError naming file and line",
-)
 @pytest.mark.parametrize("first_line", ["", "not json", "[1, 2]"])
 def test_stamp_bad_first_line_is_a_question_set_error(tmp_path, first_line):
     p = tmp_path / "hand.jsonl"

@@ -55,6 +55,26 @@ def test_materialize_tiny_corpus(tmp_path, resources):
     assert len(lines) == 5 * 6  # every engine x every question, abstention included
     checks = result.get_asset_check_evaluations()
     assert [c.passed for c in checks] == [True]
+    _assert_trec_parity(tmp_path / "trec", metrics["per_query"])
+
+
+def _assert_trec_parity(trec_dir, per_query):
+    """The TREC files we wrote, scored by pytrec_eval, give our per-question numbers."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    from eval_pipeline.trec import read_run
+
+    qrels = {}
+    for line in (trec_dir / "qrels.txt").read_text().splitlines():
+        qid, _, doc, grade = line.split()
+        qrels.setdefault(qid, {})[doc] = int(grade)
+    measures = {"ndcg_cut_10": "ndcg@10", "recip_rank": "mrr", "map": "map", "recall_10": "recall@10"}
+    for engine, group in per_query[per_query["answerable"]].groupby("engine"):
+        run = {q: {d: float(100 - i) for i, d in enumerate(ids)} for q, ids in read_run(trec_dir / f"{engine}.run").items()}
+        theirs = pytrec_eval.RelevanceEvaluator(qrels, set(measures)).evaluate(run)
+        for _, row in group.iterrows():
+            for measure, column in measures.items():
+                expected = theirs.get(row["qid"], {}).get(measure, 0.0)  # no run line: a miss
+                assert row[column] == pytest.approx(expected, abs=1e-9), (engine, row["qid"], measure)
 
 
 def test_unknown_engine_is_rejected_at_launch(tmp_path, resources):
