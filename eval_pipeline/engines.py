@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from eval_pipeline.corpus import Document
@@ -29,6 +29,14 @@ ENGINE_NAMES: tuple[str, ...] = ("pg-keyword", "pg-dense", "hybrid", "bm25", "me
 
 @dataclass(frozen=True)
 class RankedDoc:
+    doc_id: str
+    score: float
+    chunk_id: str | None = field(default=None, compare=False)  # the chunk that gave the rank
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    chunk_id: str
     doc_id: str
     score: float
 
@@ -52,24 +60,62 @@ def validate_engine_names(names: Iterable[str]) -> list[str]:
     return names
 
 
-def chunks_to_documents(chunks: Iterable[tuple[str, float]], depth: int) -> list[RankedDoc]:
-    """(doc id, score) per chunk, best first -> documents, first occurrence wins, cut at depth.
+def chunks_to_documents(chunks: Iterable, depth: int) -> list[RankedDoc]:
+    """Chunk hits, best first -> documents, first occurrence wins, cut at depth.
 
-    The input order is the engine's order; equal scores are re-ordered by doc id so that
-    the database's arbitrary order among ties cannot change a metric between runs.
+    Accepts ChunkHit objects or (doc id, score) pairs.  Equal scores are re-ordered by doc id
+    so that the database's arbitrary order among ties cannot change a metric between runs.
     """
-    ordered = sorted(enumerate(chunks), key=lambda item: (-item[1][1], item[1][0], item[0]))
-    seen: dict[str, float] = {}
-    for _, (doc_id, score) in ordered:
+    items = [(c.doc_id, c.score, c.chunk_id) if isinstance(c, ChunkHit) else (c[0], c[1], None) for c in chunks]
+    ordered = sorted(enumerate(items), key=lambda item: (-item[1][1], item[1][0], item[0]))
+    seen: dict[str, RankedDoc] = {}
+    for _, (doc_id, score, chunk_id) in ordered:
         if doc_id not in seen:
-            seen[doc_id] = score
+            seen[doc_id] = RankedDoc(doc_id, score, chunk_id)
             if len(seen) == depth:
                 break
-    return [RankedDoc(d, s) for d, s in seen.items()]
+    return list(seen.values())
 
 
-def _hits(documents) -> list[tuple[str, float]]:
-    return [(d.meta["doc_id"], float(d.score if d.score is not None else 0.0)) for d in documents]
+def _hits(documents) -> list[ChunkHit]:
+    return [ChunkHit(d.id, d.meta["doc_id"], float(d.score if d.score is not None else 0.0)) for d in documents]
+
+
+def fuse(legs: Sequence[Sequence[ChunkHit]], *, mode: str = "rrf", rrf_k: int = 61,
+         weights: Sequence[float] | None = None) -> list[ChunkHit]:
+    """Fuse ranked chunk lists.
+
+    `rrf` is reciprocal rank fusion with a configurable k, computed exactly as Haystack's
+    DocumentJoiner does (which fixes k = 61; a parity test holds the two together at 61).
+    `merge` (weighted score sum) and `dbsf` (distribution-based score fusion) run through
+    Haystack's DocumentJoiner itself.
+    """
+    if weights is not None and len(weights) != len(legs):
+        raise ValueError(f"weights {list(weights)} must have one entry per leg ({len(legs)})")
+    if mode == "rrf":
+        n = len(legs)
+        w = [x / sum(weights) for x in weights] if weights else [1 / n] * n
+        scores: dict[str, float] = {}
+        first: dict[str, ChunkHit] = {}
+        for hits, weight in zip(legs, w):
+            for rank, hit in enumerate(hits):
+                scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + (weight * n) / (rrf_k + rank)
+                first.setdefault(hit.chunk_id, hit)
+        return sorted(
+            (ChunkHit(cid, first[cid].doc_id, s / (n / rrf_k)) for cid, s in scores.items()),
+            key=lambda h: (-h.score, h.chunk_id),
+        )
+    if mode not in ("merge", "dbsf"):
+        raise ValueError(f"fusion mode {mode!r} is not valid; valid: rrf, merge, dbsf")
+    from haystack import Document as HDocument
+    from haystack.components.joiners import DocumentJoiner
+
+    joiner = DocumentJoiner(
+        join_mode="merge" if mode == "merge" else "distribution_based_rank_fusion",
+        weights=list(weights) if weights else None,
+    )
+    docs = [[HDocument(id=h.chunk_id, content="", score=h.score, meta={"doc_id": h.doc_id}) for h in hits] for hits in legs]
+    return _hits(joiner.run(documents=docs)["documents"])
 
 
 class PgKeywordEngine:
@@ -82,11 +128,11 @@ class PgKeywordEngine:
         self.depth = depth
         self.retriever = PgvectorKeywordRetriever(document_store=document_store, top_k=chunk_top_k)
 
-    def chunks(self, query: str):
-        return self.retriever.run(query=query)["documents"]
+    def chunk_hits(self, query: str, query_embedding=None) -> list[ChunkHit]:
+        return _hits(self.retriever.run(query=query)["documents"])
 
     def search(self, query, query_embedding=None):
-        return chunks_to_documents(_hits(self.chunks(query)), self.depth)
+        return chunks_to_documents(self.chunk_hits(query), self.depth)
 
 
 class PgDenseEngine:
@@ -99,32 +145,31 @@ class PgDenseEngine:
         self.depth = depth
         self.retriever = PgvectorEmbeddingRetriever(document_store=document_store, top_k=chunk_top_k)
 
-    def chunks(self, query_embedding):
-        return self.retriever.run(query_embedding=list(query_embedding))["documents"]
-
-    def search(self, query, query_embedding):
+    def chunk_hits(self, query: str, query_embedding) -> list[ChunkHit]:
         if query_embedding is None:
             raise ValueError("pg-dense needs a query embedding")
-        return chunks_to_documents(_hits(self.chunks(query_embedding)), self.depth)
+        return _hits(self.retriever.run(query_embedding=list(query_embedding))["documents"])
+
+    def search(self, query, query_embedding):
+        return chunks_to_documents(self.chunk_hits(query, query_embedding), self.depth)
 
 
 class HybridEngine:
-    """Keyword and dense legs fused with reciprocal rank fusion over chunks, then normalized."""
+    """Two or more chunk-level legs fused (RRF by default), then normalized to documents."""
 
     name = "hybrid"
     needs_embedding = True
 
-    def __init__(self, keyword: PgKeywordEngine, dense: PgDenseEngine, *, depth: int = 20):
-        from haystack.components.joiners import DocumentJoiner
-
-        self.keyword, self.dense, self.depth = keyword, dense, depth
-        self.joiner = DocumentJoiner(join_mode="reciprocal_rank_fusion")
+    def __init__(self, legs: Sequence, *, depth: int = 20, fusion: str = "rrf", rrf_k: int = 61,
+                 weights: Sequence[float] | None = None):
+        if len(legs) < 2:
+            raise ValueError(f"hybrid needs two or more legs, got {len(legs)}")
+        self.legs, self.depth, self.fusion, self.rrf_k, self.weights = list(legs), depth, fusion, rrf_k, weights
 
     def search(self, query, query_embedding):
-        keyword_chunks = self.keyword.chunks(query)
-        dense_chunks = self.dense.chunks(query_embedding)
-        fused = self.joiner.run(documents=[keyword_chunks, dense_chunks])["documents"]
-        return chunks_to_documents(_hits(fused), self.depth)
+        hits = [leg.chunk_hits(query, query_embedding) for leg in self.legs]
+        fused = fuse(hits, mode=self.fusion, rrf_k=self.rrf_k, weights=self.weights)
+        return chunks_to_documents(fused, self.depth)
 
 
 _TOKEN = re.compile(r"[^\W_]+")  # runs of Unicode letters and digits
@@ -143,19 +188,23 @@ class BM25Engine:
             raise ValueError("bm25 needs at least one chunk")
         self.depth = depth
         self.chunk_top_k = min(chunk_top_k, len(chunks))
+        self.chunk_ids = [chunk_id for chunk_id, _, _ in chunks]
         self.doc_ids = [doc_id for _, doc_id, _ in chunks]
         self._bm25s = bm25s
         self.retriever = bm25s.BM25()
         tokens = bm25s.tokenize([text for _, _, text in chunks], stopwords="en", show_progress=False)
         self.retriever.index(tokens, show_progress=False)
 
-    def search(self, query, query_embedding=None):
+    def chunk_hits(self, query: str, query_embedding=None) -> list[ChunkHit]:
         tokens = self._bm25s.tokenize([query], stopwords="en", show_progress=False)
         if not tokens.vocab:  # only stopwords or punctuation: nothing to match
             return []
         results, scores = self.retriever.retrieve(tokens, k=self.chunk_top_k, show_progress=False, n_threads=1)
-        hits = [(self.doc_ids[int(i)], float(s)) for i, s in zip(results[0], scores[0]) if s > 0]
-        return chunks_to_documents(hits, self.depth)
+        return [ChunkHit(self.chunk_ids[int(i)], self.doc_ids[int(i)], float(s))
+                for i, s in zip(results[0], scores[0]) if s > 0]
+
+    def search(self, query, query_embedding=None):
+        return chunks_to_documents(self.chunk_hits(query), self.depth)
 
 
 def normalize_text(text: str) -> str:

@@ -53,8 +53,8 @@ def build_engines(
         elif name == "hybrid":
             engines.append(
                 HybridEngine(
-                    PgKeywordEngine(store, depth=depth, chunk_top_k=chunk_top_k),
-                    PgDenseEngine(store, depth=depth, chunk_top_k=chunk_top_k),
+                    [PgKeywordEngine(store, depth=depth, chunk_top_k=chunk_top_k),
+                     PgDenseEngine(store, depth=depth, chunk_top_k=chunk_top_k)],
                     depth=depth,
                 )
             )

@@ -286,3 +286,40 @@ def test_validate_engine_names_empty():
 def test_validate_engine_names_duplicates():
     with pytest.raises(ValueError, match="listed twice"):
         validate_engine_names(["bm25", "metadata", "bm25"])
+
+
+# --- fusion -------------------------------------------------------------------------------
+
+def test_rrf_matches_haystack_document_joiner_at_k61():
+    """Our RRF (configurable k) is Haystack's DocumentJoiner RRF when k = 61."""
+    from haystack import Document as HDocument
+    from haystack.components.joiners import DocumentJoiner
+
+    from eval_pipeline.engines import ChunkHit, fuse
+
+    keyword = [ChunkHit("a:0", "a", 3.0), ChunkHit("b:0", "b", 2.0), ChunkHit("c:1", "c", 1.0)]
+    dense = [ChunkHit("c:1", "c", 0.9), ChunkHit("d:0", "d", 0.8), ChunkHit("a:0", "a", 0.7), ChunkHit("e:2", "e", 0.1)]
+    for weights in (None, [0.3, 0.7]):
+        ours = fuse([keyword, dense], mode="rrf", rrf_k=61, weights=weights)
+        docs = [[HDocument(id=h.chunk_id, content="x", score=h.score) for h in leg] for leg in (keyword, dense)]
+        theirs = DocumentJoiner(join_mode="reciprocal_rank_fusion", weights=weights).run(documents=docs)["documents"]
+        assert [h.chunk_id for h in ours] == [d.id for d in theirs]
+        assert [h.score for h in ours] == pytest.approx([d.score for d in theirs], abs=1e-12)
+
+
+def test_rrf_k_changes_scores_by_hand():
+    from eval_pipeline.engines import ChunkHit, fuse
+
+    a, b = ChunkHit("a:0", "a", 1.0), ChunkHit("b:0", "b", 1.0)
+    # k=1, equal weights 1/2, n=2: a = (0.5*2)/(1+0) + (0.5*2)/(1+1) = 1.5, then / (2/1) = 0.75
+    fused = fuse([[a, b], [b, a]], mode="rrf", rrf_k=1)
+    assert [(h.chunk_id, h.score) for h in fused] == [("a:0", 0.75), ("b:0", 0.75)]  # tie: chunk id order
+
+
+def test_fuse_rejects_bad_mode_and_weights():
+    from eval_pipeline.engines import ChunkHit, fuse
+
+    with pytest.raises(ValueError, match="fusion mode 'max' is not valid"):
+        fuse([[ChunkHit("a:0", "a", 1.0)], []], mode="max")
+    with pytest.raises(ValueError, match="one entry per leg"):
+        fuse([[], []], weights=[1.0])
