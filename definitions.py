@@ -12,7 +12,9 @@ import os
 from dagster import AssetSelection, Definitions, EnvVar, define_asset_job, in_process_executor
 
 import assets
-from resources import DatabaseResource, EmbedderResource
+from assets.partitions import SWEEP
+from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource
+from resources.io import VariantParquetIOManager
 
 
 def _database() -> DatabaseResource:
@@ -33,22 +35,49 @@ def _embedder() -> EmbedderResource:
     return EmbedderResource(kind="local", model=os.environ.get("EVAL_PIPELINE_EMBEDDER_MODEL"))
 
 
+def _llm() -> LLMResource:
+    """OPENAI_BASE_URL, EVAL_PIPELINE_LLM_MODEL and OPENAI_API_KEY; the key stays an EnvVar."""
+    return LLMResource(
+        base_url=os.environ.get("OPENAI_BASE_URL"),
+        model=os.environ.get("EVAL_PIPELINE_LLM_MODEL"),
+        api_key=EnvVar("OPENAI_API_KEY") if "OPENAI_API_KEY" in os.environ else None,
+    )
+
+
 ALL_ASSETS = [
     assets.corpus_snapshot,
     assets.pgvector_store,
     assets.question_set,
     assets.ranked_results,
-    assets.retrieval_metrics,
+    assets.variant_metrics,
     assets.report,
 ]
 
-# In-process: the steps share one loaded model and one database connection setup; the
-# multiprocess executor re-imports torch per step and is about 4x slower here.
-retrieval_eval = define_asset_job("retrieval_eval", selection=AssetSelection.all(), executor_def=in_process_executor)
+# One run materializes the chain and every variant: `dagster job execute` has no partition
+# flag, so the job carries the full partition range as tags, and the partitioned assets
+# (single-run backfill policy) receive every key in one step.
+# In-process: the steps share one loaded model; the multiprocess executor re-imports torch
+# per step and is about 4x slower here.
+retrieval_eval = define_asset_job(
+    "retrieval_eval",
+    selection=AssetSelection.all(),
+    executor_def=in_process_executor,
+    tags={
+        "dagster/asset_partition_range_start": SWEEP.keys[0],
+        "dagster/asset_partition_range_end": SWEEP.keys[-1],
+    },
+)
+
+STATE_DIR = os.environ.get("EVAL_PIPELINE_STATE_DIR", str(assets.REPO_ROOT / ".eval_state"))
 
 defs = Definitions(
     assets=ALL_ASSETS,
     asset_checks=[assets.no_errored_questions],
     jobs=[retrieval_eval],
-    resources={"database": _database(), "embedder": _embedder()},
+    resources={
+        "database": _database(),
+        "embedder": _embedder(),
+        "rerankers": RerankerResource(llm=_llm()),
+        "variant_io_manager": VariantParquetIOManager(base_dir=os.path.join(STATE_DIR, "variants")),
+    },
 )

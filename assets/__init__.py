@@ -1,10 +1,11 @@
-"""The asset graph: corpus -> pgvector store -> question set -> ranked results -> metrics -> report.
+"""The asset graph: corpus -> pgvector store -> question set -> ranked results -> variant metrics -> report.
+
+ranked_results and variant_metrics are partitioned by variant (assets/partitions.py).
 
 Each asset reads its inputs, calls one eval_pipeline function and attaches metadata.
 """
 
 
-from enum import Enum
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -13,6 +14,7 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetExecutionContext,
+    BackfillPolicy,
     Config,
     MetadataValue,
     asset,
@@ -21,14 +23,14 @@ from dagster import (
 from pydantic import Field
 
 from eval_pipeline.corpus import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
-from eval_pipeline.engines import ENGINE_NAMES, validate_engine_names
 from eval_pipeline.ingest import ChunkingConfig, StoreInfo, ingest
 from eval_pipeline.questions import QuestionSet, load_beir_questions, load_question_set
 from eval_pipeline.report import markdown_table, render_report, write_report
-from eval_pipeline.retrieval import build_engines, embed_questions, run_engines
-from eval_pipeline.scoring import HEADLINE_METRICS, score_results
+from eval_pipeline.scoring import HEADLINE_METRICS, score_variant, summarize
+from eval_pipeline.sweep import QueryEmbeddingCache, Sweep, stage_latency_summary
 from eval_pipeline.trec import write_trec_files
-from resources import REPO_ROOT, DatabaseResource, EmbedderResource
+from assets.partitions import SWEEP, variant_partitions
+from resources import REPO_ROOT, DatabaseResource, EmbedderResource, RerankerResource
 
 DEMO_QUESTIONS = DEMO_DATA_DIR / "questions.jsonl"
 
@@ -117,84 +119,81 @@ def question_set(context: AssetExecutionContext, config: QuestionSetConfig, corp
     return qs
 
 
-# An Enum (not list[str]) so that Dagster rejects an unknown engine when the run is launched,
-# before any embedding work, and the launchpad offers the valid names.
-Engine = Enum("Engine", [(name, name) for name in ENGINE_NAMES], type=str)
+class RankingConfig(Config):
+    miss_k: int = Field(default=10, ge=1, le=1000, description="a question is a miss when no gold doc is in the top k")
 
 
-class RetrievalConfig(Config):
-    engines: Optional[list[Engine]] = Field(default=None, description=f"default: all of {', '.join(ENGINE_NAMES)}")
-    depth: int = Field(default=20, ge=1, le=1000, description="documents kept per question")
-    chunk_top_k: int = Field(default=100, ge=1, le=10000, description="chunks fetched per leg before normalizing")
-
-
-@asset(group_name="retrieval_eval")
+@asset(
+    group_name="retrieval_eval",
+    partitions_def=variant_partitions,
+    backfill_policy=BackfillPolicy.single_run(),
+    io_manager_key="variant_io_manager",
+)
 def ranked_results(
     context: AssetExecutionContext,
-    config: RetrievalConfig,
+    config: RankingConfig,
     corpus_snapshot: CorpusSnapshot,
     pgvector_store: StoreInfo,
     question_set: QuestionSet,
     database: DatabaseResource,
     embedder: EmbedderResource,
-) -> pd.DataFrame:
-    """Every engine's ranked documents, scores and latency for every question; errors kept per question."""
-    names = validate_engine_names([e.value for e in config.engines] if config.engines else ENGINE_NAMES)
+    rerankers: RerankerResource,
+) -> dict[str, pd.DataFrame]:
+    """Each variant's ranked documents, scores, latency by stage and miss diagnosis for every question.
+
+    One partition per variant. A run over several partitions (the whole sweep) shares query
+    embeddings and first-stage candidate pools between them.
+    """
+    variants = [SWEEP.by_key()[key] for key in context.partition_keys]
     questions = question_set.questions
-    engines = build_engines(
-        names,
+    built = {v.key: rerankers.build(v.reranker, embedder=embedder.get()) for v in variants if v.reranker.kind != "none"}
+    embeddings, seconds, cached = QueryEmbeddingCache(Path(database.state_dir) / "query_embeddings").get_or_compute(
+        embedder.get(), questions
+    )
+    sweep = Sweep(
         snapshot=corpus_snapshot,
         connection_string=database.connection_string(),
         table=pgvector_store.table,
         dims=pgvector_store.dims,
-        depth=config.depth,
-        chunk_top_k=config.chunk_top_k,
+        query_embeddings=embeddings,
+        embed_ms_per_query=0.0 if cached else seconds * 1000.0 / max(1, len(questions)),
+        rerankers=built,
+        miss_k=config.miss_k,
     )
-    embeddings, embed_seconds = (None, 0.0)
-    if any(e.needs_embedding for e in engines):
-        embeddings, embed_seconds = embed_questions(embedder.get(), questions)
-    results = run_engines(engines, questions, embeddings)
-    errored = results.groupby("engine", sort=False)["error"].apply(lambda s: int(s.notna().sum()))
+    results = sweep.run(variants, questions)
     context.add_output_metadata(
         {
+            "variants": ", ".join(results),
             "questions": len(questions),
-            "engines": ", ".join(names),
-            "query_embedding_seconds": round(embed_seconds, 3),
-            "errored_by_engine": MetadataValue.json(errored.to_dict()),
-            "latency_p50_ms_by_engine": MetadataValue.json(
-                results.groupby("engine", sort=False)["latency_ms"].median().round(2).to_dict()
+            "query_embeddings": "cached" if cached else f"computed in {seconds:.2f} s",
+            "queries_by_stage": MetadataValue.json(sweep.queries_by_stage),
+            "errored_by_variant": MetadataValue.json({k: int(f["error"].notna().sum()) for k, f in results.items()}),
+            "latency_p50_ms_by_variant": MetadataValue.json(
+                {k: round(float(f["latency_ms"].median()), 2) for k, f in results.items()}
             ),
         }
     )
     return results
 
 
-@asset(group_name="retrieval_eval")
-def retrieval_metrics(
-    context: AssetExecutionContext, ranked_results: pd.DataFrame, question_set: QuestionSet
+@asset(
+    group_name="retrieval_eval",
+    partitions_def=variant_partitions,
+    backfill_policy=BackfillPolicy.single_run(),
+    io_manager_key="variant_io_manager",
+)
+def variant_metrics(
+    context: AssetExecutionContext, ranked_results: dict[str, pd.DataFrame], question_set: QuestionSet
 ) -> dict[str, pd.DataFrame]:
-    """Per-engine means (hit@k, MRR, recall, nDCG@10) and the per-question scores behind them."""
-    per_query, summary = score_results(ranked_results, question_set.questions)
-    columns = ["engine", *HEADLINE_METRICS, "n_answerable", "n_errored"]
-    context.add_output_metadata(
-        {
-            "summary": MetadataValue.md(markdown_table(summary, columns)),
-            **{f"ndcg@10 {r['engine']}": float(r["ndcg@10"]) for _, r in summary.iterrows()},
-        }
-    )
-    return {"summary": summary, "per_query": per_query}
-
-
-@asset_check(asset=retrieval_metrics, description="Every question was answered without an engine error.")
-def no_errored_questions(retrieval_metrics: dict[str, pd.DataFrame]) -> AssetCheckResult:
-    summary = retrieval_metrics["summary"]
-    errored = {r["engine"]: int(r["n_errored"]) for _, r in summary.iterrows()}
-    total = sum(errored.values())
-    return AssetCheckResult(
-        passed=total == 0,
-        severity=AssetCheckSeverity.ERROR,
-        metadata={"errored_total": total, "threshold": 0, "errored_by_engine": MetadataValue.json(errored)},
-    )
+    """Per-question scores of each variant (hit@k, MRR, recall, nDCG@10, miss class, latency)."""
+    missing = sorted(set(context.partition_keys) - set(ranked_results))
+    if missing:
+        raise ValueError(f"ranked_results has no partition for variant(s) {missing}; materialize them first")
+    scored = {key: score_variant(ranked_results[key], question_set.questions) for key in context.partition_keys}
+    summary = summarize(scored)
+    columns = ["variant", *HEADLINE_METRICS, "n_answerable", "n_errored"]
+    context.add_output_metadata({"summary": MetadataValue.md(markdown_table(summary, columns))})
+    return scored
 
 
 class ReportConfig(Config):
@@ -205,12 +204,20 @@ class ReportConfig(Config):
 def report(
     context: AssetExecutionContext,
     config: ReportConfig,
-    retrieval_metrics: dict[str, pd.DataFrame],
+    variant_metrics: dict[str, pd.DataFrame],
     corpus_snapshot: CorpusSnapshot,
     pgvector_store: StoreInfo,
     question_set: QuestionSet,
-) -> dict[str, str]:
-    """results.md (the comparison and how to read it) and per_query.jsonl, also shown in the UI."""
+) -> dict:
+    """results.md (the comparison and how to read it), per_query.jsonl and TREC run files."""
+    order = [k for k in SWEEP.keys if k in variant_metrics]
+    missing = [k for k in SWEEP.keys if k not in variant_metrics]
+    if not order:
+        raise ValueError("no variant has metrics yet; materialize ranked_results and variant_metrics first")
+    per_variant = {k: variant_metrics[k] for k in order}
+    summary = summarize(per_variant)
+    per_query = pd.concat(per_variant.values(), ignore_index=True)
+    latency = {k: stage_latency_summary(f) for k, f in per_variant.items()}
     provenance = {
         "corpus": f"{corpus_snapshot.source} ({len(corpus_snapshot.documents)} documents, "
         f"{len(corpus_snapshot.skipped)} skipped, signature {corpus_snapshot.signature})",
@@ -219,18 +226,28 @@ def report(
         "chunking": f"{pgvector_store.chunking.split_by} {pgvector_store.chunking.split_length}"
         f"/{pgvector_store.chunking.split_overlap}, {pgvector_store.chunk_count} chunks",
         "vector table": pgvector_store.table,
+        "variants file": f"{SWEEP.source} (baseline {SWEEP.baseline})",
         "run id": context.run_id,
     }
-    markdown = render_report(retrieval_metrics["summary"], retrieval_metrics["per_query"], provenance)
-    paths = write_report(config.results_dir, markdown, retrieval_metrics["per_query"])
-    per_query = retrieval_metrics["per_query"]
-    runs = {
-        engine: dict(zip(group["qid"], group["doc_ids"])) for engine, group in per_query.groupby("engine", sort=False)
-    }
+    markdown = render_report(summary, per_query, provenance, latency=latency, missing_variants=missing)
+    paths = write_report(config.results_dir, markdown, per_query)
+    runs = {k: dict(zip(f["qid"], f["doc_ids"])) for k, f in per_variant.items()}
     try:
         paths.update(write_trec_files(Path(config.results_dir) / "trec", runs, question_set.questions))
     except ValueError as exc:  # ids with whitespace cannot be written in TREC format
         context.log.warning(f"TREC run files not written: {exc}")
     context.log.info(f"report written to {paths['report']}")
     context.add_output_metadata({"report": MetadataValue.md(markdown), "path": MetadataValue.path(paths["report"])})
-    return paths
+    return {"paths": paths, "summary": summary}
+
+
+@asset_check(asset=report, blocking=False, description="Every question was answered without an engine error.")
+def no_errored_questions(report: dict) -> AssetCheckResult:
+    summary = report["summary"]
+    errored = {r["variant"]: int(r["n_errored"]) for _, r in summary.iterrows()}
+    total = sum(errored.values())
+    return AssetCheckResult(
+        passed=total == 0,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={"errored_total": total, "threshold": 0, "errored_by_variant": MetadataValue.json(errored)},
+    )

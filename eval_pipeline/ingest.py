@@ -197,6 +197,19 @@ def fetch_chunks(connection_string: str, table: str) -> list[tuple[str, str, str
     return [(r[0], r[1], r[2]) for r in rows]
 
 
+def fetch_chunk_embeddings(connection_string: str, table: str):
+    """{chunk id: embedding as a float32 array}; for rerankers that compare candidates (MMR)."""
+    import numpy as np
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(connection_string) as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT id, embedding::text FROM {}").format(sql.Identifier(table))
+        ).fetchall()
+    return {r[0]: np.asarray(json.loads(r[1]), dtype=np.float32) for r in rows}
+
+
 def _ensure_manifest(conn) -> None:
     # CREATE TABLE IF NOT EXISTS can still race between two sessions; a lock makes it safe.
     conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (MANIFEST_TABLE,))

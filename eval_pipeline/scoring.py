@@ -1,26 +1,26 @@
-"""Scores ranked results per engine: per-question rows and one summary row per engine."""
+"""Scores a variant's ranked results: per-question rows, and one summary row per variant."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from eval_pipeline.metrics import DEFAULT_KS, aggregate, score_queries
 from eval_pipeline.questions import Question
+from eval_pipeline.sweep import MISS_CLASSES, STAGE_COLUMNS
 
+_SCORE_COLUMNS = ("qid", "answerable", "errored", "returned", "first_relevant_rank")
 HEADLINE_METRICS = ["hit@1", "hit@3", "hit@5", "hit@10", "hit@20", "mrr", "recall@10", "ndcg@10"]
 
 
-def score_results(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAULT_KS):
-    """Returns (per_query, summary).
-
-    per_query: one row per (engine, question) with every metric plus the question's form,
-    hard class and gold ids, so a report can break results down and show misses.
-    summary: one row per engine, in the order the engines ran, with means over answerable
-    questions (errored ones count as misses), counts, abstention slice and latency.
-    """
+def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAULT_KS) -> pd.DataFrame:
+    """One row per question with every metric, the question's labels, what the variant
+    returned, its latency by stage and, for a miss, the diagnosis."""
     qrels = {q.qid: q.qrels() for q in questions}
+    rankings = dict(zip(results["qid"], results["doc_ids"]))
+    errored = set(results.loc[results["error"].notna(), "qid"])
+    scored = score_queries(rankings, qrels, errored=errored, ks=ks)
     info = pd.DataFrame(
         {
             "qid": [q.qid for q in questions],
@@ -30,25 +30,35 @@ def score_results(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAU
             "hard_class": [q.hard_class for q in questions],
         }
     )
-    per_query_frames, summary_rows = [], []
-    for engine, group in results.groupby("engine", sort=False):
-        rankings = dict(zip(group["qid"], group["doc_ids"]))
-        errored = set(group.loc[group["error"].notna(), "qid"])
-        scored = score_queries(rankings, qrels, errored=errored, ks=ks)
-        row = {"engine": engine, **aggregate(scored)}
-        scored.insert(0, "engine", engine)
-        scored = scored.merge(info, on="qid", how="left")
-        scored = scored.merge(group[["qid", "doc_ids", "latency_ms", "error"]], on="qid", how="left")
-        per_query_frames.append(scored)
-        row["latency_p50_ms"] = float(group["latency_ms"].quantile(0.5))
-        row["latency_p95_ms"] = float(group["latency_ms"].quantile(0.95))
-        summary_rows.append(row)
-    return pd.concat(per_query_frames, ignore_index=True), pd.DataFrame(summary_rows)
+    keep = ["qid", "doc_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained", "miss_class"]
+    scored = scored.merge(info, on="qid", how="left").merge(results[[c for c in keep if c in results]], on="qid", how="left")
+    variant = results["variant"].iloc[0] if len(results) else ""
+    scored.insert(0, "variant", variant)
+    return scored
+
+
+def summarize(per_query: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per variant (in the given order): metric means over answerable questions
+    (errored ones count as misses), counts, abstention slice, latency and miss classes."""
+    rows = []
+    for variant, frame in per_query.items():
+        row = {"variant": variant, **aggregate(frame[[c for c in frame.columns if c in _SCORE_COLUMNS or _is_metric(c)]])}
+        row["latency_p50_ms"] = float(frame["latency_ms"].quantile(0.5)) if len(frame) else float("nan")
+        row["latency_p95_ms"] = float(frame["latency_ms"].quantile(0.95)) if len(frame) else float("nan")
+        misses = frame["miss_class"].value_counts() if "miss_class" in frame else pd.Series(dtype=int)
+        for cls in MISS_CLASSES:
+            row[f"miss_{cls}"] = int(misses.get(cls, 0))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _is_metric(column: str) -> bool:
+    return column.startswith(("hit@", "recall@", "ndcg@")) or column in ("mrr", "map")
 
 
 def slice_summary(per_query: pd.DataFrame, mask: pd.Series, metrics: Sequence[str] = ("hit@5", "mrr")) -> pd.DataFrame:
-    """Mean of `metrics` per engine over the answerable questions selected by `mask`."""
+    """Mean of `metrics` per variant over the answerable questions selected by `mask`."""
     sub = per_query[mask & per_query["answerable"]]
-    out = sub.groupby("engine", sort=False)[list(metrics)].mean()
-    out["n"] = sub.groupby("engine", sort=False).size()
+    out = sub.groupby("variant", sort=False)[list(metrics)].mean()
+    out["n"] = sub.groupby("variant", sort=False).size()
     return out.reset_index()

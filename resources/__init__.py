@@ -95,3 +95,69 @@ class EmbedderResource(ConfigurableResource):
                     model=self.model, base_url=self.base_url, api_key=self.api_key, batch_size=self.batch_size
                 )
         return _EMBEDDER_CACHE[key]
+
+
+_LLM_CACHE: dict[tuple, object] = {}
+
+
+class LLMResource(ConfigurableResource):
+    """Any OpenAI-compatible chat endpoint (OpenAI, OpenRouter, vLLM, Ollama, ...), by base URL.
+
+    The key comes only from the environment (EnvVar); calls share one concurrency limit,
+    retry with backoff on 429/5xx/timeouts, and count tokens (and cost, given prices).
+    """
+
+    base_url: Optional[str] = None
+    model: Optional[str] = None
+    api_key: Optional[str] = Field(default=None, description="set with EnvVar, never inline")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    timeout: float = Field(default=60.0, gt=0)
+    max_concurrency: int = Field(default=4, ge=1, le=256)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    price_per_1k_prompt: Optional[float] = Field(default=None, ge=0)
+    price_per_1k_completion: Optional[float] = Field(default=None, ge=0)
+
+    def get(self):
+        from eval_pipeline.llm import LLMClient
+
+        if not self.model:
+            raise ValueError("llm.model is not set (EVAL_PIPELINE_LLM_MODEL); an LLM step needs a model name")
+        key = (self.base_url, self.model, self.temperature, self.timeout, self.max_concurrency, self.max_retries,
+               self.price_per_1k_prompt, self.price_per_1k_completion, hash(self.api_key))
+        if key not in _LLM_CACHE:  # one client per process: all LLM calls share its concurrency limit
+            _LLM_CACHE[key] = LLMClient(
+                model=self.model, base_url=self.base_url, api_key=self.api_key, temperature=self.temperature,
+                timeout=self.timeout, max_concurrency=self.max_concurrency, max_retries=self.max_retries,
+                price_per_1k_prompt=self.price_per_1k_prompt, price_per_1k_completion=self.price_per_1k_completion,
+            )
+        return _LLM_CACHE[key]
+
+
+class RerankerResource(ConfigurableResource):
+    """Builds the second-stage reranker a variant names (none, cross-encoder, bi-encoder, llm, mmr).
+
+    Model paths can be set per variant in the variants file, or here as defaults.
+    """
+
+    llm: LLMResource
+    cross_encoder_model: Optional[str] = Field(default=None, description="default cross-encoder name or local path")
+    bi_encoder_model: Optional[str] = Field(default=None, description="default second-stage embedding model path")
+
+    def build(self, spec, *, embedder):
+        from eval_pipeline.rerankers import make_reranker
+
+        options = dict(spec.options)
+        if spec.kind == "cross-encoder":
+            options.setdefault("model", self.cross_encoder_model)
+            if not options["model"]:
+                raise ValueError("a cross-encoder variant needs a model: set reranker.model in the variants file")
+        elif spec.kind == "bi-encoder":
+            model = options.pop("model", None) or self.bi_encoder_model
+            if not model:
+                raise ValueError("a bi-encoder variant needs a second-stage model: set reranker.model")
+            options["embedder"] = LocalEmbedder(model=model)
+        elif spec.kind == "llm":
+            options["llm"] = self.llm.get()
+        reranker = make_reranker(spec.kind, **options)
+        reranker.warm_up()
+        return reranker

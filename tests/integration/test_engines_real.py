@@ -4,7 +4,8 @@ import psycopg
 import pytest
 
 from eval_pipeline.ingest import ChunkingConfig, MANIFEST_TABLE, fetch_chunks, ingest
-from eval_pipeline.retrieval import build_engines, embed_questions, run_engine, run_engines
+from eval_pipeline.sweep import Sweep
+from eval_pipeline.variants import parse_sweep
 
 pytestmark = pytest.mark.integration
 
@@ -65,6 +66,17 @@ def test_half_written_table_is_rebuilt(pg_uri, local_embedder, tiny_snapshot):
     assert len(fetch_chunks(pg_uri, first.table)) == first.chunk_count
 
 
+def _sweep(store, pg_uri, snapshot, embeddings, **kwargs):
+    return Sweep(snapshot=snapshot, connection_string=pg_uri, table=store.table, dims=store.dims,
+                 query_embeddings=embeddings, embed_ms_per_query=0.0, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def tiny_embeddings(local_embedder, tiny_questions):
+    return {q.qid: v for q, v in zip(tiny_questions.questions,
+                                      local_embedder.embed([q.question for q in tiny_questions.questions]))}
+
+
 @pytest.mark.parametrize(
     "engine, qid, expected",
     [
@@ -76,33 +88,47 @@ def test_half_written_table_is_rebuilt(pg_uri, local_embedder, tiny_snapshot):
         ("metadata", "t4", "vpn-setup"),
     ],
 )
-def test_engine_ranks_gold_first(engine, qid, expected, store, pg_uri, local_embedder, tiny_snapshot, tiny_questions):
-    (eng,) = build_engines([engine], snapshot=tiny_snapshot, connection_string=pg_uri, table=store.table, dims=store.dims)
+def test_engine_ranks_gold_first(engine, qid, expected, store, pg_uri, tiny_snapshot, tiny_questions, tiny_embeddings):
+    (variant,) = parse_sweep({"variants": [engine]}).variants
     question = [q for q in tiny_questions.questions if q.qid == qid]
-    embeddings, _ = embed_questions(local_embedder, question)
-    row = run_engine(eng, question, embeddings).iloc[0]
+    row = _sweep(store, pg_uri, tiny_snapshot, tiny_embeddings).run_variant(variant, question).iloc[0]
     assert row["error"] is None
     assert row["doc_ids"][0] == expected
     assert len(row["doc_ids"]) == len(set(row["doc_ids"]))  # chunks normalized to documents
     assert list(row["scores"]) == sorted(row["scores"], reverse=True)
+    assert row["miss_class"] is None
 
 
-def test_metadata_engine_cannot_see_body_only_facts(store, pg_uri, tiny_snapshot, tiny_questions):
-    engines = build_engines(["metadata", "bm25"], snapshot=tiny_snapshot, connection_string=pg_uri,
-                            table=store.table, dims=store.dims)
+def test_metadata_engine_cannot_see_body_only_facts(store, pg_uri, tiny_snapshot, tiny_questions, tiny_embeddings):
+    sweep_config = parse_sweep({"variants": ["metadata", "bm25"]})
     t3 = [q for q in tiny_questions.questions if q.qid == "t3"]
-    results = run_engines(engines, t3, None).set_index("engine")
-    assert "notes-q3" not in results.loc["metadata", "doc_ids"]
-    assert results.loc["bm25", "doc_ids"][0] == "notes-q3"
+    results = _sweep(store, pg_uri, tiny_snapshot, tiny_embeddings).run(sweep_config.variants, t3)
+    assert "notes-q3" not in results["metadata"]["doc_ids"].iloc[0]
+    assert results["metadata"]["miss_class"].iloc[0] == "never_candidate"
+    assert results["bm25"]["doc_ids"].iloc[0][0] == "notes-q3"
 
 
-def test_engine_error_is_recorded_per_question(store, tiny_snapshot, tiny_questions):
-    from eval_pipeline.ingest import open_document_store
+def test_shared_work_across_variants(store, pg_uri, tiny_snapshot, tiny_questions, tiny_embeddings):
+    """Each leg is queried once per question however many variants use it (RRF scores are at most 1.0,
+    so a threshold of 1.5 makes the variant refuse everything)."""
+    config = parse_sweep({"variants": ["pg-keyword", "pg-dense", "hybrid",
+                                       {"engine": "hybrid", "abstain_below": 1.5, "name": "hybrid-strict"}]})
+    sweep = _sweep(store, pg_uri, tiny_snapshot, tiny_embeddings)
+    results = sweep.run(config.variants, tiny_questions.questions)
+    n = len(tiny_questions.questions)
+    assert sweep.queries_by_stage["keyword"] == n and sweep.queries_by_stage["dense"] == n
+    strict = results["hybrid-strict"]
+    assert strict["abstained"].all() and all(ids == [] for ids in strict["doc_ids"])
+    assert set(strict.loc[strict["qid"] != "t6", "miss_class"]) == {"abstained"}
 
-    broken = open_document_store("postgresql://nobody@/nodb?host=/nonexistent", store.table, store.dims)
-    from eval_pipeline.engines import PgKeywordEngine
 
-    results = run_engine(PgKeywordEngine(broken), tiny_questions.questions, None)
+def test_engine_error_is_recorded_per_question(store, tiny_snapshot, tiny_questions, tiny_embeddings):
+    broken = Sweep(snapshot=tiny_snapshot, connection_string="postgresql://nobody@/nodb?host=/nonexistent",
+                   table=store.table, dims=store.dims, query_embeddings=tiny_embeddings, embed_ms_per_query=0.0)
+    (variant,) = parse_sweep({"variants": ["hybrid"]}).variants
+    results = broken.run_variant(variant, tiny_questions.questions)
     assert len(results) == len(tiny_questions.questions)  # nothing skipped
     assert results["error"].notna().all()
     assert all(ids == [] for ids in results["doc_ids"])
+    answerable = results[results["qid"] != "t6"]
+    assert set(answerable["miss_class"]) == {"errored"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import DagsterInstance, DagsterInvalidConfigError, materialize
+from dagster import DagsterInstance, materialize
 
 from resources import DatabaseResource, EmbedderResource
 
@@ -23,39 +23,65 @@ def _defs_assets():
     return [*definitions.ALL_ASSETS, definitions.assets.no_errored_questions]
 
 
-def _tiny_config(results_dir, **retrieval):
+def _whole_sweep_tags():
+    from assets.partitions import SWEEP
+
+    return {"dagster/asset_partition_range_start": SWEEP.keys[0], "dagster/asset_partition_range_end": SWEEP.keys[-1]}
+
+
+def _tiny_config(results_dir):
     config = {
         "corpus_snapshot": {"config": {"source": "jsonl", "path": str(FIXTURES / "tiny_corpus.jsonl")}},
         "question_set": {"config": {"path": str(FIXTURES / "tiny_questions.jsonl")}},
         "pgvector_store": {"config": {"split_length": 30, "split_overlap": 5}},
         "report": {"config": {"results_dir": str(results_dir)}},
     }
-    if retrieval:
-        config["ranked_results"] = {"config": retrieval}
     return {"ops": config}
 
 
-@pytest.fixture(scope="module")
-def resources(pg_state_dir, embedded_pg):
-    return {"database": DatabaseResource(kind="embedded", state_dir=str(pg_state_dir)), "embedder": EmbedderResource()}
+@pytest.fixture
+def resources(pg_state_dir, embedded_pg, tmp_path):
+    from resources import LLMResource, RerankerResource
+    from resources.io import VariantParquetIOManager
+
+    return {
+        "database": DatabaseResource(kind="embedded", state_dir=str(pg_state_dir)),
+        "embedder": EmbedderResource(),
+        "rerankers": RerankerResource(llm=LLMResource()),
+        "variant_io_manager": VariantParquetIOManager(base_dir=str(tmp_path / "variants")),
+    }
 
 
-def test_materialize_tiny_corpus(tmp_path, resources):
+def test_whole_sweep_in_one_run_then_one_partition(tmp_path, resources):
+    """The whole sweep in one in-process run; then one variant re-materialized on its own."""
+    from assets.partitions import SWEEP
+
+    instance = DagsterInstance.ephemeral()
     result = materialize(_defs_assets(), resources=resources, run_config=_tiny_config(tmp_path),
-                         instance=DagsterInstance.ephemeral())
+                         instance=instance, tags=_whole_sweep_tags())
     assert result.success
-    metrics = result.output_for_node("retrieval_metrics")
-    summary = metrics["summary"].set_index("engine")
-    assert list(summary.index) == ["pg-keyword", "pg-dense", "hybrid", "bm25", "metadata"]
+    summary = result.output_for_node("report")["summary"].set_index("variant")
+    assert list(summary.index) == SWEEP.keys
     assert summary.loc["pg-dense", "hit@1"] == 1.0
     assert (summary["n_answerable"] == 5).all() and (summary["n_abstention"] == 1).all()
     report = (tmp_path / "results.md").read_text()
-    assert "Best engine" in report and "| pg-dense |" in report
+    assert "Best variant" in report and "| pg-dense |" in report and "Latency by stage" in report
     lines = (tmp_path / "per_query.jsonl").read_text().splitlines()
-    assert len(lines) == 5 * 6  # every engine x every question, abstention included
+    assert len(lines) == len(SWEEP.keys) * 6  # every variant x every question, abstention included
     checks = result.get_asset_check_evaluations()
     assert [c.passed for c in checks] == [True]
-    _assert_trec_parity(tmp_path / "trec", metrics["per_query"])
+    per_query = __import__("pandas").read_json(tmp_path / "per_query.jsonl", lines=True)
+    _assert_trec_parity(tmp_path / "trec", per_query)
+    parquet = {p.stem for p in (tmp_path / "variants" / "ranked_results").glob("*.parquet")}
+    assert parquet == set(SWEEP.keys)
+
+    # One variant alone: only its partition is rewritten, the report still covers every variant.
+    before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "variants" / "ranked_results").glob("*.parquet")}
+    single = materialize(_defs_assets(), selection="ranked_results", resources=resources,
+                         instance=instance, partition_key="pg-dense")
+    assert single.success
+    after = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "variants" / "ranked_results").glob("*.parquet")}
+    assert [n for n in after if after[n] != before[n]] == ["pg-dense.parquet"]
 
 
 def _assert_trec_parity(trec_dir, per_query):
@@ -68,7 +94,7 @@ def _assert_trec_parity(trec_dir, per_query):
         qid, _, doc, grade = line.split()
         qrels.setdefault(qid, {})[doc] = int(grade)
     measures = {"ndcg_cut_10": "ndcg@10", "recip_rank": "mrr", "map": "map", "recall_10": "recall@10"}
-    for engine, group in per_query[per_query["answerable"]].groupby("engine"):
+    for engine, group in per_query[per_query["answerable"]].groupby("variant"):
         run = {q: {d: float(100 - i) for i, d in enumerate(ids)} for q, ids in read_run(trec_dir / f"{engine}.run").items()}
         theirs = pytrec_eval.RelevanceEvaluator(qrels, set(measures)).evaluate(run)
         for _, row in group.iterrows():
@@ -77,26 +103,23 @@ def _assert_trec_parity(trec_dir, per_query):
                 assert row[column] == pytest.approx(expected, abs=1e-9), (engine, row["qid"], measure)
 
 
-def test_unknown_engine_is_rejected_at_launch(tmp_path, resources):
-    config = _tiny_config(tmp_path, engines=["pg-dense", "elastic"])
-    with pytest.raises(DagsterInvalidConfigError, match="elastic"):
-        materialize(_defs_assets(), resources=resources, run_config=config, instance=DagsterInstance.ephemeral())
-
-
 def test_demo_job_body_only_questions(tmp_path, resources):
     """On the demo corpus, engines that read the body must beat the metadata-only scorer on
     questions whose answer lives only in the body; if not, the harness has a bug."""
+    import pandas as pd
+
     config = {"ops": {"report": {"config": {"results_dir": str(tmp_path)}}}}
-    result = materialize(_defs_assets(), resources=resources, run_config=config, instance=DagsterInstance.ephemeral())
+    result = materialize(_defs_assets(), resources=resources, run_config=config, instance=DagsterInstance.ephemeral(),
+                         tags=_whole_sweep_tags())
     assert result.success
-    per_query = result.output_for_node("retrieval_metrics")["per_query"]
+    per_query = pd.concat(result.output_for_node("variant_metrics").values())
     body_only = per_query[per_query["hard_class"] == "body-only"]
     assert body_only["qid"].nunique() >= 30
-    by_engine = body_only.groupby("engine")[["hit@5", "mrr"]].mean()
-    for engine in ("hybrid", "pg-dense"):
-        assert by_engine.loc[engine, "hit@5"] > by_engine.loc["metadata", "hit@5"] + 0.2, by_engine
-        assert by_engine.loc[engine, "mrr"] > by_engine.loc["metadata", "mrr"], by_engine
-    summary = result.output_for_node("retrieval_metrics")["summary"]
+    by_variant = body_only.groupby("variant")[["hit@5", "mrr"]].mean()
+    for variant in ("hybrid", "pg-dense"):
+        assert by_variant.loc[variant, "hit@5"] > by_variant.loc["metadata", "hit@5"] + 0.2, by_variant
+        assert by_variant.loc[variant, "mrr"] > by_variant.loc["metadata", "mrr"], by_variant
+    summary = result.output_for_node("report")["summary"]
     assert (summary["n_questions"] >= 200).all()
     assert (summary["n_errored"] == 0).all()
 
@@ -121,11 +144,14 @@ def test_dagster_job_execute_cli(tmp_path, pg_state_dir, embedded_pg):
     cmd = [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval"]
     ok = subprocess.run([*cmd, "-c", str(config_file)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0, ok.stderr[-3000:]
-    assert (tmp_path / "results" / "results.md").exists()
+    report = (tmp_path / "results" / "results.md").read_text()
+    from assets.partitions import SWEEP
 
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump(_tiny_config(tmp_path / "bad_results", engines=["nope"])))
-    failed = subprocess.run([*cmd, "-c", str(bad)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert all(f"| {key} |" in report for key in SWEEP.keys)  # every partition in one run
+
+    bad_variants = tmp_path / "variants.yaml"
+    bad_variants.write_text("variants:\n  - engine: elastic\n")
+    failed = subprocess.run([*cmd, "-c", str(config_file)], cwd=REPO, env={**env, "EVAL_PIPELINE_VARIANTS": str(bad_variants)},
+                            capture_output=True, text=True, timeout=600)
     assert failed.returncode != 0
-    assert "nope" in failed.stdout + failed.stderr
-    assert not (tmp_path / "bad_results").exists()
+    assert "engine 'elastic' is not valid; valid engines: pg-keyword, pg-dense, hybrid, bm25, metadata" in failed.stdout + failed.stderr

@@ -1,0 +1,363 @@
+"""Runs a sweep of variants over a question set, sharing all work that variants have in common.
+
+- Query embeddings are computed once per run (in one batch) and cached on disk by
+  (embedder, question texts), so a re-run does not embed again; cached work costs 0 ms.
+- Each leg (pg keyword, pg dense, bm25) is queried once per question and chunk depth, and
+  each first-stage candidate pool once per question; variants that differ only by reranker
+  or threshold reuse the pool, so a reranker sweep never re-queries the store.
+- Latency is recorded per stage (embed, keyword, dense, bm25, metadata, fusion, rerank) and
+  attributed to every variant that needs the stage: it is the latency that variant would
+  have on its own.
+- An error in any stage is recorded against the questions and variants it touches; the
+  question stays in the results as an errored miss.
+- Every miss gets a diagnosis (see `diagnose_miss`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from eval_pipeline.corpus import CorpusSnapshot
+from eval_pipeline.engines import (
+    BM25Engine,
+    ChunkHit,
+    MetadataEngine,
+    PgDenseEngine,
+    PgKeywordEngine,
+    RankedDoc,
+    chunks_to_documents,
+    fuse,
+)
+from eval_pipeline.questions import Question
+from eval_pipeline.variants import Variant
+
+STAGES = ("embed", "keyword", "dense", "bm25", "metadata", "fusion", "rerank")
+MISS_CLASSES = (
+    "never_candidate",   # no leg had the gold document among its candidates
+    "keyword_only",      # only the keyword leg had it, and this variant did not surface it
+    "dense_only",        # only the dense leg had it
+    "both_legs",         # both legs had it, yet this (single-leg) engine missed it
+    "lost_in_fusion",    # a fused leg had it, the fusion pushed it out of the top k
+    "demoted_by_reranker",  # it was in the top k before reranking and not after
+    "abstained",         # the variant's score threshold returned nothing
+    "errored",           # a stage raised on this question
+)
+STAGE_COLUMNS = [f"ms_{s}" for s in STAGES]  # NaN where the variant has no such stage
+RESULT_COLUMNS = [
+    "variant", "qid", "doc_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained",
+    "pre_rerank", "keyword_docs", "dense_docs",
+]
+
+
+def diagnose_miss(
+    gold: Sequence[str],
+    *,
+    final: Sequence[str],
+    k: int,
+    keyword: Sequence[str],
+    dense: Sequence[str],
+    pre_rerank: Sequence[str] | None,
+    fused: bool,
+    abstained: bool = False,
+    errored: bool = False,
+) -> str | None:
+    """Why an answerable question missed (no gold document in the top k); None for a hit.
+
+    The checks run from the last stage back to the first, so a miss is blamed on the latest
+    stage that lost the gold document.
+    """
+    gold = set(gold)
+    if not gold or gold & set(final[:k]):
+        return None
+    if errored:
+        return "errored"
+    if abstained:
+        return "abstained"
+    if pre_rerank is not None and gold & set(pre_rerank[:k]):
+        return "demoted_by_reranker"
+    in_keyword, in_dense = bool(gold & set(keyword)), bool(gold & set(dense))
+    if fused and (in_keyword or in_dense):
+        return "lost_in_fusion"
+    if in_keyword and in_dense:
+        return "both_legs"
+    if in_keyword:
+        return "keyword_only"
+    if in_dense:
+        return "dense_only"
+    return "never_candidate"
+
+
+class QueryEmbeddingCache:
+    """Question embeddings on disk, keyed by the embedder and the exact question texts."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    def _path(self, model_id: str, questions: Sequence[Question]) -> Path:
+        h = hashlib.sha256(model_id.encode())
+        for q in questions:
+            h.update(b"\x00" + q.qid.encode() + b"\x01" + q.question.encode())
+        return self.folder / f"{h.hexdigest()[:24]}.npy"
+
+    def get_or_compute(self, embedder, questions: Sequence[Question]) -> tuple[dict[str, list[float]], float, bool]:
+        """(embeddings by qid, seconds spent embedding, whether they came from the cache)."""
+        path = self._path(embedder.model_id, questions)
+        if path.exists():
+            try:
+                matrix = np.load(path)
+                if matrix.shape[0] == len(questions):
+                    return {q.qid: matrix[i].tolist() for i, q in enumerate(questions)}, 0.0, True
+            except (OSError, ValueError):
+                pass  # a damaged cache file is recomputed
+        embedder.warm_up()  # loading the model is not query latency
+        started = time.perf_counter()
+        vectors = embedder.embed([q.question for q in questions])
+        seconds = time.perf_counter() - started
+        if len(vectors) != len(questions):
+            raise RuntimeError(f"embedder returned {len(vectors)} vectors for {len(questions)} questions")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{time.monotonic_ns()}.tmp.npy")
+        np.save(tmp, np.asarray(vectors, dtype=np.float32))
+        tmp.replace(path)
+        return {q.qid: list(v) for q, v in zip(questions, vectors)}, seconds, False
+
+
+@dataclass
+class _Timed:
+    value: object
+    ms: float
+    error: str | None
+
+
+def _timed(fn, *args) -> _Timed:
+    started = time.perf_counter()
+    try:
+        value, error = fn(*args), None
+    except Exception as exc:  # kept per question, never fatal for the run
+        value, error = None, f"{type(exc).__name__}: {exc}"[:500]
+    return _Timed(value, (time.perf_counter() - started) * 1000.0, error)
+
+
+class Sweep:
+    """All variants of one run over one store and one question set."""
+
+    def __init__(
+        self,
+        *,
+        snapshot: CorpusSnapshot,
+        connection_string: str,
+        table: str,
+        dims: int,
+        query_embeddings: Mapping[str, Sequence[float]],
+        embed_ms_per_query: float,
+        rerankers: Mapping[str, object] | None = None,
+        miss_k: int = 10,
+    ):
+        self.snapshot = snapshot
+        self.connection_string = connection_string
+        self.table = table
+        self.dims = dims
+        self.query_embeddings = query_embeddings
+        self.embed_ms = embed_ms_per_query
+        self.rerankers = dict(rerankers or {})
+        self.miss_k = miss_k
+        self._store = None
+        self._chunks: list[tuple[str, str, str]] | None = None
+        self._chunk_embeddings: dict[str, np.ndarray] | None = None
+        self._legs: dict[tuple[str, int], object] = {}
+        self._leg_cache: dict[tuple[str, int, str], _Timed] = {}
+        self._pool_cache: dict[tuple, tuple[list[RankedDoc], dict[str, float], str | None, bool]] = {}
+        self._metadata: MetadataEngine | None = None
+        self.queries_by_stage: dict[str, int] = {s: 0 for s in STAGES}
+
+    # --- shared resources -----------------------------------------------------------------
+
+    def _document_store(self):
+        if self._store is None:
+            from eval_pipeline.ingest import open_document_store
+
+            self._store = open_document_store(self.connection_string, self.table, self.dims, hnsw=True)
+        return self._store
+
+    def chunks(self) -> list[tuple[str, str, str]]:
+        if self._chunks is None:
+            from eval_pipeline.ingest import fetch_chunks
+
+            self._chunks = fetch_chunks(self.connection_string, self.table)
+        return self._chunks
+
+    def chunk_text(self) -> dict[str, str]:
+        return {cid: text for cid, _, text in self.chunks()}
+
+    def chunk_embeddings(self) -> dict[str, np.ndarray]:
+        if self._chunk_embeddings is None:
+            from eval_pipeline.ingest import fetch_chunk_embeddings
+
+            self._chunk_embeddings = fetch_chunk_embeddings(self.connection_string, self.table)
+        return self._chunk_embeddings
+
+    def _leg(self, name: str, top_k: int):
+        key = (name, top_k)
+        if key not in self._legs:
+            if name == "keyword":
+                self._legs[key] = PgKeywordEngine(self._document_store(), chunk_top_k=top_k)
+            elif name == "dense":
+                self._legs[key] = PgDenseEngine(self._document_store(), chunk_top_k=top_k)
+            elif name == "bm25":
+                self._legs[key] = BM25Engine(self.chunks(), chunk_top_k=top_k)
+            else:
+                raise ValueError(f"unknown leg {name!r}")
+        return self._legs[key]
+
+    def leg_hits(self, name: str, top_k: int, q: Question) -> _Timed:
+        key = (name, top_k, q.qid)
+        if key not in self._leg_cache:
+            self.queries_by_stage[name] += 1
+            leg = self._leg(name, top_k)
+            self._leg_cache[key] = _timed(leg.chunk_hits, q.question, self.query_embeddings.get(q.qid))
+        return self._leg_cache[key]
+
+    # --- stages ---------------------------------------------------------------------------
+
+    def first_stage(self, v: Variant, q: Question) -> tuple[list[RankedDoc], dict[str, float], str | None, bool]:
+        """(candidate documents, stage ms, error, fused) for the variant's first stage; cached."""
+        key = (v.first_stage, q.qid)
+        if key in self._pool_cache:
+            return self._pool_cache[key]
+        pool_depth = max(v.depth, v.rerank_depth)
+        stage_ms: dict[str, float] = {}
+        error = None
+        pool: list[RankedDoc] = []
+        fused = v.engine == "hybrid"
+        if v.engine == "metadata":
+            if self._metadata is None:
+                self._metadata = MetadataEngine(self.snapshot.documents)
+            self.queries_by_stage["metadata"] += 1
+            timed = _timed(lambda text: self._metadata.search(text)[:pool_depth], q.question)
+            stage_ms["metadata"] = timed.ms
+            pool, error = timed.value or [], timed.error
+        else:
+            legs = list(v.legs) if fused else [{"pg-keyword": "keyword", "pg-dense": "dense", "bm25": "bm25"}[v.engine]]
+            hits: list[list[ChunkHit]] = []
+            for leg in legs:
+                if leg == "dense":
+                    stage_ms["embed"] = self.embed_ms
+                timed = self.leg_hits(leg, v.chunk_top_k, q)
+                stage_ms[leg] = timed.ms
+                error = error or timed.error
+                hits.append(timed.value or [])
+            if error is None:
+                if fused:
+                    timed = _timed(lambda: fuse(hits, mode=v.fusion, rrf_k=v.rrf_k, weights=v.weights))
+                    stage_ms["fusion"] = timed.ms
+                    error = timed.error
+                    chunk_list = timed.value or []
+                else:
+                    chunk_list = hits[0]
+                pool = chunks_to_documents(chunk_list, pool_depth)
+        result = (pool, stage_ms, error, fused)
+        self._pool_cache[key] = result
+        return result
+
+    def _candidates(self, docs: Sequence[RankedDoc], with_embeddings: bool):
+        from eval_pipeline.rerankers import Candidate
+
+        texts = self.chunk_text()
+        embeddings = self.chunk_embeddings() if with_embeddings else {}
+        out = []
+        for d in docs:
+            emb = embeddings.get(d.chunk_id) if with_embeddings else None
+            out.append(Candidate(doc_id=d.doc_id, text=texts.get(d.chunk_id, ""), score=d.score,
+                                 embedding=tuple(float(x) for x in emb) if emb is not None else None))
+        return out
+
+    def _with_chunk_ids(self, docs: Sequence[RankedDoc]) -> list[RankedDoc]:
+        """Metadata results carry no chunk; rerankers read the document's first chunk."""
+        if all(d.chunk_id for d in docs):
+            return list(docs)
+        first = {}
+        for cid, doc_id, _ in self.chunks():
+            first.setdefault(doc_id, cid)
+        return [d if d.chunk_id else RankedDoc(d.doc_id, d.score, first.get(d.doc_id)) for d in docs]
+
+    def run_variant(self, v: Variant, questions: Sequence[Question]) -> pd.DataFrame:
+        reranker = self.rerankers.get(v.key) if v.reranker.kind != "none" else None
+        if v.reranker.kind != "none" and reranker is None:
+            raise ValueError(f"variant {v.key!r} needs a {v.reranker.kind} reranker and none was given")
+        diag_top_k = v.chunk_top_k
+        rows = []
+        for q in questions:
+            pool, stage_ms, error, fused = self.first_stage(v, q)
+            stage_ms = dict(stage_ms)
+            pre_rerank = None
+            final = list(pool)
+            if error is None and reranker is not None and pool:
+                pre_rerank = [d.doc_id for d in pool[: v.depth]]
+                head = self._with_chunk_ids(pool[: v.rerank_depth])
+                needs_embeddings = v.reranker.kind == "mmr"
+                timed = _timed(lambda: reranker.rerank(
+                    q.question, self._candidates(head, needs_embeddings), query_embedding=self.query_embeddings.get(q.qid)))
+                stage_ms["rerank"] = timed.ms
+                self.queries_by_stage["rerank"] += 1
+                if timed.error:
+                    error = timed.error
+                else:
+                    reranked = [RankedDoc(c.doc_id, float(c.score)) for c in timed.value]
+                    final = reranked + list(pool[v.rerank_depth:])
+            final = final[: v.depth] if error is None else []
+            abstained = False
+            if error is None and v.abstain_below is not None and (not final or final[0].score < v.abstain_below):
+                final, abstained = [], True
+            keyword_docs = dense_docs = []
+            if error is None and v.engine != "metadata":
+                keyword_docs = self._diag_docs("bm25" if v.engine == "bm25" else "keyword", diag_top_k, q)
+                dense_docs = self._diag_docs("dense", diag_top_k, q)
+            rows.append({
+                "variant": v.key,
+                "qid": q.qid,
+                "doc_ids": [d.doc_id for d in final],
+                "scores": [float(d.score) for d in final],
+                "latency_ms": float(sum(stage_ms.values())),
+                **{f"ms_{s}": stage_ms.get(s, float("nan")) for s in STAGES},
+                "error": error,
+                "abstained": abstained,
+                "pre_rerank": pre_rerank,
+                "keyword_docs": keyword_docs,
+                "dense_docs": dense_docs,
+            })
+        frame = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+        frame["miss_class"] = [
+            diagnose_miss(q.gold, final=r["doc_ids"], k=self.miss_k, keyword=r["keyword_docs"], dense=r["dense_docs"],
+                          pre_rerank=r["pre_rerank"], fused=v.engine == "hybrid", abstained=r["abstained"],
+                          errored=r["error"] is not None)
+            for q, (_, r) in zip(questions, frame.iterrows())
+        ]
+        return frame
+
+    def _diag_docs(self, leg: str, top_k: int, q: Question) -> list[str]:
+        """A leg's candidate documents for the diagnosis (shared with variants that use the leg)."""
+        timed = self.leg_hits(leg, top_k, q)
+        return [d.doc_id for d in chunks_to_documents(timed.value or [], 10**9)]
+
+    def run(self, variants: Sequence[Variant], questions: Sequence[Question]) -> dict[str, pd.DataFrame]:
+        return {v.key: self.run_variant(v, questions) for v in variants}
+
+
+def stage_latency_summary(results: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """p50, p95, max and mean per stage (and total) in ms, over the questions of one variant."""
+    out: dict[str, dict[str, float]] = {}
+    for stage, column in [*zip(STAGES, STAGE_COLUMNS), ("total", "latency_ms")]:
+        values = results[column].dropna() if column in results else pd.Series(dtype=float)
+        if len(values):
+            out[stage] = {
+                "p50": float(values.quantile(0.5)), "p95": float(values.quantile(0.95)),
+                "max": float(values.max()), "mean": float(values.mean()),
+            }
+    return out
