@@ -44,7 +44,7 @@ MISS_CLASSES = (
     "keyword_only",      # only the keyword leg had it, and this variant did not surface it
     "dense_only",        # only the dense leg had it
     "both_legs",         # both legs had it, yet this (single-leg) engine missed it
-    "lost_in_fusion",    # a fused leg had it, the fusion pushed it out of the top k
+    "lost_in_fusion",    # a fused leg had it in its own top k, the fused list did not
     "demoted_by_reranker",  # it was in the top k before reranking and not after
     "abstained",         # the variant's score threshold returned nothing
     "errored",           # a stage raised on this question
@@ -71,7 +71,9 @@ def diagnose_miss(
     """Why an answerable question missed (no gold document in the top k); None for a hit.
 
     The checks run from the last stage back to the first, so a miss is blamed on the latest
-    stage that lost the gold document.
+    stage that lost the gold document.  `keyword` and `dense` are the legs' candidate
+    documents, best first: "lost in fusion" means a leg alone would have hit; otherwise the
+    class says which legs had the gold document among their candidates at all.
     """
     gold = set(gold)
     if not gold or gold & set(final[:k]):
@@ -82,9 +84,9 @@ def diagnose_miss(
         return "abstained"
     if pre_rerank is not None and gold & set(pre_rerank[:k]):
         return "demoted_by_reranker"
-    in_keyword, in_dense = bool(gold & set(keyword)), bool(gold & set(dense))
-    if fused and (in_keyword or in_dense):
+    if fused and gold & (set(keyword[:k]) | set(dense[:k])):
         return "lost_in_fusion"
+    in_keyword, in_dense = bool(gold & set(keyword)), bool(gold & set(dense))
     if in_keyword and in_dense:
         return "both_legs"
     if in_keyword:
@@ -317,7 +319,7 @@ class Sweep:
                 final, abstained = [], True
             keyword_docs = dense_docs = []
             if error is None and v.engine != "metadata":
-                keyword_docs = self._diag_docs("bm25" if v.engine == "bm25" else "keyword", diag_top_k, q)
+                keyword_docs = self._diag_docs(self._keyword_leg_of(v), diag_top_k, q)
                 dense_docs = self._diag_docs("dense", diag_top_k, q)
             rows.append({
                 "variant": v.key,
@@ -340,6 +342,13 @@ class Sweep:
             for q, (_, r) in zip(questions, frame.iterrows())
         ]
         return frame
+
+    @staticmethod
+    def _keyword_leg_of(v: Variant) -> str:
+        """The lexical leg a miss is diagnosed against: bm25 for variants built on it."""
+        if v.engine == "bm25" or (v.engine == "hybrid" and "bm25" in v.legs and "keyword" not in v.legs):
+            return "bm25"
+        return "keyword"
 
     def _diag_docs(self, leg: str, top_k: int, q: Question) -> list[str]:
         """A leg's candidate documents for the diagnosis (shared with variants that use the leg)."""

@@ -132,3 +132,34 @@ def test_engine_error_is_recorded_per_question(store, tiny_snapshot, tiny_questi
     assert all(ids == [] for ids in results["doc_ids"])
     answerable = results[results["qid"] != "t6"]
     assert set(answerable["miss_class"]) == {"errored"}
+
+
+def test_query_embeddings_once_per_question_per_run(store, pg_uri, local_embedder, tiny_snapshot, tiny_questions, tmp_path):
+    """The embedder sees each question once per run, in one batch, whatever the number of
+    variants; the next run reads the cache and embeds nothing."""
+    from eval_pipeline.sweep import QueryEmbeddingCache
+
+    class BatchCounter(CountingEmbedder):
+        calls = 0
+
+        def embed(self, texts):
+            self.calls += 1
+            return super().embed(texts)
+
+    counting = BatchCounter(local_embedder)
+    questions = tiny_questions.questions
+    cache = QueryEmbeddingCache(tmp_path)
+    embeddings, seconds, cached = cache.get_or_compute(counting, questions)
+    assert (counting.calls, counting.texts, cached) == (1, len(questions), False)
+    config = parse_sweep({"variants": ["pg-dense", "hybrid", {"engine": "hybrid", "reranker": "mmr"},
+                                       {"engine": "hybrid", "legs": ["bm25", "dense"], "name": "hb"}]})
+    from eval_pipeline.rerankers import make_reranker
+
+    sweep = _sweep(store, pg_uri, tiny_snapshot, embeddings, rerankers={"hybrid+mmr": make_reranker("mmr")})
+    results = sweep.run(config.variants, questions)
+    assert all(f["error"].isna().all() for f in results.values())
+    assert counting.calls == 1  # the sweep itself never embeds
+    again, seconds, cached = cache.get_or_compute(counting, questions)
+    assert cached and seconds == 0.0 and counting.calls == 1
+    assert again.keys() == embeddings.keys()
+    assert all(again[q] == pytest.approx(embeddings[q], abs=1e-6) for q in embeddings)
