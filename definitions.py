@@ -77,6 +77,7 @@ defs = Definitions(
     resources={
         "database": _database(),
         "embedder": _embedder(),
+        "llm": _llm(),
         "rerankers": RerankerResource(llm=_llm()),
         "variant_io_manager": VariantParquetIOManager(base_dir=os.path.join(STATE_DIR, "variants")),
     },

@@ -23,14 +23,16 @@ from dagster import (
 from pydantic import Field
 
 from eval_pipeline.corpus import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
+from eval_pipeline.generation import document_units
 from eval_pipeline.ingest import ChunkingConfig, StoreInfo, ingest
+from eval_pipeline.question_cache import generate_question_set, write_generated_question_set
 from eval_pipeline.questions import QuestionSet, load_beir_questions, load_question_set
 from eval_pipeline.report import markdown_table, render_report, write_report
 from eval_pipeline.scoring import HEADLINE_METRICS, score_variant, summarize
 from eval_pipeline.sweep import QueryEmbeddingCache, Sweep, stage_latency_summary
 from eval_pipeline.trec import write_trec_files
 from assets.partitions import SWEEP, variant_partitions
-from resources import REPO_ROOT, DatabaseResource, EmbedderResource, RerankerResource
+from resources import REPO_ROOT, DatabaseResource, EmbedderResource, LLMResource, RerankerResource
 
 DEMO_QUESTIONS = DEMO_DATA_DIR / "questions.jsonl"
 
@@ -99,23 +101,55 @@ def pgvector_store(
 
 
 class QuestionSetConfig(Config):
-    format: Literal["jsonl", "beir"] = Field(default="jsonl", description="our JSONL with header, or BEIR queries + qrels")
-    path: Optional[str] = Field(default=None, description="JSONL file, or BEIR folder; default: the demo set")
+    source: Literal["file", "beir", "generate"] = Field(
+        default="file", description="file: a JSONL set with header (default: the committed demo set); "
+        "beir: queries.jsonl + qrels/<split>.tsv; generate: back-translation with the LLM resource, cached"
+    )
+    path: Optional[str] = Field(default=None, description="file: the JSONL; beir: the folder; generate: output file")
     beir_split: str = Field(default="test", description="beir: qrels/<split>.tsv")
+    k: Optional[int] = Field(default=None, ge=1, le=50, description="generate: questions per document (default 5)")
+    abstention_frac: float = Field(default=0.15, ge=0.0, lt=1.0, description="generate: share of abstention questions")
+    masking: bool = Field(default=True, description="generate: hide the document's name from the model")
+    max_units: Optional[int] = Field(default=None, ge=1, description="generate: cap on documents, in id order")
+    allow_partial: bool = Field(default=False, description="generate: write the set even if some units failed")
 
 
 @asset(group_name="retrieval_eval")
-def question_set(context: AssetExecutionContext, config: QuestionSetConfig, corpus_snapshot: CorpusSnapshot) -> QuestionSet:
-    """The committed (cached) question set, checked against the corpus it was written for."""
-    path = config.path or (DEMO_QUESTIONS if corpus_snapshot.source == "demo" else None)
-    if path is None:
-        raise ValueError("question_set.path is required for a corpus other than the demo corpus")
-    doc_ids = (d.doc_id for d in corpus_snapshot.documents)
-    if config.format == "beir":
-        qs = load_beir_questions(path, split=config.beir_split, doc_ids=doc_ids)
-    else:
+def question_set(
+    context: AssetExecutionContext,
+    config: QuestionSetConfig,
+    corpus_snapshot: CorpusSnapshot,
+    database: DatabaseResource,
+    llm: LLMResource,
+) -> QuestionSet:
+    """The question set, checked against the corpus it was written for (generated ones are cached per document)."""
+    doc_ids = [d.doc_id for d in corpus_snapshot.documents]
+    if config.source == "beir":
+        if not config.path:
+            raise ValueError("question_set.path must name the BEIR folder when source is 'beir'")
+        qs = load_beir_questions(config.path, split=config.beir_split, doc_ids=doc_ids)
+    elif config.source == "generate":
+        client = llm.get()  # fails here, before any call, if the model is not configured
+        state = Path(database.state_dir)
+        path = Path(config.path or state / f"generated_questions_{corpus_snapshot.signature}.jsonl")
+        result = generate_question_set(
+            document_units(corpus_snapshot.documents), ask=client.complete, map_fn=client.map,
+            model=f"{client.model}@{client.base_url or 'default'}", k=config.k, frac=config.abstention_frac,
+            masking=config.masking, max_units=config.max_units, cache_path=state / "question_cache.jsonl",
+            corpus_signature=corpus_snapshot.signature, theme_titles=[d.title for d in corpus_snapshot.documents],
+        )
+        for warning in result.warnings:
+            context.log.warning(warning)
+        write_generated_question_set(path, result, allow_partial=config.allow_partial)
+        context.add_output_metadata({**{f"generation_{k}": v for k, v in result.counts().items()},
+                                     "llm_usage": MetadataValue.json(client.usage)})
         qs = load_question_set(path, corpus_signature=corpus_snapshot.signature, doc_ids=doc_ids)
-    context.add_output_metadata({**qs.counts(), "fingerprint": qs.fingerprint, "path": str(path)})
+    else:
+        path = config.path or (DEMO_QUESTIONS if corpus_snapshot.source == "demo" else None)
+        if path is None:
+            raise ValueError("question_set.path is required for a corpus other than the demo corpus")
+        qs = load_question_set(path, corpus_signature=corpus_snapshot.signature, doc_ids=doc_ids)
+    context.add_output_metadata({**qs.counts(), "fingerprint": qs.fingerprint, "path": str(qs.path)})
     return qs
 
 

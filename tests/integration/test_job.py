@@ -47,6 +47,7 @@ def resources(pg_state_dir, embedded_pg, tmp_path):
     return {
         "database": DatabaseResource(kind="embedded", state_dir=str(pg_state_dir)),
         "embedder": EmbedderResource(),
+        "llm": LLMResource(),
         "rerankers": RerankerResource(llm=LLMResource()),
         "variant_io_manager": VariantParquetIOManager(base_dir=str(tmp_path / "variants")),
     }
@@ -155,3 +156,39 @@ def test_dagster_job_execute_cli(tmp_path, pg_state_dir, embedded_pg):
                             capture_output=True, text=True, timeout=600)
     assert failed.returncode != 0
     assert "engine 'elastic' is not valid; valid engines: pg-keyword, pg-dense, hybrid, bm25, metadata" in failed.stdout + failed.stderr
+
+
+def test_generated_question_set_end_to_end(tmp_path, resources):
+    """The job with a question set generated through the real openai client against the
+    local OpenAI-compatible server; a second run is answered from the cache (no calls)."""
+    from resources import LLMResource
+    from tests.fake_llm import backtranslation_chat
+    from tests.openai_stub import OpenAIStub
+
+    with OpenAIStub(chat=backtranslation_chat) as stub:
+        stub.faults = ["429", "500", "garbage"]  # retried; nothing lost
+        resources = {**resources, "llm": LLMResource(base_url=stub.base_url, model="fake-model", api_key="sk-test-1",
+                                                     timeout=5.0)}
+        config = _tiny_config(tmp_path / "results")
+        config["ops"]["question_set"] = {"config": {"source": "generate", "path": str(tmp_path / "generated.jsonl"),
+                                                    "k": 2}}
+        assets = [a for a in _defs_assets()]
+        first = materialize(assets, resources=resources, run_config=config, instance=DagsterInstance.ephemeral(),
+                            tags=_whole_sweep_tags())
+        assert first.success
+        calls_first = len(stub.chat_requests())
+        qs = first.output_for_node("question_set")
+        assert qs.header["generator_model"].startswith("fake-model@")
+        assert {q.form for q in qs.questions if q.gold} == {"MATCH", "GAP"}
+        assert sum(1 for q in qs.questions if not q.gold) >= 1  # abstention slice
+        assert {g for q in qs.questions for g in q.gold} == {
+            "kettle-care", "bike-storage", "notes-q3", "vpn-setup", "parental-leave"}
+        summary = first.output_for_node("report")["summary"]
+        assert (summary["n_errored"] == 0).all() and (summary["n_answerable"] == len([q for q in qs.questions if q.gold])).all()
+
+        only = {"ops": {k: v for k, v in config["ops"].items() if k in ("corpus_snapshot", "question_set")}}
+        second = materialize(assets, resources=resources, run_config=only, instance=DagsterInstance.ephemeral(),
+                             selection=["corpus_snapshot", "question_set"])
+        assert second.success
+        assert len(stub.chat_requests()) == calls_first  # every unit came from the cache
+        assert second.output_for_node("question_set").fingerprint == qs.fingerprint
