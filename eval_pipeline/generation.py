@@ -42,7 +42,7 @@ from typing import Any, Protocol
 from eval_pipeline.questions import Question
 
 # Bump whenever a prompt or the parsing rules change: cached units are keyed on it.
-PROMPT_VERSION = "backtranslation-v1"
+PROMPT_VERSION = "backtranslation-v2"
 
 DEFAULT_K_DOCUMENT = 5
 DEFAULT_K_CHUNK = 1
@@ -451,8 +451,18 @@ def theme_signature(titles: Iterable[str]) -> str:
     return cache_key("theme", theme_sample(titles))
 
 
-def abstention_prompt(titles: Sequence[str], n: int) -> Messages:
+# Each abstention batch asks about a different aspect: identical prompts would make a model at
+# temperature 0 repeat itself, and the repeats would be dropped as near-duplicates.
+ABSTENTION_ASPECTS = (
+    "people, roles and HR matters", "tools, systems and accounts", "places, buildings and facilities",
+    "money, purchasing and budgets", "customers, partners and suppliers", "safety, security and compliance",
+    "schedules, deadlines and events", "training, learning and careers",
+)
+
+
+def abstention_prompt(titles: Sequence[str], n: int, batch: int = 0) -> Messages:
     shown = "\n".join(f"- {_DOC_TAG.sub(' ', t)}" for t in titles) or "- (no titles available)"
+    aspect = ABSTENTION_ASPECTS[batch % len(ABSTENTION_ASPECTS)]
     lines = [
         "A document collection contains documents with titles like these (between <titles> and </titles>):",
         "<titles>",
@@ -462,6 +472,7 @@ def abstention_prompt(titles: Sequence[str], n: int) -> Messages:
         f"Write {n} questions that someone searching this collection could plausibly ask, on the same "
         "theme, but that NONE of these documents answers: the questions must not be answerable by "
         "the documents above, and must not mention their titles.",
+        f"This is batch {batch + 1}: ask about {aspect}.",
         "",
         "Rules:",
         "- One question per line, formatted exactly as",
@@ -902,7 +913,7 @@ def _abstentions(
 
     def work(batch: tuple[int, int, str]) -> dict[str, Any]:
         index, size, key = batch
-        parsed = parse_reply(ask(abstention_prompt(titles, size)), (ABSTENTION_LABEL,))
+        parsed = parse_reply(ask(abstention_prompt(titles, size, index)), (ABSTENTION_LABEL,))
         record = {
             "type": "abstention", "key": key, "theme_hash": theme_hash, "model": p.model,
             "prompt_version": PROMPT_VERSION, "batch": index, "size": size,

@@ -36,6 +36,8 @@ def backtranslation_chat(body: dict) -> str:
                     lines.append(f"GAP: How do I deal with {' '.join(w.lower() for w in words[-4:])}?")
         return "\n".join(lines)
     n = int(re.search(r"Write (\d+) questions", prompt).group(1))
+    batch = int(re.search(r"This is batch (\d+)", prompt).group(1))
     topics = ["pet insurance", "the company choir", "space tourism", "the sailing club", "pottery classes",
               "museum passes", "the chess league", "beekeeping", "a tandem bicycle", "gym lockers"]
-    return "\n".join(f"QUESTION: Is there a benefit for {topics[j % len(topics)]} in year {2030 + j}?" for j in range(n))
+    return "\n".join(f"QUESTION: Is there a benefit for {topics[j % len(topics)]} in year {2030 + 10 * batch + j}?"
+                     for j in range(n))

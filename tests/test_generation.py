@@ -490,3 +490,12 @@ def test_long_units_are_truncated_after_masking_and_counted():
     assert result.units_truncated == 1 and any("truncated" in w for w in result.warnings)
     assert len(document_section(llm.prompts[0])) == gen.MAX_UNIT_CHARS
     assert len(result.questions) == 2
+
+
+def test_abstention_batches_ask_different_prompts():
+    """Identical prompts would make a deterministic model repeat itself; each batch differs."""
+    from eval_pipeline.generation import abstention_prompt
+
+    prompts = [abstention_prompt(["Leave policy", "VPN setup"], 10, batch)[-1]["content"] for batch in range(4)]
+    assert len(set(prompts)) == 4
+    assert all("must not be answerable" in p for p in prompts)
