@@ -14,7 +14,7 @@ from dagster import AssetSelection, Definitions, EnvVar, define_asset_job, in_pr
 import assets
 from assets.partitions import SWEEP
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource
-from resources.io import VariantParquetIOManager
+from resources.io import RunScopedPickleIOManager, VariantParquetIOManager
 
 
 def _database() -> DatabaseResource:
@@ -79,6 +79,7 @@ defs = Definitions(
         "embedder": _embedder(),
         "llm": _llm(),
         "rerankers": RerankerResource(llm=_llm()),
+        "io_manager": RunScopedPickleIOManager(base_dir=os.path.join(STATE_DIR, "assets")),
         "variant_io_manager": VariantParquetIOManager(base_dir=os.path.join(STATE_DIR, "variants")),
     },
 )

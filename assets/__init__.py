@@ -41,12 +41,14 @@ class CorpusConfig(Config):
     source: Literal["demo", "folder", "jsonl", "beir"] = "demo"
     path: Optional[str] = Field(default=None, description="folder, JSONL file, or BEIR folder / corpus.jsonl[.gz]")
     lenient: bool = Field(default=False, description="skip bad records (counted and reported) instead of failing")
+    max_document_chars: int = Field(default=5_000_000, ge=1, description="longer documents are bad input")
 
 
 @asset(group_name="retrieval_eval")
 def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig) -> CorpusSnapshot:
     """The documents to search, with an order-independent signature over ids and content hashes."""
-    snapshot = load_corpus(config.source, config.path, lenient=config.lenient)
+    snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
+                           max_document_chars=config.max_document_chars)
     for skipped in snapshot.skipped:
         context.log.warning(f"skipped {skipped.location}: {skipped.reason}")
     context.add_output_metadata(
@@ -275,7 +277,12 @@ def report(
     return {"paths": paths, "summary": summary}
 
 
-@asset_check(asset=report, blocking=False, description="Every question was answered without an engine error.")
+@asset_check(
+    asset=report,
+    blocking=True,
+    description="Every question was answered without an engine error; otherwise the metrics are not "
+    "complete and the run fails (after the report is written, so it can be read).",
+)
 def no_errored_questions(report: dict) -> AssetCheckResult:
     summary = report["summary"]
     errored = {r["variant"]: int(r["n_errored"]) for _, r in summary.iterrows()}

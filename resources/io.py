@@ -1,38 +1,104 @@
-"""An IO manager that keeps one Parquet file per (asset, partition), so a single-run backfill
-of the whole sweep and a single-variant re-run read and write the same files."""
+"""IO managers that keep every run's outputs apart and write atomically.
 
+Two runs of the job at once (a nightly run and a manual one) must not read each other's
+half-written files, nor each other's results when their configurations differ.  So every
+output is written under its run id (temp file, then rename), and an input is read from the
+current run when this run produced it, otherwise from the run of the asset's (partition's)
+latest materialization, looked up in the instance.
+"""
+
+import pickle
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
-from dagster import ConfigurableIOManager, InputContext, OutputContext
+from dagster import AssetKey, ConfigurableIOManager, InputContext, OutputContext
+
+KEEP_RUNS = 5  # older run files of an asset (partition) are pruned
+
+
+def _asset_dir(base_dir: str, asset_key: AssetKey, partition: str | None) -> Path:
+    folder = Path(base_dir).joinpath(*asset_key.path)
+    return folder / partition if partition is not None else folder
+
+
+def _write_atomic(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    tmp.replace(path)  # a reader never sees half a file
+
+
+def _prune(folder: Path, suffix: str) -> None:
+    files = sorted(folder.glob(f"*{suffix}"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in files[KEEP_RUNS:]:
+        old.unlink(missing_ok=True)
+
+
+def _latest_run_id(context: InputContext, asset_key: AssetKey, partition: str | None) -> str | None:
+    from dagster import AssetRecordsFilter
+
+    records = context.instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=asset_key, asset_partitions=[partition] if partition is not None else None),
+        limit=1,
+    ).records
+    return records[0].run_id if records else None
+
+
+def _input_path(context: InputContext, base_dir: str, partition: str | None, suffix: str) -> Path | None:
+    asset_key = context.upstream_output.asset_key if context.upstream_output else context.asset_key
+    folder = _asset_dir(base_dir, asset_key, partition)
+    own = folder / f"{context.step_context.run_id}{suffix}"
+    if own.exists():
+        return own
+    run_id = _latest_run_id(context, asset_key, partition)
+    if run_id is not None and (folder / f"{run_id}{suffix}").exists():
+        return folder / f"{run_id}{suffix}"
+    return None
+
+
+class RunScopedPickleIOManager(ConfigurableIOManager):
+    """Unpartitioned assets, pickled, one file per run."""
+
+    base_dir: str
+
+    def handle_output(self, context: OutputContext, obj: Any) -> None:
+        path = _asset_dir(self.base_dir, context.asset_key, None) / f"{context.run_id}.pkl"
+        _write_atomic(path, lambda tmp: tmp.write_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)))
+        _prune(path.parent, ".pkl")
+
+    def load_input(self, context: InputContext) -> Any:
+        path = _input_path(context, self.base_dir, None, ".pkl")
+        if path is None:
+            key = context.upstream_output.asset_key if context.upstream_output else context.asset_key
+            raise FileNotFoundError(f"no stored output for asset {key.to_user_string()}; materialize it first")
+        return pickle.loads(path.read_bytes())
 
 
 class VariantParquetIOManager(ConfigurableIOManager):
-    base_dir: str
+    """Partitioned assets whose output is {partition key: DataFrame}: one Parquet file per
+    (partition, run), so a single-run backfill of the whole sweep and a single-variant re-run
+    read and write the same layout."""
 
-    def _path(self, asset_key, partition: str) -> Path:
-        return Path(self.base_dir) / "/".join(asset_key.path) / f"{partition}.parquet"
+    base_dir: str
 
     def handle_output(self, context: OutputContext, obj: dict[str, pd.DataFrame]) -> None:
         keys = context.asset_partition_keys if context.has_asset_partitions else []
         if set(obj) != set(keys):
             raise ValueError(f"output has partitions {sorted(obj)}, the run asked for {sorted(keys)}")
         for key, frame in obj.items():
-            path = self._path(context.asset_key, key)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".parquet.tmp")
-            frame.to_parquet(tmp, index=False)
-            tmp.replace(path)  # a reader never sees half a file
+            path = _asset_dir(self.base_dir, context.asset_key, key) / f"{context.run_id}.parquet"
+            _write_atomic(path, lambda tmp, frame=frame: frame.to_parquet(tmp, index=False))
+            _prune(path.parent, ".parquet")
         context.add_output_metadata({"partitions_written": len(obj)})
 
     def load_input(self, context: InputContext) -> dict[str, pd.DataFrame]:
         """The partitions the downstream step asked for that exist; a missing one is left out
         here and named by the consumer (the report lists variants with no results)."""
-        asset_key = context.upstream_output.asset_key if context.upstream_output else context.asset_key
         keys = context.asset_partition_keys if context.has_asset_partitions else []
         out = {}
         for key in keys:
-            path = self._path(asset_key, key)
-            if path.exists():
+            path = _input_path(context, self.base_dir, key, ".parquet")
+            if path is not None:
                 out[key] = pd.read_parquet(path)
         return out

@@ -42,9 +42,10 @@ def _tiny_config(results_dir):
 @pytest.fixture
 def resources(pg_state_dir, embedded_pg, tmp_path):
     from resources import LLMResource, RerankerResource
-    from resources.io import VariantParquetIOManager
+    from resources.io import RunScopedPickleIOManager, VariantParquetIOManager
 
     return {
+        "io_manager": RunScopedPickleIOManager(base_dir=str(tmp_path / "assets")),
         "database": DatabaseResource(kind="embedded", state_dir=str(pg_state_dir)),
         "embedder": EmbedderResource(),
         "llm": LLMResource(),
@@ -73,16 +74,16 @@ def test_whole_sweep_in_one_run_then_one_partition(tmp_path, resources):
     assert [c.passed for c in checks] == [True]
     per_query = __import__("pandas").read_json(tmp_path / "per_query.jsonl", lines=True)
     _assert_trec_parity(tmp_path / "trec", per_query)
-    parquet = {p.stem for p in (tmp_path / "variants" / "ranked_results").glob("*.parquet")}
-    assert parquet == set(SWEEP.keys)
+    stored = tmp_path / "variants" / "ranked_results"
+    assert {p.parent.name for p in stored.glob("*/*.parquet")} == set(SWEEP.keys)
 
-    # One variant alone: only its partition is rewritten, the report still covers every variant.
-    before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "variants" / "ranked_results").glob("*.parquet")}
+    # One variant alone: only its partition gets a new file.
+    before = {str(p.relative_to(stored)) for p in stored.glob("*/*.parquet")}
     single = materialize(_defs_assets(), selection="ranked_results", resources=resources,
                          instance=instance, partition_key="pg-dense")
     assert single.success
-    after = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "variants" / "ranked_results").glob("*.parquet")}
-    assert [n for n in after if after[n] != before[n]] == ["pg-dense.parquet"]
+    after = {str(p.relative_to(stored)) for p in stored.glob("*/*.parquet")}
+    assert [n.split("/")[0] for n in after - before] == ["pg-dense"]
 
 
 def _assert_trec_parity(trec_dir, per_query):

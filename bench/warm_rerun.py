@@ -1,0 +1,161 @@
+"""The whole retrieval_eval job, cold on a fresh state dir, then again with nothing changed.
+
+Each run is what `make demo` does: `python -m eval_pipeline.database url ...` (start or attach to
+the embedded Postgres, export its URL), then `dagster job execute -m definitions -j retrieval_eval`
+in a subprocess, with the environment of the Makefile's DAGSTER_ENV pointed at the bench state
+dir.  The only difference from `make demo` is a run config that sends the report to
+<state-dir>/results instead of the repo's results/ (so the bench never overwrites it).
+
+Prints both wall times, the ratio warm/cold (goal <= 0.10) and, for each run, where the time went:
+process start + imports + Dagster setup before the first step, each step's duration (parsed from
+Dagster's STEP_SUCCESS log lines), and the tail after the last step.
+
+    .venv/bin/python bench/warm_rerun.py            # fresh /tmp/eval-pipeline-bench/warm_rerun
+    .venv/bin/python bench/warm_rerun.py --runs 3   # cold + 2 warm
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from common import DEFAULT_STATE_ROOT, REPO_ROOT, peak_rss_children_mb, print_machine, print_table
+
+BIN = REPO_ROOT / ".venv" / "bin"
+STEP_DONE = re.compile(r'^(\S+ \S+ [+-]\d{4}) - dagster - \w+ - \S+ - \S+ - \d+ - (\S+) - STEP_SUCCESS - '
+                       r'Finished execution of step "([^"]+)" in ([\d.]+)(ms|s|m)')
+STEP_START = re.compile(r'^(\S+ \S+ [+-]\d{4}) - dagster - \w+ - \S+ - \S+ - \d+ - (\S+) - STEP_START')
+RUN_START = re.compile(r'^(\S+ \S+ [+-]\d{4}) - dagster - \w+ - \S+ - \S+ - \d+ - RUN_START')
+RUN_END = re.compile(r'^(\S+ \S+ [+-]\d{4}) - dagster - \w+ - \S+ - \S+ - \d+ - RUN_(SUCCESS|FAILURE)')
+
+
+def dagster_env(state_dir: Path) -> dict[str, str]:
+    """The Makefile's DAGSTER_ENV, for `state_dir`."""
+    env = dict(os.environ)
+    env.update(
+        DAGSTER_HOME=str(REPO_ROOT),
+        EVAL_PIPELINE_STATE_DIR=str(state_dir),
+        EVAL_PIPELINE_ARTIFACTS_DIR=str(state_dir / "dagster"),
+        EVAL_PIPELINE_COMPUTE_LOGS_DIR=str(state_dir / "dagster" / "logs"),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
+    return env
+
+
+def _ts(text: str) -> float:
+    return dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S %z").timestamp()
+
+
+def _seconds(value: str, unit: str) -> float:
+    return float(value) / 1000 if unit == "ms" else float(value) * (60 if unit == "m" else 1)
+
+
+def run_once(state_dir: Path, config_path: Path, log_path: Path) -> dict:
+    env = dagster_env(state_dir)
+    started = time.perf_counter()
+    url = subprocess.run(
+        [str(BIN / "python"), "-m", "eval_pipeline.database", "url", "--state-dir", str(state_dir),
+         "--database", "dagster", "--driver", "psycopg2"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    url_seconds = time.perf_counter() - started
+    env["EVAL_PIPELINE_DAGSTER_PG_URL"] = url
+    wall_start = time.time()
+    job_started = time.perf_counter()
+    proc = subprocess.run(
+        [str(BIN / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval", "-c", str(config_path)],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+    )
+    job_seconds = time.perf_counter() - job_started
+    wall_end = time.time()
+    log = proc.stdout + proc.stderr
+    log_path.write_text(log)
+    if proc.returncode != 0:
+        raise SystemExit(f"dagster job failed (exit {proc.returncode}); log: {log_path}\n{log[-3000:]}")
+    steps, first_start, last_end, run_start, run_end = [], None, None, None, None
+    for line in log.splitlines():
+        if m := STEP_DONE.match(line):
+            seconds = _seconds(m.group(4), m.group(5))
+            steps.append((m.group(3), seconds))
+            last_end = _ts(m.group(1))
+        elif m := STEP_START.match(line):
+            first_start = first_start or _ts(m.group(1))
+        elif m := RUN_START.match(line):
+            run_start = _ts(m.group(1))
+        elif m := RUN_END.match(line):
+            run_end = _ts(m.group(1))
+    # Dagster's log timestamps have 1 s resolution: the split around the steps is approximate.
+    step_total = sum(s for _, s in steps)
+    before = (first_start - wall_start) if first_start else float("nan")
+    return {
+        "url_seconds": url_seconds, "job_seconds": job_seconds, "total_seconds": url_seconds + job_seconds,
+        "steps": steps, "step_total": step_total, "before_first_step": before,
+        "run_start_offset": (run_start - wall_start) if run_start else float("nan"),
+        "after_last_step": (wall_end - last_end) if last_end else float("nan"),
+        "log": str(log_path),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--state-dir", default=str(DEFAULT_STATE_ROOT / "warm_rerun"),
+                        help="bench state dir; deleted first (a cold run needs a fresh one) unless --reuse")
+    parser.add_argument("--reuse", action="store_true", help="do not delete the state dir first (no cold run)")
+    parser.add_argument("--runs", type=int, default=2, help="1 cold + (runs - 1) warm (default 2)")
+    parser.add_argument("--keep-db", action="store_true", help="leave the embedded Postgres running at exit")
+    args = parser.parse_args()
+
+    print_machine("retrieval_eval job: cold, then warm (nothing changed)")
+    state_dir = Path(args.state_dir).resolve()
+    if state_dir.exists() and not args.reuse:
+        subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state_dir)],
+                       cwd=REPO_ROOT, check=False)
+        shutil.rmtree(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    config_path = state_dir / "run_config.yaml"
+    config_path.write_text(f"ops:\n  report:\n    config:\n      results_dir: {state_dir / 'results'}\n")
+    results = []
+    try:
+        for i in range(args.runs):
+            label = "cold" if i == 0 and not args.reuse else f"warm{'' if args.runs <= 2 else ' ' + str(i)}"
+            r = run_once(state_dir, config_path, state_dir / f"run{i}.log")
+            r["label"] = label
+            results.append(r)
+            print(f"{label}: url {r['url_seconds']:.1f} s + job {r['job_seconds']:.1f} s = {r['total_seconds']:.1f} s "
+                  f"(log {r['log']})")
+    finally:
+        if not args.keep_db:
+            subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state_dir)],
+                           cwd=REPO_ROOT, check=False)
+
+    print()
+    step_names = [name for name, _ in results[0]["steps"]]
+    rows = [["database url (start/attach Postgres)", *[r["url_seconds"] for r in results]],
+            ["job: process start, imports, Dagster setup (to first step)", *[r["before_first_step"] for r in results]]]
+    for name in step_names:
+        rows.append([f"  step {name}", *[dict(r["steps"]).get(name, float("nan")) for r in results]])
+    rows.append(["job: after last step (run end, exit)", *[r["after_last_step"] for r in results]])
+    rows.append(["TOTAL wall", *[r["total_seconds"] for r in results]])
+    print_table(rows, ["seconds", *[r["label"] for r in results]], digits=2)
+    cold, warm = results[0], results[-1]
+    if len(results) > 1 and not args.reuse:
+        ratio = warm["total_seconds"] / cold["total_seconds"]
+        print(f"\nwarm / cold = {warm['total_seconds']:.1f} / {cold['total_seconds']:.1f} = {ratio:.3f} "
+              f"(goal <= 0.10: {'met' if ratio <= 0.10 else 'missed'})")
+        fixed = warm["url_seconds"] + warm["before_first_step"] + warm["after_last_step"]
+        print(f"warm run: {fixed:.1f} s outside the steps (process start, imports, Dagster), "
+              f"{warm['step_total']:.1f} s in steps; slowest warm steps: "
+              + ", ".join(f"{n} {s:.1f} s" for n, s in sorted(warm["steps"], key=lambda x: -x[1])[:3]))
+    print(f"peak RSS of the largest child (dagster job) {peak_rss_children_mb():.0f} MiB")
+    print("Dagster log timestamps have 1 s resolution: the 'to first step' and 'after last step' rows are +-1 s.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""Faults injected into real runs, concurrent runs, hostile input and secrets."""
+
+import json
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from eval_pipeline.corpus import CorpusError, load_corpus
+from eval_pipeline.database import EmbeddedPostgres
+from eval_pipeline.ingest import MANIFEST_TABLE, ChunkingConfig, IngestError, fetch_chunks, ingest
+from eval_pipeline.scoring import score_variant, summarize
+from eval_pipeline.sweep import Sweep
+from eval_pipeline.variants import parse_sweep
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+CHUNKING = ChunkingConfig(split_length=30, split_overlap=5)
+
+
+@pytest.fixture
+def own_pg(tmp_path):
+    """A server of its own: these tests stop it on purpose."""
+    pg = EmbeddedPostgres(tmp_path / "own")
+    pg.start()
+    yield pg
+    pg.stop()
+
+
+class StopsDatabase:
+    """The real embedder, stopping the database right after it has embedded."""
+
+    def __init__(self, inner, pg):
+        self.inner, self.pg = inner, pg
+
+    @property
+    def model_id(self):
+        return self.inner.model_id
+
+    def warm_up(self):
+        self.inner.warm_up()
+
+    def embed(self, texts):
+        vectors = self.inner.embed(texts)
+        self.pg.stop()
+        return vectors
+
+
+class FailingEmbedder(StopsDatabase):
+    def embed(self, texts):
+        raise RuntimeError("CUDA out of memory (injected)")
+
+
+def _manifest_rows(uri):
+    with psycopg.connect(uri) as conn:
+        return conn.execute(f"SELECT table_name FROM {MANIFEST_TABLE}").fetchall()
+
+
+def test_database_gone_mid_ingest(own_pg, local_embedder, tiny_snapshot):
+    uri = own_pg.uri("eval")
+    with pytest.raises(IngestError, match=r"writing chunks_\w+ failed after 0 of \d+ chunks .* next run rebuilds it"):
+        ingest(tiny_snapshot, connection_string=uri, embedder=StopsDatabase(local_embedder, own_pg),
+               chunking=CHUNKING, log=lambda m: None)
+    assert own_pg.pid is None
+    uri = own_pg.uri("eval")  # the next run starts the server again
+    assert _manifest_rows(uri) == []  # nothing looks complete
+    info = ingest(tiny_snapshot, connection_string=uri, embedder=local_embedder, chunking=CHUNKING, log=lambda m: None)
+    assert not info.reused and len(fetch_chunks(uri, info.table)) == info.chunk_count
+    assert _manifest_rows(uri) == [(info.table,)]
+
+
+def test_embedder_failure_marks_nothing_complete(own_pg, local_embedder, tiny_snapshot):
+    uri = own_pg.uri("eval")
+    with pytest.raises(IngestError, match="embedding the chunks for chunks_\\w+ failed .*CUDA out of memory.*nothing was written"):
+        ingest(tiny_snapshot, connection_string=uri, embedder=FailingEmbedder(local_embedder, own_pg),
+               chunking=CHUNKING, log=lambda m: None)
+    assert _manifest_rows(uri) == []
+
+
+def test_database_gone_mid_retrieval(own_pg, local_embedder, tiny_snapshot, tiny_questions):
+    """Questions after the outage are errored, counted and scored as misses; nothing is
+    reported as if complete."""
+    uri = own_pg.uri("eval")
+    info = ingest(tiny_snapshot, connection_string=uri, embedder=local_embedder, chunking=CHUNKING, log=lambda m: None)
+    questions = tiny_questions.questions
+    embeddings = dict(zip([q.qid for q in questions], local_embedder.embed([q.question for q in questions])))
+
+    class OutageAfterTwoQuestions(Sweep):
+        def leg_hits(self, name, top_k, q):
+            if q.qid == questions[2].qid and own_pg.pid is not None:
+                own_pg.stop()
+            return super().leg_hits(name, top_k, q)
+
+    sweep = OutageAfterTwoQuestions(snapshot=tiny_snapshot, connection_string=uri, table=info.table, dims=info.dims,
+                                    query_embeddings=embeddings, embed_ms_per_query=0.0)
+    (variant,) = parse_sweep({"variants": ["hybrid"]}).variants
+    results = sweep.run_variant(variant, questions)
+    assert len(results) == len(questions)
+    assert results["error"].iloc[:2].isna().all() and results["error"].iloc[2:].notna().all()
+    summary = summarize({"hybrid": score_variant(results, questions)}).iloc[0]
+    assert summary["n_errored"] == len(questions) - 2
+    assert summary["hit@1"] <= 2 / 5  # errored answerable questions count as misses
+
+    from assets import no_errored_questions
+
+    check = no_errored_questions(report={"summary": summarize({"hybrid": score_variant(results, questions)})})
+    assert not check.passed and check.metadata["errored_total"].value == len(questions) - 2
+
+
+def test_socket_directory_is_private(embedded_pg):
+    pgdata = embedded_pg.pgdata
+    mode = stat.S_IMODE(pgdata.stat().st_mode)
+    assert mode & 0o077 == 0, oct(mode)  # only the server's user can enter
+    assert (pgdata / ".s.PGSQL.5432").exists()
+    with psycopg.connect(embedded_pg.uri("eval")) as conn:
+        assert conn.execute("SHOW listen_addresses").fetchone()[0] == ""
+
+
+# --- hostile input ------------------------------------------------------------------------
+
+def test_huge_document_is_refused_or_skipped(tmp_path):
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "ok.md").write_text("# Fine\nA normal page about the coffee machine.")
+    (folder / "dump.txt").write_text("log line " * 6_000_000)  # ~54 MB
+    with pytest.raises(CorpusError, match=r"doc 'dump': 54,000,000 characters, more than max_document_chars"):
+        load_corpus("folder", str(folder))
+    snapshot = load_corpus("folder", str(folder), lenient=True)
+    assert [d.doc_id for d in snapshot.documents] == ["ok"]
+    assert [s.location for s in snapshot.skipped] == ["doc 'dump'"]
+
+
+def test_hundred_thousand_tiny_documents(tmp_path):
+    path = tmp_path / "tiny.jsonl"
+    with open(path, "w") as fh:
+        for i in range(100_000):
+            fh.write(json.dumps({"doc_id": f"d{i}", "title": "", "content": f"note {i}"}) + "\n")
+    snapshot = load_corpus("jsonl", str(path))
+    assert len(snapshot.documents) == 100_000 and len(snapshot.signature) == 16
+
+
+def test_ids_with_quotes_and_sql_reach_postgres_as_data(own_pg, local_embedder, tmp_path):
+    path = tmp_path / "evil.jsonl"
+    ids = ["it's", 'say "hi"', "a/b\\c", "x'); DROP TABLE eval_ingest_manifest;--", "ünïcødé"]
+    path.write_text("".join(json.dumps({"doc_id": i, "title": i, "content": f"text about topic {n} " * 5}) + "\n"
+                            for n, i in enumerate(ids)))
+    snapshot = load_corpus("jsonl", str(path))
+    uri = own_pg.uri("eval")
+    info = ingest(snapshot, connection_string=uri, embedder=local_embedder, chunking=CHUNKING, log=lambda m: None)
+    assert {doc for _, doc, _ in fetch_chunks(uri, info.table)} == set(ids)
+    assert _manifest_rows(uri) == [(info.table,)]  # the manifest table survived
+
+
+# --- whole-job faults: SIGKILL, concurrency, secrets --------------------------------------
+
+def _env(state_dir: Path, dagster_url: str, **extra) -> dict:
+    env = dict(os.environ)
+    env.update(
+        DAGSTER_HOME=str(REPO),
+        EVAL_PIPELINE_STATE_DIR=str(state_dir),
+        EVAL_PIPELINE_ARTIFACTS_DIR=str(state_dir / "dagster"),
+        EVAL_PIPELINE_COMPUTE_LOGS_DIR=str(state_dir / "dagster" / "logs"),
+        EVAL_PIPELINE_DAGSTER_PG_URL=dagster_url,
+        **extra,
+    )
+    return env
+
+
+def _config(results_dir: Path, **question_set) -> dict:
+    return {"ops": {
+        "corpus_snapshot": {"config": {"source": "jsonl", "path": str(FIXTURES / "tiny_corpus.jsonl")}},
+        "question_set": {"config": question_set or {"path": str(FIXTURES / "tiny_questions.jsonl")}},
+        "pgvector_store": {"config": {"split_length": 30, "split_overlap": 5}},
+        "report": {"config": {"results_dir": str(results_dir)}},
+    }}
+
+
+def _job(tmp_path, name, env, config) -> subprocess.Popen:
+    cfg = tmp_path / f"{name}.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    log = open(tmp_path / f"{name}.log", "w")
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval",
+         "-c", str(cfg)], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _metrics_table(results_dir: Path) -> list[list[str]]:
+    """The variants x metrics table of results.md, without the latency columns (timings differ)."""
+    text = (results_dir / "results.md").read_text()
+    table = text[text.index("## Variants"):text.index("## hit@5 by question kind")]
+    rows = [line.strip("|").split("|") for line in table.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in row[:-2]] for row in rows]
+
+
+@pytest.fixture
+def job_env(tmp_path, embedded_pg):
+    """Run storage in the session server; each state dir gets its own vector server, stopped after."""
+    dagster_url = embedded_pg.uri("dagster", driver="psycopg2")
+    states = []
+
+    def make(name, **extra):
+        state = tmp_path / name
+        states.append(state)
+        return _env(state, dagster_url, **extra)
+
+    yield make
+    for state in states:
+        EmbeddedPostgres(state).stop()
+
+
+@pytest.mark.parametrize("step", ["pgvector_store", "ranked_results"])
+def test_sigkill_then_rerun_gives_the_same_metrics(tmp_path, job_env, step):
+    clean = _job(tmp_path, "clean", job_env("state-clean"), _config(tmp_path / "clean"))
+    assert clean.wait(timeout=600) == 0, (tmp_path / "clean.log").read_text()[-3000:]
+
+    env = job_env("state")  # cold, like a first nightly run
+    killed = _job(tmp_path, "killed", env, _config(tmp_path / "killed"))
+    marker = f'Started execution of step "{step}"'
+    deadline = time.monotonic() + 300
+    while marker not in (tmp_path / "killed.log").read_text():
+        assert killed.poll() is None and time.monotonic() < deadline, "the step never started"
+        time.sleep(0.05)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=60)
+    assert not (tmp_path / "killed" / "results.md").exists()
+
+    rerun = _job(tmp_path, "rerun", env, _config(tmp_path / "rerun"))
+    assert rerun.wait(timeout=600) == 0, (tmp_path / "rerun.log").read_text()[-3000:]
+    assert _metrics_table(tmp_path / "rerun") == _metrics_table(tmp_path / "clean")
+
+
+def test_two_runs_at_once(tmp_path, job_env):
+    env = job_env("state")  # both start cold and race for the same table
+    a = _job(tmp_path, "a", env, _config(tmp_path / "a"))
+    b = _job(tmp_path, "b", env, _config(tmp_path / "b"))
+    assert a.wait(timeout=600) == 0, (tmp_path / "a.log").read_text()[-3000:]
+    assert b.wait(timeout=600) == 0, (tmp_path / "b.log").read_text()[-3000:]
+    assert _metrics_table(tmp_path / "a") == _metrics_table(tmp_path / "b")
+    logs = (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
+    assert len(re.findall(r"embedding \d+ chunks of 5 documents", logs)) == 1  # one writer per table
+    assert logs.count("reusing complete table") == 1
+
+
+def test_secrets_never_leave_the_environment(tmp_path, job_env, embedded_pg):
+    """A recognizable fake key, used for real against the local LLM server, appears nowhere."""
+    from tests.fake_llm import backtranslation_chat
+    from tests.openai_stub import OpenAIStub
+
+    secret = "sk-FAKE-SECRET-7f3a9c1e5b"
+    with OpenAIStub(chat=backtranslation_chat) as stub:
+        env = job_env("state", OPENAI_API_KEY=secret, OPENAI_BASE_URL=stub.base_url, EVAL_PIPELINE_LLM_MODEL="fake-model")
+        state = Path(env["EVAL_PIPELINE_STATE_DIR"])
+        job = _job(tmp_path, "secret", env, _config(tmp_path / "results", source="generate", k=2))
+        assert job.wait(timeout=600) == 0, (tmp_path / "secret.log").read_text()[-3000:]
+        auth = {k.lower(): v for k, v in stub.chat_requests()[0]["headers"].items()}["authorization"]
+        assert auth == f"Bearer {secret}"  # the key was really used
+
+    hits = []
+    for root in (tmp_path, state):
+        for path in root.rglob("*"):
+            if path.is_file() and "pgdata" not in path.parts and secret.encode() in path.read_bytes():
+                hits.append(str(path))
+    for uri in (embedded_pg.uri("dagster"), EmbeddedPostgres(state).uri("eval")):
+        with psycopg.connect(uri) as conn:
+            tables = [r[0] for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'").fetchall()]
+            for table in tables:
+                found = conn.execute(
+                    psycopg.sql.SQL("SELECT count(*) FROM {} t WHERE t::text LIKE %s").format(psycopg.sql.Identifier(table)),
+                    (f"%{secret}%",)).fetchone()[0]
+                if found:
+                    hits.append(f"{uri}: {table}")
+    assert hits == []
