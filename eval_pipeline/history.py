@@ -455,7 +455,10 @@ def previous_run(
     With ``before_run_id`` of a recorded run, only runs recorded before it count; if that
     run is not recorded yet (the check runs before the record), every other run counts.
     The run ``before_run_id`` itself is never returned. Limited runs are skipped unless
-    ``exclude_limited`` is False. No history tables yet means no previous run.
+    ``exclude_limited`` is False. A run whose provenance says ``"gate_failed": true`` for
+    this variant is skipped too: a regression must not become the yardstick of the next
+    run, or a second run of the same regressed code would pass. No history tables yet
+    means no previous run.
 
     Returns ``{"run_id", "created_at", "limited", "variant", "provenance", "metrics":
     {metric: value}, "intervals": {metric: (ci_low, ci_high)}}``; metric values stored as
@@ -484,6 +487,7 @@ def previous_run(
                 """SELECT r.run_id, r.created_at, r.limited, r.provenance FROM {runs} r
                    WHERE EXISTS (SELECT 1 FROM {metrics} m WHERE m.run_id = r.run_id AND m.variant = %(variant)s)
                      AND (NOT %(exclude_limited)s OR NOT r.limited)
+                     AND NOT COALESCE(r.provenance->'gate_failed' ? %(variant)s, false)
                      AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)
                      AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint)
                    ORDER BY r.seq DESC LIMIT 1"""

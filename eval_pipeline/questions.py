@@ -74,6 +74,21 @@ class QuestionSet:
     questions: tuple[Question, ...]
     header: Mapping[str, Any]
     path: str
+    limited_from: int | None = None  # the full set's size when this is a limited run
+
+    @property
+    def limited(self) -> bool:
+        return self.limited_from is not None
+
+    def limit(self, n: int) -> "QuestionSet":
+        """The first n questions in file order (a quick run). Its results are written under a
+        suffixed name and never serve as a baseline; n >= the set's size is no limit."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise QuestionSetError(f"question_set.limit must be a positive integer, got {n!r}")
+        if n >= len(self.questions):
+            return self
+        return QuestionSet(questions=self.questions[:n], header=self.header, path=self.path,
+                           limited_from=len(self.questions))
 
     @property
     def fingerprint(self) -> str:

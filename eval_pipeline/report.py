@@ -51,6 +51,58 @@ def markdown_table(df: pd.DataFrame, columns: list[str]) -> str:
     return "\n".join([header, rule, *rows])
 
 
+def _best(summary: pd.DataFrame) -> pd.Series:
+    return summary.sort_values(["ndcg@10", "mrr", "variant"], ascending=[False, False, True]).iloc[0]
+
+
+def headline(verdict, baseline: str) -> str:
+    """One line for the top of the report and the Dagster UI: best variant, gate verdict,
+    and what changed since the previous run."""
+    best = _best(verdict.summary)
+    gates = verdict.gates
+    compared = [v for v, g in gates.items() if g.state == "comparable"]
+    failed = [v for v, g in gates.items() if not g.passed]
+    gate = ("Gate FAILED for " + ", ".join(f"`{v}`" for v in failed)) if failed else (
+        f"Gate passed ({len(compared)} of {len(gates)} variants compared with their previous run)")
+    changes = []
+    for v in compared:
+        prev = verdict.previous[v]["metrics"].get("ndcg@10")
+        now = float(verdict.summary.set_index("variant").loc[v, "ndcg@10"])
+        if prev is not None and abs(now - prev) >= 0.0005:
+            changes.append(f"`{v}` nDCG@10 {now - prev:+.3f}")
+    since = ("Since the previous run: " + ", ".join(changes)) if changes else (
+        "No metric moved since the previous run" if compared else "No comparable previous run")
+    limited = " (limited run: not a baseline)" if verdict.limited else ""
+    return (f"Best variant: {best['variant']} (nDCG@10 {best['ndcg@10']:.3f}, MRR {best['mrr']:.3f}). "
+            f"{gate}. {since}.{limited}")
+
+
+def render_plots(verdict, folder: Path, suffix: str = "") -> dict[str, str]:
+    """The report's PNGs, written beside the markdown."""
+    from eval_pipeline.plots import baseline_deltas, hit_at_k_curves, metric_bars
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    plots = {
+        "hit_at_k": str(hit_at_k_curves(verdict.summary, folder / f"hit_at_k{suffix}.png")),
+        "ndcg_intervals": str(metric_bars(verdict.intervals, folder / f"ndcg_intervals{suffix}.png", metric="ndcg@10")),
+    }
+    if len(verdict.baseline_comparison):
+        plots["baseline_deltas"] = str(
+            baseline_deltas(verdict.baseline_comparison, folder / f"baseline_deltas{suffix}.png", metric="ndcg@10"))
+    return plots
+
+
+def embedded_images(plots: Mapping[str, str]) -> str:
+    """Markdown with the PNGs inline (data URIs), for the Dagster UI."""
+    import base64
+
+    return "\n\n".join(
+        f"**{name.replace('_', ' ')}**\n\n![{name}](data:image/png;base64,"
+        f"{base64.b64encode(Path(path).read_bytes()).decode()})" for name, path in plots.items()
+    )
+
+
 def render_report(
     summary: pd.DataFrame,
     per_query: pd.DataFrame,
@@ -58,17 +110,21 @@ def render_report(
     *,
     latency: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
     missing_variants: list[str] | None = None,
+    verdict=None,
+    baseline: str | None = None,
+    plots: Mapping[str, str] | None = None,
 ) -> str:
     """The whole report. `per_query` holds every variant's rows (column `variant`);
-    `latency` maps variant -> stage -> {p50, p95, max, mean}."""
-    best = summary.sort_values(["ndcg@10", "mrr", "variant"], ascending=[False, False, True]).iloc[0]
-    lines = [
-        "# Retrieval evaluation",
-        "",
-        f"**Best variant: `{best['variant']}`** with nDCG@10 {best['ndcg@10']:.3f}, MRR {best['mrr']:.3f} "
-        f"and hit@5 {best['hit@5']:.3f} on {int(best['n_answerable'])} answerable questions.",
-        "",
-    ]
+    `latency` maps variant -> stage -> {p50, p95, max, mean}; `verdict` (a RunVerdict) adds
+    intervals, significance against the baseline variant and the gate; `plots` maps names
+    to PNG file names beside the report."""
+    best = _best(summary)
+    lines = ["# Retrieval evaluation", ""]
+    if verdict is not None:
+        lines += [f"**{headline(verdict, baseline)}**", ""]
+    else:
+        lines += [f"**Best variant: `{best['variant']}`** with nDCG@10 {best['ndcg@10']:.3f}, MRR {best['mrr']:.3f} "
+                  f"and hit@5 {best['hit@5']:.3f} on {int(best['n_answerable'])} answerable questions.", ""]
     errored = int(summary["n_errored"].sum())
     if errored:
         lines += [f"> **Warning:** {errored} question(s) errored and were scored as misses; see `per_query.jsonl`.", ""]
@@ -77,7 +133,19 @@ def render_report(
     lines += ["## Variants", ""]
     table = summary.assign(errored=summary["n_errored"], **{"p50 ms": summary["latency_p50_ms"],
                                                             "p95 ms": summary["latency_p95_ms"]})
-    lines += [markdown_table(table, ["variant", *HEADLINE_METRICS, "errored", "p50 ms", "p95 ms"]), ""]
+    columns = ["variant", *HEADLINE_METRICS, "errored", "p50 ms", "p95 ms"]
+    if verdict is not None:
+        table = _with_intervals_and_marks(table, verdict, baseline)
+        columns = ["variant", *HEADLINE_METRICS, "ndcg@10 95% CI", "errored", "p50 ms", "p95 ms"]
+    lines += [markdown_table(table, columns), ""]
+    if verdict is not None and len(verdict.baseline_comparison):
+        lines += [f"▲/▼: significantly better/worse than the baseline variant `{baseline}` on nDCG@10 "
+                  "(paired randomization test, Holm-corrected across variants, p < 0.05).", ""]
+        lines += _baseline_section(verdict, baseline)
+    if verdict is not None:
+        lines += _gate_section(verdict)
+    if plots:
+        lines += ["## Plots", ""] + [f"![{name}]({file})" for name, file in plots.items()] + [""]
 
     slices = [
         ("MATCH (shares the document's words)", per_query["form"] == "MATCH"),
@@ -140,10 +208,58 @@ def render_report(
     return "\n".join(lines)
 
 
-def write_report(results_dir: str | Path, markdown: str, per_query: pd.DataFrame) -> dict[str, str]:
-    """Writes results.md and per_query.jsonl atomically; returns their paths."""
+def _with_intervals_and_marks(table: pd.DataFrame, verdict, baseline: str | None) -> pd.DataFrame:
+    table = table.copy()
+    iv = verdict.intervals
+    iv = iv[iv["metric"] == "ndcg@10"].set_index("variant")
+    table["ndcg@10 95% CI"] = [
+        f"[{iv.loc[v, 'low']:.3f}, {iv.loc[v, 'high']:.3f}]" if v in iv.index else "" for v in table["variant"]]
+    cmp = verdict.baseline_comparison
+    if len(cmp):
+        cmp = cmp[cmp["metric"] == "ndcg@10"].set_index("variant")
+        marks = []
+        for v in table["variant"]:
+            if v in cmp.index and bool(cmp.loc[v, "significant"]):
+                marks.append(" ▲" if cmp.loc[v, "delta"] > 0 else " ▼")
+            else:
+                marks.append("")
+        table["ndcg@10"] = [f"{x:.3f}{m}" for x, m in zip(table["ndcg@10"], marks)]
+    table["variant"] = [f"{v} (baseline)" if v == baseline else v for v in table["variant"]]
+    return table
+
+
+def _baseline_section(verdict, baseline: str) -> list[str]:
+    cmp = verdict.baseline_comparison
+    rows = []
+    for _, r in cmp[cmp["metric"].isin(["ndcg@10", "mrr"])].iterrows():
+        rows.append({
+            "variant": r["variant"], "metric": r["metric"], "delta": f"{r['delta']:+.3f}",
+            "95% CI": f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]", "p (Holm)": f"{r['p_holm']:.3g}",
+            "wins/ties/losses": f"{int(r['wins'])}/{int(r['ties'])}/{int(r['losses'])}",
+            "significant": "yes" if r["significant"] else "no",
+        })
+    return [f"## Compared with the baseline variant `{baseline}` (this run, same questions)", "",
+            markdown_table(pd.DataFrame(rows), list(rows[0])), ""] if rows else []
+
+
+def _gate_section(verdict) -> list[str]:
+    lines = ["## Regression gate (each variant against its own previous run)", ""]
+    for variant, g in verdict.gates.items():
+        cmp = verdict.history[variant]
+        extra = f" Treatment changed: {', '.join(cmp.treatment_changes)}." if cmp.treatment_changes else ""
+        lines.append(f"- `{variant}`: **{'passed' if g.passed else 'FAILED'}** ({g.state}). {g.message}{extra}")
+    failures = [r for r in verdict.gate_rows() if r["passed"] is False]
+    if failures:
+        lines += ["", markdown_table(pd.DataFrame(failures), ["variant", "metric", "actual", "baseline", "delta",
+                                                               "tolerance"])]
+    return lines + [""]
+
+
+def write_report(results_dir: str | Path, markdown: str, per_query: pd.DataFrame, *, suffix: str = "") -> dict[str, str]:
+    """Writes results.md and per_query.jsonl atomically (a limited run adds a suffix to the
+    names, so it never overwrites a full run's results); returns their paths."""
     out = Path(results_dir)
-    md_path, pq_path = out / "results.md", out / "per_query.jsonl"
+    md_path, pq_path = out / f"results{suffix}.md", out / f"per_query{suffix}.jsonl"
     atomic_write_text(md_path, markdown)
     records = per_query.to_dict(orient="records")
     atomic_write_text(pq_path, "".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n" for r in records))

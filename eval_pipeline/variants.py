@@ -7,6 +7,10 @@ the file is loaded, naming the variant and the setting and listing what is valid
 sweep fails before anything is embedded or any paid call is made.
 
     baseline: hybrid            # the variant the others are compared with
+    gate:                       # regression gate against the previous run of each variant
+      tolerances: {hit@1: 0.05, hit@5: 0.05, mrr: 0.05, ndcg@10: 0.05}
+      strict: false             # true: a changed corpus/labels or missing provenance fails too
+    schedule: {cron: "0 2 * * *"}   # the nightly run
     variants:
       - engine: pg-dense
       - engine: hybrid
@@ -89,11 +93,17 @@ class Variant:
         return out
 
 
+DEFAULT_CRON = "0 2 * * *"
+
+
 @dataclass(frozen=True)
 class SweepConfig:
     variants: tuple[Variant, ...]
     baseline: str
     source: str
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    strict: bool = False
+    cron: str = DEFAULT_CRON
 
     @property
     def keys(self) -> list[str]:
@@ -119,9 +129,11 @@ def load_sweep(path: str | Path) -> SweepConfig:
 def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     if not isinstance(data, dict):
         raise VariantConfigError(f"{source}: expected a mapping with 'variants' (and optionally 'baseline')")
-    unknown = set(data) - {"variants", "baseline"}
+    unknown = set(data) - {"variants", "baseline", "gate", "schedule"}
     if unknown:
-        raise VariantConfigError(f"{source}: unknown top-level setting(s) {sorted(unknown)}; valid: baseline, variants")
+        raise VariantConfigError(
+            f"{source}: unknown top-level setting(s) {sorted(unknown)}; valid: baseline, gate, schedule, variants"
+        )
     raw = data.get("variants")
     if not isinstance(raw, list) or not raw:
         raise VariantConfigError(f"{source}: 'variants' must be a non-empty list")
@@ -138,7 +150,38 @@ def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     baseline = data.get("baseline", variants[0].key)
     if baseline not in seen:
         raise VariantConfigError(f"{source}: baseline {baseline!r} is not a variant key; keys: {', '.join(seen)}")
-    return SweepConfig(variants=tuple(variants), baseline=baseline, source=source)
+    tolerances, strict = _gate(data.get("gate"), source)
+    return SweepConfig(variants=tuple(variants), baseline=baseline, source=source, tolerances=tolerances,
+                       strict=strict, cron=_cron(data.get("schedule"), source))
+
+
+def _gate(raw: Any, source: str) -> tuple[dict[str, float], bool]:
+    from eval_pipeline.gates import DEFAULT_TOLERANCES, validate_tolerances
+
+    if raw is None:
+        return dict(DEFAULT_TOLERANCES), False
+    if not isinstance(raw, dict) or set(raw) - {"tolerances", "strict"}:
+        raise VariantConfigError(f"{source}: gate must be a mapping with 'tolerances' and/or 'strict'")
+    strict = raw.get("strict", False)
+    if not isinstance(strict, bool):
+        raise VariantConfigError(f"{source}: gate.strict must be true or false, got {strict!r}")
+    tolerances = raw.get("tolerances", DEFAULT_TOLERANCES)
+    if not isinstance(tolerances, dict):
+        raise VariantConfigError(f"{source}: gate.tolerances must map metric names to numbers")
+    try:
+        return validate_tolerances(tolerances), strict
+    except ValueError as exc:
+        raise VariantConfigError(f"{source}: gate.tolerances: {exc}") from None
+
+
+def _cron(raw: Any, source: str) -> str:
+    if raw is None:
+        return DEFAULT_CRON
+    if not isinstance(raw, dict) or set(raw) != {"cron"} or not isinstance(raw["cron"], str):
+        raise VariantConfigError(f"{source}: schedule must be a mapping with one key, cron (e.g. \"0 2 * * *\")")
+    if len(raw["cron"].split()) != 5:
+        raise VariantConfigError(f"{source}: schedule.cron {raw['cron']!r} must have 5 fields")
+    return raw["cron"]
 
 
 def _parse_variant(item: Any, where: str) -> Variant:

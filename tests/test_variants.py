@@ -67,3 +67,33 @@ def test_bad_yaml_names_the_file(tmp_path):
     path.write_text("variants: [\n")
     with pytest.raises(VariantConfigError, match=f"{path}: invalid YAML"):
         load_sweep(path)
+
+
+@pytest.mark.parametrize(
+    "gate, message",
+    [
+        ({"tolerances": {"mrr": float("nan")}}, "gate.tolerances: gate tolerance for 'mrr' must be a finite number in [0, 1]"),
+        ({"tolerances": {"mrr": "0.05"}}, "gate tolerance for 'mrr' must be a finite number in [0, 1]"),
+        ({"tolerances": {"mrr": 1.5}}, "gate tolerance for 'mrr' must be a finite number in [0, 1]"),
+        ({"tolerances": {"mrr": -0.01}}, "gate tolerance for 'mrr' must be a finite number in [0, 1]"),
+        ({"tolerances": {"precision": 0.1}}, "precision"),
+        ({"tolerances": {}}, "gate.tolerances"),
+        ({"strict": "yes"}, "gate.strict must be true or false, got 'yes'"),
+        ({"tolerance": {}}, "gate must be a mapping with 'tolerances' and/or 'strict'"),
+    ],
+)
+def test_gate_settings_are_validated_at_load(gate, message):
+    with pytest.raises(VariantConfigError) as info:
+        parse_sweep({"variants": ["bm25"], "gate": gate}, source="v.yaml")
+    assert message in str(info.value)
+
+
+def test_gate_and_schedule_defaults_and_overrides():
+    sweep = parse_sweep({"variants": ["bm25"]})
+    assert sweep.tolerances == {"hit@1": 0.05, "hit@5": 0.05, "mrr": 0.05, "ndcg@10": 0.05}
+    assert sweep.strict is False and sweep.cron == "0 2 * * *"
+    sweep = parse_sweep({"variants": ["bm25"], "gate": {"tolerances": {"mrr": -0.0}, "strict": True},
+                         "schedule": {"cron": "30 4 * * 1-5"}})
+    assert sweep.tolerances == {"mrr": 0.0} and sweep.strict and sweep.cron == "30 4 * * 1-5"
+    with pytest.raises(VariantConfigError, match="schedule.cron 'nightly' must have 5 fields"):
+        parse_sweep({"variants": ["bm25"], "schedule": {"cron": "nightly"}})

@@ -20,7 +20,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 def _defs_assets():
     import definitions
 
-    return [*definitions.ALL_ASSETS, definitions.assets.no_errored_questions]
+    return [*definitions.ALL_ASSETS, definitions.assets.no_errored_questions, definitions.assets.regression_gate]
 
 
 def _whole_sweep_tags():

@@ -5,14 +5,11 @@ import os
 import re
 import signal
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psycopg
 import pytest
-import yaml
 
 from eval_pipeline.corpus import CorpusError, load_corpus
 from eval_pipeline.database import EmbeddedPostgres
@@ -20,11 +17,10 @@ from eval_pipeline.ingest import MANIFEST_TABLE, ChunkingConfig, IngestError, fe
 from eval_pipeline.scoring import score_variant, summarize
 from eval_pipeline.sweep import Sweep
 from eval_pipeline.variants import parse_sweep
+from tests.integration.cli import start_job, tiny_job_config
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO / "tests" / "fixtures"
 CHUNKING = ChunkingConfig(split_length=30, split_overlap=5)
 
 
@@ -163,37 +159,6 @@ def test_ids_with_quotes_and_sql_reach_postgres_as_data(own_pg, local_embedder, 
 
 # --- whole-job faults: SIGKILL, concurrency, secrets --------------------------------------
 
-def _env(state_dir: Path, dagster_url: str, **extra) -> dict:
-    env = dict(os.environ)
-    env.update(
-        DAGSTER_HOME=str(REPO),
-        EVAL_PIPELINE_STATE_DIR=str(state_dir),
-        EVAL_PIPELINE_ARTIFACTS_DIR=str(state_dir / "dagster"),
-        EVAL_PIPELINE_COMPUTE_LOGS_DIR=str(state_dir / "dagster" / "logs"),
-        EVAL_PIPELINE_DAGSTER_PG_URL=dagster_url,
-        **extra,
-    )
-    return env
-
-
-def _config(results_dir: Path, **question_set) -> dict:
-    return {"ops": {
-        "corpus_snapshot": {"config": {"source": "jsonl", "path": str(FIXTURES / "tiny_corpus.jsonl")}},
-        "question_set": {"config": question_set or {"path": str(FIXTURES / "tiny_questions.jsonl")}},
-        "pgvector_store": {"config": {"split_length": 30, "split_overlap": 5}},
-        "report": {"config": {"results_dir": str(results_dir)}},
-    }}
-
-
-def _job(tmp_path, name, env, config) -> subprocess.Popen:
-    cfg = tmp_path / f"{name}.yaml"
-    cfg.write_text(yaml.safe_dump(config))
-    log = open(tmp_path / f"{name}.log", "w")
-    return subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval",
-         "-c", str(cfg)], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
 def _metrics_table(results_dir: Path) -> list[list[str]]:
     """The variants x metrics table of results.md, without the latency columns (timings differ)."""
     text = (results_dir / "results.md").read_text()
@@ -202,29 +167,13 @@ def _metrics_table(results_dir: Path) -> list[list[str]]:
     return [[cell.strip() for cell in row[:-2]] for row in rows]
 
 
-@pytest.fixture
-def job_env(tmp_path, embedded_pg):
-    """Run storage in the session server; each state dir gets its own vector server, stopped after."""
-    dagster_url = embedded_pg.uri("dagster", driver="psycopg2")
-    states = []
-
-    def make(name, **extra):
-        state = tmp_path / name
-        states.append(state)
-        return _env(state, dagster_url, **extra)
-
-    yield make
-    for state in states:
-        EmbeddedPostgres(state).stop()
-
-
 @pytest.mark.parametrize("step", ["pgvector_store", "ranked_results"])
 def test_sigkill_then_rerun_gives_the_same_metrics(tmp_path, job_env, step):
-    clean = _job(tmp_path, "clean", job_env("state-clean"), _config(tmp_path / "clean"))
+    clean = start_job(tmp_path, "clean", job_env("state-clean"), tiny_job_config(tmp_path / "clean"))
     assert clean.wait(timeout=600) == 0, (tmp_path / "clean.log").read_text()[-3000:]
 
     env = job_env("state")  # cold, like a first nightly run
-    killed = _job(tmp_path, "killed", env, _config(tmp_path / "killed"))
+    killed = start_job(tmp_path, "killed", env, tiny_job_config(tmp_path / "killed"))
     marker = f'Started execution of step "{step}"'
     deadline = time.monotonic() + 300
     while marker not in (tmp_path / "killed.log").read_text():
@@ -234,15 +183,15 @@ def test_sigkill_then_rerun_gives_the_same_metrics(tmp_path, job_env, step):
     killed.wait(timeout=60)
     assert not (tmp_path / "killed" / "results.md").exists()
 
-    rerun = _job(tmp_path, "rerun", env, _config(tmp_path / "rerun"))
+    rerun = start_job(tmp_path, "rerun", env, tiny_job_config(tmp_path / "rerun"))
     assert rerun.wait(timeout=600) == 0, (tmp_path / "rerun.log").read_text()[-3000:]
     assert _metrics_table(tmp_path / "rerun") == _metrics_table(tmp_path / "clean")
 
 
 def test_two_runs_at_once(tmp_path, job_env):
     env = job_env("state")  # both start cold and race for the same table
-    a = _job(tmp_path, "a", env, _config(tmp_path / "a"))
-    b = _job(tmp_path, "b", env, _config(tmp_path / "b"))
+    a = start_job(tmp_path, "a", env, tiny_job_config(tmp_path / "a"))
+    b = start_job(tmp_path, "b", env, tiny_job_config(tmp_path / "b"))
     assert a.wait(timeout=600) == 0, (tmp_path / "a.log").read_text()[-3000:]
     assert b.wait(timeout=600) == 0, (tmp_path / "b.log").read_text()[-3000:]
     assert _metrics_table(tmp_path / "a") == _metrics_table(tmp_path / "b")
@@ -260,7 +209,7 @@ def test_secrets_never_leave_the_environment(tmp_path, job_env, embedded_pg):
     with OpenAIStub(chat=backtranslation_chat) as stub:
         env = job_env("state", OPENAI_API_KEY=secret, OPENAI_BASE_URL=stub.base_url, EVAL_PIPELINE_LLM_MODEL="fake-model")
         state = Path(env["EVAL_PIPELINE_STATE_DIR"])
-        job = _job(tmp_path, "secret", env, _config(tmp_path / "results", source="generate", k=2))
+        job = start_job(tmp_path, "secret", env, tiny_job_config(tmp_path / "results", source="generate", k=2))
         assert job.wait(timeout=600) == 0, (tmp_path / "secret.log").read_text()[-3000:]
         auth = {k.lower(): v for k, v in stub.chat_requests()[0]["headers"].items()}["authorization"]
         assert auth == f"Bearer {secret}"  # the key was really used

@@ -1,0 +1,42 @@
+"""Running `dagster job execute` as CI and the README do, for tests of whole-job behaviour."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def job_environment(state_dir: Path, dagster_url: str, **extra) -> dict:
+    env = dict(os.environ)
+    env.update(
+        DAGSTER_HOME=str(REPO),
+        EVAL_PIPELINE_STATE_DIR=str(state_dir),
+        EVAL_PIPELINE_ARTIFACTS_DIR=str(state_dir / "dagster"),
+        EVAL_PIPELINE_COMPUTE_LOGS_DIR=str(state_dir / "dagster" / "logs"),
+        EVAL_PIPELINE_DAGSTER_PG_URL=dagster_url,
+        **extra,
+    )
+    return env
+
+
+def tiny_job_config(results_dir: Path, **question_set) -> dict:
+    return {"ops": {
+        "corpus_snapshot": {"config": {"source": "jsonl", "path": str(FIXTURES / "tiny_corpus.jsonl")}},
+        "question_set": {"config": question_set or {"path": str(FIXTURES / "tiny_questions.jsonl")}},
+        "pgvector_store": {"config": {"split_length": 30, "split_overlap": 5}},
+        "report": {"config": {"results_dir": str(results_dir)}},
+    }}
+
+
+def start_job(tmp_path, name, env, config) -> subprocess.Popen:
+    cfg = tmp_path / f"{name}.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    log = open(tmp_path / f"{name}.log", "w")
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval",
+         "-c", str(cfg)], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
