@@ -24,8 +24,8 @@ from dagster import (
 from pydantic import Field
 
 from eval_pipeline.corpus import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
-from eval_pipeline.generation import document_units
-from eval_pipeline.ingest import ChunkingConfig, StoreInfo, ingest
+from eval_pipeline.generation import chunk_units, document_units
+from eval_pipeline.ingest import ChunkingConfig, StoreInfo, chunk_documents, ingest
 from eval_pipeline.question_cache import generate_question_set, write_generated_question_set
 from eval_pipeline.questions import QuestionSet, load_beir_questions, load_question_set
 from eval_pipeline.history import labels_fingerprint
@@ -47,9 +47,22 @@ class CorpusConfig(Config):
     max_document_chars: int = Field(default=5_000_000, ge=1, description="longer documents are bad input")
 
 
+def validate_run_config(run_config: dict) -> None:
+    """Check every asset's settings (types, ranges, cross-field rules) in the run's first step,
+    so a negative depth or a bad overlap fails in a second, not after the embedding."""
+    classes = {"corpus_snapshot": CorpusConfig, "pgvector_store": StoreConfig, "question_set": QuestionSetConfig,
+               "ranked_results": RankingConfig, "report": ReportConfig}
+    for op, section in (run_config.get("ops") or {}).items():
+        if op in classes and isinstance(section, dict):
+            settings = classes[op](**(section.get("config") or {}))
+            if op == "pgvector_store":
+                ChunkingConfig(settings.split_by, settings.split_length, settings.split_overlap, settings.embed_title)
+
+
 @asset(group_name="retrieval_eval")
 def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig) -> CorpusSnapshot:
     """The documents to search, with an order-independent signature over ids and content hashes."""
+    validate_run_config(context.run.run_config)
     snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
                            max_document_chars=config.max_document_chars)
     for skipped in snapshot.skipped:
@@ -115,7 +128,9 @@ class QuestionSetConfig(Config):
     k: Optional[int] = Field(default=None, ge=1, le=50, description="generate: questions per document (default 5)")
     abstention_frac: float = Field(default=0.15, ge=0.0, lt=1.0, description="generate: share of abstention questions")
     masking: bool = Field(default=True, description="generate: hide the document's name from the model")
-    max_units: Optional[int] = Field(default=None, ge=1, description="generate: cap on documents, in id order")
+    unit: Literal["document", "chunk"] = Field(default="document", description="generate: ask per document "
+                                               "(k default 5) or per chunk of the default chunking (k default 1)")
+    max_units: Optional[int] = Field(default=None, ge=1, description="generate: cap on units, in id order")
     allow_partial: bool = Field(default=False, description="generate: write the set even if some units failed")
     limit: Optional[int] = Field(default=None, ge=1, description="a quick run on the first N questions; its "
                                  "results get a suffixed name and never serve as a baseline")
@@ -139,8 +154,13 @@ def question_set(
         client = llm.get()  # fails here, before any call, if the model is not configured
         state = Path(database.state_dir)
         path = Path(config.path or state / f"generated_questions_{corpus_snapshot.signature}.jsonl")
+        if config.unit == "chunk":
+            chunks = chunk_documents(corpus_snapshot, ChunkingConfig())
+            units = chunk_units([(c.id, c.meta["doc_id"], c.content) for c in chunks], corpus_snapshot.documents)
+        else:
+            units = document_units(corpus_snapshot.documents)
         result = generate_question_set(
-            document_units(corpus_snapshot.documents), ask=client.complete, map_fn=client.map,
+            units, ask=client.complete, map_fn=client.map,
             model=f"{client.model}@{client.base_url or 'default'}", k=config.k, frac=config.abstention_frac,
             masking=config.masking, max_units=config.max_units, cache_path=state / "question_cache.jsonl",
             corpus_signature=corpus_snapshot.signature, theme_titles=[d.title for d in corpus_snapshot.documents],

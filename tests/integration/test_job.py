@@ -193,3 +193,59 @@ def test_generated_question_set_end_to_end(tmp_path, resources):
         assert second.success
         assert len(stub.chat_requests()) == calls_first  # every unit came from the cache
         assert second.output_for_node("question_set").fingerprint == qs.fingerprint
+
+
+def test_llm_outage_fails_the_step_and_loses_nothing(tmp_path, resources):
+    """The endpoint fails for some documents: the question set step fails with a message naming
+    them, the documents that succeeded stay cached, and the next run asks only for the rest."""
+    from resources import LLMResource
+    from tests.fake_llm import backtranslation_chat
+    from tests.openai_stub import Fault, OpenAIStub
+
+    down = {"value": True}
+
+    def flaky(body):
+        prompt = body["messages"][-1]["content"]
+        if down["value"] and ("twenty weeks" in prompt or "hackathon" in prompt):
+            return Fault("500")
+        return backtranslation_chat(body)
+
+    with OpenAIStub(chat=flaky) as stub:
+        llm = LLMResource(base_url=stub.base_url, model="fake-model", api_key="sk-test-2", timeout=5.0, max_retries=1)
+        resources = {**resources, "llm": llm}
+        config = {"ops": {k: v for k, v in _tiny_config(tmp_path / "results")["ops"].items()
+                          if k in ("corpus_snapshot", "question_set")}}
+        config["ops"]["question_set"] = {"config": {"source": "generate", "path": str(tmp_path / "q.jsonl"), "k": 2}}
+        run = lambda: materialize(_defs_assets(), resources=resources, run_config=config, raise_on_error=False,
+                                  instance=DagsterInstance.ephemeral(), selection=["corpus_snapshot", "question_set"])
+        failed = run()
+        assert not failed.success
+        error = failed.get_step_failure_events()[0].event_specific_data.error.to_string()
+        assert "generation incomplete: 2 failed unit(s)" in error and "notes-q3" in error and "parental-leave" in error
+        assert not (tmp_path / "q.jsonl").exists()
+        asked_first = len(stub.chat_requests())
+
+        down["value"] = False
+        ok = run()
+        assert ok.success
+        retried = stub.chat_requests()[asked_first:]
+        assert len(retried) == 2  # only the two failed documents (the abstention batch was cached)
+        assert len({q.gold for q in ok.output_for_node("question_set").questions if q.gold}) == 5
+
+
+def test_bad_settings_fail_in_the_first_step(tmp_path, resources):
+    """A setting out of range anywhere in the run config stops the run in corpus_snapshot,
+    before any embedding, with the setting named."""
+    for section, settings, name in [
+        ("ranked_results", {"miss_k": -1}, "miss_k"),
+        ("pgvector_store", {"split_length": 10, "split_overlap": 10}, "split_overlap"),
+        ("question_set", {"source": "generate", "abstention_frac": 1.0}, "abstention_frac"),
+    ]:
+        config = _tiny_config(tmp_path)
+        config["ops"].setdefault(section, {}).setdefault("config", {}).update(settings)
+        result = materialize(_defs_assets(), resources=resources, run_config=config, raise_on_error=False,
+                             instance=DagsterInstance.ephemeral(), tags=_whole_sweep_tags())
+        assert not result.success
+        failure = result.get_step_failure_events()[0]
+        assert failure.step_key == "corpus_snapshot"
+        assert name in failure.event_specific_data.error.to_string()
