@@ -18,7 +18,7 @@ DAGSTER_ENV = export DAGSTER_HOME=$(CURDIR) \
 	export EVAL_PIPELINE_DAGSTER_PG_URL=$$($(BIN)/python -m eval_pipeline.database url \
 		--state-dir $(STATE_DIR) --database dagster --driver psycopg2)
 
-.PHONY: install demo test test-unit dev stop-db clean
+.PHONY: install demo test test-unit dev stop-db clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,7 +39,12 @@ demo: $(STAMP)
 dev: $(STAMP)
 	@$(DAGSTER_ENV) && $(BIN)/dagster dev -m definitions
 
-test: $(STAMP)
+# The UI test drives Debian's Chromium headless; installed here when missing (needs root, as CI has).
+chromium:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+		|| echo "chromium not installed: the UI test will be skipped"
+
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
 
 test-unit: $(STAMP)
