@@ -192,15 +192,21 @@ def _read_jsonl_records(path: Path, convert) -> Iterator[_Item]:
                 continue
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield CorpusError(f"{loc}: invalid JSON: {exc.msg} at column {exc.colno}")
-                continue
-            if not isinstance(obj, dict):
-                yield CorpusError(f"{loc}: expected a JSON object, got {type(obj).__name__}")
-                continue
-            yield convert(obj, loc)
+            obj = _json_object(line, loc)
+            yield obj if isinstance(obj, CorpusError) else convert(obj, loc)
+
+
+def _json_object(text: str, loc: str, *, multiline: bool = False) -> dict | CorpusError:
+    """The JSON object in `text`, or the error naming where it went wrong (`loc` is
+    "path:line" for a JSONL line; for a whole .json file the line comes from the parser)."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"{loc}:{exc.lineno}" if multiline else loc
+        return CorpusError(f"{where}: invalid JSON: {exc.msg} at column {exc.colno}")
+    if not isinstance(obj, dict):
+        return CorpusError(f"{loc}: expected a JSON object, got {type(obj).__name__}")
+    return obj
 
 
 def _str_field(obj: dict, name: str, loc: str, *, required: bool) -> str | CorpusError:
@@ -275,13 +281,9 @@ def _read_folder(root: Path) -> Iterator[_Item]:
             continue
         doc_id = rel.rsplit(".", 1)[0]
         if path.suffix.lower() == ".json":
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield CorpusError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}")
-                continue
-            if not isinstance(obj, dict):
-                yield CorpusError(f"{path}: expected a JSON object")
+            obj = _json_object(text, str(path), multiline=True)
+            if isinstance(obj, CorpusError):
+                yield obj
                 continue
             obj.setdefault("doc_id", doc_id)
             obj.setdefault("filename", rel)

@@ -368,7 +368,7 @@ def _bad_folder_file(root: Path, kind: str) -> tuple[Path, str]:
     if kind == "json-array":
         p = root / "arr.json"
         p.write_text("[1, 2]", encoding="utf-8")
-        return p, "expected a JSON object"
+        return p, "expected a JSON object, got list"
     if kind == "json-no-content":
         p = root / "nocontent.json"
         p.write_text('{"title": "t"}', encoding="utf-8")

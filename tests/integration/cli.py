@@ -40,3 +40,23 @@ def start_job(tmp_path, name, env, config) -> subprocess.Popen:
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval",
          "-c", str(cfg)], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+class CountingEmbedder:
+    """The real embedder, counting the texts and calls it is asked to embed; subclasses
+    inject faults around the real call."""
+
+    def __init__(self, inner):
+        self.inner, self.texts, self.calls = inner, 0, 0
+
+    @property
+    def model_id(self):
+        return self.inner.model_id
+
+    def warm_up(self):
+        self.inner.warm_up()
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        self.calls += 1
+        return self.inner.embed(texts)

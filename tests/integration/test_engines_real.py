@@ -5,29 +5,12 @@ import pytest
 
 from eval_pipeline.ingest import ChunkingConfig, MANIFEST_TABLE, fetch_chunks, ingest
 from eval_pipeline.sweep import Sweep
+from tests.integration.cli import CountingEmbedder
 from eval_pipeline.variants import parse_sweep
 
 pytestmark = pytest.mark.integration
 
 CHUNKING = ChunkingConfig(split_length=30, split_overlap=5)
-
-
-class CountingEmbedder:
-    """The real embedder, counting how many texts it was asked to embed."""
-
-    def __init__(self, inner):
-        self.inner, self.texts = inner, 0
-
-    @property
-    def model_id(self):
-        return self.inner.model_id
-
-    def warm_up(self):
-        self.inner.warm_up()
-
-    def embed(self, texts):
-        self.texts += len(texts)
-        return self.inner.embed(texts)
 
 
 @pytest.fixture(scope="module")
@@ -139,14 +122,7 @@ def test_query_embeddings_once_per_question_per_run(store, pg_uri, local_embedde
     variants; the next run reads the cache and embeds nothing."""
     from eval_pipeline.sweep import QueryEmbeddingCache
 
-    class BatchCounter(CountingEmbedder):
-        calls = 0
-
-        def embed(self, texts):
-            self.calls += 1
-            return super().embed(texts)
-
-    counting = BatchCounter(local_embedder)
+    counting = CountingEmbedder(local_embedder)
     questions = tiny_questions.questions
     cache = QueryEmbeddingCache(tmp_path)
     embeddings, seconds, cached = cache.get_or_compute(counting, questions)

@@ -1,6 +1,5 @@
 """The Dagster layer: materialize in a test instance, and `dagster job execute` as CI runs it."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ import yaml
 from dagster import DagsterInstance, materialize
 
 from resources import DatabaseResource, EmbedderResource
+from tests.integration.cli import job_environment
 
 pytestmark = pytest.mark.integration
 
@@ -126,23 +126,11 @@ def test_demo_job_body_only_questions(tmp_path, resources):
     assert (summary["n_errored"] == 0).all()
 
 
-def _cli_env(pg_state_dir, dagster_url):
-    env = dict(os.environ)
-    env.update(
-        DAGSTER_HOME=str(REPO),
-        EVAL_PIPELINE_STATE_DIR=str(pg_state_dir),
-        EVAL_PIPELINE_ARTIFACTS_DIR=str(pg_state_dir / "dagster"),
-        EVAL_PIPELINE_COMPUTE_LOGS_DIR=str(pg_state_dir / "dagster" / "logs"),
-        EVAL_PIPELINE_DAGSTER_PG_URL=dagster_url,
-    )
-    return env
-
-
 def test_dagster_job_execute_cli(tmp_path, pg_state_dir, embedded_pg):
     """The command CI and the README use, with run storage in the embedded Postgres."""
     config_file = tmp_path / "run.yaml"
     config_file.write_text(yaml.safe_dump(_tiny_config(tmp_path / "results")))
-    env = _cli_env(pg_state_dir, embedded_pg.uri("dagster", driver="psycopg2"))
+    env = job_environment(pg_state_dir, embedded_pg.uri("dagster", driver="psycopg2"))
     cmd = [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval"]
     ok = subprocess.run([*cmd, "-c", str(config_file)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0, ok.stderr[-3000:]

@@ -17,7 +17,7 @@ from eval_pipeline.ingest import MANIFEST_TABLE, ChunkingConfig, IngestError, fe
 from eval_pipeline.scoring import score_variant, summarize
 from eval_pipeline.sweep import Sweep
 from eval_pipeline.variants import parse_sweep
-from tests.integration.cli import start_job, tiny_job_config
+from tests.integration.cli import CountingEmbedder, start_job, tiny_job_config
 
 pytestmark = pytest.mark.integration
 
@@ -33,21 +33,15 @@ def own_pg(tmp_path):
     pg.stop()
 
 
-class StopsDatabase:
+class StopsDatabase(CountingEmbedder):
     """The real embedder, stopping the database right after it has embedded."""
 
     def __init__(self, inner, pg):
-        self.inner, self.pg = inner, pg
-
-    @property
-    def model_id(self):
-        return self.inner.model_id
-
-    def warm_up(self):
-        self.inner.warm_up()
+        super().__init__(inner)
+        self.pg = pg
 
     def embed(self, texts):
-        vectors = self.inner.embed(texts)
+        vectors = super().embed(texts)
         self.pg.stop()
         return vectors
 
