@@ -5,7 +5,6 @@ ranked_results and variant_metrics are partitioned by variant (assets/partitions
 Each asset reads its inputs, calls one eval_pipeline function and attaches metadata.
 """
 
-
 from dataclasses import asdict
 from pathlib import Path
 from typing import Literal, Optional
@@ -23,18 +22,18 @@ from dagster import (
 )
 from pydantic import Field
 
+from assets.partitions import SWEEP, variant_partitions
 from eval_pipeline.corpus import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
 from eval_pipeline.generation import chunk_units, document_units
+from eval_pipeline.history import labels_fingerprint
 from eval_pipeline.ingest import ChunkingConfig, StoreInfo, chunk_documents, ingest
 from eval_pipeline.question_cache import generate_question_set, write_generated_question_set
 from eval_pipeline.questions import QuestionSet, load_beir_questions, load_question_set
-from eval_pipeline.history import labels_fingerprint
 from eval_pipeline.report import embedded_images, headline, markdown_table, render_plots, render_report, write_report
-from eval_pipeline.verdict import code_version, judge_run
 from eval_pipeline.scoring import HEADLINE_METRICS, score_variant, summarize
 from eval_pipeline.sweep import QueryEmbeddingCache, Sweep, stage_latency_summary
 from eval_pipeline.trec import write_trec_files
-from assets.partitions import SWEEP, variant_partitions
+from eval_pipeline.verdict import code_version, judge_run
 from resources import REPO_ROOT, DatabaseResource, EmbedderResource, LLMResource, RerankerResource
 
 DEMO_QUESTIONS = DEMO_DATA_DIR / "questions.jsonl"
@@ -55,8 +54,8 @@ def validate_run_config(run_config: dict) -> None:
     for op, section in (run_config.get("ops") or {}).items():
         if op in classes and isinstance(section, dict):
             settings = classes[op](**(section.get("config") or {}))
-            if op == "pgvector_store":
-                ChunkingConfig(settings.split_by, settings.split_length, settings.split_overlap, settings.embed_title)
+            if isinstance(settings, StoreConfig):
+                settings.chunking()
 
 
 @asset(group_name="retrieval_eval")
@@ -85,6 +84,10 @@ class StoreConfig(Config):
     split_overlap: int = Field(default=20, ge=0)
     embed_title: bool = True
 
+    def chunking(self) -> ChunkingConfig:
+        """The library's chunking settings (which check overlap < length)."""
+        return ChunkingConfig(self.split_by, self.split_length, self.split_overlap, self.embed_title)
+
 
 @asset(group_name="retrieval_eval")
 def pgvector_store(
@@ -95,12 +98,11 @@ def pgvector_store(
     embedder: EmbedderResource,
 ) -> StoreInfo:
     """Chunks embedded into a pgvector table named by (corpus, chunking, embedder); reused when unchanged."""
-    chunking = ChunkingConfig(config.split_by, config.split_length, config.split_overlap, config.embed_title)
     info = ingest(
         corpus_snapshot,
         connection_string=database.connection_string(),
         embedder=embedder.get(),
-        chunking=chunking,
+        chunking=config.chunking(),
         log=context.log.info,
     )
     context.add_output_metadata(
@@ -256,7 +258,10 @@ def variant_metrics(
     scored = {key: score_variant(ranked_results[key], question_set.questions) for key in context.partition_keys}
     summary = summarize(scored)
     columns = ["variant", *HEADLINE_METRICS, "n_answerable", "n_errored"]
-    context.add_output_metadata({"summary": MetadataValue.md(markdown_table(summary, columns))})
+    context.add_output_metadata({
+        "summary": MetadataValue.md(markdown_table(summary, columns)),
+        "latency_ms_by_stage": MetadataValue.json({k: stage_latency_summary(f) for k, f in scored.items()}),
+    })
     return scored
 
 
