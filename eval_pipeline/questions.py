@@ -127,7 +127,10 @@ def load_question_set(
         raise QuestionSetError(f"{path}: empty file (expected a header line)")
     header = _parse_line(path, 1, lines[0])
     if header.get("kind") != HEADER_KIND:
-        raise QuestionSetError(f"{path}:1: missing header: expected an object with kind={HEADER_KIND!r}")
+        raise QuestionSetError(
+            f"{path}:1: missing header: expected an object with kind={HEADER_KIND!r}; for a hand-labelled set, "
+            f"write one with: python -m eval_pipeline.questions stamp {path} --corpus-kind KIND --corpus PATH"
+        )
     if header.get("version") != FORMAT_VERSION:
         raise QuestionSetError(f"{path}:1: unsupported version {header.get('version')!r} (expected {FORMAT_VERSION})")
     written_for = header.get("corpus_signature")
