@@ -5,7 +5,9 @@ first (best-ranked) chunk of a document giving its rank and score.  Ties between
 scores are broken by doc id so that every run ranks the same way.
 
 Engines:
-- `pg-keyword`: Postgres full-text search through Haystack's PgvectorKeywordRetriever.
+- `pg-keyword`: Postgres full-text search. The sweep runs it with our IndexedKeywordEngine
+  (eval_pipeline.keyword_index: the same ranking on a stored, indexed tsvector); PgKeywordEngine
+  here is Haystack's PgvectorKeywordRetriever, kept as the reference the parity test holds it to.
 - `pg-dense`: cosine search over the HNSW index through PgvectorEmbeddingRetriever.
 - `hybrid`: both legs fused by reciprocal rank fusion (Haystack DocumentJoiner).
 - `bm25`: Okapi BM25 over the same chunks, with bm25s, in memory.

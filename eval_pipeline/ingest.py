@@ -18,6 +18,7 @@ from typing import Literal
 
 from eval_pipeline.corpus import CorpusSnapshot
 from eval_pipeline.embedders import Embedder
+from eval_pipeline.keyword_index import ensure_tsvector_column
 
 MANIFEST_TABLE = "eval_ingest_manifest"
 
@@ -158,6 +159,7 @@ def ingest(
             ).fetchone()
             if done is not None:
                 log(f"reusing complete table {table} ({done[0]} chunks)")
+                ensure_tsvector_column(connection_string, table)  # tables built before it existed
                 return StoreInfo(table, fingerprint, snapshot.signature, embedder.model_id, chunking,
                                  done[0], done[1], time.perf_counter() - started, reused=True)
             # No manifest row: absent, or left half-written by a run that died. Start clean.
@@ -180,8 +182,15 @@ def ingest(
                 for start in range(0, len(chunks), WRITE_BATCH):
                     written += store.write_documents(chunks[start : start + WRITE_BATCH])
                 store.close()
-                # Build the HNSW index once, after the bulk insert (faster than growing it row by row).
-                open_document_store(connection_string, table, dims, hnsw=True).close()
+                # Build the HNSW index once, after the bulk insert (faster than growing it row by
+                # row). The store connects lazily: a query makes it create the index now, not in
+                # the first question's timed dense query.
+                indexed = open_document_store(connection_string, table, dims, hnsw=True)
+                indexed.count_documents()
+                indexed.close()
+                # The keyword leg's stored, indexed tsvector (see keyword_index), before any
+                # reader prepares a query on the table.
+                ensure_tsvector_column(connection_string, table)
             except Exception as exc:
                 raise IngestError(
                     f"writing {table} failed after {written} of {len(chunks)} chunks ({type(exc).__name__}: {exc}); "
