@@ -1,6 +1,7 @@
-"""Chunks/s of `eval_pipeline.ingest.ingest` (split + embed + write to pgvector + HNSW build) against the
+"""Chunks/s of `eval_pipeline.ingest.ingest` (split + embed + write to pgvector) against the
 raw throughput of the same model encoding the same texts in the same process (LocalEmbedder.embed,
-same batch size).  Goal: ingest / raw >= 0.85.
+same batch size).  Goal: ingest / raw >= 0.85.  Also times the HNSW index build that ingest
+means to do but does not (the store connects lazily), and the ratio with it included.
 
 Texts: the first --docs SciFact documents, each one chunk ("title\\ntext", as bench/scifact.py
 ingests them), so ~2,000 chunks by default.  Order: warm-up, raw, ingest, raw again; the ratio
@@ -103,6 +104,16 @@ def main() -> None:
     assert not info.reused and info.chunk_count == len(chunks)
     print(f"ingest:     {ingest_seconds:.1f} s, {info.chunk_count / ingest_seconds:.1f} chunks/s "
           f"(embed {timed_model.seconds:.1f} s, everything else {ingest_seconds - timed_model.seconds:.1f} s)")
+    # ingest() means to build the HNSW index (open_document_store(hnsw=True).close()), but the store
+    # connects lazily, so nothing is built there; the first dense query builds it.  Time that build.
+    from eval_pipeline.ingest import open_document_store
+
+    started = time.perf_counter()
+    store = open_document_store(db.uri, info.table, info.dims, hnsw=True)
+    store.count_documents()  # connects, and creates the HNSW index if it is missing
+    store.close()
+    hnsw_seconds = time.perf_counter() - started
+    print(f"HNSW index build after ingest (not part of ingest today): {hnsw_seconds:.1f} s")
     raw2 = raw_pass()
     print(f"raw pass 2: {raw2:.1f} s, {len(texts) / raw2:.1f} chunks/s")
 
@@ -115,7 +126,9 @@ def main() -> None:
         ["ingest (whole)", ingest_rate, ingest_seconds, ingest_rate / raw_rate],
         ["  of which embed() inside ingest", info.chunk_count / timed_model.seconds, timed_model.seconds,
          (info.chunk_count / timed_model.seconds) / raw_rate],
-        ["  of which split + write + HNSW + manifest", None, other, None],
+        ["  of which split + write + manifest", None, other, None],
+        ["ingest + HNSW build (as intended)", info.chunk_count / (ingest_seconds + hnsw_seconds),
+         ingest_seconds + hnsw_seconds, info.chunk_count / (ingest_seconds + hnsw_seconds) / raw_rate],
     ], ["", "chunks/s", "seconds", "ratio to raw"], digits=2)
     ratio = ingest_rate / raw_rate
     print(f"\ningest / raw = {ratio:.3f} (goal >= 0.85: {'met' if ratio >= 0.85 else 'missed'}); raw passes differ by "

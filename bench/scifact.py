@@ -173,7 +173,7 @@ def reference_checks(uri, info, snapshot, questions, embeddings, chunk_top_k) ->
 
     from eval_pipeline.engines import PgDenseEngine
     from eval_pipeline.ingest import fetch_chunk_embeddings, fetch_chunks
-    from eval_pipeline.keyword_index import IndexedKeywordEngine
+    from eval_pipeline.keyword_index import IndexedKeywordEngine, ensure_tsvector_column
 
     checks: dict[str, dict] = {}
     # 1. Exact cosine over the very embeddings pgvector stores (what MTEB's 0.645 / 0.925 measure).
@@ -219,6 +219,7 @@ def reference_checks(uri, info, snapshot, questions, embeddings, chunk_top_k) ->
     checks["bm25s title+text"] = _score(rankings, questions, "bm25s, en stopwords, no stemmer, title + text")
 
     # 4. The indexed keyword engine (same ranking as pg-keyword, from the stored tsvector).
+    ensure_tsvector_column(uri, info.table)
     engine = IndexedKeywordEngine(uri, info.table, chunk_top_k=chunk_top_k, depth=DEPTH)
     rankings, lat = {}, []
     for q in questions:

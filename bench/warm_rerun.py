@@ -103,6 +103,72 @@ def run_once(state_dir: Path, config_path: Path, log_path: Path) -> dict:
     }
 
 
+def profile_sweep(state_dir: Path, *, indexed_keyword: bool = False) -> None:
+    """What the warm ranked_results step does, in this process, timed by part: the same demo
+    corpus, question set, table (reused), cached query embeddings, variants and rerankers."""
+    import sys
+
+    sys.path.insert(0, str(REPO_ROOT))
+    os.environ.update(dagster_env(state_dir))
+    from eval_pipeline.corpus import load_corpus
+    from eval_pipeline.database import EmbeddedPostgres
+    from eval_pipeline.embedders import LocalEmbedder
+    from eval_pipeline.ingest import ChunkingConfig, ingest
+    from eval_pipeline.questions import load_question_set
+    from eval_pipeline.sweep import QueryEmbeddingCache, Sweep
+    from eval_pipeline.variants import load_sweep
+    from resources import LLMResource, RerankerResource
+
+    from assets import DEMO_QUESTIONS
+
+    timings: list[tuple[str, float]] = []
+
+    def step(label, fn):
+        started = time.perf_counter()
+        value = fn()
+        timings.append((label, time.perf_counter() - started))
+        return value
+
+    uri = step("attach Postgres", lambda: EmbeddedPostgres(state_dir).uri("eval"))
+    snapshot = step("load demo corpus", lambda: load_corpus("demo"))
+    qs = step("load question set", lambda: load_question_set(
+        DEMO_QUESTIONS, corpus_signature=snapshot.signature, doc_ids=[d.doc_id for d in snapshot.documents]))
+    embedder = LocalEmbedder()
+    info = step("ingest (reused: manifest check)", lambda: ingest(
+        snapshot, connection_string=uri, embedder=embedder, chunking=ChunkingConfig(), log=lambda m: None))
+    config = load_sweep(REPO_ROOT / "variants.yaml")
+    rerankers = RerankerResource(llm=LLMResource())
+    built = step("build rerankers", lambda: {v.key: rerankers.build(v.reranker, embedder=embedder)
+                                             for v in config.variants if v.reranker.kind != "none"})
+    embeddings, _, cached = step("query embeddings (cache)", lambda: QueryEmbeddingCache(
+        state_dir / "query_embeddings").get_or_compute(embedder, qs.questions))
+    sweep = Sweep(snapshot=snapshot, connection_string=uri, table=info.table, dims=info.dims, query_embeddings=embeddings,
+                  embed_ms_per_query=0.0, rerankers=built)
+    if indexed_keyword:  # the proposed wiring: the keyword leg on the stored, indexed tsvector
+        from eval_pipeline.keyword_index import IndexedKeywordEngine, ensure_tsvector_column
+
+        step("ensure_tsvector_column", lambda: ensure_tsvector_column(uri, info.table))
+        original = sweep._leg
+
+        def leg(name, top_k):
+            if name == "keyword" and ("keyword", top_k) not in sweep._legs:
+                sweep._legs[("keyword", top_k)] = IndexedKeywordEngine(uri, info.table, chunk_top_k=top_k)
+            return original(name, top_k)
+
+        sweep._leg = leg
+    for v in config.variants:
+        step(f"sweep variant {v.key}", lambda v=v: sweep.run_variant(v, qs.questions))
+    print(f"\n== in-process replay of the warm ranked_results{' with IndexedKeywordEngine' if indexed_keyword else ''} ({len(qs.questions)} questions, {info.chunk_count} chunks, "
+          f"query embeddings {'cached' if cached else 'computed'}):")
+    print_table([[label, seconds] for label, seconds in timings], ["part", "seconds"], digits=2)
+    leg_ms: dict[str, float] = {}
+    for (leg, _, _), value in sweep._leg_cache.items():
+        leg_ms[leg] = leg_ms.get(leg, 0.0) + value.ms
+    print("legs (each queried once per question, shared by the variants): "
+          + ", ".join(f"{leg} {ms / 1000:.2f} s" for leg, ms in leg_ms.items())
+          + f"; queries by stage {sweep.queries_by_stage}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--state-dir", default=str(DEFAULT_STATE_ROOT / "warm_rerun"),
@@ -110,7 +176,21 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="do not delete the state dir first (no cold run)")
     parser.add_argument("--runs", type=int, default=2, help="1 cold + (runs - 1) warm (default 2)")
     parser.add_argument("--keep-db", action="store_true", help="leave the embedded Postgres running at exit")
+    parser.add_argument("--profile", action="store_true",
+                        help="after the runs, replay the warm ranked_results step in-process, timed by part")
+    parser.add_argument("--profile-only", action="store_true", help="only the replay, on an existing state dir")
+    parser.add_argument("--indexed-keyword", action="store_true",
+                        help="in the replay, swap the keyword leg for eval_pipeline.keyword_index.IndexedKeywordEngine "
+                             "(adds the content_tsv column to the bench table)")
     args = parser.parse_args()
+    if args.profile_only:
+        try:
+            profile_sweep(Path(args.state_dir).resolve(), indexed_keyword=args.indexed_keyword)
+        finally:
+            if not args.keep_db:
+                subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir",
+                                str(Path(args.state_dir).resolve())], cwd=REPO_ROOT, check=False)
+        return
 
     print_machine("retrieval_eval job: cold, then warm (nothing changed)")
     state_dir = Path(args.state_dir).resolve()
@@ -130,6 +210,8 @@ def main() -> None:
             results.append(r)
             print(f"{label}: url {r['url_seconds']:.1f} s + job {r['job_seconds']:.1f} s = {r['total_seconds']:.1f} s "
                   f"(log {r['log']})")
+        if args.profile:
+            profile_sweep(state_dir, indexed_keyword=args.indexed_keyword)
     finally:
         if not args.keep_db:
             subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state_dir)],

@@ -117,9 +117,12 @@ def embedding_text(chunk, chunking: ChunkingConfig) -> str:
     return chunk.content
 
 
-def open_document_store(connection_string: str, table: str, dims: int, *, hnsw: bool = True):
+def open_document_store(connection_string: str, table: str, dims: int, *, hnsw: bool = True, ef_search: int = 40):
     """A PgvectorDocumentStore on `table` with per-table index names (index names are
-    schema-global in Postgres, so the defaults would collide between tables)."""
+    schema-global in Postgres, so the defaults would collide between tables).
+
+    `ef_search` bounds how many rows an HNSW scan can return (pgvector's default, 40, would
+    silently cut a top-100 query to 40): callers pass at least the top_k they will ask for."""
     from haystack.utils import Secret
     from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore
 
@@ -130,6 +133,7 @@ def open_document_store(connection_string: str, table: str, dims: int, *, hnsw: 
         vector_function="cosine_similarity",
         search_strategy="hnsw" if hnsw else "exact_nearest_neighbor",
         hnsw_index_name=f"{table}_hnsw",
+        hnsw_ef_search=ef_search if hnsw else None,
         keyword_index_name=f"{table}_kw",
         language="english",
     )

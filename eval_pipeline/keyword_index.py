@@ -273,15 +273,19 @@ class IndexedKeywordRetriever:
 class IndexedKeywordEngine:
     """Drop-in for `engines.PgKeywordEngine` (same name, interface and results; faster).
 
-    Warms up in the constructor, which adds the column and index when missing (idempotent),
-    so a sweep's timed queries never include the DDL or the connection.
+    Warms up in the constructor (connection opened outside a sweep's timed queries).  The table
+    must already have the column: add it with `ensure_tsvector_column` when the table is built
+    (or reused), before any other connection queries the table.  Adding it later, while another
+    connection holds a prepared `SELECT table.*` (psycopg prepares a statement run 5 times, as
+    Haystack's keyword query is), makes that connection fail with "cached plan must not change
+    result type".  `ensure_column=True` adds it here anyway, for standalone use.
     """
 
     name = "pg-keyword"
     needs_embedding = False
 
     def __init__(self, connection_string: str, table: str, chunk_top_k: int = 100, *, depth: int = 20,
-                 language: str = "english", ensure_column: bool = True):
+                 language: str = "english", ensure_column: bool = False):
         self.depth = depth
         self.retriever = IndexedKeywordRetriever(
             connection_string=connection_string, table=table, top_k=chunk_top_k, language=language,

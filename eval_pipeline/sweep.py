@@ -170,6 +170,7 @@ class Sweep:
         self.embed_ms = embed_ms_per_query
         self.rerankers = dict(rerankers or {})
         self.miss_k = miss_k
+        self.ef_search = 40  # raised to the largest chunk_top_k before the store is opened
         self._store = None
         self._chunks: list[tuple[str, str, str]] | None = None
         self._chunk_embeddings: dict[str, np.ndarray] | None = None
@@ -185,7 +186,8 @@ class Sweep:
         if self._store is None:
             from eval_pipeline.ingest import open_document_store
 
-            self._store = open_document_store(self.connection_string, self.table, self.dims, hnsw=True)
+            self._store = open_document_store(self.connection_string, self.table, self.dims, hnsw=True,
+                                              ef_search=max(40, self.ef_search))
         return self._store
 
     def chunks(self) -> list[tuple[str, str, str]]:
@@ -213,6 +215,7 @@ class Sweep:
                 # (parity tested in tests/integration/test_keyword_index.py).
                 self._legs[key] = IndexedKeywordEngine(self.connection_string, self.table, chunk_top_k=top_k)
             elif name == "dense":
+                self._ensure_ef_search(top_k)
                 self._legs[key] = PgDenseEngine(self._document_store(), chunk_top_k=top_k)
             elif name == "bm25":
                 self._legs[key] = BM25Engine(self.chunks(), chunk_top_k=top_k)
@@ -363,6 +366,15 @@ class Sweep:
     def run(self, variants: Sequence[Variant], questions: Sequence[Question]) -> dict[str, pd.DataFrame]:
         return {v.key: self.run_variant(v, questions) for v in variants}
 
+    def _ensure_ef_search(self, top_k: int) -> None:
+        """HNSW returns at most ef_search rows: a leg deeper than the store allows reopens it."""
+        if top_k > self.ef_search:
+            self.ef_search = top_k
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+                self._legs = {k: v for k, v in self._legs.items() if k[0] != "dense"}
+
 
 def stage_latency_summary(results: pd.DataFrame) -> dict[str, dict[str, float]]:
     """p50, p95, max and mean per stage (and total) in ms, over the questions of one variant."""
@@ -375,3 +387,41 @@ def stage_latency_summary(results: pd.DataFrame) -> dict[str, dict[str, float]]:
                 "max": float(values.max()), "mean": float(values.mean()),
             }
     return out
+
+
+class ResultsCache:
+    """A variant's ranked results, reused when nothing that decides them has changed.
+
+    The key covers the vector table (itself a fingerprint of corpus, chunking and embedder),
+    the questions, the variant's whole configuration (engine knobs, reranker and its options),
+    the miss depth and the code version.  Without a clean code version (not a git checkout,
+    or uncommitted changes) nothing is cached: the code that produced a result must be known.
+    Latency columns are those measured when the result was computed.
+    """
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    @staticmethod
+    def key(*, table: str, questions_fingerprint: str, variant: Variant, miss_k: int, code_version: str) -> str | None:
+        if not code_version or code_version == "unknown" or code_version.endswith("-dirty"):
+            return None
+        payload = repr((table, questions_fingerprint, sorted(variant.describe().items(), key=str), variant.key,
+                        miss_k, code_version))
+        return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+    def get(self, key: str | None) -> pd.DataFrame | None:
+        if key is None or not (self.folder / f"{key}.parquet").exists():
+            return None
+        try:
+            return pd.read_parquet(self.folder / f"{key}.parquet")
+        except (OSError, ValueError):
+            return None  # a damaged entry is recomputed
+
+    def put(self, key: str | None, frame: pd.DataFrame) -> None:
+        if key is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{key}.{time.monotonic_ns()}.tmp"
+        frame.to_parquet(tmp, index=False)
+        tmp.replace(self.folder / f"{key}.parquet")

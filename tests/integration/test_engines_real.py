@@ -139,3 +139,29 @@ def test_query_embeddings_once_per_question_per_run(store, pg_uri, local_embedde
     assert cached and seconds == 0.0 and counting.calls == 1
     assert again.keys() == embeddings.keys()
     assert all(again[q] == pytest.approx(embeddings[q], abs=1e-6) for q in embeddings)
+
+
+def test_dense_leg_returns_chunk_top_k_through_hnsw(tmp_path, local_embedder):
+    """pgvector's HNSW scan returns at most ef_search rows (default 40); the sweep raises it to
+    the leg's depth, so a top-100 dense leg gets 100 chunks even when the index is used."""
+    import psycopg
+
+    from eval_pipeline.corpus import load_corpus
+    from eval_pipeline.database import EmbeddedPostgres
+
+    pg = EmbeddedPostgres(tmp_path / "pg")
+    try:
+        uri = pg.uri("eval")
+        with psycopg.connect(uri, autocommit=True) as conn:  # make the planner use the HNSW index
+            conn.execute("ALTER DATABASE eval SET enable_seqscan = off")
+        snapshot = load_corpus("demo")
+        info = ingest(snapshot, connection_string=uri, embedder=local_embedder,
+                      chunking=ChunkingConfig(split_length=60, split_overlap=0), log=lambda m: None)
+        assert info.chunk_count > 100
+        question = [__import__("eval_pipeline.questions", fromlist=["Question"]).Question("q", "holiday policy", ())]
+        embeddings = {"q": local_embedder.embed(["holiday policy"])[0]}
+        sweep = _sweep(info, uri, snapshot, embeddings)
+        hits = sweep.leg_hits("dense", 100, question[0])
+        assert hits.error is None and len(hits.value) == 100
+    finally:
+        pg.stop()

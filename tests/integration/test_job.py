@@ -237,3 +237,27 @@ def test_bad_settings_fail_in_the_first_step(tmp_path, resources):
         failure = result.get_step_failure_events()[0]
         assert failure.step_key == "corpus_snapshot"
         assert name in failure.event_specific_data.error.to_string()
+
+
+def test_unchanged_variants_are_reused(tmp_path, resources, monkeypatch):
+    """A second run with nothing changed re-queries nothing (with a known, clean code version)."""
+    import assets
+    from eval_pipeline import sweep as sweep_module
+
+    monkeypatch.setattr(assets, "code_version", lambda: "v0-1-gtest")
+    instance = DagsterInstance.ephemeral()
+    config = _tiny_config(tmp_path / "results")
+    first = materialize(_defs_assets(), resources=resources, run_config=config, instance=instance,
+                        tags=_whole_sweep_tags())
+    assert first.success
+
+    def no_queries(*args, **kwargs):
+        raise AssertionError("the sweep ran although nothing changed")
+
+    monkeypatch.setattr(sweep_module.Sweep, "run", no_queries)
+    second = materialize(_defs_assets(), resources=resources, run_config=config, instance=instance,
+                         tags=_whole_sweep_tags())
+    assert second.success
+    a = first.output_for_node("report")["summary"].drop(columns=["latency_p50_ms", "latency_p95_ms"])
+    b = second.output_for_node("report")["summary"].drop(columns=["latency_p50_ms", "latency_p95_ms"])
+    assert a.equals(b)
