@@ -168,11 +168,9 @@ def _score(rankings: dict[str, list[str]], questions, what: str, latencies_ms=No
 def reference_checks(uri, info, snapshot, questions, embeddings, chunk_top_k) -> dict[str, dict]:
     import bm25s
     import numpy as np
-    from haystack.utils import Secret
-    from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore
 
     from eval_pipeline.engines import PgDenseEngine
-    from eval_pipeline.ingest import fetch_chunk_embeddings, fetch_chunks
+    from eval_pipeline.ingest import fetch_chunk_embeddings, fetch_chunks, open_document_store
     from eval_pipeline.keyword_index import IndexedKeywordEngine, ensure_tsvector_column
 
     checks: dict[str, dict] = {}
@@ -189,11 +187,7 @@ def reference_checks(uri, info, snapshot, questions, embeddings, chunk_top_k) ->
     checks["dense exact (numpy)"] = _score(rankings, questions, "brute-force cosine, same stored vectors")
 
     # 2. pg-dense with hnsw.ef_search raised to chunk_top_k (pgvector returns at most ef_search rows, default 40).
-    store = PgvectorDocumentStore(
-        connection_string=Secret.from_token(uri), table_name=info.table, embedding_dimension=info.dims,
-        vector_function="cosine_similarity", search_strategy="hnsw", hnsw_index_name=f"{info.table}_hnsw",
-        keyword_index_name=f"{info.table}_kw", language="english", hnsw_ef_search=chunk_top_k,
-    )
+    store = open_document_store(uri, info.table, info.dims, hnsw=True, ef_search=chunk_top_k)
     engine = PgDenseEngine(store, depth=DEPTH, chunk_top_k=chunk_top_k)
     rankings, lat = {}, []
     for q in questions:
@@ -218,7 +212,7 @@ def reference_checks(uri, info, snapshot, questions, embeddings, chunk_top_k) ->
         rankings[q.qid] = [doc_ids[int(i)] for i, s in zip(res[0], scores[0]) if s > 0]
     checks["bm25s title+text"] = _score(rankings, questions, "bm25s, en stopwords, no stemmer, title + text")
 
-    # 4. The indexed keyword engine (same ranking as pg-keyword, from the stored tsvector).
+    # 4. The indexed keyword engine on its own (the sweep's pg-keyword leg; ingest adds the column).
     ensure_tsvector_column(uri, info.table)
     engine = IndexedKeywordEngine(uri, info.table, chunk_top_k=chunk_top_k, depth=DEPTH)
     rankings, lat = {}, []
@@ -229,39 +223,7 @@ def reference_checks(uri, info, snapshot, questions, embeddings, chunk_top_k) ->
     engine.close()
     checks["pg-keyword indexed"] = _score(rankings, questions, "IndexedKeywordEngine (stored tsvector + GIN)", lat)
 
-    # 5. pg-dense as the sweep runs it (default ef_search) once the content_tsv column exists: the wider
-    #    rows make Haystack's `SELECT *` plan switch from an exact seq scan to the HNSW index, which
-    #    returns at most hnsw.ef_search (40) rows.
-    from eval_pipeline.ingest import open_document_store
-
-    store = open_document_store(uri, info.table, info.dims, hnsw=True)
-    engine = PgDenseEngine(store, depth=DEPTH, chunk_top_k=chunk_top_k)
-    rankings, lat = {}, []
-    for q in questions:
-        started = time.perf_counter()
-        rankings[q.qid] = [d.doc_id for d in engine.search(q.question, embeddings[q.qid])]
-        lat.append((time.perf_counter() - started) * 1000)
-    store.close()
-    checks["pg-dense, content_tsv present"] = _score(rankings, questions, "sweep's pg-dense (ef_search 40) after "
-                                                     "ensure_tsvector_column", lat)
-    drop_tsvector_column(uri, info.table)  # leave the table as the current pipeline builds it
     return checks
-
-
-def drop_tsvector_column(uri: str, table: str) -> None:
-    """Haystack's retrievers select table.*: without this, a re-run's pg-keyword / pg-dense timings
-    would include transferring the column the check above added."""
-    import psycopg
-    from psycopg import sql
-
-    from eval_pipeline.keyword_index import TSV_COLUMN
-
-    with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN IF EXISTS {}").format(sql.Identifier(table),
-                                                                                sql.Identifier(TSV_COLUMN)))
-        # A dropped column's data stays in the heap until a rewrite, and the wider rows alone change
-        # the dense plan (see check 5): rewrite, so the table is as ingest built it.
-        conn.execute(sql.SQL("VACUUM FULL ANALYZE {}").format(sql.Identifier(table)))
 
 
 if __name__ == "__main__":
