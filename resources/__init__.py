@@ -84,7 +84,7 @@ class EmbedderResource(ConfigurableResource):
     api_key: Optional[str] = Field(default=None, description="openai: set with EnvVar, never inline")
 
     def get(self) -> Embedder:
-        key = (self.kind, self.model, self.batch_size, self.base_url)
+        key = (self.kind, self.model, self.batch_size, self.base_url, hash(self.api_key))
         if key not in _EMBEDDER_CACHE:  # one model load per process, shared by all steps
             if self.kind == "local":
                 _EMBEDDER_CACHE[key] = LocalEmbedder(model=self.model, batch_size=self.batch_size)
