@@ -103,7 +103,7 @@ def run_once(state_dir: Path, config_path: Path, log_path: Path) -> dict:
     }
 
 
-def profile_sweep(state_dir: Path, *, indexed_keyword: bool = False) -> None:
+def profile_sweep(state_dir: Path) -> None:
     """What the warm ranked_results step does, in this process, timed by part: the same demo
     corpus, question set, table (reused), cached query embeddings, variants and rerankers."""
     import sys
@@ -144,21 +144,9 @@ def profile_sweep(state_dir: Path, *, indexed_keyword: bool = False) -> None:
         state_dir / "query_embeddings").get_or_compute(embedder, qs.questions))
     sweep = Sweep(snapshot=snapshot, connection_string=uri, table=info.table, dims=info.dims, query_embeddings=embeddings,
                   embed_ms_per_query=0.0, rerankers=built)
-    if indexed_keyword:  # the proposed wiring: the keyword leg on the stored, indexed tsvector
-        from eval_pipeline.keyword_index import IndexedKeywordEngine, ensure_tsvector_column
-
-        step("ensure_tsvector_column", lambda: ensure_tsvector_column(uri, info.table))
-        original = sweep._leg
-
-        def leg(name, top_k):
-            if name == "keyword" and ("keyword", top_k) not in sweep._legs:
-                sweep._legs[("keyword", top_k)] = IndexedKeywordEngine(uri, info.table, chunk_top_k=top_k)
-            return original(name, top_k)
-
-        sweep._leg = leg
     for v in config.variants:
         step(f"sweep variant {v.key}", lambda v=v: sweep.run_variant(v, qs.questions))
-    print(f"\n== in-process replay of the warm ranked_results{' with IndexedKeywordEngine' if indexed_keyword else ''} ({len(qs.questions)} questions, {info.chunk_count} chunks, "
+    print(f"\n== in-process replay of the warm ranked_results ({len(qs.questions)} questions, {info.chunk_count} chunks, "
           f"query embeddings {'cached' if cached else 'computed'}):")
     print_table([[label, seconds] for label, seconds in timings], ["part", "seconds"], digits=2)
     leg_ms: dict[str, float] = {}
@@ -179,13 +167,10 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="after the runs, replay the warm ranked_results step in-process, timed by part")
     parser.add_argument("--profile-only", action="store_true", help="only the replay, on an existing state dir")
-    parser.add_argument("--indexed-keyword", action="store_true",
-                        help="in the replay, swap the keyword leg for eval_pipeline.keyword_index.IndexedKeywordEngine "
-                             "(adds the content_tsv column to the bench table)")
     args = parser.parse_args()
     if args.profile_only:
         try:
-            profile_sweep(Path(args.state_dir).resolve(), indexed_keyword=args.indexed_keyword)
+            profile_sweep(Path(args.state_dir).resolve())
         finally:
             if not args.keep_db:
                 subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir",
@@ -211,7 +196,7 @@ def main() -> None:
             print(f"{label}: url {r['url_seconds']:.1f} s + job {r['job_seconds']:.1f} s = {r['total_seconds']:.1f} s "
                   f"(log {r['log']})")
         if args.profile:
-            profile_sweep(state_dir, indexed_keyword=args.indexed_keyword)
+            profile_sweep(state_dir)
     finally:
         if not args.keep_db:
             subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state_dir)],

@@ -9,7 +9,7 @@ Engines:
   (eval_pipeline.keyword_index: the same ranking on a stored, indexed tsvector); PgKeywordEngine
   here is Haystack's PgvectorKeywordRetriever, kept as the reference the parity test holds it to.
 - `pg-dense`: cosine search over the HNSW index through PgvectorEmbeddingRetriever.
-- `hybrid`: both legs fused by reciprocal rank fusion (Haystack DocumentJoiner).
+- `hybrid`: two or more legs fused by `fuse` (the sweep runs the legs and the fusion).
 - `bm25`: Okapi BM25 over the same chunks, with bm25s, in memory.
 - `metadata`: a scorer that reads only title, description and filename, never the body;
   the baseline that tells you how much the body contributes.
@@ -48,18 +48,6 @@ class Engine(Protocol):
     needs_embedding: bool
 
     def search(self, query: str, query_embedding: Sequence[float] | None) -> list[RankedDoc]: ...
-
-
-def validate_engine_names(names: Iterable[str]) -> list[str]:
-    names = list(names)
-    unknown = [n for n in names if n not in ENGINE_NAMES]
-    if unknown:
-        raise ValueError(f"unknown engine(s) {unknown}; valid engines: {', '.join(ENGINE_NAMES)}")
-    if not names:
-        raise ValueError(f"no engines selected; valid engines: {', '.join(ENGINE_NAMES)}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"engine listed twice in {names}")
-    return names
 
 
 def chunks_to_documents(chunks: Iterable, depth: int) -> list[RankedDoc]:
@@ -154,24 +142,6 @@ class PgDenseEngine:
 
     def search(self, query, query_embedding):
         return chunks_to_documents(self.chunk_hits(query, query_embedding), self.depth)
-
-
-class HybridEngine:
-    """Two or more chunk-level legs fused (RRF by default), then normalized to documents."""
-
-    name = "hybrid"
-    needs_embedding = True
-
-    def __init__(self, legs: Sequence, *, depth: int = 20, fusion: str = "rrf", rrf_k: int = 61,
-                 weights: Sequence[float] | None = None):
-        if len(legs) < 2:
-            raise ValueError(f"hybrid needs two or more legs, got {len(legs)}")
-        self.legs, self.depth, self.fusion, self.rrf_k, self.weights = list(legs), depth, fusion, rrf_k, weights
-
-    def search(self, query, query_embedding):
-        hits = [leg.chunk_hits(query, query_embedding) for leg in self.legs]
-        fused = fuse(hits, mode=self.fusion, rrf_k=self.rrf_k, weights=self.weights)
-        return chunks_to_documents(fused, self.depth)
 
 
 _TOKEN = re.compile(r"[^\W_]+")  # runs of Unicode letters and digits

@@ -21,7 +21,6 @@ from eval_pipeline.engines import (
     RankedDoc,
     chunks_to_documents,
     normalize_text,
-    validate_engine_names,
 )
 
 
@@ -257,35 +256,6 @@ def test_bm25_needs_chunks_and_interface(bm25):
     with pytest.raises(ValueError, match="at least one chunk"):
         BM25Engine([])
     assert bm25.name == "bm25" and bm25.needs_embedding is False
-
-
-# --- validate_engine_names -----------------------------------------------------------------
-
-
-def test_validate_engine_names_accepts_valid_lists():
-    assert validate_engine_names(["bm25", "metadata"]) == ["bm25", "metadata"]
-    assert validate_engine_names(iter(ENGINE_NAMES)) == list(ENGINE_NAMES)
-    assert validate_engine_names(("pg-dense",)) == ["pg-dense"]
-
-
-def test_validate_engine_names_unknown_lists_valid_names():
-    with pytest.raises(ValueError) as info:
-        validate_engine_names(["bm25", "elastic", "BM25"])
-    msg = str(info.value)
-    assert "'elastic'" in msg and "'BM25'" in msg
-    for name in ENGINE_NAMES:
-        assert name in msg
-    assert "valid engines" in msg
-
-
-def test_validate_engine_names_empty():
-    with pytest.raises(ValueError, match="no engines selected.*bm25"):
-        validate_engine_names([])
-
-
-def test_validate_engine_names_duplicates():
-    with pytest.raises(ValueError, match="listed twice"):
-        validate_engine_names(["bm25", "metadata", "bm25"])
 
 
 # --- fusion -------------------------------------------------------------------------------
