@@ -316,10 +316,11 @@ def report(
         per_variant, baseline=SWEEP.baseline, provenance=provenance, tolerances=SWEEP.tolerances, strict=SWEEP.strict,
         run_id=context.run_id, limited=question_set.limited,
         connection_string=database.connection_string() if config.record_history else None,
+        statistics_cache=Path(database.state_dir) / "statistics_cache",
     )
     suffix = f".limited-{len(question_set.questions)}" if question_set.limited else ""
     out = Path(config.results_dir)
-    plots = render_plots(verdict, out, suffix)
+    plots = render_plots(verdict, out, suffix, cache_dir=Path(database.state_dir) / "plot_cache")
     per_query = pd.concat(per_variant.values(), ignore_index=True)
     latency = {k: stage_latency_summary(f) for k, f in per_variant.items()}
     shown_provenance = {

@@ -18,7 +18,7 @@ from typing import Literal
 
 from eval_pipeline.corpus import CorpusSnapshot
 from eval_pipeline.embedders import Embedder
-from eval_pipeline.keyword_index import ensure_tsvector_column
+from eval_pipeline.tsvector import ensure_tsvector_column
 
 MANIFEST_TABLE = "eval_ingest_manifest"
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import math
 import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -26,6 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from eval_pipeline.metrics import DEFAULT_KS
+from eval_pipeline.questions import atomic_write_bytes
 
 __all__ = ["baseline_deltas", "hit_at_k_curves", "metric_bars"]
 
@@ -82,15 +82,7 @@ def _save(fig: Figure, path: str | os.PathLike[str]) -> Path:
         fig.savefig(buf, format="png", dpi=_DPI, metadata={"Software": None}, bbox_inches="tight")
     finally:
         fig.clear()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(buf.getvalue())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, buf.getvalue())
     return path
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.questions import atomic_write_text
+from eval_pipeline.questions import atomic_write_bytes, atomic_write_text
 from eval_pipeline.scoring import HEADLINE_METRICS, slice_summary
 
 HOW_TO_READ = """\
@@ -77,20 +77,47 @@ def headline(verdict, baseline: str) -> str:
             f"{gate}. {since}.{limited}")
 
 
-def render_plots(verdict, folder: Path, suffix: str = "") -> dict[str, str]:
-    """The report's PNGs, written beside the markdown."""
-    from eval_pipeline.plots import baseline_deltas, hit_at_k_curves, metric_bars
+def render_plots(verdict, folder: Path, suffix: str = "", *, cache_dir: Path | None = None) -> dict[str, str]:
+    """The report's PNGs, written beside the markdown.
 
+    With `cache_dir`, a plot whose input table (and plotting code) is unchanged is copied from
+    the cache instead of drawn again: importing matplotlib and drawing three figures was about
+    2 s of a re-run that changed nothing (bench/warm_rerun.py).
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    plots = {
-        "hit_at_k": str(hit_at_k_curves(verdict.summary, folder / f"hit_at_k{suffix}.png")),
-        "ndcg_intervals": str(metric_bars(verdict.intervals, folder / f"ndcg_intervals{suffix}.png", metric="ndcg@10")),
-    }
+    wanted = {"hit_at_k": ("hit_at_k_curves", verdict.summary, {}),
+              "ndcg_intervals": ("metric_bars", verdict.intervals, {"metric": "ndcg@10"})}
     if len(verdict.baseline_comparison):
-        plots["baseline_deltas"] = str(
-            baseline_deltas(verdict.baseline_comparison, folder / f"baseline_deltas{suffix}.png", metric="ndcg@10"))
+        wanted["baseline_deltas"] = ("baseline_deltas", verdict.baseline_comparison, {"metric": "ndcg@10"})
+    plots = {}
+    for name, (function, table, options) in wanted.items():
+        path = folder / f"{name}{suffix}.png"
+        cached = Path(cache_dir) / f"{_plot_key(function, table, options)}.png" if cache_dir is not None else None
+        if cached is not None and cached.exists():
+            atomic_write_bytes(path, cached.read_bytes())
+        else:
+            from eval_pipeline import plots as plotting  # matplotlib: only when a plot is drawn
+
+            getattr(plotting, function)(table, path, **options)
+            if cached is not None:
+                atomic_write_bytes(cached, path.read_bytes())
+        plots[name] = str(path)
     return plots
+
+
+_PLOTS_SOURCE = Path(__file__).resolve().parent / "plots.py"
+
+
+def _plot_key(function: str, table: pd.DataFrame, options: Mapping[str, Any]) -> str:
+    """A digest of the plotting code, the function, its options and its input table."""
+    import hashlib
+
+    digest = hashlib.sha256(_PLOTS_SOURCE.read_bytes())
+    digest.update(repr((function, sorted(options.items()), list(table.columns), table.dtypes.astype(str).tolist()))
+                  .encode())
+    digest.update(pd.util.hash_pandas_object(table, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
 
 
 def embedded_images(plots: Mapping[str, str]) -> str:

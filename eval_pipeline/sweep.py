@@ -34,7 +34,6 @@ from eval_pipeline.engines import (
     chunks_to_documents,
     fuse,
 )
-from eval_pipeline.keyword_index import IndexedKeywordEngine
 from eval_pipeline.questions import Question
 from eval_pipeline.variants import Variant
 
@@ -211,6 +210,8 @@ class Sweep:
         key = (name, top_k)
         if key not in self._legs:
             if name == "keyword":
+                from eval_pipeline.keyword_index import IndexedKeywordEngine  # imports Haystack: only when ranking
+
                 # Same ranking as Haystack's PgvectorKeywordRetriever, on a stored, indexed tsvector
                 # (parity tested in tests/integration/test_keyword_index.py).
                 self._legs[key] = IndexedKeywordEngine(self.connection_string, self.table, chunk_top_k=top_k)

@@ -7,6 +7,8 @@ notebook gets the same verdict without Dagster.
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,10 +19,11 @@ import pandas as pd
 
 from eval_pipeline.gates import GateResult, evaluate_gate
 from eval_pipeline.history import SCORING_PROTOCOL, Comparison, compare_provenance, previous_run, record_run
+from eval_pipeline.questions import atomic_write_bytes
 from eval_pipeline.scoring import summarize
-from eval_pipeline.statistics import compare_to_baseline, metric_intervals
 
 INTERVAL_METRICS = ("hit@1", "hit@5", "mrr", "ndcg@10")
+_STATISTICS_SOURCE = Path(__file__).resolve().parent / "statistics.py"
 
 
 @dataclass
@@ -52,6 +55,49 @@ def code_version(repo: Path | None = None) -> str:
         return "unknown"
 
 
+def statistics_key(per_variant: Mapping[str, pd.DataFrame], baseline: str) -> str:
+    """A digest of everything the intervals and the baseline comparison depend on: the variants
+    in order, the baseline, the answerable questions' qids and metric values, the metrics, and
+    the source of `eval_pipeline.statistics` (a change there invalidates every entry)."""
+    from eval_pipeline.statistics import DEFAULT_COMPARE_METRICS
+
+    metrics = sorted(set(INTERVAL_METRICS) | set(DEFAULT_COMPARE_METRICS))
+    digest = hashlib.sha256()
+    digest.update(_STATISTICS_SOURCE.read_bytes())
+    digest.update(repr((baseline, INTERVAL_METRICS, DEFAULT_COMPARE_METRICS)).encode())
+    for variant, frame in per_variant.items():
+        columns = [c for c in ("qid", "answerable", *metrics) if c in frame.columns]
+        digest.update(repr((variant, columns)).encode())
+        digest.update(pd.util.hash_pandas_object(frame[columns], index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def run_statistics(
+    per_variant: Mapping[str, pd.DataFrame], baseline: str, *, cache_dir: Path | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(intervals, comparison with the baseline variant).
+
+    The resampling is seeded, so the result is a pure function of the per-question scores; with
+    `cache_dir` it is stored under `statistics_key` and reused by a run whose scores are unchanged.
+    That matters for a re-run with nothing changed: the 10,000-permutation tests and bootstraps
+    were most of its report step (bench/warm_rerun.py).  An unreadable entry is recomputed.
+    """
+    path = Path(cache_dir) / f"{statistics_key(per_variant, baseline)}.pkl" if cache_dir is not None else None
+    if path is not None and path.exists():
+        try:
+            return pickle.loads(path.read_bytes())
+        except Exception:  # a truncated or foreign file: recompute and overwrite it
+            pass
+    from eval_pipeline.statistics import compare_to_baseline, metric_intervals  # scipy: ~1 s to import
+
+    intervals = metric_intervals(per_variant, INTERVAL_METRICS)
+    comparison = (compare_to_baseline(per_variant, baseline) if baseline in per_variant and len(per_variant) > 1
+                  else pd.DataFrame())
+    if path is not None:
+        atomic_write_bytes(path, pickle.dumps((intervals, comparison), protocol=pickle.HIGHEST_PROTOCOL))
+    return intervals, comparison
+
+
 def judge_run(
     per_variant: Mapping[str, pd.DataFrame],
     *,
@@ -63,17 +109,17 @@ def judge_run(
     limited: bool,
     connection_string: str | None,
     history_prefix: str = "eval",
+    statistics_cache: Path | None = None,
 ) -> RunVerdict:
     """Score, compare and gate a run, then record it (all or nothing).
 
     Without a connection string there is no history: every variant is a `baseline` and the
     gate has nothing to judge.  A limited run is recorded as limited and never serves as a
-    previous run; nor does a variant whose gate failed in that run.
+    previous run; nor does a variant whose gate failed in that run.  `statistics_cache`: see
+    `run_statistics`.
     """
     summary = summarize(per_variant)
-    intervals = metric_intervals(per_variant, INTERVAL_METRICS)
-    comparison = (compare_to_baseline(per_variant, baseline) if baseline in per_variant and len(per_variant) > 1
-                  else pd.DataFrame())
+    intervals, comparison = run_statistics(per_variant, baseline, cache_dir=statistics_cache)
     verdict = RunVerdict(summary=summary, intervals=intervals, baseline_comparison=comparison, limited=limited)
     provenance = {"scoring_protocol": SCORING_PROTOCOL, **provenance}
     for _, row in summary.iterrows():
