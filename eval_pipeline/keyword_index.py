@@ -96,11 +96,11 @@ class IndexedKeywordRetriever:
         conn = psycopg.connect(conninfo, autocommit=True)
         try:
             check_language(conn, self.language)
-            has_column, column_language = column_language(conn, self.schema, self.table)
+            has_column, built_for = column_language(conn, self.schema, self.table)
         except Exception:
             conn.close()
             raise
-        if not has_column or column_language != self.language:
+        if not has_column or built_for != self.language:
             conn.close()
             raise ValueError(
                 f"{self.schema}.{self.table} has no {TSV_COLUMN} column for language {self.language!r}; "

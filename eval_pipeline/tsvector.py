@@ -92,11 +92,11 @@ def ensure_tsvector_column(conn_str: str, table: str, language: str = "english",
             raise ValueError(f"table {schema}.{table} does not exist")
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (lock_key,))
         try:
-            has_column, column_language = column_language(conn, schema, table)
-            if has_column and column_language != language:
+            has_column, built_for = column_language(conn, schema, table)
+            if has_column and built_for != language:
                 raise ValueError(
                     f"{schema}.{table}.{TSV_COLUMN} exists but is "
-                    + (f"built for language {column_language!r}, not {language!r}" if column_language
+                    + (f"built for language {built_for!r}, not {language!r}" if built_for
                        else "not a generated to_tsvector(content) column")
                     + "; drop it first to rebuild it"
                 )
