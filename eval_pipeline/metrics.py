@@ -130,13 +130,7 @@ def _dedupe(ranking: Ranking) -> list[str]:
             "ranking must be a sequence of doc ids, not a single string: "
             f"{ranking!r}"
         )
-    seen: set[str] = set()
-    out: list[str] = []
-    for doc_id in ranking:
-        if doc_id not in seen:
-            seen.add(doc_id)
-            out.append(doc_id)
-    return out
+    return list(dict.fromkeys(ranking))  # keeps first occurrences, in order
 
 
 def _relevant(qrels: Qrels) -> set[str]:

@@ -9,6 +9,7 @@ per_query.jsonl.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -28,13 +29,16 @@ def qrels_lines(questions: Iterable[Question]) -> list[str]:
     return [f"{q.qid} 0 {doc_id} {grade}" for q in questions for doc_id, grade in sorted(q.qrels().items())]
 
 
+_WHITESPACE = re.compile(r"\s")
+
+
 def write_trec_files(folder: str | Path, runs: Mapping[str, Mapping[str, Sequence[str]]], questions: Sequence[Question]) -> dict[str, str]:
     """One `<engine>.run` per engine plus `qrels.txt`; returns the paths by name."""
     folder = Path(folder)
     paths = {}
     for engine, rankings in runs.items():
         for ident in (engine, *rankings, *(d for ids in rankings.values() for d in ids)):
-            if any(c.isspace() for c in ident):
+            if _WHITESPACE.search(ident):
                 raise ValueError(f"TREC files cannot hold ids with whitespace: {ident!r}")
         path = folder / f"{engine}.run"
         atomic_write_text(path, "\n".join(run_lines(engine, rankings)) + "\n")

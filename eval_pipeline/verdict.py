@@ -23,6 +23,7 @@ from eval_pipeline.questions import atomic_write_bytes
 from eval_pipeline.scoring import summarize
 
 INTERVAL_METRICS = ("hit@1", "hit@5", "mrr", "ndcg@10")
+COMPARE_METRICS = ("ndcg@10", "mrr", "hit@1", "hit@5")  # compared with the baseline variant (paired tests)
 _STATISTICS_SOURCE = Path(__file__).resolve().parent / "statistics.py"
 
 
@@ -59,12 +60,10 @@ def statistics_key(per_variant: Mapping[str, pd.DataFrame], baseline: str) -> st
     """A digest of everything the intervals and the baseline comparison depend on: the variants
     in order, the baseline, the answerable questions' qids and metric values, the metrics, and
     the source of `eval_pipeline.statistics` (a change there invalidates every entry)."""
-    from eval_pipeline.statistics import DEFAULT_COMPARE_METRICS
-
-    metrics = sorted(set(INTERVAL_METRICS) | set(DEFAULT_COMPARE_METRICS))
+    metrics = sorted(set(INTERVAL_METRICS) | set(COMPARE_METRICS))
     digest = hashlib.sha256()
     digest.update(_STATISTICS_SOURCE.read_bytes())
-    digest.update(repr((baseline, INTERVAL_METRICS, DEFAULT_COMPARE_METRICS)).encode())
+    digest.update(repr((baseline, INTERVAL_METRICS, COMPARE_METRICS)).encode())
     for variant, frame in per_variant.items():
         columns = [c for c in ("qid", "answerable", *metrics) if c in frame.columns]
         digest.update(repr((variant, columns)).encode())
@@ -91,7 +90,7 @@ def run_statistics(
     from eval_pipeline.statistics import compare_to_baseline, metric_intervals  # scipy: ~1 s to import
 
     intervals = metric_intervals(per_variant, INTERVAL_METRICS)
-    comparison = (compare_to_baseline(per_variant, baseline) if baseline in per_variant and len(per_variant) > 1
+    comparison = (compare_to_baseline(per_variant, baseline, COMPARE_METRICS) if baseline in per_variant and len(per_variant) > 1
                   else pd.DataFrame())
     if path is not None:
         atomic_write_bytes(path, pickle.dumps((intervals, comparison), protocol=pickle.HIGHEST_PROTOCOL))
