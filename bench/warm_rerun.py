@@ -12,6 +12,9 @@ Dagster's STEP_SUCCESS log lines), and the tail after the last step.
 
     .venv/bin/python bench/warm_rerun.py            # fresh /tmp/eval-pipeline-bench/warm_rerun
     .venv/bin/python bench/warm_rerun.py --runs 3   # cold + 2 warm
+    .venv/bin/python bench/warm_rerun.py --beir ../shared/datasets/scifact --split train
+                                                    # the same on a BEIR collection, each document
+                                                    # embedded whole (as bench/scifact.py does)
 """
 
 from __future__ import annotations
@@ -157,12 +160,26 @@ def profile_sweep(state_dir: Path) -> None:
           + f"; queries by stage {sweep.queries_by_stage}")
 
 
+def run_config(state_dir: Path, beir: str | None, split: str) -> str:
+    """The job's run config: the report goes to the state dir; with `beir`, the collection's corpus
+    and judged queries, each document embedded whole (one chunk per document)."""
+    text = f"ops:\n  report:\n    config:\n      results_dir: {state_dir / 'results'}\n"
+    if beir:
+        folder = Path(beir).resolve()
+        text += (f"  corpus_snapshot:\n    config:\n      source: beir\n      path: {folder}\n"
+                 f"  question_set:\n    config:\n      source: beir\n      path: {folder}\n      beir_split: {split}\n"
+                 "  pgvector_store:\n    config:\n      split_length: 100000\n      split_overlap: 0\n")
+    return text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--state-dir", default=str(DEFAULT_STATE_ROOT / "warm_rerun"),
                         help="bench state dir; deleted first (a cold run needs a fresh one) unless --reuse")
     parser.add_argument("--reuse", action="store_true", help="do not delete the state dir first (no cold run)")
     parser.add_argument("--runs", type=int, default=2, help="1 cold + (runs - 1) warm (default 2)")
+    parser.add_argument("--beir", help="run on this BEIR collection (corpus and judged queries) instead of the demo")
+    parser.add_argument("--split", default="test", help="the BEIR qrels split (default test)")
     parser.add_argument("--keep-db", action="store_true", help="leave the embedded Postgres running at exit")
     parser.add_argument("--profile", action="store_true",
                         help="after the runs, replay the warm ranked_results step in-process, timed by part")
@@ -177,7 +194,7 @@ def main() -> None:
                                 str(Path(args.state_dir).resolve())], cwd=REPO_ROOT, check=False)
         return
 
-    print_machine("retrieval_eval job: cold, then warm (nothing changed)")
+    print_machine("retrieval_eval job: cold, then warm (nothing changed)" + (f" on {args.beir} ({args.split})" if args.beir else " on the demo corpus"))
     state_dir = Path(args.state_dir).resolve()
     if state_dir.exists() and not args.reuse:
         subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state_dir)],
@@ -185,7 +202,7 @@ def main() -> None:
         shutil.rmtree(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     config_path = state_dir / "run_config.yaml"
-    config_path.write_text(f"ops:\n  report:\n    config:\n      results_dir: {state_dir / 'results'}\n")
+    config_path.write_text(run_config(state_dir, args.beir, args.split))
     results = []
     try:
         for i in range(args.runs):
