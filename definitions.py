@@ -9,7 +9,15 @@ without code changes:
 
 import os
 
-from dagster import AssetSelection, Definitions, EnvVar, ScheduleDefinition, define_asset_job, in_process_executor
+from dagster import (
+    AssetSelection,
+    Definitions,
+    EnvVar,
+    ScheduleDefinition,
+    define_asset_job,
+    in_process_executor,
+    multiprocess_executor,
+)
 
 import assets
 from assets.partitions import SWEEP
@@ -55,17 +63,25 @@ ALL_ASSETS = [
 
 # One run materializes the chain and every variant: `dagster job execute` has no partition
 # flag, so the job carries the full partition range as tags, and the partitioned assets
-# (single-run backfill policy) receive every key in one step.
-# In-process: the steps share one loaded model; the multiprocess executor re-imports torch
-# per step and is about 4x slower here.
+# (single-run backfill policy) receive every key in one run.
+WHOLE_SWEEP = {
+    "dagster/asset_partition_range_start": SWEEP.keys[0],
+    "dagster/asset_partition_range_end": SWEEP.keys[-1],
+}
+
+# In-process: the steps share one loaded model and ranked_results ranks every variant in one
+# step, sharing every leg; the multiprocess executor re-imports torch per step.
 retrieval_eval = define_asset_job(
-    "retrieval_eval",
-    selection=AssetSelection.all(),
-    executor_def=in_process_executor,
-    tags={
-        "dagster/asset_partition_range_start": SWEEP.keys[0],
-        "dagster/asset_partition_range_end": SWEEP.keys[-1],
-    },
+    "retrieval_eval", selection=AssetSelection.all(), executor_def=in_process_executor, tags=WHOLE_SWEEP
+)
+
+# The same run with the multiprocess executor: ranked_results splits the variants into as many
+# steps as the executor runs at once (`execution: config: max_concurrent`, default the CPU
+# count; or `ops: ranked_results: config: workers`), and they run in parallel. Variants that
+# share a candidate pool stay in one step, and so do all API-backed rerankers (one client, one
+# concurrency limit). Pays off with more cores than variants' shared work, or slow rerankers.
+retrieval_eval_parallel = define_asset_job(
+    "retrieval_eval_parallel", selection=AssetSelection.all(), executor_def=multiprocess_executor, tags=WHOLE_SWEEP
 )
 
 # The nightly run: the whole sweep (the job's tags carry the partition range); cron from the
@@ -79,8 +95,9 @@ STATE_DIR = os.environ.get("EVAL_PIPELINE_STATE_DIR", str(assets.REPO_ROOT / ".e
 defs = Definitions(
     assets=ALL_ASSETS,
     asset_checks=[assets.no_errored_questions, assets.regression_gate],
-    jobs=[retrieval_eval],
+    jobs=[retrieval_eval, retrieval_eval_parallel],
     schedules=[nightly],
+    executor=in_process_executor,  # also for materializations from the UI and `dagster asset materialize`
     resources={
         "database": _database(),
         "embedder": _embedder(),

@@ -1,6 +1,7 @@
 """The asset graph: corpus -> pgvector store -> question set -> ranked results -> variant metrics -> report.
 
-ranked_results and variant_metrics are partitioned by variant (assets/partitions.py).
+ranked_results and variant_metrics are partitioned by variant (assets/partitions.py);
+ranked_results is a small graph of its own (assets/ranking.py).
 
 Each asset reads its inputs, calls one eval_pipeline function and attaches metadata.
 """
@@ -23,6 +24,7 @@ from dagster import (
 from pydantic import Field
 
 from assets.partitions import SWEEP, variant_partitions
+from assets.ranking import RankingConfig, ranked_results
 from eval_pipeline.corpus import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
 from eval_pipeline.generation import chunk_units, document_units
 from eval_pipeline.history import labels_fingerprint
@@ -31,7 +33,7 @@ from eval_pipeline.question_cache import generate_question_set, write_generated_
 from eval_pipeline.questions import QuestionSet, load_beir_questions, load_question_set
 from eval_pipeline.report import embedded_images, headline, markdown_table, render_plots, render_report, write_report
 from eval_pipeline.scoring import HEADLINE_METRICS, score_variant, summarize
-from eval_pipeline.sweep import QueryEmbeddingCache, ResultsCache, Sweep, stage_latency_summary
+from eval_pipeline.sweep import stage_latency_summary
 from eval_pipeline.trec import write_trec_files
 from eval_pipeline.verdict import code_version, judge_run
 from resources import REPO_ROOT, DatabaseResource, EmbedderResource, LLMResource, RerankerResource
@@ -183,76 +185,6 @@ def question_set(
     context.add_output_metadata({**qs.counts(), "fingerprint": qs.fingerprint, "path": str(qs.path),
                                  "limited_from": qs.limited_from})
     return qs
-
-
-class RankingConfig(Config):
-    miss_k: int = Field(default=10, ge=1, le=1000, description="a question is a miss when no gold doc is in the top k")
-
-
-@asset(
-    group_name="retrieval_eval",
-    partitions_def=variant_partitions,
-    backfill_policy=BackfillPolicy.single_run(),
-    io_manager_key="variant_io_manager",
-)
-def ranked_results(
-    context: AssetExecutionContext,
-    config: RankingConfig,
-    corpus_snapshot: CorpusSnapshot,
-    pgvector_store: StoreInfo,
-    question_set: QuestionSet,
-    database: DatabaseResource,
-    embedder: EmbedderResource,
-    rerankers: RerankerResource,
-) -> dict[str, pd.DataFrame]:
-    """Each variant's ranked documents, scores, latency by stage and miss diagnosis for every question.
-
-    One partition per variant. A run over several partitions (the whole sweep) shares query
-    embeddings and first-stage candidate pools between them; a variant whose table, questions,
-    configuration and code are unchanged since it was last computed is reused, not re-queried.
-    """
-    variants = [SWEEP.by_key()[key] for key in context.partition_keys]
-    questions = question_set.questions
-    state = Path(database.state_dir)
-    cache = ResultsCache(state / "ranked_results_cache")
-    version = code_version()
-    keys = {v.key: ResultsCache.key(table=pgvector_store.table, questions_fingerprint=question_set.fingerprint,
-                                    variant=v, miss_k=config.miss_k, code_version=version) for v in variants}
-    cached = {v.key: frame for v in variants if (frame := cache.get(keys[v.key])) is not None}
-    todo = [v for v in variants if v.key not in cached]
-    computed: dict[str, pd.DataFrame] = {}
-    metadata: dict = {"questions": len(questions), "reused_unchanged": ", ".join(cached) or "none"}
-    if todo:
-        built = {v.key: rerankers.build(v.reranker, embedder=embedder.get()) for v in todo if v.reranker.kind != "none"}
-        embeddings, seconds, from_disk = QueryEmbeddingCache(state / "query_embeddings").get_or_compute(
-            embedder.get(), questions
-        )
-        sweep = Sweep(
-            snapshot=corpus_snapshot,
-            connection_string=database.connection_string(),
-            table=pgvector_store.table,
-            dims=pgvector_store.dims,
-            query_embeddings=embeddings,
-            embed_ms_per_query=0.0 if from_disk else seconds * 1000.0 / max(1, len(questions)),
-            rerankers=built,
-            miss_k=config.miss_k,
-        )
-        computed = sweep.run(todo, questions)
-        for key, frame in computed.items():
-            cache.put(keys[key], frame)
-        metadata.update({
-            "query_embeddings": "cached" if from_disk else f"computed in {seconds:.2f} s",
-            "queries_by_stage": MetadataValue.json(sweep.queries_by_stage),
-        })
-    results = {v.key: cached.get(v.key, computed.get(v.key)) for v in variants}
-    metadata.update({
-        "variants": ", ".join(results),
-        "errored_by_variant": MetadataValue.json({k: int(f["error"].notna().sum()) for k, f in results.items()}),
-        "latency_p50_ms_by_variant": MetadataValue.json(
-            {k: round(float(f["latency_ms"].median()), 2) for k, f in results.items()}),
-    })
-    context.add_output_metadata(metadata)
-    return results
 
 
 @asset(

@@ -57,17 +57,39 @@ def _input_path(context: InputContext, base_dir: str, partition: str | None, suf
     return None
 
 
+def _step_output_path(base_dir: str, context: OutputContext) -> Path:
+    """Where an op output inside a graph-backed asset goes (ranked_results' batches): under
+    `_steps/`, by step key, output name, dynamic mapping key (each of plan_ranking's batches is
+    one output of one step) and run."""
+    folder = Path(base_dir) / "_steps" / context.step_key / context.name
+    if context.mapping_key:
+        folder = folder / context.mapping_key
+    return folder / f"{context.run_id}.pkl"
+
+
 class RunScopedPickleIOManager(ConfigurableIOManager):
-    """Unpartitioned assets, pickled, one file per run."""
+    """Unpartitioned assets, pickled, one file per run; also the op outputs between the steps
+    of a graph-backed asset, which a multiprocess run passes from one process to another."""
 
     base_dir: str
 
     def handle_output(self, context: OutputContext, obj: Any) -> None:
-        path = _asset_dir(self.base_dir, context.asset_key, None) / f"{context.run_id}.pkl"
+        if context.has_asset_key:
+            path = _asset_dir(self.base_dir, context.asset_key, None) / f"{context.run_id}.pkl"
+        else:
+            path = _step_output_path(self.base_dir, context)
         _write_atomic(path, lambda tmp: tmp.write_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)))
         _prune(path.parent, ".pkl")
 
     def load_input(self, context: InputContext) -> Any:
+        upstream = context.upstream_output
+        if upstream is not None and not upstream.has_asset_key:
+            # the producing run: this one, or the parent run when re-executing from a failure
+            path = _step_output_path(self.base_dir, upstream)
+            if not path.exists():
+                raise FileNotFoundError(f"no stored output {upstream.name!r} ({upstream.mapping_key or 'unmapped'}) "
+                                        f"of step {upstream.step_key!r} in run {upstream.run_id}")
+            return pickle.loads(path.read_bytes())
         path = _input_path(context, self.base_dir, None, ".pkl")
         if path is None:
             key = context.upstream_output.asset_key if context.upstream_output else context.asset_key

@@ -33,13 +33,21 @@ def tiny_job_config(results_dir: Path, **question_set) -> dict:
     }}
 
 
-def start_job(tmp_path, name, env, config) -> subprocess.Popen:
+def start_job(tmp_path, name, env, config, job: str = "retrieval_eval") -> subprocess.Popen:
     cfg = tmp_path / f"{name}.yaml"
     cfg.write_text(yaml.safe_dump(config))
     log = open(tmp_path / f"{name}.log", "w")
     return subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval",
+        [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "definitions", "-j", job,
          "-c", str(cfg)], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def metrics_table(results_dir: Path) -> list[list[str]]:
+    """The variants x metrics table of results.md, without the latency columns (timings differ)."""
+    text = (results_dir / "results.md").read_text()
+    table = text[text.index("## Variants"):text.index("## hit@5 by question kind")]
+    rows = [line.strip("|").split("|") for line in table.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in row[:-2]] for row in rows]
 
 
 class CountingEmbedder:

@@ -226,6 +226,7 @@ def test_bad_settings_fail_in_the_first_step(tmp_path, resources):
     before any embedding, with the setting named."""
     for section, settings, name in [
         ("ranked_results", {"miss_k": -1}, "miss_k"),
+        ("ranked_results", {"workers": 0}, "workers"),
         ("pgvector_store", {"split_length": 10, "split_overlap": 10}, "split_overlap"),
         ("question_set", {"source": "generate", "abstention_frac": 1.0}, "abstention_frac"),
     ]:
@@ -241,10 +242,10 @@ def test_bad_settings_fail_in_the_first_step(tmp_path, resources):
 
 def test_unchanged_variants_are_reused(tmp_path, resources, monkeypatch):
     """A second run with nothing changed re-queries nothing (with a known, clean code version)."""
-    import assets
+    import assets.ranking
     from eval_pipeline import sweep as sweep_module
 
-    monkeypatch.setattr(assets, "code_version", lambda: "v0-1-gtest")
+    monkeypatch.setattr(assets.ranking, "code_version", lambda: "v0-1-gtest")
     instance = DagsterInstance.ephemeral()
     config = _tiny_config(tmp_path / "results")
     first = materialize(_defs_assets(), resources=resources, run_config=config, instance=instance,

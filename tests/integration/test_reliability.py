@@ -17,7 +17,7 @@ from eval_pipeline.ingest import MANIFEST_TABLE, ChunkingConfig, IngestError, fe
 from eval_pipeline.scoring import score_variant, summarize
 from eval_pipeline.sweep import Sweep
 from eval_pipeline.variants import parse_sweep
-from tests.integration.cli import CountingEmbedder, start_job, tiny_job_config
+from tests.integration.cli import CountingEmbedder, metrics_table, start_job, tiny_job_config
 
 pytestmark = pytest.mark.integration
 
@@ -153,22 +153,14 @@ def test_ids_with_quotes_and_sql_reach_postgres_as_data(own_pg, local_embedder, 
 
 # --- whole-job faults: SIGKILL, concurrency, secrets --------------------------------------
 
-def _metrics_table(results_dir: Path) -> list[list[str]]:
-    """The variants x metrics table of results.md, without the latency columns (timings differ)."""
-    text = (results_dir / "results.md").read_text()
-    table = text[text.index("## Variants"):text.index("## hit@5 by question kind")]
-    rows = [line.strip("|").split("|") for line in table.splitlines() if line.startswith("| ")]
-    return [[cell.strip() for cell in row[:-2]] for row in rows]
-
-
-@pytest.mark.parametrize("step", ["pgvector_store", "ranked_results"])
+@pytest.mark.parametrize("step", ['"pgvector_store"', '"ranked_results.rank_variants['])
 def test_sigkill_then_rerun_gives_the_same_metrics(tmp_path, job_env, step):
     clean = start_job(tmp_path, "clean", job_env("state-clean"), tiny_job_config(tmp_path / "clean"))
     assert clean.wait(timeout=600) == 0, (tmp_path / "clean.log").read_text()[-3000:]
 
     env = job_env("state")  # cold, like a first nightly run
     killed = start_job(tmp_path, "killed", env, tiny_job_config(tmp_path / "killed"))
-    marker = f'Started execution of step "{step}"'
+    marker = f"Started execution of step {step}"
     deadline = time.monotonic() + 300
     while marker not in (tmp_path / "killed.log").read_text():
         assert killed.poll() is None and time.monotonic() < deadline, "the step never started"
@@ -179,7 +171,7 @@ def test_sigkill_then_rerun_gives_the_same_metrics(tmp_path, job_env, step):
 
     rerun = start_job(tmp_path, "rerun", env, tiny_job_config(tmp_path / "rerun"))
     assert rerun.wait(timeout=600) == 0, (tmp_path / "rerun.log").read_text()[-3000:]
-    assert _metrics_table(tmp_path / "rerun") == _metrics_table(tmp_path / "clean")
+    assert metrics_table(tmp_path / "rerun") == metrics_table(tmp_path / "clean")
 
 
 def test_two_runs_at_once(tmp_path, job_env):
@@ -188,7 +180,7 @@ def test_two_runs_at_once(tmp_path, job_env):
     b = start_job(tmp_path, "b", env, tiny_job_config(tmp_path / "b"))
     assert a.wait(timeout=600) == 0, (tmp_path / "a.log").read_text()[-3000:]
     assert b.wait(timeout=600) == 0, (tmp_path / "b.log").read_text()[-3000:]
-    assert _metrics_table(tmp_path / "a") == _metrics_table(tmp_path / "b")
+    assert metrics_table(tmp_path / "a") == metrics_table(tmp_path / "b")
     logs = (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
     assert len(re.findall(r"embedding \d+ chunks of 5 documents", logs)) == 1  # one writer per table
     assert logs.count("reusing complete table") == 1
@@ -224,3 +216,4 @@ def test_secrets_never_leave_the_environment(tmp_path, job_env, embedded_pg):
                 if found:
                     hits.append(f"{uri}: {table}")
     assert hits == []
+
