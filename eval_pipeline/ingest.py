@@ -154,8 +154,7 @@ def ingest(
     table = f"chunks_{fingerprint}"
     started = time.perf_counter()
     with psycopg.connect(connection_string, autocommit=True) as lock_conn:
-        lock_conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        _ensure_manifest(lock_conn)
+        _prepare_database(lock_conn)
         lock_conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (table,))
         try:
             done = lock_conn.execute(
@@ -241,10 +240,15 @@ def fetch_chunk_embeddings(connection_string: str, table: str):
     return {r[0]: np.asarray(json.loads(r[1]), dtype=np.float32) for r in rows}
 
 
-def _ensure_manifest(conn) -> None:
-    # CREATE TABLE IF NOT EXISTS can still race between two sessions; a lock makes it safe.
+def _prepare_database(conn) -> None:
+    """The vector extension and the manifest table, created if missing.
+
+    CREATE EXTENSION / CREATE TABLE IF NOT EXISTS still race between two sessions (both see
+    "missing", one fails with a unique violation in the catalog: seen with two cold runs
+    started together), so they run under an advisory lock."""
     conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (MANIFEST_TABLE,))
     try:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         _create_manifest(conn)
     finally:
         conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (MANIFEST_TABLE,))

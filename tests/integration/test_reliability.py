@@ -217,3 +217,32 @@ def test_secrets_never_leave_the_environment(tmp_path, job_env, embedded_pg):
                     hits.append(f"{uri}: {table}")
     assert hits == []
 
+
+def test_first_ingests_racing_on_a_fresh_database_all_succeed(embedded_pg):
+    """Two cold runs started together both find the vector extension and the manifest missing;
+    creating them is serialized, so neither fails with a catalog unique violation."""
+    import threading
+
+    from eval_pipeline.ingest import _prepare_database
+
+    name = f"race_{os.getpid()}_{int(time.time() * 1000) % 100000}"
+    uri = embedded_pg.uri(name)
+    errors, barrier = [], threading.Barrier(6)
+
+    def prepare():
+        try:
+            with psycopg.connect(uri, autocommit=True) as conn:
+                barrier.wait(timeout=30)
+                _prepare_database(conn)
+        except Exception as exc:  # collected: an assertion in a thread would be lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=prepare) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    with psycopg.connect(uri) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").fetchone()[0] == 1
+        assert conn.execute("SELECT to_regclass(%s)", (MANIFEST_TABLE,)).fetchone()[0] is not None
