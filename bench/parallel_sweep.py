@@ -1,0 +1,113 @@
+"""The sweep in-process (job retrieval_eval, one ranking step) against the multiprocess executor
+(job retrieval_eval_parallel, one step per batch of variants), on the demo corpus.
+
+A first run fills the state dir (ingest, query embeddings); the measured runs rank every variant
+again (`reuse: false`) and alternate in-process / parallel, so both see the same machine. Prints,
+per run: the ranking phase (from plan_ranking's start to collect_ranked_results' end, timed by
+when Dagster's log lines arrive), each rank_variants step's duration, and the whole job.
+
+    .venv/bin/python bench/parallel_sweep.py              # 2 rounds, workers = CPU count
+    .venv/bin/python bench/parallel_sweep.py --rounds 3 --workers 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from common import DEFAULT_STATE_ROOT, REPO_ROOT, print_machine, print_table
+from warm_rerun import BIN, dagster_env
+
+STEP_DONE = re.compile(r' - (\S+) - STEP_SUCCESS - Finished execution of step "[^"]+" in ([\d.]+)(ms|s|m)')
+PLAN_START = re.compile(r"ranked_results\.plan_ranking - STEP_START")
+COLLECT_DONE = re.compile(r"ranked_results\.collect_ranked_results - STEP_SUCCESS")
+
+
+def _seconds(value: str, unit: str) -> float:
+    return float(value) / 1000 if unit == "ms" else float(value) * (60 if unit == "m" else 1)
+
+
+def run_job(job: str, state_dir: Path, config: Path, log_path: Path) -> dict:
+    env = dagster_env(state_dir)
+    env["EVAL_PIPELINE_DAGSTER_PG_URL"] = subprocess.run(
+        [str(BIN / "python"), "-m", "eval_pipeline.database", "url", "--state-dir", str(state_dir),
+         "--database", "dagster", "--driver", "psycopg2"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    started = time.perf_counter()
+    proc = subprocess.Popen([str(BIN / "dagster"), "job", "execute", "-m", "definitions", "-j", job, "-c", str(config)],
+                            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    plan_start = collect_done = None
+    steps: dict[str, float] = {}
+    lines = []
+    for line in proc.stdout:
+        now = time.perf_counter() - started
+        lines.append(line)
+        if plan_start is None and PLAN_START.search(line):
+            plan_start = now
+        elif COLLECT_DONE.search(line):
+            collect_done = now
+        if (m := STEP_DONE.search(line)) and "rank_variants[" in m.group(1):
+            steps[m.group(1).split("[", 1)[1].rstrip("]")] = _seconds(m.group(2), m.group(3))
+    proc.wait()
+    total = time.perf_counter() - started
+    log_path.write_text("".join(lines))
+    if proc.returncode != 0:
+        raise SystemExit(f"{job} failed (exit {proc.returncode}); log {log_path}")
+    return {"job": job, "total": total, "ranking": (collect_done or total) - (plan_start or 0.0), "steps": steps}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--state-dir", default=str(DEFAULT_STATE_ROOT / "parallel_sweep"))
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=None, help="ranked_results workers (default: the CPU count)")
+    args = parser.parse_args()
+    print_machine("sweep in-process against the multiprocess executor, demo corpus")
+    state = Path(args.state_dir).resolve()
+    if state.exists():
+        subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state)],
+                       cwd=REPO_ROOT, check=False)
+        shutil.rmtree(state)
+    state.mkdir(parents=True)
+    workers = args.workers or os.cpu_count() or 1
+
+    def config(name: str, reuse: bool, batches: int) -> Path:
+        path = state / f"{name}.yaml"
+        path.write_text(f"ops:\n  report:\n    config:\n      results_dir: {state / 'results'}\n"
+                        f"      record_history: false\n"
+                        f"  ranked_results:\n    config:\n      reuse: {str(reuse).lower()}\n      workers: {batches}\n")
+        return path
+
+    try:
+        first = run_job("retrieval_eval", state, config("fill", True, 1), state / "fill.log")
+        print(f"fill run (ingest, query embeddings, first ranking): {first['total']:.1f} s")
+        runs = []
+        for round_ in range(args.rounds):
+            for job, batches in (("retrieval_eval", 1), ("retrieval_eval_parallel", workers)):
+                path = config(f"{job}-{round_}", False, batches)
+                r = run_job(job, state, path, state / f"{job}-{round_}.log")
+                runs.append(r)
+                print(f"round {round_ + 1} {job}: ranking {r['ranking']:.1f} s, job {r['total']:.1f} s; steps "
+                      + ", ".join(f"{k} {v:.1f} s" for k, v in r["steps"].items()))
+    finally:
+        subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state)],
+                       cwd=REPO_ROOT, check=False)
+    rows = []
+    for job in ("retrieval_eval", "retrieval_eval_parallel"):
+        mine = [r for r in runs if r["job"] == job]
+        rows.append([job, statistics.median(r["ranking"] for r in mine), statistics.median(r["total"] for r in mine),
+                     max(len(r["steps"]) for r in mine)])
+    print()
+    print_table(rows, ["job", "ranking s (median)", "whole job s (median)", "rank steps"], digits=2)
+    print(f"parallel / in-process: ranking {rows[1][1] / rows[0][1]:.2f}, whole job {rows[1][2] / rows[0][2]:.2f} "
+          f"(workers {workers}, {os.cpu_count()} cores)")
+
+
+if __name__ == "__main__":
+    main()
