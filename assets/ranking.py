@@ -74,6 +74,7 @@ class RankedBatch:
     frames: dict[str, pd.DataFrame]
     reused: list[str] = field(default_factory=list)
     queries_by_stage: dict[str, int] = field(default_factory=dict)
+    query_embeddings: str = "not needed"
 
 
 def executor_concurrency(context: OpExecutionContext) -> int:
@@ -151,7 +152,7 @@ def rank_variants(
     keys = _results_keys(variants, pgvector_store, question_set, config.miss_k)
     cached = {v.key: frame for v in variants if config.reuse and (frame := cache.get(keys[v.key])) is not None}
     todo = [v for v in variants if v.key not in cached]
-    result = RankedBatch(frames={}, reused=list(cached))
+    result = RankedBatch(frames={}, reused=list(cached), query_embeddings=batch.query_embeddings)
     if todo:
         questions = question_set.questions
         built = {v.key: rerankers.build(v.reranker, embedder=embedder.get()) for v in todo if v.reranker.kind != "none"}
@@ -190,6 +191,8 @@ def collect_ranked_results(context: OpExecutionContext, batches: list[RankedBatc
         "variants": ", ".join(results),
         "steps": len(batches),
         "reused_unchanged": ", ".join(reused) or "none",
+        "query_embeddings": next((b.query_embeddings for b in batches if b.query_embeddings != "not needed"),
+                                 "not needed"),
         "queries_by_stage": MetadataValue.json(queries),
         "errored_by_variant": MetadataValue.json({k: int(f["error"].notna().sum()) for k, f in results.items()}),
         "latency_p50_ms_by_variant": MetadataValue.json(

@@ -202,6 +202,45 @@ def test_bi_encoder_with_the_real_minilm_puts_the_paraphrase_first():
     assert_permutation(ranked, cands)
 
 
+def _second_model_dir() -> str:
+    import importlib.resources
+
+    return str(importlib.resources.files("sre_embedding_model") / "model_weights")
+
+
+@pytest.mark.integration
+def test_bi_encoder_with_a_second_model_scores_in_that_models_space():
+    """A bi-encoder variant with another model than the first stage's: built by the reranker
+    resource as the variants file asks, it scores with that model (cosine of its own
+    embeddings, computed here independently), not with the first-stage model."""
+    from sentence_transformers import SentenceTransformer
+
+    from eval_pipeline.embedders import LocalEmbedder
+    from eval_pipeline.variants import RerankerSpec
+    from resources import LLMResource, RerankerResource
+
+    second = _second_model_dir()
+    first = LocalEmbedder()
+    assert LocalEmbedder(model=second).revision != first.revision
+    reranker = RerankerResource(llm=LLMResource()).build(RerankerSpec(kind="bi-encoder", options={"model": second}),
+                                                         embedder=first)
+    assert reranker.identity()["model"] == second
+    query = "How do I reset my password?"
+    texts = {"revenue": "Quarterly revenue grew by ten percent compared with last year.",
+             "restart": "Restart the pod after the deployment rolls out to clear the stale cache.",
+             "paraphrase": "Steps to change a forgotten login password for your account."}
+    ranked = reranker.rerank(query, [Candidate(k, t, 0.5) for k, t in texts.items()])
+
+    def cosines(model_dir):
+        vectors = SentenceTransformer(model_dir, device="cpu").encode([query, *texts.values()], normalize_embeddings=True)
+        return dict(zip(texts, (vectors[1:] @ vectors[0]).tolist()))
+
+    theirs, first_stage = cosines(second), cosines(first.model)
+    assert {c.doc_id: c.score for c in ranked} == pytest.approx(theirs, abs=1e-5)
+    assert ids(ranked) == sorted(theirs, key=lambda k: -theirs[k])
+    assert max(abs(theirs[k] - first_stage[k]) for k in texts) > 0.05  # not the first stage's space
+
+
 # --- llm (listwise) ----------------------------------------------------------------------
 
 
