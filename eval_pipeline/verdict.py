@@ -59,10 +59,14 @@ def code_version(repo: Path | None = None) -> str:
 def statistics_key(per_variant: Mapping[str, pd.DataFrame], baseline: str) -> str:
     """A digest of everything the intervals and the baseline comparison depend on: the variants
     in order, the baseline, the answerable questions' qids and metric values, the metrics, and
-    the source of `eval_pipeline.statistics` (a change there invalidates every entry)."""
+    the source of `eval_pipeline.statistics` and the numpy and scipy versions (a change there
+    invalidates every entry)."""
+    from importlib.metadata import version
+
     metrics = sorted(set(INTERVAL_METRICS) | set(COMPARE_METRICS))
     digest = hashlib.sha256()
     digest.update(_STATISTICS_SOURCE.read_bytes())
+    digest.update(f"numpy {version('numpy')} scipy {version('scipy')}".encode())
     digest.update(repr((baseline, INTERVAL_METRICS, COMPARE_METRICS)).encode())
     for variant, frame in per_variant.items():
         columns = [c for c in ("qid", "answerable", *metrics) if c in frame.columns]
@@ -90,8 +94,8 @@ def run_statistics(
     from eval_pipeline.statistics import compare_to_baseline, metric_intervals  # scipy: ~1 s to import
 
     intervals = metric_intervals(per_variant, INTERVAL_METRICS)
-    comparison = (compare_to_baseline(per_variant, baseline, COMPARE_METRICS) if baseline in per_variant and len(per_variant) > 1
-                  else pd.DataFrame())
+    compared = baseline in per_variant and len(per_variant) > 1
+    comparison = compare_to_baseline(per_variant, baseline, COMPARE_METRICS) if compared else pd.DataFrame()
     if path is not None:
         atomic_write_bytes(path, pickle.dumps((intervals, comparison), protocol=pickle.HIGHEST_PROTOCOL))
     return intervals, comparison
