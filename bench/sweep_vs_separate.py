@@ -28,7 +28,16 @@ from eval_pipeline.variants import load_sweep  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--state-dir", default="/tmp/bench-sweep")
+    parser.add_argument("--keep-db", action="store_true", help="leave the embedded Postgres running at exit")
     args = parser.parse_args()
+    try:
+        run(args)
+    finally:
+        if not args.keep_db:
+            EmbeddedPostgres(args.state_dir).stop()
+
+
+def run(args) -> None:
     snapshot = load_corpus("demo")
     questions = load_question_set(REPO / "eval_pipeline/demo_data/questions.jsonl", corpus_signature=snapshot.signature,
                                   doc_ids=[d.doc_id for d in snapshot.documents]).questions
