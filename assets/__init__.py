@@ -24,7 +24,7 @@ from dagster import (
 from pydantic import Field
 
 from assets.partitions import SWEEP, variant_partitions
-from assets.ranking import RankingConfig, ranked_results
+from assets.ranking import RankingConfig, ranked_results  # noqa: F401  (ranked_results: part of the graph)
 from eval_pipeline.corpus import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
 from eval_pipeline.generation import chunk_units, document_units
 from eval_pipeline.history import labels_fingerprint
@@ -36,7 +36,7 @@ from eval_pipeline.scoring import HEADLINE_METRICS, score_variant, summarize
 from eval_pipeline.sweep import stage_latency_summary
 from eval_pipeline.trec import write_trec_files
 from eval_pipeline.verdict import code_version, judge_run
-from resources import REPO_ROOT, DatabaseResource, EmbedderResource, LLMResource, RerankerResource
+from resources import REPO_ROOT, DatabaseResource, EmbedderResource, LLMResource
 
 DEMO_QUESTIONS = DEMO_DATA_DIR / "questions.jsonl"
 
