@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from eval_pipeline.engines import (
     chunks_to_documents,
     fuse,
 )
-from eval_pipeline.questions import Question
+from eval_pipeline.questions import Question, atomic_write_bytes
 from eval_pipeline.variants import Variant
 
 STAGES = ("embed", "keyword", "dense", "bm25", "metadata", "fusion", "rerank")
@@ -123,10 +124,9 @@ class QueryEmbeddingCache:
         seconds = time.perf_counter() - started
         if len(vectors) != len(questions):
             raise RuntimeError(f"embedder returned {len(vectors)} vectors for {len(questions)} questions")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{time.monotonic_ns()}.tmp.npy")
-        np.save(tmp, np.asarray(vectors, dtype=np.float32))
-        tmp.replace(path)
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(vectors, dtype=np.float32))
+        atomic_write_bytes(path, buffer.getvalue())
         return {q.qid: list(v) for q, v in zip(questions, vectors)}, seconds, False
 
 
@@ -460,7 +460,6 @@ class ResultsCache:
     def put(self, key: str | None, frame: pd.DataFrame) -> None:
         if key is None:
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.folder / f".{key}.{time.monotonic_ns()}.tmp"
-        frame.to_parquet(tmp, index=False)
-        tmp.replace(self.folder / f"{key}.parquet")
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        atomic_write_bytes(self.folder / f"{key}.parquet", buffer.getvalue())

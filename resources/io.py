@@ -7,6 +7,7 @@ current run when this run produced it, otherwise from the run of the asset's (pa
 latest materialization, looked up in the instance.
 """
 
+import io
 import pickle
 from pathlib import Path
 from typing import Any
@@ -14,19 +15,14 @@ from typing import Any
 import pandas as pd
 from dagster import AssetKey, ConfigurableIOManager, InputContext, OutputContext
 
+from eval_pipeline.questions import atomic_write_bytes
+
 KEEP_RUNS = 5  # older run files of an asset (partition) are pruned
 
 
 def _asset_dir(base_dir: str, asset_key: AssetKey, partition: str | None) -> Path:
     folder = Path(base_dir).joinpath(*asset_key.path)
     return folder / partition if partition is not None else folder
-
-
-def _write_atomic(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    tmp.replace(path)  # a reader never sees half a file
 
 
 def _prune(folder: Path, suffix: str) -> None:
@@ -78,7 +74,7 @@ class RunScopedPickleIOManager(ConfigurableIOManager):
             path = _asset_dir(self.base_dir, context.asset_key, None) / f"{context.run_id}.pkl"
         else:
             path = _step_output_path(self.base_dir, context)
-        _write_atomic(path, lambda tmp: tmp.write_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)))
+        atomic_write_bytes(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
         _prune(path.parent, ".pkl")
 
     def load_input(self, context: InputContext) -> Any:
@@ -110,7 +106,9 @@ class VariantParquetIOManager(ConfigurableIOManager):
             raise ValueError(f"output has partitions {sorted(obj)}, the run asked for {sorted(keys)}")
         for key, frame in obj.items():
             path = _asset_dir(self.base_dir, context.asset_key, key) / f"{context.run_id}.parquet"
-            _write_atomic(path, lambda tmp, frame=frame: frame.to_parquet(tmp, index=False))
+            buffer = io.BytesIO()
+            frame.to_parquet(buffer, index=False)
+            atomic_write_bytes(path, buffer.getvalue())
             _prune(path.parent, ".parquet")
         context.add_output_metadata({"partitions_written": len(obj)})
 
