@@ -62,9 +62,10 @@ class RankingConfig(Config):
 
 @dataclass
 class Batch:
-    """What one rank_variants step ranks."""
+    """What one rank_variants step ranks, as plan_ranking decided it."""
 
-    variants: list[str]
+    results_keys: dict[str, Optional[str]]  # variant key -> its ResultsCache key, in the sweep's order
+    from_cache: bool  # the variants whose results are reused unchanged (read, not ranked)
     embed_ms_per_query: float  # the query embedding's cost, 0.0 when it came from the disk cache
     query_embeddings: str  # "cached", "computed in N s" or "not needed"
 
@@ -88,12 +89,6 @@ def executor_concurrency(context: OpExecutionContext) -> int:
     return int(section.get("max_concurrent") or os.cpu_count() or 1)
 
 
-def _results_keys(variants, pgvector_store: StoreInfo, question_set: QuestionSet, miss_k: int) -> dict[str, str | None]:
-    version = code_version()
-    return {v.key: ResultsCache.key(table=pgvector_store.table, questions_fingerprint=question_set.fingerprint,
-                                    variant=v, miss_k=miss_k, code_version=version) for v in variants}
-
-
 def _mapping_key(index: int, keys: list[str]) -> str:
     """A readable, valid dynamic mapping key: 0_pg_keyword__hybrid_mmr ..."""
     text = re.sub(r"[^A-Za-z0-9_]", "_", "__".join(keys))
@@ -113,7 +108,9 @@ def plan_ranking(
     variants = [SWEEP.by_key()[key] for key in context.partition_keys]
     state = Path(database.state_dir)
     cache = ResultsCache(state / "ranked_results_cache")
-    keys = _results_keys(variants, pgvector_store, question_set, config.miss_k)
+    version = code_version()
+    keys = {v.key: ResultsCache.key(table=pgvector_store.table, questions_fingerprint=question_set.fingerprint,
+                                    variant=v, miss_k=config.miss_k, code_version=version) for v in variants}
     reused = [v for v in variants if config.reuse and cache.has(keys[v.key])]
     todo = [v for v in variants if v.key not in {r.key for r in reused}]
     embed_ms, embedded = 0.0, "not needed"
@@ -123,14 +120,15 @@ def plan_ranking(
         embed_ms = 0.0 if from_disk else seconds * 1000.0 / max(1, len(questions))
         embedded = "cached" if from_disk else f"computed in {seconds:.2f} s"
     workers = config.workers or executor_concurrency(context)
-    batches = [[v.key for v in batch] for batch in plan_batches(todo, workers)] if todo else []
+    batches = [([v.key for v in batch], False) for batch in plan_batches(todo, workers)] if todo else []
     if reused:
-        batches.append([v.key for v in reused])  # loaded from the cache: cheap, one step
+        batches.append(([v.key for v in reused], True))  # loaded from the cache: cheap, one step
     context.log.info(f"{len(variants)} variant(s) in {len(batches)} step(s): "
-                     + "; ".join(", ".join(b) for b in batches)
+                     + "; ".join(", ".join(b) for b, _ in batches)
                      + (f" ({len(reused)} reused unchanged)" if reused else ""))
-    for index, batch in enumerate(batches):
-        yield DynamicOutput(Batch(batch, embed_ms, embedded), mapping_key=_mapping_key(index, batch))
+    for index, (batch, from_cache) in enumerate(batches):
+        yield DynamicOutput(Batch({k: keys[k] for k in batch}, from_cache, embed_ms, embedded),
+                           mapping_key=_mapping_key(index, batch))
 
 
 @op
@@ -144,13 +142,13 @@ def rank_variants(
     embedder: EmbedderResource,
     rerankers: RerankerResource,
 ) -> RankedBatch:
-    """Rank one batch with one Sweep: legs and candidate pools shared by its variants; a variant
-    whose table, questions, configuration and code are unchanged is read from the cache."""
-    variants = [SWEEP.by_key()[key] for key in batch.variants]
+    """Rank one batch with one Sweep: legs and candidate pools shared by its variants. The batch
+    of unchanged variants is read from the cache (ranked after all if an entry has gone)."""
+    variants = [SWEEP.by_key()[key] for key in batch.results_keys]
     state = Path(database.state_dir)
     cache = ResultsCache(state / "ranked_results_cache")
-    keys = _results_keys(variants, pgvector_store, question_set, config.miss_k)
-    cached = {v.key: frame for v in variants if config.reuse and (frame := cache.get(keys[v.key])) is not None}
+    keys = batch.results_keys
+    cached = {v.key: frame for v in variants if batch.from_cache and (frame := cache.get(keys[v.key])) is not None}
     todo = [v for v in variants if v.key not in cached]
     result = RankedBatch(frames={}, reused=list(cached), query_embeddings=batch.query_embeddings)
     if todo:
