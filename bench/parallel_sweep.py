@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from common import DEFAULT_STATE_ROOT, REPO_ROOT, print_machine, print_table
-from warm_rerun import BIN, dagster_env
+from warm_rerun import BIN, dagster_database_url, dagster_env, stop_database
 
 STEP_DONE = re.compile(r' - (\S+) - STEP_SUCCESS - Finished execution of step "[^"]+" in ([\d.]+)(ms|s|m)')
 PLAN_START = re.compile(r"ranked_results\.plan_ranking - STEP_START")
@@ -35,10 +35,7 @@ def _seconds(value: str, unit: str) -> float:
 
 def run_job(job: str, state_dir: Path, config: Path, log_path: Path) -> dict:
     env = dagster_env(state_dir)
-    env["EVAL_PIPELINE_DAGSTER_PG_URL"] = subprocess.run(
-        [str(BIN / "python"), "-m", "eval_pipeline.database", "url", "--state-dir", str(state_dir),
-         "--database", "dagster", "--driver", "psycopg2"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    env["EVAL_PIPELINE_DAGSTER_PG_URL"] = dagster_database_url(state_dir, env)
     started = time.perf_counter()
     proc = subprocess.Popen([str(BIN / "dagster"), "job", "execute", "-m", "definitions", "-j", job, "-c", str(config)],
                             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -71,8 +68,7 @@ def main() -> None:
     print_machine("sweep in-process against the multiprocess executor, demo corpus")
     state = Path(args.state_dir).resolve()
     if state.exists():
-        subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state)],
-                       cwd=REPO_ROOT, check=False)
+        stop_database(state)
         shutil.rmtree(state)
     state.mkdir(parents=True)
     workers = args.workers or os.cpu_count() or 1
@@ -96,8 +92,7 @@ def main() -> None:
                 print(f"round {round_ + 1} {job}: ranking {r['ranking']:.1f} s, job {r['total']:.1f} s; steps "
                       + ", ".join(f"{k} {v:.1f} s" for k, v in r["steps"].items()))
     finally:
-        subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state)],
-                       cwd=REPO_ROOT, check=False)
+        stop_database(state)
     rows = []
     for job in ("retrieval_eval", "retrieval_eval_parallel"):
         mine = [r for r in runs if r["job"] == job]

@@ -60,16 +60,26 @@ def _seconds(value: str, unit: str) -> float:
     return float(value) / 1000 if unit == "ms" else float(value) * (60 if unit == "m" else 1)
 
 
-def run_once(state_dir: Path, config_path: Path, log_path: Path) -> dict:
-    env = dagster_env(state_dir)
-    started = time.perf_counter()
-    url = subprocess.run(
+def dagster_database_url(state_dir: Path, env: dict[str, str]) -> str:
+    """What `make demo` does first: start (or attach to) the state dir's Postgres, in a subprocess,
+    and return the URL of Dagster's run storage database."""
+    return subprocess.run(
         [str(BIN / "python"), "-m", "eval_pipeline.database", "url", "--state-dir", str(state_dir),
          "--database", "dagster", "--driver", "psycopg2"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True,
     ).stdout.strip()
+
+
+def stop_database(state_dir: Path) -> None:
+    subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state_dir)],
+                   cwd=REPO_ROOT, check=False)
+
+
+def run_once(state_dir: Path, config_path: Path, log_path: Path) -> dict:
+    env = dagster_env(state_dir)
+    started = time.perf_counter()
+    env["EVAL_PIPELINE_DAGSTER_PG_URL"] = dagster_database_url(state_dir, env)
     url_seconds = time.perf_counter() - started
-    env["EVAL_PIPELINE_DAGSTER_PG_URL"] = url
     wall_start = time.time()
     job_started = time.perf_counter()
     proc = subprocess.run(
@@ -190,15 +200,14 @@ def main() -> None:
             profile_sweep(Path(args.state_dir).resolve())
         finally:
             if not args.keep_db:
-                subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir",
-                                str(Path(args.state_dir).resolve())], cwd=REPO_ROOT, check=False)
+                stop_database(Path(args.state_dir).resolve())
         return
 
-    print_machine("retrieval_eval job: cold, then warm (nothing changed)" + (f" on {args.beir} ({args.split})" if args.beir else " on the demo corpus"))
+    print_machine("retrieval_eval job: cold, then warm (nothing changed)"
+                  + (f" on {args.beir} ({args.split})" if args.beir else " on the demo corpus"))
     state_dir = Path(args.state_dir).resolve()
     if state_dir.exists() and not args.reuse:
-        subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state_dir)],
-                       cwd=REPO_ROOT, check=False)
+        stop_database(state_dir)
         shutil.rmtree(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     config_path = state_dir / "run_config.yaml"
@@ -216,8 +225,7 @@ def main() -> None:
             profile_sweep(state_dir)
     finally:
         if not args.keep_db:
-            subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state_dir)],
-                           cwd=REPO_ROOT, check=False)
+            stop_database(state_dir)
 
     print()
     step_names = [name for name, _ in results[0]["steps"]]
