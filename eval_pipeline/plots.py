@@ -25,7 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from eval_pipeline.metrics import DEFAULT_KS
-from eval_pipeline.questions import atomic_write_bytes
+from eval_pipeline.atomic import atomic_write_bytes
 
 __all__ = ["baseline_deltas", "hit_at_k_curves", "metric_bars"]
 

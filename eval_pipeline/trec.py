@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from eval_pipeline.questions import Question, atomic_write_text
+from eval_pipeline.atomic import atomic_write_text
+from eval_pipeline.questions import Question
 
 
 def run_lines(tag: str, rankings: Mapping[str, Sequence[str]]) -> list[str]:
