@@ -5,7 +5,14 @@ unchanged configuration is never embedded twice and different configurations liv
 side.  A table only counts as built once its row is in the manifest table; a run that died
 half-way leaves no manifest row, and the next run drops and rebuilds that table instead of
 trusting it.  Builds of the same table are serialized with a Postgres advisory lock, so two
-concurrent runs never write one table together.
+concurrent runs never write one table together; a run waiting for that lock says every
+`lock_log_every` seconds who holds it, and gives up after `lock_timeout` with an error that
+says what to do (see `eval_pipeline.database.advisory_lock`).
+
+Every connection goes through `eval_pipeline.database.connect` (connect timeout,
+application_name, redacted errors), the document store's too (`open_document_store`), and every
+error that leaves this module is scrubbed of the password: IngestError chains the original
+only when its whole traceback is clean.
 """
 
 from __future__ import annotations
@@ -17,6 +24,16 @@ from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 from eval_pipeline.corpus import CorpusSnapshot
+from eval_pipeline.database import (
+    DEFAULT_LOCK_LOG_EVERY,
+    positive_seconds,
+    advisory_lock,
+    advisory_unlock,
+    connect,
+    error_text,
+    is_clean,
+    lock_timeout_default,
+)
 from eval_pipeline.embedders import Embedder
 from eval_pipeline.tsvector import ensure_tsvector_column
 
@@ -25,6 +42,8 @@ MANIFEST_TABLE = "eval_ingest_manifest"
 
 class IngestError(RuntimeError):
     """Building a table failed; the table is left unmarked, so the next run rebuilds it."""
+
+
 WRITE_BATCH = 256
 
 
@@ -59,17 +78,41 @@ class StoreInfo:
     dims: int
     seconds: float
     reused: bool
+    embedder_revision: str = "unknown"  # the weights the table was embedded with (see Embedder.revision)
 
     @property
     def chunks_per_second(self) -> float:
         return self.chunk_count / self.seconds if self.seconds > 0 else float("nan")
 
 
-def store_fingerprint(corpus_signature: str, chunking: ChunkingConfig, embedder_id: str) -> str:
+# Bump when chunk_documents or embedding_text change what is stored: a table built by the
+# old code must not be reused as if the new code had built it.
+CHUNKER_VERSION = 2
+
+
+def store_fingerprint(corpus_signature: str, chunking: ChunkingConfig, embedder_identity: str) -> str:
+    """What a vector table holds: the corpus, the chunking (our chunker's version and the
+    installed Haystack's, whose splitter does the splitting) and the embedder's identity (its
+    weights by content, see `eval_pipeline.weights`)."""
+    from importlib.metadata import version
+
     payload = json.dumps(
-        {"corpus": corpus_signature, "chunking": asdict(chunking), "embedder": embedder_id}, sort_keys=True
+        {"corpus": corpus_signature, "chunking": asdict(chunking), "embedder": embedder_identity,
+         "chunker": [CHUNKER_VERSION, version("haystack-ai")]}, sort_keys=True
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def check_store_matches(store: "StoreInfo", embedder: Embedder) -> None:
+    """The store was built by this embedder (its weights, by content). A report on a store
+    materialized before the embedder's weights changed would show the new revision next to
+    the old numbers: refuse, naming what to do."""
+    expected = store_fingerprint(store.corpus_signature, store.chunking, embedder.identity)
+    if expected != store.fingerprint:
+        raise ValueError(
+            f"the vector table {store.table} was built by another embedder or other weights than the current "
+            f"{embedder.model_id} ({embedder.revision}); materialize pgvector_store again"
+        )
 
 
 def chunk_documents(snapshot: CorpusSnapshot, chunking: ChunkingConfig):
@@ -124,9 +167,8 @@ def open_document_store(connection_string: str, table: str, dims: int, *, hnsw: 
     `ef_search` bounds how many rows an HNSW scan can return (pgvector's default, 40, would
     silently cut a top-100 query to 40): callers pass at least the top_k they will ask for."""
     from haystack.utils import Secret
-    from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore
 
-    return PgvectorDocumentStore(
+    return _store_class()(
         connection_string=Secret.from_token(connection_string),
         table_name=table,
         embedding_dimension=dims,
@@ -139,6 +181,29 @@ def open_document_store(connection_string: str, table: str, dims: int, *, hnsw: 
     )
 
 
+_STORE_CLASS = None
+
+
+def _store_class():
+    """PgvectorDocumentStore connecting through `eval_pipeline.database.connect`.
+
+    The store opens its own connection (`_create_connection`, documented as the hook to
+    override), and its error chains libpq's message, which can quote the password; through
+    `connect` it gets a connect timeout, an application_name naming the table, and an error
+    that names host and port but no secret.  Built on first use: Haystack is a heavy import."""
+    global _STORE_CLASS
+    if _STORE_CLASS is None:
+        from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore
+
+        class RedactingPgvectorDocumentStore(PgvectorDocumentStore):
+            def _create_connection(self):
+                return connect(self.connection_string.resolve_value() or "",
+                               application_name=f"eval-pipeline store {self.table_name}")
+
+        _STORE_CLASS = RedactingPgvectorDocumentStore
+    return _STORE_CLASS
+
+
 def ingest(
     snapshot: CorpusSnapshot,
     *,
@@ -146,35 +211,51 @@ def ingest(
     embedder: Embedder,
     chunking: ChunkingConfig,
     log=print,
+    lock_timeout: float | None = None,
+    lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
 ) -> StoreInfo:
-    """Build the table for this configuration, or reuse it when the manifest says it is complete."""
+    """Build the table for this configuration, or reuse it when the manifest says it is complete.
+
+    Another run building the same table holds its advisory lock; this one waits for it (that
+    run's table is then reused), logging through `log` every `lock_log_every` seconds who holds
+    it, and raises `eval_pipeline.database.LockTimeoutError` after `lock_timeout` seconds
+    (default: EVAL_PIPELINE_LOCK_TIMEOUT, else one hour: a large corpus embeds for long)."""
     import psycopg
 
-    fingerprint = store_fingerprint(snapshot.signature, chunking, embedder.model_id)
+    lock_timeout = lock_timeout_default(lock_timeout)
+    lock_log_every = positive_seconds(lock_log_every, "lock_log_every")
+    fingerprint = store_fingerprint(snapshot.signature, chunking, embedder.identity)
     table = f"chunks_{fingerprint}"
     started = time.perf_counter()
-    with psycopg.connect(connection_string, autocommit=True) as lock_conn:
-        _prepare_database(lock_conn)
-        lock_conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (table,))
+    waits = {"timeout": lock_timeout, "log_every": lock_log_every, "log": log}
+    with connect(connection_string, autocommit=True, application_name=f"eval-pipeline ingest {table}") as lock_conn:
+        _prepare_database(lock_conn, lock_timeout=lock_timeout, lock_log_every=lock_log_every, log=log)
+        advisory_lock(lock_conn, table, what=f"ingest of {table}", **waits)
         try:
             done = lock_conn.execute(
                 f"SELECT chunk_count, dims FROM {MANIFEST_TABLE} WHERE table_name = %s", (table,)
             ).fetchone()
             if done is not None:
                 log(f"reusing complete table {table} ({done[0]} chunks)")
-                ensure_tsvector_column(connection_string, table)  # tables built before it existed
+                ensure_tsvector_column(connection_string, table, lock_timeout=lock_timeout,  # tables built before it
+                                       lock_log_every=lock_log_every, log=log)
                 return StoreInfo(table, fingerprint, snapshot.signature, embedder.model_id, chunking,
-                                 done[0], done[1], time.perf_counter() - started, reused=True)
+                                 done[0], done[1], time.perf_counter() - started, reused=True,
+                                 embedder_revision=embedder.revision)
             # No manifest row: absent, or left half-written by a run that died. Start clean.
             lock_conn.execute(f'DROP TABLE IF EXISTS "{table}"')
             chunks = chunk_documents(snapshot, chunking)
             texts = [embedding_text(c, chunking) for c in chunks]
             log(f"embedding {len(chunks)} chunks of {len(snapshot.documents)} documents with {embedder.model_id}")
+            failure = cause = None
             try:
                 vectors = embedder.embed(texts)
             except Exception as exc:
-                raise IngestError(f"embedding the chunks for {table} failed ({type(exc).__name__}: {exc}); "
-                                  "nothing was written") from exc
+                failure = IngestError(f"embedding the chunks for {table} failed ({error_text(exc, connection_string)}); "
+                                      "nothing was written")
+                cause = exc if is_clean(exc, connection_string) else None
+            if failure is not None:
+                raise failure from cause
             if len(vectors) != len(chunks):
                 raise IngestError(f"embedder returned {len(vectors)} vectors for {len(chunks)} chunks")
             dims = len(vectors[0])
@@ -193,12 +274,19 @@ def ingest(
                 indexed.close()
                 # The keyword leg's stored, indexed tsvector (see keyword_index), before any
                 # reader prepares a query on the table.
-                ensure_tsvector_column(connection_string, table)
+                ensure_tsvector_column(connection_string, table, lock_timeout=lock_timeout,
+                                       lock_log_every=lock_log_every, log=log)
             except Exception as exc:
-                raise IngestError(
-                    f"writing {table} failed after {written} of {len(chunks)} chunks ({type(exc).__name__}: {exc}); "
+                # The text is scrubbed; the original is chained only when its whole traceback is
+                # clean (raised here, outside the except block, it is not even __context__ otherwise).
+                failure = IngestError(
+                    f"writing {table} failed after {written} of {len(chunks)} chunks "
+                    f"({error_text(exc, connection_string)}); "
                     "the table is not marked complete and the next run rebuilds it"
-                ) from exc
+                )
+                cause = exc if is_clean(exc, connection_string) else None
+            if failure is not None:
+                raise failure from cause
             lock_conn.execute(
                 f"INSERT INTO {MANIFEST_TABLE} (table_name, fingerprint, corpus_signature, embedder, chunking,"
                 " chunk_count, dims) VALUES (%s, %s, %s, %s, %s, %s, %s)",
@@ -207,20 +295,19 @@ def ingest(
             )
             seconds = time.perf_counter() - started
             return StoreInfo(table, fingerprint, snapshot.signature, embedder.model_id, chunking,
-                             len(chunks), dims, seconds, reused=False)
+                             len(chunks), dims, seconds, reused=False, embedder_revision=embedder.revision)
         finally:
             try:
-                lock_conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (table,))
+                advisory_unlock(lock_conn, table)
             except psycopg.Error:
                 pass  # the connection is gone (and its session lock with it); keep the original error
 
 
 def fetch_chunks(connection_string: str, table: str) -> list[tuple[str, str, str]]:
     """(chunk id, doc id, content) for every chunk, in id order; used by in-memory engines."""
-    import psycopg
     from psycopg import sql
 
-    with psycopg.connect(connection_string) as conn:
+    with connect(connection_string, application_name=f"eval-pipeline fetch_chunks {table}") as conn:
         rows = conn.execute(
             sql.SQL("SELECT id, meta->>'doc_id', content FROM {} ORDER BY id").format(sql.Identifier(table))
         ).fetchall()
@@ -230,28 +317,30 @@ def fetch_chunks(connection_string: str, table: str) -> list[tuple[str, str, str
 def fetch_chunk_embeddings(connection_string: str, table: str):
     """{chunk id: embedding as a float32 array}; for rerankers that compare candidates (MMR)."""
     import numpy as np
-    import psycopg
     from psycopg import sql
 
-    with psycopg.connect(connection_string) as conn:
+    with connect(connection_string, application_name=f"eval-pipeline fetch_chunk_embeddings {table}") as conn:
         rows = conn.execute(
             sql.SQL("SELECT id, embedding::text FROM {}").format(sql.Identifier(table))
         ).fetchall()
     return {r[0]: np.asarray(json.loads(r[1]), dtype=np.float32) for r in rows}
 
 
-def _prepare_database(conn) -> None:
+def _prepare_database(conn, *, lock_timeout: float | None = None, lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
+                      log=None) -> None:
     """The vector extension and the manifest table, created if missing.
 
     CREATE EXTENSION / CREATE TABLE IF NOT EXISTS still race between two sessions (both see
     "missing", one fails with a unique violation in the catalog: seen with two cold runs
-    started together), so they run under an advisory lock."""
-    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (MANIFEST_TABLE,))
+    started together), so they run under an advisory lock (held for milliseconds, unless a
+    session is stuck inside it: then the wait is logged and bounded like the table's)."""
+    advisory_lock(conn, MANIFEST_TABLE, what="preparing the database (vector extension, manifest table)",
+                  timeout=lock_timeout, log_every=lock_log_every, log=log)
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         _create_manifest(conn)
     finally:
-        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (MANIFEST_TABLE,))
+        advisory_unlock(conn, MANIFEST_TABLE)
 
 
 def _create_manifest(conn) -> None:

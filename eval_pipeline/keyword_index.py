@@ -32,6 +32,7 @@ from typing import Any
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
 
+from eval_pipeline.database import connect
 from eval_pipeline.engines import ChunkHit, RankedDoc, chunks_to_documents
 from eval_pipeline.tsvector import (  # noqa: F401  (re-exported: the column belongs to this retriever)
     TSV_COLUMN,
@@ -88,12 +89,11 @@ class IndexedKeywordRetriever:
         """Open the connection (and, with ensure_column, add the column and index if missing)."""
         if self._conn is not None and not self._conn.closed and not self._conn.broken:
             return
-        import psycopg
-
         conninfo = secret_value(self.connection_string)
         if self.ensure_column:
             ensure_tsvector_column(conninfo, self.table, self.language, schema=self.schema)
-        conn = psycopg.connect(conninfo, autocommit=True)
+        # connect(): a connect timeout, an application_name, and errors without the password
+        conn = connect(conninfo, autocommit=True, application_name=f"eval-pipeline keyword {self.table}")
         try:
             check_language(conn, self.language)
             has_column, built_for = column_language(conn, self.schema, self.table)

@@ -12,6 +12,8 @@ from a killed writer) and any other unreadable line are ignored and counted, nev
 the file is rewritten clean before anything is appended to it.  Compaction writes a fresh file
 atomically (temp file + ``os.replace``).  An exclusive ``fcntl.flock`` on a side file
 ``<cache>.lock``, held for the whole run, keeps two processes from writing one cache together.
+The holder writes its pid, host and start time into that file, so a run that has to wait can
+say who it waits for (every `lock_log_every` seconds), and its timeout error says what to do.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import logging
+import math
 import os
+import socket
+import sys
 import threading
 import time
+from datetime import datetime, timezone
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,10 +43,13 @@ from eval_pipeline.generation import (
     theme_signature,
     validate_params,
 )
-from eval_pipeline.questions import atomic_write_text, write_question_set
+from eval_pipeline.atomic import atomic_write_text
+from eval_pipeline.questions import write_question_set
 
 CACHE_RECORD_VERSION = 1
 DEFAULT_LOCK_TIMEOUT = 60.0
+DEFAULT_LOCK_LOG_EVERY = 30.0
+_logger = logging.getLogger("eval_pipeline.question_cache")
 
 
 class QuestionCacheError(RuntimeError):
@@ -53,10 +63,16 @@ class CacheLockedError(QuestionCacheError):
 class QuestionCache:
     """The journal of finished units.  Use as a context manager: it takes the lock and loads."""
 
-    def __init__(self, path: str | Path, *, lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT):
+    def __init__(self, path: str | Path, *, lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
+                 lock_log_every: float = DEFAULT_LOCK_LOG_EVERY, log: Callable[[str], Any] | None = None):
+        """`lock_timeout`: seconds to wait for another process's lock (None: no limit, still
+        logged); `log` (default: the `eval_pipeline.question_cache` logger) hears every
+        `lock_log_every` seconds who holds it."""
         self.path = Path(path)
         self.lock_path = self.path.with_name(self.path.name + ".lock")
-        self.lock_timeout = lock_timeout
+        self.lock_timeout = None if lock_timeout is None else _seconds(lock_timeout, "lock_timeout", zero_ok=True)
+        self.lock_log_every = _seconds(lock_log_every, "lock_log_every")
+        self.log = log or _logger.warning
         self._records: dict[str, dict[str, Any]] = {}
         self._lines_on_disk = 0
         self._fd: int | None = None
@@ -94,6 +110,10 @@ class QuestionCache:
             self._fd = None
         if self._lock_fd is not None:
             try:
+                try:
+                    os.ftruncate(self._lock_fd, 0)  # no stale holder info for the next reader
+                except OSError:
+                    pass
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             finally:
                 os.close(self._lock_fd)
@@ -144,26 +164,73 @@ class QuestionCache:
     # --- internals ---
 
     def _acquire_lock(self) -> None:
+        """Take the flock, polling (never blocking in flock, which could neither report nor give
+        up): every `lock_log_every` seconds log who holds it, after `lock_timeout` raise
+        CacheLockedError naming the holder; once taken, record ourselves as the holder."""
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = None if self.lock_timeout is None else time.monotonic() + self.lock_timeout
+        started = time.monotonic()
+        next_log = started + self.lock_log_every
         try:
             while True:
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | (0 if deadline is None else fcntl.LOCK_NB))
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except OSError as exc:
                     if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                         raise
-                    if time.monotonic() >= deadline:
-                        raise CacheLockedError(
-                            f"{self.path}: another process is generating into this cache "
-                            f"(lock {self.lock_path} held for more than {self.lock_timeout:g} s)"
-                        ) from None
-                    time.sleep(0.05)
+                now = time.monotonic()
+                waited = now - started
+                if self.lock_timeout is not None and waited >= self.lock_timeout:
+                    raise CacheLockedError(
+                        f"{self.path}: another process is generating into this cache: lock {self.lock_path} "
+                        f"held by {self._describe_holder()}; gave up after {waited:.1f} s "
+                        f"(lock_timeout={self.lock_timeout:g} s). Wait for it to finish and re-run (its "
+                        "questions are cached and reused), or stop that process (the lock is released when "
+                        "it exits), or pass a larger lock_timeout"
+                    ) from None
+                if now >= next_log:
+                    limit = "no limit" if self.lock_timeout is None else f"giving up after {self.lock_timeout:g} s"
+                    self.log(f"{self.path}: waiting {waited:.0f} s so far ({limit}) for the cache lock "
+                             f"{self.lock_path}, held by {self._describe_holder()}")
+                    next_log = now + self.lock_log_every
+                time.sleep(0.05 if self.lock_timeout is not None and self.lock_timeout < 5 else 0.5)
+            self._record_holder(fd)
         except BaseException:
             os.close(fd)
             raise
         self._lock_fd = fd
+
+    @staticmethod
+    def _record_holder(fd: int) -> None:
+        """Write pid, host, start time and command into the lock file (best effort: the lock, not
+        this text, is what excludes other writers)."""
+        info = {"pid": os.getpid(), "host": socket.gethostname(),
+                "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "command": " ".join(sys.argv)[:200]}
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode(), 0)
+        except OSError:
+            pass
+
+    def _describe_holder(self) -> str:
+        try:
+            info = json.loads(self.lock_path.read_text(encoding="utf-8") or "null")
+        except (OSError, ValueError):
+            info = None
+        if not isinstance(info, dict) or "pid" not in info:
+            return "an unknown process (it recorded no holder information)"
+        text = f"pid {info['pid']} on host {info.get('host', '?')} since {info.get('since', '?')}"
+        if info.get("host") == socket.gethostname() and isinstance(info["pid"], int):
+            try:
+                os.kill(info["pid"], 0)
+            except ProcessLookupError:
+                text += " (no such process here any more: the file's holder record is stale)"
+            except PermissionError:
+                pass
+        if info.get("command"):
+            text += f", command {info['command']!r}"
+        return text
 
     def _load(self) -> bool:
         """Read the journal; returns True when the file needs rewriting (bad or torn lines)."""
@@ -218,6 +285,16 @@ class QuestionCache:
             _fsync_dir(self.path.parent)
 
 
+def _seconds(value: Any, name: str, *, zero_ok: bool = False) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of seconds, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero_ok):
+        raise ValueError(f"{name} must be a number of seconds {'>= 0' if zero_ok else '> 0'}, got {value!r}")
+    return seconds
+
+
 def _fsync_dir(folder: Path) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -246,6 +323,8 @@ def generate_question_set(
     corpus_signature: str,
     theme_titles: Iterable[str] | None = None,
     lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
+    lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
+    log: Callable[[str], Any] | None = None,
 ) -> GenerationResult:
     """Generate (or reuse) the question set for `units` through the cache at `cache_path`.
 
@@ -253,7 +332,9 @@ def generate_question_set(
     cached, so the next run retries them (see `GenerationResult.failed_units`).  At the end the
     cache is compacted to the records of units that still exist.  All parameters are validated
     before the cache is opened or the model is called.  `k=None` means 5 per document, 1 per
-    chunk; `theme_titles=None` (or empty) means the units' titles.
+    chunk; `theme_titles=None` (or empty) means the units' titles.  Waiting for another
+    process's cache lock is logged through `log` every `lock_log_every` seconds and bounded by
+    `lock_timeout`.
     """
     if not isinstance(model, str) or not model.strip():
         raise ValueError("model must be a non-empty string (it is part of the cache key)")
@@ -265,7 +346,7 @@ def generate_question_set(
         units, ask=ask, k=k, frac=frac, masking=masking, min_chars=min_chars, max_units=max_units,
         map_fn=map_fn, model=model, theme_titles=theme_titles,
     )
-    with QuestionCache(cache_path, lock_timeout=lock_timeout) as cache:
+    with QuestionCache(cache_path, lock_timeout=lock_timeout, lock_log_every=lock_log_every, log=log) as cache:
         result = generate_questions(
             p.units, ask=ask, model=p.model, k=p.k, frac=p.frac, masking=p.masking, min_chars=p.min_chars,
             max_units=p.max_units, map_fn=map_fn, theme_titles=p.theme_titles, store=cache,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 
+from eval_pipeline.database import DEFAULT_LOCK_LOG_EVERY, advisory_lock, advisory_unlock, connect
+
 
 def secret_value(connection_string) -> str:
     """The connection string, from a plain string or a haystack Secret (duck-typed)."""
@@ -67,7 +69,9 @@ def column_language(conn, schema: str, table: str) -> tuple[bool, str | None]:
     return True, expression[start:end] if end > start else None
 
 
-def ensure_tsvector_column(conn_str: str, table: str, language: str = "english", *, schema: str = "public") -> bool:
+def ensure_tsvector_column(conn_str: str, table: str, language: str = "english", *, schema: str = "public",
+                           lock_timeout: float | None = None, lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
+                           log=None) -> bool:
     """Add `content_tsv tsvector GENERATED ALWAYS AS (to_tsvector(language, coalesce(content, ''))) STORED`
     and a GIN index on it to `schema.table`, unless they are there already.
 
@@ -75,22 +79,25 @@ def ensure_tsvector_column(conn_str: str, table: str, language: str = "english",
     keyed on the table).  Returns True when it created the column or the index.  An existing
     `content_tsv` column built for another language, or not generated from `content`, is an
     error rather than silently re-used: its scores would not match the query's language.
-    Adding the column rewrites the table (an ACCESS EXCLUSIVE lock while it runs).
+    Adding the column rewrites the table (an ACCESS EXCLUSIVE lock while it runs), so a
+    concurrent caller may wait: `log` (default: the `eval_pipeline.database` logger) hears every
+    `lock_log_every` seconds who holds the lock, and after `lock_timeout` seconds (default:
+    EVAL_PIPELINE_LOCK_TIMEOUT, else one hour) it raises `LockTimeoutError` saying what to do.
     """
-    import psycopg
     from psycopg import sql
 
     lock_key = f"eval_pipeline.keyword_index:{schema}.{table}"
     index = tsv_index_name(table)
     created = False
-    with psycopg.connect(secret_value(conn_str), autocommit=True) as conn:
+    with connect(secret_value(conn_str), autocommit=True, application_name=f"eval-pipeline tsvector {table}") as conn:
         check_language(conn, language)
         exists = conn.execute(
             "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = %s", (schema, table)
         ).fetchone()
         if exists is None:
             raise ValueError(f"table {schema}.{table} does not exist")
-        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (lock_key,))
+        advisory_lock(conn, lock_key, what=f"adding {TSV_COLUMN} to {schema}.{table}", timeout=lock_timeout,
+                      log_every=lock_log_every, log=log)
         try:
             has_column, built_for = column_language(conn, schema, table)
             if has_column and built_for != language:
@@ -126,7 +133,7 @@ def ensure_tsvector_column(conn_str: str, table: str, language: str = "english",
                     schema=sql.Identifier(schema), table=sql.Identifier(table)))
                 created = True
         finally:
-            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (lock_key,))
+            advisory_unlock(conn, lock_key)
     return created
 
 

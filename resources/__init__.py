@@ -42,6 +42,9 @@ class DatabaseResource(ConfigurableResource):
         elif self.kind == "external":
             if not self.url:
                 raise ValueError("database.url is required when database.kind is 'external'")
+            from eval_pipeline.database import connect
+
+            connect(self.url, application_name="eval-pipeline check").close()  # fail fast, redacted, timed out
             self._connection_string = self.url
         else:
             from testcontainers.postgres import PostgresContainer
@@ -143,7 +146,8 @@ class RerankerResource(ConfigurableResource):
     cross_encoder_model: Optional[str] = Field(default=None, description="default cross-encoder name or local path")
     bi_encoder_model: Optional[str] = Field(default=None, description="default second-stage embedding model path")
 
-    def build(self, spec, *, embedder):
+    def build(self, spec, *, embedder, warm: bool = True):
+        """The reranker `spec` names; `warm=False` loads no model (enough for `identity()`)."""
         from eval_pipeline.rerankers import make_reranker
 
         options = dict(spec.options)
@@ -159,5 +163,6 @@ class RerankerResource(ConfigurableResource):
         elif spec.kind == "llm":
             options["llm"] = self.llm.get()
         reranker = make_reranker(spec.kind, **options)
-        reranker.warm_up()
+        if warm:
+            reranker.warm_up()
         return reranker
