@@ -12,19 +12,26 @@ list declares an abstention question that nothing in the corpus answers.  An opt
 document has grade 1.
 
 A header whose corpus signature differs from the corpus being evaluated is an error: the
-labels were written for other documents, and scores against them would mean nothing.
+labels were written for other documents, and scores against them would mean nothing.  So is
+a header without a fingerprint (hand edits could not be told from the written set: stamp the
+file with `python -m eval_pipeline.questions stamp`), text Postgres cannot store (a NUL
+character, or a lone surrogate such as "\ud800", which JSON allows but UTF-8 cannot encode),
+and a set with no answerable question (every metric would be a mean over nothing).
+
+`preflight_question_set` loads and checks a configured set (file or BEIR) before anything
+is embedded.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from eval_pipeline.atomic import atomic_write_text
 
 HEADER_KIND = "eval-pipeline/question-set"
 FORMAT_VERSION = 1
@@ -87,6 +94,11 @@ class QuestionSet:
             raise QuestionSetError(f"question_set.limit must be a positive integer, got {n!r}")
         if n >= len(self.questions):
             return self
+        if not any(q.answerable for q in self.questions[:n]):
+            raise QuestionSetError(
+                f"{self.path}: the first {n} questions (question_set.limit) have no answerable question, so every "
+                f"metric would be a mean over nothing; raise the limit"
+            )
         return QuestionSet(questions=self.questions[:n], header=self.header, path=self.path,
                            limited_from=len(self.questions))
 
@@ -116,8 +128,14 @@ def load_question_set(
     *,
     corpus_signature: str,
     doc_ids: Iterable[str],
+    require_fingerprint: bool = True,
 ) -> QuestionSet:
-    """Read and validate a question set against the corpus it will be scored on."""
+    """Read and validate a question set against the corpus it will be scored on.
+
+    A fingerprint in the header must match the questions.  With `require_fingerprint` (as
+    `preflight_question_set` loads every configured set) a header without one, or with a null
+    one, is an error saying how to stamp the file.
+    """
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -157,7 +175,14 @@ def load_question_set(
         raise QuestionSetError(f"{path}: gold document ids not in the corpus: {shown}")
     if not questions:
         raise QuestionSetError(f"{path}: the question set has a header but no questions")
+    _require_answerable(path, questions)
     qs = QuestionSet(questions=tuple(questions), header=header, path=str(path))
+    if header.get("fingerprint") is None and require_fingerprint:
+        raise QuestionSetError(
+            f"{path}:1: the header has no fingerprint (a hash of the questions and labels, so that a hand edit "
+            f"is caught); check the questions, then write one with: python -m eval_pipeline.questions stamp {path} "
+            f"--corpus-kind KIND --corpus PATH"
+        )
     if header.get("fingerprint") not in (None, qs.fingerprint):
         raise QuestionSetError(
             f"{path}:1: fingerprint mismatch: header says {header['fingerprint']!r}, the questions hash to "
@@ -175,6 +200,8 @@ def write_question_set(
 ) -> str:
     """Write a question set atomically (temp file + rename); returns its fingerprint."""
     qs = list(questions)
+    for q in qs:
+        _check_question_text(f"{path}: question {ascii(q.qid)}", q)
     fingerprint = question_set_fingerprint(qs)
     header = {
         "kind": HEADER_KIND,
@@ -188,26 +215,42 @@ def write_question_set(
     return fingerprint
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder and rename, so readers never see half a file."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+def _unstorable(value: str) -> str | None:
+    """Why Postgres cannot store `value` in a text column (None if it can)."""
+    for i, ch in enumerate(value):
+        if ch == "\x00":
+            return f"a NUL character (\\u0000) at position {i}, which Postgres cannot store in text"
+        if "\ud800" <= ch <= "\udfff":
+            return (f"a lone surrogate ({ascii(ch)[1:-1]}) at position {i}: JSON allows it, but UTF-8 cannot "
+                    f"encode it and Postgres cannot store it")
+    return None
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a uniquely named temp file in the same folder, fsync, then rename: readers never
-    see half a file, and two writers of the same path never share a temp file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def check_text(loc: str, field: str, value: Any) -> None:
+    """A QuestionSetError naming `loc` and `field` if the string `value` cannot be stored."""
+    if isinstance(value, str):
+        why = _unstorable(value)
+        if why:
+            raise QuestionSetError(f"{loc}: field {field!r} contains {why}")
+
+
+def _check_question_text(loc: str, q: Question) -> None:
+    check_text(loc, "qid", q.qid)
+    check_text(loc, "question", q.question)
+    for doc_id in q.gold:
+        check_text(loc, "gold", doc_id)
+    check_text(loc, "hard_class", q.hard_class)
+    check_text(loc, "gist", q.gist)
+    for doc_id in q.relevance:
+        check_text(loc, "relevance", doc_id)
+
+
+def _require_answerable(where: str | Path, questions: Iterable[Question]) -> None:
+    if not any(q.answerable for q in questions):
+        raise QuestionSetError(
+            f"{where}: no answerable question (every 'gold' list is empty), so every metric would be a mean "
+            f"over nothing; label at least one question with the documents that answer it"
+        )
 
 
 def _parse_line(path: Path, lineno: int, line: str) -> dict[str, Any]:
@@ -223,6 +266,8 @@ def _parse_line(path: Path, lineno: int, line: str) -> dict[str, Any]:
 def _question_from(path: Path, lineno: int, obj: dict[str, Any]) -> Question:
     loc = f"{path}:{lineno}"
     qid, text, gold = obj.get("qid"), obj.get("question"), obj.get("gold")
+    for name in ("qid", "question", "hard_class", "gist"):
+        check_text(loc, name, obj.get(name))
     if not isinstance(qid, str) or not qid.strip():
         raise QuestionSetError(f"{loc}: field 'qid' must be a non-empty string")
     if not isinstance(text, str) or not text.strip():
@@ -239,13 +284,23 @@ def _question_from(path: Path, lineno: int, obj: dict[str, Any]) -> Question:
         raise QuestionSetError(f"{loc}: field 'relevance' must map document ids to integer grades")
     if relevance and {d for d, g in relevance.items() if g > 0} != set(gold):
         raise QuestionSetError(f"{loc}: 'relevance' documents with grade > 0 must be exactly the 'gold' list")
+    for doc_id in gold:
+        check_text(loc, "gold", doc_id)
+    for doc_id in relevance:
+        check_text(loc, "relevance", doc_id)
+    hard_class = obj.get("hard_class")
+    if hard_class is not None and not isinstance(hard_class, str):
+        raise QuestionSetError(f"{loc}: field 'hard_class' must be a string or null")
+    gist = obj.get("gist")
+    if gist is not None and not isinstance(gist, str):
+        raise QuestionSetError(f"{loc}: field 'gist' must be a string or null")
     return Question(
         qid=qid,
         question=text,
         gold=tuple(dict.fromkeys(gold)),
         form=form,
-        hard_class=obj.get("hard_class"),
-        gist=obj.get("gist") or "",
+        hard_class=hard_class,
+        gist=gist or "",
         relevance=relevance,
     )
 
@@ -274,6 +329,7 @@ def stamp_question_file(questions_path: str | Path, corpus_signature: str, doc_i
         questions.append(q)
     if not questions:
         raise QuestionSetError(f"{path}: no questions to stamp")
+    _require_answerable(path, questions)
     return write_question_set(path, questions, corpus_signature=corpus_signature, extra_header={"source": "hand-written"})
 
 
@@ -293,10 +349,6 @@ def main(argv: list[str] | None = None) -> int:
     fingerprint = stamp_question_file(args.questions, snapshot.signature, (d.doc_id for d in snapshot.documents))
     print(f"{args.questions}: corpus {snapshot.signature}, fingerprint {fingerprint}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str]) -> QuestionSet:
@@ -327,12 +379,16 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
             except ValueError:
                 raise QuestionSetError(f"{qrels_path}:{lineno}: score {parts[2]!r} is not an integer") from None
             qrels.setdefault(parts[0], {})[parts[1]] = grade
-    texts: dict[str, str] = {}
+    texts: dict[str, tuple[int, Any]] = {}  # query id -> (line, text)
     with open(queries_path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if line.strip():
                 obj = _parse_line(queries_path, lineno, line)
-                texts[str(obj.get("_id"))] = obj.get("text") or ""
+                qid = str(obj.get("_id"))
+                if qid in texts:
+                    raise QuestionSetError(
+                        f"{queries_path}:{lineno}: duplicate _id {qid!r} (first at line {texts[qid][0]})")
+                texts[qid] = (lineno, obj.get("text"))
     known = set(doc_ids)
     unknown_docs = sorted({d for judged in qrels.values() for d in judged} - known)
     if unknown_docs:
@@ -344,12 +400,65 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
     for qid in sorted(qrels, key=_natural_key):
         grades = qrels[qid]
         gold = tuple(sorted(d for d, g in grades.items() if g > 0))
-        if not texts[qid].strip():
-            raise QuestionSetError(f"{queries_path}: query {qid!r} has empty text")
-        questions.append(Question(qid=qid, question=texts[qid], gold=gold, relevance={d: g for d, g in grades.items() if g > 0}))
+        lineno, text = texts[qid]
+        loc = f"{queries_path}:{lineno}"
+        check_text(loc, "_id", qid)
+        if text is not None and not isinstance(text, str):
+            raise QuestionSetError(f"{loc}: field 'text' of query {qid!r} must be a string")
+        if not (text or "").strip():
+            raise QuestionSetError(f"{loc}: query {qid!r} has empty text")
+        check_text(loc, "text", text)
+        questions.append(Question(qid=qid, question=text, gold=gold, relevance={d: g for d, g in grades.items() if g > 0}))
+    if not questions:
+        raise QuestionSetError(f"{qrels_path}: no judged queries in split {split!r}")
+    _require_answerable(qrels_path, questions)
     header = {"kind": HEADER_KIND, "version": FORMAT_VERSION, "source": f"beir:{folder}:{split}"}
     return QuestionSet(questions=tuple(questions), header=header, path=f"{folder} ({split})")
 
 
 def _natural_key(qid: str):
     return (0, int(qid), "") if qid.isdigit() else (1, 0, qid)
+
+
+QUESTION_SOURCES = ("file", "beir", "generate")
+
+
+def preflight_question_set(
+    source: str,
+    path: str | Path | None,
+    *,
+    corpus_signature: str,
+    doc_ids: Iterable[str],
+    beir_split: str = "test",
+    corpus_source: str | None = None,
+    limit: int | None = None,
+) -> QuestionSet | None:
+    """Load and check the configured question set before anything is embedded.
+
+    `source` and `path` are the question_set settings (file | beir | generate); `corpus_source`
+    is the corpus kind, so that a file source without a path means the committed demo set on
+    the demo corpus.  Returns the set (limited, if `limit` is given) or None for `generate`,
+    which cannot be checked before the questions are generated.  Raises QuestionSetError
+    naming the file and line, or the setting.
+    """
+    if source == "generate":
+        return None
+    if source not in QUESTION_SOURCES:
+        raise QuestionSetError(f"question_set.source {source!r} is not valid; valid: {', '.join(QUESTION_SOURCES)}")
+    if source == "beir":
+        if not path:
+            raise QuestionSetError("question_set.path must name the BEIR folder when question_set.source is 'beir'")
+        qs = load_beir_questions(path, split=beir_split, doc_ids=doc_ids)
+    else:
+        if not path:
+            if corpus_source != "demo":
+                raise QuestionSetError("question_set.path is required for a corpus other than the demo corpus")
+            from eval_pipeline.corpus import DEMO_DATA_DIR
+
+            path = DEMO_DATA_DIR / "questions.jsonl"
+        qs = load_question_set(path, corpus_signature=corpus_signature, doc_ids=doc_ids, require_fingerprint=True)
+    return qs.limit(limit) if limit is not None else qs
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

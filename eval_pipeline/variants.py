@@ -4,7 +4,11 @@ Each variant is an engine, its knobs and a reranker.  Its partition key is reada
 derived from the config (`hybrid`, `hybrid+mmr`, or an explicit `name`).  Every mistake (an
 unknown engine, reranker or knob, a bad value, two variants with one key) is an error when
 the file is loaded, naming the variant and the setting and listing what is valid, so a bad
-sweep fails before anything is embedded or any paid call is made.
+sweep fails before anything is embedded or any paid call is made.  That includes a key given
+twice in one YAML mapping (`{path}:{line}: duplicate key ...`, where plain YAML would keep the
+last silently) and every reranker option: its name (the reranker's own options, minus the
+objects the resource injects, plus `model` for bi-encoder) and its value (the reranker class
+is constructed with the file's options, which loads nothing).
 
     baseline: hybrid            # the variant the others are compared with
     gate:                       # regression gate against the previous run of each variant
@@ -33,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.engines import ENGINE_NAMES
+from eval_pipeline.rerankers import RERANKER_KINDS, make_reranker, reranker_options
 
-RERANKER_KINDS = ("none", "cross-encoder", "bi-encoder", "llm", "mmr")
 FUSION_MODES = ("rrf", "merge", "dbsf")
 LEGS = ("keyword", "dense", "bm25")
 _KEY = re.compile(r"^[a-z0-9][a-z0-9+._@-]{0,63}$")
@@ -118,12 +122,66 @@ def load_sweep(path: str | Path) -> SweepConfig:
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_strict_loader())  # noqa: S506 - a SafeLoader
     except OSError as exc:
         raise VariantConfigError(f"{path}: cannot read variants file: {exc}") from exc
+    except _DuplicateKey as exc:
+        raise VariantConfigError(
+            f"{path}:{exc.line}: duplicate key {exc.key!r} (first at line {exc.first_line}); "
+            f"YAML would keep only the last one: remove one of them"
+        ) from None
     except yaml.YAMLError as exc:
         raise VariantConfigError(f"{path}: invalid YAML: {exc}") from exc
     return parse_sweep(data, source=str(path))
+
+
+class _Mapping(dict):
+    """A YAML mapping that remembers the line it starts on (for messages)."""
+
+    line: int | None = None
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int, first_line: int):
+        super().__init__(f"duplicate key {key!r} at line {line} (first at line {first_line})")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+_LOADER = None
+
+
+def _strict_loader():
+    """A yaml.SafeLoader that refuses a key given twice in one mapping (merge keys, `<<`, may
+    still be overridden, as YAML intends) and records each mapping's line."""
+    global _LOADER
+    if _LOADER is not None:
+        return _LOADER
+    import yaml
+
+    class StrictSafeLoader(yaml.SafeLoader):
+        pass
+
+    def construct_map(loader, node):
+        data = _Mapping()
+        data.line = node.start_mark.line + 1
+        yield data
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: construct_mapping reports it
+                continue
+            if first is not None:
+                raise _DuplicateKey(key, key_node.start_mark.line + 1, first)
+            seen[key] = key_node.start_mark.line + 1
+        data.update(loader.construct_mapping(node))
+
+    StrictSafeLoader.add_constructor("tag:yaml.org,2002:map", construct_map)
+    _LOADER = StrictSafeLoader
+    return _LOADER
 
 
 def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
@@ -140,7 +198,8 @@ def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     variants: list[Variant] = []
     seen: dict[str, int] = {}
     for index, item in enumerate(raw, start=1):
-        v = _parse_variant(item, f"{source}: variant {index}")
+        line = getattr(item, "line", None)
+        v = _parse_variant(item, f"{source}:{line}: variant {index}" if line else f"{source}: variant {index}")
         if v.key in seen:
             raise VariantConfigError(
                 f"{source}: variant {index} has the key {v.key!r} of variant {seen[v.key]}; give one of them a 'name'"
@@ -204,7 +263,7 @@ def _parse_variant(item: Any, where: str) -> Variant:
         "chunk_top_k": _int(item, "chunk_top_k", max(100, 5 * depth), where, lo=1, hi=100_000),
         "rerank_depth": _int(item, "rerank_depth", depth, where, lo=1, hi=1000),
         "abstain_below": _float(item, "abstain_below", None, where),
-        "reranker": _reranker(item.get("reranker", "none"), where),
+        "reranker": _reranker(item.get("reranker", "none"), where, item),
     }
     if engine == "hybrid":
         fusion = item.get("fusion", "rrf")
@@ -234,18 +293,99 @@ def _parse_variant(item: Any, where: str) -> Variant:
     return Variant(key=key, **kwargs)
 
 
-def _reranker(value: Any, where: str) -> RerankerSpec:
+def _reranker(value: Any, where: str, item: Mapping[str, Any] | None = None) -> RerankerSpec:
     if isinstance(value, str):
         value = {"kind": value}
     if not isinstance(value, dict) or value.get("kind") not in RERANKER_KINDS:
         kind = value.get("kind") if isinstance(value, dict) else value
         raise VariantConfigError(f"{where}: reranker {kind!r} is not valid; valid rerankers: {', '.join(RERANKER_KINDS)}")
+    kind = value["kind"]
     options = {k: v for k, v in value.items() if k != "kind"}
     try:
         json.dumps(options)
     except TypeError:
         raise VariantConfigError(f"{where}: reranker options must be plain values") from None
-    return RerankerSpec(kind=value["kind"], options=options)
+    _check_reranker_options(kind, options, _label(where, item, kind))
+    return RerankerSpec(kind=kind, options=options)
+
+
+# The objects RerankerResource.build injects (not settable in a file), and the options it
+# adds: a bi-encoder's `model` becomes its embedder.  A cross-encoder's `model` may come
+# from RerankerResource.cross_encoder_model, so no option is required in the file.
+_INJECTED = {"llm": ("llm",), "bi-encoder": ("embedder",)}
+_ADDED = {"bi-encoder": ("model",)}
+# Value checks the reranker constructors do not make themselves.
+_NON_EMPTY_STRING, _STRING, _BOOL = "a non-empty string (a model name or local path)", "a string", "true or false"
+_VALUE_CHECKS = {
+    ("bi-encoder", "model"): _NON_EMPTY_STRING,
+    ("cross-encoder", "device"): _STRING,
+    ("cross-encoder", "scale_score"): _BOOL,
+}
+
+
+def file_reranker_options(kind: str) -> list[str]:
+    """The options a variants file may give a reranker of `kind`."""
+    injected = _INJECTED.get(kind, ())
+    return [name for name in reranker_options(kind) if name not in injected] + list(_ADDED.get(kind, ()))
+
+
+class _StandInLLM:
+    """Stands in for the LLM client the resource injects, to check the other options."""
+
+    def complete(self, messages, **kwargs):  # pragma: no cover - never called
+        raise NotImplementedError
+
+
+class _StandInEmbedder:
+    """Stands in for the embedder the resource builds from `model`."""
+
+    def embed(self, texts):  # pragma: no cover - never called
+        raise NotImplementedError
+
+
+def _label(where: str, item: Mapping[str, Any] | None, kind: str) -> str:
+    """`where` plus the variant's name (given or derived), for messages about its reranker."""
+    if item is None:
+        return where
+    name = item.get("name")
+    if not isinstance(name, str):
+        name = f"{item.get('engine')}" + ("" if kind == "none" else f"+{kind}")
+    return f"{where} ({name!r})"
+
+
+def _check_reranker_options(kind: str, options: Mapping[str, Any], where: str) -> None:
+    valid = file_reranker_options(kind)
+    listing = ", ".join(valid) or "none"
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        injected = [u for u in unknown if u in _INJECTED.get(kind, ())]
+        note = f" ({', '.join(injected)}: supplied by the resource, not the file)" if injected else ""
+        raise VariantConfigError(
+            f"{where}: reranker {kind!r} has no option(s) {', '.join(repr(u) for u in unknown)}{note}; "
+            f"valid options: {listing}"
+        )
+    for name, value in options.items():
+        expected = _VALUE_CHECKS.get((kind, name))
+        ok = {
+            None: True,
+            _NON_EMPTY_STRING: isinstance(value, str) and bool(value.strip()),
+            _STRING: isinstance(value, str),
+            _BOOL: isinstance(value, bool),
+        }[expected]
+        if not ok:
+            raise VariantConfigError(f"{where}: reranker {kind!r} option {name!r} must be {expected}, got {value!r}")
+    # The constructors check the rest (ranges, types); they are cheap and load nothing.
+    kwargs = {k: v for k, v in options.items() if k not in _ADDED.get(kind, ())}
+    if kind == "llm":
+        kwargs["llm"] = _StandInLLM()
+    elif kind == "bi-encoder":
+        kwargs["embedder"] = _StandInEmbedder()
+    elif kind == "cross-encoder":
+        kwargs.setdefault("model", "stand-in-model")  # may come from RerankerResource.cross_encoder_model
+    try:
+        make_reranker(kind, **kwargs)
+    except (ValueError, TypeError) as exc:
+        raise VariantConfigError(f"{where}: reranker {kind!r}: {exc}; valid options: {listing}") from None
 
 
 def _finite_number(x: Any) -> bool:

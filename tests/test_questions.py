@@ -4,13 +4,12 @@ corpus, the order-independent fingerprint, atomic writes and stamping of hand-wr
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
 
-from eval_pipeline import questions as qmod
+from eval_pipeline import atomic
 from eval_pipeline.corpus import load_corpus
 from eval_pipeline.questions import (
     FORMAT_VERSION,
@@ -52,7 +51,9 @@ def write_lines(path: Path, objs) -> Path:
 
 
 def load(path, sig=SIG, ids=DOC_IDS) -> QuestionSet:
-    return load_question_set(path, corpus_signature=sig, doc_ids=ids)
+    """Hand-built files here have no fingerprint (they test other rules); the default,
+    strict, is tested in tests/test_preflight.py."""
+    return load_question_set(path, corpus_signature=sig, doc_ids=ids, require_fingerprint=False)
 
 
 def raises_at(path: Path, line: int | None, pattern: str):
@@ -143,7 +144,7 @@ def test_atomic_write_failure_keeps_old_file_and_removes_temp(tmp_path, monkeypa
     def boom(src, dst):
         raise OSError("disk on fire")
 
-    monkeypatch.setattr(qmod.os, "replace", boom)
+    monkeypatch.setattr(atomic.os, "replace", boom)
     with pytest.raises(OSError, match="disk on fire"):
         write_question_set(p, QUESTIONS[:1], corpus_signature=SIG)
     assert p.read_bytes() == before
@@ -196,9 +197,11 @@ def test_blank_lines_between_questions_are_ignored(tmp_path):
     assert [q.qid for q in load(p).questions] == ["q1", "q2"]
 
 
-def test_header_without_fingerprint_is_accepted(tmp_path):
+def test_header_without_fingerprint_is_refused_by_default(tmp_path):
     p = write_lines(tmp_path / "q.jsonl", [header(), qline()])
-    assert load(p).header.get("fingerprint") is None
+    assert load(p).header.get("fingerprint") is None  # only when asked for explicitly
+    with pytest.raises(QuestionSetError, match="fingerprint"):
+        load_question_set(p, corpus_signature=SIG, doc_ids=DOC_IDS)
 
 
 def test_doc_ids_accepts_any_iterable(tmp_path):
