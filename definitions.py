@@ -21,6 +21,7 @@ from dagster import (
 
 import assets
 from assets.partitions import SWEEP
+from assets.reference import accept_reference_job
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource
 from resources.io import RunScopedPickleIOManager, VariantParquetIOManager
 
@@ -95,7 +96,7 @@ STATE_DIR = os.environ.get("EVAL_PIPELINE_STATE_DIR", str(assets.REPO_ROOT / ".e
 defs = Definitions(
     assets=ALL_ASSETS,
     asset_checks=[assets.no_errored_questions, assets.regression_gate],
-    jobs=[retrieval_eval, retrieval_eval_parallel],
+    jobs=[retrieval_eval, retrieval_eval_parallel, accept_reference_job],
     schedules=[nightly],
     executor=in_process_executor,  # also for materializations from the UI and `dagster asset materialize`
     resources={

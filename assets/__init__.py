@@ -15,6 +15,7 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetExecutionContext,
+    AssetKey,
     BackfillPolicy,
     Config,
     MetadataValue,
@@ -28,15 +29,14 @@ from assets.ranking import RankingConfig, ranked_results  # noqa: F401  (ranked_
 from eval_pipeline.corpus import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
 from eval_pipeline.generation import chunk_units, document_units
 from eval_pipeline.history import labels_fingerprint
-from eval_pipeline.ingest import ChunkingConfig, StoreInfo, chunk_documents, ingest
+from eval_pipeline.ingest import ChunkingConfig, StoreInfo, check_store_matches, chunk_documents, ingest
 from eval_pipeline.question_cache import generate_question_set, write_generated_question_set
-from eval_pipeline.questions import QuestionSet, load_beir_questions, load_question_set
-from eval_pipeline.report import embedded_images, headline, markdown_table, render_plots, render_report, write_report
+from eval_pipeline.questions import QuestionSet, load_question_set, preflight_question_set
+from eval_pipeline.report import embedded_images, headline, markdown_table, publish_report
 from eval_pipeline.scoring import HEADLINE_METRICS, score_variant, summarize
 from eval_pipeline.sweep import stage_latency_summary
-from eval_pipeline.trec import write_trec_files
-from eval_pipeline.verdict import code_version, judge_run
-from resources import REPO_ROOT, DatabaseResource, EmbedderResource, LLMResource
+from eval_pipeline.verdict import code_version, judge_run, record_verdict, results_provenance
+from resources import REPO_ROOT, DatabaseResource, EmbedderResource, LLMResource, RerankerResource
 
 DEMO_QUESTIONS = DEMO_DATA_DIR / "questions.jsonl"
 
@@ -61,11 +61,25 @@ def validate_run_config(run_config: dict) -> None:
 
 
 @asset(group_name="retrieval_eval")
-def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig) -> CorpusSnapshot:
-    """The documents to search, with an order-independent signature over ids and content hashes."""
+def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedder: EmbedderResource,
+                    rerankers: RerankerResource) -> CorpusSnapshot:
+    """The documents to search, with an order-independent signature over ids and content hashes.
+
+    Also the run's preflight, before anything is embedded: every asset's settings, the
+    question set (when this run builds it) and every reranker's model or endpoint."""
     validate_run_config(context.run.run_config)
     snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
                            max_document_chars=config.max_document_chars)
+    selection = context.run.asset_selection
+    if selection is None or AssetKey("question_set") in selection:
+        q = QuestionSetConfig(**(((context.run.run_config.get("ops") or {}).get("question_set") or {}).get("config")
+                                 or {}))
+        preflight_question_set(q.source, q.path, corpus_signature=snapshot.signature, beir_split=q.beir_split,
+                               doc_ids=[d.doc_id for d in snapshot.documents], corpus_source=snapshot.source,
+                               limit=q.limit)
+    for v in SWEEP.variants:  # a missing model or an unset LLM fails here, not after the embedding
+        if v.reranker.kind != "none":
+            rerankers.build(v.reranker, embedder=embedder.get(), warm=False).identity()
     for skipped in snapshot.skipped:
         context.log.warning(f"skipped {skipped.location}: {skipped.reason}")
     context.add_output_metadata(
@@ -85,6 +99,9 @@ class StoreConfig(Config):
     split_length: int = Field(default=150, ge=1)
     split_overlap: int = Field(default=20, ge=0)
     embed_title: bool = True
+    lock_timeout_s: Optional[float] = Field(
+        default=None, gt=0, description="give up waiting for another run building the same table after this many "
+        "seconds (default: EVAL_PIPELINE_LOCK_TIMEOUT, else 3600); the holder is logged every 30 s")
 
     def chunking(self) -> ChunkingConfig:
         """The library's chunking settings (which check overlap < length)."""
@@ -106,6 +123,7 @@ def pgvector_store(
         embedder=embedder.get(),
         chunking=config.chunking(),
         log=context.log.info,
+        lock_timeout=config.lock_timeout_s,
     )
     context.add_output_metadata(
         {
@@ -150,11 +168,7 @@ def question_set(
 ) -> QuestionSet:
     """The question set, checked against the corpus it was written for (generated ones are cached per document)."""
     doc_ids = [d.doc_id for d in corpus_snapshot.documents]
-    if config.source == "beir":
-        if not config.path:
-            raise ValueError("question_set.path must name the BEIR folder when source is 'beir'")
-        qs = load_beir_questions(config.path, split=config.beir_split, doc_ids=doc_ids)
-    elif config.source == "generate":
+    if config.source == "generate":
         client = llm.get()  # fails here, before any call, if the model is not configured
         state = Path(database.state_dir)
         path = Path(config.path or state / f"generated_questions_{corpus_snapshot.signature}.jsonl")
@@ -168,6 +182,7 @@ def question_set(
             model=f"{client.model}@{client.base_url or 'default'}", k=config.k, frac=config.abstention_frac,
             masking=config.masking, max_units=config.max_units, cache_path=state / "question_cache.jsonl",
             corpus_signature=corpus_snapshot.signature, theme_titles=[d.title for d in corpus_snapshot.documents],
+            log=context.log.warning,
         )
         for warning in result.warnings:
             context.log.warning(warning)
@@ -175,13 +190,11 @@ def question_set(
         context.add_output_metadata({**{f"generation_{k}": v for k, v in result.counts().items()},
                                      "llm_usage": MetadataValue.json(client.usage)})
         qs = load_question_set(path, corpus_signature=corpus_snapshot.signature, doc_ids=doc_ids)
+        qs = qs.limit(config.limit) if config.limit is not None else qs
     else:
-        path = config.path or (DEMO_QUESTIONS if corpus_snapshot.source == "demo" else None)
-        if path is None:
-            raise ValueError("question_set.path is required for a corpus other than the demo corpus")
-        qs = load_question_set(path, corpus_signature=corpus_snapshot.signature, doc_ids=doc_ids)
-    if config.limit is not None:
-        qs = qs.limit(config.limit)
+        qs = preflight_question_set(config.source, config.path, corpus_signature=corpus_snapshot.signature,
+                                    doc_ids=doc_ids, beir_split=config.beir_split,
+                                    corpus_source=corpus_snapshot.source, limit=config.limit)
     context.add_output_metadata({**qs.counts(), "fingerprint": qs.fingerprint, "path": str(qs.path),
                                  "limited_from": qs.limited_from})
     return qs
@@ -212,7 +225,8 @@ def variant_metrics(
 
 class ReportConfig(Config):
     results_dir: str = Field(default=str(REPO_ROOT / "results"), description="where results.md and per_query.jsonl go")
-    record_history: bool = Field(default=True, description="record the run in the Postgres history tables")
+    record_history: bool = Field(default=True, description="record the run in the Postgres history tables "
+                                 "(false: the gate still judges against the history, the run is not recorded)")
 
 
 @asset(group_name="retrieval_eval")
@@ -233,26 +247,26 @@ def report(
     if not order:
         raise ValueError("no variant has metrics yet; materialize ranked_results and variant_metrics first")
     per_variant = {k: variant_metrics[k] for k in order}
-    by_key = SWEEP.by_key()
+    check_store_matches(pgvector_store, embedder.get())
     provenance = {
         "corpus_signature": corpus_snapshot.signature,
         "question_set_fingerprint": question_set.fingerprint,
         "labels_fingerprint": labels_fingerprint(question_set.questions),
         "embedder": pgvector_store.embedder,
-        "embedder_revision": embedder.get().revision,
+        "embedder_revision": pgvector_store.embedder_revision,
         "chunking": asdict(pgvector_store.chunking),
         "code_version": code_version(),
-        "variants": {k: by_key[k].describe() for k in order},
+        # as recorded in each partition's results, not as the variants file says now
+        "variants": results_provenance(per_variant, table=pgvector_store.table,
+                                       questions_fingerprint=question_set.fingerprint),
     }
     verdict = judge_run(
         per_variant, baseline=SWEEP.baseline, provenance=provenance, tolerances=SWEEP.tolerances, strict=SWEEP.strict,
         run_id=context.run_id, limited=question_set.limited,
-        connection_string=database.connection_string() if config.record_history else None,
+        connection_string=database.connection_string(), record=False,
         statistics_cache=Path(database.state_dir) / "statistics_cache",
     )
     suffix = f".limited-{len(question_set.questions)}" if question_set.limited else ""
-    out = Path(config.results_dir)
-    plots = render_plots(verdict, out, suffix, cache_dir=Path(database.state_dir) / "plot_cache")
     per_query = pd.concat(per_variant.values(), ignore_index=True)
     latency = {k: stage_latency_summary(f) for k, f in per_variant.items()}
     shown_provenance = {
@@ -269,14 +283,12 @@ def report(
         "code version": provenance["code_version"],
         "run id": context.run_id,
     }
-    markdown = render_report(verdict.summary, per_query, shown_provenance, latency=latency, missing_variants=missing,
-                             verdict=verdict, baseline=SWEEP.baseline, plots={k: Path(v).name for k, v in plots.items()})
-    paths = write_report(out, markdown, per_query, suffix=suffix)
-    runs = {k: dict(zip(f["qid"], f["doc_ids"])) for k, f in per_variant.items()}
-    try:
-        paths.update(write_trec_files(out / f"trec{suffix}", runs, question_set.questions))
-    except ValueError as exc:  # ids with whitespace cannot be written in TREC format
-        context.log.warning(f"TREC run files not written: {exc}")
+    paths, plots, markdown = publish_report(
+        Path(config.results_dir), suffix=suffix, verdict=verdict, per_query=per_query, provenance=shown_provenance,
+        latency=latency, missing_variants=missing, baseline=SWEEP.baseline, questions=question_set.questions,
+        plot_cache=Path(database.state_dir) / "plot_cache", warn=context.log.warning)
+    if config.record_history:  # only once the results are published: a failed write records nothing
+        record_verdict(verdict, database.connection_string(), run_id=context.run_id, per_variant=per_variant)
     context.log.info(f"report written to {paths['report']}")
     context.add_output_metadata({
         "headline": headline(verdict, SWEEP.baseline),
@@ -287,6 +299,8 @@ def report(
     })
     return {"paths": {**paths, **plots}, "summary": verdict.summary, "gate_rows": verdict.gate_rows(),
             "gate_passed": verdict.gate_passed, "gate_messages": {v: g.message for v, g in verdict.gates.items()},
+            "gate_runs": {v: {"previous": (verdict.previous[v] or {}).get("run_id"),
+                              "reference": (verdict.reference[v] or {}).get("run_id")} for v in verdict.gates},
             "limited": question_set.limited}
 
 
@@ -311,19 +325,23 @@ def no_errored_questions(report: dict) -> AssetCheckResult:
     asset=report,
     blocking=True,
     description="No variant's metric dropped by more than its tolerance since that variant's previous "
-    "comparable run (tolerances in the variants file). Runs after the report is written.",
+    "eligible run on the same corpus and labels, nor since its pinned reference run (tolerances in the "
+    "variants file). Runs after the report is written.",
 )
 def regression_gate(report: dict) -> AssetCheckResult:
     rows = report["gate_rows"]
     failures = [r for r in rows if r["passed"] is False]
     worst = min(failures, key=lambda r: r["delta"] + r["tolerance"]) if failures else None  # furthest past its tolerance
     metadata = {
-        "gate": MetadataValue.md(markdown_table(pd.DataFrame(rows), ["variant", "state", "metric", "actual", "baseline",
-                                                                     "delta", "tolerance", "passed"])) if rows else "",
+        "gate": MetadataValue.md(markdown_table(pd.DataFrame(rows), ["variant", "against", "state", "metric", "actual",
+                                                                     "baseline", "delta", "tolerance", "passed"]))
+        if rows else "",
         "messages": MetadataValue.json(report["gate_messages"]),
+        "compared_runs": MetadataValue.json(report.get("gate_runs", {})),
         "failures": len(failures),
     }
     if worst:
-        metadata.update({"variant": worst["variant"], "metric": worst["metric"], "actual": worst["actual"],
+        metadata.update({"variant": worst["variant"], "against": worst["against"], "metric": worst["metric"],
+                         "actual": worst["actual"],
                          "baseline": worst["baseline"], "delta": worst["delta"], "tolerance": worst["tolerance"]})
     return AssetCheckResult(passed=report["gate_passed"], severity=AssetCheckSeverity.ERROR, metadata=metadata)

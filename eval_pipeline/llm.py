@@ -135,7 +135,8 @@ class LLMClient:
 
     def identity(self) -> dict[str, str]:
         """What produced an answer, for provenance and cache keys; never the key."""
-        return {"kind": "openai-compatible", "model": self.model, "base_url": self.base_url}
+        return {"kind": "openai-compatible", "model": self.model, "base_url": self.base_url,
+                "temperature": f"{self.temperature:g}"}
 
     @property
     def usage(self) -> dict[str, Any]:

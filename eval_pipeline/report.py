@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.questions import atomic_write_bytes, atomic_write_text
+from eval_pipeline.atomic import atomic_write_bytes, atomic_write_text
 from eval_pipeline.scoring import HEADLINE_METRICS, slice_summary
 
 HOW_TO_READ = """\
@@ -155,6 +155,12 @@ def render_report(
     errored = int(summary["n_errored"].sum())
     if errored:
         lines += [f"> **Warning:** {errored} question(s) errored and were scored as misses; see `per_query.jsonl`.", ""]
+    fallbacks = {r["variant"]: int(r["n_rerank_fallback"]) for _, r in summary.iterrows()
+                 if int(r.get("n_rerank_fallback", 0) or 0)}
+    if fallbacks:
+        listed = ", ".join(f"`{v}` {n}" for v, n in fallbacks.items())
+        lines += [f"> **Warning:** the reranker fell back to the first-stage order (its answer named no candidate) "
+                  f"on {listed} question(s); those questions were not reranked.", ""]
     if missing_variants:
         lines += [f"> **Warning:** no results yet for variant(s) {', '.join(missing_variants)}; materialize them.", ""]
     lines += ["## Variants", ""]
@@ -270,16 +276,72 @@ def _baseline_section(verdict, baseline: str) -> list[str]:
 
 
 def _gate_section(verdict) -> list[str]:
-    lines = ["## Regression gate (each variant against its own previous run)", ""]
+    lines = ["## Regression gate (each variant against its previous run and its pinned reference)", "",
+             "A variant passes when no gated metric dropped by more than its tolerance since its previous "
+             "eligible run on the same corpus and labels, **and** since its pinned reference (the run "
+             "accepted with `python -m eval_pipeline.history accept`, else the first eligible run), so a "
+             "regression cannot pass in small steps.", ""]
     for variant, g in verdict.gates.items():
         cmp = verdict.history[variant]
         extra = f" Treatment changed: {', '.join(cmp.treatment_changes)}." if cmp.treatment_changes else ""
-        lines.append(f"- `{variant}`: **{'passed' if g.passed else 'FAILED'}** ({g.state}). {g.message}{extra}")
+        lines.append(f"- `{variant}`: **{'passed' if g.passed else 'FAILED'}** ({g.state}).{extra}")
+        prev, ref = verdict.previous.get(variant), verdict.reference.get(variant)
+        prev_gate = verdict.previous_gates.get(variant, g)
+        ref_gate = verdict.reference_gates.get(variant)
+        how = ("accepted" if ref.get("accepted") else "the first eligible run") if ref is not None else ""
+        if prev is None:
+            lines.append(f"  - {prev_gate.message}")
+        elif ref is not None and ref["run_id"] == prev["run_id"]:
+            lines.append(f"  - against the previous run `{prev['run_id']}`, also the pinned reference ({how}): "
+                         f"{prev_gate.message}")
+        else:
+            lines.append(f"  - against the previous run `{prev['run_id']}`: {prev_gate.message}")
+            if ref is not None and ref_gate is not None:
+                lines.append(f"  - against the pinned reference `{ref['run_id']}` ({how}): {ref_gate.message}")
     failures = [r for r in verdict.gate_rows() if r["passed"] is False]
     if failures:
-        lines += ["", markdown_table(pd.DataFrame(failures), ["variant", "metric", "actual", "baseline", "delta",
-                                                               "tolerance"])]
+        lines += ["", markdown_table(pd.DataFrame(failures), ["variant", "against", "metric", "actual", "baseline",
+                                                               "delta", "tolerance"])]
     return lines + [""]
+
+
+def publish_report(
+    results_dir: Path,
+    *,
+    suffix: str,
+    verdict,
+    per_query: pd.DataFrame,
+    provenance: Mapping[str, Any],
+    latency: Mapping[str, Any],
+    missing_variants: list[str],
+    baseline: str,
+    questions,
+    plot_cache: Path | None,
+    warn=print,
+) -> tuple[dict[str, str], dict[str, str], str]:
+    """Write the whole results folder of one run (plots, results.md, per_query.jsonl, TREC
+    files) into a staging folder and swap it in only when all of it is written (see
+    `eval_pipeline.publish`): a failure, such as a full disk, leaves the previous results
+    intact and raises PublishError saying so. Returns (paths, plots, markdown), the paths
+    as published."""
+    from eval_pipeline.publish import final_paths, staged_results
+    from eval_pipeline.trec import write_trec_files
+
+    runs = {variant: dict(zip(f["qid"], f["doc_ids"])) for variant, f in per_query.groupby("variant", sort=False)}
+    with staged_results(results_dir, suffix=suffix) as stage:
+        plots = render_plots(verdict, stage, suffix, cache_dir=plot_cache)
+        markdown = render_report(verdict.summary, per_query, provenance, latency=latency,
+                                 missing_variants=missing_variants, verdict=verdict, baseline=baseline,
+                                 plots={k: Path(v).name for k, v in plots.items()})
+        paths = write_report(stage, markdown, per_query, suffix=suffix)
+        try:
+            paths.update(write_trec_files(stage / f"trec{suffix}", runs, questions))
+        except ValueError as exc:  # ids with whitespace cannot be written in TREC format
+            import shutil
+
+            shutil.rmtree(stage / f"trec{suffix}", ignore_errors=True)  # never publish half a TREC folder
+            warn(f"TREC run files not written: {exc}")
+    return final_paths(paths, stage, results_dir), final_paths(plots, stage, results_dir), markdown
 
 
 def write_report(results_dir: str | Path, markdown: str, per_query: pd.DataFrame, *, suffix: str = "") -> dict[str, str]:

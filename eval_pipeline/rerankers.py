@@ -16,7 +16,9 @@ Kinds:
 - `mmr`: maximal marginal relevance over the first stage's own embeddings (diversity).
 
 Like the embedders, construction is cheap and models are loaded in `warm_up()`; `identity()`
-names the kind, model and a version that changes whenever the ranking could.
+names the kind, the model (by the content of its weights, or the endpoint, model and sampling
+settings of an LLM) and a version that changes whenever the ranking could, so it is known
+before any model is loaded: the results cache keys on it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ from typing import Any, Protocol
 log = logging.getLogger(__name__)
 
 RERANKER_KINDS: tuple[str, ...] = ("none", "cross-encoder", "bi-encoder", "llm", "mmr")
+
+
+class RerankError(RuntimeError):
+    """A reranker could not rerank a query (its model or endpoint failed); the sweep records
+    the question as errored for that variant."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +152,10 @@ class CrossEncoderReranker:
         self._ranker = None
 
     def identity(self) -> dict[str, str]:
+        from eval_pipeline.weights import content_digest, model_folder
+
         return {"kind": self.kind, "model": self.model,
+                "weights": f"sha256:{content_digest(model_folder(self.model))}",
                 "version": _version("1", f"scale_score={self.scale_score}")}
 
     def warm_up(self) -> None:
@@ -211,8 +221,8 @@ class BiEncoderReranker:
         self.embedder = embedder
 
     def identity(self) -> dict[str, str]:
-        return {"kind": self.kind, "model": str(getattr(self.embedder, "model_id", type(self.embedder).__name__)),
-                "version": "1"}
+        model = getattr(self.embedder, "identity", None) or getattr(self.embedder, "model_id", None)
+        return {"kind": self.kind, "model": str(model or type(self.embedder).__name__), "version": "1"}
 
     def warm_up(self) -> None:
         warm_up = getattr(self.embedder, "warm_up", None)
@@ -304,9 +314,12 @@ class LLMReranker:
     JSON-encoded (a text cannot break out of its field), and whatever the answer says, only
     known ids can be placed: an injected id is ignored like any unknown one.
 
-    An answer that names no known id keeps the original order and counts in `fallbacks`; a
-    call that fails (LLMCallError or any other exception) keeps it too and counts in
-    `failures`, so one bad query cannot fail a sweep, and the counts say how often it happened.
+    An answer that names no known id keeps the original order and counts in `fallbacks` (the
+    sweep marks that question, and the report counts it). A call that fails (LLMCallError or
+    any other exception, after the client's retries) counts in `failures` and raises
+    `RerankError`: the question is errored for that variant, scored as a miss and fails the
+    run's errored-questions check. Falling back silently would make a reranker that never
+    ran look exactly like the first stage.
 
     `llm` is an `eval_pipeline.llm.LLMClient` or anything with `complete(messages) -> str`
     and an `identity` (a dict, or a method returning one).
@@ -339,9 +352,11 @@ class LLMReranker:
         model = str(ident.get("model", type(self.llm).__name__))
         if ident.get("base_url"):
             model = f"{model}@{ident['base_url']}"
+        settings = {k: str(v) for k, v in sorted(ident.items()) if k not in ("model", "base_url")}
         return {"kind": self.kind, "model": model,
-                "version": _version(f"listwise-1+{_PROMPT_HASH}", f"max_candidates={self.max_candidates}",
-                                    f"max_chars={self.max_chars}")}
+                "version": _version(f"listwise-2+{_PROMPT_HASH}", f"max_candidates={self.max_candidates}",
+                                    f"max_chars={self.max_chars}", f"max_tokens={self.max_tokens}",
+                                    *(f"{k}={v}" for k, v in settings.items()))}
 
     def warm_up(self) -> None:
         warm_up = getattr(self.llm, "warm_up", None)
@@ -366,12 +381,10 @@ class LLMReranker:
                 answer = self.llm.complete(messages)
             else:
                 answer = self.llm.complete(messages, max_tokens=self.max_tokens)
-        except Exception as exc:  # noqa: BLE001 - counted; the original order stands
+        except Exception as exc:  # noqa: BLE001 - any failure: this question errors for this variant
             with self._lock:
                 self.failures += 1
-            log.warning("llm reranker: the call failed (%s: %s); keeping the original order",
-                        type(exc).__name__, exc)
-            return _by_rank(candidates)
+            raise RerankError(f"llm reranker call failed: {type(exc).__name__}: {exc}") from None
         ranked = parse_ranked_ids(answer, [c.doc_id for c in head])
         if not ranked:
             with self._lock:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from eval_pipeline.metrics import DEFAULT_KS, aggregate, score_queries
 from eval_pipeline.questions import Question
-from eval_pipeline.sweep import MISS_CLASSES, STAGE_COLUMNS
+from eval_pipeline.sweep import MISS_CLASSES, PROVENANCE_COLUMNS, STAGE_COLUMNS
 
 _SCORE_COLUMNS = ("qid", "answerable", "errored", "returned", "first_relevant_rank")
 HEADLINE_METRICS = ["hit@1", "hit@3", "hit@5", "hit@10", "hit@20", "mrr", "recall@10", "ndcg@10"]
@@ -16,7 +16,18 @@ HEADLINE_METRICS = ["hit@1", "hit@3", "hit@5", "hit@10", "hit@20", "mrr", "recal
 
 def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAULT_KS) -> pd.DataFrame:
     """One row per question with every metric, the question's labels, what the variant
-    returned, its latency by stage and, for a miss, the diagnosis."""
+    returned, its latency by stage and, for a miss, the diagnosis; the columns that say what
+    produced the results are kept (see `eval_pipeline.sweep.PROVENANCE_COLUMNS`).
+
+    The results must be for exactly these questions: a ranking of another question set
+    (a partition materialized before the questions changed) is refused, naming the
+    difference, instead of scoring the missing questions as misses."""
+    expected, got = [q.qid for q in questions], list(results["qid"])
+    if sorted(expected) != sorted(got):
+        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+        raise ValueError(f"the ranked results are for other questions than the question set: missing "
+                         f"{missing[:5]}{' …' if len(missing) > 5 else ''} ({len(missing)}), not in the set "
+                         f"{extra[:5]}{' …' if len(extra) > 5 else ''} ({len(extra)}); rank this variant again")
     qrels = {q.qid: q.qrels() for q in questions}
     rankings = dict(zip(results["qid"], results["doc_ids"]))
     errored = set(results.loc[results["error"].notna(), "qid"])
@@ -30,7 +41,8 @@ def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAU
             "hard_class": [q.hard_class for q in questions],
         }
     )
-    keep = ["qid", "doc_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained", "miss_class"]
+    keep = ["qid", "doc_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained", "miss_class",
+            "rerank_fallback", "diagnosis_error", *PROVENANCE_COLUMNS]
     scored = scored.merge(info, on="qid", how="left").merge(results[[c for c in keep if c in results]], on="qid", how="left")
     variant = results["variant"].iloc[0] if len(results) else ""
     scored.insert(0, "variant", variant)
@@ -45,6 +57,8 @@ def summarize(per_query: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         row = {"variant": variant, **aggregate(frame[[c for c in frame.columns if c in _SCORE_COLUMNS or _is_metric(c)]])}
         row["latency_p50_ms"] = float(frame["latency_ms"].quantile(0.5)) if len(frame) else float("nan")
         row["latency_p95_ms"] = float(frame["latency_ms"].quantile(0.95)) if len(frame) else float("nan")
+        row["n_rerank_fallback"] = int(frame["rerank_fallback"].fillna(False).astype(bool).sum()) \
+            if "rerank_fallback" in frame else 0
         misses = frame["miss_class"].value_counts() if "miss_class" in frame else pd.Series(dtype=int)
         for cls in MISS_CLASSES:
             row[f"miss_{cls}"] = int(misses.get(cls, 0))

@@ -9,8 +9,14 @@
   attributed to every variant that needs the stage: it is the latency that variant would
   have on its own.
 - An error in any stage is recorded against the questions and variants it touches; the
-  question stays in the results as an errored miss.
-- Every miss gets a diagnosis (see `diagnose_miss`).
+  question stays in the results as an errored miss.  A reranker that fails (an LLM call
+  that still fails after its retries) errors the question; one that falls back to the
+  first-stage order (an LLM answer naming no candidate) marks it `rerank_fallback`.
+- Every miss gets a diagnosis (see `diagnose_miss`); a leg the diagnosis needed that failed
+  is recorded in `diagnosis_error`.
+- Every row carries what produced it (`variant_config`: the variant's settings and its
+  reranker's full identity; `store_table`; `questions_fingerprint`), so a partition
+  computed under another variants file or question set is recorded as what it was.
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ from eval_pipeline.engines import (
     chunks_to_documents,
     fuse,
 )
-from eval_pipeline.questions import Question, atomic_write_bytes
+from eval_pipeline.atomic import atomic_write_bytes
+from eval_pipeline.questions import Question
 from eval_pipeline.variants import Variant
 
 STAGES = ("embed", "keyword", "dense", "bm25", "metadata", "fusion", "rerank")
@@ -52,8 +59,25 @@ MISS_CLASSES = (
 STAGE_COLUMNS = [f"ms_{s}" for s in STAGES]  # NaN where the variant has no such stage
 RESULT_COLUMNS = [
     "variant", "qid", "doc_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained",
-    "pre_rerank", "keyword_docs", "dense_docs",
+    "pre_rerank", "keyword_docs", "dense_docs", "rerank_fallback", "diagnosis_error",
 ]
+PROVENANCE_COLUMNS = ["variant_config", "store_table", "questions_fingerprint"]
+
+
+def variant_identity(variant: Variant, reranker=None) -> dict:
+    """Everything about a variant that decides its results: its settings and, when it has a
+    reranker, the reranker's identity (model weights by content, an LLM's endpoint, model
+    and sampling settings). Computed before any model is loaded."""
+    out = dict(variant.describe())
+    if reranker is not None:
+        out["reranker_identity"] = dict(reranker.identity())
+    return out
+
+
+def identity_json(identity: Mapping) -> str:
+    import json
+
+    return json.dumps(identity, sort_keys=True, default=str)
 
 
 def diagnose_miss(
@@ -97,7 +121,8 @@ def diagnose_miss(
 
 
 class QueryEmbeddingCache:
-    """Question embeddings on disk, keyed by the embedder and the exact question texts."""
+    """Question embeddings on disk, keyed by the embedder's identity (model and weights by
+    content) and the exact question texts."""
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
@@ -110,7 +135,7 @@ class QueryEmbeddingCache:
 
     def get_or_compute(self, embedder, questions: Sequence[Question]) -> tuple[dict[str, list[float]], float, bool]:
         """(embeddings by qid, seconds spent embedding, whether they came from the cache)."""
-        path = self._path(embedder.model_id, questions)
+        path = self._path(embedder.identity, questions)
         if path.exists():
             try:
                 matrix = np.load(path)
@@ -130,6 +155,15 @@ class QueryEmbeddingCache:
         return {q.qid: list(v) for q, v in zip(questions, vectors)}, seconds, False
 
 
+def error_text(exc: BaseException, conninfo: str | None = None) -> str:
+    """A question's error as stored in results, history and reports: type and message, with
+    the password of `conninfo` (and its fragments, and any connection-string password) removed,
+    cut to 500 characters."""
+    from eval_pipeline.database import error_text as scrubbed
+
+    return scrubbed(exc, conninfo)[:500]
+
+
 @dataclass
 class _Timed:
     value: object
@@ -137,12 +171,12 @@ class _Timed:
     error: str | None
 
 
-def _timed(fn, *args) -> _Timed:
+def _timed(fn, *args, conninfo: str | None = None) -> _Timed:
     started = time.perf_counter()
     try:
         value, error = fn(*args), None
     except Exception as exc:  # kept per question, never fatal for the run
-        value, error = None, f"{type(exc).__name__}: {exc}"[:500]
+        value, error = None, error_text(exc, conninfo)
     return _Timed(value, (time.perf_counter() - started) * 1000.0, error)
 
 
@@ -230,9 +264,10 @@ class Sweep:
             try:
                 leg = self._leg(name, top_k)
             except Exception as exc:  # e.g. the database is unreachable: this question errors, the next retries
-                return _Timed(None, 0.0, f"{type(exc).__name__}: {exc}"[:500])
+                return _Timed(None, 0.0, error_text(exc, self.connection_string))
             self.queries_by_stage[name] += 1
-            self._leg_cache[key] = _timed(leg.chunk_hits, q.question, self.query_embeddings.get(q.qid))
+            self._leg_cache[key] = _timed(leg.chunk_hits, q.question, self.query_embeddings.get(q.qid),
+                                          conninfo=self.connection_string)
         return self._leg_cache[key]
 
     # --- stages ---------------------------------------------------------------------------
@@ -299,6 +334,8 @@ class Sweep:
         return [d if d.chunk_id else RankedDoc(d.doc_id, d.score, first.get(d.doc_id)) for d in docs]
 
     def run_variant(self, v: Variant, questions: Sequence[Question]) -> pd.DataFrame:
+        from eval_pipeline.questions import question_set_fingerprint
+
         reranker = self.rerankers.get(v.key) if v.reranker.kind != "none" else None
         if v.reranker.kind != "none" and reranker is None:
             raise ValueError(f"variant {v.key!r} needs a {v.reranker.kind} reranker and none was given")
@@ -309,12 +346,15 @@ class Sweep:
             stage_ms = dict(stage_ms)
             pre_rerank = None
             final = list(pool)
+            fallback = False
             if error is None and reranker is not None and pool:
                 pre_rerank = [d.doc_id for d in pool[: v.depth]]
                 head = self._with_chunk_ids(pool[: v.rerank_depth])
                 needs_embeddings = v.reranker.kind == "mmr"
+                fallbacks_before = getattr(reranker, "fallbacks", 0)
                 timed = _timed(lambda: reranker.rerank(
                     q.question, self._candidates(head, needs_embeddings), query_embedding=self.query_embeddings.get(q.qid)))
+                fallback = getattr(reranker, "fallbacks", 0) != fallbacks_before
                 stage_ms["rerank"] = timed.ms
                 self.queries_by_stage["rerank"] += 1
                 if timed.error:
@@ -327,9 +367,11 @@ class Sweep:
             if error is None and v.abstain_below is not None and (not final or final[0].score < v.abstain_below):
                 final, abstained = [], True
             keyword_docs = dense_docs = []
+            diagnosis_error = None
             if error is None and v.engine != "metadata":
-                keyword_docs = self._diag_docs(self._keyword_leg_of(v), diag_top_k, q)
-                dense_docs = self._diag_docs("dense", diag_top_k, q)
+                keyword_docs, keyword_error = self._diag_docs(self._keyword_leg_of(v), diag_top_k, q)
+                dense_docs, dense_error = self._diag_docs("dense", diag_top_k, q)
+                diagnosis_error = keyword_error or dense_error
             rows.append({
                 "variant": v.key,
                 "qid": q.qid,
@@ -342,8 +384,13 @@ class Sweep:
                 "pre_rerank": pre_rerank,
                 "keyword_docs": keyword_docs,
                 "dense_docs": dense_docs,
+                "rerank_fallback": fallback,
+                "diagnosis_error": diagnosis_error,
             })
         frame = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+        frame["variant_config"] = identity_json(variant_identity(v, reranker))
+        frame["store_table"] = self.table
+        frame["questions_fingerprint"] = question_set_fingerprint(questions)
         frame["miss_class"] = [
             diagnose_miss(q.gold, final=r["doc_ids"], k=self.miss_k, keyword=r["keyword_docs"], dense=r["dense_docs"],
                           pre_rerank=r["pre_rerank"], fused=v.engine == "hybrid", abstained=r["abstained"],
@@ -359,10 +406,12 @@ class Sweep:
             return "bm25"
         return "keyword"
 
-    def _diag_docs(self, leg: str, top_k: int, q: Question) -> list[str]:
-        """A leg's candidate documents for the diagnosis (shared with variants that use the leg)."""
+    def _diag_docs(self, leg: str, top_k: int, q: Question) -> tuple[list[str], str | None]:
+        """A leg's candidate documents for the diagnosis (shared with variants that use the
+        leg), and the leg's error if it failed (the diagnosis is then incomplete)."""
         timed = self.leg_hits(leg, top_k, q)
-        return [d.doc_id for d in chunks_to_documents(timed.value or [], 10**9)]
+        error = f"{leg} leg: {timed.error}" if timed.error else None
+        return [d.doc_id for d in chunks_to_documents(timed.value or [], 10**9)], error
 
     def run(self, variants: Sequence[Variant], questions: Sequence[Question]) -> dict[str, pd.DataFrame]:
         return {v.key: self.run_variant(v, questions) for v in variants}
@@ -425,13 +474,46 @@ def stage_latency_summary(results: pd.DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
+# Installed packages whose version can change a ranking (tokenizers, models, HNSW, BM25).
+RESULT_PACKAGES = ("numpy", "torch", "transformers", "sentence-transformers", "tokenizers", "haystack-ai",
+                   "sentence-transformers-haystack", "pgvector-haystack", "pgvector", "psycopg", "bm25s", "openai")
+
+
+def result_environment() -> dict[str, str]:
+    """Versions of the installed packages that decide rankings ('absent' when not installed):
+    a results cache entry from before an upgrade is not reused after it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in RESULT_PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def store_environment(connection_string: str) -> dict[str, str]:
+    """The database server's and the vector extension's versions (HNSW search can change
+    between pgvector releases)."""
+    from eval_pipeline.database import connect
+
+    with connect(connection_string) as conn:
+        server = conn.execute("SHOW server_version").fetchone()[0]
+        row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    return {"postgres": str(server), "pgvector-extension": row[0] if row else "absent"}
+
+
 class ResultsCache:
     """A variant's ranked results, reused when nothing that decides them has changed.
 
-    The key covers the vector table (itself a fingerprint of corpus, chunking and embedder),
-    the questions, the variant's whole configuration (engine knobs, reranker and its options),
-    the miss depth and the code version.  Without a clean code version (not a git checkout,
-    or uncommitted changes) nothing is cached: the code that produced a result must be known.
+    The key covers the vector table (itself a fingerprint of corpus, chunking and the
+    embedder's weights), the questions, the variant's whole configuration, its reranker's
+    full identity (weights by content; an LLM's endpoint, model and settings), the miss
+    depth, the code version and the environment (package, server and extension versions).
+    Without a clean code version (not a git checkout, or uncommitted changes) nothing is
+    cached: the code that produced a result must be known. Results with an errored question
+    or an incomplete diagnosis are never stored: an outage must not be replayed.
     Latency columns are those measured when the result was computed.
     """
 
@@ -439,11 +521,15 @@ class ResultsCache:
         self.folder = Path(folder)
 
     @staticmethod
-    def key(*, table: str, questions_fingerprint: str, variant: Variant, miss_k: int, code_version: str) -> str | None:
+    def key(*, table: str, questions_fingerprint: str, variant: Variant, miss_k: int, code_version: str,
+            reranker: Mapping | None, environment: Mapping[str, str]) -> str | None:
         if not code_version or code_version == "unknown" or code_version.endswith("-dirty"):
             return None
-        payload = repr((table, questions_fingerprint, sorted(variant.describe().items(), key=str), variant.key,
-                        miss_k, code_version))
+        payload = identity_json({
+            "table": table, "questions": questions_fingerprint, "variant": variant.describe(), "key": variant.key,
+            "reranker": dict(reranker) if reranker is not None else None, "miss_k": miss_k,
+            "code": code_version, "environment": dict(environment),
+        })
         return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
     def has(self, key: str | None) -> bool:
@@ -457,9 +543,17 @@ class ResultsCache:
         except (OSError, ValueError):
             return None  # a damaged entry is recomputed
 
-    def put(self, key: str | None, frame: pd.DataFrame) -> None:
-        if key is None:
-            return
+    @staticmethod
+    def cacheable(frame: pd.DataFrame) -> bool:
+        """No errored question and no failed diagnosis leg."""
+        return all(column not in frame or not frame[column].notna().any() for column in ("error", "diagnosis_error"))
+
+    def put(self, key: str | None, frame: pd.DataFrame) -> bool:
+        """Store `frame` under `key`; False (nothing stored) without a key or for results
+        that are not `cacheable`."""
+        if key is None or not self.cacheable(frame):
+            return False
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
         atomic_write_bytes(self.folder / f"{key}.parquet", buffer.getvalue())
+        return True

@@ -18,8 +18,16 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.gates import GateResult, evaluate_gate
-from eval_pipeline.history import SCORING_PROTOCOL, Comparison, compare_provenance, previous_run, record_run
-from eval_pipeline.questions import atomic_write_bytes
+from eval_pipeline.history import (
+    SCORING_PROTOCOL,
+    Comparison,
+    benchmark_identity,
+    compare_provenance,
+    previous_run,
+    record_run,
+    reference_run,
+)
+from eval_pipeline.atomic import atomic_write_bytes
 from eval_pipeline.scoring import summarize
 
 INTERVAL_METRICS = ("hit@1", "hit@5", "mrr", "ndcg@10")
@@ -29,6 +37,14 @@ _STATISTICS_SOURCE = Path(__file__).resolve().parent / "statistics.py"
 
 @dataclass
 class RunVerdict:
+    """The run's numbers and its verdict.
+
+    Each variant is judged twice: against its **previous** eligible run on the same
+    benchmark (`previous`, `history`, `previous_gates`) and against its pinned **reference**
+    (`reference`, `reference_history`, `reference_gates`: the run a user accepted, else the
+    first eligible one). `gates` holds the combined result: it passes only when both do.
+    """
+
     summary: pd.DataFrame
     intervals: pd.DataFrame
     baseline_comparison: pd.DataFrame  # each variant vs the baseline variant, this run
@@ -36,20 +52,71 @@ class RunVerdict:
     previous: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     gates: dict[str, GateResult] = field(default_factory=dict)
     limited: bool = False
+    previous_gates: dict[str, GateResult] = field(default_factory=dict)
+    reference: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    reference_history: dict[str, Comparison | None] = field(default_factory=dict)
+    reference_gates: dict[str, GateResult | None] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)  # as judged, with the scoring protocol
 
     @property
     def gate_passed(self) -> bool:
         return all(g.passed for g in self.gates.values())
 
+    @property
+    def n_errored(self) -> int:
+        return int(self.summary["n_errored"].sum()) if "n_errored" in self.summary else 0
+
+    @property
+    def eligible(self) -> bool:
+        """Whether this run may be a later run's yardstick: a full run whose blocking checks
+        (no errored question, every gate) pass."""
+        return not self.limited and self.gate_passed and self.n_errored == 0
+
     def gate_rows(self) -> list[dict[str, Any]]:
+        """One row per (variant, comparison, metric); `against` is previous or reference."""
         return [{"variant": v, "state": g.state, **row} for v, g in self.gates.items() for row in g.rows]
 
 
+class InconsistentInputs(ValueError):
+    """The report's inputs were produced by different configurations (a partition ranked
+    under another variants file, question set or store): judging them together would record
+    numbers that were not measured as reported."""
+
+
+def results_provenance(
+    per_variant: Mapping[str, pd.DataFrame], *, table: str, questions_fingerprint: str
+) -> dict[str, Any]:
+    """Each variant's configuration as recorded in its results (the `variant_config` column
+    written when it was ranked), after checking that every variant was ranked on `table`
+    and for the questions `questions_fingerprint`. The configuration that produced a
+    partition travels with it: the current variants file may say something else."""
+    import json
+
+    configs: dict[str, Any] = {}
+    problems = []
+    for variant, frame in per_variant.items():
+        for column, expected in (("store_table", table), ("questions_fingerprint", questions_fingerprint)):
+            seen = sorted(set(frame[column].dropna().astype(str))) if column in frame else []
+            if seen != [expected]:
+                problems.append(f"variant {variant!r} was ranked with {column} {seen or 'unknown'}, "
+                                f"this run has {expected!r}")
+        raw = sorted(set(frame["variant_config"].dropna())) if "variant_config" in frame else []
+        if len(raw) != 1:
+            problems.append(f"variant {variant!r} has {len(raw)} recorded configurations (expected one)")
+        else:
+            configs[variant] = json.loads(raw[0])
+    if problems:
+        raise InconsistentInputs("the report's inputs do not belong together: " + "; ".join(problems)
+                                 + ". Materialize ranked_results and variant_metrics for these variants again.")
+    return configs
+
+
 def code_version(repo: Path | None = None) -> str:
-    """`git describe --always --dirty` of the checkout, or 'unknown' outside one."""
+    """`git describe --always --dirty --abbrev=40` of the checkout (the full commit id, so two
+    commits never share a version), or 'unknown' outside one."""
     repo = repo or Path(__file__).resolve().parent.parent
     try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=repo, capture_output=True, text=True,
+        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=40"], cwd=repo, capture_output=True, text=True,
                              timeout=10)
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
@@ -113,30 +180,78 @@ def judge_run(
     connection_string: str | None,
     history_prefix: str = "eval",
     statistics_cache: Path | None = None,
+    record: bool = True,
 ) -> RunVerdict:
     """Score, compare and gate a run, then record it (all or nothing).
 
+    Each variant is compared with its previous eligible run of the same benchmark identity
+    and with its pinned reference (see :mod:`eval_pipeline.history`); the gate passes only
+    when both comparisons do. When no run of this benchmark is eligible but a run of another
+    one exists, the state is `mismatch` (not judged; fails when `strict`).
+
     Without a connection string there is no history: every variant is a `baseline` and the
-    gate has nothing to judge.  A limited run is recorded as limited and never serves as a
-    previous run; nor does a variant whose gate failed in that run.  `statistics_cache`: see
-    `run_statistics`.
+    gate has nothing to judge. `record=False` still reads the history (the gate judges as
+    usual) but writes nothing. The run is recorded with its eligibility (`RunVerdict.eligible`):
+    a limited run, one with an errored question or a failed gate never serves as a yardstick.
+    `statistics_cache`: see `run_statistics`.
     """
     summary = summarize(per_variant)
     intervals, comparison = run_statistics(per_variant, baseline, cache_dir=statistics_cache)
-    verdict = RunVerdict(summary=summary, intervals=intervals, baseline_comparison=comparison, limited=limited)
     provenance = {"scoring_protocol": SCORING_PROTOCOL, **provenance}
+    verdict = RunVerdict(summary=summary, intervals=intervals, baseline_comparison=comparison, limited=limited,
+                         provenance=provenance)
+    identity = benchmark_identity(provenance)
     for _, row in summary.iterrows():
         variant = row["variant"]
-        prev = (previous_run(connection_string, variant=variant, before_run_id=run_id, prefix=history_prefix)
-                if connection_string else None)
-        cmp = compare_provenance(provenance, prev, variant)
         current = {m: float(row[m]) for m in tolerances}
-        verdict.previous[variant] = prev
+        lookup = dict(variant=variant, before_run_id=run_id, prefix=history_prefix)
+        prev = previous_run(connection_string, identity=identity, **lookup) if connection_string else None
+        # Nothing comparable: the latest run of another benchmark says why (a mismatch).
+        other = previous_run(connection_string, **lookup) if connection_string and prev is None else None
+        yardstick = prev or other
+        cmp = compare_provenance(provenance, yardstick, variant)
+        previous_gate = evaluate_gate(current, yardstick["metrics"] if yardstick else None, tolerances, cmp.state,
+                                      strict=strict)
+        ref = reference_run(connection_string, identity=identity, **lookup) if prev is not None else None
+        ref_cmp = compare_provenance(provenance, ref, variant) if ref is not None else None
+        ref_gate = (evaluate_gate(current, ref["metrics"], tolerances, ref_cmp.state, strict=strict)
+                    if ref is not None else None)
+        verdict.previous[variant] = yardstick
         verdict.history[variant] = cmp
-        verdict.gates[variant] = evaluate_gate(current, prev["metrics"] if prev else None, tolerances, cmp.state,
-                                               strict=strict)
-    if connection_string:
-        failed = sorted(v for v, g in verdict.gates.items() if not g.passed)
-        record_run(connection_string, run_id=run_id, provenance={**provenance, "gate_failed": failed},
-                   summary=summary, per_query=per_variant, intervals=intervals, limited=limited, prefix=history_prefix)
+        verdict.previous_gates[variant] = previous_gate
+        verdict.reference[variant] = ref
+        verdict.reference_history[variant] = ref_cmp
+        verdict.reference_gates[variant] = ref_gate
+        same_run = ref is not None and ref["run_id"] == yardstick["run_id"]
+        verdict.gates[variant] = combine_gates(previous_gate, None if same_run else ref_gate,
+                                               reference_run_id=ref["run_id"] if ref else None)
+    if connection_string and record:
+        record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant, history_prefix=history_prefix)
     return verdict
+
+
+def record_verdict(verdict: RunVerdict, connection_string: str, *, run_id: str,
+                   per_variant: Mapping[str, pd.DataFrame], history_prefix: str = "eval") -> None:
+    """Record a judged run in the history with its eligibility and, per variant, the gate
+    state and the runs it was compared with (all or nothing)."""
+    failed = sorted(v for v, g in verdict.gates.items() if not g.passed)
+    gate = {v: {"state": g.state, "passed": g.passed,
+                "previous_run_id": (verdict.previous[v] or {}).get("run_id"),
+                "reference_run_id": (verdict.reference[v] or {}).get("run_id")} for v, g in verdict.gates.items()}
+    record_run(connection_string, run_id=run_id, provenance={**verdict.provenance, "gate_failed": failed, "gate": gate},
+               summary=verdict.summary, per_query=per_variant, intervals=verdict.intervals, limited=verdict.limited,
+               eligible=verdict.eligible, prefix=history_prefix)
+
+
+def combine_gates(previous: GateResult, reference: GateResult | None, *, reference_run_id: str | None) -> GateResult:
+    """One verdict from the two comparisons: passes only when both pass; rows tagged with
+    `against` (previous | reference); the state is the previous comparison's. `reference`
+    None: no separate reference (none yet, or it is the previous run itself)."""
+    rows = [{**r, "against": "previous"} for r in previous.rows]
+    if reference is None:
+        note = " (the previous run is also the pinned reference)" if reference_run_id else ""
+        return GateResult(previous.passed, previous.state, rows, previous.message + note)
+    rows += [{**r, "against": "reference"} for r in reference.rows]
+    message = (f"against the previous run: {previous.message}; against the reference run {reference_run_id}: "
+               f"{reference.message}")
+    return GateResult(previous.passed and reference.passed, previous.state, rows, message)

@@ -144,7 +144,10 @@ def test_cross_encoder_ranks_with_the_real_haystack_component(tiny_cross_encoder
     assert {c.doc_id: c.score for c in ranked} == pytest.approx(expected, abs=2e-5)  # rounded to 1e-5
     assert len(set(expected.values())) == len(IDS)  # distinct, so the order is the model's
     assert ids(ranked) == sorted(IDS, key=lambda i: -expected[i])
-    assert reranker.identity() == {"kind": "cross-encoder", "model": str(path), "version": "1;scale_score=False"}
+    from eval_pipeline.weights import content_digest
+
+    assert reranker.identity() == {"kind": "cross-encoder", "model": str(path), "version": "1;scale_score=False",
+                                   "weights": f"sha256:{content_digest(path)}"}
 
 
 def test_cross_encoder_keeps_same_text_documents_and_breaks_ties_by_id(tiny_cross_encoder):
@@ -224,7 +227,8 @@ def test_bi_encoder_with_a_second_model_scores_in_that_models_space():
     assert LocalEmbedder(model=second).revision != first.revision
     reranker = RerankerResource(llm=LLMResource()).build(RerankerSpec(kind="bi-encoder", options={"model": second}),
                                                          embedder=first)
-    assert reranker.identity()["model"] == second
+    assert reranker.identity()["model"] == LocalEmbedder(model=second).identity
+    assert reranker.identity()["model"].startswith(f"{second}@sha256:")
     query = "How do I reset my password?"
     texts = {"revenue": "Quarterly revenue grew by ten percent compared with last year.",
              "restart": "Restart the pod after the deployment rolls out to clear the stale cache.",
@@ -303,13 +307,16 @@ def test_llm_garbage_keeps_the_original_order_and_counts_a_fallback():
     assert reranker.fallbacks == 2 and reranker.failures == 0
 
 
-def test_llm_failed_call_keeps_the_original_order_and_counts_a_failure():
+def test_llm_failed_call_raises_and_counts_a_failure():
+    """A call that fails after its retries is an error, never a silent first-stage order:
+    otherwise `hybrid+llm` would equal `hybrid` and look like a valid result."""
+    from eval_pipeline.rerankers import RerankError
+
     with OpenAIStub(chat=lambda body: Fault("500")) as stub:
         client = llm_for(stub, max_retries=1)
         reranker = make_reranker("llm", llm=client)
-        ranked = reranker.rerank("q", CANDIDATES)
-    assert ids(ranked) == IDS
-    assert_permutation(ranked, CANDIDATES)
+        with pytest.raises(RerankError, match="llm reranker call failed"):
+            reranker.rerank("q", CANDIDATES)
     assert reranker.failures == 1 and reranker.fallbacks == 0
     assert len(stub.chat_requests()) == 2 and client.usage["failures"] == 1
 

@@ -61,6 +61,14 @@ class CountingEmbedder:
     def model_id(self):
         return self.inner.model_id
 
+    @property
+    def identity(self):
+        return self.inner.identity
+
+    @property
+    def revision(self):
+        return self.inner.revision
+
     def warm_up(self):
         self.inner.warm_up()
 

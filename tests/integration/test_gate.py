@@ -37,7 +37,7 @@ def test_gate_exit_codes(tmp_path, job_env):
     code, report = _run(tmp_path, "regressed", bad)
     assert code == 1
     assert "Gate FAILED for `dense`" in report
-    assert "| dense | hit@1 | 0.000 | 1.000 | -1.000 | 0.050 |" in report
+    assert "| dense | previous | hit@1 | 0.000 | 1.000 | -1.000 | 0.050 |" in report
     log = (tmp_path / "regressed.log").read_text()
     assert "Asset check 'regression_gate' on 'report' failed" in log or "regression_gate" in log
 

@@ -201,7 +201,6 @@ def test_previous_run_skips_limited_and_later_runs(pg_uri, prefix):
     assert prev("a", "r4") == "r3"
     assert prev("b", "r4") == "r1"  # r3 lacks b, r2 is limited
     assert prev("a", "r3") == "r1"  # r4 is later: ignored; r2 limited
-    assert prev("a", "r3", exclude_limited=False) == "r2"
     assert prev("a", "r1") is None
     assert prev("a", "not-recorded-yet") == "r4"  # the check may run before the record
     assert prev("c") is None

@@ -1,0 +1,35 @@
+"""The `accept_reference` job: pin a recorded run as the reference its variants are gated
+against, from the Launchpad (the same as `python -m eval_pipeline.history accept RUN_ID`).
+
+After a deliberate trade-off (say, a little nDCG for half the latency) the gate fails until
+the team accepts the new numbers; accepting makes that run the pinned reference and the
+previous run of the next one."""
+
+from typing import Optional
+
+from dagster import Config, OpExecutionContext, job, op
+from pydantic import Field
+
+from eval_pipeline.history import accept_reference
+from resources import DatabaseResource
+
+
+class AcceptConfig(Config):
+    run_id: str = Field(description="the run to accept (its Dagster run id, as recorded in eval_runs)")
+    variants: Optional[list[str]] = Field(default=None, description="only these variants (default: all of the run's)")
+    note: str = Field(default="", description="why it was accepted; kept with the reference")
+
+
+@op
+def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, database: DatabaseResource) -> list:
+    """Refuses a limited run or variants with errored questions, naming why."""
+    accepted = accept_reference(database.connection_string(), config.run_id, variants=config.variants,
+                                note=config.note)
+    context.log.info(f"run {config.run_id} is now the pinned reference of: {', '.join(accepted)}")
+    context.add_output_metadata({"run_id": config.run_id, "variants": ", ".join(accepted)})
+    return accepted
+
+
+@job(name="accept_reference", description="Accept a recorded run as the pinned reference of its variants (see README: the gate).")
+def accept_reference_job():
+    accept_reference_run()

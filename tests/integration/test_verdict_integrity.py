@@ -1,0 +1,157 @@
+"""The gate's verdict against the real history tables: which earlier run is the yardstick.
+
+Each test builds runs whose metrics are exact fractions of 100 questions (question i is a hit
+at rank 1 for i < hits, else a miss), judges them with `judge_run` against the embedded
+Postgres under a table prefix of its own, and checks the verdict a clean comparison gives.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pandas as pd
+import psycopg
+import pytest
+
+from eval_pipeline.history import SCORING_PROTOCOL, accept_reference, read_run, table_names
+from eval_pipeline.metrics import score_queries
+from eval_pipeline.verdict import judge_run
+
+pytestmark = pytest.mark.integration
+
+N = 100
+TOLERANCES = {"hit@1": 0.05, "mrr": 0.05}
+
+
+def frame(variant: str, hits: int, errored: int = 0) -> pd.DataFrame:
+    """100 answerable questions: the first `errored` error, then hits up to `hits`, then misses."""
+    qrels = {f"q{i:03d}": {f"d{i}": 1} for i in range(N)}
+    rankings = {q: ([f"d{i}"] if errored <= i < hits else ["x"]) for i, q in enumerate(qrels)}
+    failed = [f"q{i:03d}" for i in range(errored)]
+    df = score_queries(rankings, qrels, errored=failed)
+    df.insert(0, "variant", variant)
+    df["doc_ids"] = [list(rankings[q]) if q not in failed else [] for q in df["qid"]]
+    df["latency_ms"] = 1.0
+    df["miss_class"] = [None if h else "never_candidate" for h in df["hit@1"]]
+    return df
+
+
+def provenance(labels: str = "labels-1", **overrides) -> dict:
+    base = {
+        "corpus_signature": "corpus-1",
+        "question_set_fingerprint": f"qs-{labels}",
+        "labels_fingerprint": labels,
+        "embedder": "minilm",
+        "embedder_revision": "rev-1",
+        "chunking": {"split_length": 150},
+        "scoring_protocol": SCORING_PROTOCOL,
+        "code_version": "abc",
+        "variants": {"a": {"engine": "pg-dense"}},
+    }
+    base.update(overrides)
+    return base
+
+
+@pytest.fixture
+def judge(pg_uri):
+    prefix = f"v_{uuid.uuid4().hex[:12]}"
+
+    def run(run_id, hits, *, errored=0, labels="labels-1", strict=False, limited=False, record=True):
+        return judge_run({"a": frame("a", hits, errored)}, baseline="a", provenance=provenance(labels),
+                         tolerances=TOLERANCES, strict=strict, run_id=run_id, limited=limited,
+                         connection_string=pg_uri, history_prefix=prefix, record=record)
+
+    run.prefix = prefix
+    yield run
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        for table in (f"{prefix}_references", *reversed(list(table_names(prefix).values()))):
+            conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+
+
+def test_a_run_on_other_labels_in_between_never_hides_the_yardstick(judge):
+    """Item 1: full set, then a subset with other labels, then a regression on the full set."""
+    assert judge("r0", 100).gate_passed
+    other = judge("r1", 100, labels="labels-subset")
+    assert other.gates["a"].state == "mismatch" and other.gate_passed  # not judged, not strict
+    regressed = judge("r2", 94)
+    assert regressed.gates["a"].state == "comparable"
+    assert regressed.previous["a"]["run_id"] == "r0"
+    assert not regressed.gate_passed
+
+
+def test_a_run_with_errored_questions_is_never_the_yardstick(judge):
+    """Item 2: r1 errors on one question (a drop of 0.01, inside the tolerance, so its gate
+    passes) but fails its errored-questions check; r2 drops 0.06 from r0 and must fail,
+    though it is only 0.05 below r1."""
+    judge("r0", 100)
+    errored = judge("r1", 100, errored=1)
+    assert errored.gate_passed and not errored.eligible
+    regressed = judge("r2", 94)
+    assert regressed.previous["a"]["run_id"] == "r0"
+    assert not regressed.gate_passed
+
+
+def test_a_run_whose_gate_failed_is_never_the_yardstick(judge):
+    judge("r0", 100)
+    assert not judge("r1", 80).gate_passed
+    again = judge("r2", 80)  # the same regression a second time
+    assert again.previous["a"]["run_id"] == "r0" and not again.gate_passed
+
+
+def test_a_regression_in_steps_fails_against_the_pinned_reference(judge):
+    """Item 6: 1.00 -> 0.97 -> 0.94 passes step by step, fails against the first eligible run."""
+    judge("r0", 100)
+    step = judge("r1", 97)
+    assert step.gate_passed and step.reference["a"]["run_id"] == "r0"
+    second = judge("r2", 94)
+    assert second.previous["a"]["run_id"] == "r1"
+    assert second.previous_gates["a"].passed  # 0.03 below the previous run
+    assert second.reference["a"]["run_id"] == "r0"
+    assert not second.reference_gates["a"].passed  # 0.06 below the reference
+    assert not second.gate_passed
+    assert {r["against"] for r in second.gate_rows()} == {"previous", "reference"}
+
+
+def test_an_accepted_run_becomes_the_reference_and_the_yardstick(judge, pg_uri):
+    judge("r0", 100)
+    assert not judge("r1", 90).gate_passed  # a deliberate drop, say for latency
+    accepted = accept_reference(pg_uri, "r1", note="faster, accepted", prefix=judge.prefix)
+    assert accepted == ["a"]
+    after = judge("r2", 90)
+    assert after.previous["a"]["run_id"] == "r1" and after.reference["a"]["run_id"] == "r1"
+    assert after.gate_passed
+
+
+def test_accepting_a_limited_or_errored_run_is_refused(judge, pg_uri):
+    judge("r0", 100, limited=True)
+    judge("r1", 100, errored=2)
+    with pytest.raises(ValueError, match="limited"):
+        accept_reference(pg_uri, "r0", prefix=judge.prefix)
+    with pytest.raises(ValueError, match="errored"):
+        accept_reference(pg_uri, "r1", prefix=judge.prefix)
+    with pytest.raises(ValueError, match="no recorded run 'nope'"):
+        accept_reference(pg_uri, "nope", prefix=judge.prefix)
+
+
+def test_strict_first_run_on_new_labels_fails_until_accepted(judge, pg_uri):
+    judge("r0", 100, strict=True)
+    new_labels = judge("r1", 100, labels="labels-2", strict=True)
+    assert new_labels.gates["a"].state == "mismatch" and not new_labels.gate_passed
+    assert not judge("r2", 100, labels="labels-2", strict=True).gate_passed  # still nothing comparable
+    accept_reference(pg_uri, "r2", prefix=judge.prefix)
+    assert judge("r3", 100, labels="labels-2", strict=True).gate_passed
+
+
+def test_judging_without_recording_still_reads_the_history(judge, pg_uri):
+    """`record_history: false` must not turn the gate into a pass: it still compares."""
+    judge("r0", 100)
+    unrecorded = judge("r1", 80, record=False)
+    assert unrecorded.gates["a"].state == "comparable" and not unrecorded.gate_passed
+    assert read_run(pg_uri, "r1", prefix=judge.prefix) is None
+
+
+def test_eligibility_is_recorded(judge, pg_uri):
+    judge("r0", 100)
+    judge("r1", 80)
+    assert read_run(pg_uri, "r0", prefix=judge.prefix)["eligible"] is True
+    assert read_run(pg_uri, "r1", prefix=judge.prefix)["eligible"] is False
