@@ -257,8 +257,7 @@ def report(
         "chunking": asdict(pgvector_store.chunking),
         "code_version": code_version(),
         # as recorded in each partition's results, not as the variants file says now
-        "variants": results_provenance(per_variant, table=pgvector_store.table,
-                                       questions_fingerprint=question_set.fingerprint),
+        **results_provenance(per_variant, table=pgvector_store.table, questions_fingerprint=question_set.fingerprint),
     }
     verdict = judge_run(
         per_variant, baseline=SWEEP.baseline, provenance=provenance, tolerances=SWEEP.tolerances, strict=SWEEP.strict,

@@ -74,6 +74,7 @@ class Batch:
     results_keys: dict[str, Optional[str]]  # variant key -> its ResultsCache key, in the sweep's order
     from_cache: bool  # the variants whose results are reused unchanged (read, not ranked)
     reranker_identities: dict[str, Optional[dict]]  # variant key -> its reranker's identity when planned
+    code_version: str  # the code that ranks (recorded with every result)
     embed_ms_per_query: float  # the query embedding's cost, 0.0 when it came from the disk cache
     query_embeddings: str  # "cached", "computed in N s" or "not needed"
 
@@ -146,7 +147,7 @@ def plan_ranking(
                      + (f" ({len(reused)} reused unchanged)" if reused else ""))
     for index, (batch, from_cache) in enumerate(batches):
         yield DynamicOutput(Batch({k: keys[k] for k in batch}, from_cache, {k: identities[k] for k in batch},
-                                  embed_ms, embedded), mapping_key=_mapping_key(index, batch))
+                                  version, embed_ms, embedded), mapping_key=_mapping_key(index, batch))
 
 
 @op
@@ -186,6 +187,7 @@ def rank_variants(
             embed_ms_per_query=batch.embed_ms_per_query,
             rerankers=built,
             miss_k=config.miss_k,
+            code_version=batch.code_version,
         )
         computed = sweep.run(todo, questions)
         result.not_cached = [key for key, frame in computed.items() if not ResultsCache.cacheable(frame)]

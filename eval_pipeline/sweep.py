@@ -16,7 +16,8 @@
   is recorded in `diagnosis_error`.
 - Every row carries what produced it (`variant_config`: the variant's settings and its
   reranker's full identity; `store_table`; `questions_fingerprint`), so a partition
-  computed under another variants file or question set is recorded as what it was.
+  computed under another variants file or question set is recorded as what it was;
+  `code_version` names the code that ranked it.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ RESULT_COLUMNS = [
     "variant", "qid", "doc_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained",
     "pre_rerank", "keyword_docs", "dense_docs", "rerank_fallback", "diagnosis_error",
 ]
-PROVENANCE_COLUMNS = ["variant_config", "store_table", "questions_fingerprint"]
+PROVENANCE_COLUMNS = ["variant_config", "store_table", "questions_fingerprint", "code_version"]
 
 
 def variant_identity(variant: Variant, reranker=None) -> dict:
@@ -194,6 +195,7 @@ class Sweep:
         embed_ms_per_query: float,
         rerankers: Mapping[str, object] | None = None,
         miss_k: int = 10,
+        code_version: str = "unknown",
     ):
         self.snapshot = snapshot
         self.connection_string = connection_string
@@ -203,8 +205,8 @@ class Sweep:
         self.embed_ms = embed_ms_per_query
         self.rerankers = dict(rerankers or {})
         self.miss_k = miss_k
-        self.ef_search = 40  # raised to the largest chunk_top_k before the store is opened
-        self._store = None
+        self.code_version = code_version
+        self._stores: dict[int, object] = {}  # one document store per HNSW ef_search
         self._chunks: list[tuple[str, str, str]] | None = None
         self._chunk_embeddings: dict[str, np.ndarray] | None = None
         self._legs: dict[tuple[str, int], object] = {}
@@ -215,13 +217,21 @@ class Sweep:
 
     # --- shared resources -----------------------------------------------------------------
 
-    def _document_store(self):
-        if self._store is None:
+    @staticmethod
+    def ef_search(top_k: int) -> int:
+        """The HNSW ef_search of a dense leg of depth `top_k`: pgvector's default 40, raised to
+        the depth (an HNSW scan returns at most ef_search rows). It depends on the leg alone,
+        never on the deepest leg of the sweep: a variant ranks the same alone, in the whole
+        sweep or in one batch of the parallel job."""
+        return max(40, top_k)
+
+    def _document_store(self, ef_search: int):
+        if ef_search not in self._stores:
             from eval_pipeline.ingest import open_document_store
 
-            self._store = open_document_store(self.connection_string, self.table, self.dims, hnsw=True,
-                                              ef_search=max(40, self.ef_search))
-        return self._store
+            self._stores[ef_search] = open_document_store(self.connection_string, self.table, self.dims, hnsw=True,
+                                                          ef_search=ef_search)
+        return self._stores[ef_search]
 
     def chunks(self) -> list[tuple[str, str, str]]:
         if self._chunks is None:
@@ -250,8 +260,7 @@ class Sweep:
                 # (parity tested in tests/integration/test_keyword_index.py).
                 self._legs[key] = IndexedKeywordEngine(self.connection_string, self.table, chunk_top_k=top_k)
             elif name == "dense":
-                self._ensure_ef_search(top_k)
-                self._legs[key] = PgDenseEngine(self._document_store(), chunk_top_k=top_k)
+                self._legs[key] = PgDenseEngine(self._document_store(self.ef_search(top_k)), chunk_top_k=top_k)
             elif name == "bm25":
                 self._legs[key] = BM25Engine(self.chunks(), chunk_top_k=top_k)
             else:
@@ -391,6 +400,7 @@ class Sweep:
         frame["variant_config"] = identity_json(variant_identity(v, reranker))
         frame["store_table"] = self.table
         frame["questions_fingerprint"] = question_set_fingerprint(questions)
+        frame["code_version"] = self.code_version
         frame["miss_class"] = [
             diagnose_miss(q.gold, final=r["doc_ids"], k=self.miss_k, keyword=r["keyword_docs"], dense=r["dense_docs"],
                           pre_rerank=r["pre_rerank"], fused=v.engine == "hybrid", abstained=r["abstained"],
@@ -415,15 +425,6 @@ class Sweep:
 
     def run(self, variants: Sequence[Variant], questions: Sequence[Question]) -> dict[str, pd.DataFrame]:
         return {v.key: self.run_variant(v, questions) for v in variants}
-
-    def _ensure_ef_search(self, top_k: int) -> None:
-        """HNSW returns at most ef_search rows: a leg deeper than the store allows reopens it."""
-        if top_k > self.ef_search:
-            self.ef_search = top_k
-            if self._store is not None:
-                self._store.close()
-                self._store = None
-                self._legs = {k: v for k, v in self._legs.items() if k[0] != "dense"}
 
 
 API_RERANKERS = ("llm",)  # rerankers that call a rate-limited, paid endpoint

@@ -86,13 +86,15 @@ class InconsistentInputs(ValueError):
 def results_provenance(
     per_variant: Mapping[str, pd.DataFrame], *, table: str, questions_fingerprint: str
 ) -> dict[str, Any]:
-    """Each variant's configuration as recorded in its results (the `variant_config` column
-    written when it was ranked), after checking that every variant was ranked on `table`
-    and for the questions `questions_fingerprint`. The configuration that produced a
-    partition travels with it: the current variants file may say something else."""
+    """The provenance of the results themselves: `variants`, each variant's configuration as
+    recorded when it was ranked (the `variant_config` column), and `variant_code_versions`,
+    the code that ranked it; after checking that every variant was ranked on `table` and for
+    the questions `questions_fingerprint`. The configuration that produced a partition
+    travels with it: the current variants file may say something else."""
     import json
 
     configs: dict[str, Any] = {}
+    code_versions: dict[str, str] = {}
     problems = []
     for variant, frame in per_variant.items():
         for column, expected in (("store_table", table), ("questions_fingerprint", questions_fingerprint)):
@@ -105,10 +107,12 @@ def results_provenance(
             problems.append(f"variant {variant!r} has {len(raw)} recorded configurations (expected one)")
         else:
             configs[variant] = json.loads(raw[0])
+        versions = sorted(set(frame["code_version"].dropna())) if "code_version" in frame else []
+        code_versions[variant] = versions[0] if len(versions) == 1 else "unknown"
     if problems:
         raise InconsistentInputs("the report's inputs do not belong together: " + "; ".join(problems)
                                  + ". Materialize ranked_results and variant_metrics for these variants again.")
-    return configs
+    return {"variants": configs, "variant_code_versions": code_versions}
 
 
 def code_version(repo: Path | None = None) -> str:
