@@ -5,9 +5,9 @@ first (best-ranked) chunk of a document giving its rank and score.  Ties between
 scores are broken by doc id so that every run ranks the same way.
 
 Engines:
-- `pg-keyword`: Postgres full-text search. The sweep runs it with our IndexedKeywordEngine
-  (eval_pipeline.keyword_index: the same ranking on a stored, indexed tsvector); PgKeywordEngine
-  here is Haystack's PgvectorKeywordRetriever, kept as the reference the parity test holds it to.
+- `pg-keyword`: Postgres full-text search, run by IndexedKeywordEngine (eval_pipeline.keyword_index:
+  the ranking of Haystack's PgvectorKeywordRetriever on a stored, indexed tsvector; a parity
+  test in tests/integration/test_keyword_index.py holds the two together).
 - `pg-dense`: cosine search over the HNSW index through PgvectorEmbeddingRetriever.
 - `hybrid`: two or more legs fused by `fuse` (the sweep runs the legs and the fusion).
 - `bm25`: Okapi BM25 over the same chunks, with bm25s, in memory.
@@ -17,13 +17,13 @@ Engines:
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal
 
 from eval_pipeline.corpus import Document
+from eval_pipeline.text import TOKEN
 
 EngineName = Literal["pg-keyword", "pg-dense", "hybrid", "bm25", "metadata"]
 ENGINE_NAMES: tuple[str, ...] = ("pg-keyword", "pg-dense", "hybrid", "bm25", "metadata")
@@ -41,13 +41,6 @@ class ChunkHit:
     chunk_id: str
     doc_id: str
     score: float
-
-
-class Engine(Protocol):
-    name: str
-    needs_embedding: bool
-
-    def search(self, query: str, query_embedding: Sequence[float] | None) -> list[RankedDoc]: ...
 
 
 def chunks_to_documents(chunks: Iterable, depth: int) -> list[RankedDoc]:
@@ -108,23 +101,6 @@ def fuse(legs: Sequence[Sequence[ChunkHit]], *, mode: str = "rrf", rrf_k: int = 
     return _hits(joiner.run(documents=docs)["documents"])
 
 
-class PgKeywordEngine:
-    name = "pg-keyword"
-    needs_embedding = False
-
-    def __init__(self, document_store, *, depth: int = 20, chunk_top_k: int = 100):
-        from haystack_integrations.components.retrievers.pgvector import PgvectorKeywordRetriever
-
-        self.depth = depth
-        self.retriever = PgvectorKeywordRetriever(document_store=document_store, top_k=chunk_top_k)
-
-    def chunk_hits(self, query: str, query_embedding=None) -> list[ChunkHit]:
-        return _hits(self.retriever.run(query=query)["documents"])
-
-    def search(self, query, query_embedding=None):
-        return chunks_to_documents(self.chunk_hits(query), self.depth)
-
-
 class PgDenseEngine:
     name = "pg-dense"
     needs_embedding = True
@@ -144,7 +120,6 @@ class PgDenseEngine:
         return chunks_to_documents(self.chunk_hits(query, query_embedding), self.depth)
 
 
-_TOKEN = re.compile(r"[^\W_]+")  # runs of Unicode letters and digits
 
 
 class BM25Engine:
@@ -181,7 +156,7 @@ class BM25Engine:
 
 def normalize_text(text: str) -> str:
     """Case-folded; every run of characters other than Unicode letters and digits becomes one space."""
-    return " ".join(_TOKEN.findall(text.casefold()))
+    return " ".join(TOKEN.findall(text.casefold()))
 
 
 class MetadataEngine:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
 
+from eval_pipeline.checks import is_real
 from eval_pipeline.metrics import DEFAULT_KS
 
 __all__ = [
@@ -111,7 +112,7 @@ def validate_tolerances(raw: Mapping[str, object]) -> dict[str, float]:
 
 def _number(value: object) -> float | None:
     """A finite float, or None for missing/NaN/non-numeric values."""
-    if value is None or isinstance(value, bool) or not isinstance(value, Real):
+    if value is None or not is_real(value):
         return None
     value = float(value)
     return value if math.isfinite(value) else None

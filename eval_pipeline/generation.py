@@ -39,7 +39,9 @@ from fractions import Fraction
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
+from eval_pipeline.checks import is_integer, is_real
 from eval_pipeline.questions import Question
+from eval_pipeline.text import TOKEN
 
 # Bump whenever a prompt or the parsing rules change: cached units are keyed on it.
 PROMPT_VERSION = "backtranslation-v2"
@@ -133,7 +135,6 @@ def chunk_units(chunks: Iterable[tuple[str, str, str]], documents: Iterable[Any]
 
 # --- name masking and leakage --------------------------------------------------------------
 
-_TOKEN = re.compile(r"[^\W_]+")  # a run of letters/digits (Unicode-aware)
 _SEPARATOR = r"[\W_]+"  # anything between tokens: space, hyphen, underscore, punctuation
 _NOT_AFTER_ALNUM = r"(?<![^\W_])"
 _NOT_BEFORE_ALNUM = r"(?![^\W_])"
@@ -160,7 +161,7 @@ def name_regex(name: str) -> re.Pattern[str] | None:
     the name and required; around a multi-token name it is optional.  None for a name without
     letters or digits."""
     name = _nfc(name).strip()
-    spans = [m.span() for m in _TOKEN.finditer(name)]
+    spans = [m.span() for m in TOKEN.finditer(name)]
     if not spans:
         return None
     tokens = [name[a:b] for a, b in spans]
@@ -279,7 +280,7 @@ def clean_question(text: str) -> str | None:
     text = " ".join(text.strip().strip(_QUOTES).split())
     if not MIN_QUESTION_CHARS <= len(text) <= MAX_QUESTION_CHARS:
         return None
-    words = _TOKEN.findall(text)
+    words = TOKEN.findall(text)
     if len(words) < 2:
         return None
     if not (text.endswith(("?", "？")) or words[0].casefold() in _INTERROGATIVES):
@@ -610,7 +611,7 @@ def abstention_count(gold_questions: int, frac: float) -> int:
 
 
 def _check_frac(frac: Any) -> None:
-    if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not (0 <= frac < 1):
+    if not is_real(frac) or not (0 <= frac < 1):
         raise ValueError(f"frac (abstention fraction) must be a number in [0, 1), got {frac!r}")
 
 
@@ -654,14 +655,14 @@ def validate_params(
         seen.add(u.unit_id)
     if k is None:
         k = DEFAULT_K_CHUNK if any(u.is_chunk for u in unit_list) else DEFAULT_K_DOCUMENT
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+    if not is_integer(k) or k < 1:
         raise ValueError(f"k (questions per unit) must be an integer >= 1, got {k!r}")
     _check_frac(frac)
     if not isinstance(masking, bool):
         raise ValueError(f"masking must be True or False, got {masking!r}")
-    if isinstance(min_chars, bool) or not isinstance(min_chars, int) or min_chars < 0:
+    if not is_integer(min_chars) or min_chars < 0:
         raise ValueError(f"min_chars must be an integer >= 0, got {min_chars!r}")
-    if max_units is not None and (isinstance(max_units, bool) or not isinstance(max_units, int) or max_units < 1):
+    if max_units is not None and (not is_integer(max_units) or max_units < 1):
         raise ValueError(f"max_units must be None or an integer >= 1, got {max_units!r}")
     if not isinstance(model, str):
         raise ValueError(f"model must be a string, got {type(model).__name__}")

@@ -32,15 +32,16 @@ from typing import Any
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
 
+from eval_pipeline.checks import is_integer
 from eval_pipeline.database import connect
 from eval_pipeline.engines import ChunkHit, RankedDoc, chunks_to_documents
 from eval_pipeline.tsvector import (  # noqa: F401  (re-exported: the column belongs to this retriever)
     TSV_COLUMN,
     check_language,
     column_language,
-    secret_value,
     ensure_tsvector_column,
     keyword_query_sql,
+    secret_value,
     tsv_index_name,
 )
 
@@ -82,7 +83,7 @@ class IndexedKeywordRetriever:
 
     @staticmethod
     def _check_top_k(top_k) -> None:
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        if not is_integer(top_k) or top_k < 1:
             raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
 
     def warm_up(self) -> None:
@@ -146,7 +147,7 @@ class IndexedKeywordRetriever:
 
 
 class IndexedKeywordEngine:
-    """Drop-in for `engines.PgKeywordEngine` (same name, interface and results; faster).
+    """Drop-in for an engine on Haystack's PgvectorKeywordRetriever (same name, interface and results; faster).
 
     Warms up in the constructor (connection opened outside a sweep's timed queries).  The table
     must already have the column: add it with `ensure_tsvector_column` when the table is built

@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from eval_pipeline.checks import is_integer, is_real
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -87,9 +89,9 @@ class LLMClient:
     ):
         if not model or not isinstance(model, str):
             raise ValueError(f"model must be a non-empty string, got {model!r}")
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+        if not is_integer(max_concurrency) or max_concurrency < 1:
             raise ValueError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        if not is_integer(max_retries) or max_retries < 0:
             raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
         if not _is_number(timeout) or timeout <= 0:
             raise ValueError(f"timeout must be a number > 0 (seconds), got {timeout!r}")
@@ -173,7 +175,7 @@ class LLMClient:
     def complete(self, messages: list[dict[str, str]], *, max_tokens: int | None = None) -> str:
         """The text of the first choice.  Raises LLMCallError once retries are exhausted or on a
         non-retryable error; the message names the model, endpoint and last error, never the key."""
-        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+        if max_tokens is not None and (not is_integer(max_tokens)
                                        or max_tokens < 1):
             raise ValueError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
         self.warm_up()
@@ -304,8 +306,8 @@ def _parse_completion(response: Any) -> tuple[str, int, int]:
 
 
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    return value if is_integer(value) and value >= 0 else 0
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    return is_real(value) and value == value

@@ -81,6 +81,8 @@ from numbers import Integral
 
 import pandas as pd
 
+from eval_pipeline.checks import is_integer
+
 __all__ = [
     "DEFAULT_KS",
     "Qrels",
@@ -114,7 +116,7 @@ _NDCG_K = 10
 
 def _check_k(k: object) -> int:
     """Return ``k`` as an int, or raise ValueError naming ``k``."""
-    if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
+    if not is_integer(k) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got k={k!r}")
     return int(k)
 

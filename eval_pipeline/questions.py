@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.atomic import atomic_write_text
+from eval_pipeline.checks import is_integer
 
 HEADER_KIND = "eval-pipeline/question-set"
 FORMAT_VERSION = 1
@@ -90,7 +91,7 @@ class QuestionSet:
     def limit(self, n: int) -> "QuestionSet":
         """The first n questions in file order (a quick run). Its results are written under a
         suffixed name and never serve as a baseline; n >= the set's size is no limit."""
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        if not is_integer(n) or n < 1:
             raise QuestionSetError(f"question_set.limit must be a positive integer, got {n!r}")
         if n >= len(self.questions):
             return self
@@ -279,7 +280,7 @@ def _question_from(path: Path, lineno: int, obj: dict[str, Any]) -> Question:
         raise QuestionSetError(f"{loc}: field 'form' is {form!r}; valid: {', '.join(FORMS)} or null")
     relevance = obj.get("relevance") or {}
     if not isinstance(relevance, dict) or not all(
-        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in relevance.items()
+        isinstance(k, str) and is_integer(v) for k, v in relevance.items()
     ):
         raise QuestionSetError(f"{loc}: field 'relevance' must map document ids to integer grades")
     if relevance and {d for d, g in relevance.items() if g > 0} != set(gold):

@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from eval_pipeline.checks import is_integer, is_real
+
 log = logging.getLogger(__name__)
 
 RERANKER_KINDS: tuple[str, ...] = ("none", "cross-encoder", "bi-encoder", "llm", "mmr")
@@ -143,7 +145,7 @@ class CrossEncoderReranker:
     def __init__(self, *, model: str, batch_size: int = 32, device: str = "cpu", scale_score: bool = False):
         if not model or not isinstance(model, str):
             raise ValueError(f"cross-encoder model must be a name or local path, got {model!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if not is_integer(batch_size) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         self.model = model
         self.batch_size = batch_size
@@ -289,7 +291,7 @@ def parse_ranked_ids(text: str, known_ids: Sequence[str]) -> list[str]:
 def _as_id(value: Any) -> str | None:
     if isinstance(value, str):
         return value.strip()
-    if isinstance(value, int) and not isinstance(value, bool):
+    if is_integer(value):
         return str(value)
     return None
 
@@ -330,11 +332,11 @@ class LLMReranker:
     def __init__(self, *, llm: Any, max_candidates: int = 20, max_chars: int = 600, max_tokens: int | None = None):
         if not callable(getattr(llm, "complete", None)):
             raise ValueError(f"llm must have a complete(messages) method, got {llm!r}")
-        if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 1:
+        if not is_integer(max_candidates) or max_candidates < 1:
             raise ValueError(f"max_candidates must be an integer >= 1, got {max_candidates!r}")
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+        if not is_integer(max_chars) or max_chars < 1:
             raise ValueError(f"max_chars must be an integer >= 1, got {max_chars!r}")
-        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+        if max_tokens is not None and (not is_integer(max_tokens)
                                        or max_tokens < 1):
             raise ValueError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
         self.llm = llm
@@ -414,7 +416,7 @@ class MMRReranker:
     kind = "mmr"
 
     def __init__(self, *, lambda_: float = 0.7):
-        if isinstance(lambda_, bool) or not isinstance(lambda_, (int, float)) or not 0.0 <= lambda_ <= 1.0:
+        if not is_real(lambda_) or not 0.0 <= lambda_ <= 1.0:
             raise ValueError(f"lambda_ must be a number in [0, 1], got {lambda_!r}")
         self.lambda_ = float(lambda_)
 

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from numbers import Integral, Real
 
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from eval_pipeline.checks import is_integer, is_real
 
 __all__ = [
     "DEFAULT_COMPARE_METRICS",
@@ -90,19 +91,19 @@ def _check_paired(a: object, b: object) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_confidence(confidence: object) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, Real) or not 0 < float(confidence) < 1:
+    if not is_real(confidence) or not 0 < float(confidence) < 1:
         raise ValueError(f"confidence must be a number strictly between 0 and 1, got {confidence!r}")
     return float(confidence)
 
 
 def _check_resamples(n_resamples: object) -> int:
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, Integral) or n_resamples < 1:
+    if not is_integer(n_resamples) or n_resamples < 1:
         raise ValueError(f"n_resamples must be an integer >= 1, got {n_resamples!r}")
     return int(n_resamples)
 
 
 def _check_seed(seed: object) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+    if not is_integer(seed) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     return int(seed)
 
@@ -222,7 +223,7 @@ def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
         raise ValueError(f"pvalues must be a mapping of name -> p-value, got {type(pvalues).__name__}")
     checked: dict[str, float] = {}
     for key, p in pvalues.items():
-        if isinstance(p, bool) or not isinstance(p, Real) or not (0.0 <= float(p) <= 1.0):
+        if not is_real(p) or not (0.0 <= float(p) <= 1.0):
             raise ValueError(f"p-value for {key!r} must be a finite number in [0, 1], got {p!r}")
         checked[key] = float(p)
     m = len(checked)
@@ -321,7 +322,7 @@ def compare_to_baseline(
         raise ValueError(f"per_query must be a mapping of variant -> DataFrame, got {type(per_query).__name__}")
     if baseline not in per_query:
         raise ValueError(f"baseline {baseline!r} is not among the variants {list(per_query)}")
-    if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0 < float(alpha) < 1:
+    if not is_real(alpha) or not 0 < float(alpha) < 1:
         raise ValueError(f"alpha must be a number strictly between 0 and 1, got {alpha!r}")
     metrics = _check_metrics(metrics)
     base = _answerable_metrics(per_query[baseline], baseline, metrics)

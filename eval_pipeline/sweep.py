@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from eval_pipeline.atomic import atomic_write_bytes
+from eval_pipeline.checks import is_integer
 from eval_pipeline.corpus import CorpusSnapshot
 from eval_pipeline.engines import (
     BM25Engine,
@@ -42,7 +44,6 @@ from eval_pipeline.engines import (
     chunks_to_documents,
     fuse,
 )
-from eval_pipeline.atomic import atomic_write_bytes
 from eval_pipeline.questions import Question
 from eval_pipeline.variants import Variant
 
@@ -445,7 +446,7 @@ def plan_batches(variants: Sequence[Variant], workers: int) -> list[list[Variant
     What parallel batches cannot share: each computes the dense and keyword legs that the miss
     diagnosis reads, and loads its own models.
     """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+    if not is_integer(workers) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     groups: dict[object, list[Variant]] = {}
     for v in variants:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.checks import is_integer, is_real
 from eval_pipeline.engines import ENGINE_NAMES
 from eval_pipeline.rerankers import RERANKER_KINDS, make_reranker, reranker_options
 
@@ -389,12 +390,12 @@ def _check_reranker_options(kind: str, options: Mapping[str, Any], where: str) -
 
 
 def _finite_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return is_real(x) and math.isfinite(x)
 
 
 def _int(item: dict, name: str, default: int, where: str, *, lo: int, hi: int) -> int:
     value = item.get(name, default)
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+    if not is_integer(value) or not lo <= value <= hi:
         raise VariantConfigError(f"{where}: {name} must be an integer in [{lo}, {hi}], got {value!r}")
     return value
 

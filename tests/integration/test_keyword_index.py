@@ -10,7 +10,7 @@ import pytest
 from psycopg import sql
 
 from eval_pipeline.corpus import DEMO_DATA_DIR, load_corpus
-from eval_pipeline.engines import PgKeywordEngine
+from eval_pipeline.engines import ChunkHit, chunks_to_documents
 from eval_pipeline.ingest import ChunkingConfig, ingest, open_document_store
 from eval_pipeline.keyword_index import (
     TSV_COLUMN,
@@ -278,6 +278,26 @@ def test_in_a_haystack_pipeline_and_serializable(pg_uri, table, monkeypatch):
     assert [d.id for d in clone.run(query="kettle vinegar")["documents"]] == [d.id for d in out]
     clone.close()
     retriever.close()
+
+
+class PgKeywordEngine:
+    """Haystack's own PgvectorKeywordRetriever as an engine: the reference the indexed one is held to."""
+
+    name = "pg-keyword"
+    needs_embedding = False
+
+    def __init__(self, document_store, *, depth: int = 20, chunk_top_k: int = 100):
+        from haystack_integrations.components.retrievers.pgvector import PgvectorKeywordRetriever
+
+        self.depth = depth
+        self.retriever = PgvectorKeywordRetriever(document_store=document_store, top_k=chunk_top_k)
+
+    def chunk_hits(self, query: str, query_embedding=None) -> list[ChunkHit]:
+        return [ChunkHit(d.id, d.meta["doc_id"], float(d.score if d.score is not None else 0.0))
+                for d in self.retriever.run(query=query)["documents"]]
+
+    def search(self, query, query_embedding=None):
+        return chunks_to_documents(self.chunk_hits(query), self.depth)
 
 
 def test_engine_is_a_drop_in_for_pg_keyword(pg_uri, table):

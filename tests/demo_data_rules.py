@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Validate the bundled demo data (corpus.jsonl + questions.jsonl).
 
-Standard library only. Usage:
+Standard library only; run by tests/test_demo_data.py, or by hand:
 
-    python3 eval_pipeline/demo_data/_check_demo.py [DATA_DIR]
+    python3 tests/demo_data_rules.py [DATA_DIR]
 
-DATA_DIR defaults to the directory containing this script. Exits 0 and
+DATA_DIR defaults to eval_pipeline/demo_data. Exits 0 and
 prints summary counts when every rule passes; otherwise prints each
 violation (naming the file and line) and exits 1.
 
@@ -16,10 +16,9 @@ skipped.
 
 import datetime
 import json
-import math
 import re
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 # ---- rules --------------------------------------------------------------
@@ -309,8 +308,12 @@ def check_questions(rows, docs, rep):
     return total, stats, per_doc
 
 
-def main():
-    base = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
+DEMO_DATA = Path(__file__).resolve().parent.parent / "eval_pipeline" / "demo_data"
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    base = Path(argv[0]) if argv else DEMO_DATA
     rep = Report()
     docs = check_corpus(load_jsonl(base / "corpus.jsonl", rep), rep)
     total, stats, per_doc = check_questions(load_jsonl(base / "questions.jsonl", rep), docs, rep)
