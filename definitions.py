@@ -5,12 +5,15 @@ without code changes:
 - EVAL_PIPELINE_DB=embedded (default) | testcontainers | external (then EVAL_PIPELINE_DATABASE_URL)
 - EVAL_PIPELINE_EMBEDDER=local (default) | openai (then EVAL_PIPELINE_EMBEDDER_MODEL,
   OPENAI_BASE_URL, OPENAI_API_KEY)
+- EVAL_PIPELINE_SCHEDULE=stopped (default) | running: the nightly schedule's state when the
+  code location first loads (a state set in the UI afterwards wins)
 """
 
 import os
 
 from dagster import (
     AssetSelection,
+    DefaultScheduleStatus,
     Definitions,
     EnvVar,
     ScheduleDefinition,
@@ -87,8 +90,17 @@ retrieval_eval_parallel = define_asset_job(
 
 # The nightly run: the whole sweep (the job's tags carry the partition range); cron from the
 # variants file.
+# Stopped unless EVAL_PIPELINE_SCHEDULE=running (or turned on in the UI: Automation).
+def _schedule_status() -> DefaultScheduleStatus:
+    value = os.environ.get("EVAL_PIPELINE_SCHEDULE", "stopped").strip().lower()
+    if value not in ("stopped", "running"):
+        raise ValueError(f"EVAL_PIPELINE_SCHEDULE must be 'stopped' or 'running', got {value!r}")
+    return DefaultScheduleStatus.RUNNING if value == "running" else DefaultScheduleStatus.STOPPED
+
+
 nightly = ScheduleDefinition(
-    name="nightly_retrieval_eval", job=retrieval_eval, cron_schedule=SWEEP.cron, execution_timezone="UTC"
+    name="nightly_retrieval_eval", job=retrieval_eval, cron_schedule=SWEEP.cron, execution_timezone="UTC",
+    default_status=_schedule_status(),
 )
 
 STATE_DIR = os.environ.get("EVAL_PIPELINE_STATE_DIR", str(assets.REPO_ROOT / ".eval_state"))

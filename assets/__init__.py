@@ -6,14 +6,13 @@ ranked_results is a small graph of its own (assets/ranking.py).
 Each asset reads its inputs, calls one eval_pipeline function and attaches metadata.
 """
 
-from dataclasses import asdict
-from pathlib import Path
 from typing import Literal, Optional
 
 import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
+    AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
     BackfillPolicy,
@@ -21,21 +20,26 @@ from dagster import (
     MetadataValue,
     asset,
     asset_check,
+    multi_asset_check,
 )
 from pydantic import Field
 
+from assets.metadata import to_metadata
 from assets.partitions import SWEEP, variant_partitions
 from assets.ranking import RankingConfig, ranked_results  # noqa: F401  (ranked_results: part of the graph)
 from eval_pipeline.corpus import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
-from eval_pipeline.generation import chunk_units, document_units
-from eval_pipeline.history import labels_fingerprint
-from eval_pipeline.ingest import ChunkingConfig, StoreInfo, check_store_matches, chunk_documents, ingest
-from eval_pipeline.question_cache import generate_question_set, write_generated_question_set
-from eval_pipeline.questions import QuestionSet, load_question_set, preflight_question_set
-from eval_pipeline.report import embedded_images, headline, markdown_table, publish_report
-from eval_pipeline.scoring import HEADLINE_METRICS, score_variant, summarize
-from eval_pipeline.sweep import stage_latency_summary
-from eval_pipeline.verdict import code_version, judge_run, record_verdict, results_provenance
+from eval_pipeline.ingest import ChunkingConfig, StoreInfo, ingest
+from eval_pipeline.questions import QuestionSet
+from eval_pipeline.run_assembly import (
+    assemble_run,
+    build_question_set,
+    gate_check_names,
+    partition_metrics,
+    preflight_run,
+    score_partitions,
+    store_metadata,
+    variant_gate_checks,
+)
 from resources import REPO_ROOT, DatabaseResource, EmbedderResource, LLMResource, RerankerResource
 
 DEMO_QUESTIONS = DEMO_DATA_DIR / "questions.jsonl"
@@ -60,6 +64,11 @@ def validate_run_config(run_config: dict) -> None:
                 settings.chunking()
 
 
+def _op_config(context: AssetExecutionContext, op: str, cls: type[Config]) -> Config:
+    """The run config's settings of another asset (as the run will see them)."""
+    return cls(**(((context.run.run_config.get("ops") or {}).get(op) or {}).get("config") or {}))
+
+
 @asset(group_name="retrieval_eval")
 def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedder: EmbedderResource,
                     rerankers: RerankerResource) -> CorpusSnapshot:
@@ -71,26 +80,11 @@ def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedd
     snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
                            max_document_chars=config.max_document_chars)
     selection = context.run.asset_selection
-    if selection is None or AssetKey("question_set") in selection:
-        q = QuestionSetConfig(**(((context.run.run_config.get("ops") or {}).get("question_set") or {}).get("config")
-                                 or {}))
-        preflight_question_set(q.source, q.path, corpus_signature=snapshot.signature, beir_split=q.beir_split,
-                               doc_ids=[d.doc_id for d in snapshot.documents], corpus_source=snapshot.source,
-                               limit=q.limit)
-    for v in SWEEP.variants:  # a missing model or an unset LLM fails here, not after the embedding
-        if v.reranker.kind != "none":
-            rerankers.build(v.reranker, embedder=embedder.get(), warm=False).identity()
-    for skipped in snapshot.skipped:
-        context.log.warning(f"skipped {skipped.location}: {skipped.reason}")
-    context.add_output_metadata(
-        {
-            "documents": len(snapshot.documents),
-            "skipped": len(snapshot.skipped),
-            "signature": snapshot.signature,
-            "source": snapshot.source,
-            "characters": sum(len(d.content) for d in snapshot.documents),
-        }
-    )
+    builds_questions = selection is None or AssetKey("question_set") in selection
+    context.add_output_metadata(preflight_run(
+        snapshot, questions=_op_config(context, "question_set", QuestionSetConfig) if builds_questions else None,
+        variants=SWEEP.variants, warn=context.log.warning,
+        reranker_identity=lambda spec: rerankers.build(spec, embedder=embedder.get(), warm=False).identity()))
     return snapshot
 
 
@@ -117,26 +111,9 @@ def pgvector_store(
     embedder: EmbedderResource,
 ) -> StoreInfo:
     """Chunks embedded into a pgvector table named by (corpus, chunking, embedder); reused when unchanged."""
-    info = ingest(
-        corpus_snapshot,
-        connection_string=database.connection_string(),
-        embedder=embedder.get(),
-        chunking=config.chunking(),
-        log=context.log.info,
-        lock_timeout=config.lock_timeout_s,
-    )
-    context.add_output_metadata(
-        {
-            "table": info.table,
-            "chunks": info.chunk_count,
-            "dims": info.dims,
-            "embedder": info.embedder,
-            "reused": info.reused,
-            "seconds": round(info.seconds, 3),
-            "chunks_per_second": None if info.reused else round(info.chunks_per_second, 1),
-            "database": database.describe(),
-        }
-    )
+    info = ingest(corpus_snapshot, connection_string=database.connection_string(), embedder=embedder.get(),
+                  chunking=config.chunking(), log=context.log.info, lock_timeout=config.lock_timeout_s)
+    context.add_output_metadata(store_metadata(info, database.describe()))
     return info
 
 
@@ -166,37 +143,11 @@ def question_set(
     database: DatabaseResource,
     llm: LLMResource,
 ) -> QuestionSet:
-    """The question set, checked against the corpus it was written for (generated ones are cached per document)."""
-    doc_ids = [d.doc_id for d in corpus_snapshot.documents]
-    if config.source == "generate":
-        client = llm.get()  # fails here, before any call, if the model is not configured
-        state = Path(database.state_dir)
-        path = Path(config.path or state / f"generated_questions_{corpus_snapshot.signature}.jsonl")
-        if config.unit == "chunk":
-            chunks = chunk_documents(corpus_snapshot, ChunkingConfig())
-            units = chunk_units([(c.id, c.meta["doc_id"], c.content) for c in chunks], corpus_snapshot.documents)
-        else:
-            units = document_units(corpus_snapshot.documents)
-        result = generate_question_set(
-            units, ask=client.complete, map_fn=client.map,
-            model=f"{client.model}@{client.base_url or 'default'}", k=config.k, frac=config.abstention_frac,
-            masking=config.masking, max_units=config.max_units, cache_path=state / "question_cache.jsonl",
-            corpus_signature=corpus_snapshot.signature, theme_titles=[d.title for d in corpus_snapshot.documents],
-            log=context.log.warning,
-        )
-        for warning in result.warnings:
-            context.log.warning(warning)
-        write_generated_question_set(path, result, allow_partial=config.allow_partial)
-        context.add_output_metadata({**{f"generation_{k}": v for k, v in result.counts().items()},
-                                     "llm_usage": MetadataValue.json(client.usage)})
-        qs = load_question_set(path, corpus_signature=corpus_snapshot.signature, doc_ids=doc_ids)
-        qs = qs.limit(config.limit) if config.limit is not None else qs
-    else:
-        qs = preflight_question_set(config.source, config.path, corpus_signature=corpus_snapshot.signature,
-                                    doc_ids=doc_ids, beir_split=config.beir_split,
-                                    corpus_source=corpus_snapshot.source, limit=config.limit)
-    context.add_output_metadata({**qs.counts(), "fingerprint": qs.fingerprint, "path": str(qs.path),
-                                 "limited_from": qs.limited_from})
+    """The question set, checked against the corpus it was written for (generated ones are cached per
+    document): eval_pipeline.run_assembly.build_question_set."""
+    qs, metadata = build_question_set(config, corpus_snapshot, llm_client=llm.get, state_dir=database.state_dir,
+                                      warn=context.log.warning)
+    context.add_output_metadata(to_metadata(metadata))
     return qs
 
 
@@ -209,17 +160,11 @@ def question_set(
 def variant_metrics(
     context: AssetExecutionContext, ranked_results: dict[str, pd.DataFrame], question_set: QuestionSet
 ) -> dict[str, pd.DataFrame]:
-    """Per-question scores of each variant (hit@k, MRR, recall, nDCG@10, miss class, latency)."""
-    missing = sorted(set(context.partition_keys) - set(ranked_results))
-    if missing:
-        raise ValueError(f"ranked_results has no partition for variant(s) {missing}; materialize them first")
-    scored = {key: score_variant(ranked_results[key], question_set.questions) for key in context.partition_keys}
-    summary = summarize(scored)
-    columns = ["variant", *HEADLINE_METRICS, "n_answerable", "n_errored"]
-    context.add_output_metadata({
-        "summary": MetadataValue.md(markdown_table(summary, columns)),
-        "latency_ms_by_stage": MetadataValue.json({k: stage_latency_summary(f) for k, f in scored.items()}),
-    })
+    """Per-question scores of each variant (hit@k, MRR, recall, nDCG@10, miss class, latency); each
+    partition carries its own numbers (eval_pipeline.run_assembly.partition_metrics)."""
+    scored = score_partitions(ranked_results, context.partition_keys, question_set.questions)
+    for key, frame in scored.items():  # each partition's own numbers, plotted over time on the asset page
+        context.add_asset_metadata(to_metadata(partition_metrics(key, frame)), partition_key=key)
     return scored
 
 
@@ -241,66 +186,16 @@ def report(
     embedder: EmbedderResource,
 ) -> dict:
     """results.md with intervals, significance, the gate verdict and plots; per_query.jsonl and
-    TREC run files; the run recorded in the Postgres history tables."""
-    order = [k for k in SWEEP.keys if k in variant_metrics]
-    missing = [k for k in SWEEP.keys if k not in variant_metrics]
-    if not order:
-        raise ValueError("no variant has metrics yet; materialize ranked_results and variant_metrics first")
-    per_variant = {k: variant_metrics[k] for k in order}
-    check_store_matches(pgvector_store, embedder.get())
-    provenance = {
-        "corpus_signature": corpus_snapshot.signature,
-        "question_set_fingerprint": question_set.fingerprint,
-        "labels_fingerprint": labels_fingerprint(question_set.questions),
-        "embedder": pgvector_store.embedder,
-        "embedder_revision": pgvector_store.embedder_revision,
-        "chunking": asdict(pgvector_store.chunking),
-        "code_version": code_version(),
-        # as recorded in each partition's results, not as the variants file says now
-        **results_provenance(per_variant, table=pgvector_store.table, questions_fingerprint=question_set.fingerprint),
-    }
-    verdict = judge_run(
-        per_variant, baseline=SWEEP.baseline, provenance=provenance, tolerances=SWEEP.tolerances, strict=SWEEP.strict,
-        run_id=context.run_id, limited=question_set.limited,
-        connection_string=database.connection_string(), record=False,
-        statistics_cache=Path(database.state_dir) / "statistics_cache",
-    )
-    suffix = f".limited-{len(question_set.questions)}" if question_set.limited else ""
-    per_query = pd.concat(per_variant.values(), ignore_index=True)
-    latency = {k: stage_latency_summary(f) for k, f in per_variant.items()}
-    shown_provenance = {
-        "corpus": f"{corpus_snapshot.source} ({len(corpus_snapshot.documents)} documents, "
-        f"{len(corpus_snapshot.skipped)} skipped, signature {corpus_snapshot.signature})",
-        "question set": f"{question_set.path} (fingerprint {question_set.fingerprint}"
-        + (f", limited to {len(question_set.questions)} of {question_set.limited_from}" if question_set.limited else "")
-        + ")",
-        "embedder": f"{pgvector_store.embedder} ({provenance['embedder_revision']})",
-        "chunking": f"{pgvector_store.chunking.split_by} {pgvector_store.chunking.split_length}"
-        f"/{pgvector_store.chunking.split_overlap}, {pgvector_store.chunk_count} chunks",
-        "vector table": pgvector_store.table,
-        "variants file": f"{SWEEP.source} (baseline {SWEEP.baseline})",
-        "code version": provenance["code_version"],
-        "run id": context.run_id,
-    }
-    paths, plots, markdown = publish_report(
-        Path(config.results_dir), suffix=suffix, verdict=verdict, per_query=per_query, provenance=shown_provenance,
-        latency=latency, missing_variants=missing, baseline=SWEEP.baseline, questions=question_set.questions,
-        plot_cache=Path(database.state_dir) / "plot_cache", warn=context.log.warning)
-    if config.record_history:  # only once the results are published: a failed write records nothing
-        record_verdict(verdict, database.connection_string(), run_id=context.run_id, per_variant=per_variant)
-    context.log.info(f"report written to {paths['report']}")
-    context.add_output_metadata({
-        "headline": headline(verdict, SWEEP.baseline),
-        "report": MetadataValue.md(markdown),
-        "plots": MetadataValue.md(embedded_images(plots)),
-        "path": MetadataValue.path(paths["report"]),
-        "gate_passed": verdict.gate_passed,
-    })
-    return {"paths": {**paths, **plots}, "summary": verdict.summary, "gate_rows": verdict.gate_rows(),
-            "gate_passed": verdict.gate_passed, "gate_messages": {v: g.message for v, g in verdict.gates.items()},
-            "gate_runs": {v: {"previous": (verdict.previous[v] or {}).get("run_id"),
-                              "reference": (verdict.reference[v] or {}).get("run_id")} for v in verdict.gates},
-            "limited": question_set.limited}
+    TREC run files; the run recorded in the Postgres history tables
+    (eval_pipeline.run_assembly.assemble_run)."""
+    run = assemble_run(
+        variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, store=pgvector_store, question_set=question_set,
+        embedder=embedder.get(), connection_string=database.connection_string(), state_dir=database.state_dir,
+        run_id=context.run_id, results_dir=config.results_dir, record_history=config.record_history,
+        warn=context.log.warning)
+    context.log.info(f"report written to {run.report_path}")
+    context.add_output_metadata(to_metadata(run.metadata))
+    return run.output
 
 
 @asset_check(
@@ -320,27 +215,21 @@ def no_errored_questions(report: dict) -> AssetCheckResult:
     )
 
 
-@asset_check(
-    asset=report,
-    blocking=True,
-    description="No variant's metric dropped by more than its tolerance since that variant's previous "
-    "eligible run on the same corpus and labels, nor since its pinned reference run (tolerances in the "
-    "variants file). Runs after the report is written.",
+GATE_CHECKS = gate_check_names(SWEEP.keys)  # variant key -> check name, e.g. hybrid+mmr -> gate__hybrid_mmr
+
+
+@multi_asset_check(
+    specs=[AssetCheckSpec(name, asset=report, blocking=True,
+                          description=f"Variant {key}: no gated metric dropped by more than its tolerance since its "
+                          "previous eligible run on the same corpus and labels, nor since its pinned reference run "
+                          "(tolerances in the variants file). Runs after the report is written.")
+           for key, name in GATE_CHECKS.items()],
+    description="The regression gate, one blocking check per variant.",
 )
-def regression_gate(report: dict) -> AssetCheckResult:
-    rows = report["gate_rows"]
-    failures = [r for r in rows if r["passed"] is False]
-    worst = min(failures, key=lambda r: r["delta"] + r["tolerance"]) if failures else None  # furthest past its tolerance
-    metadata = {
-        "gate": MetadataValue.md(markdown_table(pd.DataFrame(rows), ["variant", "against", "state", "metric", "actual",
-                                                                     "baseline", "delta", "tolerance", "passed"]))
-        if rows else "",
-        "messages": MetadataValue.json(report["gate_messages"]),
-        "compared_runs": MetadataValue.json(report.get("gate_runs", {})),
-        "failures": len(failures),
-    }
-    if worst:
-        metadata.update({"variant": worst["variant"], "against": worst["against"], "metric": worst["metric"],
-                         "actual": worst["actual"],
-                         "baseline": worst["baseline"], "delta": worst["delta"], "tolerance": worst["tolerance"]})
-    return AssetCheckResult(passed=report["gate_passed"], severity=AssetCheckSeverity.ERROR, metadata=metadata)
+def regression_gate(report: dict):
+    """One result per variant of the variants file (eval_pipeline.run_assembly.variant_gate_checks):
+    a failing variant is its own failed check, with every failing metric against the previous
+    run and the pinned reference, the runs compared and the treatment change."""
+    for key, (passed, metadata) in variant_gate_checks(report, list(GATE_CHECKS)).items():
+        yield AssetCheckResult(check_name=GATE_CHECKS[key], asset_key="report", passed=passed,
+                               severity=AssetCheckSeverity.ERROR, metadata=to_metadata(metadata))

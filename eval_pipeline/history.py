@@ -40,7 +40,8 @@ Comparability (:func:`compare_provenance`):
 
 Rephrasing questions changes the question-set fingerprint but not the labels
 fingerprint (:func:`labels_fingerprint` covers only qid, gold and graded relevance), so
-runs before and after a rewording stay comparable; the change is named in ``reasons``.
+runs before and after a rewording stay comparable; the rewording is named as a treatment
+change, in the report too.
 
 Limited runs (a subset of questions or variants, e.g. a smoke run) are recorded but are
 never used as the previous run by default: their means are over other questions.
@@ -803,10 +804,10 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
     2. a comparability field missing or not a non-empty string on either side → ``unknown``;
     3. otherwise ``comparable``.
 
-    Changes of embedder, embedder revision, chunking or the variant's own config
-    (``provenance["variants"][variant]``) are listed in ``treatment_changes`` in every
-    state. A changed question-set fingerprint with unchanged labels and a changed code
-    version are noted in ``reasons`` only.
+    Changes of embedder, embedder revision, chunking, the variant's own config
+    (``provenance["variants"][variant]``) or the question wording (a changed question-set
+    fingerprint with unchanged labels) are listed in ``treatment_changes`` in every state.
+    A changed code version is noted in ``reasons`` only.
     """
     if not isinstance(variant, str) or not variant:
         raise ValueError(f"variant must be a non-empty string, got {variant!r}")
@@ -840,10 +841,13 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
     if _canonical(cur_cfg.get(variant)) != _canonical(prev_cfg.get(variant)):
         treatment.append(f"variant {variant!r} config: {prev_cfg.get(variant)!r} -> {cur_cfg.get(variant)!r}")
 
-    notes: list[str] = []
+    # Reworded questions with the same labels stay comparable, but the rewording is a change
+    # to the thing measured, named as a treatment: easier questions and a worse engine in one
+    # commit must not read as "nothing changed".
     qs_cur, qs_prev = current.get("question_set_fingerprint"), prev.get("question_set_fingerprint")
     if _valid_text(qs_cur) and _valid_text(qs_prev) and qs_cur != qs_prev:
-        notes.append(f"question wording/metadata changed (question_set_fingerprint {qs_prev!r} -> {qs_cur!r})")
+        treatment.append(f"question wording/metadata (question_set_fingerprint {qs_prev!r} -> {qs_cur!r})")
+    notes: list[str] = []
     if current.get("code_version") != prev.get("code_version"):
         notes.append(f"code_version: {prev.get('code_version')!r} -> {current.get('code_version')!r}")
     treatment_notes = [f"treatment changed: {t}" for t in treatment]

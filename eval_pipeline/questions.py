@@ -88,6 +88,12 @@ class QuestionSet:
     def limited(self) -> bool:
         return self.limited_from is not None
 
+    @property
+    def corpus_signature(self) -> str | None:
+        """The corpus the set was written and checked for (its header says so)."""
+        value = self.header.get("corpus_signature")
+        return value if isinstance(value, str) else None
+
     def limit(self, n: int) -> "QuestionSet":
         """The first n questions in file order (a quick run). Its results are written under a
         suffixed name and never serve as a baseline; n >= the set's size is no limit."""
@@ -352,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str]) -> QuestionSet:
+def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str],
+                        corpus_signature: str | None = None) -> QuestionSet:
     """A BEIR question set: `queries.jsonl` plus `qrels/<split>.tsv` (graded relevance kept).
 
     Only queries judged in the split are included.  A judged query id missing from
@@ -413,7 +420,9 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
     if not questions:
         raise QuestionSetError(f"{qrels_path}: no judged queries in split {split!r}")
     _require_answerable(qrels_path, questions)
-    header = {"kind": HEADER_KIND, "version": FORMAT_VERSION, "source": f"beir:{folder}:{split}"}
+    # The judgements were checked against these documents: the header records which corpus.
+    header = {"kind": HEADER_KIND, "version": FORMAT_VERSION, "source": f"beir:{folder}:{split}",
+              "corpus_signature": corpus_signature}
     return QuestionSet(questions=tuple(questions), header=header, path=f"{folder} ({split})")
 
 
@@ -449,7 +458,7 @@ def preflight_question_set(
     if source == "beir":
         if not path:
             raise QuestionSetError("question_set.path must name the BEIR folder when question_set.source is 'beir'")
-        qs = load_beir_questions(path, split=beir_split, doc_ids=doc_ids)
+        qs = load_beir_questions(path, split=beir_split, doc_ids=doc_ids, corpus_signature=corpus_signature)
     else:
         if not path:
             if corpus_source != "demo":

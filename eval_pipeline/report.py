@@ -94,9 +94,10 @@ def render_plots(verdict, folder: Path, suffix: str = "", *, cache_dir: Path | N
     for name, (function, table, options) in wanted.items():
         path = folder / f"{name}{suffix}.png"
         cached = Path(cache_dir) / f"{_plot_key(function, table, options)}.png" if cache_dir is not None else None
-        if cached is not None and cached.exists():
-            atomic_write_bytes(path, cached.read_bytes())
-        else:
+        data = cached.read_bytes() if cached is not None and cached.exists() else b""
+        if _whole_png(data):
+            atomic_write_bytes(path, data)
+        else:  # not cached, or a truncated or foreign file: draw it (again)
             from eval_pipeline import plots as plotting  # matplotlib: only when a plot is drawn
 
             getattr(plotting, function)(table, path, **options)
@@ -107,6 +108,12 @@ def render_plots(verdict, folder: Path, suffix: str = "", *, cache_dir: Path | N
 
 
 _PLOTS_SOURCE = Path(__file__).resolve().parent / "plots.py"
+_PNG_START, _PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"
+
+
+def _whole_png(data: bytes) -> bool:
+    """A complete PNG: its signature at the start and its IEND chunk at the end."""
+    return data.startswith(_PNG_START) and data.endswith(_PNG_END)
 
 
 def _plot_key(function: str, table: pd.DataFrame, options: Mapping[str, Any]) -> str:

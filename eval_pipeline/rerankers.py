@@ -156,8 +156,11 @@ class CrossEncoderReranker:
     def identity(self) -> dict[str, str]:
         from eval_pipeline.weights import content_digest, model_folder
 
+        from eval_pipeline.embedders import embedding_runtime, runtime_digest
+
         return {"kind": self.kind, "model": self.model,
                 "weights": f"sha256:{content_digest(model_folder(self.model))}",
+                "runtime": runtime_digest(embedding_runtime()),
                 "version": _version("1", f"scale_score={self.scale_score}")}
 
     def warm_up(self) -> None:

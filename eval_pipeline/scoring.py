@@ -19,9 +19,18 @@ def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAU
     returned, its latency by stage and, for a miss, the diagnosis; the columns that say what
     produced the results are kept (see `eval_pipeline.sweep.PROVENANCE_COLUMNS`).
 
-    The results must be for exactly these questions: a ranking of another question set
-    (a partition materialized before the questions changed) is refused, naming the
-    difference, instead of scoring the missing questions as misses."""
+    The results must be for exactly these questions and labels: results ranked for another
+    question set (a partition materialized before the questions or their labels changed)
+    are refused, naming the difference, instead of being scored against labels they were
+    not ranked for."""
+    from eval_pipeline.questions import question_set_fingerprint
+
+    if "questions_fingerprint" in results:
+        ranked_for = sorted(set(results["questions_fingerprint"].dropna()))
+        current = question_set_fingerprint(questions)
+        if ranked_for != [current]:
+            raise ValueError(f"the results were ranked for another question set ({ranked_for or 'unknown'}) "
+                             f"than the one being scored ({current!r}); rank this variant again")
     expected, got = [q.qid for q in questions], list(results["qid"])
     if sorted(expected) != sorted(got):
         missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))

@@ -129,11 +129,10 @@ class QueryEmbeddingCache:
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
 
-    def _path(self, model_id: str, questions: Sequence[Question]) -> Path:
-        h = hashlib.sha256(model_id.encode())
-        for q in questions:
-            h.update(b"\x00" + q.qid.encode() + b"\x01" + q.question.encode())
-        return self.folder / f"{h.hexdigest()[:24]}.npy"
+    def _path(self, identity: str, questions: Sequence[Question]) -> Path:
+        # JSON, not separators: a qid or a question may contain any character but NUL.
+        payload = identity_json({"embedder": identity, "questions": [[q.qid, q.question] for q in questions]})
+        return self.folder / f"{hashlib.sha256(payload.encode()).hexdigest()[:32]}.npy"
 
     def get_or_compute(self, embedder, questions: Sequence[Question]) -> tuple[dict[str, list[float]], float, bool]:
         """(embeddings by qid, seconds spent embedding, whether they came from the cache)."""
@@ -510,7 +509,7 @@ class ResultsCache:
     """A variant's ranked results, reused when nothing that decides them has changed.
 
     The key covers the vector table (itself a fingerprint of corpus, chunking and the
-    embedder's weights), the questions, the variant's whole configuration, its reranker's
+    embedder's weights), the query embedder's identity, the questions, the variant's whole configuration, its reranker's
     full identity (weights by content; an LLM's endpoint, model and settings), the miss
     depth, the code version and the environment (package, server and extension versions).
     Without a clean code version (not a git checkout, or uncommitted changes) nothing is
@@ -524,11 +523,14 @@ class ResultsCache:
 
     @staticmethod
     def key(*, table: str, questions_fingerprint: str, variant: Variant, miss_k: int, code_version: str,
-            reranker: Mapping | None, environment: Mapping[str, str]) -> str | None:
+            reranker: Mapping | None, environment: Mapping[str, str], query_embedder: str) -> str | None:
+        """`query_embedder` is the identity of the embedder that embeds the questions: the table's
+        name covers the one that embedded the chunks, and a run can pair a table with another."""
         if not code_version or code_version == "unknown" or code_version.endswith("-dirty"):
             return None
         payload = identity_json({
             "table": table, "questions": questions_fingerprint, "variant": variant.describe(), "key": variant.key,
+            "query_embedder": query_embedder,
             "reranker": dict(reranker) if reranker is not None else None, "miss_k": miss_k,
             "code": code_version, "environment": dict(environment),
         })

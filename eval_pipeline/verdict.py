@@ -83,6 +83,29 @@ class InconsistentInputs(ValueError):
     numbers that were not measured as reported."""
 
 
+def check_inputs_agree(*, corpus_signature: str, store, questions, embedder) -> None:
+    """The corpus snapshot, the vector table, the question set and the embedder belong together:
+    the table was built from this corpus with this embedder's weights, and the question set was
+    written (and checked) for this corpus. Any asset can be materialized alone from the UI, so
+    a step that reads several of them must not assume it: refuse, naming what to re-materialize."""
+    from eval_pipeline.ingest import check_store_matches
+
+    problems = []
+    if store.corpus_signature != corpus_signature:
+        problems.append(f"the vector table {store.table} was built from corpus {store.corpus_signature!r}, "
+                        f"corpus_snapshot is {corpus_signature!r} (materialize pgvector_store again)")
+    written_for = questions.corpus_signature
+    if written_for != corpus_signature:
+        problems.append(f"the question set {questions.path} was checked against corpus {written_for!r}, "
+                        f"corpus_snapshot is {corpus_signature!r} (materialize question_set again)")
+    try:
+        check_store_matches(store, embedder)
+    except ValueError as exc:
+        problems.append(str(exc))
+    if problems:
+        raise InconsistentInputs("the inputs do not belong together: " + "; ".join(problems))
+
+
 def results_provenance(
     per_variant: Mapping[str, pd.DataFrame], *, table: str, questions_fingerprint: str
 ) -> dict[str, Any]:
@@ -115,16 +138,50 @@ def results_provenance(
     return {"variants": configs, "variant_code_versions": code_versions}
 
 
+# Where importable code lives: a change here, tracked or not, changes what runs.
+CODE_PATHS = ("eval_pipeline", "assets", "resources", "definitions.py")
+
+
+_LOADED: dict[str, str] = {}
+
+
 def code_version(repo: Path | None = None) -> str:
-    """`git describe --always --dirty --abbrev=40` of the checkout (the full commit id, so two
-    commits never share a version), or 'unknown' outside one."""
-    repo = repo or Path(__file__).resolve().parent.parent
+    """The version of the code this process loaded: taken once, when this module is imported
+    (a `git pull` during a run must not relabel what the loaded code computes); see
+    `checkout_version` for what it says."""
+    if repo is not None:
+        return checkout_version(repo)
+    if "version" not in _LOADED:
+        _LOADED["version"] = checkout_version(Path(__file__).resolve().parent.parent)
+    return _LOADED["version"]
+
+
+def checkout_version(repo: Path) -> str:
+    """The commit of the checkout (`git describe --always --abbrev=40`, the full id), with
+    `-dirty` when the code that runs may not be that commit: a tracked file changed, an
+    untracked or ignored `.py` file under the code paths (Python imports a package folder in
+    preference to a module file, and `git describe --dirty` does not look at untracked files),
+    or a file git was told not to look at (assume-unchanged, skip-worktree). 'unknown' outside
+    a checkout. Nothing is cached for a dirty or unknown version."""
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=10)
+        if out.returncode != 0:
+            raise OSError(out.stderr.strip())
+        return out.stdout
+
     try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=40"], cwd=repo, capture_output=True, text=True,
-                             timeout=10)
-        return out.stdout.strip() or "unknown"
+        commit = git("describe", "--always", "--abbrev=40").strip()
+        paths = [p for p in CODE_PATHS if (repo / p).exists()]
+        changed = git("status", "--porcelain", "--untracked-files=all", "--ignored", "--", *paths).splitlines()
+        dirty = any(not line.startswith("!!") or line.rstrip().endswith(".py") for line in changed)
+        hidden = any(line[:1].islower() or line[:1] == "S"
+                     for line in git("ls-files", "-v", "--", *paths).splitlines())
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+    if not commit:
+        return "unknown"
+    return f"{commit}-dirty" if dirty or hidden else commit
 
 
 def statistics_key(per_variant: Mapping[str, pd.DataFrame], baseline: str) -> str:
@@ -154,12 +211,16 @@ def run_statistics(
     The resampling is seeded, so the result is a pure function of the per-question scores; with
     `cache_dir` it is stored under `statistics_key` and reused by a run whose scores are unchanged.
     That matters for a re-run with nothing changed: the 10,000-permutation tests and bootstraps
-    were most of its report step (bench/warm_rerun.py).  An unreadable entry is recomputed.
+    were most of its report step (bench/warm_rerun.py).  An entry stores its own key and is
+    used only when that key matches: an unreadable, foreign or misnamed file is recomputed.
     """
-    path = Path(cache_dir) / f"{statistics_key(per_variant, baseline)}.pkl" if cache_dir is not None else None
+    key = statistics_key(per_variant, baseline)
+    path = Path(cache_dir) / f"{key}.pkl" if cache_dir is not None else None
     if path is not None and path.exists():
         try:
-            return pickle.loads(path.read_bytes())
+            stored_key, intervals, comparison = pickle.loads(path.read_bytes())
+            if stored_key == key and isinstance(intervals, pd.DataFrame) and isinstance(comparison, pd.DataFrame):
+                return intervals, comparison
         except Exception:  # a truncated or foreign file: recompute and overwrite it
             pass
     from eval_pipeline.statistics import compare_to_baseline, metric_intervals  # scipy: ~1 s to import
@@ -168,7 +229,7 @@ def run_statistics(
     compared = baseline in per_variant and len(per_variant) > 1
     comparison = compare_to_baseline(per_variant, baseline, COMPARE_METRICS) if compared else pd.DataFrame()
     if path is not None:
-        atomic_write_bytes(path, pickle.dumps((intervals, comparison), protocol=pickle.HIGHEST_PROTOCOL))
+        atomic_write_bytes(path, pickle.dumps((key, intervals, comparison), protocol=pickle.HIGHEST_PROTOCOL))
     return intervals, comparison
 
 
@@ -259,3 +320,6 @@ def combine_gates(previous: GateResult, reference: GateResult | None, *, referen
     message = (f"against the previous run: {previous.message}; against the reference run {reference_run_id}: "
                f"{reference.message}")
     return GateResult(previous.passed and reference.passed, previous.state, rows, message)
+
+
+code_version()  # taken at import: see code_version

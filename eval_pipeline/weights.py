@@ -20,7 +20,6 @@ from pathlib import Path
 
 _LOCK = threading.Lock()
 _MEMORY: dict[str, tuple[list[int], str]] = {}  # file path -> (stat signature, sha256)
-CACHE_NAME = "content_digests.json"
 
 
 def _signature(stat: os.stat_result) -> list[int]:
@@ -28,8 +27,11 @@ def _signature(stat: os.stat_result) -> list[int]:
 
 
 def _default_cache() -> Path | None:
-    state = os.environ.get("EVAL_PIPELINE_STATE_DIR")
-    return Path(state) / CACHE_NAME if state else None
+    """The state dir's digest file when a state dir is configured; else memory only (a
+    library user's process should not write into a checkout it merely imports from)."""
+    from eval_pipeline.state import STATE_DIR_ENV, StateDir
+
+    return StateDir(Path(os.environ[STATE_DIR_ENV])).content_digests if os.environ.get(STATE_DIR_ENV) else None
 
 
 def _load(cache: Path | None) -> dict[str, list]:

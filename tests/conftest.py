@@ -75,3 +75,21 @@ def tiny_questions(tiny_snapshot):
         corpus_signature=tiny_snapshot.signature,
         doc_ids=[d.doc_id for d in tiny_snapshot.documents],
     )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Fail the run when marker and folder disagree: every test under tests/integration/ is
+    marked `integration`, and so is every test using the real Postgres or the real model
+    (`-m "not integration"` must never start a server or load a model)."""
+    heavy = {"embedded_pg", "pg_uri", "pg_state_dir", "local_embedder", "job_env"}
+    integration_dir = Path(__file__).parent / "integration"
+    wrong = []
+    for item in items:
+        if item.get_closest_marker("integration") is not None:
+            continue
+        uses = sorted(heavy & set(getattr(item, "fixturenames", ())))
+        if integration_dir in Path(item.path).parents or uses:
+            wrong.append(f"{item.nodeid}" + (f" (uses {', '.join(uses)})" if uses else " (under tests/integration/)"))
+    if wrong:
+        raise pytest.UsageError("tests that need the real database, model or jobs are not marked integration:\n  "
+                                + "\n  ".join(wrong))

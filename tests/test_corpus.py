@@ -103,18 +103,55 @@ def test_awkward_ids_load_unchanged(tmp_path, doc_id):
 
 # --- signature -------------------------------------------------------------------------
 
+HEX16 = re.compile(r"[0-9a-f]{16}")
+HEX64 = re.compile(r"[0-9a-f]{64}")
+
+# Pinned by hand from the documented recipe, not by calling the code under test:
+#   content_hash = sha256(title \0 description \0 filename \0 content \0), 64 lowercase hex
+#   signature    = sha256("\n".join(sorted(f"{doc_id}\t{content_hash}")))[:16]
+# computed once with `python -c "import hashlib; ..."`.  The signature is persisted (question
+# sets and vector tables name the corpus by it), so a change to either value is a deliberate,
+# cache-invalidating format change and this test must be updated on purpose.
+GOOD_ALPHA_CONTENT_HASH = "80e5b7ceb68f4d6f1fef4c3a49d11fdd960757759f4903b9679f6362c31ca53f"
+GOOD_SIGNATURE = "3ed3a68622a6fcf1"
+SINGLE_X_SIGNATURE = "19bb19b563e083e7"  # one document: doc_id "x", content "x", other fields empty
+
+
+def test_signature_matches_the_hand_computed_values(tmp_path):
+    snap = load_corpus("jsonl", str(write_jsonl(tmp_path / "a.jsonl", GOOD)))
+    assert snap.by_id()["alpha"].content_hash == GOOD_ALPHA_CONTENT_HASH
+    assert snap.signature == GOOD_SIGNATURE
+    assert corpus_signature([Document("x", "", "", "", "x")]) == SINGLE_X_SIGNATURE
+
+
+def test_signature_and_content_hash_format():
+    docs = [Document(f"d{i}", f"T{i}", "", "", f"body {i}") for i in range(5)]
+    for d in docs:
+        assert HEX64.fullmatch(d.content_hash), d.content_hash
+    sig = corpus_signature(docs)
+    # exactly 16 lowercase hex digits: no prefix, no upper case, no padding
+    assert HEX16.fullmatch(sig), sig
+    # an empty corpus still has a well-formed signature (the hash of nothing), distinct from any real one
+    assert HEX16.fullmatch(corpus_signature([])) and corpus_signature([]) != sig
+
 
 def test_signature_is_order_independent(tmp_path):
     records = [rec(f"d{i:02d}", f"content number {i}", title=f"T{i}") for i in range(20)]
-    base = load_corpus("jsonl", str(write_jsonl(tmp_path / "a.jsonl", records))).signature
+    base_snap = load_corpus("jsonl", str(write_jsonl(tmp_path / "a.jsonl", records)))
+    base = base_snap.signature
     rng = random.Random(7)
     for n in range(3):
         shuffled = records[:]
         rng.shuffle(shuffled)
         assert shuffled != records
         snap = load_corpus("jsonl", str(write_jsonl(tmp_path / f"s{n}.jsonl", shuffled)))
+        # the loader keeps file order, so equal signatures come from the signature, not the loader
+        assert [d.doc_id for d in snap.documents] == [r["doc_id"] for r in shuffled]
         assert snap.signature == base
-    assert len(base) == 16 and int(base, 16) >= 0
+    docs = list(base_snap.documents)
+    assert corpus_signature(reversed(docs)) == base
+    assert corpus_signature(iter(docs)) == base  # any iterable, consumed once
+    assert HEX16.fullmatch(base), base
 
 
 @pytest.mark.parametrize(
@@ -124,19 +161,48 @@ def test_signature_is_order_independent(tmp_path):
 def test_signature_changes_when_any_engine_visible_field_changes(tmp_path, field_name, new_value):
     base = load_corpus("jsonl", str(write_jsonl(tmp_path / "a.jsonl", GOOD))).signature
     edited = [dict(r) for r in GOOD]
+    assert edited[1][field_name] != new_value
     edited[1][field_name] = new_value
-    changed = load_corpus("jsonl", str(write_jsonl(tmp_path / "b.jsonl", edited))).signature
-    assert changed != base
+    snap = load_corpus("jsonl", str(write_jsonl(tmp_path / "b.jsonl", edited)))
+    assert HEX16.fullmatch(snap.signature)
+    assert snap.signature != base
+    if field_name != "doc_id":  # the id is not part of the content hash, only of the signature
+        assert snap.documents[1].content_hash != Document(**{k: GOOD[1].get(k, "") for k in
+                                                             ("doc_id", "title", "description", "filename",
+                                                              "content")}).content_hash
+    # and only that document's entry changed: reverting it restores the signature exactly
+    reverted = load_corpus("jsonl", str(write_jsonl(tmp_path / "c.jsonl", GOOD))).signature
+    assert reverted == base
+
+
+def test_each_field_changes_the_signature_differently():
+    base = Document("d", "title", "desc", "file.md", "body")
+    variants = {
+        "base": base,
+        "title": Document("d", "title2", "desc", "file.md", "body"),
+        "description": Document("d", "title", "desc2", "file.md", "body"),
+        "filename": Document("d", "title", "desc", "file2.md", "body"),
+        "content": Document("d", "title", "desc", "file.md", "body2"),
+        "doc_id": Document("d2", "title", "desc", "file.md", "body"),
+    }
+    signatures = {name: corpus_signature([doc]) for name, doc in variants.items()}
+    assert len(set(signatures.values())) == len(variants), signatures
+    hashes = {name: doc.content_hash for name, doc in variants.items()}
+    assert hashes["doc_id"] == hashes["base"]  # the id is paired with the hash, not hashed into it
+    assert len({h for n, h in hashes.items() if n != "doc_id"}) == 5
 
 
 def test_signature_ignores_metadata_and_has_field_boundaries():
     d1 = Document("x", "ab", "", "", "body", {"k": 1})
     d2 = Document("x", "ab", "", "", "body", {"k": 2})
+    assert d1.content_hash == d2.content_hash
     assert corpus_signature([d1]) == corpus_signature([d2])
     # moving text across a field boundary must change the hash
     d3 = Document("x", "a", "b", "", "body")
     assert d1.content_hash != d3.content_hash
     assert corpus_signature([d1]) != corpus_signature([d3])
+    # a second document with the same content is still a second document
+    assert corpus_signature([d1, Document("y", "", "", "", "body")]) != corpus_signature([d1])
 
 
 def test_signature_changes_when_a_document_is_added_or_removed(tmp_path):
@@ -144,6 +210,7 @@ def test_signature_changes_when_a_document_is_added_or_removed(tmp_path):
     fewer = load_corpus("jsonl", str(write_jsonl(tmp_path / "b.jsonl", GOOD[:2]))).signature
     more = load_corpus("jsonl", str(write_jsonl(tmp_path / "c.jsonl", GOOD + [rec("zeta")]))).signature
     assert len({base, fewer, more}) == 3
+    assert all(HEX16.fullmatch(s) for s in (base, fewer, more))
 
 
 # --- strict mode errors (jsonl) --------------------------------------------------------
@@ -533,4 +600,5 @@ def test_demo_corpus_loads():
     assert snap.source == "demo"
     assert len({d.doc_id for d in snap.documents}) == len(snap.documents)
     assert all(d.content.strip() for d in snap.documents)
+    assert HEX16.fullmatch(snap.signature), snap.signature
     assert load_corpus("demo").signature == snap.signature

@@ -2,11 +2,18 @@
 
 A re-run with nothing changed must not redo 10,000-permutation tests or redraw plots
 (bench/warm_rerun.py), but any change to a score, the baseline or the variants must.
+
+The expensive functions (eval_pipeline.statistics.metric_intervals / compare_to_baseline and
+the three functions of eval_pipeline.plots) are wrapped to count their calls, so each test
+says how many computations a call did: a cache that is never read, never written or keyed on
+the wrong thing shows up as a wrong count, not as equal-looking output.
 """
 
 from __future__ import annotations
 
+import pickle
 import types
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -19,6 +26,7 @@ from eval_pipeline.report import render_plots
 from eval_pipeline.verdict import run_statistics, statistics_key
 
 METRICS = ("ndcg@10", "mrr", "hit@1", "hit@5")
+PLOT_FUNCTIONS = {"hit_at_k": "hit_at_k_curves", "ndcg_intervals": "metric_bars", "baseline_deltas": "baseline_deltas"}
 
 
 def per_question(seed: int, n: int = 40) -> pd.DataFrame:
@@ -36,21 +44,84 @@ def runs():
     return {"hybrid": per_question(1), "pg-dense": per_question(2), "bm25": per_question(3)}
 
 
-def _forbid_statistics(monkeypatch):
-    def boom(*args, **kwargs):
-        raise AssertionError("statistics recomputed although the scores did not change")
-
-    monkeypatch.setattr(statistics, "metric_intervals", boom)
-    monkeypatch.setattr(statistics, "compare_to_baseline", boom)
+def _copy(runs):
+    return {k: f.copy() for k, f in runs.items()}
 
 
-def test_statistics_are_reused_when_the_scores_are_unchanged(tmp_path, runs, monkeypatch):
+@pytest.fixture
+def stats_calls(monkeypatch):
+    """Counts calls of the two expensive statistics functions (still computing for real)."""
+    calls = Counter()
+    for name in ("metric_intervals", "compare_to_baseline"):
+        original = getattr(statistics, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(statistics, name, counted)
+    return calls
+
+
+@pytest.fixture
+def plot_calls(monkeypatch):
+    """Counts calls of each plotting function (still drawing for real)."""
+    calls = Counter()
+    for function in PLOT_FUNCTIONS.values():
+        original = getattr(plotting, function)
+
+        def counted(*args, _name=function, _original=original, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(plotting, function, counted)
+    return calls
+
+
+# --- statistics cache -----------------------------------------------------------------
+
+
+def test_without_a_cache_every_call_computes(tmp_path, runs, stats_calls):
+    # the counters see real computations: this is what a cache must save
+    run_statistics(runs, "hybrid", cache_dir=None)
+    run_statistics(runs, "hybrid", cache_dir=None)
+    assert stats_calls == {"metric_intervals": 2, "compare_to_baseline": 2}
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_statistics_are_reused_when_the_scores_are_unchanged(tmp_path, runs, stats_calls):
     intervals, comparison = run_statistics(runs, "hybrid", cache_dir=tmp_path)
+    assert stats_calls == {"metric_intervals": 1, "compare_to_baseline": 1}
     assert len(intervals) == 3 * 4 and len(comparison) == 2 * 4
-    _forbid_statistics(monkeypatch)
-    again = run_statistics({k: f.copy() for k, f in runs.items()}, "hybrid", cache_dir=tmp_path)
+    # one entry, named by the key
+    assert [p.name for p in tmp_path.iterdir()] == [f"{statistics_key(runs, 'hybrid')}.pkl"]
+
+    again = run_statistics(_copy(runs), "hybrid", cache_dir=tmp_path)  # equal frames, not the same objects
+    assert stats_calls == {"metric_intervals": 1, "compare_to_baseline": 1}  # nothing recomputed
     pdt.assert_frame_equal(again[0], intervals)
     pdt.assert_frame_equal(again[1], comparison)
+    assert len(list(tmp_path.iterdir())) == 1
+
+
+def test_the_cache_entry_is_what_is_returned(tmp_path, runs, stats_calls):
+    """The second call really reads the file: a (planted) different entry under the same key comes back."""
+    run_statistics(runs, "hybrid", cache_dir=tmp_path)
+    (entry,) = tmp_path.glob("*.pkl")
+    planted = (entry.stem, pd.DataFrame({"marker": [1]}), pd.DataFrame({"marker": [2]}))
+    entry.write_bytes(pickle.dumps(planted))
+    intervals, comparison = run_statistics(runs, "hybrid", cache_dir=tmp_path)
+    pdt.assert_frame_equal(intervals, planted[1])
+    pdt.assert_frame_equal(comparison, planted[2])
+    assert stats_calls["metric_intervals"] == 1
+
+
+def test_an_entry_for_another_key_is_not_used(tmp_path, runs, stats_calls):
+    """A file copied or renamed into another entry's place carries its own key: recomputed."""
+    run_statistics(runs, "hybrid", cache_dir=tmp_path)
+    (entry,) = tmp_path.glob("*.pkl")
+    entry.write_bytes(pickle.dumps(("0" * 64, pd.DataFrame({"marker": [1]}), pd.DataFrame())))
+    intervals, _ = run_statistics(runs, "hybrid", cache_dir=tmp_path)
+    assert "marker" not in intervals and stats_calls["metric_intervals"] == 2
 
 
 def test_the_cached_statistics_equal_a_fresh_computation(tmp_path, runs):
@@ -61,10 +132,8 @@ def test_the_cached_statistics_equal_a_fresh_computation(tmp_path, runs):
     pdt.assert_frame_equal(cached[1], fresh[1])
 
 
-@pytest.mark.parametrize("change", ["one score", "baseline", "variant order", "one question fewer", "answerable"])
-def test_any_change_to_the_inputs_changes_the_key(runs, change):
-    before = statistics_key(runs, "hybrid")
-    changed, baseline = {k: f.copy() for k, f in runs.items()}, "hybrid"
+def _change(runs, change):
+    changed, baseline = _copy(runs), "hybrid"
     if change == "one score":
         changed["bm25"].loc[7, "mrr"] += 0.25
     elif change == "baseline":
@@ -73,22 +142,82 @@ def test_any_change_to_the_inputs_changes_the_key(runs, change):
         changed = dict(reversed(list(changed.items())))
     elif change == "one question fewer":
         changed["pg-dense"] = changed["pg-dense"].iloc[:-1]
-    else:
+    elif change == "a variant fewer":
+        del changed["bm25"]
+    elif change == "answerable":
         changed["hybrid"].loc[3, "answerable"] = False
-    assert statistics_key(changed, baseline) != before
+    # the two below keep every variant on the same questions, so the comparison can be computed
+    elif change == "one question fewer everywhere":
+        changed = {k: f.iloc[:-1] for k, f in changed.items()}
+    elif change == "one question unanswerable everywhere":
+        for frame in changed.values():
+            frame.loc[3, "answerable"] = False
+    else:
+        raise AssertionError(change)
+    return changed, baseline
 
 
-def test_columns_the_statistics_do_not_read_leave_the_key_alone(runs):
+CHANGES = ["one score", "baseline", "variant order", "one question fewer", "a variant fewer", "answerable"]
+
+
+@pytest.mark.parametrize("change", CHANGES + ["one question fewer everywhere", "one question unanswerable everywhere"])
+def test_any_change_to_the_inputs_changes_the_key(runs, change):
+    changed, baseline = _change(runs, change)
+    assert statistics_key(changed, baseline) != statistics_key(runs, "hybrid")
+
+
+COMPUTABLE_CHANGES = ["one score", "baseline", "variant order", "a variant fewer", "one question fewer everywhere",
+                      "one question unanswerable everywhere"]
+
+
+@pytest.mark.parametrize("change", COMPUTABLE_CHANGES)
+def test_any_change_to_the_inputs_recomputes(tmp_path, runs, stats_calls, change):
+    run_statistics(runs, "hybrid", cache_dir=tmp_path)
+    changed, baseline = _change(runs, change)
+    intervals, comparison = run_statistics(changed, baseline, cache_dir=tmp_path)
+    assert stats_calls == {"metric_intervals": 2, "compare_to_baseline": 2}
+    assert len(list(tmp_path.glob("*.pkl"))) == 2  # a new entry beside the old one
+    fresh = run_statistics(changed, baseline, cache_dir=None)
+    pdt.assert_frame_equal(intervals, fresh[0])
+    pdt.assert_frame_equal(comparison, fresh[1])
+
+
+def test_a_changed_score_gives_the_new_statistics_not_the_cached_ones(tmp_path, runs):
+    before, _ = run_statistics(runs, "hybrid", cache_dir=tmp_path)
+    changed = _copy(runs)
+    changed["bm25"]["mrr"] = 0.0
+    after, _ = run_statistics(changed, "hybrid", cache_dir=tmp_path)
+    row = lambda frame: frame[(frame["variant"] == "bm25") & (frame["metric"] == "mrr")].iloc[0]  # noqa: E731
+    assert row(before)["mean"] > 0
+    assert row(after)["mean"] == 0.0
+
+
+def test_columns_the_statistics_do_not_read_leave_the_key_alone(tmp_path, runs, stats_calls):
     with_latency = {k: f.assign(latency_ms=np.arange(len(f)) * 1.5) for k, f in runs.items()}
     assert statistics_key(with_latency, "hybrid") == statistics_key(runs, "hybrid")
+    run_statistics(runs, "hybrid", cache_dir=tmp_path)
+    run_statistics(with_latency, "hybrid", cache_dir=tmp_path)
+    assert stats_calls["metric_intervals"] == 1
 
 
-def test_a_damaged_cache_entry_is_recomputed(tmp_path, runs):
-    intervals, _ = run_statistics(runs, "hybrid", cache_dir=tmp_path)
+@pytest.mark.parametrize("damage", [b"\x80\x05 not a pickle", b"", b"\x80"])
+def test_a_damaged_cache_entry_is_recomputed_and_repaired(tmp_path, runs, stats_calls, damage):
+    intervals, comparison = run_statistics(runs, "hybrid", cache_dir=tmp_path)
     (entry,) = tmp_path.glob("*.pkl")
-    entry.write_bytes(b"\x80\x05 not a pickle")
-    again, _ = run_statistics(runs, "hybrid", cache_dir=tmp_path)
-    pdt.assert_frame_equal(again, intervals)
+    entry.write_bytes(damage)
+    again = run_statistics(runs, "hybrid", cache_dir=tmp_path)
+    assert stats_calls == {"metric_intervals": 2, "compare_to_baseline": 2}  # recomputed, not raised
+    pdt.assert_frame_equal(again[0], intervals)
+    pdt.assert_frame_equal(again[1], comparison)
+    # the entry was overwritten with a good one: the next call reads it
+    reloaded = pickle.loads(entry.read_bytes())
+    assert reloaded[0] == entry.stem
+    pdt.assert_frame_equal(reloaded[1], intervals)
+    run_statistics(runs, "hybrid", cache_dir=tmp_path)
+    assert stats_calls["metric_intervals"] == 2
+
+
+# --- plot cache -----------------------------------------------------------------------
 
 
 def _verdict(runs):
@@ -98,28 +227,69 @@ def _verdict(runs):
     return types.SimpleNamespace(summary=summary, intervals=intervals, baseline_comparison=comparison)
 
 
-def test_plots_are_copied_from_the_cache_when_their_tables_are_unchanged(tmp_path, runs, monkeypatch):
-    verdict = _verdict(runs)
+@pytest.fixture
+def verdict(runs):
+    return _verdict(runs)
+
+
+def test_without_a_plot_cache_every_render_draws(tmp_path, verdict, plot_calls):
+    render_plots(verdict, tmp_path / "a")
+    render_plots(verdict, tmp_path / "b")
+    assert plot_calls == {f: 2 for f in PLOT_FUNCTIONS.values()}
+
+
+def test_plots_are_copied_from_the_cache_when_their_tables_are_unchanged(tmp_path, verdict, plot_calls):
     first = render_plots(verdict, tmp_path / "a", cache_dir=tmp_path / "cache")
-    assert set(first) == {"hit_at_k", "ndcg_intervals", "baseline_deltas"}
+    assert set(first) == set(PLOT_FUNCTIONS)
+    assert plot_calls == {f: 1 for f in PLOT_FUNCTIONS.values()}
+    assert len(list((tmp_path / "cache").glob("*.png"))) == 3
 
-    def boom(*args, **kwargs):
-        raise AssertionError("plot redrawn although its table did not change")
-
-    for name in ("hit_at_k_curves", "metric_bars", "baseline_deltas"):
-        monkeypatch.setattr(plotting, name, boom)
-    second = render_plots(verdict, tmp_path / "b", cache_dir=tmp_path / "cache")
+    same = types.SimpleNamespace(summary=verdict.summary.copy(), intervals=verdict.intervals.copy(),
+                                 baseline_comparison=verdict.baseline_comparison.copy())
+    second = render_plots(same, tmp_path / "b", cache_dir=tmp_path / "cache")
+    assert plot_calls == {f: 1 for f in PLOT_FUNCTIONS.values()}  # nothing redrawn
     for name, path in first.items():
-        assert open(second[name], "rb").read() == open(path, "rb").read()
+        assert second[name] == str(tmp_path / "b" / f"{name}.png")
+        with open(second[name], "rb") as got, open(path, "rb") as want:
+            data = got.read()
+            assert data == want.read()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n")
 
 
-def test_a_changed_table_redraws_only_its_plot(tmp_path, runs, monkeypatch):
-    verdict = _verdict(runs)
+def test_the_cached_plot_is_what_is_copied(tmp_path, verdict, plot_calls):
     render_plots(verdict, tmp_path / "a", cache_dir=tmp_path / "cache")
-    drawn = []
-    original = plotting.hit_at_k_curves
-    monkeypatch.setattr(plotting, "hit_at_k_curves", lambda *a, **k: drawn.append("hit_at_k") or original(*a, **k))
-    monkeypatch.setattr(plotting, "metric_bars", lambda *a, **k: drawn.append("ndcg_intervals"))
-    verdict.summary.loc[0, "hit@5"] = 0.99
-    render_plots(verdict, tmp_path / "b", cache_dir=tmp_path / "cache")
-    assert drawn == ["hit_at_k"]
+    planted = b"\x89PNG\r\n\x1a\n planted " + b"IEND\xaeB`\x82"
+    for entry in (tmp_path / "cache").glob("*.png"):
+        entry.write_bytes(planted)
+    second = render_plots(verdict, tmp_path / "b", cache_dir=tmp_path / "cache")
+    assert all(open(p, "rb").read() == planted for p in second.values())
+
+
+def test_a_truncated_cached_plot_is_drawn_again(tmp_path, verdict, plot_calls):
+    render_plots(verdict, tmp_path / "a", cache_dir=tmp_path / "cache")
+    for entry in (tmp_path / "cache").glob("*.png"):
+        entry.write_bytes(entry.read_bytes()[:100])
+    second = render_plots(verdict, tmp_path / "b", cache_dir=tmp_path / "cache")
+    assert all(open(p, "rb").read().endswith(b"IEND\xaeB`\x82") for p in second.values())
+    assert set(plot_calls.values()) == {2}
+
+
+@pytest.mark.parametrize("table, plot", [("summary", "hit_at_k"), ("intervals", "ndcg_intervals"),
+                                         ("baseline_comparison", "baseline_deltas")])
+def test_a_changed_table_redraws_only_its_plot(tmp_path, verdict, plot_calls, table, plot):
+    first = render_plots(verdict, tmp_path / "a", cache_dir=tmp_path / "cache")
+    frame = getattr(verdict, table).copy()
+    if table == "summary":
+        frame.loc[0, "hit@5"] += 0.05
+    else:  # the two other plots show ndcg@10 only: change a value they draw
+        column = "mean" if table == "intervals" else "delta"
+        (row,) = frame.index[(frame["metric"] == "ndcg@10") & (frame["variant"] == "bm25")]
+        frame.loc[row, column] += 0.05
+    changed = types.SimpleNamespace(**{**vars(verdict), table: frame})
+    second = render_plots(changed, tmp_path / "b", cache_dir=tmp_path / "cache")
+    expected = {f: 1 for f in PLOT_FUNCTIONS.values()}
+    expected[PLOT_FUNCTIONS[plot]] = 2
+    assert plot_calls == expected
+    for name in PLOT_FUNCTIONS:
+        same = open(first[name], "rb").read() == open(second[name], "rb").read()
+        assert same == (name != plot), name

@@ -144,10 +144,12 @@ def test_cross_encoder_ranks_with_the_real_haystack_component(tiny_cross_encoder
     assert {c.doc_id: c.score for c in ranked} == pytest.approx(expected, abs=2e-5)  # rounded to 1e-5
     assert len(set(expected.values())) == len(IDS)  # distinct, so the order is the model's
     assert ids(ranked) == sorted(IDS, key=lambda i: -expected[i])
+    from eval_pipeline.embedders import embedding_runtime, runtime_digest
     from eval_pipeline.weights import content_digest
 
     assert reranker.identity() == {"kind": "cross-encoder", "model": str(path), "version": "1;scale_score=False",
-                                   "weights": f"sha256:{content_digest(path)}"}
+                                   "weights": f"sha256:{content_digest(path)}",
+                                   "runtime": runtime_digest(embedding_runtime())}
 
 
 def test_cross_encoder_keeps_same_text_documents_and_breaks_ties_by_id(tiny_cross_encoder):

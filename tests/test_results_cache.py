@@ -16,7 +16,8 @@ LLM = {"kind": "llm", "model": "m@http://127.0.0.1:1/v1", "version": "listwise-2
 
 def _key(**overrides):
     args = dict(table="chunks_abc", questions_fingerprint="q1", variant=_variant(), miss_k=10,
-                code_version="v1-3-gabc", reranker=None, environment={"torch": "2.13.0"})
+                code_version="v1-3-gabc", reranker=None, environment={"torch": "2.13.0"},
+                query_embedder="minilm@sha256:aa")
     args.update(overrides)
     return ResultsCache.key(**args)
 
@@ -27,7 +28,8 @@ def test_key_changes_with_everything_that_decides_results():
     for change in (dict(table="chunks_def"), dict(questions_fingerprint="q2"), dict(miss_k=20),
                    dict(code_version="v1-4-gdef"), dict(variant=_variant(rrf_k=30)),
                    dict(variant=_variant(reranker="mmr")), dict(variant=_variant(abstain_below=0.5)),
-                   dict(environment={"torch": "2.14.0"}), dict(reranker=LLM)):
+                   dict(environment={"torch": "2.14.0"}), dict(reranker=LLM),
+                   dict(query_embedder="minilm@sha256:bb")):
         assert _key(**change) != base, change
     assert _key() == base
 

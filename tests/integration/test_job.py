@@ -71,7 +71,10 @@ def test_whole_sweep_in_one_run_then_one_partition(tmp_path, resources):
     lines = (tmp_path / "per_query.jsonl").read_text().splitlines()
     assert len(lines) == len(SWEEP.keys) * 6  # every variant x every question, abstention included
     checks = result.get_asset_check_evaluations()
-    assert sorted((c.check_name, c.passed) for c in checks) == [("no_errored_questions", True), ("regression_gate", True)]
+    import assets as asset_module
+
+    expected = [("no_errored_questions", True), *((name, True) for name in asset_module.GATE_CHECKS.values())]
+    assert sorted((c.check_name, c.passed) for c in checks) == sorted(expected)  # one gate check per variant
     per_query = __import__("pandas").read_json(tmp_path / "per_query.jsonl", lines=True)
     _assert_trec_parity(tmp_path / "trec", per_query)
     stored = tmp_path / "variants" / "ranked_results"

@@ -1,32 +1,101 @@
-"""The sweep with Dagster's multiprocess executor: variants ranked in parallel steps, same results."""
+"""The sweep with Dagster's multiprocess executor: variants ranked in parallel steps, same results.
 
-import re
+Checked on structured facts from the Dagster instance both runs wrote to (run storage in the
+session's embedded Postgres), not on log text: the run's step keys, the process id recorded
+with each step event, and the output metadata of ranked_results' collect step."""
 
 import pytest
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from tests.integration.cli import metrics_table, start_job, tiny_job_config
 
 pytestmark = pytest.mark.integration
 
-RANK_STEP_DONE = re.compile(r" - (\d+) - ranked_results\.rank_variants\[(\w+)\] - STEP_SUCCESS")
+RANK_STEP = "ranked_results.rank_variants"
+COLLECT_STEP = "ranked_results.collect_ranked_results"
+N_VARIANTS = 7
 
 
-def test_parallel_job_ranks_in_separate_processes_and_agrees_with_in_process(tmp_path, job_env):
+def _instance(monkeypatch, env) -> DagsterInstance:
+    """The instance `dagster job execute` used: same DAGSTER_HOME and storage settings."""
+    for name in ("DAGSTER_HOME", "EVAL_PIPELINE_DAGSTER_PG_URL", "EVAL_PIPELINE_ARTIFACTS_DIR",
+                 "EVAL_PIPELINE_COMPUTE_LOGS_DIR"):
+        monkeypatch.setenv(name, env[name])
+    return DagsterInstance.get()
+
+
+def _run_ids(instance, job):
+    return {r.dagster_run.run_id for r in instance.get_run_records(filters=RunsFilter(job_name=job))}
+
+
+def _new_run(instance, job, before):
+    (run_id,) = _run_ids(instance, job) - before  # exactly one new run of this job
+    run = instance.get_run_by_id(run_id)
+    assert run.status == DagsterRunStatus.SUCCESS, run.status
+    return run_id
+
+
+def _step_facts(instance, run_id):
+    """{step_key: pid} of each step's STEP_START and of its STEP_SUCCESS (the process that ran the
+    step; the orchestrator logs a step's worker events itself), and the collect step's metadata."""
+    started, succeeded, collect_metadata = {}, {}, None
+    for record in instance.get_records_for_run(run_id, limit=100_000).records:
+        event = record.event_log_entry.dagster_event
+        if event is None or event.step_key is None:
+            continue
+        if event.event_type == DagsterEventType.STEP_START:
+            started[event.step_key] = event.pid
+        elif event.event_type == DagsterEventType.STEP_SUCCESS:
+            succeeded[event.step_key] = event.pid
+        elif event.event_type == DagsterEventType.STEP_OUTPUT and event.step_key == COLLECT_STEP:
+            collect_metadata = {k: v.value for k, v in event.event_specific_data.metadata.items()}
+    return started, succeeded, collect_metadata
+
+
+def _rank_steps(step_keys):
+    return sorted(k for k in step_keys if k.startswith(RANK_STEP + "["))
+
+
+def test_parallel_job_ranks_in_separate_processes_and_agrees_with_in_process(tmp_path, job_env, monkeypatch):
     env = job_env("state")
+    instance = _instance(monkeypatch, env)
+
+    before = _run_ids(instance, "retrieval_eval")
     serial = start_job(tmp_path, "serial", env, tiny_job_config(tmp_path / "serial"))
     assert serial.wait(timeout=600) == 0, (tmp_path / "serial.log").read_text()[-3000:]
+    serial_id = _new_run(instance, "retrieval_eval", before)
 
     config = tiny_job_config(tmp_path / "parallel")
     # reuse: false, or every variant would come from the serial run's results cache
     config["ops"]["ranked_results"] = {"config": {"workers": 3, "reuse": False}}
+    before = _run_ids(instance, "retrieval_eval_parallel")
     parallel = start_job(tmp_path, "parallel", env, config, job="retrieval_eval_parallel")
     assert parallel.wait(timeout=600) == 0, (tmp_path / "parallel.log").read_text()[-3000:]
+    parallel_id = _new_run(instance, "retrieval_eval_parallel", before)
 
-    log = (tmp_path / "parallel.log").read_text()
-    assert re.search(r"7 variant\(s\) in 3 step\(s\)", log), log[-3000:]
-    done = RANK_STEP_DONE.findall(log)
-    assert len({mapping for _, mapping in done}) == 3
-    assert len({pid for pid, _ in done}) == 3  # each batch in its own process
-    serial_log = (tmp_path / "serial.log").read_text()
-    assert re.search(r"7 variant\(s\) in 1 step\(s\)", serial_log)  # in-process: one step shares every leg
+    # in-process: one rank step shares every leg, in the process that ran every other step
+    started, succeeded, meta = _step_facts(instance, serial_id)
+    (rank_step,) = _rank_steps(started)
+    assert set(started) == set(succeeded) and COLLECT_STEP in succeeded
+    assert meta is not None, "no output metadata recorded for the collect step"
+    assert meta["steps"] == 1
+    variants = meta["variants"].split(", ")
+    assert len(variants) == N_VARIANTS == len(set(variants))
+    assert None not in started.values()
+    assert len(set(started.values()) | set(succeeded.values())) == 1
+
+    # multiprocess: three rank steps, each in its own process, all of them ranking (no reuse)
+    started, succeeded, meta = _step_facts(instance, parallel_id)
+    rank_steps = _rank_steps(started)
+    assert len(rank_steps) == 3 and set(rank_steps) <= set(succeeded), rank_steps
+    assert meta is not None, "no output metadata recorded for the collect step"
+    assert meta["steps"] == 3
+    assert meta["variants"].split(", ") == variants  # the same variants, in the sweep's order
+    assert meta["reused_unchanged"] == "none"
+    for step in rank_steps:
+        assert started[step] is not None and started[step] == succeeded[step], step  # start to end in one process
+    rank_pids = {started[step] for step in rank_steps}
+    assert len(rank_pids) == 3  # each batch in its own process
+    assert started[COLLECT_STEP] not in rank_pids  # and none of them the collect step's
+
     assert metrics_table(tmp_path / "parallel") == metrics_table(tmp_path / "serial")

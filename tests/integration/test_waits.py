@@ -18,6 +18,8 @@ from eval_pipeline.database import LockTimeoutError, advisory_lock, connect, loc
 from eval_pipeline.ingest import MANIFEST_TABLE, ChunkingConfig, ingest, store_fingerprint
 from eval_pipeline.question_cache import CacheLockedError, QuestionCache
 
+pytestmark = pytest.mark.integration
+
 CHUNKING = ChunkingConfig(split_length=30, split_overlap=5)
 
 

@@ -1,0 +1,29 @@
+"""Library metadata (plain values from eval_pipeline.run_assembly) as Dagster metadata values."""
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dagster import MetadataValue, TableColumn, TableSchema
+
+from eval_pipeline.run_assembly import Markdown, Table
+
+
+def to_metadata(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Markdown -> rendered markdown, Table -> `dagster/row_count` and `dagster/column_schema`,
+    Path -> a path, dict or list -> JSON; numbers and text stay as they are (numbers are
+    plotted over time on the asset page)."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if isinstance(value, Table):
+            out["dagster/row_count"] = value.row_count
+            out["dagster/column_schema"] = TableSchema(columns=[TableColumn(c, t) for c, t in value.columns])
+        elif isinstance(value, Markdown):
+            out[name] = MetadataValue.md(str(value))
+        elif isinstance(value, Path):
+            out[name] = MetadataValue.path(str(value))
+        elif isinstance(value, (dict, list)):
+            out[name] = MetadataValue.json(value)
+        else:
+            out[name] = value
+    return out
