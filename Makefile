@@ -15,7 +15,7 @@ DAGSTER_ENV = export DAGSTER_HOME=$(CURDIR) \
 	EVAL_PIPELINE_ARTIFACTS_DIR=$(STATE_DIR)/dagster \
 	EVAL_PIPELINE_COMPUTE_LOGS_DIR=$(STATE_DIR)/dagster/logs \
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 && \
-	export EVAL_PIPELINE_DAGSTER_PG_URL=$$($(BIN)/python -m eval_pipeline.database url \
+	export EVAL_PIPELINE_DAGSTER_PG_URL=$$($(BIN)/python -m eval_pipeline.store.database url \
 		--state-dir $(STATE_DIR) --database dagster --driver psycopg2)
 
 .PHONY: install demo test test-unit dev stop-db clean chromium
@@ -51,7 +51,7 @@ test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not integration"
 
 stop-db: $(STAMP)
-	$(BIN)/python -m eval_pipeline.database stop --state-dir $(STATE_DIR)
+	$(BIN)/python -m eval_pipeline.store.database stop --state-dir $(STATE_DIR)
 
 clean: stop-db
 	rm -rf $(STATE_DIR) results

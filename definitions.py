@@ -25,15 +25,17 @@ from dagster import (
 import assets
 from assets.partitions import SWEEP
 from assets.reference import accept_reference_job
-from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource
+from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
 from resources.io import RunScopedPickleIOManager, VariantParquetIOManager
+
+STATE = StateResource()  # EVAL_PIPELINE_STATE_DIR, else .eval_state/ in the checkout
 
 
 def _database() -> DatabaseResource:
     kind = os.environ.get("EVAL_PIPELINE_DB", "embedded")
     if kind == "external":
-        return DatabaseResource(kind="external", url=EnvVar("EVAL_PIPELINE_DATABASE_URL"))
-    return DatabaseResource(kind=kind)
+        return DatabaseResource(kind="external", url=EnvVar("EVAL_PIPELINE_DATABASE_URL"), state=STATE)
+    return DatabaseResource(kind=kind, state=STATE)
 
 
 def _embedder() -> EmbedderResource:
@@ -103,7 +105,6 @@ nightly = ScheduleDefinition(
     default_status=_schedule_status(),
 )
 
-STATE_DIR = os.environ.get("EVAL_PIPELINE_STATE_DIR", str(assets.REPO_ROOT / ".eval_state"))
 
 defs = Definitions(
     assets=ALL_ASSETS,
@@ -112,11 +113,12 @@ defs = Definitions(
     schedules=[nightly],
     executor=in_process_executor,  # also for materializations from the UI and `dagster asset materialize`
     resources={
+        "state": STATE,
         "database": _database(),
         "embedder": _embedder(),
         "llm": _llm(),
         "rerankers": RerankerResource(llm=_llm()),
-        "io_manager": RunScopedPickleIOManager(base_dir=os.path.join(STATE_DIR, "assets")),
-        "variant_io_manager": VariantParquetIOManager(base_dir=os.path.join(STATE_DIR, "variants")),
+        "io_manager": RunScopedPickleIOManager(base_dir=str(STATE.dir().asset_outputs)),
+        "variant_io_manager": VariantParquetIOManager(base_dir=str(STATE.dir().variant_outputs)),
     },
 )

@@ -27,20 +27,15 @@ from pydantic import Field
 from assets.metadata import to_metadata
 from assets.partitions import SWEEP, variant_partitions
 from assets.ranking import RankingConfig, ranked_results  # noqa: F401  (ranked_results: part of the graph)
-from eval_pipeline.corpus import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
-from eval_pipeline.ingest import ChunkingConfig, StoreInfo, ingest
-from eval_pipeline.questions import QuestionSet
-from eval_pipeline.run_assembly import (
-    assemble_run,
-    build_question_set,
-    gate_check_names,
-    partition_metrics,
-    preflight_run,
-    score_partitions,
-    store_metadata,
-    variant_gate_checks,
-)
-from resources import REPO_ROOT, DatabaseResource, EmbedderResource, LLMResource, RerankerResource
+from eval_pipeline.common.state import PROJECT_ROOT
+from eval_pipeline.corpus.sources import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
+from eval_pipeline.judging.partitions import partition_metrics, score_partitions
+from eval_pipeline.questions.build import build_question_set, preflight_run
+from eval_pipeline.questions.sets import QuestionSet
+from eval_pipeline.reporting.run import assemble_run, gate_check_names, variant_gate_checks
+from eval_pipeline.store.ingest import ChunkingConfig, StoreInfo, ingest
+from eval_pipeline.store.metadata import store_metadata
+from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
 
 DEMO_QUESTIONS = DEMO_DATA_DIR / "questions.jsonl"
 
@@ -140,12 +135,12 @@ def question_set(
     context: AssetExecutionContext,
     config: QuestionSetConfig,
     corpus_snapshot: CorpusSnapshot,
-    database: DatabaseResource,
+    state: StateResource,
     llm: LLMResource,
 ) -> QuestionSet:
     """The question set, checked against the corpus it was written for (generated ones are cached per
-    document): eval_pipeline.run_assembly.build_question_set."""
-    qs, metadata = build_question_set(config, corpus_snapshot, llm_client=llm.get, state_dir=database.state_dir,
+    document): eval_pipeline.questions.build.build_question_set."""
+    qs, metadata = build_question_set(config, corpus_snapshot, llm_client=llm.get, state=state.dir(),
                                       warn=context.log.warning)
     context.add_output_metadata(to_metadata(metadata))
     return qs
@@ -161,7 +156,7 @@ def variant_metrics(
     context: AssetExecutionContext, ranked_results: dict[str, pd.DataFrame], question_set: QuestionSet
 ) -> dict[str, pd.DataFrame]:
     """Per-question scores of each variant (hit@k, MRR, recall, nDCG@10, miss class, latency); each
-    partition carries its own numbers (eval_pipeline.run_assembly.partition_metrics)."""
+    partition carries its own numbers (eval_pipeline.judging.partitions.partition_metrics)."""
     scored = score_partitions(ranked_results, context.partition_keys, question_set.questions)
     for key, frame in scored.items():  # each partition's own numbers, plotted over time on the asset page
         context.add_asset_metadata(to_metadata(partition_metrics(key, frame)), partition_key=key)
@@ -169,7 +164,7 @@ def variant_metrics(
 
 
 class ReportConfig(Config):
-    results_dir: str = Field(default=str(REPO_ROOT / "results"), description="where results.md and per_query.jsonl go")
+    results_dir: str = Field(default=str(PROJECT_ROOT / "results"), description="where results.md and per_query.jsonl go")
     record_history: bool = Field(default=True, description="record the run in the Postgres history tables "
                                  "(false: the gate still judges against the history, the run is not recorded)")
 
@@ -183,14 +178,15 @@ def report(
     pgvector_store: StoreInfo,
     question_set: QuestionSet,
     database: DatabaseResource,
+    state: StateResource,
     embedder: EmbedderResource,
 ) -> dict:
     """results.md with intervals, significance, the gate verdict and plots; per_query.jsonl and
     TREC run files; the run recorded in the Postgres history tables
-    (eval_pipeline.run_assembly.assemble_run)."""
+    (eval_pipeline.reporting.run.assemble_run)."""
     run = assemble_run(
         variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, store=pgvector_store, question_set=question_set,
-        embedder=embedder.get(), connection_string=database.connection_string(), state_dir=database.state_dir,
+        embedder=embedder.get(), connection_string=database.connection_string(), state=state.dir(),
         run_id=context.run_id, results_dir=config.results_dir, record_history=config.record_history,
         warn=context.log.warning)
     context.log.info(f"report written to {run.report_path}")
@@ -227,7 +223,7 @@ GATE_CHECKS = gate_check_names(SWEEP.keys)  # variant key -> check name, e.g. hy
     description="The regression gate, one blocking check per variant.",
 )
 def regression_gate(report: dict):
-    """One result per variant of the variants file (eval_pipeline.run_assembly.variant_gate_checks):
+    """One result per variant of the variants file (eval_pipeline.reporting.run.variant_gate_checks):
     a failing variant is its own failed check, with every failing metric against the previous
     run and the pinned reference, the runs compared and the treatment change."""
     for key, (passed, metadata) in variant_gate_checks(report, list(GATE_CHECKS)).items():

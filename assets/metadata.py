@@ -6,7 +6,7 @@ from typing import Any
 
 from dagster import MetadataValue, TableColumn, TableSchema
 
-from eval_pipeline.run_assembly import Markdown, Table
+from eval_pipeline.common.metadata import Markdown, Table
 
 
 def to_metadata(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,9 +15,9 @@ from pathlib import Path
 import click
 from dagster import StaticPartitionsDefinition
 
-from eval_pipeline.variants import SweepConfig, VariantConfigError, load_sweep
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from eval_pipeline.common.state import PROJECT_ROOT
+from eval_pipeline.judging.sweep_file import SweepConfig, load_sweep
+from eval_pipeline.ranking.variants import VariantConfigError
 
 
 class VariantsFileError(click.ClickException):
@@ -28,7 +28,7 @@ class VariantsFileError(click.ClickException):
 
 
 def variants_file() -> Path:
-    return Path(os.environ.get("EVAL_PIPELINE_VARIANTS") or REPO_ROOT / "variants.yaml")
+    return Path(os.environ.get("EVAL_PIPELINE_VARIANTS") or PROJECT_ROOT / "variants.yaml")
 
 
 def read_sweep(path: Path) -> SweepConfig:

@@ -6,7 +6,7 @@ one or more steps.
 - `plan_ranking` reads the run's partition keys (one variant, or the whole sweep), sets aside
   the variants whose results are reused unchanged, embeds the questions once (cached on
   disk, so every batch reads the same vectors) and splits the rest with
-  `eval_pipeline.sweep.plan_batches`.
+  `eval_pipeline.ranking.batches.plan_batches`.
 - `rank_variants` ranks one batch with one Sweep (shared legs and candidate pools).
 - `collect_ranked_results` merges the batches into the asset's output, one DataFrame per
   partition, written by the variant IO manager.
@@ -36,10 +36,11 @@ from pydantic import Field
 
 from assets.metadata import to_metadata
 from assets.partitions import SWEEP, variant_partitions
-from eval_pipeline.corpus import CorpusSnapshot
-from eval_pipeline.ingest import StoreInfo
-from eval_pipeline.questions import QuestionSet
-from eval_pipeline.ranking_steps import (
+from eval_pipeline.corpus.sources import CorpusSnapshot
+from eval_pipeline.judging.verdict import code_version
+from eval_pipeline.questions.sets import QuestionSet
+from eval_pipeline.ranking.partitions import ranked_partition_metadata
+from eval_pipeline.ranking.steps import (
     Batch,
     RankedBatch,
     mapping_key,
@@ -47,9 +48,8 @@ from eval_pipeline.ranking_steps import (
     plan_ranking_batches,
     rank_batch,
 )
-from eval_pipeline.run_assembly import ranked_partition_metadata
-from eval_pipeline.verdict import code_version
-from resources import DatabaseResource, EmbedderResource, RerankerResource
+from eval_pipeline.store.ingest import StoreInfo
+from resources import DatabaseResource, EmbedderResource, RerankerResource, StateResource
 
 __all__ = ["Batch", "RankedBatch", "RankingConfig", "mapping_key", "ranked_results"]
 
@@ -91,15 +91,16 @@ def plan_ranking(
     pgvector_store: StoreInfo,
     question_set: QuestionSet,
     database: DatabaseResource,
+    state: StateResource,
     embedder: EmbedderResource,
     rerankers: RerankerResource,
 ):
     """Split the run's variants into batches; embed the questions once for all of them
-    (eval_pipeline.ranking_steps.plan_ranking_batches)."""
+    (eval_pipeline.ranking.steps.plan_ranking_batches)."""
     planned = plan_ranking_batches(
         [SWEEP.by_key()[key] for key in context.partition_keys], corpus_signature=corpus_snapshot.signature,
         store=pgvector_store, question_set=question_set,
-        state_dir=database.state_dir, connection_string=database.connection_string(), embedder=embedder.get(),
+        state=state.dir(), connection_string=database.connection_string(), embedder=embedder.get(),
         build_reranker=_builder(rerankers, embedder), miss_k=config.miss_k, reuse=config.reuse,
         workers=config.workers or executor_concurrency(context), code_version=code_version(), log=context.log.info)
     for key, batch in planned:
@@ -114,12 +115,13 @@ def rank_variants(
     pgvector_store: StoreInfo,
     question_set: QuestionSet,
     database: DatabaseResource,
+    state: StateResource,
     embedder: EmbedderResource,
     rerankers: RerankerResource,
 ) -> RankedBatch:
-    """Rank one batch with one Sweep (eval_pipeline.ranking_steps.rank_batch)."""
+    """Rank one batch with one Sweep (eval_pipeline.ranking.steps.rank_batch)."""
     return rank_batch(batch, [SWEEP.by_key()[key] for key in batch.results_keys], snapshot=corpus_snapshot,
-                      store=pgvector_store, question_set=question_set, state_dir=database.state_dir,
+                      store=pgvector_store, question_set=question_set, state=state.dir(),
                       connection_string=database.connection_string(), embedder=embedder.get(),
                       build_reranker=_builder(rerankers, embedder), miss_k=config.miss_k)
 

@@ -46,7 +46,7 @@ class BenchDB:
     """An EmbeddedPostgres for a benchmark; `uri` is a connection string to database `bench`."""
 
     def __init__(self, state_dir: str | Path, *, database: str = "bench", keep: bool = False):
-        from eval_pipeline.database import EmbeddedPostgres
+        from eval_pipeline.store.database import EmbeddedPostgres
 
         self.pg = EmbeddedPostgres(state_dir)
         self.was_running = self.pg.pid is not None
@@ -198,7 +198,7 @@ class HashEmbedder:
 
 def replicate_documents(documents, n: int):
     """The first n documents of the corpus repeated: copies past the original get ids `<id>~r<k>`."""
-    from eval_pipeline.corpus import Document
+    from eval_pipeline.corpus.sources import Document
 
     docs = list(documents)
     out = []
@@ -210,6 +210,6 @@ def replicate_documents(documents, n: int):
 
 
 def snapshot_of(documents, source: str):
-    from eval_pipeline.corpus import CorpusSnapshot
+    from eval_pipeline.corpus.sources import CorpusSnapshot
 
     return CorpusSnapshot(documents=tuple(documents), source=source)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eval_pipeline.corpus import load_corpus  # noqa: E402
-from eval_pipeline.generation import document_units  # noqa: E402
-from eval_pipeline.llm import LLMClient  # noqa: E402
-from eval_pipeline.question_cache import generate_question_set  # noqa: E402
+from eval_pipeline.common.llm import LLMClient  # noqa: E402
+from eval_pipeline.corpus.sources import load_corpus  # noqa: E402
+from eval_pipeline.questions.cache import generate_question_set  # noqa: E402
+from eval_pipeline.questions.generation import document_units  # noqa: E402
 from tests.fake_llm import backtranslation_chat  # noqa: E402
 from tests.openai_stub import OpenAIStub  # noqa: E402
 

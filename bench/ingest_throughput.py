@@ -1,4 +1,4 @@
-"""Chunks/s of `eval_pipeline.ingest.ingest` (split + embed + write to pgvector) against the
+"""Chunks/s of `eval_pipeline.store.ingest.ingest` (split + embed + write to pgvector) against the
 raw throughput of the same model encoding the same texts in the same process (LocalEmbedder.embed,
 same batch size).  Goal: ingest / raw >= 0.85.  Also times the HNSW index build that ingest
 means to do but does not (the store connects lazily), and the ratio with it included.
@@ -17,8 +17,16 @@ from __future__ import annotations
 import argparse
 import time
 
-from common import (SCIFACT_DEFAULT, BenchDB, add_common_args, peak_rss_mb, print_machine, print_table,
-                    replicate_documents, snapshot_of)
+from common import (
+    SCIFACT_DEFAULT,
+    BenchDB,
+    add_common_args,
+    peak_rss_mb,
+    print_machine,
+    print_table,
+    replicate_documents,
+    snapshot_of,
+)
 
 
 class TimedEmbedder:
@@ -47,7 +55,7 @@ def drop_table(uri: str, table: str) -> None:
     import psycopg
     from psycopg import sql
 
-    from eval_pipeline.ingest import MANIFEST_TABLE
+    from eval_pipeline.store.ingest import MANIFEST_TABLE
 
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
@@ -65,9 +73,9 @@ def main() -> None:
     args = parser.parse_args()
 
     print_machine("ingest throughput vs raw model throughput")
-    from eval_pipeline.corpus import load_corpus
-    from eval_pipeline.embedders import LocalEmbedder
-    from eval_pipeline.ingest import ChunkingConfig, chunk_documents, embedding_text, ingest, store_fingerprint
+    from eval_pipeline.corpus.sources import load_corpus
+    from eval_pipeline.store.embedders import LocalEmbedder
+    from eval_pipeline.store.ingest import ChunkingConfig, chunk_documents, embedding_text, ingest, store_fingerprint
 
     if args.source == "scifact":
         base = load_corpus("beir", args.path).documents
@@ -106,7 +114,7 @@ def main() -> None:
           f"(embed {timed_model.seconds:.1f} s, everything else {ingest_seconds - timed_model.seconds:.1f} s)")
     # ingest() means to build the HNSW index (open_document_store(hnsw=True).close()), but the store
     # connects lazily, so nothing is built there; the first dense query builds it.  Time that build.
-    from eval_pipeline.ingest import open_document_store
+    from eval_pipeline.store.ingest import open_document_store
 
     started = time.perf_counter()
     store = open_document_store(db.uri, info.table, info.dims, hnsw=True)

@@ -1,5 +1,5 @@
 """p50/p95 latency of the keyword leg on 50,000 chunks: Haystack's PgvectorKeywordRetriever (what
-pg-keyword runs today) vs eval_pipeline.keyword_index.IndexedKeywordRetriever.  Goal for the
+pg-keyword runs today) vs eval_pipeline.ranking.keyword_index.IndexedKeywordRetriever.  Goal for the
 indexed one: p95 < 20 ms.
 
 The 50,000 chunks are SciFact abstracts repeated with new ids (`<id>~r<k>`), written straight
@@ -27,8 +27,17 @@ import argparse
 import re
 import time
 
-from common import (SCIFACT_DEFAULT, BenchDB, add_common_args, load_note, peak_rss_mb, percentile, print_machine,
-                    print_table, replicate_documents)
+from common import (
+    SCIFACT_DEFAULT,
+    BenchDB,
+    add_common_args,
+    load_note,
+    peak_rss_mb,
+    percentile,
+    print_machine,
+    print_table,
+    replicate_documents,
+)
 
 
 def build_table(uri: str, table: str, documents, *, dims: int = 384, seed: int = 0) -> float:
@@ -39,7 +48,7 @@ def build_table(uri: str, table: str, documents, *, dims: int = 384, seed: int =
     from psycopg import sql
     from psycopg.types.json import Jsonb
 
-    from eval_pipeline.ingest import open_document_store
+    from eval_pipeline.store.ingest import open_document_store
 
     started = time.perf_counter()
     with psycopg.connect(uri, autocommit=True) as conn:
@@ -73,7 +82,7 @@ def table_state(uri: str, table: str) -> tuple[int, bool]:
     import psycopg
     from psycopg import sql
 
-    from eval_pipeline.keyword_index import TSV_COLUMN
+    from eval_pipeline.ranking.keyword_index import TSV_COLUMN
 
     with psycopg.connect(uri) as conn:
         if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is None:
@@ -88,7 +97,7 @@ def drop_column(uri: str, table: str) -> None:
     import psycopg
     from psycopg import sql
 
-    from eval_pipeline.keyword_index import TSV_COLUMN
+    from eval_pipeline.ranking.keyword_index import TSV_COLUMN
 
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN IF EXISTS {}").format(sql.Identifier(table),
@@ -126,10 +135,10 @@ def main() -> None:
     import bm25s.stopwords
     from haystack_integrations.components.retrievers.pgvector import PgvectorKeywordRetriever
 
-    from eval_pipeline.corpus import load_corpus
-    from eval_pipeline.ingest import open_document_store
-    from eval_pipeline.keyword_index import IndexedKeywordRetriever, ensure_tsvector_column, keyword_query_sql
-    from eval_pipeline.questions import load_beir_questions
+    from eval_pipeline.corpus.sources import load_corpus
+    from eval_pipeline.questions.sets import load_beir_questions
+    from eval_pipeline.ranking.keyword_index import IndexedKeywordRetriever, ensure_tsvector_column, keyword_query_sql
+    from eval_pipeline.store.ingest import open_document_store
 
     snapshot = load_corpus("beir", args.path)
     qs = load_beir_questions(args.path, split="train", doc_ids=[d.doc_id for d in snapshot.documents])
@@ -182,7 +191,7 @@ def main() -> None:
     import psycopg
     from psycopg import sql
 
-    from eval_pipeline.keyword_index import TSV_COLUMN
+    from eval_pipeline.ranking.keyword_index import TSV_COLUMN
 
     with psycopg.connect(db.uri) as conn:
         count_sql = sql.SQL("SELECT count(*) FROM {}, plainto_tsquery('english', %s) q WHERE {} @@ q").format(

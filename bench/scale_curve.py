@@ -25,21 +25,33 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import (SCIFACT_DEFAULT, BenchDB, HashEmbedder, add_common_args, load_note, peak_rss_mb,
-                    print_machine, print_table, replicate_documents, snapshot_of)
+from common import (
+    SCIFACT_DEFAULT,
+    BenchDB,
+    HashEmbedder,
+    add_common_args,
+    load_note,
+    peak_rss_mb,
+    print_machine,
+    print_table,
+    replicate_documents,
+    snapshot_of,
+)
 
 ENGINES = ("pg-dense", "pg-keyword", "bm25", "hybrid")
 
 
 def child(args) -> dict:
-    from eval_pipeline.corpus import load_corpus
-    from eval_pipeline.embedders import LocalEmbedder
-    from eval_pipeline.ingest import ChunkingConfig, ingest, store_fingerprint
-    from eval_pipeline.keyword_index import IndexedKeywordEngine, ensure_tsvector_column
-    from eval_pipeline.questions import Question
-    from eval_pipeline.sweep import QueryEmbeddingCache, Sweep
-    from eval_pipeline.variants import parse_sweep
     from ingest_throughput import drop_table
+
+    from eval_pipeline.corpus.sources import load_corpus
+    from eval_pipeline.judging.sweep_file import parse_sweep
+    from eval_pipeline.questions.sets import Question
+    from eval_pipeline.ranking.caches import QueryEmbeddingCache
+    from eval_pipeline.ranking.keyword_index import IndexedKeywordEngine, ensure_tsvector_column
+    from eval_pipeline.ranking.sweep import Sweep
+    from eval_pipeline.store.embedders import LocalEmbedder
+    from eval_pipeline.store.ingest import ChunkingConfig, ingest, store_fingerprint
 
     n = args.child
     started_all = time.perf_counter()
@@ -68,7 +80,7 @@ def child(args) -> dict:
     rss_after_ingest = peak_rss_mb()
     # ingest() means to build the HNSW index but its store connects lazily, so the index would be
     # built inside the sweep's first dense query; build it here, timed on its own.
-    from eval_pipeline.ingest import open_document_store
+    from eval_pipeline.store.ingest import open_document_store
 
     t = time.perf_counter()
     store = open_document_store(db.uri, info.table, info.dims, hnsw=True)

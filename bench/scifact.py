@@ -1,11 +1,11 @@
 """BEIR SciFact through the pipeline's library: ingest (each document embedded whole), a sweep
-over pg-keyword, pg-dense, hybrid and bm25 at depth 100, scored with eval_pipeline.scoring.
+over pg-keyword, pg-dense, hybrid and bm25 at depth 100, scored with eval_pipeline.judging.scoring.
 
 Prints nDCG@10, Recall@100 and MRR per engine beside the published test-split figures, ingest
 time and chunks/s, queries/s per engine, where query time goes (embedding / database / Python),
 and the run's peak RSS.  Also prints reference checks that explain gaps: exact (brute-force)
 cosine over the same stored embeddings, pg-dense with hnsw.ef_search raised to the depth, and
-bm25s over title + text; and the indexed keyword retriever (eval_pipeline.keyword_index) on the
+bm25s over title + text; and the indexed keyword retriever (eval_pipeline.ranking.keyword_index) on the
 same queries.
 
     .venv/bin/python bench/scifact.py                       # train split, all 809 queries
@@ -23,8 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import (SCIFACT_DEFAULT, BenchDB, add_common_args, peak_rss_mb, percentile, print_machine,
-                    print_table, timed)
+from common import SCIFACT_DEFAULT, BenchDB, add_common_args, peak_rss_mb, percentile, print_machine, print_table, timed
 
 ENGINES = ("pg-keyword", "pg-dense", "hybrid", "bm25")
 KS = (1, 3, 5, 10, 20, 100)
@@ -49,13 +48,14 @@ def main() -> None:
     args = parser.parse_args()
 
     machine = print_machine("SciFact through eval_pipeline")
-    from eval_pipeline.corpus import load_corpus
-    from eval_pipeline.embedders import LocalEmbedder
-    from eval_pipeline.ingest import ChunkingConfig, ingest
-    from eval_pipeline.questions import load_beir_questions
-    from eval_pipeline.scoring import score_variant, summarize
-    from eval_pipeline.sweep import QueryEmbeddingCache, Sweep
-    from eval_pipeline.variants import parse_sweep
+    from eval_pipeline.corpus.sources import load_corpus
+    from eval_pipeline.judging.scoring import score_variant, summarize
+    from eval_pipeline.judging.sweep_file import parse_sweep
+    from eval_pipeline.questions.sets import load_beir_questions
+    from eval_pipeline.ranking.caches import QueryEmbeddingCache
+    from eval_pipeline.ranking.sweep import Sweep
+    from eval_pipeline.store.embedders import LocalEmbedder
+    from eval_pipeline.store.ingest import ChunkingConfig, ingest
 
     run_started = time.perf_counter()
     with timed() as t_load:
@@ -154,7 +154,7 @@ def main() -> None:
 
 
 def _score(rankings: dict[str, list[str]], questions, what: str, latencies_ms=None) -> dict:
-    from eval_pipeline.metrics import aggregate, score_queries
+    from eval_pipeline.judging.metrics import aggregate, score_queries
 
     qrels = {q.qid: q.qrels() for q in questions}
     agg = aggregate(score_queries(rankings, qrels, ks=KS))
@@ -169,9 +169,9 @@ def reference_checks(uri, info, snapshot, questions, embeddings, chunk_top_k) ->
     import bm25s
     import numpy as np
 
-    from eval_pipeline.engines import PgDenseEngine
-    from eval_pipeline.ingest import fetch_chunk_embeddings, fetch_chunks, open_document_store
-    from eval_pipeline.keyword_index import IndexedKeywordEngine, ensure_tsvector_column
+    from eval_pipeline.ranking.engines import PgDenseEngine
+    from eval_pipeline.ranking.keyword_index import IndexedKeywordEngine, ensure_tsvector_column
+    from eval_pipeline.store.ingest import fetch_chunk_embeddings, fetch_chunks, open_document_store
 
     checks: dict[str, dict] = {}
     # 1. Exact cosine over the very embeddings pgvector stores (what MTEB's 0.645 / 0.925 measure).

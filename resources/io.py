@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 from dagster import AssetKey, ConfigurableIOManager, InputContext, OutputContext
 
-from eval_pipeline.atomic import atomic_write_bytes
+from eval_pipeline.common.atomic import atomic_write_bytes
 
 KEEP_RUNS = 5  # older run files of an asset (partition) are pruned
 

@@ -31,7 +31,7 @@ def pg_state_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def embedded_pg(pg_state_dir):
-    from eval_pipeline.database import EmbeddedPostgres
+    from eval_pipeline.store.database import EmbeddedPostgres
 
     pg = EmbeddedPostgres(pg_state_dir)
     pg.start()
@@ -52,7 +52,7 @@ def pg_uri(embedded_pg):
 
 @pytest.fixture(scope="session")
 def local_embedder():
-    from eval_pipeline.embedders import LocalEmbedder
+    from eval_pipeline.store.embedders import LocalEmbedder
 
     embedder = LocalEmbedder()
     embedder.warm_up()
@@ -61,14 +61,14 @@ def local_embedder():
 
 @pytest.fixture(scope="session")
 def tiny_snapshot():
-    from eval_pipeline.corpus import load_corpus
+    from eval_pipeline.corpus.sources import load_corpus
 
     return load_corpus("jsonl", str(FIXTURES / "tiny_corpus.jsonl"))
 
 
 @pytest.fixture(scope="session")
 def tiny_questions(tiny_snapshot):
-    from eval_pipeline.questions import load_question_set
+    from eval_pipeline.questions.sets import load_question_set
 
     return load_question_set(
         FIXTURES / "tiny_questions.jsonl",

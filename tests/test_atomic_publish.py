@@ -16,12 +16,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from eval_pipeline import atomic, publish
-from eval_pipeline.atomic import atomic_write_bytes, atomic_write_text, current_umask
-from eval_pipeline.publish import PublishError, owned_by, recover, staged_results
-from eval_pipeline.questions import Question
-from eval_pipeline.report import write_report
-from eval_pipeline.trec import write_trec_files
+from eval_pipeline.common import atomic
+from eval_pipeline.common.atomic import atomic_write_bytes, atomic_write_text, current_umask
+from eval_pipeline.questions.sets import Question
+from eval_pipeline.reporting import publish
+from eval_pipeline.reporting.publish import PublishError, owned_by, recover, staged_results
+from eval_pipeline.reporting.report import write_report
+from eval_pipeline.reporting.trec import write_trec_files
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -124,10 +125,11 @@ def test_umask_is_read_without_proc_too(monkeypatch, umask):
 
 
 def test_atomic_module_imports_only_the_standard_library():
-    code = "import sys, eval_pipeline.atomic, eval_pipeline.publish; print(sorted(m for m in sys.modules if m.startswith('eval_pipeline')))"
+    code = "import sys, eval_pipeline.common.atomic, eval_pipeline.reporting.publish; print(sorted(m for m in sys.modules if m.startswith('eval_pipeline')))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "['eval_pipeline', 'eval_pipeline.atomic', 'eval_pipeline.publish']"
+    assert out.stdout.strip() == str(['eval_pipeline', 'eval_pipeline.common', 'eval_pipeline.common.atomic',
+                                      'eval_pipeline.reporting', 'eval_pipeline.reporting.publish'])
 
 
 # --- ownership --------------------------------------------------------------------------------
@@ -273,7 +275,7 @@ CRASH = textwrap.dedent("""
     import os, sys
     from pathlib import Path
     sys.path.insert(0, {tests!r})
-    from eval_pipeline import publish
+    from eval_pipeline.reporting import publish
     from test_atomic_publish import write_run
     real, calls = publish._rename, []
     def rename(src, dst):

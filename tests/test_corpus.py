@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.corpus: every source kind, strict and lenient error handling,
+"""Tests for eval_pipeline.corpus.sources: every source kind, strict and lenient error handling,
 and the order-independent corpus signature."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.corpus import (
+from eval_pipeline.corpus.sources import (
     DEMO_DATA_DIR,
     CorpusError,
     CorpusSnapshot,

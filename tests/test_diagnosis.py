@@ -1,4 +1,4 @@
-"""Miss diagnosis (eval_pipeline.sweep.diagnose_miss), worked by hand.
+"""Miss diagnosis (eval_pipeline.ranking.diagnosis.diagnose_miss), worked by hand.
 
 Every case below is a small story with k = 3 and one gold document "G": where G sits in the
 final list, in each leg's candidates and before reranking, and which class a reader would
@@ -9,7 +9,7 @@ Precedence, from the latest stage back to the first:
             > both_legs / keyword_only / dense_only > never_candidate
 """
 
-from eval_pipeline.sweep import diagnose_miss
+from eval_pipeline.ranking.diagnosis import diagnose_miss
 
 K = 3
 

@@ -1,4 +1,4 @@
-"""Unit tests for the pure parts of eval_pipeline.engines (no database, no model).
+"""Unit tests for the pure parts of eval_pipeline.ranking.engines (no database, no model).
 
 MetadataEngine expectations are computed by hand from its docstring:
 weights title 4, description 2, filename 3; per field of weight w, +8w when the whole
@@ -13,9 +13,8 @@ import itertools
 
 import pytest
 
-from eval_pipeline.corpus import Document
-from eval_pipeline.engines import (
-    ENGINE_NAMES,
+from eval_pipeline.corpus.sources import Document
+from eval_pipeline.ranking.engines import (
     BM25Engine,
     MetadataEngine,
     RankedDoc,
@@ -265,7 +264,7 @@ def test_rrf_matches_haystack_document_joiner_at_k61():
     from haystack import Document as HDocument
     from haystack.components.joiners import DocumentJoiner
 
-    from eval_pipeline.engines import ChunkHit, fuse
+    from eval_pipeline.ranking.engines import ChunkHit, fuse
 
     keyword = [ChunkHit("a:0", "a", 3.0), ChunkHit("b:0", "b", 2.0), ChunkHit("c:1", "c", 1.0)]
     dense = [ChunkHit("c:1", "c", 0.9), ChunkHit("d:0", "d", 0.8), ChunkHit("a:0", "a", 0.7), ChunkHit("e:2", "e", 0.1)]
@@ -278,7 +277,7 @@ def test_rrf_matches_haystack_document_joiner_at_k61():
 
 
 def test_rrf_k_changes_scores_by_hand():
-    from eval_pipeline.engines import ChunkHit, fuse
+    from eval_pipeline.ranking.engines import ChunkHit, fuse
 
     a, b = ChunkHit("a:0", "a", 1.0), ChunkHit("b:0", "b", 1.0)
     # k=1, equal weights 1/2, n=2: a = (0.5*2)/(1+0) + (0.5*2)/(1+1) = 1.5, then / (2/1) = 0.75
@@ -287,7 +286,7 @@ def test_rrf_k_changes_scores_by_hand():
 
 
 def test_fuse_rejects_bad_mode_and_weights():
-    from eval_pipeline.engines import ChunkHit, fuse
+    from eval_pipeline.ranking.engines import ChunkHit, fuse
 
     with pytest.raises(ValueError, match="fusion mode 'max' is not valid"):
         fuse([[ChunkHit("a:0", "a", 1.0)], []], mode="max")

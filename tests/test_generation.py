@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.generation: name masking and the leakage guard, defensive parsing,
+"""Tests for eval_pipeline.questions.generation: name masking and the leakage guard, defensive parsing,
 near-duplicates, form split, the abstention slice, parameter validation and deterministic ids.
 
 The LLM is a fake `ask` that answers deterministically from the prompt: it finds the unit's
@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from eval_pipeline import generation as gen
-from eval_pipeline.generation import (
+from eval_pipeline.questions import generation as gen
+from eval_pipeline.questions.generation import (
     ABSTENTION_BATCH,
     PROMPT_VERSION,
     NameMatcher,
@@ -494,7 +494,7 @@ def test_long_units_are_truncated_after_masking_and_counted():
 
 def test_abstention_batches_ask_different_prompts():
     """Identical prompts would make a deterministic model repeat itself; each batch differs."""
-    from eval_pipeline.generation import abstention_prompt
+    from eval_pipeline.questions.generation import abstention_prompt
 
     prompts = [abstention_prompt(["Leave policy", "VPN setup"], 10, batch)[-1]["content"] for batch in range(4)]
     assert len(set(prompts)) == 4

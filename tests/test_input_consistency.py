@@ -13,11 +13,12 @@ import subprocess
 import pandas as pd
 import pytest
 
-from eval_pipeline.ingest import ChunkingConfig, StoreInfo, store_fingerprint
-from eval_pipeline.questions import Question, QuestionSet, question_set_fingerprint
-from eval_pipeline.scoring import score_variant
-from eval_pipeline.sweep import QueryEmbeddingCache
-from eval_pipeline.verdict import InconsistentInputs, check_inputs_agree, code_version
+from eval_pipeline.judging.scoring import score_variant
+from eval_pipeline.judging.verdict import code_version
+from eval_pipeline.questions.sets import Question, QuestionSet, question_set_fingerprint
+from eval_pipeline.ranking.caches import QueryEmbeddingCache
+from eval_pipeline.ranking.inputs import InconsistentInputs, check_inputs_agree
+from eval_pipeline.store.ingest import ChunkingConfig, StoreInfo, store_fingerprint
 
 
 class FakeEmbedder:
@@ -91,7 +92,7 @@ def test_query_embedding_cache_keys_are_unambiguous(tmp_path):
 
 def test_local_embedder_identity_names_the_runtime_that_embeds():
     """torch, transformers, sentence-transformers and tokenizers versions change vectors too."""
-    from eval_pipeline.embedders import LocalEmbedder, embedding_runtime
+    from eval_pipeline.store.embedders import LocalEmbedder, embedding_runtime
 
     runtime = embedding_runtime()
     assert {"torch", "transformers", "sentence-transformers", "tokenizers"} <= set(runtime)
@@ -99,7 +100,7 @@ def test_local_embedder_identity_names_the_runtime_that_embeds():
 
 
 def runtime_digest(runtime):
-    from eval_pipeline.embedders import runtime_digest as digest
+    from eval_pipeline.store.embedders import runtime_digest as digest
 
     return digest(runtime)
 

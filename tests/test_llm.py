@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from eval_pipeline.llm import LLMCallError, LLMClient
+from eval_pipeline.common.llm import LLMCallError, LLMClient
 from tests.openai_stub import Fault, OpenAIStub
 
 KEY = "sk-test-SECRET-123"

@@ -1,6 +1,6 @@
 """The OpenAI-compatible embedder, driven with the real `openai` client against a local server."""
 
-from eval_pipeline.embedders import OpenAIEmbedder
+from eval_pipeline.store.embedders import OpenAIEmbedder
 from tests.openai_stub import OpenAIStub, fake_vector
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from eval_pipeline.sweep import plan_batches
-from eval_pipeline.variants import parse_sweep
+from eval_pipeline.judging.sweep_file import parse_sweep
+from eval_pipeline.ranking.batches import plan_batches
 
 
 def variants(*items):

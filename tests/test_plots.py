@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.plots: valid, non-trivial PNGs, byte-identical on re-render."""
+"""Tests for eval_pipeline.reporting.plots: valid, non-trivial PNGs, byte-identical on re-render."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import copy
 import pandas as pd
 import pytest
 
-from eval_pipeline.plots import baseline_deltas, hit_at_k_curves, metric_bars
+from eval_pipeline.reporting.plots import baseline_deltas, hit_at_k_curves, metric_bars
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

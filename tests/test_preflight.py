@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline import rerankers, variants
-from eval_pipeline.corpus import load_corpus
-from eval_pipeline.questions import (
+from eval_pipeline.corpus.sources import load_corpus
+from eval_pipeline.judging import sweep_file
+from eval_pipeline.judging.sweep_file import load_sweep
+from eval_pipeline.questions.sets import (
     FORMAT_VERSION,
     HEADER_KIND,
     Question,
@@ -27,7 +28,8 @@ from eval_pipeline.questions import (
     stamp_question_file,
     write_question_set,
 )
-from eval_pipeline.variants import VariantConfigError, load_sweep
+from eval_pipeline.ranking import rerankers, variants
+from eval_pipeline.ranking.variants import VariantConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -68,7 +70,7 @@ def test_a_header_without_a_fingerprint_is_an_error_saying_how_to_stamp(tmp_path
             attempt()
         msg = str(info.value)
         assert msg.startswith(f"{p}:1: ") and "no fingerprint" in msg
-        assert f"python -m eval_pipeline.questions stamp {p}" in msg
+        assert f"python -m eval_pipeline.questions.sets stamp {p}" in msg
 
 
 def test_a_stamped_file_loads(tmp_path):
@@ -339,7 +341,7 @@ def test_valid_reranker_options_load_unchanged(tmp_path, reranker, options):
 
 def test_reranker_options_are_checked_for_parsed_configs_too():
     with pytest.raises(VariantConfigError, match=r"^v.yaml: variant 1.*'lambda'.*valid options: lambda_"):
-        variants.parse_sweep({"variants": [{"engine": "hybrid", "reranker": {"kind": "mmr", "lambda": 0.3}}]},
+        sweep_file.parse_sweep({"variants": [{"engine": "hybrid", "reranker": {"kind": "mmr", "lambda": 0.3}}]},
                              source="v.yaml")
 
 
@@ -349,7 +351,7 @@ def test_one_definition_of_the_reranker_kinds():
 
 def test_loading_a_variants_file_imports_no_model_stack(tmp_path):
     p = sweep_with(tmp_path, "{kind: cross-encoder, model: /m}")
-    code = ("import sys; from eval_pipeline.variants import load_sweep; "
+    code = ("import sys; from eval_pipeline.judging.sweep_file import load_sweep; "
             f"load_sweep({str(p)!r}); "
             "print(','.join(m for m in ('torch', 'haystack', 'sentence_transformers', 'openai') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,

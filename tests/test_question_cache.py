@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.question_cache: reuse across runs, changed/removed/failed units, torn
+"""Tests for eval_pipeline.questions.cache: reuse across runs, changed/removed/failed units, torn
 journal lines, the file lock, writing the final set, and a SIGKILL in the middle of a run."""
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.generation import PROMPT_VERSION
-from eval_pipeline.question_cache import (
+from eval_pipeline.questions.cache import (
     CacheLockedError,
     QuestionCache,
     QuestionCacheError,
     generate_question_set,
     write_generated_question_set,
 )
-from eval_pipeline.questions import load_question_set
+from eval_pipeline.questions.generation import PROMPT_VERSION
+from eval_pipeline.questions.sets import load_question_set
 from tests.test_generation import FakeLLM, make_units
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -208,7 +208,7 @@ KILL_UNITS = 30
 
 CHILD = r"""
 import os, sys, time
-from eval_pipeline.question_cache import generate_question_set
+from eval_pipeline.questions.cache import generate_question_set
 from tests.test_question_cache import kill_units, kill_reply, MARKER_RE
 
 cache, log = sys.argv[1], sys.argv[2]

@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.questions: the question-set file format, its validation against a
+"""Tests for eval_pipeline.questions.sets: the question-set file format, its validation against a
 corpus, the order-independent fingerprint, atomic writes and stamping of hand-written files."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline import atomic
-from eval_pipeline.corpus import load_corpus
-from eval_pipeline.questions import (
+from eval_pipeline.common import atomic
+from eval_pipeline.corpus.sources import load_corpus
+from eval_pipeline.questions.sets import (
     FORMAT_VERSION,
     HEADER_KIND,
     Question,

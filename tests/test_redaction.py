@@ -1,4 +1,4 @@
-"""Passwords never leave `eval_pipeline.database`: `redact`, `scrub`, and `connect`'s errors.
+"""Passwords never leave `eval_pipeline.store.database`: `redact`, `scrub`, and `connect`'s errors.
 
 libpq's URL parser echoes the connection string, or a piece of it, when the password holds
 `%`, `@`, `:` or `/`; `connect` must turn every such failure into a message (and traceback)
@@ -12,15 +12,15 @@ from urllib.parse import quote
 
 import pytest
 
-from eval_pipeline.database import (
+from eval_pipeline.store.database import (
     REDACTED,
     DatabaseConnectionError,
     DatabaseError,
+    call_redacted,
     connect,
     describe_target,
     parse_conninfo,
     redact,
-    call_redacted,
     scrub,
 )
 

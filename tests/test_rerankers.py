@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from eval_pipeline.llm import LLMClient
-from eval_pipeline.rerankers import (
+from eval_pipeline.common.llm import LLMClient
+from eval_pipeline.ranking.rerankers import (
     RERANKER_KINDS,
     Candidate,
     make_reranker,
@@ -144,8 +144,8 @@ def test_cross_encoder_ranks_with_the_real_haystack_component(tiny_cross_encoder
     assert {c.doc_id: c.score for c in ranked} == pytest.approx(expected, abs=2e-5)  # rounded to 1e-5
     assert len(set(expected.values())) == len(IDS)  # distinct, so the order is the model's
     assert ids(ranked) == sorted(IDS, key=lambda i: -expected[i])
-    from eval_pipeline.embedders import embedding_runtime, runtime_digest
-    from eval_pipeline.weights import content_digest
+    from eval_pipeline.common.weights import content_digest
+    from eval_pipeline.store.embedders import embedding_runtime, runtime_digest
 
     assert reranker.identity() == {"kind": "cross-encoder", "model": str(path), "version": "1;scale_score=False",
                                    "weights": f"sha256:{content_digest(path)}",
@@ -193,7 +193,7 @@ def test_bi_encoder_cosine_in_one_batch():
 
 @pytest.mark.integration
 def test_bi_encoder_with_the_real_minilm_puts_the_paraphrase_first():
-    from eval_pipeline.embedders import LocalEmbedder
+    from eval_pipeline.store.embedders import LocalEmbedder
 
     reranker = make_reranker("bi-encoder", embedder=LocalEmbedder())
     reranker.warm_up()
@@ -220,8 +220,8 @@ def test_bi_encoder_with_a_second_model_scores_in_that_models_space():
     embeddings, computed here independently), not with the first-stage model."""
     from sentence_transformers import SentenceTransformer
 
-    from eval_pipeline.embedders import LocalEmbedder
-    from eval_pipeline.variants import RerankerSpec
+    from eval_pipeline.ranking.variants import RerankerSpec
+    from eval_pipeline.store.embedders import LocalEmbedder
     from resources import LLMResource, RerankerResource
 
     second = _second_model_dir()
@@ -312,7 +312,7 @@ def test_llm_garbage_keeps_the_original_order_and_counts_a_fallback():
 def test_llm_failed_call_raises_and_counts_a_failure():
     """A call that fails after its retries is an error, never a silent first-stage order:
     otherwise `hybrid+llm` would equal `hybrid` and look like a valid result."""
-    from eval_pipeline.rerankers import RerankError
+    from eval_pipeline.ranking.rerankers import RerankError
 
     with OpenAIStub(chat=lambda body: Fault("500")) as stub:
         client = llm_for(stub, max_retries=1)

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from eval_pipeline.sweep import ResultsCache, result_environment
-from eval_pipeline.variants import parse_sweep
+from eval_pipeline.judging.sweep_file import parse_sweep
+from eval_pipeline.ranking.caches import ResultsCache, result_environment
 
 
 def _variant(**knobs):

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from eval_pipeline import sweep as sweep_mod
-from eval_pipeline.corpus import CorpusSnapshot, Document
-from eval_pipeline.engines import ChunkHit
-from eval_pipeline.questions import Question
-from eval_pipeline.rerankers import RerankError
-from eval_pipeline.sweep import Sweep
-from eval_pipeline.variants import parse_sweep
+from eval_pipeline.corpus.sources import CorpusSnapshot, Document
+from eval_pipeline.judging.sweep_file import parse_sweep
+from eval_pipeline.questions.sets import Question
+from eval_pipeline.ranking import sweep as sweep_mod
+from eval_pipeline.ranking.caches import ResultsCache
+from eval_pipeline.ranking.engines import ChunkHit
+from eval_pipeline.ranking.rerankers import RerankError
+from eval_pipeline.ranking.sweep import Sweep
 
 QUESTIONS = [Question("q1", "alpha", ("d1",)), Question("q2", "beta", ("d2",))]
 SNAPSHOT = CorpusSnapshot(documents=(Document("d1", "Alpha", "", "a.md", "alpha text"),
@@ -93,7 +94,7 @@ def test_a_failing_reranker_errors_the_question_and_a_fallback_is_marked(monkeyp
     assert by_qid.loc["q1", "doc_ids"] == [] and by_qid.loc["q1", "miss_class"] == "errored"
     assert not by_qid.loc["q1", "rerank_fallback"]
     assert by_qid.loc["q3", "rerank_fallback"] and pd.isna(by_qid.loc["q3", "error"])
-    assert not sweep_mod.ResultsCache.cacheable(frame)
+    assert not ResultsCache.cacheable(frame)
     config = __import__("json").loads(frame["variant_config"].iloc[0])
     assert config["reranker_identity"] == {"kind": "llm", "model": "m", "version": "1"}
     assert set(frame["store_table"]) == {"t"}

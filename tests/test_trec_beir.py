@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from eval_pipeline.corpus import load_corpus
-from eval_pipeline.metrics import ndcg_at_k, reciprocal_rank
-from eval_pipeline.questions import QuestionSetError, load_beir_questions
-from eval_pipeline.trec import qrels_lines, read_run, run_lines, write_trec_files
+from eval_pipeline.corpus.sources import load_corpus
+from eval_pipeline.judging.metrics import ndcg_at_k, reciprocal_rank
+from eval_pipeline.questions.sets import QuestionSetError, load_beir_questions
+from eval_pipeline.reporting.trec import qrels_lines, read_run, run_lines, write_trec_files
 
 
 def _beir(tmp_path, qrels="query-id\tcorpus-id\tscore\r\n1\td1\t2\r\n1\td2\t1\r\n2\td3\t1\r\n10\td1\t0\r\n"):
@@ -57,7 +57,7 @@ def test_trec_run_preserves_our_tie_order():
 
 
 def test_write_and_read_back(tmp_path):
-    from eval_pipeline.questions import Question
+    from eval_pipeline.questions.sets import Question
 
     questions = [Question("q1", "x", ("a",)), Question("q2", "y", ("b", "c"), relevance={"b": 2, "c": 1})]
     paths = write_trec_files(tmp_path, {"dense": {"q1": ["a", "b"], "q2": []}}, questions)

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.variants import VariantConfigError, load_sweep, parse_sweep
+from eval_pipeline.judging.sweep_file import load_sweep, parse_sweep
+from eval_pipeline.ranking.variants import VariantConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,8 +5,8 @@ import shutil
 
 import pytest
 
-from eval_pipeline import weights
-from eval_pipeline.weights import content_digest
+from eval_pipeline.common import weights
+from eval_pipeline.common.weights import content_digest
 
 
 def _model(folder, weights_bytes=b"\x00" * 64, config='{"dim": 4}'):
@@ -77,7 +77,7 @@ def test_missing_or_empty_model_is_named(tmp_path):
 
 
 def test_embedder_identity_follows_the_weights(tmp_path):
-    from eval_pipeline.embedders import LocalEmbedder
+    from eval_pipeline.store.embedders import LocalEmbedder
 
     model = _model(tmp_path / "m")
     embedder = LocalEmbedder(model=str(model))

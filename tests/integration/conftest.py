@@ -7,7 +7,7 @@ from tests.integration.cli import job_environment
 def job_env(tmp_path, embedded_pg):
     """Environment for `dagster job execute`: run storage in the session server; each named
     state dir gets its own vector server, stopped after the test."""
-    from eval_pipeline.database import EmbeddedPostgres
+    from eval_pipeline.store.database import EmbeddedPostgres
 
     dagster_url = embedded_pg.uri("dagster", driver="psycopg2")
     states = []

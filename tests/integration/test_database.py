@@ -6,7 +6,7 @@ import sys
 import psycopg
 import pytest
 
-from eval_pipeline.database import EmbeddedPostgres
+from eval_pipeline.store.database import EmbeddedPostgres
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ def test_start_reuse_attach_stop(tmp_path):
 
         # Another process attaches to the same server instead of starting one.
         out = subprocess.run(
-            [sys.executable, "-m", "eval_pipeline.database", "url", "--state-dir", str(tmp_path / "state"),
+            [sys.executable, "-m", "eval_pipeline.store.database", "url", "--state-dir", str(tmp_path / "state"),
              "--database", "eval"],
             capture_output=True, text=True, check=True, timeout=60,
         )
@@ -52,7 +52,7 @@ def test_stop_from_another_process(tmp_path):
     pg.start()
     assert pg.pid is not None
     subprocess.run(
-        [sys.executable, "-m", "eval_pipeline.database", "stop", "--state-dir", str(tmp_path / "state")],
+        [sys.executable, "-m", "eval_pipeline.store.database", "stop", "--state-dir", str(tmp_path / "state")],
         check=True, timeout=60, capture_output=True,
     )
     assert pg.pid is None

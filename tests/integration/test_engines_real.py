@@ -3,10 +3,10 @@
 import psycopg
 import pytest
 
-from eval_pipeline.ingest import ChunkingConfig, MANIFEST_TABLE, fetch_chunks, ingest
-from eval_pipeline.sweep import Sweep
+from eval_pipeline.judging.sweep_file import parse_sweep
+from eval_pipeline.ranking.sweep import Sweep
+from eval_pipeline.store.ingest import MANIFEST_TABLE, ChunkingConfig, fetch_chunks, ingest
 from tests.integration.cli import CountingEmbedder
-from eval_pipeline.variants import parse_sweep
 
 pytestmark = pytest.mark.integration
 
@@ -120,7 +120,7 @@ def test_engine_error_is_recorded_per_question(store, tiny_snapshot, tiny_questi
 def test_query_embeddings_once_per_question_per_run(store, pg_uri, local_embedder, tiny_snapshot, tiny_questions, tmp_path):
     """The embedder sees each question once per run, in one batch, whatever the number of
     variants; the next run reads the cache and embeds nothing."""
-    from eval_pipeline.sweep import QueryEmbeddingCache
+    from eval_pipeline.ranking.caches import QueryEmbeddingCache
 
     counting = CountingEmbedder(local_embedder)
     questions = tiny_questions.questions
@@ -129,7 +129,7 @@ def test_query_embeddings_once_per_question_per_run(store, pg_uri, local_embedde
     assert (counting.calls, counting.texts, cached) == (1, len(questions), False)
     config = parse_sweep({"variants": ["pg-dense", "hybrid", {"engine": "hybrid", "reranker": "mmr"},
                                        {"engine": "hybrid", "legs": ["bm25", "dense"], "name": "hb"}]})
-    from eval_pipeline.rerankers import make_reranker
+    from eval_pipeline.ranking.rerankers import make_reranker
 
     sweep = _sweep(store, pg_uri, tiny_snapshot, embeddings, rerankers={"hybrid+mmr": make_reranker("mmr")})
     results = sweep.run(config.variants, questions)
@@ -146,8 +146,8 @@ def test_dense_leg_returns_chunk_top_k_through_hnsw(tmp_path, local_embedder):
     the leg's depth, so a top-100 dense leg gets 100 chunks even when the index is used."""
     import psycopg
 
-    from eval_pipeline.corpus import load_corpus
-    from eval_pipeline.database import EmbeddedPostgres
+    from eval_pipeline.corpus.sources import load_corpus
+    from eval_pipeline.store.database import EmbeddedPostgres
 
     pg = EmbeddedPostgres(tmp_path / "pg")
     try:
@@ -158,7 +158,7 @@ def test_dense_leg_returns_chunk_top_k_through_hnsw(tmp_path, local_embedder):
         info = ingest(snapshot, connection_string=uri, embedder=local_embedder,
                       chunking=ChunkingConfig(split_length=60, split_overlap=0), log=lambda m: None)
         assert info.chunk_count > 100
-        question = [__import__("eval_pipeline.questions", fromlist=["Question"]).Question("q", "holiday policy", ())]
+        question = [__import__("eval_pipeline.questions.sets", fromlist=["Question"]).Question("q", "holiday policy", ())]
         embeddings = {"q": local_embedder.embed(["holiday policy"])[0]}
         sweep = _sweep(info, uri, snapshot, embeddings)
         hits = sweep.leg_hits("dense", 100, question[0])

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from dagster import DagsterInstance, materialize
 
-from resources import DatabaseResource, EmbedderResource
+from resources import DatabaseResource, EmbedderResource, StateResource
 from tests.integration.cli import job_environment
 
 pytestmark = pytest.mark.integration
@@ -46,7 +46,8 @@ def resources(pg_state_dir, embedded_pg, tmp_path):
 
     return {
         "io_manager": RunScopedPickleIOManager(base_dir=str(tmp_path / "assets")),
-        "database": DatabaseResource(kind="embedded", state_dir=str(pg_state_dir)),
+        "state": StateResource(path=str(pg_state_dir)),
+        "database": DatabaseResource(kind="embedded", state=StateResource(path=str(pg_state_dir))),
         "embedder": EmbedderResource(),
         "llm": LLMResource(),
         "rerankers": RerankerResource(llm=LLMResource()),
@@ -92,7 +93,7 @@ def test_whole_sweep_in_one_run_then_one_partition(tmp_path, resources):
 def _assert_trec_parity(trec_dir, per_query):
     """The TREC files we wrote, scored by pytrec_eval, give our per-question numbers."""
     pytrec_eval = pytest.importorskip("pytrec_eval")
-    from eval_pipeline.trec import read_run
+    from eval_pipeline.reporting.trec import read_run
 
     qrels = {}
     for line in (trec_dir / "qrels.txt").read_text().splitlines():
@@ -246,7 +247,7 @@ def test_bad_settings_fail_in_the_first_step(tmp_path, resources):
 def test_unchanged_variants_are_reused(tmp_path, resources, monkeypatch):
     """A second run with nothing changed re-queries nothing (with a known, clean code version)."""
     import assets.ranking
-    from eval_pipeline import sweep as sweep_module
+    from eval_pipeline.ranking import sweep as sweep_module
 
     monkeypatch.setattr(assets.ranking, "code_version", lambda: "v0-1-gtest")
     instance = DagsterInstance.ephemeral()

@@ -9,16 +9,16 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from eval_pipeline.corpus import DEMO_DATA_DIR, load_corpus
-from eval_pipeline.engines import ChunkHit, chunks_to_documents
-from eval_pipeline.ingest import ChunkingConfig, ingest, open_document_store
-from eval_pipeline.keyword_index import (
+from eval_pipeline.corpus.sources import DEMO_DATA_DIR, load_corpus
+from eval_pipeline.ranking.engines import ChunkHit, chunks_to_documents
+from eval_pipeline.ranking.keyword_index import (
     TSV_COLUMN,
     IndexedKeywordEngine,
     IndexedKeywordRetriever,
     ensure_tsvector_column,
     tsv_index_name,
 )
+from eval_pipeline.store.ingest import ChunkingConfig, ingest, open_document_store
 
 pytestmark = pytest.mark.integration
 
@@ -161,7 +161,7 @@ def test_corpus_exercises_ties_and_several_chunks(indexed_retriever):
 
 
 def test_gin_index_on_the_stored_column_is_used(pg_uri, table):
-    from eval_pipeline.keyword_index import keyword_query_sql
+    from eval_pipeline.ranking.keyword_index import keyword_query_sql
 
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         conn.execute("SET enable_seqscan = off")

@@ -11,12 +11,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from eval_pipeline.corpus import CorpusError, load_corpus
-from eval_pipeline.database import EmbeddedPostgres
-from eval_pipeline.ingest import MANIFEST_TABLE, ChunkingConfig, IngestError, fetch_chunks, ingest
-from eval_pipeline.scoring import score_variant, summarize
-from eval_pipeline.sweep import Sweep
-from eval_pipeline.variants import parse_sweep
+from eval_pipeline.corpus.sources import CorpusError, load_corpus
+from eval_pipeline.judging.scoring import score_variant, summarize
+from eval_pipeline.judging.sweep_file import parse_sweep
+from eval_pipeline.ranking.sweep import Sweep
+from eval_pipeline.store.database import EmbeddedPostgres
+from eval_pipeline.store.ingest import MANIFEST_TABLE, ChunkingConfig, IngestError, fetch_chunks, ingest
 from tests.integration.cli import CountingEmbedder, metrics_table, start_job, tiny_job_config
 
 pytestmark = pytest.mark.integration
@@ -223,7 +223,7 @@ def test_first_ingests_racing_on_a_fresh_database_all_succeed(embedded_pg):
     creating them is serialized, so neither fails with a catalog unique violation."""
     import threading
 
-    from eval_pipeline.ingest import _prepare_database
+    from eval_pipeline.store.ingest import _prepare_database
 
     name = f"race_{os.getpid()}_{int(time.time() * 1000) % 100000}"
     uri = embedded_pg.uri(name)

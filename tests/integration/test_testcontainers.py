@@ -20,7 +20,7 @@ _NO_DOCKER = _docker_available()
 
 @pytest.mark.skipif(_NO_DOCKER is not None, reason=_NO_DOCKER or "")
 def test_testcontainers_database_resource(tiny_snapshot, local_embedder):
-    from eval_pipeline.ingest import ChunkingConfig, ingest
+    from eval_pipeline.store.ingest import ChunkingConfig, ingest
     from resources import DatabaseResource
 
     db = DatabaseResource(kind="testcontainers")

@@ -9,7 +9,6 @@ the failing variant's own check marked failed.
 import asyncio
 import itertools
 import json
-import re
 import shutil
 import socket
 import subprocess

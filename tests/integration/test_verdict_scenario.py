@@ -28,8 +28,8 @@ import psycopg
 import pytest
 import yaml
 
-from eval_pipeline.corpus import load_corpus
-from eval_pipeline.questions import load_question_set, write_question_set
+from eval_pipeline.corpus.sources import load_corpus
+from eval_pipeline.questions.sets import load_question_set, write_question_set
 from tests.integration.cli import REPO, start_job
 from tests.openai_stub import Fault, OpenAIStub
 
@@ -134,7 +134,7 @@ def test_the_gate_is_not_fooled(scenario, tmp_path):
     assert code == 0, log[-3000:]
     assert "errored" not in report.split("## Variants")[0]
     assert _gates(report) == {v: ("passed", "comparable") for v in ("dense", "bm25", "bm25+llm")}
-    from eval_pipeline.database import EmbeddedPostgres
+    from eval_pipeline.store.database import EmbeddedPostgres
 
     history_uri = EmbeddedPostgres(uri).uri("eval")
     runs = _history(history_uri)
@@ -178,7 +178,7 @@ def test_a_partition_records_the_config_that_produced_it(tmp_path, job_env):
     materialize("corpus_snapshot,pgvector_store,question_set", str(first))
     materialize("ranked_results,variant_metrics", str(first), "--partition", "dense")
     materialize("report", str(second))
-    from eval_pipeline.database import EmbeddedPostgres
+    from eval_pipeline.store.database import EmbeddedPostgres
 
     runs = _history(EmbeddedPostgres(env["EVAL_PIPELINE_STATE_DIR"]).uri("eval"))
     assert runs[-1]["provenance"]["variants"]["dense"]["depth"] == 5

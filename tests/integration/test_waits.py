@@ -14,9 +14,9 @@ import time
 import psycopg
 import pytest
 
-from eval_pipeline.database import LockTimeoutError, advisory_lock, connect, lock_holders
-from eval_pipeline.ingest import MANIFEST_TABLE, ChunkingConfig, ingest, store_fingerprint
-from eval_pipeline.question_cache import CacheLockedError, QuestionCache
+from eval_pipeline.questions.cache import CacheLockedError, QuestionCache
+from eval_pipeline.store.database import LockTimeoutError, advisory_lock, connect, lock_holders
+from eval_pipeline.store.ingest import MANIFEST_TABLE, ChunkingConfig, ingest, store_fingerprint
 
 pytestmark = pytest.mark.integration
 
@@ -130,7 +130,7 @@ def test_question_cache_wait_logs_the_holder_and_times_out_saying_what_to_do(tmp
     path = tmp_path / "cache.jsonl"
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from eval_pipeline.question_cache import QuestionCache
+        from eval_pipeline.questions.cache import QuestionCache
         with QuestionCache({str(path)!r}):
             print("held", flush=True)
             time.sleep(60)

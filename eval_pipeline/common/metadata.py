@@ -1,0 +1,30 @@
+"""Metadata as plain values (no Dagster here): `Markdown` marks text to render, `Table` a
+DataFrame's rows and column schema; the Dagster layer turns them into its own types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+
+class Markdown(str):
+    """Metadata text to be shown as rendered markdown."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """Metadata describing a DataFrame: its rows and its columns' names and dtypes."""
+
+    row_count: int
+    columns: tuple[tuple[str, str], ...]
+
+
+def frame_metadata(frame: pd.DataFrame) -> Table:
+    return Table(len(frame), tuple((str(c), str(t)) for c, t in frame.dtypes.items()))
+
+
+def number(value: Any) -> float | None:
+    value = float(value)
+    return None if value != value else value  # NaN (no answerable question): no point to plot

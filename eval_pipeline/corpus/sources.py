@@ -1,0 +1,306 @@
+"""Corpus sources: the bundled demo corpus, a folder of files, a JSONL file or a BEIR corpus.
+
+Every source yields the same `Document` records and a `CorpusSnapshot` that carries an
+order-independent signature, so a question set or a vector table can say which corpus it
+was built against.
+
+Bad input is never dropped silently.  In strict mode (the default) the first bad record
+raises `CorpusError` naming the file and line.  In lenient mode the bad record is skipped
+and recorded as a `SkippedRecord`, which the pipeline counts and reports.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+DEMO_DATA_DIR = Path(__file__).resolve().parent.parent / "demo_data"  # eval_pipeline/demo_data
+FOLDER_SUFFIXES = (".md", ".txt", ".json")
+
+SourceKind = Literal["demo", "folder", "jsonl", "beir"]
+
+
+class CorpusError(ValueError):
+    """A corpus record or file that cannot be used; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    title: str
+    description: str
+    filename: str
+    content: str
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def content_hash(self) -> str:
+        """Hash of every text field an engine can read (title, description and filename
+        feed the metadata engine, content feeds the others)."""
+        h = hashlib.sha256()
+        for part in (self.title, self.description, self.filename, self.content):
+            h.update(part.encode("utf-8"))
+            h.update(b"\x00")
+        return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class SkippedRecord:
+    location: str  # "path:line" or "path"
+    reason: str
+
+
+@dataclass(frozen=True)
+class CorpusSnapshot:
+    documents: tuple[Document, ...]
+    source: str
+    skipped: tuple[SkippedRecord, ...] = ()
+
+    @property
+    def signature(self) -> str:
+        return corpus_signature(self.documents)
+
+    def by_id(self) -> dict[str, Document]:
+        return {d.doc_id: d for d in self.documents}
+
+
+def corpus_signature(documents: Iterable[Document]) -> str:
+    """Order-independent signature over (doc id, content hash) pairs."""
+    lines = sorted(f"{d.doc_id}\t{d.content_hash}" for d in documents)
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:16]
+
+
+DEFAULT_MAX_DOCUMENT_CHARS = 5_000_000
+
+
+def load_corpus(
+    kind: SourceKind,
+    path: str | None = None,
+    *,
+    lenient: bool = False,
+    max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS,
+) -> CorpusSnapshot:
+    """Load a corpus from one of the supported sources.
+
+    A document longer than `max_document_chars` is bad input (an export gone wrong, a log
+    file): it would dominate chunking and embedding time, so it is refused (or skipped in
+    lenient mode) with its location, rather than silently eating the run.
+    """
+    if not isinstance(max_document_chars, int) or max_document_chars < 1:
+        raise CorpusError(f"max_document_chars must be a positive integer, got {max_document_chars!r}")
+    return _cap(_load(kind, path, lenient), max_document_chars, lenient)
+
+
+def _cap(snapshot: CorpusSnapshot, limit: int, lenient: bool) -> CorpusSnapshot:
+    too_long = [d for d in snapshot.documents if len(d.content) > limit]
+    if not too_long:
+        return snapshot
+    reasons = [SkippedRecord(f"doc {d.doc_id!r}", f"{len(d.content):,} characters, more than max_document_chars "
+                             f"({limit:,})") for d in too_long]
+    if not lenient:
+        r = reasons[0]
+        raise CorpusError(f"{snapshot.source}: {r.location}: {r.reason}; split it or raise the limit")
+    kept = tuple(d for d in snapshot.documents if len(d.content) <= limit)
+    if not kept:
+        raise CorpusError(f"{snapshot.source}: the corpus has no usable documents ({len(reasons)} too long)")
+    return CorpusSnapshot(documents=kept, source=snapshot.source, skipped=snapshot.skipped + tuple(reasons))
+
+
+def _load(kind: SourceKind, path: str | None, lenient: bool) -> CorpusSnapshot:
+    if kind not in ("demo", "folder", "jsonl", "beir"):
+        raise CorpusError(f"unknown corpus source {kind!r}; valid: demo, folder, jsonl, beir")
+    if kind == "demo":
+        return _snapshot(_read_jsonl_records(DEMO_DATA_DIR / "corpus.jsonl", _our_record), "demo", lenient)
+    if not path:
+        raise CorpusError(f"corpus source {kind!r} needs a path")
+    p = Path(path)
+    if not p.exists():
+        raise CorpusError(f"{p}: corpus path does not exist")
+    if kind == "folder":
+        return _snapshot(_read_folder(p), f"folder:{p}", lenient)
+    if kind == "jsonl":
+        return _snapshot(_read_jsonl_records(p, _our_record), f"jsonl:{p}", lenient)
+    if kind == "beir":
+        corpus_file = p
+        if p.is_dir():
+            candidates = [p / "corpus.jsonl", p / "corpus.jsonl.gz"]
+            found = [c for c in candidates if c.exists()]
+            if not found:
+                raise CorpusError(f"{p}: no corpus.jsonl or corpus.jsonl.gz in this BEIR folder")
+            corpus_file = found[0]
+        return _snapshot(_read_jsonl_records(corpus_file, _beir_record), f"beir:{corpus_file}", lenient)
+    raise CorpusError(f"unknown corpus source {kind!r}; valid: demo, folder, jsonl, beir")
+
+
+# --- internals -------------------------------------------------------------------------
+
+# Each reader yields either a Document or a CorpusError for one record, so that
+# strict and lenient modes share one code path.
+_Item = Document | CorpusError
+
+
+def _snapshot(items: Iterator[_Item], source: str, lenient: bool) -> CorpusSnapshot:
+    docs: list[Document] = []
+    skipped: list[SkippedRecord] = []
+    seen: dict[str, str] = {}
+    for item in items:
+        if isinstance(item, Document):
+            loc = item.metadata.get("_location", "?")
+            if item.doc_id in seen:
+                item = CorpusError(f"{loc}: duplicate doc_id {item.doc_id!r} (first seen at {seen[item.doc_id]})")
+            else:
+                seen[item.doc_id] = loc
+                meta = {k: v for k, v in item.metadata.items() if k != "_location"}
+                docs.append(Document(item.doc_id, item.title, item.description, item.filename, item.content, meta))
+                continue
+        if not lenient:
+            raise item
+        location, _, reason = str(item).partition(": ")
+        skipped.append(SkippedRecord(location=location, reason=reason))
+    if not docs:
+        raise CorpusError(f"{source}: the corpus has no usable documents" + (f" ({len(skipped)} skipped)" if skipped else ""))
+    return CorpusSnapshot(documents=tuple(docs), source=source, skipped=tuple(skipped))
+
+
+def _read_jsonl_records(path: Path, convert) -> Iterator[_Item]:
+    """Reads bytes and decodes line by line, so a bad byte is reported on its own line and,
+    in lenient mode, skips only that line."""
+    try:
+        fh = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot open corpus file: {exc}") from exc
+    with fh:
+        lineno = 0
+        while True:
+            try:
+                raw = fh.readline()
+            except (OSError, EOFError) as exc:
+                raise CorpusError(f"{path}:{lineno + 1}: unreadable: {exc}") from exc
+            if not raw:
+                return
+            lineno += 1
+            loc = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield CorpusError(f"{loc}: invalid UTF-8 at byte {exc.start}")
+                continue
+            if not line.strip():
+                continue
+            obj = _json_object(line, loc)
+            yield obj if isinstance(obj, CorpusError) else convert(obj, loc)
+
+
+def _json_object(text: str, loc: str, *, multiline: bool = False) -> dict | CorpusError:
+    """The JSON object in `text`, or the error naming where it went wrong (`loc` is
+    "path:line" for a JSONL line; for a whole .json file the line comes from the parser)."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"{loc}:{exc.lineno}" if multiline else loc
+        return CorpusError(f"{where}: invalid JSON: {exc.msg} at column {exc.colno}")
+    if not isinstance(obj, dict):
+        return CorpusError(f"{loc}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _str_field(obj: dict, name: str, loc: str, *, required: bool) -> str | CorpusError:
+    value = obj.get(name, "")
+    if value is None:
+        value = ""
+    if isinstance(value, (int, float)) and name in ("_id", "doc_id") and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return CorpusError(f"{loc}: field {name!r} must be a string, got {type(value).__name__}")
+    if required and not value.strip():
+        return CorpusError(f"{loc}: field {name!r} is empty")
+    return value
+
+
+def _make(loc: str, doc_id, title, description, filename, content, metadata) -> _Item:
+    for v in (doc_id, title, description, filename, content):
+        if isinstance(v, CorpusError):
+            return v
+    if not isinstance(metadata, dict):
+        return CorpusError(f"{loc}: field 'metadata' must be an object")
+    if any(c in doc_id for c in "\x00\n\r\t"):
+        return CorpusError(f"{loc}: doc_id {doc_id!r} contains a control character")
+    return Document(doc_id, title, description, filename, content, {**metadata, "_location": loc})
+
+
+def _our_record(obj: dict, loc: str) -> _Item:
+    return _make(
+        loc,
+        _str_field(obj, "doc_id", loc, required=True),
+        _str_field(obj, "title", loc, required=False),
+        _str_field(obj, "description", loc, required=False),
+        _str_field(obj, "filename", loc, required=False),
+        _str_field(obj, "content", loc, required=True),
+        obj.get("metadata") or {},
+    )
+
+
+def _beir_record(obj: dict, loc: str) -> _Item:
+    return _make(
+        loc,
+        _str_field(obj, "_id", loc, required=True),
+        _str_field(obj, "title", loc, required=False),
+        "",
+        "",
+        _str_field(obj, "text", loc, required=True),
+        obj.get("metadata") or {},
+    )
+
+
+def _read_folder(root: Path) -> Iterator[_Item]:
+    if not root.is_dir():
+        raise CorpusError(f"{root}: not a folder")
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        if path.suffix.lower() not in FOLDER_SUFFIXES:
+            yield CorpusError(f"{path}: unsupported file type (expected {', '.join(FOLDER_SUFFIXES)})")
+            continue
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            yield CorpusError(f"{path}: unreadable: {exc}")
+            continue
+        if b"\x00" in raw:
+            yield CorpusError(f"{path}: binary file (contains NUL bytes)")
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield CorpusError(f"{path}: invalid UTF-8 at byte {exc.start}")
+            continue
+        doc_id = rel.rsplit(".", 1)[0]
+        if path.suffix.lower() == ".json":
+            obj = _json_object(text, str(path), multiline=True)
+            if isinstance(obj, CorpusError):
+                yield obj
+                continue
+            obj.setdefault("doc_id", doc_id)
+            obj.setdefault("filename", rel)
+            yield _our_record(obj, str(path))
+            continue
+        title = _first_heading(text) or path.stem.replace("-", " ").replace("_", " ")
+        if not text.strip():
+            yield CorpusError(f"{path}: empty content")
+            continue
+        yield Document(doc_id, title, "", rel, text, {"_location": str(path)})
+
+
+def _first_heading(text: str) -> str:
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("#"):
+            return s.lstrip("#").strip()
+        if s:
+            return ""
+    return ""

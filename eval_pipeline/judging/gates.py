@@ -1,0 +1,210 @@
+"""Regression gates: did a variant's metrics drop by more than the team tolerates?
+
+A gate compares a variant's current summary metrics with the same variant's metrics in the
+previous comparable run (see :mod:`eval_pipeline.judging.history`) and fails when any gated metric
+dropped by **more** than its tolerance. Tolerances are absolute (metric units: 0.05 on
+hit@1 means five points of hit rate), because all gated metrics live in [0, 1].
+
+Whether the two runs can be compared at all is decided by provenance, not here; the gate
+takes the resulting state:
+
+``baseline``    no earlier run: nothing to compare, the gate passes.
+``comparable``  same corpus, labels and scoring protocol: the tolerances decide.
+``mismatch``    corpus, labels or scoring protocol changed: the numbers measure different
+                things, so there is no verdict. The gate passes with a warning, unless
+                ``strict`` (then it fails, so a team that wants every run judged is told).
+``unknown``     provenance is missing or invalid: treated like ``mismatch``.
+
+This module is pure (no database, no Dagster), so an asset check can call it directly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from numbers import Real
+from typing import Any
+
+from eval_pipeline.common.checks import is_real
+from eval_pipeline.judging.metrics import DEFAULT_KS
+
+__all__ = [
+    "COMPARISON_STATES",
+    "DEFAULT_TOLERANCES",
+    "EPSILON",
+    "GATEABLE_METRICS",
+    "GateResult",
+    "evaluate_gate",
+    "validate_tolerances",
+]
+
+DEFAULT_TOLERANCES: dict[str, float] = {"hit@1": 0.05, "hit@5": 0.05, "mrr": 0.05, "ndcg@10": 0.05}
+
+# The per-question metric columns of eval_pipeline.judging.metrics.score_queries (default ks).
+GATEABLE_METRICS: tuple[str, ...] = (
+    *(f"hit@{k}" for k in DEFAULT_KS),
+    *(f"recall@{k}" for k in DEFAULT_KS),
+    "mrr",
+    "ndcg@10",
+    "map",
+)
+
+COMPARISON_STATES = ("baseline", "comparable", "mismatch", "unknown")
+
+# A drop exactly equal to the tolerance passes. Metric means are sums of floats divided by
+# n, so "0.80 - 0.75" is 0.05000000000000004, not 0.05; without this slack a drop that is
+# equal to the tolerance on paper would fail on float noise. 1e-12 is far below any real
+# metric difference (one question out of a million moves a mean by 1e-6).
+EPSILON = 1e-12
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """Outcome of one gate: ``rows`` holds one dict per gated metric with keys
+    ``metric, actual, baseline, delta, tolerance, passed`` (``baseline``/``delta`` are None
+    when there is nothing to compare; ``passed`` is None for rows that were not judged)."""
+
+    passed: bool
+    state: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        return [row for row in self.rows if row["passed"] is False]
+
+
+def validate_tolerances(raw: Mapping[str, object]) -> dict[str, float]:
+    """Validated tolerances as a new ``{metric: float}`` dict (input order kept).
+
+    Each value must be a real number (not a bool, not a string — a config value of
+    ``"0.05"`` is a typo to fix, not a number to guess), finite and in [0, 1]. 0 means no
+    drop at all is allowed; ``-0.0`` is accepted as 0 and normalized to ``0.0`` so it
+    prints and compares as the 0 it means. Metric names must be per-question metric
+    columns (:data:`GATEABLE_METRICS`): a misspelled name would otherwise gate nothing.
+    An empty mapping is an error too (a gate that checks nothing always passes).
+    Every error is a ValueError naming the setting and the bad value.
+    """
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"gate tolerances must be a mapping of metric -> tolerance, got {raw!r}")
+    if not raw:
+        raise ValueError(
+            "gate tolerances are empty: name at least one metric to gate; "
+            f"valid metrics: {', '.join(GATEABLE_METRICS)}"
+        )
+    out: dict[str, float] = {}
+    for metric, value in raw.items():
+        if metric not in GATEABLE_METRICS:
+            raise ValueError(
+                f"gate tolerance names unknown metric {metric!r}; valid metrics: {', '.join(GATEABLE_METRICS)}"
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, Real)
+            or not math.isfinite(float(value))
+            or not 0.0 <= float(value) <= 1.0
+        ):
+            raise ValueError(f"gate tolerance for {metric!r} must be a finite number in [0, 1], got {value!r}")
+        out[metric] = float(value) + 0.0  # -0.0 + 0.0 == 0.0 (positive zero)
+    return out
+
+
+def _number(value: object) -> float | None:
+    """A finite float, or None for missing/NaN/non-numeric values."""
+    if value is None or not is_real(value):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def evaluate_gate(
+    current: Mapping[str, float],
+    baseline: Mapping[str, float] | None,
+    tolerances: Mapping[str, object],
+    comparison_state: str,
+    *,
+    strict: bool,
+) -> GateResult:
+    """Judge ``current`` metrics against ``baseline`` metrics under ``tolerances``.
+
+    A metric passes when ``actual - baseline >= -(tolerance + EPSILON)``: an improvement
+    always passes, a drop equal to the tolerance passes, a drop just over it fails (see
+    :data:`EPSILON`). The gate passes when every judged metric passes.
+
+    * ``current`` must contain every gated metric (ValueError otherwise). A current value
+      that is NaN (e.g. no answerable questions) fails its row in a comparable run.
+    * A gated metric that the baseline does not have (or has as NaN) is not judged
+      (``passed`` None) and is named in the message.
+    * ``comparison_state`` must be one of :data:`COMPARISON_STATES`; ``comparable`` needs
+      ``baseline`` metrics. For ``mismatch``/``unknown`` the rows are still filled in for
+      information, but no row decides: the gate passes with a warning unless ``strict``.
+    """
+    tolerances = validate_tolerances(tolerances)
+    if comparison_state not in COMPARISON_STATES:
+        raise ValueError(
+            f"comparison_state must be one of {', '.join(COMPARISON_STATES)}; got {comparison_state!r}"
+        )
+    if not isinstance(strict, bool):
+        raise ValueError(f"strict must be True or False, got {strict!r}")
+    if not isinstance(current, Mapping):
+        raise ValueError(f"current must be a mapping of metric -> value, got {current!r}")
+    if baseline is not None and not isinstance(baseline, Mapping):
+        raise ValueError(f"baseline must be a mapping of metric -> value or None, got {baseline!r}")
+    if comparison_state == "comparable" and baseline is None:
+        raise ValueError("comparison_state 'comparable' needs baseline metrics, got baseline=None")
+    missing = [m for m in tolerances if m not in current]
+    if missing:
+        raise ValueError(f"current metrics lack gated metric(s) {missing}; have {sorted(current)}")
+
+    judged = comparison_state == "comparable"
+    rows: list[dict[str, Any]] = []
+    for metric, tolerance in tolerances.items():
+        actual = _number(current[metric])
+        base = _number(baseline.get(metric)) if baseline is not None else None
+        delta = actual - base if actual is not None and base is not None else None
+        if not judged or base is None:
+            passed = None
+        else:
+            passed = delta is not None and delta >= -(tolerance + EPSILON)
+        rows.append(
+            {
+                "metric": metric,
+                "actual": actual if actual is not None else math.nan,
+                "baseline": base,
+                "delta": delta,
+                "tolerance": tolerance,
+                "passed": passed,
+            }
+        )
+
+    if comparison_state == "baseline":
+        return GateResult(True, comparison_state, rows, "no earlier comparable run to compare with: gate passes")
+    if comparison_state in ("mismatch", "unknown"):
+        why = (
+            "the corpus, labels or scoring protocol changed since the previous run"
+            if comparison_state == "mismatch"
+            else "the provenance of this or the previous run is missing or invalid"
+        )
+        if strict:
+            return GateResult(False, comparison_state, rows, f"FAILED (strict): {why}; the runs cannot be compared")
+        return GateResult(True, comparison_state, rows, f"WARNING: {why}; metrics recorded, no regression verdict")
+
+    failures = [r for r in rows if r["passed"] is False]
+    unjudged = [r["metric"] for r in rows if r["passed"] is None]
+    notes = f"; not judged (no baseline value): {', '.join(unjudged)}" if unjudged else ""
+    if failures:
+        parts = [
+            f"{r['metric']} {_fmt(r['baseline'])} -> {_fmt(r['actual'])} "
+            f"(delta {_fmt(r['delta'], signed=True)}, tolerance {r['tolerance']:g})"
+            for r in failures
+        ]
+        return GateResult(False, comparison_state, rows, "FAILED: dropped more than tolerated: " + "; ".join(parts) + notes)
+    judged_n = len(rows) - len(unjudged)
+    return GateResult(True, comparison_state, rows, f"passed: {judged_n} metric(s) within tolerance{notes}")
+
+
+def _fmt(value: float | None, *, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "nan"
+    return f"{value:+.4f}" if signed else f"{value:.4f}"

@@ -1,0 +1,927 @@
+"""Run history in Postgres: what each evaluation run measured, and on what.
+
+"Did this change make retrieval better or worse?" needs the previous run's numbers *and*
+proof that they were measured on the same thing. Each run is recorded with its provenance
+(corpus signature, question-set and label fingerprints, embedder, chunking, scoring
+protocol, code version, the config of every variant), the summary metrics of every variant
+with their confidence intervals, and a compact per-question result, in the same database
+as the vector tables.
+
+Tables (``prefix`` defaults to ``eval``; created idempotently on first write)::
+
+    {prefix}_runs               run_id PK, seq (insertion order), created_at, limited,
+                                provenance columns + the full provenance as jsonb
+    {prefix}_variant_metrics    run_id, variant, metric, value, ci_low, ci_high
+    {prefix}_question_results   run_id, variant, qid, answerable, errored,
+                                "hit@10", mrr, "ndcg@10", miss_class, doc_ids jsonb
+    {prefix}_references         benchmark identity, variant, run_id, accepted_at, note:
+                                the runs a user accepted as the pinned reference
+
+Which earlier run is the yardstick (:func:`previous_run`, :func:`reference_run`):
+
+* only runs of the same **benchmark identity** (corpus signature, labels fingerprint,
+  scoring protocol) are candidates: a run on other labels in between never hides the last
+  comparable one;
+* only **eligible** runs count: not limited, no errored question in any variant, every
+  gate passed (a run that failed a blocking check is never a yardstick), or runs a user
+  accepted for that variant (:func:`accept_reference`);
+* the **previous** run is the latest eligible one; the **reference** is the latest accepted
+  one, or else the first eligible one, so a regression cannot pass in small steps.
+
+Comparability (:func:`compare_provenance`):
+
+* ``comparable`` — same corpus signature, labels fingerprint and scoring protocol. A
+  different embedder, chunking or variant config is the *treatment* being evaluated: it is
+  reported in ``treatment_changes`` and the runs stay comparable.
+* ``mismatch`` — the corpus, the labels or the scoring protocol changed: the numbers
+  measure something else, so they are recorded but not judged.
+* ``unknown`` — a required provenance field is missing or not a non-empty string.
+* ``baseline`` — there is no earlier run to compare with.
+
+Rephrasing questions changes the question-set fingerprint but not the labels
+fingerprint (:func:`labels_fingerprint` covers only qid, gold and graded relevance), so
+runs before and after a rewording stay comparable; the rewording is named as a treatment
+change, in the report too.
+
+Limited runs (a subset of questions or variants, e.g. a smoke run) are recorded but are
+never used as the previous run by default: their means are over other questions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.questions.sets import Question
+from eval_pipeline.store.database import connect
+
+__all__ = [
+    "COMPARABILITY_FIELDS",
+    "Comparison",
+    "PROVENANCE_FIELDS",
+    "SCORING_PROTOCOL",
+    "TREATMENT_FIELDS",
+    "compare_provenance",
+    "ensure_tables",
+    "labels_fingerprint",
+    "accept_reference",
+    "benchmark_identity",
+    "previous_run",
+    "read_run",
+    "reference_run",
+    "record_run",
+    "table_names",
+]
+
+# Bump when metric conventions change (metric definitions, which questions enter the means,
+# how errors or duplicates are scored): runs scored under different protocols are not
+# comparable, and compare_provenance reports them as a mismatch.
+SCORING_PROTOCOL = "v1"
+
+# Fields whose change makes two runs measure different things.
+COMPARABILITY_FIELDS = ("corpus_signature", "labels_fingerprint", "scoring_protocol")
+# Fields whose change is the thing being evaluated (reported, still comparable).
+TREATMENT_FIELDS = ("embedder", "embedder_revision", "chunking")
+PROVENANCE_FIELDS = (
+    "corpus_signature",
+    "question_set_fingerprint",
+    "labels_fingerprint",
+    "embedder",
+    "embedder_revision",
+    "chunking",
+    "scoring_protocol",
+    "code_version",
+    "variants",
+)
+
+# Per-question metrics kept in the history (the full per-question file stays on disk).
+QUESTION_METRICS = ("hit@10", "mrr", "ndcg@10")
+
+_PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,29}$")
+
+
+# --------------------------------------------------------------------------
+# fingerprints
+# --------------------------------------------------------------------------
+
+
+def labels_fingerprint(questions: Iterable[Question]) -> str:
+    """Order-independent fingerprint of the labels only: (qid, gold, graded relevance).
+
+    Unlike :func:`eval_pipeline.questions.sets.question_set_fingerprint` it ignores the question
+    text, form, hard class and gist, so rewording a question keeps old runs comparable,
+    while changing what counts as a correct answer does not. Gold order does not affect any
+    metric, so gold ids are sorted. 16 hex characters, like the question-set fingerprint.
+    """
+    if isinstance(questions, (str, bytes, Question)):
+        raise ValueError(f"questions must be an iterable of Question objects, got {questions!r}")
+    lines = []
+    seen: set[str] = set()
+    for q in questions:
+        if not isinstance(q, Question):
+            raise ValueError(f"questions must contain Question objects, got {type(q).__name__}: {q!r}")
+        if q.qid in seen:
+            raise ValueError(f"duplicate qid {q.qid!r} in questions")
+        seen.add(q.qid)
+        record = {"qid": q.qid, "gold": sorted(q.gold), "relevance": {k: int(v) for k, v in q.relevance.items()}}
+        lines.append(json.dumps(record, sort_keys=True, ensure_ascii=False))
+    return hashlib.sha256("\n".join(sorted(lines)).encode("utf-8")).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------
+# tables
+# --------------------------------------------------------------------------
+
+
+def table_names(prefix: str = "eval") -> dict[str, str]:
+    """The history's table names for ``prefix`` (a lowercase SQL identifier of 1–30
+    characters, so derived index names stay within Postgres's 63-byte limit); the
+    references table last, so dropping them in reverse order respects its foreign key."""
+    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+        raise ValueError(
+            f"table prefix {prefix!r} must be 1-30 characters of lowercase letters, digits and _, "
+            "not starting with a digit"
+        )
+    return {
+        "runs": f"{prefix}_runs",
+        "metrics": f"{prefix}_variant_metrics",
+        "questions": f"{prefix}_question_results",
+        "references": f"{prefix}_references",
+    }
+
+
+def _create_tables(conn: Any, names: Mapping[str, str]) -> None:
+    from psycopg import sql
+
+    runs, metrics, questions, references = (
+        sql.Identifier(names[k]) for k in ("runs", "metrics", "questions", "references"))
+    # Concurrent first writers would race on CREATE TABLE IF NOT EXISTS (a unique violation
+    # in pg_type); a transaction-scoped advisory lock serializes them.
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (names["runs"],))
+    conn.execute(
+        sql.SQL(
+            """CREATE TABLE IF NOT EXISTS {runs} (
+                run_id text PRIMARY KEY,
+                seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                limited boolean NOT NULL,
+                corpus_signature text,
+                question_set_fingerprint text,
+                labels_fingerprint text,
+                embedder text,
+                embedder_revision text,
+                chunking jsonb,
+                scoring_protocol text,
+                code_version text,
+                variants jsonb NOT NULL DEFAULT '{{}}'::jsonb,
+                provenance jsonb NOT NULL,
+                eligible boolean
+            )"""
+        ).format(runs=runs)
+    )
+    # Tables created before eligibility was recorded: their rows get it computed on read
+    # (see _ELIGIBLE).
+    conn.execute(sql.SQL("ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS eligible boolean").format(runs=runs))
+    conn.execute(
+        sql.SQL(
+            """CREATE TABLE IF NOT EXISTS {metrics} (
+                run_id text NOT NULL REFERENCES {runs} (run_id) ON DELETE CASCADE,
+                variant text NOT NULL,
+                metric text NOT NULL,
+                value double precision,
+                ci_low double precision,
+                ci_high double precision,
+                PRIMARY KEY (run_id, variant, metric)
+            )"""
+        ).format(metrics=metrics, runs=runs)
+    )
+    conn.execute(
+        sql.SQL("CREATE INDEX IF NOT EXISTS {idx} ON {metrics} (variant, run_id)").format(
+            idx=sql.Identifier(f"{names['metrics']}_variant_idx"), metrics=metrics
+        )
+    )
+    conn.execute(
+        sql.SQL(
+            """CREATE TABLE IF NOT EXISTS {questions} (
+                run_id text NOT NULL REFERENCES {runs} (run_id) ON DELETE CASCADE,
+                variant text NOT NULL,
+                qid text NOT NULL,
+                answerable boolean NOT NULL,
+                errored boolean NOT NULL,
+                {hit10} double precision,
+                mrr double precision,
+                {ndcg10} double precision,
+                miss_class text,
+                doc_ids jsonb,
+                PRIMARY KEY (run_id, variant, qid)
+            )"""
+        ).format(
+            questions=questions, runs=runs, hit10=sql.Identifier("hit@10"), ndcg10=sql.Identifier("ndcg@10")
+        )
+    )
+    conn.execute(
+        sql.SQL(
+            """CREATE TABLE IF NOT EXISTS {references} (
+                seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                corpus_signature text,
+                labels_fingerprint text,
+                scoring_protocol text,
+                variant text NOT NULL,
+                run_id text NOT NULL REFERENCES {runs} (run_id) ON DELETE CASCADE,
+                accepted_at timestamptz NOT NULL DEFAULT now(),
+                note text NOT NULL DEFAULT ''
+            )"""
+        ).format(references=references, runs=runs)
+    )
+
+
+def ensure_tables(conn_str: str, *, prefix: str = "eval") -> None:
+    """Create the history tables if they do not exist (idempotent, safe concurrently)."""
+    names = table_names(prefix)
+    with connect(conn_str) as conn, conn.transaction():
+        _create_tables(conn, names)
+
+
+def _tables_exist(conn: Any, names: Mapping[str, str]) -> bool:
+    """Whether the history exists in its current shape; an older one (no references table,
+    no eligible column) is upgraded in place, under the same lock as a first write."""
+    row = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
+        (names["runs"], names["metrics"], names["references"]),
+    ).fetchone()
+    if row[0] and not row[1]:
+        with conn.transaction():
+            _create_tables(conn, names)
+    return bool(row[0])
+
+
+# --------------------------------------------------------------------------
+# recording
+# --------------------------------------------------------------------------
+
+
+def _float_or_none(value: object) -> float | None:
+    """Python float for SQL, NULL (None) for missing/NaN: NULL is SQL's "no value"."""
+    if value is None or isinstance(value, bool):
+        return None if value is None else float(value)
+    try:
+        f = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def _doc_ids(value: object) -> list[str] | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, (str, bytes)):
+        raise ValueError(f"doc_ids must be a list of document ids, got the string {value!r}")
+    return [str(d) for d in value]  # type: ignore[union-attr]
+
+
+def _json_or_error(value: object, what: str) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} must be JSON-serializable (no NaN/inf): {exc}") from exc
+
+
+def _metric_rows(run_id: str, summary: pd.DataFrame, intervals: pd.DataFrame | None) -> list[tuple]:
+    """(run_id, variant, metric, value, ci_low, ci_high) for every numeric summary column."""
+    ci: dict[tuple[str, str], tuple[float | None, float | None]] = {}
+    if intervals is not None:
+        for _, r in intervals.iterrows():
+            ci[(str(r["variant"]), str(r["metric"]))] = (_float_or_none(r["low"]), _float_or_none(r["high"]))
+    numeric = [
+        c for c in summary.columns
+        if c != "variant" and pd.api.types.is_numeric_dtype(summary[c]) and not pd.api.types.is_bool_dtype(summary[c])
+    ]
+    rows = []
+    for _, r in summary.iterrows():
+        variant = str(r["variant"])
+        for metric in numeric:
+            low, high = ci.get((variant, metric), (None, None))
+            rows.append((run_id, variant, metric, _float_or_none(r[metric]), low, high))
+    # CIs for metrics the summary lacks would be silently dropped; refuse instead.
+    extra = sorted(set(ci) - {(r[1], r[2]) for r in rows})
+    if extra:
+        raise ValueError(f"intervals name (variant, metric) pairs absent from the summary: {extra[:10]}")
+    return rows
+
+
+def _question_rows(run_id: str, per_query: Mapping[str, pd.DataFrame]) -> list[tuple]:
+    from psycopg.types.json import Jsonb
+
+    rows = []
+    for variant, frame in per_query.items():
+        if not isinstance(frame, pd.DataFrame):
+            raise ValueError(f"per_query[{variant!r}] must be a DataFrame, got {type(frame).__name__}")
+        missing = [c for c in ("qid", "answerable", "errored") if c not in frame.columns]
+        if missing:
+            raise ValueError(f"per_query[{variant!r}] is missing column(s) {missing}")
+        duplicated = frame["qid"][frame["qid"].duplicated()].tolist()
+        if duplicated:
+            raise ValueError(f"per_query[{variant!r}] has duplicate qid(s) {sorted(set(duplicated))[:10]}")
+        for r in frame.to_dict("records"):
+            miss = r.get("miss_class")
+            doc_ids = _doc_ids(r.get("doc_ids"))
+            rows.append(
+                (
+                    run_id,
+                    str(variant),
+                    str(r["qid"]),
+                    bool(r["answerable"]),
+                    bool(r["errored"]),
+                    *(_float_or_none(r.get(m)) for m in QUESTION_METRICS),
+                    miss if isinstance(miss, str) else None,
+                    None if doc_ids is None else Jsonb(doc_ids),
+                )
+            )
+    return rows
+
+
+def _insert_question_rows(cur: Any, table: str, rows: list[tuple]) -> None:
+    """Insert the per-question rows (a separate function so a test can make it fail midway)."""
+    from psycopg import sql
+
+    cols = ["run_id", "variant", "qid", "answerable", "errored", *QUESTION_METRICS, "miss_class", "doc_ids"]
+    query = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+        sql.Identifier(table),
+        sql.SQL(", ").join(map(sql.Identifier, cols)),
+        sql.SQL(", ").join(sql.Placeholder() * len(cols)),
+    )
+    cur.executemany(query, rows)
+
+
+def record_run(
+    conn_str: str,
+    *,
+    run_id: str,
+    provenance: Mapping[str, Any],
+    summary: pd.DataFrame,
+    per_query: Mapping[str, pd.DataFrame],
+    intervals: pd.DataFrame | None,
+    limited: bool,
+    eligible: bool | None = None,
+    prefix: str = "eval",
+) -> None:
+    """Record one run, all or nothing, in one transaction.
+
+    * ``provenance``: see :data:`PROVENANCE_FIELDS`; ``variants`` maps variant key -> its
+      config (e.g. ``Variant.describe()``). Stored whole as jsonb, plus one column per
+      scalar field for ad-hoc SQL. A missing ``scoring_protocol`` is filled in with
+      :data:`SCORING_PROTOCOL` (the metrics were computed by this code). Missing other
+      fields are stored as missing; :func:`compare_provenance` then reports ``unknown``.
+    * ``summary``: :func:`eval_pipeline.judging.scoring.summarize` output; every numeric column is
+      stored as a metric of its variant (NaN as NULL).
+    * ``per_query``: variant -> :func:`eval_pipeline.judging.scoring.score_variant` frame; must have
+      exactly the summary's variants.
+    * ``intervals``: :func:`eval_pipeline.judging.statistics.metric_intervals` output or None; its
+      ``low``/``high`` become ``ci_low``/``ci_high``.
+    * ``limited``: True for a run on a subset (never used as a previous run by default).
+    * ``eligible``: whether the run may serve as a later run's yardstick: it passed every
+      blocking check (no errored question, every gate passed) and is not limited. None
+      derives it from the data: not limited, no errored question, no ``gate_failed`` in the
+      provenance. A limited run is never eligible, whatever is passed.
+
+    Re-recording a ``run_id`` replaces its rows (a retried Dagster step must not duplicate
+    history) and keeps its original position in the history (``seq``, ``created_at``).
+    All inputs are validated and converted before the database is touched.
+    """
+    from psycopg import sql
+    from psycopg.types.json import Jsonb
+
+    names = table_names(prefix)
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+    if not isinstance(limited, bool):
+        raise ValueError(f"limited must be True or False, got {limited!r}")
+    if eligible is not None and not isinstance(eligible, bool):
+        raise ValueError(f"eligible must be True, False or None, got {eligible!r}")
+    if not isinstance(provenance, Mapping):
+        raise ValueError(f"provenance must be a mapping, got {type(provenance).__name__}")
+    prov = dict(provenance)
+    prov.setdefault("scoring_protocol", SCORING_PROTOCOL)
+    _json_or_error(prov, "provenance")
+    variants_cfg = prov.get("variants")
+    if variants_cfg is not None and not isinstance(variants_cfg, Mapping):
+        raise ValueError(f"provenance['variants'] must map variant key -> config, got {variants_cfg!r}")
+    if not isinstance(summary, pd.DataFrame) or "variant" not in summary.columns:
+        raise ValueError("summary must be a DataFrame with a 'variant' column (eval_pipeline.judging.scoring.summarize)")
+    if summary["variant"].duplicated().any():
+        raise ValueError(f"summary has duplicate variants: {summary['variant'][summary['variant'].duplicated()].tolist()}")
+    if not isinstance(per_query, Mapping):
+        raise ValueError(f"per_query must be a mapping of variant -> DataFrame, got {type(per_query).__name__}")
+    in_summary, in_per_query = set(map(str, summary["variant"])), set(map(str, per_query))
+    if in_summary != in_per_query:
+        raise ValueError(
+            f"summary and per_query must cover the same variants: only in summary {sorted(in_summary - in_per_query)}, "
+            f"only in per_query {sorted(in_per_query - in_summary)}"
+        )
+    if intervals is not None:
+        missing = [c for c in ("variant", "metric", "low", "high") if c not in getattr(intervals, "columns", ())]
+        if missing:
+            raise ValueError(f"intervals is missing column(s) {missing} (eval_pipeline.judging.statistics.metric_intervals)")
+
+    metric_rows = _metric_rows(run_id, summary, intervals)
+    question_rows = _question_rows(run_id, per_query)
+    any_errored = any(row[4] for row in question_rows)
+    if eligible is None:
+        eligible = not any_errored and not prov.get("gate_failed")
+    eligible = eligible and not limited and not any_errored
+
+    def text(key: str) -> str | None:
+        value = prov.get(key)
+        return value if isinstance(value, str) else None
+
+    run_row = {
+        "run_id": run_id,
+        "limited": limited,
+        "corpus_signature": text("corpus_signature"),
+        "question_set_fingerprint": text("question_set_fingerprint"),
+        "labels_fingerprint": text("labels_fingerprint"),
+        "embedder": text("embedder"),
+        "embedder_revision": text("embedder_revision"),
+        "chunking": None if prov.get("chunking") is None else Jsonb(prov["chunking"]),
+        "scoring_protocol": text("scoring_protocol"),
+        "code_version": text("code_version"),
+        "variants": Jsonb(dict(variants_cfg or {})),
+        "provenance": Jsonb(prov),
+        "eligible": eligible,
+    }
+    cols = list(run_row)
+    upsert = sql.SQL(
+        "INSERT INTO {runs} ({cols}) VALUES ({vals}) ON CONFLICT (run_id) DO UPDATE SET {updates}"
+    ).format(
+        runs=sql.Identifier(names["runs"]),
+        cols=sql.SQL(", ").join(map(sql.Identifier, cols)),
+        vals=sql.SQL(", ").join(sql.Placeholder(c) for c in cols),
+        updates=sql.SQL(", ").join(
+            sql.SQL("{c} = EXCLUDED.{c}").format(c=sql.Identifier(c)) for c in cols if c != "run_id"
+        ),
+    )
+
+    with connect(conn_str) as conn:
+        with conn.transaction(), conn.cursor() as cur:
+            _create_tables(cur, names)
+            cur.execute(upsert, run_row)
+            for table in ("metrics", "questions"):
+                cur.execute(
+                    sql.SQL("DELETE FROM {} WHERE run_id = %s").format(sql.Identifier(names[table])), (run_id,)
+                )
+            cur.executemany(
+                sql.SQL(
+                    "INSERT INTO {} (run_id, variant, metric, value, ci_low, ci_high) VALUES (%s, %s, %s, %s, %s, %s)"
+                ).format(sql.Identifier(names["metrics"])),
+                metric_rows,
+            )
+            _insert_question_rows(cur, names["questions"], question_rows)
+
+
+# --------------------------------------------------------------------------
+# reading
+# --------------------------------------------------------------------------
+
+
+def _nan_if_none(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def benchmark_identity(provenance: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run measured: the comparability fields of its provenance. Only runs with the
+    same identity are ever each other's yardstick."""
+    return {key: provenance.get(key) for key in COMPARABILITY_FIELDS}
+
+
+# A run may be a yardstick when it is not limited, no question errored and no gate failed.
+# Rows recorded before eligibility was stored (eligible IS NULL) get it computed here.
+_ELIGIBLE = """COALESCE(r.eligible,
+    NOT r.limited
+    AND COALESCE(r.provenance->'gate_failed', '[]'::jsonb) IN ('[]'::jsonb, 'false'::jsonb)
+    AND NOT EXISTS (SELECT 1 FROM {questions} q WHERE q.run_id = r.run_id AND q.errored))"""
+
+
+def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple | None, variant: str) -> dict[str, Any] | None:
+    from psycopg import sql
+
+    if found is None:
+        return None
+    run_id, created_at, limited, provenance = found
+    values = conn.execute(
+        sql.SQL("SELECT metric, value, ci_low, ci_high FROM {} WHERE run_id = %s AND variant = %s ORDER BY metric")
+        .format(sql.Identifier(names["metrics"])),
+        (run_id, variant),
+    ).fetchall()
+    return {
+        "run_id": run_id,
+        "created_at": created_at,
+        "limited": limited,
+        "variant": variant,
+        "provenance": provenance,
+        "metrics": {m: _nan_if_none(v) for m, v, _, _ in values},
+        "intervals": {m: (lo, hi) for m, _, lo, hi in values if lo is not None and hi is not None},
+    }
+
+
+def _candidates(conn: Any, names: Mapping[str, str], *, variant: str, identity: Mapping[str, Any] | None,
+                before_run_id: str | None, order: str, accepted_only: bool = False) -> tuple | None:
+    """The first run, in `order` of insertion, that has `variant`, is eligible for it (or
+    was accepted for it), matches `identity` when given, and was recorded before
+    `before_run_id` (when that run is recorded) and is not that run."""
+    from psycopg import sql
+
+    cutoff = None
+    if before_run_id is not None:
+        row = conn.execute(
+            sql.SQL("SELECT seq FROM {} WHERE run_id = %s").format(sql.Identifier(names["runs"])), (before_run_id,)
+        ).fetchone()
+        cutoff = row[0] if row else None
+    ident = dict(identity or {})
+    accepted = "EXISTS (SELECT 1 FROM {references} f WHERE f.run_id = r.run_id AND f.variant = %(variant)s)"
+    usable = accepted if accepted_only else f"(({_ELIGIBLE}) OR {accepted})"
+    query = sql.SQL(
+        "SELECT r.run_id, r.created_at, r.limited, r.provenance FROM {runs} r"
+        " WHERE EXISTS (SELECT 1 FROM {metrics} m WHERE m.run_id = r.run_id AND m.variant = %(variant)s)"
+        f" AND {usable}"
+        " AND (%(identity)s::boolean IS FALSE OR (r.corpus_signature IS NOT DISTINCT FROM %(corpus_signature)s"
+        "      AND r.labels_fingerprint IS NOT DISTINCT FROM %(labels_fingerprint)s"
+        "      AND r.scoring_protocol IS NOT DISTINCT FROM %(scoring_protocol)s))"
+        " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
+        " AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint)"
+        f" ORDER BY r.seq {order} LIMIT 1"
+    ).format(runs=sql.Identifier(names["runs"]), metrics=sql.Identifier(names["metrics"]),
+             questions=sql.Identifier(names["questions"]), references=sql.Identifier(names["references"]))
+    params = {"variant": variant, "identity": identity is not None, "before": before_run_id, "cutoff": cutoff,
+              **{k: ident.get(k) if isinstance(ident.get(k), str) else None for k in COMPARABILITY_FIELDS}}
+    if identity is not None and any(params[k] is None for k in COMPARABILITY_FIELDS):
+        return None  # an incomplete identity matches nothing: such a run is never judged as comparable
+    return conn.execute(query, params).fetchone()
+
+
+def _check_lookup(variant: object, before_run_id: object) -> None:
+    if not isinstance(variant, str) or not variant:
+        raise ValueError(f"variant must be a non-empty string, got {variant!r}")
+    if before_run_id is not None and not isinstance(before_run_id, str):
+        raise ValueError(f"before_run_id must be a string or None, got {before_run_id!r}")
+
+
+def previous_run(
+    conn_str: str,
+    *,
+    variant: str,
+    identity: Mapping[str, Any] | None = None,
+    before_run_id: str | None = None,
+    prefix: str = "eval",
+) -> dict[str, Any] | None:
+    """The latest earlier run that can be ``variant``'s yardstick, or None.
+
+    Candidates have the variant, are eligible (not limited, no errored question, every gate
+    passed: a regression or an incomplete run must not become the yardstick of the next
+    run) or were accepted for the variant by a user, and, with ``identity`` (see
+    :func:`benchmark_identity`), measured the same benchmark: a run on other labels in
+    between never hides the last comparable one. Without ``identity``, the latest candidate
+    of any benchmark (to say why nothing is comparable).
+
+    "Earlier" is insertion order (``seq``), which is immune to clock changes and ties.
+    With ``before_run_id`` of a recorded run, only runs recorded before it count; if that
+    run is not recorded yet (the check runs before the record), every other run counts.
+    The run ``before_run_id`` itself is never returned. No history tables yet means no
+    previous run.
+
+    Returns ``{"run_id", "created_at", "limited", "variant", "provenance", "metrics":
+    {metric: value}, "intervals": {metric: (ci_low, ci_high)}}``; metric values stored as
+    NULL come back as NaN, and metrics without an interval are absent from ``intervals``.
+    """
+    _check_lookup(variant, before_run_id)
+    names = table_names(prefix)
+    with connect(conn_str) as conn:
+        if not _tables_exist(conn, names):
+            return None
+        found = _candidates(conn, names, variant=variant, identity=identity, before_run_id=before_run_id,
+                            order="DESC")
+        return _run_with_metrics(conn, names, found, variant)
+
+
+def reference_run(
+    conn_str: str,
+    *,
+    variant: str,
+    identity: Mapping[str, Any],
+    before_run_id: str | None = None,
+    prefix: str = "eval",
+) -> dict[str, Any] | None:
+    """The pinned reference of ``variant`` on this benchmark: the latest run a user accepted
+    for it (:func:`accept_reference`), else the first eligible run. Each run is also judged
+    against it, so a regression cannot pass in steps that each stay within the tolerance.
+    Same shape as :func:`previous_run`, plus ``"accepted": bool``."""
+    _check_lookup(variant, before_run_id)
+    names = table_names(prefix)
+    with connect(conn_str) as conn:
+        if not _tables_exist(conn, names):
+            return None
+        kwargs = dict(variant=variant, identity=identity, before_run_id=before_run_id)
+        found = _candidates(conn, names, order="DESC", accepted_only=True, **kwargs)
+        accepted = found is not None
+        if found is None:
+            found = _candidates(conn, names, order="ASC", **kwargs)
+        run = _run_with_metrics(conn, names, found, variant)
+    if run is not None:
+        run["accepted"] = accepted
+    return run
+
+
+def accept_reference(
+    conn_str: str,
+    run_id: str,
+    *,
+    variants: Iterable[str] | None = None,
+    note: str = "",
+    prefix: str = "eval",
+) -> list[str]:
+    """Accept a recorded run as the pinned reference of ``variants`` (default: all of its
+    variants) on its benchmark, for example after a deliberate trade-off the gate failed.
+    The run then also serves as the previous run. Refused, with a ValueError naming why: an
+    unknown run, a limited run (its means are over other questions), a variant the run does
+    not have, or a variant with errored questions (its metrics are incomplete). Returns the
+    variants accepted."""
+    import psycopg
+    from psycopg import sql
+
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+    names = table_names(prefix)
+    with connect(conn_str) as conn:
+        if not _tables_exist(conn, names):
+            raise ValueError(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
+        run = conn.execute(
+            sql.SQL("SELECT limited, corpus_signature, labels_fingerprint, scoring_protocol FROM {} WHERE run_id = %s")
+            .format(sql.Identifier(names["runs"])), (run_id,)).fetchone()
+        if run is None:
+            raise ValueError(f"no recorded run {run_id!r} in {names['runs']}")
+        limited, *identity = run
+        if limited:
+            raise ValueError(f"run {run_id!r} is a limited run (a subset of the questions): it cannot be a reference")
+        have = [r[0] for r in conn.execute(
+            sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s ORDER BY variant")
+            .format(sql.Identifier(names["metrics"])), (run_id,)).fetchall()]
+        chosen = sorted(set(variants)) if variants is not None else have
+        absent = [v for v in chosen if v not in have]
+        if absent or not chosen:
+            raise ValueError(f"run {run_id!r} has no variant(s) {absent or chosen}; it has: {', '.join(have)}")
+        errored = [r[0] for r in conn.execute(
+            sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s AND errored AND variant = ANY(%s) "
+                    "ORDER BY variant").format(sql.Identifier(names["questions"])), (run_id, chosen)).fetchall()]
+        if errored:
+            raise ValueError(f"run {run_id!r} has errored questions for variant(s) {errored}: their metrics are "
+                             "incomplete, so it cannot be a reference")
+        try:
+            with conn.transaction():
+                for variant in chosen:
+                    conn.execute(
+                        sql.SQL("INSERT INTO {} (corpus_signature, labels_fingerprint, scoring_protocol, variant, "
+                                "run_id, note) VALUES (%s, %s, %s, %s, %s, %s)").format(
+                            sql.Identifier(names["references"])), (*identity, variant, run_id, str(note)))
+        except psycopg.Error as exc:
+            raise RuntimeError(f"accepting run {run_id!r} failed: {type(exc).__name__}") from None
+    return chosen
+
+
+def read_run(conn_str: str, run_id: str, *, prefix: str = "eval") -> dict[str, Any] | None:
+    """Everything recorded for ``run_id``, or None: ``{"run_id", "created_at", "limited",
+    "eligible", "provenance", "metrics": DataFrame(variant, metric, value, ci_low, ci_high),
+    "questions": DataFrame(variant, qid, answerable, errored, hit@10, mrr, ndcg@10,
+    miss_class, doc_ids)}`` (rows sorted; NULL values and bounds as NaN)."""
+    from psycopg import sql
+
+    names = table_names(prefix)
+    with connect(conn_str) as conn:
+        if not _tables_exist(conn, names):
+            return None
+        run = conn.execute(
+            sql.SQL("SELECT r.run_id, r.created_at, r.limited, " + _ELIGIBLE + ", r.provenance FROM {runs} r "
+                    "WHERE r.run_id = %s").format(runs=sql.Identifier(names["runs"]),
+                                                  questions=sql.Identifier(names["questions"])),
+            (run_id,),
+        ).fetchone()
+        if run is None:
+            return None
+        metric_rows = conn.execute(
+            sql.SQL(
+                "SELECT variant, metric, value, ci_low, ci_high FROM {} WHERE run_id = %s ORDER BY variant, metric"
+            ).format(sql.Identifier(names["metrics"])),
+            (run_id,),
+        ).fetchall()
+        qcols = ["variant", "qid", "answerable", "errored", *QUESTION_METRICS, "miss_class", "doc_ids"]
+        question_rows = conn.execute(
+            sql.SQL("SELECT {} FROM {} WHERE run_id = %s ORDER BY variant, qid").format(
+                sql.SQL(", ").join(map(sql.Identifier, qcols)), sql.Identifier(names["questions"])
+            ),
+            (run_id,),
+        ).fetchall()
+    metrics_df = pd.DataFrame(metric_rows, columns=["variant", "metric", "value", "ci_low", "ci_high"])
+    for col in ("value", "ci_low", "ci_high"):
+        metrics_df[col] = metrics_df[col].astype("float64")
+    questions_df = pd.DataFrame(question_rows, columns=qcols)
+    for m in QUESTION_METRICS:
+        questions_df[m] = questions_df[m].astype("float64")
+    return {
+        "run_id": run[0],
+        "created_at": run[1],
+        "limited": run[2],
+        "eligible": bool(run[3]),
+        "provenance": run[4],
+        "metrics": metrics_df,
+        "questions": questions_df,
+    }
+
+
+def recent_runs(conn_str: str, *, limit: int = 20, prefix: str = "eval") -> list[dict[str, Any]]:
+    """The latest runs, newest first: run id, time, limited, eligible, failed gates and the
+    variants accepted from it (for `python -m eval_pipeline.judging.history runs`)."""
+    from psycopg import sql
+
+    names = table_names(prefix)
+    with connect(conn_str) as conn:
+        if not _tables_exist(conn, names):
+            return []
+        rows = conn.execute(
+            sql.SQL("SELECT r.run_id, r.created_at, r.limited, " + _ELIGIBLE + ", r.provenance->'gate_failed', "
+                    "(SELECT array_agg(DISTINCT f.variant) FROM {references} f WHERE f.run_id = r.run_id) "
+                    "FROM {runs} r ORDER BY r.seq DESC LIMIT %s").format(
+                runs=sql.Identifier(names["runs"]), questions=sql.Identifier(names["questions"]),
+                references=sql.Identifier(names["references"])), (limit,)).fetchall()
+    return [{"run_id": r[0], "created_at": r[1], "limited": r[2], "eligible": bool(r[3]), "gate_failed": r[4] or [],
+             "accepted": sorted(r[5] or [])} for r in rows]
+
+
+# --------------------------------------------------------------------------
+# comparability
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Whether a run can be judged against the previous one, and why.
+
+    ``state`` is one of ``baseline``, ``comparable``, ``mismatch``, ``unknown`` (see the
+    module docstring); ``treatment_changes`` lists what changed that is the subject of the
+    evaluation; ``reasons`` is human-readable text for reports and check metadata."""
+
+    state: str
+    treatment_changes: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    previous_run_id: str | None = None
+
+    @property
+    def comparable(self) -> bool:
+        return self.state == "comparable"
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _valid_text(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] | None, variant: str) -> Comparison:
+    """Decide whether ``variant`` in the current run can be judged against ``previous``.
+
+    ``previous`` is :func:`previous_run`'s result (its ``provenance`` is used) or a bare
+    provenance mapping, or None (→ ``baseline``). The decision, in order:
+
+    1. a comparability field (corpus signature, labels fingerprint, scoring protocol) that
+       is valid on both sides and differs → ``mismatch`` (a known difference is decisive,
+       even if another field is missing);
+    2. a comparability field missing or not a non-empty string on either side → ``unknown``;
+    3. otherwise ``comparable``.
+
+    Changes of embedder, embedder revision, chunking, the variant's own config
+    (``provenance["variants"][variant]``) or the question wording (a changed question-set
+    fingerprint with unchanged labels) are listed in ``treatment_changes`` in every state.
+    A changed code version is noted in ``reasons`` only.
+    """
+    if not isinstance(variant, str) or not variant:
+        raise ValueError(f"variant must be a non-empty string, got {variant!r}")
+    if not isinstance(current, Mapping):
+        return Comparison("unknown", [], [f"current provenance is not a mapping: {current!r}"])
+    if previous is None:
+        return Comparison("baseline", [], [f"no earlier non-limited run has variant {variant!r}: this run is the baseline"])
+    if not isinstance(previous, Mapping):
+        return Comparison("unknown", [], [f"previous run is not a mapping: {previous!r}"])
+    previous_run_id = previous.get("run_id") if isinstance(previous.get("run_id"), str) else None
+    prev = previous.get("provenance") if "provenance" in previous else previous
+    if not isinstance(prev, Mapping):
+        return Comparison("unknown", [], [f"previous run's provenance is not a mapping: {prev!r}"], previous_run_id)
+
+    mismatches: list[str] = []
+    invalid: list[str] = []
+    for key in COMPARABILITY_FIELDS:
+        cur_value, prev_value = current.get(key), prev.get(key)
+        bad = [side for side, v in (("current", cur_value), ("previous", prev_value)) if not _valid_text(v)]
+        if bad:
+            invalid.append(f"{key} is missing or invalid in the {' and '.join(bad)} run")
+        elif cur_value != prev_value:
+            mismatches.append(f"{key} changed: {prev_value!r} -> {cur_value!r}")
+
+    treatment: list[str] = []
+    for key in TREATMENT_FIELDS:
+        if _canonical(current.get(key)) != _canonical(prev.get(key)):
+            treatment.append(f"{key}: {prev.get(key)!r} -> {current.get(key)!r}")
+    cur_cfg = current.get("variants") if isinstance(current.get("variants"), Mapping) else {}
+    prev_cfg = prev.get("variants") if isinstance(prev.get("variants"), Mapping) else {}
+    if _canonical(cur_cfg.get(variant)) != _canonical(prev_cfg.get(variant)):
+        treatment.append(f"variant {variant!r} config: {prev_cfg.get(variant)!r} -> {cur_cfg.get(variant)!r}")
+
+    # Reworded questions with the same labels stay comparable, but the rewording is a change
+    # to the thing measured, named as a treatment: easier questions and a worse engine in one
+    # commit must not read as "nothing changed".
+    qs_cur, qs_prev = current.get("question_set_fingerprint"), prev.get("question_set_fingerprint")
+    if _valid_text(qs_cur) and _valid_text(qs_prev) and qs_cur != qs_prev:
+        treatment.append(f"question wording/metadata (question_set_fingerprint {qs_prev!r} -> {qs_cur!r})")
+    notes: list[str] = []
+    if current.get("code_version") != prev.get("code_version"):
+        notes.append(f"code_version: {prev.get('code_version')!r} -> {current.get('code_version')!r}")
+    treatment_notes = [f"treatment changed: {t}" for t in treatment]
+
+    if mismatches:
+        return Comparison(
+            "mismatch", treatment,
+            [*mismatches, "runs measure different things: metrics recorded, no verdict", *invalid, *treatment_notes, *notes],
+            previous_run_id,
+        )
+    if invalid:
+        return Comparison("unknown", treatment, [*invalid, *treatment_notes, *notes], previous_run_id)
+    reasons = ["same corpus, labels and scoring protocol", *treatment_notes, *notes]
+    return Comparison("comparable", treatment, reasons, previous_run_id)
+
+
+# --------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------
+
+
+def _connection_from_args(args: Any) -> str:
+    import os
+
+    if args.url_env:
+        url = os.environ.get(args.url_env)
+        if not url:
+            raise SystemExit(f"environment variable {args.url_env} is not set (it should hold the database URL)")
+        return url
+    from eval_pipeline.store.database import EmbeddedPostgres
+
+    return EmbeddedPostgres(args.state_dir).uri(args.database)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`runs`: the latest runs with their eligibility; `accept RUN_ID`: pin a run as the
+    reference of its variants (the Dagster job `accept_reference` does the same from the UI)."""
+    import argparse
+    import os
+
+    parser = argparse.ArgumentParser(prog="python -m eval_pipeline.judging.history", description=main.__doc__)
+    parser.add_argument("--state-dir", default=os.environ.get("EVAL_PIPELINE_STATE_DIR", ".eval_state"),
+                        help="the embedded database's state dir (default: $EVAL_PIPELINE_STATE_DIR or .eval_state)")
+    parser.add_argument("--database", default="eval")
+    parser.add_argument("--url-env", default=None, help="read the database URL from this environment variable "
+                        "(e.g. EVAL_PIPELINE_DATABASE_URL) instead of the embedded server")
+    parser.add_argument("--prefix", default="eval")
+    sub = parser.add_subparsers(dest="command", required=True)
+    runs = sub.add_parser("runs", help="list the latest runs")
+    runs.add_argument("--limit", type=int, default=20)
+    accept = sub.add_parser("accept", help="accept a run as the pinned reference of its variants")
+    accept.add_argument("run_id")
+    accept.add_argument("--variant", action="append", dest="variants", help="only this variant (repeatable)")
+    accept.add_argument("--note", default="", help="why it was accepted (kept with the reference)")
+    args = parser.parse_args(argv)
+    conn_str = _connection_from_args(args)
+    if args.command == "runs":
+        for r in recent_runs(conn_str, limit=args.limit, prefix=args.prefix):
+            flags = ["limited"] if r["limited"] else []
+            flags += ["eligible" if r["eligible"] else "not eligible"]
+            if r["gate_failed"]:
+                flags.append(f"gate failed: {', '.join(r['gate_failed'])}")
+            if r["accepted"]:
+                flags.append(f"accepted: {', '.join(r['accepted'])}")
+            print(f"{r['run_id']}  {r['created_at']:%Y-%m-%d %H:%M:%S}  {'; '.join(flags)}")
+        return 0
+    try:
+        accepted = accept_reference(conn_str, args.run_id, variants=args.variants, note=args.note, prefix=args.prefix)
+    except ValueError as exc:
+        print(f"error: {exc}", file=__import__("sys").stderr)
+        return 2
+    print(f"run {args.run_id} is now the pinned reference of: {', '.join(accepted)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,399 @@
+"""Retrieval metrics for scoring RAG retrieval engines on a question set.
+
+One pure function per metric, in the style of ``ranx`` / ``ir_measures``.
+No function mutates its inputs.
+
+Conventions
+-----------
+Ranking
+    A sequence of document ids in rank order, best first. Ranks are 1-based.
+    Callers should pass deduplicated rankings; if a document id appears more
+    than once, only its first occurrence counts and later occurrences are
+    dropped *before* ranks are assigned (so ``[a, b, a, c]`` is scored as
+    ``[a, b, c]`` and ``c`` has rank 3). A bare ``str`` is rejected with
+    ``TypeError`` (it would otherwise be read as a ranking of characters).
+
+Qrels
+    A mapping ``doc_id -> graded relevance``. A document is relevant iff its
+    grade is ``> 0``. Documents absent from the qrels are non-relevant, and so
+    are documents judged ``<= 0``.
+
+Queries without relevant documents
+    A query whose qrels are empty or contain only grades ``<= 0`` cannot be
+    scored by the per-query metric functions: they raise
+    ``ValueError("... no relevant documents ...")``. Such questions are
+    abstention questions and are handled separately by :func:`score_queries`
+    and :func:`aggregate`. (``trec_eval`` likewise skips queries that have no
+    relevant documents.)
+
+Empty rankings
+    An empty ranking scores ``0.0`` on every metric. This matches
+    ``trec_eval -c`` (queries with no retrieved documents count as zeros),
+    rather than plain ``trec_eval``, which leaves such queries out.
+
+Cutoff ``k``
+    Must be an ``int >= 1`` (``bool`` is rejected); anything else raises
+    ``ValueError`` naming ``k``. A ``k`` larger than the ranking is allowed.
+
+Metric definitions (these follow ``trec_eval``; ``R`` = number of relevant docs)
+    * ``hit_at_k``: 1.0 if any relevant document is in the top ``k``, else 0.0.
+    * ``reciprocal_rank``: ``1 / rank`` of the first relevant document,
+      considering only the top ``k`` if ``k`` is given, else 0.0
+      (``trec_eval`` ``recip_rank`` when ``k`` is None).
+    * ``recall_at_k``: relevant documents in the top ``k`` divided by ``R``
+      (``recall_k``).
+    * ``precision_at_k``: relevant documents in the top ``k`` divided by
+      ``k``, even when fewer than ``k`` documents were retrieved (``P_k``).
+    * ``average_precision``: the sum of precision@rank over the ranks of the
+      relevant retrieved documents (within the top ``k`` if given), divided
+      by ``R`` (``map``; with ``k`` it is ``map_cut_k``, whose denominator is
+      still ``R``, not ``min(k, R)``).
+    * ``ndcg_at_k``: DCG@k / IDCG@k with linear gain ``gain = grade`` (grades
+      ``<= 0`` give gain 0), discount ``log2(rank + 1)``, and the ideal
+      ranking built from *all* judged documents with grade ``> 0``, sorted by
+      grade descending and cut at ``k`` (``ndcg_cut_k``).
+
+Ties and ranking from scores
+    The metric functions take rankings, not scores, so there are no ties to
+    break inside them. :func:`rank_by_score` turns a ``doc_id -> score``
+    mapping into a ranking by **score descending, ties broken by doc id
+    ascending** (the project rule). A NaN score raises ``ValueError`` naming
+    the doc id.
+
+    This differs from ``trec_eval`` (and so ``pytrec_eval``), which breaks
+    score ties by docno **descending**. Results from this module and from
+    ``trec_eval`` agree whenever scores are strictly decreasing with rank;
+    for tied scores they may put the tied documents in opposite orders.
+
+Run-level scoring
+    :func:`score_queries` yields one row per question in the qrels.
+    Questions that are missing from the rankings, or that are listed as
+    ``errored``, are scored as empty rankings (misses); they are never
+    dropped. :func:`aggregate` averages the metrics over answerable questions
+    only (misses included) and reports abstention questions separately.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from numbers import Integral
+
+import pandas as pd
+
+from eval_pipeline.common.checks import is_integer
+
+__all__ = [
+    "DEFAULT_KS",
+    "Qrels",
+    "Ranking",
+    "aggregate",
+    "average_precision",
+    "hit_at_k",
+    "ndcg_at_k",
+    "precision_at_k",
+    "rank_by_score",
+    "recall_at_k",
+    "reciprocal_rank",
+    "score_queries",
+]
+
+Ranking = Sequence[str]
+Qrels = Mapping[str, int]
+
+DEFAULT_KS = (1, 3, 5, 10, 20)
+
+# Columns of score_queries() that are not metrics.
+_INFO_COLUMNS = ("qid", "answerable", "errored", "returned", "first_relevant_rank")
+# Fixed cutoff for the nDCG column of score_queries().
+_NDCG_K = 10
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+
+def _check_k(k: object) -> int:
+    """Return ``k`` as an int, or raise ValueError naming ``k``."""
+    if not is_integer(k) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got k={k!r}")
+    return int(k)
+
+
+def _check_optional_k(k: object) -> int | None:
+    return None if k is None else _check_k(k)
+
+
+def _dedupe(ranking: Ranking) -> list[str]:
+    """Return a new list with only the first occurrence of each doc id."""
+    if isinstance(ranking, (str, bytes)):
+        raise TypeError(
+            "ranking must be a sequence of doc ids, not a single string: "
+            f"{ranking!r}"
+        )
+    return list(dict.fromkeys(ranking))  # keeps first occurrences, in order
+
+
+def _relevant(qrels: Qrels) -> set[str]:
+    """Relevant doc ids (grade > 0); raise if there are none."""
+    relevant = {doc_id for doc_id, grade in qrels.items() if grade > 0}
+    if not relevant:
+        raise ValueError(
+            "query has no relevant documents (empty qrels or all grades <= 0); "
+            "it cannot be scored by ranking metrics"
+        )
+    return relevant
+
+
+def _has_relevant(qrels: Qrels) -> bool:
+    return any(grade > 0 for grade in qrels.values())
+
+
+def _first_relevant_rank(ranking: list[str], relevant: set[str]) -> int | None:
+    for rank, doc_id in enumerate(ranking, start=1):
+        if doc_id in relevant:
+            return rank
+    return None
+
+
+# --------------------------------------------------------------------------
+# ranking from scores
+# --------------------------------------------------------------------------
+
+
+def rank_by_score(scores: Mapping[str, float]) -> list[str]:
+    """Rank doc ids by score descending; ties broken by doc id ascending.
+
+    Raises ValueError naming the doc id if any score is NaN. (``trec_eval``
+    breaks ties by docno descending instead; see the module docstring.)
+    """
+    items = []
+    for doc_id, score in scores.items():
+        value = float(score)
+        if math.isnan(value):
+            raise ValueError(f"score for doc id {doc_id!r} is NaN")
+        items.append((doc_id, value))
+    items.sort(key=lambda item: (-item[1], item[0]))
+    return [doc_id for doc_id, _ in items]
+
+
+# --------------------------------------------------------------------------
+# per-query metrics
+# --------------------------------------------------------------------------
+
+
+def hit_at_k(ranking: Ranking, qrels: Qrels, k: int) -> float:
+    """1.0 if any relevant document is among the top ``k``, else 0.0."""
+    k = _check_k(k)
+    relevant = _relevant(qrels)
+    return 1.0 if any(d in relevant for d in _dedupe(ranking)[:k]) else 0.0
+
+
+def reciprocal_rank(ranking: Ranking, qrels: Qrels, k: int | None = None) -> float:
+    """1 / rank of the first relevant document (within the top ``k`` if given), else 0.0."""
+    k = _check_optional_k(k)
+    relevant = _relevant(qrels)
+    docs = _dedupe(ranking)
+    if k is not None:
+        docs = docs[:k]
+    rank = _first_relevant_rank(docs, relevant)
+    return 0.0 if rank is None else 1.0 / rank
+
+
+def recall_at_k(ranking: Ranking, qrels: Qrels, k: int) -> float:
+    """Relevant documents in the top ``k`` divided by the number of relevant documents."""
+    k = _check_k(k)
+    relevant = _relevant(qrels)
+    found = sum(1 for d in _dedupe(ranking)[:k] if d in relevant)
+    return found / len(relevant)
+
+
+def precision_at_k(ranking: Ranking, qrels: Qrels, k: int) -> float:
+    """Relevant documents in the top ``k`` divided by ``k`` (even if fewer were retrieved)."""
+    k = _check_k(k)
+    relevant = _relevant(qrels)
+    found = sum(1 for d in _dedupe(ranking)[:k] if d in relevant)
+    return found / k
+
+
+def average_precision(ranking: Ranking, qrels: Qrels, k: int | None = None) -> float:
+    """Average precision (``trec_eval`` ``map``; ``map_cut_k`` when ``k`` is given).
+
+    Sum of precision@rank at each relevant retrieved document (top ``k`` only
+    if ``k`` is given), divided by the total number of relevant documents.
+    """
+    k = _check_optional_k(k)
+    relevant = _relevant(qrels)
+    docs = _dedupe(ranking)
+    if k is not None:
+        docs = docs[:k]
+    found = 0
+    total = 0.0
+    for rank, doc_id in enumerate(docs, start=1):
+        if doc_id in relevant:
+            found += 1
+            total += found / rank
+    return total / len(relevant)
+
+
+def ndcg_at_k(ranking: Ranking, qrels: Qrels, k: int) -> float:
+    """nDCG@k with linear gain (= grade), discount log2(rank + 1) (``trec_eval`` ``ndcg_cut_k``).
+
+    The ideal DCG uses all judged documents with grade > 0, sorted by grade
+    descending and cut at ``k``. Grades <= 0 contribute zero gain.
+    """
+    k = _check_k(k)
+    _relevant(qrels)  # raises if there is nothing relevant
+    dcg = 0.0
+    for rank, doc_id in enumerate(_dedupe(ranking)[:k], start=1):
+        grade = qrels.get(doc_id, 0)
+        if grade > 0:
+            dcg += grade / math.log2(rank + 1)
+    ideal = sorted((g for g in qrels.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(rank + 1) for rank, g in enumerate(ideal, start=1))
+    return dcg / idcg
+
+
+# --------------------------------------------------------------------------
+# run level
+# --------------------------------------------------------------------------
+
+
+def _metric_columns(ks: Sequence[int]) -> list[str]:
+    return (
+        [f"hit@{k}" for k in ks]
+        + [f"recall@{k}" for k in ks]
+        + ["mrr", f"ndcg@{_NDCG_K}", "map"]
+    )
+
+
+def score_queries(
+    rankings: Mapping[str, Ranking],
+    qrels: Mapping[str, Qrels],
+    errored: Collection[str] = (),
+    ks: Sequence[int] = DEFAULT_KS,
+) -> pd.DataFrame:
+    """Score every question in ``qrels``; one row per qid, sorted by qid.
+
+    Columns: ``qid``, ``answerable`` (bool: has a doc with grade > 0),
+    ``errored`` (bool), ``returned`` (int: length of the deduplicated ranking
+    that was scored; 0 for errored or missing qids), ``first_relevant_rank``
+    (Python int, or None if no relevant doc was retrieved or the question is
+    not answerable; object dtype), then ``hit@k`` for each k, ``recall@k``
+    for each k, ``mrr`` (uncut reciprocal rank), ``ndcg@10`` and ``map``
+    (uncut average precision).
+
+    Metric columns are floats for answerable questions and NaN for
+    abstention (non-answerable) questions. A qid that is missing from
+    ``rankings`` or listed in ``errored`` is scored as an empty ranking.
+    A qid in ``rankings`` or ``errored`` that is not in ``qrels`` raises
+    ValueError naming it. ``ks`` are validated, deduplicated and sorted.
+    """
+    if isinstance(ks, Integral):
+        raise ValueError(f"ks must be a sequence of integers >= 1, got ks={ks!r}")
+    ks = sorted({_check_k(k) for k in ks})
+    if not ks:
+        raise ValueError("ks must contain at least one k")
+
+    errored_set = set(errored)
+    unknown = sorted(set(rankings) - set(qrels))
+    if unknown:
+        raise ValueError(f"qid(s) in rankings but not in qrels: {unknown}")
+    unknown_err = sorted(errored_set - set(qrels))
+    if unknown_err:
+        raise ValueError(f"qid(s) in errored but not in qrels: {unknown_err}")
+
+    metric_cols = _metric_columns(ks)
+    rows = []
+    for qid in sorted(qrels):
+        q = qrels[qid]
+        is_errored = qid in errored_set
+        if is_errored or qid not in rankings:
+            ranking: list[str] = []
+        else:
+            ranking = _dedupe(rankings[qid])
+        row: dict[str, object] = {
+            "qid": qid,
+            "answerable": _has_relevant(q),
+            "errored": is_errored,
+            "returned": len(ranking),
+            "first_relevant_rank": None,
+        }
+        if row["answerable"]:
+            relevant = _relevant(q)
+            row["first_relevant_rank"] = _first_relevant_rank(ranking, relevant)
+            for k in ks:
+                row[f"hit@{k}"] = hit_at_k(ranking, q, k)
+            for k in ks:
+                row[f"recall@{k}"] = recall_at_k(ranking, q, k)
+            row["mrr"] = reciprocal_rank(ranking, q)
+            row[f"ndcg@{_NDCG_K}"] = ndcg_at_k(ranking, q, _NDCG_K)
+            row["map"] = average_precision(ranking, q)
+        else:
+            for col in metric_cols:
+                row[col] = math.nan
+        rows.append(row)
+
+    columns = list(_INFO_COLUMNS) + metric_cols
+    df = pd.DataFrame(rows, columns=columns)
+    df = df.astype(
+        {
+            "qid": object,
+            "answerable": bool,
+            "errored": bool,
+            "returned": "int64",
+            **{col: "float64" for col in metric_cols},
+        }
+    )
+    # Keep Python ints / None (pandas would otherwise turn None into NaN floats).
+    df["first_relevant_rank"] = pd.Series(
+        [row["first_relevant_rank"] for row in rows], index=df.index, dtype=object
+    )
+    return df
+
+
+def aggregate(per_query: pd.DataFrame) -> dict[str, float | int]:
+    """Summarise the output of :func:`score_queries`.
+
+    Returns the mean of every metric column over answerable questions
+    (errored and missing ones are included as misses; NaN if there are no
+    answerable questions), plus:
+
+    * ``n_questions``, ``n_answerable``, ``n_abstention``, ``n_errored``
+      (errored over all questions);
+    * ``abstention_correct``: abstention questions whose ranking was empty
+      (``returned == 0``) and that did not error — an engine error is not a
+      correct abstention;
+    * ``abstention_rate``: ``abstention_correct / n_abstention`` (NaN if
+      there are no abstention questions).
+    """
+    missing = [c for c in ("answerable", "errored", "returned") if c not in per_query.columns]
+    if missing:
+        raise ValueError(f"per_query is missing required column(s): {missing}")
+
+    answerable = per_query["answerable"].astype(bool)
+    errored = per_query["errored"].astype(bool)
+    metric_cols = [c for c in per_query.columns if c not in _INFO_COLUMNS]
+
+    out: dict[str, float | int] = {}
+    answerable_rows = per_query.loc[answerable, metric_cols]
+    for col in metric_cols:
+        values = answerable_rows[col].astype("float64")
+        out[col] = float(values.mean()) if len(values) else math.nan
+
+    n_questions = int(len(per_query))
+    n_answerable = int(answerable.sum())
+    n_abstention = n_questions - n_answerable
+    abst = ~answerable
+    abstention_correct = int((abst & ~errored & (per_query["returned"] == 0)).sum())
+
+    out["n_questions"] = n_questions
+    out["n_answerable"] = n_answerable
+    out["n_abstention"] = n_abstention
+    out["n_errored"] = int(errored.sum())
+    out["abstention_correct"] = abstention_correct
+    out["abstention_rate"] = (
+        abstention_correct / n_abstention if n_abstention else math.nan
+    )
+    return out

@@ -1,0 +1,41 @@
+"""The variant_metrics asset: each variant's per-question scores and the numbers its
+partition shows (so the UI plots each variant over time)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.common.metadata import frame_metadata, number
+
+PARTITION_METRICS = ("hit@1", "hit@5", "hit@10", "mrr", "recall@10", "ndcg@10")
+
+
+def score_partitions(ranked: Mapping[str, pd.DataFrame], keys: Sequence[str], questions) -> dict[str, pd.DataFrame]:
+    """Each partition's per-question scores, refusing a partition that has no ranked results."""
+    from eval_pipeline.judging.scoring import score_variant
+
+    missing = sorted(set(keys) - set(ranked))
+    if missing:
+        raise ValueError(f"ranked_results has no partition for variant(s) {missing}; materialize them first")
+    return {key: score_variant(ranked[key], questions) for key in keys}
+
+
+def partition_metrics(key: str, scored: pd.DataFrame) -> dict[str, Any]:
+    """One partition's own numbers, as floats and ints the UI plots over time: hit@1/5/10,
+    MRR, recall@10, nDCG@10 with its 95% bootstrap interval, latency p50/p95 and errored
+    questions; with the frame's row count and column schema."""
+    from eval_pipeline.judging.scoring import summarize
+    from eval_pipeline.judging.statistics import metric_intervals  # scipy: imported only when a run scores
+    from eval_pipeline.ranking.results import stage_latency_summary
+
+    row = summarize({key: scored}).iloc[0]
+    interval = metric_intervals({key: scored}, ("ndcg@10",)).iloc[0]
+    out: dict[str, Any] = {m: number(row[m]) for m in PARTITION_METRICS}
+    out.update({"ndcg@10 95% low": number(interval["low"]), "ndcg@10 95% high": number(interval["high"]),
+                "latency p50 ms": number(row["latency_p50_ms"]), "latency p95 ms": number(row["latency_p95_ms"]),
+                "n_errored": int(row["n_errored"]), "n_answerable": int(row["n_answerable"]),
+                "latency_ms_by_stage": stage_latency_summary(scored), "table": frame_metadata(scored)})
+    return out

@@ -1,0 +1,88 @@
+"""Scores a variant's ranked results: per-question rows, and one summary row per variant."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from eval_pipeline.judging.metrics import DEFAULT_KS, aggregate, score_queries
+from eval_pipeline.questions.sets import Question
+from eval_pipeline.ranking.diagnosis import MISS_CLASSES
+from eval_pipeline.ranking.results import PROVENANCE_COLUMNS, STAGE_COLUMNS
+
+_SCORE_COLUMNS = ("qid", "answerable", "errored", "returned", "first_relevant_rank")
+HEADLINE_METRICS = ["hit@1", "hit@3", "hit@5", "hit@10", "hit@20", "mrr", "recall@10", "ndcg@10"]
+
+
+def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAULT_KS) -> pd.DataFrame:
+    """One row per question with every metric, the question's labels, what the variant
+    returned, its latency by stage and, for a miss, the diagnosis; the columns that say what
+    produced the results are kept (see `eval_pipeline.ranking.results.PROVENANCE_COLUMNS`).
+
+    The results must be for exactly these questions and labels: results ranked for another
+    question set (a partition materialized before the questions or their labels changed)
+    are refused, naming the difference, instead of being scored against labels they were
+    not ranked for."""
+    from eval_pipeline.questions.sets import question_set_fingerprint
+
+    if "questions_fingerprint" in results:
+        ranked_for = sorted(set(results["questions_fingerprint"].dropna()))
+        current = question_set_fingerprint(questions)
+        if ranked_for != [current]:
+            raise ValueError(f"the results were ranked for another question set ({ranked_for or 'unknown'}) "
+                             f"than the one being scored ({current!r}); rank this variant again")
+    expected, got = [q.qid for q in questions], list(results["qid"])
+    if sorted(expected) != sorted(got):
+        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+        raise ValueError(f"the ranked results are for other questions than the question set: missing "
+                         f"{missing[:5]}{' …' if len(missing) > 5 else ''} ({len(missing)}), not in the set "
+                         f"{extra[:5]}{' …' if len(extra) > 5 else ''} ({len(extra)}); rank this variant again")
+    qrels = {q.qid: q.qrels() for q in questions}
+    rankings = dict(zip(results["qid"], results["doc_ids"]))
+    errored = set(results.loc[results["error"].notna(), "qid"])
+    scored = score_queries(rankings, qrels, errored=errored, ks=ks)
+    info = pd.DataFrame(
+        {
+            "qid": [q.qid for q in questions],
+            "question": [q.question for q in questions],
+            "gold": [list(q.gold) for q in questions],
+            "form": [q.form for q in questions],
+            "hard_class": [q.hard_class for q in questions],
+        }
+    )
+    keep = ["qid", "doc_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained", "miss_class",
+            "rerank_fallback", "diagnosis_error", *PROVENANCE_COLUMNS]
+    scored = scored.merge(info, on="qid", how="left").merge(results[[c for c in keep if c in results]], on="qid", how="left")
+    variant = results["variant"].iloc[0] if len(results) else ""
+    scored.insert(0, "variant", variant)
+    return scored
+
+
+def summarize(per_query: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per variant (in the given order): metric means over answerable questions
+    (errored ones count as misses), counts, abstention slice, latency and miss classes."""
+    rows = []
+    for variant, frame in per_query.items():
+        row = {"variant": variant, **aggregate(frame[[c for c in frame.columns if c in _SCORE_COLUMNS or _is_metric(c)]])}
+        row["latency_p50_ms"] = float(frame["latency_ms"].quantile(0.5)) if len(frame) else float("nan")
+        row["latency_p95_ms"] = float(frame["latency_ms"].quantile(0.95)) if len(frame) else float("nan")
+        row["n_rerank_fallback"] = int(frame["rerank_fallback"].fillna(False).astype(bool).sum()) \
+            if "rerank_fallback" in frame else 0
+        misses = frame["miss_class"].value_counts() if "miss_class" in frame else pd.Series(dtype=int)
+        for cls in MISS_CLASSES:
+            row[f"miss_{cls}"] = int(misses.get(cls, 0))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _is_metric(column: str) -> bool:
+    return column.startswith(("hit@", "recall@", "ndcg@")) or column in ("mrr", "map")
+
+
+def slice_summary(per_query: pd.DataFrame, mask: pd.Series, metrics: Sequence[str] = ("hit@5", "mrr")) -> pd.DataFrame:
+    """Mean of `metrics` per variant over the answerable questions selected by `mask`."""
+    sub = per_query[mask & per_query["answerable"]]
+    out = sub.groupby("variant", sort=False)[list(metrics)].mean()
+    out["n"] = sub.groupby("variant", sort=False).size()
+    return out.reset_index()

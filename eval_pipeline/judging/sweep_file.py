@@ -1,0 +1,157 @@
+"""The variants file: the sweep's variants (parsed by `eval_pipeline.ranking.variants`), the
+baseline variant, the gate's tolerances and the schedule, read strictly (a duplicate YAML key
+is an error naming its line). It sits with the judging because it says what is judged and how."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.ranking.variants import Variant, VariantConfigError, parse_variant
+
+DEFAULT_CRON = "0 2 * * *"
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    variants: tuple[Variant, ...]
+    baseline: str
+    source: str
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    strict: bool = False
+    cron: str = DEFAULT_CRON
+
+    @property
+    def keys(self) -> list[str]:
+        return [v.key for v in self.variants]
+
+    def by_key(self) -> dict[str, Variant]:
+        return {v.key: v for v in self.variants}
+
+
+def load_sweep(path: str | Path) -> SweepConfig:
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_strict_loader())  # noqa: S506 - a SafeLoader
+    except OSError as exc:
+        raise VariantConfigError(f"{path}: cannot read variants file: {exc}") from exc
+    except _DuplicateKey as exc:
+        raise VariantConfigError(
+            f"{path}:{exc.line}: duplicate key {exc.key!r} (first at line {exc.first_line}); "
+            f"YAML would keep only the last one: remove one of them"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise VariantConfigError(f"{path}: invalid YAML: {exc}") from exc
+    return parse_sweep(data, source=str(path))
+
+
+class _Mapping(dict):
+    """A YAML mapping that remembers the line it starts on (for messages)."""
+
+    line: int | None = None
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int, first_line: int):
+        super().__init__(f"duplicate key {key!r} at line {line} (first at line {first_line})")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+_LOADER = None
+
+
+def _strict_loader():
+    """A yaml.SafeLoader that refuses a key given twice in one mapping (merge keys, `<<`, may
+    still be overridden, as YAML intends) and records each mapping's line."""
+    global _LOADER
+    if _LOADER is not None:
+        return _LOADER
+    import yaml
+
+    class StrictSafeLoader(yaml.SafeLoader):
+        pass
+
+    def construct_map(loader, node):
+        data = _Mapping()
+        data.line = node.start_mark.line + 1
+        yield data
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: construct_mapping reports it
+                continue
+            if first is not None:
+                raise _DuplicateKey(key, key_node.start_mark.line + 1, first)
+            seen[key] = key_node.start_mark.line + 1
+        data.update(loader.construct_mapping(node))
+
+    StrictSafeLoader.add_constructor("tag:yaml.org,2002:map", construct_map)
+    _LOADER = StrictSafeLoader
+    return _LOADER
+
+
+def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
+    if not isinstance(data, dict):
+        raise VariantConfigError(f"{source}: expected a mapping with 'variants' (and optionally 'baseline')")
+    unknown = set(data) - {"variants", "baseline", "gate", "schedule"}
+    if unknown:
+        raise VariantConfigError(
+            f"{source}: unknown top-level setting(s) {sorted(unknown)}; valid: baseline, gate, schedule, variants"
+        )
+    raw = data.get("variants")
+    if not isinstance(raw, list) or not raw:
+        raise VariantConfigError(f"{source}: 'variants' must be a non-empty list")
+    variants: list[Variant] = []
+    seen: dict[str, int] = {}
+    for index, item in enumerate(raw, start=1):
+        line = getattr(item, "line", None)
+        v = parse_variant(item, f"{source}:{line}: variant {index}" if line else f"{source}: variant {index}")
+        if v.key in seen:
+            raise VariantConfigError(
+                f"{source}: variant {index} has the key {v.key!r} of variant {seen[v.key]}; give one of them a 'name'"
+            )
+        seen[v.key] = index
+        variants.append(v)
+    baseline = data.get("baseline", variants[0].key)
+    if baseline not in seen:
+        raise VariantConfigError(f"{source}: baseline {baseline!r} is not a variant key; keys: {', '.join(seen)}")
+    tolerances, strict = _gate(data.get("gate"), source)
+    return SweepConfig(variants=tuple(variants), baseline=baseline, source=source, tolerances=tolerances,
+                       strict=strict, cron=_cron(data.get("schedule"), source))
+
+
+def _gate(raw: Any, source: str) -> tuple[dict[str, float], bool]:
+    from eval_pipeline.judging.gates import DEFAULT_TOLERANCES, validate_tolerances
+
+    if raw is None:
+        return dict(DEFAULT_TOLERANCES), False
+    if not isinstance(raw, dict) or set(raw) - {"tolerances", "strict"}:
+        raise VariantConfigError(f"{source}: gate must be a mapping with 'tolerances' and/or 'strict'")
+    strict = raw.get("strict", False)
+    if not isinstance(strict, bool):
+        raise VariantConfigError(f"{source}: gate.strict must be true or false, got {strict!r}")
+    tolerances = raw.get("tolerances", DEFAULT_TOLERANCES)
+    if not isinstance(tolerances, dict):
+        raise VariantConfigError(f"{source}: gate.tolerances must map metric names to numbers")
+    try:
+        return validate_tolerances(tolerances), strict
+    except ValueError as exc:
+        raise VariantConfigError(f"{source}: gate.tolerances: {exc}") from None
+
+
+def _cron(raw: Any, source: str) -> str:
+    if raw is None:
+        return DEFAULT_CRON
+    if not isinstance(raw, dict) or set(raw) != {"cron"} or not isinstance(raw["cron"], str):
+        raise VariantConfigError(f"{source}: schedule must be a mapping with one key, cron (e.g. \"0 2 * * *\")")
+    if len(raw["cron"].split()) != 5:
+        raise VariantConfigError(f"{source}: schedule.cron {raw['cron']!r} must have 5 fields")
+    return raw["cron"]

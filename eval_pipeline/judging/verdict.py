@@ -1,0 +1,303 @@
+"""The run's verdict: intervals, the comparison with the baseline variant, the comparison of
+every variant with its own previous run, the regression gate, and the history record.
+
+Kept in one function so the Dagster report asset stays a thin call, and so a CI script or a
+notebook gets the same verdict without Dagster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.common.atomic import atomic_write_bytes
+from eval_pipeline.judging.gates import GateResult, evaluate_gate
+from eval_pipeline.judging.history import (
+    SCORING_PROTOCOL,
+    Comparison,
+    benchmark_identity,
+    compare_provenance,
+    previous_run,
+    record_run,
+    reference_run,
+)
+from eval_pipeline.judging.scoring import summarize
+from eval_pipeline.ranking.inputs import InconsistentInputs
+
+INTERVAL_METRICS = ("hit@1", "hit@5", "mrr", "ndcg@10")
+
+
+COMPARE_METRICS = ("ndcg@10", "mrr", "hit@1", "hit@5")  # compared with the baseline variant (paired tests)
+
+
+_STATISTICS_SOURCE = Path(__file__).resolve().parent / "statistics.py"
+
+
+@dataclass
+class RunVerdict:
+    """The run's numbers and its verdict.
+
+    Each variant is judged twice: against its **previous** eligible run on the same
+    benchmark (`previous`, `history`, `previous_gates`) and against its pinned **reference**
+    (`reference`, `reference_history`, `reference_gates`: the run a user accepted, else the
+    first eligible one). `gates` holds the combined result: it passes only when both do.
+    """
+
+    summary: pd.DataFrame
+    intervals: pd.DataFrame
+    baseline_comparison: pd.DataFrame  # each variant vs the baseline variant, this run
+    history: dict[str, Comparison] = field(default_factory=dict)  # each variant vs its previous run
+    previous: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    gates: dict[str, GateResult] = field(default_factory=dict)
+    limited: bool = False
+    previous_gates: dict[str, GateResult] = field(default_factory=dict)
+    reference: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    reference_history: dict[str, Comparison | None] = field(default_factory=dict)
+    reference_gates: dict[str, GateResult | None] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)  # as judged, with the scoring protocol
+
+    @property
+    def gate_passed(self) -> bool:
+        return all(g.passed for g in self.gates.values())
+
+    @property
+    def n_errored(self) -> int:
+        return int(self.summary["n_errored"].sum()) if "n_errored" in self.summary else 0
+
+    @property
+    def eligible(self) -> bool:
+        """Whether this run may be a later run's yardstick: a full run whose blocking checks
+        (no errored question, every gate) pass."""
+        return not self.limited and self.gate_passed and self.n_errored == 0
+
+    def gate_rows(self) -> list[dict[str, Any]]:
+        """One row per (variant, comparison, metric); `against` is previous or reference."""
+        return [{"variant": v, "state": g.state, **row} for v, g in self.gates.items() for row in g.rows]
+
+
+def results_provenance(
+    per_variant: Mapping[str, pd.DataFrame], *, table: str, questions_fingerprint: str
+) -> dict[str, Any]:
+    """The provenance of the results themselves: `variants`, each variant's configuration as
+    recorded when it was ranked (the `variant_config` column), and `variant_code_versions`,
+    the code that ranked it; after checking that every variant was ranked on `table` and for
+    the questions `questions_fingerprint`. The configuration that produced a partition
+    travels with it: the current variants file may say something else."""
+    import json
+
+    configs: dict[str, Any] = {}
+    code_versions: dict[str, str] = {}
+    problems = []
+    for variant, frame in per_variant.items():
+        for column, expected in (("store_table", table), ("questions_fingerprint", questions_fingerprint)):
+            seen = sorted(set(frame[column].dropna().astype(str))) if column in frame else []
+            if seen != [expected]:
+                problems.append(f"variant {variant!r} was ranked with {column} {seen or 'unknown'}, "
+                                f"this run has {expected!r}")
+        raw = sorted(set(frame["variant_config"].dropna())) if "variant_config" in frame else []
+        if len(raw) != 1:
+            problems.append(f"variant {variant!r} has {len(raw)} recorded configurations (expected one)")
+        else:
+            configs[variant] = json.loads(raw[0])
+        versions = sorted(set(frame["code_version"].dropna())) if "code_version" in frame else []
+        code_versions[variant] = versions[0] if len(versions) == 1 else "unknown"
+    if problems:
+        raise InconsistentInputs("the report's inputs do not belong together: " + "; ".join(problems)
+                                 + ". Materialize ranked_results and variant_metrics for these variants again.")
+    return {"variants": configs, "variant_code_versions": code_versions}
+
+
+# Where importable code lives: a change here, tracked or not, changes what runs.
+CODE_PATHS = ("eval_pipeline", "assets", "resources", "definitions.py")
+
+
+_LOADED: dict[str, str] = {}
+
+
+def code_version(repo: Path | None = None) -> str:
+    """The version of the code this process loaded: taken once, when this module is imported
+    (a `git pull` during a run must not relabel what the loaded code computes); see
+    `checkout_version` for what it says."""
+    if repo is not None:
+        return checkout_version(repo)
+    if "version" not in _LOADED:
+        from eval_pipeline.common.state import PROJECT_ROOT
+
+        _LOADED["version"] = checkout_version(PROJECT_ROOT)
+    return _LOADED["version"]
+
+
+def checkout_version(repo: Path) -> str:
+    """The commit of the checkout (`git describe --always --abbrev=40`, the full id), with
+    `-dirty` when the code that runs may not be that commit: a tracked file changed, an
+    untracked or ignored `.py` file under the code paths (Python imports a package folder in
+    preference to a module file, and `git describe --dirty` does not look at untracked files),
+    or a file git was told not to look at (assume-unchanged, skip-worktree). 'unknown' outside
+    a checkout. Nothing is cached for a dirty or unknown version."""
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=10)
+        if out.returncode != 0:
+            raise OSError(out.stderr.strip())
+        return out.stdout
+
+    try:
+        commit = git("describe", "--always", "--abbrev=40").strip()
+        paths = [p for p in CODE_PATHS if (repo / p).exists()]
+        changed = git("status", "--porcelain", "--untracked-files=all", "--ignored", "--", *paths).splitlines()
+        dirty = any(not line.startswith("!!") or line.rstrip().endswith(".py") for line in changed)
+        hidden = any(line[:1].islower() or line[:1] == "S"
+                     for line in git("ls-files", "-v", "--", *paths).splitlines())
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if not commit:
+        return "unknown"
+    return f"{commit}-dirty" if dirty or hidden else commit
+
+
+def statistics_key(per_variant: Mapping[str, pd.DataFrame], baseline: str) -> str:
+    """A digest of everything the intervals and the baseline comparison depend on: the variants
+    in order, the baseline, the answerable questions' qids and metric values, the metrics, and
+    the source of `eval_pipeline.judging.statistics` and the numpy and scipy versions (a change there
+    invalidates every entry)."""
+    from importlib.metadata import version
+
+    metrics = sorted(set(INTERVAL_METRICS) | set(COMPARE_METRICS))
+    digest = hashlib.sha256()
+    digest.update(_STATISTICS_SOURCE.read_bytes())
+    digest.update(f"numpy {version('numpy')} scipy {version('scipy')}".encode())
+    digest.update(repr((baseline, INTERVAL_METRICS, COMPARE_METRICS)).encode())
+    for variant, frame in per_variant.items():
+        columns = [c for c in ("qid", "answerable", *metrics) if c in frame.columns]
+        digest.update(repr((variant, columns)).encode())
+        digest.update(pd.util.hash_pandas_object(frame[columns], index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def run_statistics(
+    per_variant: Mapping[str, pd.DataFrame], baseline: str, *, cache_dir: Path | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(intervals, comparison with the baseline variant).
+
+    The resampling is seeded, so the result is a pure function of the per-question scores; with
+    `cache_dir` it is stored under `statistics_key` and reused by a run whose scores are unchanged.
+    That matters for a re-run with nothing changed: the 10,000-permutation tests and bootstraps
+    were most of its report step (bench/warm_rerun.py).  An entry stores its own key and is
+    used only when that key matches: an unreadable, foreign or misnamed file is recomputed.
+    """
+    key = statistics_key(per_variant, baseline)
+    path = Path(cache_dir) / f"{key}.pkl" if cache_dir is not None else None
+    if path is not None and path.exists():
+        try:
+            stored_key, intervals, comparison = pickle.loads(path.read_bytes())
+            if stored_key == key and isinstance(intervals, pd.DataFrame) and isinstance(comparison, pd.DataFrame):
+                return intervals, comparison
+        except Exception:  # a truncated or foreign file: recompute and overwrite it
+            pass
+    from eval_pipeline.judging.statistics import compare_to_baseline, metric_intervals  # scipy: ~1 s to import
+
+    intervals = metric_intervals(per_variant, INTERVAL_METRICS)
+    compared = baseline in per_variant and len(per_variant) > 1
+    comparison = compare_to_baseline(per_variant, baseline, COMPARE_METRICS) if compared else pd.DataFrame()
+    if path is not None:
+        atomic_write_bytes(path, pickle.dumps((key, intervals, comparison), protocol=pickle.HIGHEST_PROTOCOL))
+    return intervals, comparison
+
+
+def judge_run(
+    per_variant: Mapping[str, pd.DataFrame],
+    *,
+    baseline: str,
+    provenance: Mapping[str, Any],
+    tolerances: Mapping[str, float],
+    strict: bool,
+    run_id: str,
+    limited: bool,
+    connection_string: str | None,
+    history_prefix: str = "eval",
+    statistics_cache: Path | None = None,
+    record: bool = True,
+) -> RunVerdict:
+    """Score, compare and gate a run, then record it (all or nothing).
+
+    Each variant is compared with its previous eligible run of the same benchmark identity
+    and with its pinned reference (see :mod:`eval_pipeline.judging.history`); the gate passes only
+    when both comparisons do. When no run of this benchmark is eligible but a run of another
+    one exists, the state is `mismatch` (not judged; fails when `strict`).
+
+    Without a connection string there is no history: every variant is a `baseline` and the
+    gate has nothing to judge. `record=False` still reads the history (the gate judges as
+    usual) but writes nothing. The run is recorded with its eligibility (`RunVerdict.eligible`):
+    a limited run, one with an errored question or a failed gate never serves as a yardstick.
+    `statistics_cache`: see `run_statistics`.
+    """
+    summary = summarize(per_variant)
+    intervals, comparison = run_statistics(per_variant, baseline, cache_dir=statistics_cache)
+    provenance = {"scoring_protocol": SCORING_PROTOCOL, **provenance}
+    verdict = RunVerdict(summary=summary, intervals=intervals, baseline_comparison=comparison, limited=limited,
+                         provenance=provenance)
+    identity = benchmark_identity(provenance)
+    for _, row in summary.iterrows():
+        variant = row["variant"]
+        current = {m: float(row[m]) for m in tolerances}
+        lookup = dict(variant=variant, before_run_id=run_id, prefix=history_prefix)
+        prev = previous_run(connection_string, identity=identity, **lookup) if connection_string else None
+        # Nothing comparable: the latest run of another benchmark says why (a mismatch).
+        other = previous_run(connection_string, **lookup) if connection_string and prev is None else None
+        yardstick = prev or other
+        cmp = compare_provenance(provenance, yardstick, variant)
+        previous_gate = evaluate_gate(current, yardstick["metrics"] if yardstick else None, tolerances, cmp.state,
+                                      strict=strict)
+        ref = reference_run(connection_string, identity=identity, **lookup) if prev is not None else None
+        ref_cmp = compare_provenance(provenance, ref, variant) if ref is not None else None
+        ref_gate = (evaluate_gate(current, ref["metrics"], tolerances, ref_cmp.state, strict=strict)
+                    if ref is not None else None)
+        verdict.previous[variant] = yardstick
+        verdict.history[variant] = cmp
+        verdict.previous_gates[variant] = previous_gate
+        verdict.reference[variant] = ref
+        verdict.reference_history[variant] = ref_cmp
+        verdict.reference_gates[variant] = ref_gate
+        same_run = ref is not None and ref["run_id"] == yardstick["run_id"]
+        verdict.gates[variant] = combine_gates(previous_gate, None if same_run else ref_gate,
+                                               reference_run_id=ref["run_id"] if ref else None)
+    if connection_string and record:
+        record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant, history_prefix=history_prefix)
+    return verdict
+
+
+def record_verdict(verdict: RunVerdict, connection_string: str, *, run_id: str,
+                   per_variant: Mapping[str, pd.DataFrame], history_prefix: str = "eval") -> None:
+    """Record a judged run in the history with its eligibility and, per variant, the gate
+    state and the runs it was compared with (all or nothing)."""
+    failed = sorted(v for v, g in verdict.gates.items() if not g.passed)
+    gate = {v: {"state": g.state, "passed": g.passed,
+                "previous_run_id": (verdict.previous[v] or {}).get("run_id"),
+                "reference_run_id": (verdict.reference[v] or {}).get("run_id")} for v, g in verdict.gates.items()}
+    record_run(connection_string, run_id=run_id, provenance={**verdict.provenance, "gate_failed": failed, "gate": gate},
+               summary=verdict.summary, per_query=per_variant, intervals=verdict.intervals, limited=verdict.limited,
+               eligible=verdict.eligible, prefix=history_prefix)
+
+
+def combine_gates(previous: GateResult, reference: GateResult | None, *, reference_run_id: str | None) -> GateResult:
+    """One verdict from the two comparisons: passes only when both pass; rows tagged with
+    `against` (previous | reference); the state is the previous comparison's. `reference`
+    None: no separate reference (none yet, or it is the previous run itself)."""
+    rows = [{**r, "against": "previous"} for r in previous.rows]
+    if reference is None:
+        note = " (the previous run is also the pinned reference)" if reference_run_id else ""
+        return GateResult(previous.passed, previous.state, rows, previous.message + note)
+    rows += [{**r, "against": "reference"} for r in reference.rows]
+    message = (f"against the previous run: {previous.message}; against the reference run {reference_run_id}: "
+               f"{reference.message}")
+    return GateResult(previous.passed and reference.passed, previous.state, rows, message)
+
+
+code_version()  # taken at import: see code_version

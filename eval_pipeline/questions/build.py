@@ -1,0 +1,93 @@
+"""The corpus_snapshot asset's preflight and the question_set asset: a file, a BEIR split, or
+a set generated with an LLM, checked against the corpus before anything is embedded."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.common.state import StateDir
+from eval_pipeline.corpus.sources import CorpusSnapshot
+from eval_pipeline.questions.sets import QuestionSet
+
+
+def preflight_run(
+    snapshot: CorpusSnapshot,
+    *,
+    questions: Any | None,
+    variants: Iterable[Any],
+    reranker_identity: Callable[[Any], Any],
+    warn: Callable[[str], None],
+) -> dict[str, Any]:
+    """Everything that can be checked before embedding: the question set this run builds
+    (`questions`: its settings, None when the run does not build it) and every variant's
+    reranker (`reranker_identity(spec)` loads no model). Logs skipped records; returns the
+    snapshot's metadata."""
+    from eval_pipeline.questions.sets import preflight_question_set
+
+    if questions is not None:
+        preflight_question_set(questions.source, questions.path, corpus_signature=snapshot.signature,
+                               beir_split=questions.beir_split, doc_ids=[d.doc_id for d in snapshot.documents],
+                               corpus_source=snapshot.source, limit=questions.limit)
+    for v in variants:  # a missing model or an unset LLM fails here, not after the embedding
+        if v.reranker.kind != "none":
+            reranker_identity(v.reranker)
+    for skipped in snapshot.skipped:
+        warn(f"skipped {skipped.location}: {skipped.reason}")
+    return {"documents": len(snapshot.documents), "skipped": len(snapshot.skipped), "signature": snapshot.signature,
+            "source": snapshot.source, "characters": sum(len(d.content) for d in snapshot.documents)}
+
+
+def build_question_set(
+    settings: Any,
+    snapshot: CorpusSnapshot,
+    *,
+    llm_client: Callable[[], Any],
+    state: StateDir,
+    warn: Callable[[str], None],
+) -> tuple[QuestionSet, dict[str, Any]]:
+    """The question set `settings` names (source file | beir | generate, with the fields of
+    the question_set asset's config), checked against the corpus; and its metadata.
+
+    `generate` asks the LLM (`llm_client()` is called first, so an unconfigured model fails
+    before any call), caches every unit's questions in the state dir's question cache and
+    writes the set to `settings.path` or the state dir's `generated_questions_<signature>.jsonl`."""
+    from eval_pipeline.questions.sets import load_question_set, preflight_question_set
+
+    doc_ids = [d.doc_id for d in snapshot.documents]
+    metadata: dict[str, Any] = {}
+    if settings.source == "generate":
+        path, metadata = _generate(settings, snapshot, llm_client(), state, warn)
+        qs = load_question_set(path, corpus_signature=snapshot.signature, doc_ids=doc_ids)
+        qs = qs.limit(settings.limit) if settings.limit is not None else qs
+    else:
+        qs = preflight_question_set(settings.source, settings.path, corpus_signature=snapshot.signature,
+                                    doc_ids=doc_ids, beir_split=settings.beir_split, corpus_source=snapshot.source,
+                                    limit=settings.limit)
+    return qs, {**metadata, **qs.counts(), "fingerprint": qs.fingerprint, "path": str(qs.path),
+                "limited_from": qs.limited_from}
+
+
+def _generate(settings: Any, snapshot: CorpusSnapshot, client: Any, state: StateDir,
+              warn: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
+    from eval_pipeline.questions.cache import generate_question_set, write_generated_question_set
+    from eval_pipeline.questions.generation import chunk_units, document_units
+    from eval_pipeline.store.ingest import ChunkingConfig, chunk_documents
+
+    path = Path(settings.path or state.generated_questions(snapshot.signature))
+    if settings.unit == "chunk":
+        chunks = chunk_documents(snapshot, ChunkingConfig())
+        units = chunk_units([(c.id, c.meta["doc_id"], c.content) for c in chunks], snapshot.documents)
+    else:
+        units = document_units(snapshot.documents)
+    result = generate_question_set(
+        units, ask=client.complete, map_fn=client.map, model=f"{client.model}@{client.base_url or 'default'}",
+        k=settings.k, frac=settings.abstention_frac, masking=settings.masking, max_units=settings.max_units,
+        cache_path=state.question_cache, corpus_signature=snapshot.signature,
+        theme_titles=[d.title for d in snapshot.documents], log=warn,
+    )
+    for warning in result.warnings:
+        warn(warning)
+    write_generated_question_set(path, result, allow_partial=settings.allow_partial)
+    return path, {**{f"generation_{k}": v for k, v in result.counts().items()}, "llm_usage": dict(client.usage)}

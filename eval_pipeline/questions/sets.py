@@ -1,0 +1,474 @@
+"""Question sets: a JSONL file whose first line is a header naming the corpus it was written for.
+
+File format::
+
+    {"kind": "eval-pipeline/question-set", "version": 1, "corpus_signature": "...", "fingerprint": "...", ...}
+    {"qid": "q0001", "question": "...", "gold": ["doc-a"], "form": "MATCH", "hard_class": null, "gist": "..."}
+    ...
+
+`gold` lists the documents that answer the question (any of them counts as a hit); an empty
+list declares an abstention question that nothing in the corpus answers.  An optional
+`relevance` object gives graded judgements (doc id -> grade) for nDCG; without it every gold
+document has grade 1.
+
+A header whose corpus signature differs from the corpus being evaluated is an error: the
+labels were written for other documents, and scores against them would mean nothing.  So is
+a header without a fingerprint (hand edits could not be told from the written set: stamp the
+file with `python -m eval_pipeline.questions.sets stamp`), text Postgres cannot store (a NUL
+character, or a lone surrogate such as "\ud800", which JSON allows but UTF-8 cannot encode),
+and a set with no answerable question (every metric would be a mean over nothing).
+
+`preflight_question_set` loads and checks a configured set (file or BEIR) before anything
+is embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.common.atomic import atomic_write_text
+from eval_pipeline.common.checks import is_integer
+
+HEADER_KIND = "eval-pipeline/question-set"
+FORMAT_VERSION = 1
+FORMS = ("MATCH", "GAP")
+
+
+class QuestionSetError(ValueError):
+    """A question set that cannot be used; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Question:
+    qid: str
+    question: str
+    gold: tuple[str, ...]
+    form: str | None = None
+    hard_class: str | None = None
+    gist: str = ""
+    relevance: Mapping[str, int] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def answerable(self) -> bool:
+        return bool(self.gold)
+
+    def qrels(self) -> dict[str, int]:
+        """Graded judgements: the explicit ones, else grade 1 for each gold document."""
+        if self.relevance:
+            return dict(self.relevance)
+        return {doc_id: 1 for doc_id in self.gold}
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "qid": self.qid,
+            "question": self.question,
+            "gold": list(self.gold),
+            "form": self.form,
+            "hard_class": self.hard_class,
+            "gist": self.gist,
+        }
+        if self.relevance:
+            out["relevance"] = dict(self.relevance)
+        return out
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    questions: tuple[Question, ...]
+    header: Mapping[str, Any]
+    path: str
+    limited_from: int | None = None  # the full set's size when this is a limited run
+
+    @property
+    def limited(self) -> bool:
+        return self.limited_from is not None
+
+    @property
+    def corpus_signature(self) -> str | None:
+        """The corpus the set was written and checked for (its header says so)."""
+        value = self.header.get("corpus_signature")
+        return value if isinstance(value, str) else None
+
+    def limit(self, n: int) -> "QuestionSet":
+        """The first n questions in file order (a quick run). Its results are written under a
+        suffixed name and never serve as a baseline; n >= the set's size is no limit."""
+        if not is_integer(n) or n < 1:
+            raise QuestionSetError(f"question_set.limit must be a positive integer, got {n!r}")
+        if n >= len(self.questions):
+            return self
+        if not any(q.answerable for q in self.questions[:n]):
+            raise QuestionSetError(
+                f"{self.path}: the first {n} questions (question_set.limit) have no answerable question, so every "
+                f"metric would be a mean over nothing; raise the limit"
+            )
+        return QuestionSet(questions=self.questions[:n], header=self.header, path=self.path,
+                           limited_from=len(self.questions))
+
+    @property
+    def fingerprint(self) -> str:
+        return question_set_fingerprint(self.questions)
+
+    def counts(self) -> dict[str, int]:
+        c = {
+            "questions": len(self.questions),
+            "answerable": sum(q.answerable for q in self.questions),
+            "abstention": sum(not q.answerable for q in self.questions),
+        }
+        for form in FORMS:
+            c[f"form_{form}"] = sum(q.form == form for q in self.questions)
+        return c
+
+
+def question_set_fingerprint(questions: Iterable[Question]) -> str:
+    """Order-independent fingerprint of the questions and their labels."""
+    lines = sorted(json.dumps(q.to_json(), sort_keys=True, ensure_ascii=False) for q in questions)
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:16]
+
+
+def load_question_set(
+    path: str | Path,
+    *,
+    corpus_signature: str,
+    doc_ids: Iterable[str],
+    require_fingerprint: bool = True,
+) -> QuestionSet:
+    """Read and validate a question set against the corpus it will be scored on.
+
+    A fingerprint in the header must match the questions.  With `require_fingerprint` (as
+    `preflight_question_set` loads every configured set) a header without one, or with a null
+    one, is an error saying how to stamp the file.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise QuestionSetError(f"{path}: cannot read question set: {exc}") from exc
+    if not lines:
+        raise QuestionSetError(f"{path}: empty file (expected a header line)")
+    header = _parse_line(path, 1, lines[0])
+    if header.get("kind") != HEADER_KIND:
+        raise QuestionSetError(
+            f"{path}:1: missing header: expected an object with kind={HEADER_KIND!r}; for a hand-labelled set, "
+            f"write one with: python -m eval_pipeline.questions.sets stamp {path} --corpus-kind KIND --corpus PATH"
+        )
+    if header.get("version") != FORMAT_VERSION:
+        raise QuestionSetError(f"{path}:1: unsupported version {header.get('version')!r} (expected {FORMAT_VERSION})")
+    written_for = header.get("corpus_signature")
+    if written_for != corpus_signature:
+        raise QuestionSetError(
+            f"{path}:1: corpus signature mismatch: the question set was written for corpus {written_for!r}, "
+            f"but the corpus being evaluated is {corpus_signature!r}; regenerate or relabel the questions"
+        )
+    known = set(doc_ids)
+    questions: list[Question] = []
+    seen: dict[str, int] = {}
+    unknown: list[str] = []
+    for lineno, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        q = _question_from(path, lineno, _parse_line(path, lineno, line))
+        if q.qid in seen:
+            raise QuestionSetError(f"{path}:{lineno}: duplicate qid {q.qid!r} (first at line {seen[q.qid]})")
+        seen[q.qid] = lineno
+        unknown.extend(f"{d!r} (line {lineno})" for d in q.gold if d not in known)
+        questions.append(q)
+    if unknown:
+        shown = ", ".join(unknown[:20]) + (f" and {len(unknown) - 20} more" if len(unknown) > 20 else "")
+        raise QuestionSetError(f"{path}: gold document ids not in the corpus: {shown}")
+    if not questions:
+        raise QuestionSetError(f"{path}: the question set has a header but no questions")
+    _require_answerable(path, questions)
+    qs = QuestionSet(questions=tuple(questions), header=header, path=str(path))
+    if header.get("fingerprint") is None and require_fingerprint:
+        raise QuestionSetError(
+            f"{path}:1: the header has no fingerprint (a hash of the questions and labels, so that a hand edit "
+            f"is caught); check the questions, then write one with: python -m eval_pipeline.questions.sets stamp {path} "
+            f"--corpus-kind KIND --corpus PATH"
+        )
+    if header.get("fingerprint") not in (None, qs.fingerprint):
+        raise QuestionSetError(
+            f"{path}:1: fingerprint mismatch: header says {header['fingerprint']!r}, the questions hash to "
+            f"{qs.fingerprint!r}; the file was edited after it was written"
+        )
+    return qs
+
+
+def write_question_set(
+    path: str | Path,
+    questions: Iterable[Question],
+    *,
+    corpus_signature: str,
+    extra_header: Mapping[str, Any] | None = None,
+) -> str:
+    """Write a question set atomically (temp file + rename); returns its fingerprint."""
+    qs = list(questions)
+    for q in qs:
+        _check_question_text(f"{path}: question {ascii(q.qid)}", q)
+    fingerprint = question_set_fingerprint(qs)
+    header = {
+        "kind": HEADER_KIND,
+        "version": FORMAT_VERSION,
+        "corpus_signature": corpus_signature,
+        "fingerprint": fingerprint,
+        **(extra_header or {}),
+    }
+    body = [json.dumps(header, ensure_ascii=False)] + [json.dumps(q.to_json(), ensure_ascii=False) for q in qs]
+    atomic_write_text(Path(path), "\n".join(body) + "\n")
+    return fingerprint
+
+
+def _unstorable(value: str) -> str | None:
+    """Why Postgres cannot store `value` in a text column (None if it can)."""
+    for i, ch in enumerate(value):
+        if ch == "\x00":
+            return f"a NUL character (\\u0000) at position {i}, which Postgres cannot store in text"
+        if "\ud800" <= ch <= "\udfff":
+            return (f"a lone surrogate ({ascii(ch)[1:-1]}) at position {i}: JSON allows it, but UTF-8 cannot "
+                    f"encode it and Postgres cannot store it")
+    return None
+
+
+def check_text(loc: str, field: str, value: Any) -> None:
+    """A QuestionSetError naming `loc` and `field` if the string `value` cannot be stored."""
+    if isinstance(value, str):
+        why = _unstorable(value)
+        if why:
+            raise QuestionSetError(f"{loc}: field {field!r} contains {why}")
+
+
+def _check_question_text(loc: str, q: Question) -> None:
+    check_text(loc, "qid", q.qid)
+    check_text(loc, "question", q.question)
+    for doc_id in q.gold:
+        check_text(loc, "gold", doc_id)
+    check_text(loc, "hard_class", q.hard_class)
+    check_text(loc, "gist", q.gist)
+    for doc_id in q.relevance:
+        check_text(loc, "relevance", doc_id)
+
+
+def _require_answerable(where: str | Path, questions: Iterable[Question]) -> None:
+    if not any(q.answerable for q in questions):
+        raise QuestionSetError(
+            f"{where}: no answerable question (every 'gold' list is empty), so every metric would be a mean "
+            f"over nothing; label at least one question with the documents that answer it"
+        )
+
+
+def _parse_line(path: Path, lineno: int, line: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise QuestionSetError(f"{path}:{lineno}: invalid JSON: {exc.msg} at column {exc.colno}") from exc
+    if not isinstance(obj, dict):
+        raise QuestionSetError(f"{path}:{lineno}: expected a JSON object")
+    return obj
+
+
+def _question_from(path: Path, lineno: int, obj: dict[str, Any]) -> Question:
+    loc = f"{path}:{lineno}"
+    qid, text, gold = obj.get("qid"), obj.get("question"), obj.get("gold")
+    for name in ("qid", "question", "hard_class", "gist"):
+        check_text(loc, name, obj.get(name))
+    if not isinstance(qid, str) or not qid.strip():
+        raise QuestionSetError(f"{loc}: field 'qid' must be a non-empty string")
+    if not isinstance(text, str) or not text.strip():
+        raise QuestionSetError(f"{loc}: field 'question' must be a non-empty string")
+    if not isinstance(gold, list) or not all(isinstance(g, str) and g for g in gold):
+        raise QuestionSetError(f"{loc}: field 'gold' must be a list of document ids ([] for abstention)")
+    form = obj.get("form")
+    if form is not None and form not in FORMS:
+        raise QuestionSetError(f"{loc}: field 'form' is {form!r}; valid: {', '.join(FORMS)} or null")
+    relevance = obj.get("relevance") or {}
+    if not isinstance(relevance, dict) or not all(
+        isinstance(k, str) and is_integer(v) for k, v in relevance.items()
+    ):
+        raise QuestionSetError(f"{loc}: field 'relevance' must map document ids to integer grades")
+    if relevance and {d for d, g in relevance.items() if g > 0} != set(gold):
+        raise QuestionSetError(f"{loc}: 'relevance' documents with grade > 0 must be exactly the 'gold' list")
+    for doc_id in gold:
+        check_text(loc, "gold", doc_id)
+    for doc_id in relevance:
+        check_text(loc, "relevance", doc_id)
+    hard_class = obj.get("hard_class")
+    if hard_class is not None and not isinstance(hard_class, str):
+        raise QuestionSetError(f"{loc}: field 'hard_class' must be a string or null")
+    gist = obj.get("gist")
+    if gist is not None and not isinstance(gist, str):
+        raise QuestionSetError(f"{loc}: field 'gist' must be a string or null")
+    return Question(
+        qid=qid,
+        question=text,
+        gold=tuple(dict.fromkeys(gold)),
+        form=form,
+        hard_class=hard_class,
+        gist=gist or "",
+        relevance=relevance,
+    )
+
+
+def stamp_question_file(questions_path: str | Path, corpus_signature: str, doc_ids: Iterable[str]) -> str:
+    """(Re)write a hand-written question file with a header for `corpus_signature`.
+
+    Accepts a file with or without a header; validates every question and every gold id
+    against the corpus first.  Returns the new fingerprint.
+    """
+    path = Path(questions_path)
+    numbered = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if line.strip()]
+    if numbered and _parse_line(path, *numbered[0]).get("kind") == HEADER_KIND:
+        numbered = numbered[1:]
+    known = set(doc_ids)
+    questions: list[Question] = []
+    seen: dict[str, int] = {}
+    for lineno, line in numbered:
+        q = _question_from(path, lineno, _parse_line(path, lineno, line))
+        missing = [d for d in q.gold if d not in known]
+        if missing:
+            raise QuestionSetError(f"{path}:{lineno}: gold document ids not in the corpus: {missing}")
+        if q.qid in seen:
+            raise QuestionSetError(f"{path}:{lineno}: duplicate qid {q.qid!r} (first at line {seen[q.qid]})")
+        seen[q.qid] = lineno
+        questions.append(q)
+    if not questions:
+        raise QuestionSetError(f"{path}: no questions to stamp")
+    _require_answerable(path, questions)
+    return write_question_set(path, questions, corpus_signature=corpus_signature, extra_header={"source": "hand-written"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from eval_pipeline.corpus.sources import load_corpus
+
+    parser = argparse.ArgumentParser(prog="python -m eval_pipeline.questions.sets")
+    sub = parser.add_subparsers(dest="command", required=True)
+    stamp = sub.add_parser("stamp", help="write the header of a hand-written question set for a corpus")
+    stamp.add_argument("questions")
+    stamp.add_argument("--corpus-kind", default="demo", choices=["demo", "folder", "jsonl", "beir"])
+    stamp.add_argument("--corpus", default=None, help="corpus path (not needed for demo)")
+    args = parser.parse_args(argv)
+    snapshot = load_corpus(args.corpus_kind, args.corpus)
+    fingerprint = stamp_question_file(args.questions, snapshot.signature, (d.doc_id for d in snapshot.documents))
+    print(f"{args.questions}: corpus {snapshot.signature}, fingerprint {fingerprint}")
+    return 0
+
+
+def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str],
+                        corpus_signature: str | None = None) -> QuestionSet:
+    """A BEIR question set: `queries.jsonl` plus `qrels/<split>.tsv` (graded relevance kept).
+
+    Only queries judged in the split are included.  A judged query id missing from
+    queries.jsonl, or a judged document missing from the corpus, is an error naming it.
+    """
+    folder = Path(folder)
+    qrels_path = folder / "qrels" / f"{split}.tsv"
+    queries_path = folder / "queries.jsonl"
+    for p in (qrels_path, queries_path):
+        if not p.exists():
+            raise QuestionSetError(f"{p}: missing (BEIR folder {folder}, split {split!r})")
+    qrels: dict[str, dict[str, int]] = {}
+    with open(qrels_path, encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                continue
+            parts = line.split("\t")
+            if lineno == 1 and parts[0] == "query-id":
+                continue
+            if len(parts) != 3:
+                raise QuestionSetError(f"{qrels_path}:{lineno}: expected 3 tab-separated columns, got {len(parts)}")
+            try:
+                grade = int(parts[2])
+            except ValueError:
+                raise QuestionSetError(f"{qrels_path}:{lineno}: score {parts[2]!r} is not an integer") from None
+            qrels.setdefault(parts[0], {})[parts[1]] = grade
+    texts: dict[str, tuple[int, Any]] = {}  # query id -> (line, text)
+    with open(queries_path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if line.strip():
+                obj = _parse_line(queries_path, lineno, line)
+                qid = str(obj.get("_id"))
+                if qid in texts:
+                    raise QuestionSetError(
+                        f"{queries_path}:{lineno}: duplicate _id {qid!r} (first at line {texts[qid][0]})")
+                texts[qid] = (lineno, obj.get("text"))
+    known = set(doc_ids)
+    unknown_docs = sorted({d for judged in qrels.values() for d in judged} - known)
+    if unknown_docs:
+        raise QuestionSetError(f"{qrels_path}: judged document ids not in the corpus: {unknown_docs[:20]}")
+    missing = sorted(set(qrels) - set(texts))
+    if missing:
+        raise QuestionSetError(f"{qrels_path}: judged query ids not in {queries_path.name}: {missing[:20]}")
+    questions = []
+    for qid in sorted(qrels, key=_natural_key):
+        grades = qrels[qid]
+        gold = tuple(sorted(d for d, g in grades.items() if g > 0))
+        lineno, text = texts[qid]
+        loc = f"{queries_path}:{lineno}"
+        check_text(loc, "_id", qid)
+        if text is not None and not isinstance(text, str):
+            raise QuestionSetError(f"{loc}: field 'text' of query {qid!r} must be a string")
+        if not (text or "").strip():
+            raise QuestionSetError(f"{loc}: query {qid!r} has empty text")
+        check_text(loc, "text", text)
+        questions.append(Question(qid=qid, question=text, gold=gold, relevance={d: g for d, g in grades.items() if g > 0}))
+    if not questions:
+        raise QuestionSetError(f"{qrels_path}: no judged queries in split {split!r}")
+    _require_answerable(qrels_path, questions)
+    # The judgements were checked against these documents: the header records which corpus.
+    header = {"kind": HEADER_KIND, "version": FORMAT_VERSION, "source": f"beir:{folder}:{split}",
+              "corpus_signature": corpus_signature}
+    return QuestionSet(questions=tuple(questions), header=header, path=f"{folder} ({split})")
+
+
+def _natural_key(qid: str):
+    return (0, int(qid), "") if qid.isdigit() else (1, 0, qid)
+
+
+QUESTION_SOURCES = ("file", "beir", "generate")
+
+
+def preflight_question_set(
+    source: str,
+    path: str | Path | None,
+    *,
+    corpus_signature: str,
+    doc_ids: Iterable[str],
+    beir_split: str = "test",
+    corpus_source: str | None = None,
+    limit: int | None = None,
+) -> QuestionSet | None:
+    """Load and check the configured question set before anything is embedded.
+
+    `source` and `path` are the question_set settings (file | beir | generate); `corpus_source`
+    is the corpus kind, so that a file source without a path means the committed demo set on
+    the demo corpus.  Returns the set (limited, if `limit` is given) or None for `generate`,
+    which cannot be checked before the questions are generated.  Raises QuestionSetError
+    naming the file and line, or the setting.
+    """
+    if source == "generate":
+        return None
+    if source not in QUESTION_SOURCES:
+        raise QuestionSetError(f"question_set.source {source!r} is not valid; valid: {', '.join(QUESTION_SOURCES)}")
+    if source == "beir":
+        if not path:
+            raise QuestionSetError("question_set.path must name the BEIR folder when question_set.source is 'beir'")
+        qs = load_beir_questions(path, split=beir_split, doc_ids=doc_ids, corpus_signature=corpus_signature)
+    else:
+        if not path:
+            if corpus_source != "demo":
+                raise QuestionSetError("question_set.path is required for a corpus other than the demo corpus")
+            from eval_pipeline.corpus.sources import DEMO_DATA_DIR
+
+            path = DEMO_DATA_DIR / "questions.jsonl"
+        qs = load_question_set(path, corpus_signature=corpus_signature, doc_ids=doc_ids, require_fingerprint=True)
+    return qs.limit(limit) if limit is not None else qs
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""The ranking's caches: question embeddings, and a variant's results, each keyed on
+everything that decides them."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from eval_pipeline.common.atomic import atomic_write_bytes
+from eval_pipeline.questions.sets import Question
+from eval_pipeline.ranking.results import identity_json
+from eval_pipeline.ranking.variants import Variant
+
+
+class QueryEmbeddingCache:
+    """Question embeddings on disk, keyed by the embedder's identity (model and weights by
+    content) and the exact question texts."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    def _path(self, identity: str, questions: Sequence[Question]) -> Path:
+        # JSON, not separators: a qid or a question may contain any character but NUL.
+        payload = identity_json({"embedder": identity, "questions": [[q.qid, q.question] for q in questions]})
+        return self.folder / f"{hashlib.sha256(payload.encode()).hexdigest()[:32]}.npy"
+
+    def get_or_compute(self, embedder, questions: Sequence[Question]) -> tuple[dict[str, list[float]], float, bool]:
+        """(embeddings by qid, seconds spent embedding, whether they came from the cache)."""
+        path = self._path(embedder.identity, questions)
+        if path.exists():
+            try:
+                matrix = np.load(path)
+                if matrix.shape[0] == len(questions):
+                    return {q.qid: matrix[i].tolist() for i, q in enumerate(questions)}, 0.0, True
+            except (OSError, ValueError):
+                pass  # a damaged cache file is recomputed
+        embedder.warm_up()  # loading the model is not query latency
+        started = time.perf_counter()
+        vectors = embedder.embed([q.question for q in questions])
+        seconds = time.perf_counter() - started
+        if len(vectors) != len(questions):
+            raise RuntimeError(f"embedder returned {len(vectors)} vectors for {len(questions)} questions")
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(vectors, dtype=np.float32))
+        atomic_write_bytes(path, buffer.getvalue())
+        return {q.qid: list(v) for q, v in zip(questions, vectors)}, seconds, False
+
+
+# Installed packages whose version can change a ranking (tokenizers, models, HNSW, BM25).
+RESULT_PACKAGES = ("numpy", "torch", "transformers", "sentence-transformers", "tokenizers", "haystack-ai",
+                   "sentence-transformers-haystack", "pgvector-haystack", "pgvector", "psycopg", "bm25s", "openai")
+
+
+def result_environment() -> dict[str, str]:
+    """Versions of the installed packages that decide rankings ('absent' when not installed):
+    a results cache entry from before an upgrade is not reused after it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in RESULT_PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def store_environment(connection_string: str) -> dict[str, str]:
+    """The database server's and the vector extension's versions (HNSW search can change
+    between pgvector releases)."""
+    from eval_pipeline.store.database import connect
+
+    with connect(connection_string) as conn:
+        server = conn.execute("SHOW server_version").fetchone()[0]
+        row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    return {"postgres": str(server), "pgvector-extension": row[0] if row else "absent"}
+
+
+class ResultsCache:
+    """A variant's ranked results, reused when nothing that decides them has changed.
+
+    The key covers the vector table (itself a fingerprint of corpus, chunking and the
+    embedder's weights), the query embedder's identity, the questions, the variant's whole configuration, its reranker's
+    full identity (weights by content; an LLM's endpoint, model and settings), the miss
+    depth, the code version and the environment (package, server and extension versions).
+    Without a clean code version (not a git checkout, or uncommitted changes) nothing is
+    cached: the code that produced a result must be known. Results with an errored question
+    or an incomplete diagnosis are never stored: an outage must not be replayed.
+    Latency columns are those measured when the result was computed.
+    """
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    @staticmethod
+    def key(*, table: str, questions_fingerprint: str, variant: Variant, miss_k: int, code_version: str,
+            reranker: Mapping | None, environment: Mapping[str, str], query_embedder: str) -> str | None:
+        """`query_embedder` is the identity of the embedder that embeds the questions: the table's
+        name covers the one that embedded the chunks, and a run can pair a table with another."""
+        if not code_version or code_version == "unknown" or code_version.endswith("-dirty"):
+            return None
+        payload = identity_json({
+            "table": table, "questions": questions_fingerprint, "variant": variant.describe(), "key": variant.key,
+            "query_embedder": query_embedder,
+            "reranker": dict(reranker) if reranker is not None else None, "miss_k": miss_k,
+            "code": code_version, "environment": dict(environment),
+        })
+        return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+    def has(self, key: str | None) -> bool:
+        return key is not None and (self.folder / f"{key}.parquet").exists()
+
+    def get(self, key: str | None) -> pd.DataFrame | None:
+        if not self.has(key):
+            return None
+        try:
+            return pd.read_parquet(self.folder / f"{key}.parquet")
+        except (OSError, ValueError):
+            return None  # a damaged entry is recomputed
+
+    @staticmethod
+    def cacheable(frame: pd.DataFrame) -> bool:
+        """No errored question and no failed diagnosis leg."""
+        return all(column not in frame or not frame[column].notna().any() for column in ("error", "diagnosis_error"))
+
+    def put(self, key: str | None, frame: pd.DataFrame) -> bool:
+        """Store `frame` under `key`; False (nothing stored) without a key or for results
+        that are not `cacheable`."""
+        if key is None or not self.cacheable(frame):
+            return False
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        atomic_write_bytes(self.folder / f"{key}.parquet", buffer.getvalue())
+        return True

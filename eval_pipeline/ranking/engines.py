@@ -1,0 +1,200 @@
+"""Retrieval engines.  Each one answers a query with a ranked list of *documents*.
+
+Chunk-level engines return chunks; `chunks_to_documents` turns those into documents, the
+first (best-ranked) chunk of a document giving its rank and score.  Ties between equal
+scores are broken by doc id so that every run ranks the same way.
+
+Engines:
+- `pg-keyword`: Postgres full-text search, run by IndexedKeywordEngine (eval_pipeline.ranking.keyword_index:
+  the ranking of Haystack's PgvectorKeywordRetriever on a stored, indexed tsvector; a parity
+  test in tests/integration/test_keyword_index.py holds the two together).
+- `pg-dense`: cosine search over the HNSW index through PgvectorEmbeddingRetriever.
+- `hybrid`: two or more legs fused by `fuse` (the sweep runs the legs and the fusion).
+- `bm25`: Okapi BM25 over the same chunks, with bm25s, in memory.
+- `metadata`: a scorer that reads only title, description and filename, never the body;
+  the baseline that tells you how much the body contributes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from eval_pipeline.common.text import TOKEN
+from eval_pipeline.corpus.sources import Document
+
+EngineName = Literal["pg-keyword", "pg-dense", "hybrid", "bm25", "metadata"]
+ENGINE_NAMES: tuple[str, ...] = ("pg-keyword", "pg-dense", "hybrid", "bm25", "metadata")
+
+
+@dataclass(frozen=True)
+class RankedDoc:
+    doc_id: str
+    score: float
+    chunk_id: str | None = field(default=None, compare=False)  # the chunk that gave the rank
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    chunk_id: str
+    doc_id: str
+    score: float
+
+
+def chunks_to_documents(chunks: Iterable, depth: int) -> list[RankedDoc]:
+    """Chunk hits, best first -> documents, first occurrence wins, cut at depth.
+
+    Accepts ChunkHit objects or (doc id, score) pairs.  Equal scores are re-ordered by doc id
+    so that the database's arbitrary order among ties cannot change a metric between runs.
+    """
+    items = [(c.doc_id, c.score, c.chunk_id) if isinstance(c, ChunkHit) else (c[0], c[1], None) for c in chunks]
+    ordered = sorted(enumerate(items), key=lambda item: (-item[1][1], item[1][0], item[0]))
+    seen: dict[str, RankedDoc] = {}
+    for _, (doc_id, score, chunk_id) in ordered:
+        if doc_id not in seen:
+            seen[doc_id] = RankedDoc(doc_id, score, chunk_id)
+            if len(seen) == depth:
+                break
+    return list(seen.values())
+
+
+def _hits(documents) -> list[ChunkHit]:
+    return [ChunkHit(d.id, d.meta["doc_id"], float(d.score if d.score is not None else 0.0)) for d in documents]
+
+
+def fuse(legs: Sequence[Sequence[ChunkHit]], *, mode: str = "rrf", rrf_k: int = 61,
+         weights: Sequence[float] | None = None) -> list[ChunkHit]:
+    """Fuse ranked chunk lists.
+
+    `rrf` is reciprocal rank fusion with a configurable k, computed exactly as Haystack's
+    DocumentJoiner does (which fixes k = 61; a parity test holds the two together at 61).
+    `merge` (weighted score sum) and `dbsf` (distribution-based score fusion) run through
+    Haystack's DocumentJoiner itself.
+    """
+    if weights is not None and len(weights) != len(legs):
+        raise ValueError(f"weights {list(weights)} must have one entry per leg ({len(legs)})")
+    if mode == "rrf":
+        n = len(legs)
+        w = [x / sum(weights) for x in weights] if weights else [1 / n] * n
+        scores: dict[str, float] = {}
+        first: dict[str, ChunkHit] = {}
+        for hits, weight in zip(legs, w):
+            for rank, hit in enumerate(hits):
+                scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + (weight * n) / (rrf_k + rank)
+                first.setdefault(hit.chunk_id, hit)
+        return sorted(
+            (ChunkHit(cid, first[cid].doc_id, s / (n / rrf_k)) for cid, s in scores.items()),
+            key=lambda h: (-h.score, h.chunk_id),
+        )
+    if mode not in ("merge", "dbsf"):
+        raise ValueError(f"fusion mode {mode!r} is not valid; valid: rrf, merge, dbsf")
+    from haystack import Document as HDocument
+    from haystack.components.joiners import DocumentJoiner
+
+    joiner = DocumentJoiner(
+        join_mode="merge" if mode == "merge" else "distribution_based_rank_fusion",
+        weights=list(weights) if weights else None,
+    )
+    docs = [[HDocument(id=h.chunk_id, content="", score=h.score, meta={"doc_id": h.doc_id}) for h in hits] for hits in legs]
+    return _hits(joiner.run(documents=docs)["documents"])
+
+
+class PgDenseEngine:
+    name = "pg-dense"
+    needs_embedding = True
+
+    def __init__(self, document_store, *, depth: int = 20, chunk_top_k: int = 100):
+        from haystack_integrations.components.retrievers.pgvector import PgvectorEmbeddingRetriever
+
+        self.depth = depth
+        self.retriever = PgvectorEmbeddingRetriever(document_store=document_store, top_k=chunk_top_k)
+
+    def chunk_hits(self, query: str, query_embedding) -> list[ChunkHit]:
+        if query_embedding is None:
+            raise ValueError("pg-dense needs a query embedding")
+        return _hits(self.retriever.run(query_embedding=list(query_embedding))["documents"])
+
+    def search(self, query, query_embedding):
+        return chunks_to_documents(self.chunk_hits(query, query_embedding), self.depth)
+
+
+
+
+class BM25Engine:
+    """Okapi BM25 (bm25s, k1=1.5, b=0.75) over the chunks stored in the vector table."""
+
+    name = "bm25"
+    needs_embedding = False
+
+    def __init__(self, chunks: Sequence[tuple[str, str, str]], *, depth: int = 20, chunk_top_k: int = 100):
+        import bm25s
+
+        if not chunks:
+            raise ValueError("bm25 needs at least one chunk")
+        self.depth = depth
+        self.chunk_top_k = min(chunk_top_k, len(chunks))
+        self.chunk_ids = [chunk_id for chunk_id, _, _ in chunks]
+        self.doc_ids = [doc_id for _, doc_id, _ in chunks]
+        self._bm25s = bm25s
+        self.retriever = bm25s.BM25()
+        tokens = bm25s.tokenize([text for _, _, text in chunks], stopwords="en", show_progress=False)
+        self.retriever.index(tokens, show_progress=False)
+
+    def chunk_hits(self, query: str, query_embedding=None) -> list[ChunkHit]:
+        tokens = self._bm25s.tokenize([query], stopwords="en", show_progress=False)
+        if not tokens.vocab:  # only stopwords or punctuation: nothing to match
+            return []
+        results, scores = self.retriever.retrieve(tokens, k=self.chunk_top_k, show_progress=False, n_threads=1)
+        return [ChunkHit(self.chunk_ids[int(i)], self.doc_ids[int(i)], float(s))
+                for i, s in zip(results[0], scores[0]) if s > 0]
+
+    def search(self, query, query_embedding=None):
+        return chunks_to_documents(self.chunk_hits(query), self.depth)
+
+
+def normalize_text(text: str) -> str:
+    """Case-folded; every run of characters other than Unicode letters and digits becomes one space."""
+    return " ".join(TOKEN.findall(text.casefold()))
+
+
+class MetadataEngine:
+    """Scores title (weight 4), description (2) and filename (3); never reads the body.
+
+    Per field of weight w: +8w when the whole normalized query is a substring of the field;
+    for each distinct query term of two or more characters found in the field, +w plus
+    0.25w per occurrence.  Zero scores are dropped; ties are broken by doc id.
+    """
+
+    name = "metadata"
+    needs_embedding = False
+    WEIGHTS = (("title", 4.0), ("description", 2.0), ("filename", 3.0))
+
+    def __init__(self, documents: Sequence[Document], *, depth: int = 20):
+        self.depth = depth
+        self.fields = [
+            (d.doc_id, [(normalize_text(getattr(d, f)), w) for f, w in self.WEIGHTS]) for d in documents
+        ]
+        self.field_tokens = [[Counter(text.split()) for text, _ in fs] for _, fs in self.fields]
+
+    def score(self, query: str) -> dict[str, float]:
+        q = normalize_text(query)
+        terms = [t for t in dict.fromkeys(q.split()) if len(t) >= 2]
+        scores: dict[str, float] = {}
+        for (doc_id, fields), token_counts in zip(self.fields, self.field_tokens):
+            total = 0.0
+            for (text, w), counts in zip(fields, token_counts):
+                if q and q in text:
+                    total += 8 * w
+                for t in terms:
+                    n = counts.get(t, 0)
+                    if n:
+                        total += w + 0.25 * w * n
+            if total > 0:
+                scores[doc_id] = total
+        return scores
+
+    def search(self, query, query_embedding=None):
+        ranked = sorted(self.score(query).items(), key=lambda kv: (-kv[1], kv[0]))[: self.depth]
+        return [RankedDoc(d, s) for d, s in ranked]

@@ -1,0 +1,172 @@
+"""The three steps of the ranked_results graph (assets/ranking.py), without Dagster.
+
+    plan_ranking_batches -> rank_batch (one per batch, possibly in parallel) -> merge_ranked_batches
+
+`build_reranker(spec, warm)` is the reranker resource's builder; `log` takes one line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import pandas as pd
+
+from eval_pipeline.common.state import StateDir
+from eval_pipeline.ranking.batches import plan_batches
+from eval_pipeline.ranking.caches import QueryEmbeddingCache, ResultsCache
+from eval_pipeline.ranking.sweep import Sweep
+
+
+@dataclass
+class Batch:
+    """What one rank_variants step ranks, as plan_ranking decided it."""
+
+    results_keys: dict[str, Optional[str]]  # variant key -> its ResultsCache key, in the sweep's order
+    from_cache: bool  # the variants whose results are reused unchanged (read, not ranked)
+    reranker_identities: dict[str, Optional[dict]]  # variant key -> its reranker's identity when planned
+    code_version: str  # the code that ranks (recorded with every result)
+    embed_ms_per_query: float  # the query embedding's cost, 0.0 when it came from the disk cache
+    query_embeddings: str  # "cached", "computed in N s" or "not needed"
+
+
+@dataclass
+class RankedBatch:
+    frames: dict[str, pd.DataFrame]
+    reused: list[str] = field(default_factory=list)
+    not_cached: list[str] = field(default_factory=list)  # ranked, but errored: never stored for reuse
+    queries_by_stage: dict[str, int] = field(default_factory=dict)
+    query_embeddings: str = "not needed"
+
+
+def mapping_key(index: int, keys: list[str]) -> str:
+    """A readable, valid dynamic mapping key: 0_pg_keyword__hybrid_mmr ..."""
+    text = re.sub(r"[^A-Za-z0-9_]", "_", "__".join(keys))
+    return f"{index}_{text}"[:80]
+
+
+def plan_ranking_batches(
+    variants: Sequence[Any],
+    *,
+    corpus_signature: str,
+    store,
+    question_set,
+    state: StateDir,
+    connection_string: str,
+    embedder,
+    build_reranker: Callable[..., Any],
+    miss_k: int,
+    reuse: bool,
+    workers: int,
+    code_version: str,
+    log: Callable[[str], None],
+) -> list[tuple[str, Batch]]:
+    """(mapping key, batch) per step: the variants whose results are reused unchanged in one
+    batch, the rest split by `plan_batches` into at most `workers`; the questions embedded
+    once (cached on disk) when anything is ranked.
+
+    The results cache keys are built from each reranker's identity (its weights by content, an
+    LLM's endpoint and settings), computed before any model is loaded, and from the package,
+    server and extension versions; `code_version` is the code that ranks. The corpus, table,
+    question set and embedder are first checked to belong together (a step can read
+    materializations of different runs)."""
+    from eval_pipeline.ranking.caches import result_environment, store_environment
+    from eval_pipeline.ranking.inputs import check_inputs_agree
+
+    check_inputs_agree(corpus_signature=corpus_signature, store=store, questions=question_set, embedder=embedder)
+    cache = ResultsCache(state.ranked_results)
+    version = code_version
+    identities = {v.key: build_reranker(v.reranker, warm=False).identity() if v.reranker.kind != "none" else None
+                  for v in variants}
+    environment = {**result_environment(), **store_environment(connection_string)}
+    keys = {v.key: ResultsCache.key(table=store.table, questions_fingerprint=question_set.fingerprint, variant=v,
+                                    miss_k=miss_k, code_version=version, reranker=identities[v.key],
+                                    environment=environment, query_embedder=embedder.identity) for v in variants}
+    reused = [v for v in variants if reuse and cache.has(keys[v.key])]
+    todo = [v for v in variants if v.key not in {r.key for r in reused}]
+    embed_ms, embedded = 0.0, "not needed"
+    if todo:
+        questions = question_set.questions
+        _, seconds, from_disk = QueryEmbeddingCache(state.query_embeddings).get_or_compute(embedder, questions)
+        embed_ms = 0.0 if from_disk else seconds * 1000.0 / max(1, len(questions))
+        embedded = "cached" if from_disk else f"computed in {seconds:.2f} s"
+    batches = [([v.key for v in batch], False) for batch in plan_batches(todo, workers)] if todo else []
+    if reused:
+        batches.append(([v.key for v in reused], True))  # loaded from the cache: cheap, one step
+    log(f"{len(variants)} variant(s) in {len(batches)} step(s): " + "; ".join(", ".join(b) for b, _ in batches)
+        + (f" ({len(reused)} reused unchanged)" if reused else ""))
+    return [(mapping_key(index, batch), Batch({k: keys[k] for k in batch}, from_cache,
+                                              {k: identities[k] for k in batch}, version, embed_ms, embedded))
+            for index, (batch, from_cache) in enumerate(batches)]
+
+
+def rank_batch(
+    batch: Batch,
+    variants: Sequence[Any],
+    *,
+    snapshot,
+    store,
+    question_set,
+    state: StateDir,
+    connection_string: str,
+    embedder,
+    build_reranker: Callable[..., Any],
+    miss_k: int,
+) -> RankedBatch:
+    """Rank one batch with one Sweep: legs and candidate pools shared by its variants. The batch
+    of unchanged variants is read from the cache (ranked after all if an entry has gone)."""
+    from eval_pipeline.ranking.inputs import check_inputs_agree
+
+    check_inputs_agree(corpus_signature=snapshot.signature, store=store, questions=question_set, embedder=embedder)
+    cache = ResultsCache(state.ranked_results)
+    keys = batch.results_keys
+    cached = {v.key: frame for v in variants if batch.from_cache and (frame := cache.get(keys[v.key])) is not None}
+    todo = [v for v in variants if v.key not in cached]
+    result = RankedBatch(frames={}, reused=list(cached), query_embeddings=batch.query_embeddings)
+    if todo:
+        questions = question_set.questions
+        built = {v.key: build_reranker(v.reranker, warm=True) for v in todo if v.reranker.kind != "none"}
+        for key, reranker in built.items():  # the models loaded are the ones the cache keys name
+            if reranker.identity() != batch.reranker_identities[key]:
+                raise RuntimeError(f"the reranker of variant {key!r} changed while the run was planned "
+                                   f"(planned {batch.reranker_identities[key]}, loaded {reranker.identity()}); run again")
+        embeddings, _, _ = QueryEmbeddingCache(state.query_embeddings).get_or_compute(embedder, questions)
+        sweep = Sweep(snapshot=snapshot, connection_string=connection_string, table=store.table, dims=store.dims,
+                      query_embeddings=embeddings, embed_ms_per_query=batch.embed_ms_per_query, rerankers=built,
+                      miss_k=miss_k, code_version=batch.code_version)
+        computed = sweep.run(todo, questions)
+        result.not_cached = [key for key, frame in computed.items() if not ResultsCache.cacheable(frame)]
+        for key, frame in computed.items():
+            cache.put(keys[key], frame)  # refuses errored results
+        cached.update(computed)
+        result.queries_by_stage = sweep.queries_by_stage
+    result.frames = {v.key: cached[v.key] for v in variants}
+    return result
+
+
+def merge_ranked_batches(batches: Sequence[RankedBatch], keys: Sequence[str]) -> tuple[dict[str, pd.DataFrame],
+                                                                                       dict[str, Any]]:
+    """The batches merged into one DataFrame per partition (in `keys`' order), and the
+    metadata of the whole materialization (each partition's own numbers:
+    `eval_pipeline.ranking.partitions.ranked_partition_metadata`)."""
+    frames = {key: frame for b in batches for key, frame in b.frames.items()}
+    results = {key: frames[key] for key in keys}
+    queries: dict[str, int] = {}
+    for b in batches:
+        for stage, n in b.queries_by_stage.items():
+            queries[stage] = queries.get(stage, 0) + n
+    reused = [key for b in batches for key in b.reused]
+    not_cached = [key for b in batches for key in b.not_cached]
+    metadata: Mapping[str, Any] = {
+        "questions": len(next(iter(results.values()))) if results else 0,
+        "variants": ", ".join(results),
+        "steps": len(batches),
+        "reused_unchanged": ", ".join(reused) or "none",
+        "not_cached_errored": ", ".join(not_cached) or "none",
+        "query_embeddings": next((b.query_embeddings for b in batches if b.query_embeddings != "not needed"),
+                                 "not needed"),
+        "queries_by_stage": queries,
+    }
+    return results, dict(metadata)

@@ -1,0 +1,309 @@
+"""Runs a sweep of variants over a question set, sharing all work that variants have in common.
+
+- Query embeddings are computed once per run (in one batch) and cached on disk by
+  (embedder, question texts), so a re-run does not embed again; cached work costs 0 ms.
+- Each leg (pg keyword, pg dense, bm25) is queried once per question and chunk depth, and
+  each first-stage candidate pool once per question; variants that differ only by reranker
+  or threshold reuse the pool, so a reranker sweep never re-queries the store.
+- Latency is recorded per stage (embed, keyword, dense, bm25, metadata, fusion, rerank) and
+  attributed to every variant that needs the stage: it is the latency that variant would
+  have on its own.
+- An error in any stage is recorded against the questions and variants it touches; the
+  question stays in the results as an errored miss.  A reranker that fails (an LLM call
+  that still fails after its retries) errors the question; one that falls back to the
+  first-stage order (an LLM answer naming no candidate) marks it `rerank_fallback`.
+- Every miss gets a diagnosis (see `diagnose_miss`); a leg the diagnosis needed that failed
+  is recorded in `diagnosis_error`.
+- Every row carries what produced it (`variant_config`: the variant's settings and its
+  reranker's full identity; `store_table`; `questions_fingerprint`), so a partition
+  computed under another variants file or question set is recorded as what it was;
+  `code_version` names the code that ranked it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from eval_pipeline.corpus.sources import CorpusSnapshot
+from eval_pipeline.questions.sets import Question
+from eval_pipeline.ranking.diagnosis import diagnose_miss
+from eval_pipeline.ranking.engines import (
+    BM25Engine,
+    ChunkHit,
+    MetadataEngine,
+    PgDenseEngine,
+    RankedDoc,
+    chunks_to_documents,
+    fuse,
+)
+from eval_pipeline.ranking.results import RESULT_COLUMNS, STAGES, error_text, identity_json, variant_identity
+from eval_pipeline.ranking.variants import Variant
+
+
+@dataclass
+class _Timed:
+    value: object
+    ms: float
+    error: str | None
+
+
+def _timed(fn, *args, conninfo: str | None = None) -> _Timed:
+    started = time.perf_counter()
+    try:
+        value, error = fn(*args), None
+    except Exception as exc:  # kept per question, never fatal for the run
+        value, error = None, error_text(exc, conninfo)
+    return _Timed(value, (time.perf_counter() - started) * 1000.0, error)
+
+
+class Sweep:
+    """All variants of one run over one store and one question set."""
+
+    def __init__(
+        self,
+        *,
+        snapshot: CorpusSnapshot,
+        connection_string: str,
+        table: str,
+        dims: int,
+        query_embeddings: Mapping[str, Sequence[float]],
+        embed_ms_per_query: float,
+        rerankers: Mapping[str, object] | None = None,
+        miss_k: int = 10,
+        code_version: str = "unknown",
+    ):
+        self.snapshot = snapshot
+        self.connection_string = connection_string
+        self.table = table
+        self.dims = dims
+        self.query_embeddings = query_embeddings
+        self.embed_ms = embed_ms_per_query
+        self.rerankers = dict(rerankers or {})
+        self.miss_k = miss_k
+        self.code_version = code_version
+        self._stores: dict[int, object] = {}  # one document store per HNSW ef_search
+        self._chunks: list[tuple[str, str, str]] | None = None
+        self._chunk_embeddings: dict[str, np.ndarray] | None = None
+        self._legs: dict[tuple[str, int], object] = {}
+        self._leg_cache: dict[tuple[str, int, str], _Timed] = {}
+        self._pool_cache: dict[tuple, tuple[list[RankedDoc], dict[str, float], str | None, bool]] = {}
+        self._metadata: MetadataEngine | None = None
+        self.queries_by_stage: dict[str, int] = {s: 0 for s in STAGES}
+
+    # --- shared resources -----------------------------------------------------------------
+
+    @staticmethod
+    def ef_search(top_k: int) -> int:
+        """The HNSW ef_search of a dense leg of depth `top_k`: pgvector's default 40, raised to
+        the depth (an HNSW scan returns at most ef_search rows). It depends on the leg alone,
+        never on the deepest leg of the sweep: a variant ranks the same alone, in the whole
+        sweep or in one batch of the parallel job."""
+        return max(40, top_k)
+
+    def _document_store(self, ef_search: int):
+        if ef_search not in self._stores:
+            from eval_pipeline.store.ingest import open_document_store
+
+            self._stores[ef_search] = open_document_store(self.connection_string, self.table, self.dims, hnsw=True,
+                                                          ef_search=ef_search)
+        return self._stores[ef_search]
+
+    def chunks(self) -> list[tuple[str, str, str]]:
+        if self._chunks is None:
+            from eval_pipeline.store.ingest import fetch_chunks
+
+            self._chunks = fetch_chunks(self.connection_string, self.table)
+        return self._chunks
+
+    def chunk_text(self) -> dict[str, str]:
+        return {cid: text for cid, _, text in self.chunks()}
+
+    def chunk_embeddings(self) -> dict[str, np.ndarray]:
+        if self._chunk_embeddings is None:
+            from eval_pipeline.store.ingest import fetch_chunk_embeddings
+
+            self._chunk_embeddings = fetch_chunk_embeddings(self.connection_string, self.table)
+        return self._chunk_embeddings
+
+    def _leg(self, name: str, top_k: int):
+        key = (name, top_k)
+        if key not in self._legs:
+            if name == "keyword":
+                from eval_pipeline.ranking.keyword_index import (
+                    IndexedKeywordEngine,  # imports Haystack: only when ranking
+                )
+
+                # Same ranking as Haystack's PgvectorKeywordRetriever, on a stored, indexed tsvector
+                # (parity tested in tests/integration/test_keyword_index.py).
+                self._legs[key] = IndexedKeywordEngine(self.connection_string, self.table, chunk_top_k=top_k)
+            elif name == "dense":
+                self._legs[key] = PgDenseEngine(self._document_store(self.ef_search(top_k)), chunk_top_k=top_k)
+            elif name == "bm25":
+                self._legs[key] = BM25Engine(self.chunks(), chunk_top_k=top_k)
+            else:
+                raise ValueError(f"unknown leg {name!r}")
+        return self._legs[key]
+
+    def leg_hits(self, name: str, top_k: int, q: Question) -> _Timed:
+        key = (name, top_k, q.qid)
+        if key not in self._leg_cache:
+            try:
+                leg = self._leg(name, top_k)
+            except Exception as exc:  # e.g. the database is unreachable: this question errors, the next retries
+                return _Timed(None, 0.0, error_text(exc, self.connection_string))
+            self.queries_by_stage[name] += 1
+            self._leg_cache[key] = _timed(leg.chunk_hits, q.question, self.query_embeddings.get(q.qid),
+                                          conninfo=self.connection_string)
+        return self._leg_cache[key]
+
+    # --- stages ---------------------------------------------------------------------------
+
+    def first_stage(self, v: Variant, q: Question) -> tuple[list[RankedDoc], dict[str, float], str | None, bool]:
+        """(candidate documents, stage ms, error, fused) for the variant's first stage; cached."""
+        key = (v.first_stage, q.qid)
+        if key in self._pool_cache:
+            return self._pool_cache[key]
+        pool_depth = max(v.depth, v.rerank_depth)
+        stage_ms: dict[str, float] = {}
+        error = None
+        pool: list[RankedDoc] = []
+        fused = v.engine == "hybrid"
+        if v.engine == "metadata":
+            if self._metadata is None:
+                self._metadata = MetadataEngine(self.snapshot.documents)
+            self.queries_by_stage["metadata"] += 1
+            timed = _timed(lambda text: self._metadata.search(text)[:pool_depth], q.question)
+            stage_ms["metadata"] = timed.ms
+            pool, error = timed.value or [], timed.error
+        else:
+            legs = list(v.legs) if fused else [{"pg-keyword": "keyword", "pg-dense": "dense", "bm25": "bm25"}[v.engine]]
+            hits: list[list[ChunkHit]] = []
+            for leg in legs:
+                if leg == "dense":
+                    stage_ms["embed"] = self.embed_ms
+                timed = self.leg_hits(leg, v.chunk_top_k, q)
+                stage_ms[leg] = timed.ms
+                error = error or timed.error
+                hits.append(timed.value or [])
+            if error is None:
+                if fused:
+                    timed = _timed(lambda: fuse(hits, mode=v.fusion, rrf_k=v.rrf_k, weights=v.weights))
+                    stage_ms["fusion"] = timed.ms
+                    error = timed.error
+                    chunk_list = timed.value or []
+                else:
+                    chunk_list = hits[0]
+                pool = chunks_to_documents(chunk_list, pool_depth)
+        result = (pool, stage_ms, error, fused)
+        self._pool_cache[key] = result
+        return result
+
+    def _candidates(self, docs: Sequence[RankedDoc], with_embeddings: bool):
+        from eval_pipeline.ranking.rerankers import Candidate
+
+        texts = self.chunk_text()
+        embeddings = self.chunk_embeddings() if with_embeddings else {}
+        out = []
+        for d in docs:
+            emb = embeddings.get(d.chunk_id) if with_embeddings else None
+            out.append(Candidate(doc_id=d.doc_id, text=texts.get(d.chunk_id, ""), score=d.score,
+                                 embedding=tuple(float(x) for x in emb) if emb is not None else None))
+        return out
+
+    def _with_chunk_ids(self, docs: Sequence[RankedDoc]) -> list[RankedDoc]:
+        """Metadata results carry no chunk; rerankers read the document's first chunk."""
+        if all(d.chunk_id for d in docs):
+            return list(docs)
+        first = {}
+        for cid, doc_id, _ in self.chunks():
+            first.setdefault(doc_id, cid)
+        return [d if d.chunk_id else RankedDoc(d.doc_id, d.score, first.get(d.doc_id)) for d in docs]
+
+    def run_variant(self, v: Variant, questions: Sequence[Question]) -> pd.DataFrame:
+        from eval_pipeline.questions.sets import question_set_fingerprint
+
+        reranker = self.rerankers.get(v.key) if v.reranker.kind != "none" else None
+        if v.reranker.kind != "none" and reranker is None:
+            raise ValueError(f"variant {v.key!r} needs a {v.reranker.kind} reranker and none was given")
+        diag_top_k = v.chunk_top_k
+        rows = []
+        for q in questions:
+            pool, stage_ms, error, fused = self.first_stage(v, q)
+            stage_ms = dict(stage_ms)
+            pre_rerank = None
+            final = list(pool)
+            fallback = False
+            if error is None and reranker is not None and pool:
+                pre_rerank = [d.doc_id for d in pool[: v.depth]]
+                head = self._with_chunk_ids(pool[: v.rerank_depth])
+                needs_embeddings = v.reranker.kind == "mmr"
+                fallbacks_before = getattr(reranker, "fallbacks", 0)
+                timed = _timed(lambda: reranker.rerank(
+                    q.question, self._candidates(head, needs_embeddings), query_embedding=self.query_embeddings.get(q.qid)))
+                fallback = getattr(reranker, "fallbacks", 0) != fallbacks_before
+                stage_ms["rerank"] = timed.ms
+                self.queries_by_stage["rerank"] += 1
+                if timed.error:
+                    error = timed.error
+                else:
+                    reranked = [RankedDoc(c.doc_id, float(c.score)) for c in timed.value]
+                    final = reranked + list(pool[v.rerank_depth:])
+            final = final[: v.depth] if error is None else []
+            abstained = False
+            if error is None and v.abstain_below is not None and (not final or final[0].score < v.abstain_below):
+                final, abstained = [], True
+            keyword_docs = dense_docs = []
+            diagnosis_error = None
+            if error is None and v.engine != "metadata":
+                keyword_docs, keyword_error = self._diag_docs(self._keyword_leg_of(v), diag_top_k, q)
+                dense_docs, dense_error = self._diag_docs("dense", diag_top_k, q)
+                diagnosis_error = keyword_error or dense_error
+            rows.append({
+                "variant": v.key,
+                "qid": q.qid,
+                "doc_ids": [d.doc_id for d in final],
+                "scores": [float(d.score) for d in final],
+                "latency_ms": float(sum(stage_ms.values())),
+                **{f"ms_{s}": stage_ms.get(s, float("nan")) for s in STAGES},
+                "error": error,
+                "abstained": abstained,
+                "pre_rerank": pre_rerank,
+                "keyword_docs": keyword_docs,
+                "dense_docs": dense_docs,
+                "rerank_fallback": fallback,
+                "diagnosis_error": diagnosis_error,
+            })
+        frame = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+        frame["variant_config"] = identity_json(variant_identity(v, reranker))
+        frame["store_table"] = self.table
+        frame["questions_fingerprint"] = question_set_fingerprint(questions)
+        frame["code_version"] = self.code_version
+        frame["miss_class"] = [
+            diagnose_miss(q.gold, final=r["doc_ids"], k=self.miss_k, keyword=r["keyword_docs"], dense=r["dense_docs"],
+                          pre_rerank=r["pre_rerank"], fused=v.engine == "hybrid", abstained=r["abstained"],
+                          errored=r["error"] is not None)
+            for q, (_, r) in zip(questions, frame.iterrows())
+        ]
+        return frame
+
+    @staticmethod
+    def _keyword_leg_of(v: Variant) -> str:
+        """The lexical leg a miss is diagnosed against: bm25 for variants built on it."""
+        if v.engine == "bm25" or (v.engine == "hybrid" and "bm25" in v.legs and "keyword" not in v.legs):
+            return "bm25"
+        return "keyword"
+
+    def _diag_docs(self, leg: str, top_k: int, q: Question) -> tuple[list[str], str | None]:
+        """A leg's candidate documents for the diagnosis (shared with variants that use the
+        leg), and the leg's error if it failed (the diagnosis is then incomplete)."""
+        timed = self.leg_hits(leg, top_k, q)
+        error = f"{leg} leg: {timed.error}" if timed.error else None
+        return [d.doc_id for d in chunks_to_documents(timed.value or [], 10**9)], error
+
+    def run(self, variants: Sequence[Variant], questions: Sequence[Question]) -> dict[str, pd.DataFrame]:
+        return {v.key: self.run_variant(v, questions) for v in variants}

