@@ -142,7 +142,7 @@ def test_rows_have_the_documented_fields():
     assert isinstance(result, GateResult)
     assert [r["metric"] for r in result.rows] == list(DEFAULT_TOLERANCES)
     for row in result.rows:
-        assert set(row) == {"metric", "actual", "baseline", "delta", "tolerance", "passed"}
+        assert set(row) == {"metric", "actual", "yardstick", "delta", "tolerance", "passed"}
         assert row["delta"] == 0.0 and row["passed"] is True
 
 
@@ -155,8 +155,8 @@ def test_metric_missing_from_baseline_is_not_judged_and_is_named():
     result = evaluate_gate({**BASE, "map": 0.1}, BASE, {"mrr": 0.05, "map": 0.0}, "comparable", strict=True)
     assert result.passed
     row = next(r for r in result.rows if r["metric"] == "map")
-    assert row["passed"] is None and row["baseline"] is None
-    assert "not judged (no baseline value): map" in result.message
+    assert row["passed"] is None and row["yardstick"] is None
+    assert "not judged (no yardstick value): map" in result.message
 
 
 def test_current_missing_a_gated_metric_is_an_error():
@@ -169,7 +169,7 @@ def test_invalid_tolerances_and_state_are_rejected():
         evaluate_gate(BASE, BASE, {"mrr": "0.05"}, "comparable", strict=False)
     with pytest.raises(ValueError, match="comparison_state must be one of"):
         evaluate_gate(BASE, BASE, DEFAULT_TOLERANCES, "same", strict=False)
-    with pytest.raises(ValueError, match="needs baseline metrics"):
+    with pytest.raises(ValueError, match="needs yardstick metrics"):
         evaluate_gate(BASE, None, DEFAULT_TOLERANCES, "comparable", strict=False)
     with pytest.raises(ValueError, match="strict must be"):
         evaluate_gate(BASE, BASE, DEFAULT_TOLERANCES, "comparable", strict="yes")  # type: ignore[arg-type]
@@ -182,9 +182,9 @@ def test_invalid_tolerances_and_state_are_rejected():
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_baseline_state_passes(strict):
-    result = evaluate_gate(BASE, None, DEFAULT_TOLERANCES, "baseline", strict=strict)
-    assert result.passed and result.state == "baseline"
-    assert all(r["baseline"] is None and r["passed"] is None for r in result.rows)
+    result = evaluate_gate(BASE, None, DEFAULT_TOLERANCES, "first_run", strict=strict)
+    assert result.passed and result.state == "first_run"
+    assert all(r["yardstick"] is None and r["passed"] is None for r in result.rows)
     assert "nothing to compare" in result.message or "no earlier" in result.message
 
 

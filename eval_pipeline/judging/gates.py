@@ -8,7 +8,7 @@ hit@1 means five points of hit rate), because all gated metrics live in [0, 1].
 Whether the two runs can be compared at all is decided by provenance, not here; the gate
 takes the resulting state:
 
-``baseline``    no earlier run: nothing to compare, the gate passes.
+``first_run``   no earlier eligible run of this benchmark: nothing to compare, the gate passes.
 ``comparable``  same corpus, labels and scoring protocol: the tolerances decide.
 ``mismatch``    corpus, labels or scoring protocol changed: the numbers measure different
                 things, so there is no verdict. The gate passes with a warning, unless
@@ -50,7 +50,7 @@ GATEABLE_METRICS: tuple[str, ...] = (
     "map",
 )
 
-COMPARISON_STATES = ("baseline", "comparable", "mismatch", "unknown")
+COMPARISON_STATES = ("first_run", "comparable", "mismatch", "unknown")
 
 # A drop exactly equal to the tolerance passes. Metric means are sums of floats divided by
 # n, so "0.80 - 0.75" is 0.05000000000000004, not 0.05; without this slack a drop that is
@@ -62,7 +62,7 @@ EPSILON = 1e-12
 @dataclass(frozen=True)
 class GateResult:
     """Outcome of one gate: ``rows`` holds one dict per gated metric with keys
-    ``metric, actual, baseline, delta, tolerance, passed`` (``baseline``/``delta`` are None
+    ``metric, actual, yardstick, delta, tolerance, passed`` (``yardstick``/``delta`` are None
     when there is nothing to compare; ``passed`` is None for rows that were not judged)."""
 
     passed: bool
@@ -120,24 +120,27 @@ def _number(value: object) -> float | None:
 
 def evaluate_gate(
     current: Mapping[str, float],
-    baseline: Mapping[str, float] | None,
+    yardstick: Mapping[str, float] | None,
     tolerances: Mapping[str, object],
     comparison_state: str,
     *,
     strict: bool,
 ) -> GateResult:
-    """Judge ``current`` metrics against ``baseline`` metrics under ``tolerances``.
+    """Judge ``current`` metrics against the ``yardstick`` run's metrics under ``tolerances``.
 
-    A metric passes when ``actual - baseline >= -(tolerance + EPSILON)``: an improvement
+    ("yardstick", not "baseline": the baseline is the variant a run's other variants are
+    compared with; the yardstick is the earlier run a variant is judged against.)
+
+    A metric passes when ``actual - yardstick >= -(tolerance + EPSILON)``: an improvement
     always passes, a drop equal to the tolerance passes, a drop just over it fails (see
     :data:`EPSILON`). The gate passes when every judged metric passes.
 
     * ``current`` must contain every gated metric (ValueError otherwise). A current value
       that is NaN (e.g. no answerable questions) fails its row in a comparable run.
-    * A gated metric that the baseline does not have (or has as NaN) is not judged
+    * A gated metric that the yardstick does not have (or has as NaN) is not judged
       (``passed`` None) and is named in the message.
     * ``comparison_state`` must be one of :data:`COMPARISON_STATES`; ``comparable`` needs
-      ``baseline`` metrics. For ``mismatch``/``unknown`` the rows are still filled in for
+      ``yardstick`` metrics. For ``mismatch``/``unknown`` the rows are still filled in for
       information, but no row decides: the gate passes with a warning unless ``strict``.
     """
     tolerances = validate_tolerances(tolerances)
@@ -149,10 +152,10 @@ def evaluate_gate(
         raise ValueError(f"strict must be True or False, got {strict!r}")
     if not isinstance(current, Mapping):
         raise ValueError(f"current must be a mapping of metric -> value, got {current!r}")
-    if baseline is not None and not isinstance(baseline, Mapping):
-        raise ValueError(f"baseline must be a mapping of metric -> value or None, got {baseline!r}")
-    if comparison_state == "comparable" and baseline is None:
-        raise ValueError("comparison_state 'comparable' needs baseline metrics, got baseline=None")
+    if yardstick is not None and not isinstance(yardstick, Mapping):
+        raise ValueError(f"yardstick must be a mapping of metric -> value or None, got {yardstick!r}")
+    if comparison_state == "comparable" and yardstick is None:
+        raise ValueError("comparison_state 'comparable' needs yardstick metrics, got yardstick=None")
     missing = [m for m in tolerances if m not in current]
     if missing:
         raise ValueError(f"current metrics lack gated metric(s) {missing}; have {sorted(current)}")
@@ -161,7 +164,7 @@ def evaluate_gate(
     rows: list[dict[str, Any]] = []
     for metric, tolerance in tolerances.items():
         actual = _number(current[metric])
-        base = _number(baseline.get(metric)) if baseline is not None else None
+        base = _number(yardstick.get(metric)) if yardstick is not None else None
         delta = actual - base if actual is not None and base is not None else None
         if not judged or base is None:
             passed = None
@@ -171,14 +174,14 @@ def evaluate_gate(
             {
                 "metric": metric,
                 "actual": actual if actual is not None else math.nan,
-                "baseline": base,
+                "yardstick": base,
                 "delta": delta,
                 "tolerance": tolerance,
                 "passed": passed,
             }
         )
 
-    if comparison_state == "baseline":
+    if comparison_state == "first_run":
         return GateResult(True, comparison_state, rows, "no earlier comparable run to compare with: gate passes")
     if comparison_state in ("mismatch", "unknown"):
         why = (
@@ -192,10 +195,10 @@ def evaluate_gate(
 
     failures = [r for r in rows if r["passed"] is False]
     unjudged = [r["metric"] for r in rows if r["passed"] is None]
-    notes = f"; not judged (no baseline value): {', '.join(unjudged)}" if unjudged else ""
+    notes = f"; not judged (no yardstick value): {', '.join(unjudged)}" if unjudged else ""
     if failures:
         parts = [
-            f"{r['metric']} {_fmt(r['baseline'])} -> {_fmt(r['actual'])} "
+            f"{r['metric']} {_fmt(r['yardstick'])} -> {_fmt(r['actual'])} "
             f"(delta {_fmt(r['delta'], signed=True)}, tolerance {r['tolerance']:g})"
             for r in failures
         ]

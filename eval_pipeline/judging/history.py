@@ -36,7 +36,7 @@ Comparability (:func:`compare_provenance`):
 * ``mismatch`` — the corpus, the labels or the scoring protocol changed: the numbers
   measure something else, so they are recorded but not judged.
 * ``unknown`` — a required provenance field is missing or not a non-empty string.
-* ``baseline`` — there is no earlier run to compare with.
+* ``first_run`` — there is no earlier eligible run to compare with.
 
 Rephrasing questions changes the question-set fingerprint but not the labels
 fingerprint (:func:`labels_fingerprint` covers only qid, gold and graded relevance), so
@@ -770,7 +770,7 @@ def recent_runs(conn_str: str, *, limit: int = 20, prefix: str = "eval") -> list
 class Comparison:
     """Whether a run can be judged against the previous one, and why.
 
-    ``state`` is one of ``baseline``, ``comparable``, ``mismatch``, ``unknown`` (see the
+    ``state`` is one of ``first_run``, ``comparable``, ``mismatch``, ``unknown`` (see the
     module docstring); ``treatment_changes`` lists what changed that is the subject of the
     evaluation; ``reasons`` is human-readable text for reports and check metadata."""
 
@@ -796,7 +796,7 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
     """Decide whether ``variant`` in the current run can be judged against ``previous``.
 
     ``previous`` is :func:`previous_run`'s result (its ``provenance`` is used) or a bare
-    provenance mapping, or None (→ ``baseline``). The decision, in order:
+    provenance mapping, or None (→ ``first_run``). The decision, in order:
 
     1. a comparability field (corpus signature, labels fingerprint, scoring protocol) that
        is valid on both sides and differs → ``mismatch`` (a known difference is decisive,
@@ -814,7 +814,7 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
     if not isinstance(current, Mapping):
         return Comparison("unknown", [], [f"current provenance is not a mapping: {current!r}"])
     if previous is None:
-        return Comparison("baseline", [], [f"no earlier non-limited run has variant {variant!r}: this run is the baseline"])
+        return Comparison("first_run", [], [f"no earlier eligible run has variant {variant!r}: this is its first run"])
     if not isinstance(previous, Mapping):
         return Comparison("unknown", [], [f"previous run is not a mapping: {previous!r}"])
     previous_run_id = previous.get("run_id") if isinstance(previous.get("run_id"), str) else None

@@ -264,7 +264,7 @@ def _with_intervals_and_marks(table: pd.DataFrame, verdict, baseline: str | None
             else:
                 marks.append("")
         table["ndcg@10"] = [f"{x:.3f}{m}" for x, m in zip(table["ndcg@10"], marks)]
-    table["variant"] = [f"{v} (baseline)" if v == baseline else v for v in table["variant"]]
+    table["variant"] = [f"{v} (baseline variant)" if v == baseline else v for v in table["variant"]]
     return table
 
 
@@ -307,7 +307,7 @@ def _gate_section(verdict) -> list[str]:
                 lines.append(f"  - against the pinned reference `{ref['run_id']}` ({how}): {ref_gate.message}")
     failures = [r for r in verdict.gate_rows() if r["passed"] is False]
     if failures:
-        lines += ["", markdown_table(pd.DataFrame(failures), ["variant", "against", "metric", "actual", "baseline",
+        lines += ["", markdown_table(pd.DataFrame(failures), ["variant", "against", "metric", "actual", "yardstick",
                                                                "delta", "tolerance"])]
     return lines + [""]
 

@@ -164,7 +164,7 @@ def gate_check_names(keys: Sequence[str]) -> dict[str, str]:
     return names
 
 
-GATE_COLUMNS = ["against", "metric", "actual", "baseline", "delta", "tolerance", "passed"]
+GATE_COLUMNS = ["against", "metric", "actual", "yardstick", "delta", "tolerance", "passed"]
 
 
 def variant_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[str, tuple[bool, dict[str, Any]]]:

@@ -290,7 +290,7 @@ def test_table_prefix_is_validated(bad):
 
 def test_state_baseline_without_previous_run():
     cmp = compare_provenance(provenance(), None, "a")
-    assert cmp.state == "baseline" and cmp.treatment_changes == [] and "baseline" in cmp.reasons[0]
+    assert cmp.state == "first_run" and cmp.treatment_changes == [] and "first run" in cmp.reasons[0]
 
 
 def test_state_comparable_with_identical_provenance():

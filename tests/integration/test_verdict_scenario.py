@@ -3,7 +3,7 @@
 One state dir and one history through the whole sequence, each step a `dagster job execute`
 (or `dagster asset materialize`) as CI runs it:
 
-1. base run                                  exit 0, every variant `baseline`
+1. base run                                  exit 0, every variant `first_run`
 2. a stamped 50-question subset (other labels) exit 0, `mismatch` (not judged)
 3. a regression on the full set               exit 1, `comparable` against run 1, not run 2
 4. the LLM reranker's endpoint fails          exit 1, its questions errored, nothing cached
@@ -102,7 +102,7 @@ def test_the_gate_is_not_fooled(scenario, tmp_path):
     # 1. base
     code, report, log = run("base")
     assert code == 0, log[-3000:]
-    assert _gates(report) == {v: ("passed", "baseline") for v in ("dense", "bm25", "bm25+llm")}
+    assert _gates(report) == {v: ("passed", "first_run") for v in ("dense", "bm25", "bm25+llm")}
 
     # 2. a 50-question subset, stamped for the same corpus: other labels
     snapshot = load_corpus("demo")
