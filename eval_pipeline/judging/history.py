@@ -886,11 +886,13 @@ def main(argv: list[str] | None = None) -> int:
     """`runs`: the latest runs with their eligibility; `accept RUN_ID`: pin a run as the
     reference of its variants (the Dagster job `accept_reference` does the same from the UI)."""
     import argparse
-    import os
+
+    from eval_pipeline.common.state import default_state_dir
 
     parser = argparse.ArgumentParser(prog="python -m eval_pipeline.judging.history", description=main.__doc__)
-    parser.add_argument("--state-dir", default=os.environ.get("EVAL_PIPELINE_STATE_DIR", ".eval_state"),
-                        help="the embedded database's state dir (default: $EVAL_PIPELINE_STATE_DIR or .eval_state)")
+    parser.add_argument("--state-dir", default=str(default_state_dir()),
+                        help="the embedded database's state dir (default: $EVAL_PIPELINE_STATE_DIR, else the "
+                        "checkout's .eval_state)")
     parser.add_argument("--database", default="eval")
     parser.add_argument("--url-env", default=None, help="read the database URL from this environment variable "
                         "(e.g. EVAL_PIPELINE_DATABASE_URL) instead of the embedded server")
