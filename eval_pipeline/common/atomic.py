@@ -73,3 +73,18 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 
 def _write(fh, data: bytes) -> None:
     fh.write(data)
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a folder's entries (a rename or a new file in it) to disk; a no-op where the
+    platform cannot open folders."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

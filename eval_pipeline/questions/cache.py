@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.common.atomic import atomic_write_text
+from eval_pipeline.common.atomic import atomic_write_text, fsync_dir
 from eval_pipeline.questions.generation import (
     DEFAULT_FRAC,
     DEFAULT_MIN_CHARS,
@@ -270,7 +270,7 @@ class QuestionCache:
         records = list(records)
         text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
         atomic_write_text(self.path, text)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         self._lines_on_disk = len(records)
         self.stats["compactions"] += 1
 
@@ -282,7 +282,7 @@ class QuestionCache:
         created = not self.path.exists()
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if created:
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
 
 
 def _seconds(value: Any, name: str, *, zero_ok: bool = False) -> float:
@@ -293,19 +293,6 @@ def _seconds(value: Any, name: str, *, zero_ok: bool = False) -> float:
     if isinstance(value, bool) or not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero_ok):
         raise ValueError(f"{name} must be a number of seconds {'>= 0' if zero_ok else '> 0'}, got {value!r}")
     return seconds
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def generate_question_set(

@@ -60,15 +60,9 @@ RESULT_PACKAGES = ("numpy", "torch", "transformers", "sentence-transformers", "t
 def result_environment() -> dict[str, str]:
     """Versions of the installed packages that decide rankings ('absent' when not installed):
     a results cache entry from before an upgrade is not reused after it."""
-    from importlib.metadata import PackageNotFoundError, version
+    from eval_pipeline.common.versions import package_versions
 
-    out = {}
-    for name in RESULT_PACKAGES:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "absent"
-    return out
+    return package_versions(RESULT_PACKAGES)
 
 
 def store_environment(connection_string: str) -> dict[str, str]:

@@ -41,7 +41,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from eval_pipeline.common.atomic import atomic_write_text, dir_mode
+from eval_pipeline.common.atomic import atomic_write_text, dir_mode, fsync_dir
 
 try:
     import fcntl
@@ -109,19 +109,6 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     elif os.path.lexists(path):
         path.unlink()
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -206,7 +193,7 @@ def _recover_locked(results_dir: Path) -> list[str]:
         if not p.exists():
             _remove_quietly(_stage_lock_path(p))
     if done:
-        _fsync_dir(parent)
+        fsync_dir(parent)
     return done
 
 
@@ -328,15 +315,15 @@ def _publish(results_dir: Path, stage: Path, suffix: str, carried: dict[str, tup
         mode = stat.S_IMODE(os.stat(results_dir).st_mode) if results_dir.is_dir() else dir_mode()
         os.chmod(stage, mode)
         for folder, _dirs, _files in os.walk(stage):
-            _fsync_dir(Path(folder))
+            fsync_dir(Path(folder))
         if not os.path.lexists(results_dir):  # the first run: one rename, nothing to recover
             _rename(stage, results_dir)
-            _fsync_dir(parent)
+            fsync_dir(parent)
             return
         old = parent / f"{_old_prefix(results_dir)}{secrets.token_hex(6)}"
         journal = _journal_path(results_dir)
         atomic_write_text(journal, json.dumps({"stage": stage.name, "old": old.name}))
-        _fsync_dir(parent)
+        fsync_dir(parent)
         _rename(results_dir, old)
         try:
             _rename(stage, results_dir)
@@ -344,7 +331,7 @@ def _publish(results_dir: Path, stage: Path, suffix: str, carried: dict[str, tup
             _rename(old, results_dir)
             journal.unlink(missing_ok=True)
             raise
-        _fsync_dir(parent)
+        fsync_dir(parent)
         journal.unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # published; a leftover copy is deleted next time
             _remove(old)

@@ -18,15 +18,9 @@ EMBEDDING_PACKAGES = ("torch", "transformers", "sentence-transformers", "tokeniz
 
 def embedding_runtime() -> dict[str, str]:
     """Versions of the packages a local model embeds with ('absent' when not installed)."""
-    from importlib.metadata import PackageNotFoundError, version
+    from eval_pipeline.common.versions import package_versions
 
-    out = {}
-    for name in EMBEDDING_PACKAGES:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "absent"
-    return out
+    return package_versions(EMBEDDING_PACKAGES)
 
 
 def runtime_digest(runtime: dict[str, str]) -> str:
