@@ -110,7 +110,7 @@ def main() -> None:
 
     # --- timing ----------------------------------------------------------------------------
     leg_ms: dict[str, float] = {}
-    for (leg, _, _), value in sweep._leg_cache.items():
+    for (leg, *_), value in sweep._leg_cache.items():  # (leg, top_k, settings, qid)
         leg_ms[leg] = leg_ms.get(leg, 0.0) + value.ms
     stage_sum_s = sum(leg_ms.values()) / 1000.0
     print(f"\n== Query phase: sweep wall {t_sweep():.1f} s for {len(questions)} queries x {len(ENGINES)} variants; "

@@ -163,7 +163,7 @@ def profile_sweep(state_dir: Path) -> None:
           f"query embeddings {'cached' if cached else 'computed'}):")
     print_table([[label, seconds] for label, seconds in timings], ["part", "seconds"], digits=2)
     leg_ms: dict[str, float] = {}
-    for (leg, _, _), value in sweep._leg_cache.items():
+    for (leg, *_), value in sweep._leg_cache.items():  # (leg, top_k, settings, qid)
         leg_ms[leg] = leg_ms.get(leg, 0.0) + value.ms
     print("legs (each queried once per question, shared by the variants): "
           + ", ".join(f"{leg} {ms / 1000:.2f} s" for leg, ms in leg_ms.items())

@@ -14,8 +14,8 @@ import itertools
 import pytest
 
 from eval_pipeline.corpus.sources import Document
+from eval_pipeline.ranking.bm25 import BM25Engine
 from eval_pipeline.ranking.engines import (
-    BM25Engine,
     MetadataEngine,
     RankedDoc,
     chunks_to_documents,

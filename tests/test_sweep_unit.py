@@ -25,32 +25,34 @@ SNAPSHOT = CorpusSnapshot(documents=(Document("d1", "Alpha", "", "a.md", "alpha 
 
 
 class FakeDense:
-    """Stands in for PgDenseEngine: records the ef_search of the store it was given."""
+    """Stands in for LeanDenseEngine: records the depth of each dense leg it serves (the
+    engine searches HNSW with ef_search max(40, depth) of its own)."""
 
-    created: list[tuple[int, int]] = []
+    created: list[int] = []
 
-    def __init__(self, store, *, chunk_top_k):
-        self.ef_search, self.top_k = store, chunk_top_k
-        FakeDense.created.append((chunk_top_k, store))
+    def __init__(self, connection_string, table, *, chunk_top_k, exact=False):
+        self.top_k = chunk_top_k
+        FakeDense.created.append(chunk_top_k)
 
     def chunk_hits(self, query, embedding):
-        return [ChunkHit("d1:0", "d1", 1.0 if self.ef_search >= 100 else 0.5)]
+        return [ChunkHit("d1:0", "d1", 1.0 if self.top_k >= 100 else 0.5)]
 
 
 def _sweep(monkeypatch) -> Sweep:
-    monkeypatch.setattr(sweep_mod, "PgDenseEngine", FakeDense)
+    from eval_pipeline.ranking import dense
+
+    monkeypatch.setattr(dense, "LeanDenseEngine", FakeDense)
     s = Sweep(snapshot=SNAPSHOT, connection_string="postgresql://u@h/db", table="t", dims=2,
               query_embeddings={"q1": [1.0, 0.0], "q2": [0.0, 1.0]}, embed_ms_per_query=0.0)
-    monkeypatch.setattr(s, "_document_store", lambda ef_search: ef_search)  # the store is its ef_search
     monkeypatch.setattr(s, "leg_hits", _only_dense(s.leg_hits))
     return s
 
 
 def _only_dense(real):
-    def leg_hits(name, top_k, q):
+    def leg_hits(name, top_k, q, settings=None):
         if name != "dense":
             return sweep_mod._Timed([], 0.0, None)
-        return real(name, top_k, q)
+        return real(name, top_k, q, settings)
     return leg_hits
 
 
@@ -60,12 +62,13 @@ def _variants():
         {"engine": "pg-dense", "name": "deep", "chunk_top_k": 200}]}).variants}
 
 
-def test_a_dense_leg_searches_with_its_own_ef_search_whatever_else_is_in_the_sweep(monkeypatch):
+def test_a_dense_leg_searches_with_its_own_depth_whatever_else_is_in_the_sweep(monkeypatch):
     variants = _variants()
+    FakeDense.created.clear()
     alone = _sweep(monkeypatch).run([variants["shallow"]], QUESTIONS)["shallow"]
     FakeDense.created.clear()
     together = _sweep(monkeypatch).run([variants["deep"], variants["shallow"]], QUESTIONS)["shallow"]
-    assert dict(FakeDense.created) == {200: 200, 40: 40}
+    assert sorted(FakeDense.created) == [40, 200]  # one engine per depth, never the deepest for all
     pd.testing.assert_series_equal(alone["scores"], together["scores"])
 
 

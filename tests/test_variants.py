@@ -1,5 +1,6 @@
 """Partition keys from a variants file; invalid files rejected with messages that list what is valid."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,40 @@ def test_gate_and_schedule_defaults_and_overrides():
     assert sweep.tolerances == {"mrr": 0.0} and sweep.strict and sweep.cron == "30 4 * * 1-5"
     with pytest.raises(VariantConfigError, match="schedule.cron 'nightly' must have 5 fields"):
         parse_sweep({"variants": ["bm25"], "schedule": {"cron": "nightly"}})
+
+
+def test_leg_settings_are_parsed_per_leg_and_decide_the_first_stage():
+    sweep = parse_sweep({"variants": [
+        {"engine": "pg-keyword", "match": "any", "name": "kw-any"},
+        {"engine": "pg-keyword"},
+        {"engine": "bm25", "stemmer": "none", "fields": "title+body", "name": "bm25-raw"},
+        {"engine": "pg-dense", "exact": True, "name": "dense-exact"},
+        {"engine": "hybrid", "legs": ["keyword", "bm25"], "match": "websearch", "stopwords": "none"},
+    ]})
+    v = sweep.by_key()
+    assert v["kw-any"].leg_settings("keyword") == {"match": "any"}
+    assert v["pg-keyword"].leg_settings("keyword") == {}
+    assert v["kw-any"].first_stage != v["pg-keyword"].first_stage  # another candidate pool
+    assert v["bm25-raw"].leg_settings("bm25") == {"stemmer": "none", "fields": "title+body"}
+    assert v["dense-exact"].leg_settings("dense") == {"exact": True}
+    assert v["hybrid"].leg_settings("keyword") == {"match": "websearch"}
+    assert v["hybrid"].leg_settings("bm25") == {"stopwords": "none"}
+    assert v["kw-any"].describe()["match"] == "any"  # recorded with the variant's config
+    assert "match" not in v["pg-keyword"].describe()  # defaults are not written out
+
+
+@pytest.mark.parametrize("item, message", [
+    ({"engine": "pg-dense", "match": "any"}, "unknown setting(s) ['match']"),
+    ({"engine": "hybrid", "legs": ["keyword", "dense"], "stemmer": "none"}, "unknown setting(s) ['stemmer']"),
+    ({"engine": "pg-keyword", "match": "some"}, "match 'some' is not valid; valid: all, any, websearch"),
+    ({"engine": "pg-keyword", "ranking": "bm25"}, "ranking 'bm25' is not valid; valid: ts_rank_cd, ts_rank"),
+    ({"engine": "pg-keyword", "normalization": 64}, "normalization must be an integer in [0, 63], got 64"),
+    ({"engine": "bm25", "stemmer": "porter"}, "stemmer 'porter' is not valid; valid: english, none"),
+    ({"engine": "bm25", "fields": "title"}, "fields 'title' is not valid; valid: body, title+body"),
+    ({"engine": "pg-dense", "exact": "yes"}, "exact must be true or false, got 'yes'"),
+    ({"engine": "pg-dense", "chunk_top_k": 1001}, "chunk_top_k 1001 is too deep for the dense leg"),
+    ({"engine": "hybrid", "depth": 300}, "chunk_top_k 1500 is too deep for the dense leg"),
+])
+def test_bad_leg_settings_name_the_setting(item, message):
+    with pytest.raises(VariantConfigError, match=re.escape(message)):
+        parse_sweep({"variants": [item]})

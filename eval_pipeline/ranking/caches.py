@@ -54,7 +54,8 @@ class QueryEmbeddingCache:
 
 # Installed packages whose version can change a ranking (tokenizers, models, HNSW, BM25).
 RESULT_PACKAGES = ("numpy", "torch", "transformers", "sentence-transformers", "tokenizers", "haystack-ai",
-                   "sentence-transformers-haystack", "pgvector-haystack", "pgvector", "psycopg", "bm25s", "openai")
+                   "sentence-transformers-haystack", "pgvector-haystack", "pgvector", "psycopg", "bm25s", "PyStemmer",
+                   "openai")
 
 
 def result_environment() -> dict[str, str]:

@@ -10,7 +10,7 @@ Engines:
   test in tests/integration/test_keyword_index.py holds the two together).
 - `pg-dense`: cosine search over the HNSW index through PgvectorEmbeddingRetriever.
 - `hybrid`: two or more legs fused by `fuse` (the sweep runs the legs and the fusion).
-- `bm25`: Okapi BM25 over the same chunks, with bm25s, in memory.
+- `bm25`: Okapi BM25 over the same chunks, in memory: eval_pipeline.ranking.bm25.
 - `metadata`: a scorer that reads only title, description and filename, never the body;
   the baseline that tells you how much the body contributes.
 """
@@ -120,38 +120,6 @@ class PgDenseEngine:
         return chunks_to_documents(self.chunk_hits(query, query_embedding), self.depth)
 
 
-
-
-class BM25Engine:
-    """Okapi BM25 (bm25s, k1=1.5, b=0.75) over the chunks stored in the vector table."""
-
-    name = "bm25"
-    needs_embedding = False
-
-    def __init__(self, chunks: Sequence[tuple[str, str, str]], *, depth: int = 20, chunk_top_k: int = 100):
-        import bm25s
-
-        if not chunks:
-            raise ValueError("bm25 needs at least one chunk")
-        self.depth = depth
-        self.chunk_top_k = min(chunk_top_k, len(chunks))
-        self.chunk_ids = [chunk_id for chunk_id, _, _ in chunks]
-        self.doc_ids = [doc_id for _, doc_id, _ in chunks]
-        self._bm25s = bm25s
-        self.retriever = bm25s.BM25()
-        tokens = bm25s.tokenize([text for _, _, text in chunks], stopwords="en", show_progress=False)
-        self.retriever.index(tokens, show_progress=False)
-
-    def chunk_hits(self, query: str, query_embedding=None) -> list[ChunkHit]:
-        tokens = self._bm25s.tokenize([query], stopwords="en", show_progress=False)
-        if not tokens.vocab:  # only stopwords or punctuation: nothing to match
-            return []
-        results, scores = self.retriever.retrieve(tokens, k=self.chunk_top_k, show_progress=False, n_threads=1)
-        return [ChunkHit(self.chunk_ids[int(i)], self.doc_ids[int(i)], float(s))
-                for i, s in zip(results[0], scores[0]) if s > 0]
-
-    def search(self, query, query_embedding=None):
-        return chunks_to_documents(self.chunk_hits(query), self.depth)
 
 
 def normalize_text(text: str) -> str:

@@ -19,6 +19,21 @@ scores are identical to Haystack's; ties are ordered by id, so the order is dete
 - `IndexedKeywordRetriever`: a Haystack component (`run(query, top_k) -> {"documents": [...]}`).
 - `IndexedKeywordEngine`: the `pg-keyword` engine interface (`chunk_hits`, `search`) on top of it.
 
+Both take three keyword-only settings (validated by `keyword_settings`, built into SQL by
+`keyword_query_sql`, both in `eval_pipeline.store.tsvector`); the defaults are Haystack's:
+
+- `match`: `"all"` (plainto_tsquery: every query term must occur), `"any"` (the query's
+  lexemes ORed: at least one term) or `"websearch"` (websearch_to_tsquery: `"phrase"`,
+  `-term`, `or`).  On questions longer than a few words `all` often matches nothing (SciFact
+  claims: most of them); `any` then still ranks every chunk that shares a term.
+- `ranking`: `"ts_rank_cd"` or `"ts_rank"`; `normalization`: Postgres' bitmask 0..63.  Unset,
+  they take the match's defaults: ts_rank_cd / 0 for `all` (Haystack parity), ts_rank / 1
+  (divide by 1 + log of the document length) for `any` and `websearch`, which ranks ORed terms
+  far better (figures in bench/RESULTS.md, bench/keyword_match.py).
+
+`settings()` returns the resolved `{"match", "ranking", "normalization"}` (for cache keys and a
+variant's recorded config); `to_dict` records them, so `from_dict` gives the same retriever.
+
 Side effect to know about: Haystack's retrievers select `table.*`, so once the column exists
 they also fetch it, and `Document.from_dict` files it under `meta["content_tsv"]`.  Nothing in
 this project reads that key; it costs those retrievers the transfer of the tsvector text.
@@ -27,7 +42,7 @@ this project reads that key; it costs those retrievers the transfer of the tsvec
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
@@ -41,6 +56,7 @@ from eval_pipeline.store.tsvector import (  # noqa: F401  (re-exported: the colu
     column_language,
     ensure_tsvector_column,
     keyword_query_sql,
+    keyword_settings,
     secret_value,
     tsv_index_name,
 )
@@ -48,7 +64,8 @@ from eval_pipeline.store.tsvector import (  # noqa: F401  (re-exported: the colu
 
 @component
 class IndexedKeywordRetriever:
-    """Keyword retrieval with `ts_rank_cd` on the stored `content_tsv` column (see module doc).
+    """Keyword retrieval on the stored `content_tsv` column (see module doc): by default
+    `plainto_tsquery` ranked by `ts_rank_cd`, as Haystack's PgvectorKeywordRetriever.
 
     Returns Documents with id, content, meta and score (no embedding), best first, equal
     scores in id order.  The table needs the column: call `ensure_tsvector_column` first, or
@@ -64,7 +81,11 @@ class IndexedKeywordRetriever:
         language: str = "english",
         schema: str = "public",
         ensure_column: bool = False,
+        match: Literal["all", "any", "websearch"] = "all",
+        ranking: Literal["ts_rank_cd", "ts_rank"] | None = None,
+        normalization: int | None = None,
     ):
+        settings = keyword_settings(match, ranking, normalization)  # first: a bad value fails before anything
         if isinstance(connection_string, str):
             connection_string = Secret.from_token(connection_string)
         if not isinstance(connection_string, Secret):
@@ -78,8 +99,16 @@ class IndexedKeywordRetriever:
         self.language = language
         self.schema = schema
         self.ensure_column = ensure_column
+        self.match = settings["match"]
+        self.ranking = settings["ranking"]
+        self.normalization = settings["normalization"]
         self._conn = None
         self._sql = None
+
+    def settings(self) -> dict[str, Any]:
+        """The resolved keyword settings {"match", "ranking", "normalization"}: what, beside the
+        table, language and top_k, decides this retriever's results (cache keys, recorded config)."""
+        return {"match": self.match, "ranking": self.ranking, "normalization": self.normalization}
 
     @staticmethod
     def _check_top_k(top_k) -> None:
@@ -108,7 +137,7 @@ class IndexedKeywordRetriever:
                 "call eval_pipeline.ranking.keyword_index.ensure_tsvector_column first"
             )
         self._conn = conn
-        self._sql = keyword_query_sql(self.table, self.language, schema=self.schema)
+        self._sql = keyword_query_sql(self.table, self.language, schema=self.schema, **self.settings())
 
     def close(self) -> None:
         if self._conn is not None:
@@ -123,7 +152,10 @@ class IndexedKeywordRetriever:
 
     @component.output_types(documents=list[Document])
     def run(self, query: str, top_k: int | None = None) -> dict[str, list[Document]]:
-        """The top_k chunks matching every query term (plainto_tsquery), best ts_rank_cd first."""
+        """The top_k chunks matching the query (see `match`), best score first, ties in id order.
+
+        A query without lexemes (only stopwords or punctuation) matches nothing: [] in every mode.
+        """
         if not query:
             raise ValueError("query must be a non-empty string")
         top_k = top_k or self.top_k
@@ -138,6 +170,7 @@ class IndexedKeywordRetriever:
         return default_to_dict(
             self, connection_string=self.connection_string.to_dict(), table=self.table, top_k=self.top_k,
             language=self.language, schema=self.schema, ensure_column=self.ensure_column,
+            match=self.match, ranking=self.ranking, normalization=self.normalization,
         )
 
     @classmethod
@@ -148,6 +181,9 @@ class IndexedKeywordRetriever:
 
 class IndexedKeywordEngine:
     """Drop-in for an engine on Haystack's PgvectorKeywordRetriever (same name, interface and results; faster).
+
+    `match`, `ranking` and `normalization` as for IndexedKeywordRetriever (defaults: Haystack's
+    ranking); `settings()` returns them resolved.
 
     Warms up in the constructor (connection opened outside a sweep's timed queries).  The table
     must already have the column: add it with `ensure_tsvector_column` when the table is built
@@ -161,13 +197,19 @@ class IndexedKeywordEngine:
     needs_embedding = False
 
     def __init__(self, connection_string: str, table: str, chunk_top_k: int = 100, *, depth: int = 20,
-                 language: str = "english", ensure_column: bool = False):
+                 language: str = "english", ensure_column: bool = False,
+                 match: Literal["all", "any", "websearch"] = "all",
+                 ranking: Literal["ts_rank_cd", "ts_rank"] | None = None, normalization: int | None = None):
         self.depth = depth
         self.retriever = IndexedKeywordRetriever(
             connection_string=connection_string, table=table, top_k=chunk_top_k, language=language,
-            ensure_column=ensure_column,
+            ensure_column=ensure_column, match=match, ranking=ranking, normalization=normalization,
         )
         self.retriever.warm_up()
+
+    def settings(self) -> dict[str, Any]:
+        """The resolved keyword settings {"match", "ranking", "normalization"}."""
+        return self.retriever.settings()
 
     def chunk_hits(self, query: str, query_embedding: Sequence[float] | None = None) -> list[ChunkHit]:
         return [ChunkHit(d.id, d.meta["doc_id"], float(d.score)) for d in self.retriever.run(query=query)["documents"]]

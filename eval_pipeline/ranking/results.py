@@ -23,11 +23,16 @@ RESULT_COLUMNS = [
 PROVENANCE_COLUMNS = ["variant_config", "store_table", "questions_fingerprint", "code_version"]
 
 
-def variant_identity(variant: Variant, reranker=None) -> dict:
-    """Everything about a variant that decides its results: its settings and, when it has a
-    reranker, the reranker's identity (model weights by content, an LLM's endpoint, model
-    and sampling settings). Computed before any model is loaded."""
+def variant_identity(variant: Variant, reranker=None, legs: Mapping[str, Mapping] | None = None) -> dict:
+    """Everything about a variant that decides its results: its settings, each leg's resolved
+    settings (`legs`: the engines' defaults filled in, so a changed default is seen in the
+    record) and, when it has a reranker, the reranker's identity (model weights by content,
+    an LLM's endpoint, model and sampling settings). Computed before any model is loaded."""
     out = dict(variant.describe())
+    if legs:
+        out["leg_settings"] = {leg: dict(settings) for leg, settings in legs.items() if settings}
+        if not out["leg_settings"]:
+            del out["leg_settings"]
     if reranker is not None:
         out["reranker_identity"] = dict(reranker.identity())
     return out

@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,16 +34,14 @@ from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.ranking.diagnosis import diagnose_miss
 from eval_pipeline.ranking.engines import (
-    BM25Engine,
     ChunkHit,
     MetadataEngine,
-    PgDenseEngine,
     RankedDoc,
     chunks_to_documents,
     fuse,
 )
 from eval_pipeline.ranking.results import RESULT_COLUMNS, STAGES, error_text, identity_json, variant_identity
-from eval_pipeline.ranking.variants import Variant
+from eval_pipeline.ranking.variants import Variant, resolved_leg_settings
 
 
 @dataclass
@@ -50,6 +49,10 @@ class _Timed:
     value: object
     ms: float
     error: str | None
+
+
+def _frozen(settings: Mapping[str, Any]) -> tuple:
+    return tuple(sorted(settings.items()))
 
 
 def _timed(fn, *args, conninfo: str | None = None) -> _Timed:
@@ -86,7 +89,6 @@ class Sweep:
         self.rerankers = dict(rerankers or {})
         self.miss_k = miss_k
         self.code_version = code_version
-        self._stores: dict[int, object] = {}  # one document store per HNSW ef_search
         self._chunks: list[tuple[str, str, str]] | None = None
         self._chunk_embeddings: dict[str, np.ndarray] | None = None
         self._legs: dict[tuple[str, int], object] = {}
@@ -96,22 +98,6 @@ class Sweep:
         self.queries_by_stage: dict[str, int] = {s: 0 for s in STAGES}
 
     # --- shared resources -----------------------------------------------------------------
-
-    @staticmethod
-    def ef_search(top_k: int) -> int:
-        """The HNSW ef_search of a dense leg of depth `top_k`: pgvector's default 40, raised to
-        the depth (an HNSW scan returns at most ef_search rows). It depends on the leg alone,
-        never on the deepest leg of the sweep: a variant ranks the same alone, in the whole
-        sweep or in one batch of the parallel job."""
-        return max(40, top_k)
-
-    def _document_store(self, ef_search: int):
-        if ef_search not in self._stores:
-            from eval_pipeline.store.ingest import open_document_store
-
-            self._stores[ef_search] = open_document_store(self.connection_string, self.table, self.dims, hnsw=True,
-                                                          ef_search=ef_search)
-        return self._stores[ef_search]
 
     def chunks(self) -> list[tuple[str, str, str]]:
         if self._chunks is None:
@@ -130,30 +116,43 @@ class Sweep:
             self._chunk_embeddings = fetch_chunk_embeddings(self.connection_string, self.table)
         return self._chunk_embeddings
 
-    def _leg(self, name: str, top_k: int):
-        key = (name, top_k)
+    def _leg(self, name: str, top_k: int, settings: Mapping[str, Any]):
+        """The engine of one leg at one depth with one set of settings (the variants file's,
+        see `Variant.leg_settings`; {} for the leg's defaults). Variants that agree on all
+        three share it, and its hits."""
+        key = (name, top_k, _frozen(settings))
         if key not in self._legs:
             if name == "keyword":
                 from eval_pipeline.ranking.keyword_index import (
                     IndexedKeywordEngine,  # imports Haystack: only when ranking
                 )
 
-                # Same ranking as Haystack's PgvectorKeywordRetriever, on a stored, indexed tsvector
-                # (parity tested in tests/integration/test_keyword_index.py).
-                self._legs[key] = IndexedKeywordEngine(self.connection_string, self.table, chunk_top_k=top_k)
+                # Same ranking as Haystack's PgvectorKeywordRetriever at the defaults, on a stored,
+                # indexed tsvector (parity tested in tests/integration/test_keyword_index.py).
+                self._legs[key] = IndexedKeywordEngine(self.connection_string, self.table, chunk_top_k=top_k,
+                                                       **settings)
             elif name == "dense":
-                self._legs[key] = PgDenseEngine(self._document_store(self.ef_search(top_k)), chunk_top_k=top_k)
+                from eval_pipeline.ranking.dense import LeanDenseEngine  # imports Haystack: only when ranking
+
+                # Haystack's PgvectorEmbeddingRetriever's ids and scores (parity-tested), selecting
+                # only id, doc id and score; HNSW ef_search max(40, top_k) for this leg alone, so a
+                # variant ranks the same alone, in the sweep or in a parallel batch.
+                self._legs[key] = LeanDenseEngine(self.connection_string, self.table, chunk_top_k=top_k, **settings)
             elif name == "bm25":
-                self._legs[key] = BM25Engine(self.chunks(), chunk_top_k=top_k)
+                from eval_pipeline.ranking.bm25 import BM25Engine  # imports bm25s and PyStemmer: only when ranking
+
+                titles = {d.doc_id: d.title for d in self.snapshot.documents}
+                self._legs[key] = BM25Engine(self.chunks(), titles=titles, chunk_top_k=top_k, **settings)
             else:
                 raise ValueError(f"unknown leg {name!r}")
         return self._legs[key]
 
-    def leg_hits(self, name: str, top_k: int, q: Question) -> _Timed:
-        key = (name, top_k, q.qid)
+    def leg_hits(self, name: str, top_k: int, q: Question, settings: Mapping[str, Any] | None = None) -> _Timed:
+        settings = settings or {}
+        key = (name, top_k, _frozen(settings), q.qid)
         if key not in self._leg_cache:
             try:
-                leg = self._leg(name, top_k)
+                leg = self._leg(name, top_k, settings)
             except Exception as exc:  # e.g. the database is unreachable: this question errors, the next retries
                 return _Timed(None, 0.0, error_text(exc, self.connection_string))
             self.queries_by_stage[name] += 1
@@ -186,7 +185,7 @@ class Sweep:
             for leg in legs:
                 if leg == "dense":
                     stage_ms["embed"] = self.embed_ms
-                timed = self.leg_hits(leg, v.chunk_top_k, q)
+                timed = self.leg_hits(leg, v.chunk_top_k, q, v.leg_settings(leg))
                 stage_ms[leg] = timed.ms
                 error = error or timed.error
                 hits.append(timed.value or [])
@@ -260,8 +259,8 @@ class Sweep:
             keyword_docs = dense_docs = []
             diagnosis_error = None
             if error is None and v.engine != "metadata":
-                keyword_docs, keyword_error = self._diag_docs(self._keyword_leg_of(v), diag_top_k, q)
-                dense_docs, dense_error = self._diag_docs("dense", diag_top_k, q)
+                keyword_docs, keyword_error = self._diag_docs(v, self._keyword_leg_of(v), diag_top_k, q)
+                dense_docs, dense_error = self._diag_docs(v, "dense", diag_top_k, q)
                 diagnosis_error = keyword_error or dense_error
             rows.append({
                 "variant": v.key,
@@ -279,7 +278,8 @@ class Sweep:
                 "diagnosis_error": diagnosis_error,
             })
         frame = pd.DataFrame(rows, columns=RESULT_COLUMNS)
-        frame["variant_config"] = identity_json(variant_identity(v, reranker))
+        resolved = {leg: resolved_leg_settings(leg, v.leg_settings(leg)) for leg in v.used_legs}
+        frame["variant_config"] = identity_json(variant_identity(v, reranker, resolved))
         frame["store_table"] = self.table
         frame["questions_fingerprint"] = question_set_fingerprint(questions)
         frame["code_version"] = self.code_version
@@ -298,10 +298,11 @@ class Sweep:
             return "bm25"
         return "keyword"
 
-    def _diag_docs(self, leg: str, top_k: int, q: Question) -> tuple[list[str], str | None]:
-        """A leg's candidate documents for the diagnosis (shared with variants that use the
-        leg), and the leg's error if it failed (the diagnosis is then incomplete)."""
-        timed = self.leg_hits(leg, top_k, q)
+    def _diag_docs(self, v: Variant, leg: str, top_k: int, q: Question) -> tuple[list[str], str | None]:
+        """A leg's candidate documents for the diagnosis, with the variant's settings for the
+        leg (shared with variants that use the leg alike), and the leg's error if it failed
+        (the diagnosis is then incomplete)."""
+        timed = self.leg_hits(leg, top_k, q, v.leg_settings(leg))
         error = f"{leg} leg: {timed.error}" if timed.error else None
         return [d.doc_id for d in chunks_to_documents(timed.value or [], 10**9)], error
 

@@ -36,8 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eval_pipeline.common.checks import is_integer, is_real
+from eval_pipeline.ranking.bm25 import FIELDS, STEMMERS, STOPWORDS
 from eval_pipeline.ranking.engines import ENGINE_NAMES
 from eval_pipeline.ranking.rerankers import RERANKER_KINDS, make_reranker, reranker_options
+from eval_pipeline.store.tsvector import KEYWORD_MATCHES, KEYWORD_RANKINGS
 
 FUSION_MODES = ("rrf", "merge", "dbsf")
 
@@ -52,6 +54,15 @@ COMMON_KNOBS = {"engine", "name", "reranker", "depth", "chunk_top_k", "rerank_de
 
 
 HYBRID_KNOBS = {"fusion", "rrf_k", "weights", "legs"}
+
+
+# Settings of each first-stage leg, given on the variant that uses the leg (a pg-keyword
+# variant, or a hybrid with that leg). What is not given is the leg's default, decided by its
+# engine; the engine's resolved settings are recorded with the results.
+LEG_KNOBS = {"keyword": ("match", "ranking", "normalization"), "bm25": ("stemmer", "stopwords", "fields"),
+             "dense": ("exact",)}
+_ENGINE_LEG = {"pg-keyword": "keyword", "pg-dense": "dense", "bm25": "bm25"}
+MAX_DENSE_TOP_K = 1000  # pgvector caps hnsw.ef_search at 1000
 
 
 class VariantConfigError(ValueError):
@@ -80,13 +91,24 @@ class Variant:
     weights: tuple[float, ...] | None = None
     legs: tuple[str, ...] = ("keyword", "dense")
     reranker: RerankerSpec = field(default_factory=RerankerSpec)
+    leg_knobs: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # (leg, sorted (knob, value) pairs)
+
+    @property
+    def used_legs(self) -> tuple[str, ...]:
+        """The first-stage legs this variant queries (none for metadata)."""
+        return self.legs if self.engine == "hybrid" else ((_ENGINE_LEG[self.engine],) if self.engine in _ENGINE_LEG
+                                                          else ())
+
+    def leg_settings(self, leg: str) -> dict[str, Any]:
+        """The settings the variants file gives `leg` ({} for the leg's defaults)."""
+        return dict(dict(self.leg_knobs).get(leg, ()))
 
     @property
     def first_stage(self) -> tuple:
         """Everything that decides the candidate pool; variants that differ only by reranker
         or threshold share it, so a reranker sweep never re-queries the store."""
         hybrid = (self.fusion, self.rrf_k, self.weights, self.legs) if self.engine == "hybrid" else ()
-        return (self.engine, self.chunk_top_k, max(self.depth, self.rerank_depth), *hybrid)
+        return (self.engine, self.chunk_top_k, max(self.depth, self.rerank_depth), *hybrid, self.leg_knobs)
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"engine": self.engine, "depth": self.depth, "chunk_top_k": self.chunk_top_k}
@@ -101,6 +123,8 @@ class Variant:
             out["rerank_depth"] = self.rerank_depth
         if self.abstain_below is not None:
             out["abstain_below"] = self.abstain_below
+        for _, knobs in self.leg_knobs:
+            out.update(knobs)
         return out
 
 
@@ -112,7 +136,10 @@ def parse_variant(item: Any, where: str) -> Variant:
     engine = item.get("engine")
     if engine not in ENGINE_NAMES:
         raise VariantConfigError(f"{where}: engine {engine!r} is not valid; valid engines: {', '.join(ENGINE_NAMES)}")
-    allowed = COMMON_KNOBS | (HYBRID_KNOBS if engine == "hybrid" else set())
+    legs_used = tuple(item.get("legs", ["keyword", "dense"])) if engine == "hybrid" else (
+        (_ENGINE_LEG[engine],) if engine in _ENGINE_LEG else ())
+    leg_knobs = {knob for leg in legs_used if leg in LEG_KNOBS for knob in LEG_KNOBS[leg]}
+    allowed = COMMON_KNOBS | (HYBRID_KNOBS if engine == "hybrid" else set()) | leg_knobs
     unknown = sorted(set(item) - allowed)
     if unknown:
         raise VariantConfigError(f"{where} ({engine}): unknown setting(s) {unknown}; valid: {', '.join(sorted(allowed))}")
@@ -145,6 +172,11 @@ def parse_variant(item: Any, where: str) -> Variant:
             raise VariantConfigError(f"{where}: rrf_k only applies to fusion: rrf (got fusion: {fusion})")
         kwargs.update(fusion=fusion, rrf_k=_int(item, "rrf_k", 61, where, lo=1, hi=10_000), weights=weights,
                       legs=tuple(legs))
+    kwargs["leg_knobs"] = _leg_knobs(item, where)
+    if "dense" in legs_used and kwargs["chunk_top_k"] > MAX_DENSE_TOP_K:
+        raise VariantConfigError(
+            f"{where}: chunk_top_k {kwargs['chunk_top_k']} is too deep for the dense leg: pgvector's HNSW search "
+            f"returns at most {MAX_DENSE_TOP_K} rows (hnsw.ef_search); use at most {MAX_DENSE_TOP_K}")
     name = item.get("name")
     key = name if name is not None else engine + ("" if kwargs["reranker"].kind == "none" else f"+{kwargs['reranker'].kind}")
     if not isinstance(key, str) or not _KEY.match(key):
@@ -152,6 +184,45 @@ def parse_variant(item: Any, where: str) -> Variant:
             f"{where}: name {key!r} must be 1-64 characters of lowercase letters, digits and + . _ @ -"
         )
     return Variant(key=key, **kwargs)
+
+
+def resolved_leg_settings(leg: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """A leg's settings with its engine's defaults filled in, as the engine will run them;
+    computed without building the engine (nothing connects or loads), so it can be recorded
+    even for a leg that fails."""
+    from eval_pipeline.ranking.bm25 import check_settings
+    from eval_pipeline.store.tsvector import keyword_settings
+
+    if leg == "keyword":
+        return dict(keyword_settings(**given))
+    if leg == "bm25":
+        return dict(check_settings(**given))
+    if leg == "dense":
+        return {"exact": bool(given.get("exact", False))}
+    raise ValueError(f"unknown leg {leg!r}")
+
+
+def _leg_knobs(item: Mapping[str, Any], where: str) -> tuple:
+    """The leg settings the variant gives, validated, as sorted (leg, ((knob, value), ...)) pairs."""
+    choices = {"match": KEYWORD_MATCHES, "ranking": KEYWORD_RANKINGS, "stemmer": STEMMERS,
+               "stopwords": STOPWORDS, "fields": FIELDS}
+    out = []
+    for leg, knobs in LEG_KNOBS.items():
+        given = []
+        for knob in knobs:
+            if knob not in item:
+                continue
+            value = item[knob]
+            if knob in choices and value not in choices[knob]:
+                raise VariantConfigError(f"{where}: {knob} {value!r} is not valid; valid: {', '.join(choices[knob])}")
+            if knob == "normalization":
+                value = _int(item, knob, 0, where, lo=0, hi=63)
+            if knob == "exact" and not isinstance(value, bool):
+                raise VariantConfigError(f"{where}: exact must be true or false, got {value!r}")
+            given.append((knob, value))
+        if given:
+            out.append((leg, tuple(sorted(given))))
+    return tuple(out)
 
 
 def _reranker(value: Any, where: str, item: Mapping[str, Any] | None = None) -> RerankerSpec:

@@ -1,4 +1,5 @@
-"""The stored, GIN-indexed tsvector column that the keyword leg searches, and its query.
+"""The stored, GIN-indexed tsvector column that the keyword leg searches, and its query
+(`keyword_query_sql`, with the match and ranking settings of `keyword_settings`).
 
 Kept apart from `keyword_index` (the Haystack component) and free of Haystack imports, so that
 ingest, which adds the column to every table it builds or reuses, does not pay for importing
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
+from eval_pipeline.common.checks import is_integer
 from eval_pipeline.store.database import DEFAULT_LOCK_LOG_EVERY, advisory_lock, advisory_unlock, connect
 
 
@@ -137,16 +139,87 @@ def ensure_tsvector_column(conn_str: str, table: str, language: str = "english",
     return created
 
 
-def keyword_query_sql(table: str, language: str = "english", *, schema: str = "public"):
+# --- how a query matches and how matches are ranked ---------------------------------------------
+
+KEYWORD_MATCHES = ("all", "any", "websearch")
+KEYWORD_RANKINGS = ("ts_rank_cd", "ts_rank")
+MAX_NORMALIZATION = 63  # the six documented bits 1|2|4|8|16|32; 0 ignores the document length
+# (ranking, normalization) when unset, by match: `all` is Haystack's PgvectorKeywordRetriever
+# (ts_rank_cd, 0); with ORed terms ts_rank dividing by 1 + log(length) ranks far better (bench/keyword_match.py).
+KEYWORD_DEFAULTS = {"all": ("ts_rank_cd", 0), "any": ("ts_rank", 1), "websearch": ("ts_rank", 1)}
+
+
+def keyword_settings(match: str = "all", ranking: str | None = None, normalization: int | None = None) -> dict:
+    """The validated, resolved keyword settings `{"match", "ranking", "normalization"}`.
+
+    - match `all`: every query term must occur (`plainto_tsquery`, Haystack's behaviour);
+      `any`: at least one (the query's lexemes ORed); `websearch`: `websearch_to_tsquery`
+      (`"quoted phrase"`, `-term`, `or`).
+    - ranking: `ts_rank_cd` (cover density) or `ts_rank` (term frequency).
+    - normalization: Postgres' rank normalization bitmask, 0..63 (1: divide by 1 + log(document
+      length), 2: by the length, 4: by the mean harmonic distance between extents, ts_rank_cd
+      only (ts_rank ignores it), 8: by the number of unique words, 16: by 1 + log of that,
+      32: rank / (rank + 1)).
+
+    Worth knowing: ts_rank scores an AND query by pairs of found terms, so with websearch's
+    `-term` every match scores 1e-20 (use ts_rank_cd there); ts_rank_cd on ORed terms adds up
+    every occurrence, which ranks far worse than ts_rank (bench/RESULTS.md).
+
+    A setting left as None takes the default of the match (KEYWORD_DEFAULTS).  Free of
+    Haystack and of any database: a variants parser can call it to fail early and to record
+    the resolved values.  Raises ValueError naming the bad value and what is valid.
+    """
+    if not isinstance(match, str) or match not in KEYWORD_MATCHES:
+        raise ValueError(f"match must be one of {', '.join(map(repr, KEYWORD_MATCHES))}, got {match!r}")
+    default_ranking, default_normalization = KEYWORD_DEFAULTS[match]
+    ranking = default_ranking if ranking is None else ranking
+    normalization = default_normalization if normalization is None else normalization
+    if not isinstance(ranking, str) or ranking not in KEYWORD_RANKINGS:
+        raise ValueError(f"ranking must be one of {', '.join(map(repr, KEYWORD_RANKINGS))}, got {ranking!r}")
+    if not is_integer(normalization) or not 0 <= normalization <= MAX_NORMALIZATION:
+        raise ValueError(f"normalization must be an integer bitmask 0..{MAX_NORMALIZATION} "
+                         f"(1, 2, 4, 8, 16, 32 or a sum of them), got {normalization!r}")
+    return {"match": match, "ranking": ranking, "normalization": int(normalization)}
+
+
+# `any`: the query's lexemes ORed, built in the server from to_tsvector's lexemes (the same parser
+# and dictionaries as plainto_tsquery: stopwords dropped; unique, sorted), each one quoted as a
+# tsquery lexeme (in quotes, a quote chr(39) and a backslash chr(92) doubled).  The query text is
+# only ever a bound parameter, never read as tsquery syntax.  No lexemes (only stopwords or
+# punctuation) gives NULL, which matches nothing.
+_ANY_QUERY = (
+    "(SELECT string_agg(chr(39) || replace(replace(lexeme, chr(92), repeat(chr(92), 2)), chr(39), repeat(chr(39), 2))"
+    " || chr(39), ' | ')::tsquery FROM unnest(tsvector_to_array(to_tsvector({language}, %s))) AS lexeme)"
+)
+_QUERY_EXPRESSIONS = {
+    "all": "plainto_tsquery({language}, %s)",
+    "websearch": "websearch_to_tsquery({language}, %s)",
+    "any": _ANY_QUERY,
+}
+
+
+def keyword_query_sql(table: str, language: str = "english", *, schema: str = "public", match: str = "all",
+                      ranking: str | None = None, normalization: int | None = None):
     """The retrieval statement; parameters: (query, top_k).  The language is a literal (validated
-    against pg_ts_config by the callers), as in Haystack's statement, so the plans are alike."""
+    against pg_ts_config by the callers), as in Haystack's statement, so the plans are alike.
+
+    The one place the keyword query is built: `match`, `ranking` and `normalization` as in
+    `keyword_settings` (validated here too; the ranking function and normalization are
+    inserted from that whitelist, never from caller text).  The defaults are Haystack's
+    statement: `ts_rank_cd(content_tsv, plainto_tsquery(language, q), 0)` (0 is what the
+    two-argument form uses), best first, equal scores in id order.
+    """
     from psycopg import sql
 
+    settings = keyword_settings(match, ranking, normalization)
+    language_literal = sql.Literal(language)
+    query = sql.SQL(_QUERY_EXPRESSIONS[settings["match"]]).format(language=language_literal)
     return sql.SQL(
-        "SELECT id, content, meta, ts_rank_cd({column}, query) AS score "
-        "FROM {schema}.{table}, plainto_tsquery({language}, %s) query "
+        "SELECT id, content, meta, {rank}({column}, query, {normalization}) AS score "
+        "FROM {schema}.{table}, {query} AS terms(query) "
         "WHERE {column} @@ query "
         "ORDER BY score DESC, id "
         "LIMIT %s"
     ).format(schema=sql.Identifier(schema), table=sql.Identifier(table), column=sql.Identifier(TSV_COLUMN),
-             language=sql.Literal(language))
+             rank=sql.SQL(settings["ranking"]), normalization=sql.Literal(settings["normalization"]),
+             query=query)

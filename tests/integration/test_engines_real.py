@@ -165,3 +165,29 @@ def test_dense_leg_returns_chunk_top_k_through_hnsw(tmp_path, local_embedder):
         assert hits.error is None and len(hits.value) == 100
     finally:
         pg.stop()
+
+
+def test_leg_settings_reach_their_engines_and_are_recorded(store, pg_uri, local_embedder, tiny_snapshot,
+                                                            tiny_questions):
+    """`match: any` on a pg-keyword variant and `stemmer: none` on bm25 each get their own leg
+    (another candidate pool than the defaults) and the results record the resolved settings."""
+    import json
+
+    sweep_cfg = parse_sweep({"variants": [
+        {"engine": "pg-keyword"}, {"engine": "pg-keyword", "match": "any", "name": "kw-any"},
+        {"engine": "bm25"}, {"engine": "bm25", "stemmer": "none", "name": "bm25-raw"}]})
+    questions = tiny_questions.questions
+    embeddings = dict(zip([q.qid for q in questions], local_embedder.embed([q.question for q in questions])))
+    sweep = Sweep(snapshot=tiny_snapshot, connection_string=pg_uri, table=store.table, dims=store.dims,
+                  query_embeddings=embeddings, embed_ms_per_query=0.0)
+    frames = sweep.run(sweep_cfg.variants, questions)
+    configs = {k: json.loads(f["variant_config"].iloc[0]) for k, f in frames.items()}
+    assert configs["pg-keyword"]["leg_settings"]["keyword"] == {"match": "all", "ranking": "ts_rank_cd",
+                                                                "normalization": 0}
+    assert configs["kw-any"]["leg_settings"]["keyword"] == {"match": "any", "ranking": "ts_rank", "normalization": 1}
+    assert configs["kw-any"]["match"] == "any"
+    assert configs["bm25"]["leg_settings"]["bm25"]["stemmer"] == "english"
+    assert configs["bm25-raw"]["leg_settings"]["bm25"]["stemmer"] == "none"
+    returned = {k: sum(len(d) for d in f["doc_ids"]) for k, f in frames.items()}
+    assert returned["kw-any"] >= returned["pg-keyword"]  # ORed terms match at least what ANDed terms match
+    assert all(f["error"].isna().all() for f in frames.values())
