@@ -86,10 +86,10 @@ def test_database_gone_mid_retrieval(own_pg, local_embedder, tiny_snapshot, tiny
     embeddings = dict(zip([q.qid for q in questions], local_embedder.embed([q.question for q in questions])))
 
     class OutageAfterTwoQuestions(Sweep):
-        def leg_hits(self, name, top_k, q):
+        def leg_hits(self, name, top_k, q, settings=None):
             if q.qid == questions[2].qid and own_pg.pid is not None:
                 own_pg.stop()
-            return super().leg_hits(name, top_k, q)
+            return super().leg_hits(name, top_k, q, settings)
 
     sweep = OutageAfterTwoQuestions(snapshot=tiny_snapshot, connection_string=uri, table=info.table, dims=info.dims,
                                     query_embeddings=embeddings, embed_ms_per_query=0.0)
