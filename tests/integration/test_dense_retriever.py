@@ -324,8 +324,9 @@ def test_ingest_keeps_small_embeddings_in_the_row(pg_uri, local_embedder, tiny_s
 
     from eval_pipeline.store.ingest import ChunkingConfig, ingest
 
+    # a chunking of its own: the session database is shared, and other tests expect to build theirs
     info = ingest(tiny_snapshot, connection_string=pg_uri, embedder=local_embedder,
-                  chunking=ChunkingConfig(split_length=40, split_overlap=0), log=lambda m: None)
+                  chunking=ChunkingConfig(split_length=33, split_overlap=3), log=lambda m: None)
     with psycopg.connect(pg_uri) as conn:
         storage = conn.execute(
             "SELECT attstorage FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'embedding'",
