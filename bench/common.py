@@ -180,6 +180,15 @@ class HashEmbedder:
     def model_id(self) -> str:
         return f"bench-hash-embedder-{self.dims}"
 
+    @property
+    def revision(self) -> str:
+        return "blake2b-bag-of-words-1"
+
+    @property
+    def identity(self) -> str:
+        """What ingest names the table by (see eval_pipeline.store.embedders.Embedder)."""
+        return f"{self.model_id}@{self.revision}"
+
     def warm_up(self) -> None:
         pass
 
