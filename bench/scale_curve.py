@@ -91,7 +91,7 @@ def child(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         embeddings, embed_seconds, _ = QueryEmbeddingCache(tmp).get_or_compute(embedder, questions)
     config = parse_sweep({"variants": list(ENGINES)})
-    sweep = Sweep(snapshot=snapshot, connection_string=db.uri, table=info.table, dims=info.dims,
+    sweep = Sweep(snapshot=snapshot, connection_string=db.uri, table=info.table,
                   query_embeddings=embeddings, embed_ms_per_query=embed_seconds * 1000 / len(questions))
     t = time.perf_counter()
     results = sweep.run(config.variants, questions)

@@ -81,7 +81,7 @@ def main() -> None:
         embeddings, embed_seconds, _ = QueryEmbeddingCache(tmp).get_or_compute(embedder, questions)
     embed_ms = embed_seconds * 1000.0 / max(1, len(questions))
     config = parse_sweep({"variants": [{"engine": e, "depth": DEPTH} for e in ENGINES]})
-    sweep = Sweep(snapshot=snapshot, connection_string=db.uri, table=info.table, dims=info.dims,
+    sweep = Sweep(snapshot=snapshot, connection_string=db.uri, table=info.table,
                   query_embeddings=embeddings, embed_ms_per_query=embed_ms)
     with timed() as t_sweep:
         results = sweep.run(config.variants, questions)

@@ -54,7 +54,7 @@ def run(args) -> None:
         started = time.perf_counter()
         vectors = embedder.embed([q.question for q in questions])
         embed_s = time.perf_counter() - started
-        sweep = Sweep(snapshot=snapshot, connection_string=uri, table=store.table, dims=store.dims,
+        sweep = Sweep(snapshot=snapshot, connection_string=uri, table=store.table,
                       query_embeddings={q.qid: v for q, v in zip(questions, vectors)},
                       embed_ms_per_query=embed_s * 1000 / len(questions), rerankers=rerankers(variants))
         return sweep, embed_s

@@ -155,7 +155,7 @@ def profile_sweep(state_dir: Path) -> None:
                                              for v in config.variants if v.reranker.kind != "none"})
     embeddings, _, cached = step("query embeddings (cache)", lambda: QueryEmbeddingCache(
         state_dir / "query_embeddings").get_or_compute(embedder, qs.questions))
-    sweep = Sweep(snapshot=snapshot, connection_string=uri, table=info.table, dims=info.dims, query_embeddings=embeddings,
+    sweep = Sweep(snapshot=snapshot, connection_string=uri, table=info.table, query_embeddings=embeddings,
                   embed_ms_per_query=0.0, rerankers=built)
     for v in config.variants:
         step(f"sweep variant {v.key}", lambda v=v: sweep.run_variant(v, qs.questions))

@@ -42,7 +42,7 @@ def _sweep(monkeypatch) -> Sweep:
     from eval_pipeline.ranking import dense
 
     monkeypatch.setattr(dense, "LeanDenseEngine", FakeDense)
-    s = Sweep(snapshot=SNAPSHOT, connection_string="postgresql://u@h/db", table="t", dims=2,
+    s = Sweep(snapshot=SNAPSHOT, connection_string="postgresql://u@h/db", table="t",
               query_embeddings={"q1": [1.0, 0.0], "q2": [0.0, 1.0]}, embed_ms_per_query=0.0)
     monkeypatch.setattr(s, "leg_hits", _only_dense(s.leg_hits))
     return s
@@ -88,7 +88,7 @@ class FailingLLM:
 
 def test_a_failing_reranker_errors_the_question_and_a_fallback_is_marked(monkeypatch):
     variant = parse_sweep({"variants": [{"engine": "metadata", "reranker": "llm"}]}).variants[0]
-    s = Sweep(snapshot=SNAPSHOT, connection_string="postgresql://u:secret@h/db", table="t", dims=2,
+    s = Sweep(snapshot=SNAPSHOT, connection_string="postgresql://u:secret@h/db", table="t",
               query_embeddings={}, embed_ms_per_query=0.0, rerankers={variant.key: FailingLLM()})
     s._chunks = [("d1:0", "d1", "alpha text"), ("d2:0", "d2", "beta text")]
     frame = s.run([variant], QUESTIONS + [Question("q3", "alpha beta", ("d1",))])[variant.key]

@@ -8,7 +8,10 @@ Engines:
 - `pg-keyword`: Postgres full-text search, run by IndexedKeywordEngine (eval_pipeline.ranking.keyword_index:
   the ranking of Haystack's PgvectorKeywordRetriever on a stored, indexed tsvector; a parity
   test in tests/integration/test_keyword_index.py holds the two together).
-- `pg-dense`: cosine search over the HNSW index through PgvectorEmbeddingRetriever.
+- `pg-dense`: cosine search over the HNSW index, run by LeanDenseEngine (eval_pipeline.ranking.dense:
+  the ids and scores of Haystack's PgvectorEmbeddingRetriever without shipping the embeddings).
+  PgDenseEngine here is Haystack's retriever itself, kept as the reference the parity test
+  (tests/integration/test_dense_retriever.py) and bench/dense_leg.py hold the lean one to.
 - `hybrid`: two or more legs fused by `fuse` (the sweep runs the legs and the fusion).
 - `bm25`: Okapi BM25 over the same chunks, in memory: eval_pipeline.ranking.bm25.
 - `metadata`: a scorer that reads only title, description and filename, never the body;
@@ -102,6 +105,8 @@ def fuse(legs: Sequence[Sequence[ChunkHit]], *, mode: str = "rrf", rrf_k: int = 
 
 
 class PgDenseEngine:
+    """Haystack's PgvectorEmbeddingRetriever as an engine: the parity reference (see above)."""
+
     name = "pg-dense"
     needs_embedding = True
 

@@ -133,7 +133,7 @@ def rank_batch(
                 raise RuntimeError(f"the reranker of variant {key!r} changed while the run was planned "
                                    f"(planned {batch.reranker_identities[key]}, loaded {reranker.identity()}); run again")
         embeddings, _, _ = QueryEmbeddingCache(state.query_embeddings).get_or_compute(embedder, questions)
-        sweep = Sweep(snapshot=snapshot, connection_string=connection_string, table=store.table, dims=store.dims,
+        sweep = Sweep(snapshot=snapshot, connection_string=connection_string, table=store.table,
                       query_embeddings=embeddings, embed_ms_per_query=batch.embed_ms_per_query, rerankers=built,
                       miss_k=miss_k, code_version=batch.code_version)
         computed = sweep.run(todo, questions)

@@ -73,7 +73,6 @@ class Sweep:
         snapshot: CorpusSnapshot,
         connection_string: str,
         table: str,
-        dims: int,
         query_embeddings: Mapping[str, Sequence[float]],
         embed_ms_per_query: float,
         rerankers: Mapping[str, object] | None = None,
@@ -83,7 +82,6 @@ class Sweep:
         self.snapshot = snapshot
         self.connection_string = connection_string
         self.table = table
-        self.dims = dims
         self.query_embeddings = query_embeddings
         self.embed_ms = embed_ms_per_query
         self.rerankers = dict(rerankers or {})

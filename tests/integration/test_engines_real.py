@@ -50,7 +50,7 @@ def test_half_written_table_is_rebuilt(pg_uri, local_embedder, tiny_snapshot):
 
 
 def _sweep(store, pg_uri, snapshot, embeddings, **kwargs):
-    return Sweep(snapshot=snapshot, connection_string=pg_uri, table=store.table, dims=store.dims,
+    return Sweep(snapshot=snapshot, connection_string=pg_uri, table=store.table,
                  query_embeddings=embeddings, embed_ms_per_query=0.0, **kwargs)
 
 
@@ -107,7 +107,7 @@ def test_shared_work_across_variants(store, pg_uri, tiny_snapshot, tiny_question
 
 def test_engine_error_is_recorded_per_question(store, tiny_snapshot, tiny_questions, tiny_embeddings):
     broken = Sweep(snapshot=tiny_snapshot, connection_string="postgresql://nobody@/nodb?host=/nonexistent",
-                   table=store.table, dims=store.dims, query_embeddings=tiny_embeddings, embed_ms_per_query=0.0)
+                   table=store.table, query_embeddings=tiny_embeddings, embed_ms_per_query=0.0)
     (variant,) = parse_sweep({"variants": ["hybrid"]}).variants
     results = broken.run_variant(variant, tiny_questions.questions)
     assert len(results) == len(tiny_questions.questions)  # nothing skipped
@@ -178,7 +178,7 @@ def test_leg_settings_reach_their_engines_and_are_recorded(store, pg_uri, local_
         {"engine": "bm25"}, {"engine": "bm25", "stemmer": "none", "name": "bm25-raw"}]})
     questions = tiny_questions.questions
     embeddings = dict(zip([q.qid for q in questions], local_embedder.embed([q.question for q in questions])))
-    sweep = Sweep(snapshot=tiny_snapshot, connection_string=pg_uri, table=store.table, dims=store.dims,
+    sweep = Sweep(snapshot=tiny_snapshot, connection_string=pg_uri, table=store.table,
                   query_embeddings=embeddings, embed_ms_per_query=0.0)
     frames = sweep.run(sweep_cfg.variants, questions)
     configs = {k: json.loads(f["variant_config"].iloc[0]) for k, f in frames.items()}

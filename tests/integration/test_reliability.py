@@ -91,7 +91,7 @@ def test_database_gone_mid_retrieval(own_pg, local_embedder, tiny_snapshot, tiny
                 own_pg.stop()
             return super().leg_hits(name, top_k, q, settings)
 
-    sweep = OutageAfterTwoQuestions(snapshot=tiny_snapshot, connection_string=uri, table=info.table, dims=info.dims,
+    sweep = OutageAfterTwoQuestions(snapshot=tiny_snapshot, connection_string=uri, table=info.table,
                                     query_embeddings=embeddings, embed_ms_per_query=0.0)
     (variant,) = parse_sweep({"variants": ["hybrid"]}).variants
     results = sweep.run_variant(variant, questions)
