@@ -76,3 +76,17 @@ class CountingEmbedder:
         self.texts += len(texts)
         self.calls += 1
         return self.inner.embed(texts)
+
+
+def demo_corpus_with(folder: Path, extra_docs) -> Path:
+    """The demo corpus plus `extra_docs` (JSON records) as one JSONL corpus file in `folder`:
+    real documents around the hand-made cases a test needs."""
+    import json
+
+    from eval_pipeline.corpus.sources import DEMO_DATA_DIR
+
+    path = Path(folder) / "corpus.jsonl"
+    lines = (DEMO_DATA_DIR / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    lines += [json.dumps(d, ensure_ascii=False) for d in extra_docs]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

@@ -2,14 +2,13 @@
 Postgres: same chunk ids and scores for every query, the GIN index on the stored column is used,
 and the column/index DDL is idempotent and safe under concurrent callers."""
 
-import json
 import threading
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from eval_pipeline.corpus.sources import DEMO_DATA_DIR, load_corpus
+from eval_pipeline.corpus.sources import load_corpus
 from eval_pipeline.ranking.engines import ChunkHit, chunks_to_documents
 from eval_pipeline.ranking.keyword_index import (
     TSV_COLUMN,
@@ -19,6 +18,7 @@ from eval_pipeline.ranking.keyword_index import (
     tsv_index_name,
 )
 from eval_pipeline.store.ingest import ChunkingConfig, ingest, open_document_store
+from tests.integration.cli import demo_corpus_with
 
 pytestmark = pytest.mark.integration
 
@@ -77,11 +77,7 @@ QUERIES = [
 
 @pytest.fixture(scope="module")
 def corpus_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("kwcorpus") / "corpus.jsonl"
-    lines = (DEMO_DATA_DIR / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-    lines += [json.dumps(d, ensure_ascii=False) for d in EXTRA_DOCS]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return demo_corpus_with(tmp_path_factory.mktemp("kwcorpus"), EXTRA_DOCS)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from eval_pipeline.corpus.sources import DEMO_DATA_DIR, load_corpus
+from eval_pipeline.corpus.sources import load_corpus
 from eval_pipeline.ranking.keyword_index import (
     TSV_COLUMN,
     IndexedKeywordEngine,
@@ -24,6 +24,7 @@ from eval_pipeline.ranking.keyword_index import (
     tsv_index_name,
 )
 from eval_pipeline.store.ingest import ChunkingConfig, ingest
+from tests.integration.cli import demo_corpus_with
 
 pytestmark = pytest.mark.integration
 
@@ -60,11 +61,7 @@ RANKINGS = [("ts_rank_cd", 0), ("ts_rank_cd", 1), ("ts_rank_cd", 4), ("ts_rank_c
 
 @pytest.fixture(scope="module")
 def corpus_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("kwmatch") / "corpus.jsonl"
-    lines = (DEMO_DATA_DIR / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-    lines += [json.dumps(d, ensure_ascii=False) for d in EXTRA_DOCS]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return demo_corpus_with(tmp_path_factory.mktemp("kwmatch"), EXTRA_DOCS)
 
 
 @pytest.fixture(scope="module")
