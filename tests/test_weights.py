@@ -85,3 +85,13 @@ def test_embedder_identity_follows_the_weights(tmp_path):
     (model / "model.safetensors").write_bytes(b"\x03" * 64)
     assert embedder.identity != first and embedder.revision != revision
     assert embedder.identity.startswith(f"{model}@sha256:")
+
+
+def test_a_verified_file_does_not_reread_the_disk_cache(tmp_path, monkeypatch):
+    """The identity is read several times a step: once this process has checked a file's
+    signature, the digest comes from memory, without parsing the cache file again."""
+    model = _model(tmp_path / "m")
+    cache = tmp_path / "digests.json"
+    first = content_digest(model, cache_file=cache)
+    monkeypatch.setattr(weights, "_load", lambda path: (_ for _ in ()).throw(AssertionError("cache file read")))
+    assert content_digest(model, cache_file=cache) == first

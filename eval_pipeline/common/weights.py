@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 _LOCK = threading.Lock()
@@ -44,15 +45,16 @@ def _load(cache: Path | None) -> dict[str, list]:
         return {}  # a damaged cache only costs a re-hash
 
 
-def _file_digest(path: Path, stored: dict[str, list]) -> tuple[str, bool]:
-    """(sha256 of the file, whether it was computed now)."""
+def _file_digest(path: Path, stored: Callable[[], dict[str, list]]) -> tuple[str, bool]:
+    """(sha256 of the file, whether it was computed now). `stored()` gives the on-disk cache,
+    read only when this process has not verified the file's signature yet."""
     stat = path.stat()
     signature = _signature(stat)
     key = str(path)
     hit = _MEMORY.get(key)
     if hit and hit[0] == signature:
         return hit[1], False
-    entry = stored.get(key)
+    entry = stored().get(key)
     if isinstance(entry, list) and len(entry) == 2 and entry[0] == signature:
         _MEMORY[key] = (signature, entry[1])
         return entry[1], False
@@ -83,8 +85,14 @@ def content_digest(path: str | Path, *, cache_file: str | Path | None = None) ->
                        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
     if not files:
         raise ValueError(f"model path {str(root)!r} holds no files: cannot identify its weights")
+    loaded: list[dict[str, list]] = []
+
+    def stored() -> dict[str, list]:  # the identity is read often: the disk cache only on a miss
+        if not loaded:
+            loaded.append(_load(cache))
+        return loaded[0]
+
     with _LOCK:
-        stored = _load(cache)
         total = hashlib.sha256()
         computed = False
         for f in files:
@@ -93,7 +101,7 @@ def content_digest(path: str | Path, *, cache_file: str | Path | None = None) ->
             name = f.name if f == root else str(f.relative_to(root))
             total.update(f"{name}\0{digest}\n".encode())
         if computed and cache is not None:
-            _save(cache, stored)
+            _save(cache, stored())
     return total.hexdigest()
 
 
