@@ -33,7 +33,7 @@ from eval_pipeline.judging.partitions import partition_metrics, score_partitions
 from eval_pipeline.questions.build import build_question_set, preflight_run
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.reporting.run import assemble_run, gate_check_names, variant_gate_checks
-from eval_pipeline.store.ingest import ChunkingConfig, StoreInfo, ingest
+from eval_pipeline.store.ingest import BATCH_CHUNKS, ChunkingConfig, StoreInfo, ingest
 from eval_pipeline.store.metadata import store_metadata
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
 
@@ -88,6 +88,8 @@ class StoreConfig(Config):
     split_length: int = Field(default=150, ge=1)
     split_overlap: int = Field(default=20, ge=0)
     embed_title: bool = True
+    batch_chunks: int = Field(default=BATCH_CHUNKS, ge=1, description="chunks embedded and written together: what "
+                              "ingest holds in memory at once, and the unit a killed build resumes by")
     lock_timeout_s: Optional[float] = Field(
         default=None, gt=0, description="give up waiting for another run building the same table after this many "
         "seconds (default: EVAL_PIPELINE_LOCK_TIMEOUT, else 3600); the holder is logged every 30 s")
@@ -107,7 +109,8 @@ def pgvector_store(
 ) -> StoreInfo:
     """Chunks embedded into a pgvector table named by (corpus, chunking, embedder); reused when unchanged."""
     info = ingest(corpus_snapshot, connection_string=database.connection_string(), embedder=embedder.get(),
-                  chunking=config.chunking(), log=context.log.info, lock_timeout=config.lock_timeout_s)
+                  chunking=config.chunking(), log=context.log.info, lock_timeout=config.lock_timeout_s,
+                  batch_chunks=config.batch_chunks)
     context.add_output_metadata(store_metadata(info, database.describe()))
     return info
 

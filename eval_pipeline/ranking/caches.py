@@ -18,9 +18,16 @@ from eval_pipeline.ranking.results import identity_json
 from eval_pipeline.ranking.variants import Variant
 
 
+# Questions embedded in one call: the texts and vectors held at once (the embedder batches
+# inside a call too), whatever the size of the question set.
+QUERY_BATCH = 1024
+
+
 class QueryEmbeddingCache:
     """Question embeddings on disk, keyed by the embedder's identity (model and weights by
-    content) and the exact question texts."""
+    content) and the exact question texts. Computed `QUERY_BATCH` questions at a time into one
+    float32 matrix, the form they are cached in, so a computed run and a cached one rank on
+    the same numbers."""
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
@@ -42,14 +49,24 @@ class QueryEmbeddingCache:
                 pass  # a damaged cache file is recomputed
         embedder.warm_up()  # loading the model is not query latency
         started = time.perf_counter()
-        vectors = embedder.embed([q.question for q in questions])
+        matrix = None
+        for start in range(0, len(questions), QUERY_BATCH):
+            batch = questions[start : start + QUERY_BATCH]
+            vectors = embedder.embed([q.question for q in batch])
+            if len(vectors) != len(batch):
+                what = "questions" if len(questions) == len(batch) else f"questions (batch at {start})"
+                raise RuntimeError(f"embedder returned {len(vectors)} vectors for {len(batch)} {what}")
+            block = np.asarray(vectors, dtype=np.float32)
+            if matrix is None:
+                matrix = np.empty((len(questions), block.shape[1]), dtype=np.float32)
+            matrix[start : start + len(batch)] = block
         seconds = time.perf_counter() - started
-        if len(vectors) != len(questions):
-            raise RuntimeError(f"embedder returned {len(vectors)} vectors for {len(questions)} questions")
+        if matrix is None:
+            matrix = np.empty((0, 0), dtype=np.float32)
         buffer = io.BytesIO()
-        np.save(buffer, np.asarray(vectors, dtype=np.float32))
+        np.save(buffer, matrix)
         atomic_write_bytes(path, buffer.getvalue())
-        return {q.qid: list(v) for q, v in zip(questions, vectors)}, seconds, False
+        return {q.qid: matrix[i].tolist() for i, q in enumerate(questions)}, seconds, False
 
 
 # Installed packages whose version can change a ranking (tokenizers, models, HNSW, BM25).

@@ -2,9 +2,11 @@
 
 The table is named by a fingerprint of (corpus signature, chunking, embedder model), so an
 unchanged configuration is never embedded twice and different configurations live side by
-side.  A table only counts as built once its row is in the manifest table; a run that died
-half-way leaves no manifest row, and the next run drops and rebuilds that table instead of
-trusting it.  Builds of the same table are serialized with a Postgres advisory lock, so two
+side.  The corpus streams through in batches (`chunk_batches`): memory holds one batch of
+chunks and vectors, not the corpus's.  A table only counts as built once its row is in the
+manifest table; a run that died half-way leaves whole batches and a progress row counting
+them, and the next run resumes after them (or, without a usable progress row, drops and
+rebuilds the table instead of trusting it).  Builds of the same table are serialized with a Postgres advisory lock, so two
 concurrent runs never write one table together; a run waiting for that lock says every
 `lock_log_every` seconds who holds it, and gives up after `lock_timeout` with an error that
 says what to do (see `eval_pipeline.store.database.advisory_lock`).
@@ -20,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 from eval_pipeline.corpus.sources import CorpusSnapshot
@@ -44,7 +46,12 @@ class IngestError(RuntimeError):
     """Building a table failed; the table is left unmarked, so the next run rebuilds it."""
 
 
-WRITE_BATCH = 256
+# Chunks embedded and written together: what ingest holds at once (about 0.04 MiB a chunk as
+# Python objects), and the unit a killed build resumes by.
+BATCH_CHUNKS = 512
+_CHUNKING_GROUP = 64  # documents split together: the splitter's per-call cost, amortized
+PROGRESS_TABLE = "eval_ingest_progress"
+PROGRESS_LOG_EVERY = 30.0  # seconds between progress lines of a long build
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,11 @@ def check_store_matches(store: "StoreInfo", embedder: Embedder) -> None:
 
 def chunk_documents(snapshot: CorpusSnapshot, chunking: ChunkingConfig):
     """Split every document into Haystack Documents with ids `doc_id:index` and parent metadata."""
+    return chunk_batch(snapshot.documents, chunking)
+
+
+def chunk_batch(documents, chunking: ChunkingConfig):
+    """`chunk_documents` for some of a corpus's documents (their ids unique)."""
     from haystack import Document as HDocument
     from haystack.components.preprocessors import DocumentCleaner, DocumentSplitter
 
@@ -144,10 +156,10 @@ def chunk_documents(snapshot: CorpusSnapshot, chunking: ChunkingConfig):
         split_by=chunking.split_by, split_length=chunking.split_length, split_overlap=chunking.split_overlap
     )
     splitter.warm_up()
-    parents = [HDocument(id=d.doc_id, content=d.content, meta={"doc_id": d.doc_id}) for d in snapshot.documents]
+    by_id = {d.doc_id: d for d in documents}
+    parents = [HDocument(id=d.doc_id, content=d.content, meta={"doc_id": d.doc_id}) for d in documents]
     cleaned = cleaner.run(documents=parents)["documents"]
     split = splitter.run(documents=cleaned)["documents"]
-    by_id = snapshot.by_id()
     counters: dict[str, int] = {}
     chunks = []
     for piece in split:
@@ -232,8 +244,16 @@ def ingest(
     log=print,
     lock_timeout: float | None = None,
     lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
+    batch_chunks: int = BATCH_CHUNKS,
 ) -> StoreInfo:
     """Build the table for this configuration, or reuse it when the manifest says it is complete.
+
+    The corpus is chunked, embedded and written in batches of about `batch_chunks` chunks
+    (`chunk_batches`), so memory does not grow with the corpus. Each batch's rows and the
+    progress row that counts it are committed in one transaction: a run that dies (an error,
+    an outage, a kill) leaves whole batches, and the next run resumes after the last one
+    written instead of embedding them again. The table is marked complete in the manifest only
+    after the last batch, the HNSW index and the tsvector column.
 
     Another run building the same table holds its advisory lock; this one waits for it (that
     run's table is then reused), logging through `log` every `lock_log_every` seconds who holds
@@ -241,6 +261,8 @@ def ingest(
     (default: EVAL_PIPELINE_LOCK_TIMEOUT, else one hour: a large corpus embeds for long)."""
     import psycopg
 
+    if not isinstance(batch_chunks, int) or isinstance(batch_chunks, bool) or batch_chunks < 1:
+        raise ValueError(f"batch_chunks must be an integer >= 1, got {batch_chunks!r}")
     lock_timeout = lock_timeout_default(lock_timeout)
     lock_log_every = positive_seconds(lock_log_every, "lock_log_every")
     fingerprint = store_fingerprint(snapshot.signature, chunking, embedder.identity)
@@ -261,67 +283,174 @@ def ingest(
                 return StoreInfo(table, fingerprint, snapshot.signature, embedder.model_id, chunking,
                                  done[0], done[1], time.perf_counter() - started, reused=True,
                                  embedder_revision=embedder.revision)
-            # No manifest row: absent, or left half-written by a run that died. Start clean.
-            lock_conn.execute(f'DROP TABLE IF EXISTS "{table}"')
-            chunks = chunk_documents(snapshot, chunking)
-            texts = [embedding_text(c, chunking) for c in chunks]
-            log(f"embedding {len(chunks)} chunks of {len(snapshot.documents)} documents with {embedder.model_id}")
-            failure = cause = None
-            try:
-                vectors = embedder.embed(texts)
-            except Exception as exc:
-                failure = IngestError(f"embedding the chunks for {table} failed ({error_text(exc, connection_string)}); "
-                                      "nothing was written")
-                cause = exc if is_clean(exc, connection_string) else None
-            if failure is not None:
-                raise failure from cause
-            if len(vectors) != len(chunks):
-                raise IngestError(f"embedder returned {len(vectors)} vectors for {len(chunks)} chunks")
-            dims = len(vectors[0])
-            chunks = [replace(chunk, embedding=vector) for chunk, vector in zip(chunks, vectors)]
-            written = 0
-            try:
-                store = open_document_store(connection_string, table, dims, hnsw=False)
-                store.count_documents()  # the store creates its table lazily: now, before any row
-                _keep_embeddings_in_row(connection_string, table, dims)
-                for start in range(0, len(chunks), WRITE_BATCH):
-                    written += store.write_documents(chunks[start : start + WRITE_BATCH])
-                store.close()
-                # Build the HNSW index once, after the bulk insert (faster than growing it row by
-                # row). The store connects lazily: a query makes it create the index now, not in
-                # the first question's timed dense query.
-                indexed = open_document_store(connection_string, table, dims, hnsw=True)
-                indexed.count_documents()
-                indexed.close()
-                # The keyword leg's stored, indexed tsvector (see keyword_index), before any
-                # reader prepares a query on the table.
-                ensure_tsvector_column(connection_string, table, lock_timeout=lock_timeout,
-                                       lock_log_every=lock_log_every, log=log)
-            except Exception as exc:
-                # The text is scrubbed; the original is chained only when its whole traceback is
-                # clean (raised here, outside the except block, it is not even __context__ otherwise).
-                failure = IngestError(
-                    f"writing {table} failed after {written} of {len(chunks)} chunks "
-                    f"({error_text(exc, connection_string)}); "
-                    "the table is not marked complete and the next run rebuilds it"
+            progress = _resume_point(lock_conn, table, batch_chunks, log)
+            count, dims = _write_batches(snapshot, table, progress, connection_string=connection_string,
+                                         embedder=embedder, chunking=chunking, batch_chunks=batch_chunks, log=log)
+            _finish_table(connection_string, table, dims, count, lock_timeout=lock_timeout,
+                          lock_log_every=lock_log_every, log=log)
+            with lock_conn.transaction():
+                lock_conn.execute(
+                    f"INSERT INTO {MANIFEST_TABLE} (table_name, fingerprint, corpus_signature, embedder, chunking,"
+                    " chunk_count, dims) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (table, fingerprint, snapshot.signature, embedder.model_id, json.dumps(asdict(chunking)),
+                     count, dims),
                 )
-                cause = exc if is_clean(exc, connection_string) else None
-            if failure is not None:
-                raise failure from cause
-            lock_conn.execute(
-                f"INSERT INTO {MANIFEST_TABLE} (table_name, fingerprint, corpus_signature, embedder, chunking,"
-                " chunk_count, dims) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (table, fingerprint, snapshot.signature, embedder.model_id, json.dumps(asdict(chunking)),
-                 len(chunks), dims),
-            )
+                lock_conn.execute(f"DELETE FROM {PROGRESS_TABLE} WHERE table_name = %s", (table,))
             seconds = time.perf_counter() - started
             return StoreInfo(table, fingerprint, snapshot.signature, embedder.model_id, chunking,
-                             len(chunks), dims, seconds, reused=False, embedder_revision=embedder.revision)
+                             count, dims, seconds, reused=False, embedder_revision=embedder.revision)
         finally:
             try:
                 advisory_unlock(lock_conn, table)
             except psycopg.Error:
                 pass  # the connection is gone (and its session lock with it); keep the original error
+
+
+@dataclass(frozen=True)
+class _Progress:
+    """How far an unfinished build of a table got: whole batches, counted in the same
+    transaction that wrote them."""
+
+    batches_done: int = 0
+    chunks_written: int = 0
+    dims: int | None = None
+
+
+def chunk_batches(documents, chunking: ChunkingConfig, batch_chunks: int):
+    """The corpus's chunks in batches of at least `batch_chunks` chunks (the last may be smaller),
+    a document's chunks never split between two batches.
+
+    Documents are taken in doc id order, so the batches are the same however the source
+    orders its records (the table's name does not depend on that order either), and a resumed
+    build skips exactly the batches an earlier one wrote. Documents are chunked a few at a time:
+    only one batch of chunks is ever held."""
+    ordered = sorted(documents, key=lambda d: d.doc_id)
+    batch: list = []
+    for start in range(0, len(ordered), _CHUNKING_GROUP):
+        for chunk in chunk_batch(ordered[start : start + _CHUNKING_GROUP], chunking):
+            if len(batch) >= batch_chunks and chunk.meta["chunk_index"] == 0:
+                yield batch
+                batch = []
+            batch.append(chunk)
+    if batch:
+        yield batch
+
+
+def _resume_point(conn, table: str, batch_chunks: int, log) -> _Progress:
+    """Where to start: after the batches an earlier, unfinished build wrote (with the same
+    batch size, so the batches are the same), else from nothing on a dropped table."""
+    row = conn.execute(f"SELECT batch_chunks, batches_done, chunks_written, dims FROM {PROGRESS_TABLE}"
+                       " WHERE table_name = %s", (table,)).fetchone()
+    if row is not None and row[1] > 0:
+        size, batches, written, dims = row
+        present = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'public."{table}"',)).fetchone()[0]
+        rows = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] if present else None
+        if size != batch_chunks:
+            log(f"an unfinished build of {table} used batches of {size} chunks, this one {batch_chunks}: "
+                "building it again")
+        elif rows != written:
+            log(f"an unfinished build of {table} counted {written} chunks but the table has {rows}: building it again")
+        else:
+            log(f"resuming the build of {table} after batch {batches} ({written} chunks already written)")
+            return _Progress(batches, written, dims)
+    # No usable progress: absent, or left half-written by code that kept none. Start clean.
+    conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+    conn.execute(f"DELETE FROM {PROGRESS_TABLE} WHERE table_name = %s", (table,))
+    return _Progress()
+
+
+def _write_batches(snapshot, table: str, progress: _Progress, *, connection_string: str, embedder: Embedder,
+                   chunking: ChunkingConfig, batch_chunks: int, log) -> tuple[int, int]:
+    """Embed and write every batch after `progress`; (chunks in the table, dimensions)."""
+    count, dims, index = progress.chunks_written, progress.dims, progress.batches_done
+    log(f"embedding the chunks of {len(snapshot.documents)} documents with {embedder.model_id} "
+        f"in batches of about {batch_chunks}" + (f", after batch {index}" if index else ""))
+    last_log = time.monotonic()
+    with connect(connection_string, application_name=f"eval-pipeline ingest {table}") as conn:
+        for number, chunks in enumerate(chunk_batches(snapshot.documents, chunking, batch_chunks)):
+            if number < progress.batches_done:
+                continue  # written by an earlier run
+            what = f"batch {number + 1} of {table}"
+            state = (f"{count} chunks in {number} batches are written and the next run resumes after them; "
+                     "the table is not marked complete") if number else "nothing is written yet"
+            vectors = _embed_batch(embedder, chunks, chunking, what, state, connection_string)
+            try:
+                if dims is None:
+                    dims = len(vectors[0])
+                    _create_table(conn, connection_string, table, dims, batch_chunks=batch_chunks)
+                _write_batch(conn, table, chunks, vectors, batches_done=number + 1, chunks_written=count + len(chunks))
+            except Exception as exc:
+                raise _scrubbed(f"writing {what} failed", exc, state, connection_string) from (
+                    exc if is_clean(exc, connection_string) else None)
+            count += len(chunks)
+            index = number + 1
+            if time.monotonic() - last_log >= PROGRESS_LOG_EVERY:
+                log(f"{table}: {count} chunks written in {index} batches")
+                last_log = time.monotonic()
+    if dims is None:
+        raise IngestError(f"the corpus {snapshot.source} gave no chunk to embed for {table}")
+    return count, dims
+
+
+def _embed_batch(embedder: Embedder, chunks, chunking: ChunkingConfig, what: str, state: str,
+                 connection_string: str):
+    try:
+        vectors = embedder.embed([embedding_text(c, chunking) for c in chunks])
+    except Exception as exc:
+        raise _scrubbed(f"embedding {what} failed", exc, state, connection_string) from (
+            exc if is_clean(exc, connection_string) else None)
+    if len(vectors) != len(chunks):
+        raise IngestError(f"embedder returned {len(vectors)} vectors for {len(chunks)} chunks in {what}; {state}")
+    return vectors
+
+
+def _scrubbed(message: str, exc: Exception, state: str, connection_string: str) -> IngestError:
+    """IngestError with the original's text scrubbed of the password, and what is left in the
+    table; the caller chains the original only when its whole traceback is clean."""
+    return IngestError(f"{message} ({error_text(exc, connection_string)}); {state}")
+
+
+def _create_table(conn, connection_string: str, table: str, dims: int, *, batch_chunks: int) -> None:
+    """The store's own table (Haystack's schema and keyword index), vectors kept in the row,
+    and the progress row that the batches will count, before any row is written."""
+    store = open_document_store(connection_string, table, dims, hnsw=False)
+    store.count_documents()  # the store creates its table lazily: now, before any row
+    store.close()
+    _keep_embeddings_in_row(connection_string, table, dims)
+    with conn.transaction():
+        conn.execute(f"INSERT INTO {PROGRESS_TABLE} (table_name, batch_chunks, batches_done, chunks_written, dims)"
+                     " VALUES (%s, %s, 0, 0, %s)", (table, batch_chunks, dims))
+
+
+def _write_batch(conn, table: str, chunks, vectors, *, batches_done: int, chunks_written: int) -> None:
+    """One batch's rows and its count in the progress row, in one transaction: both or neither."""
+    from psycopg import sql
+
+    with conn.transaction():
+        with conn.cursor().copy(sql.SQL("COPY {} (id, embedding, content, meta) FROM STDIN").format(
+                sql.Identifier(table))) as copy:
+            for chunk, vector in zip(chunks, vectors):
+                copy.write_row((chunk.id, "[" + ",".join(map(str, vector)) + "]", chunk.content,
+                                json.dumps(chunk.meta)))
+        conn.execute(f"UPDATE {PROGRESS_TABLE} SET batches_done = %s, chunks_written = %s, updated_at = now()"
+                     " WHERE table_name = %s", (batches_done, chunks_written, table))
+
+
+def _finish_table(connection_string: str, table: str, dims: int, count: int, *, lock_timeout: float,
+                  lock_log_every: float, log) -> None:
+    """The HNSW index, built once after the bulk insert (faster than growing it row by row; the
+    store connects lazily, so a query makes it create the index now, not in the first question's
+    timed dense query), and the keyword leg's stored, indexed tsvector (see keyword_index)."""
+    try:
+        indexed = open_document_store(connection_string, table, dims, hnsw=True)
+        indexed.count_documents()
+        indexed.close()
+        ensure_tsvector_column(connection_string, table, lock_timeout=lock_timeout,
+                               lock_log_every=lock_log_every, log=log)
+    except Exception as exc:
+        raise _scrubbed(f"indexing {table} failed", exc, f"all {count} chunks are written, the next run indexes "
+                        "them again and the table is not marked complete", connection_string) from (
+            exc if is_clean(exc, connection_string) else None)
 
 
 def fetch_chunks(connection_string: str, table: str) -> list[tuple[str, str, str]]:
@@ -360,6 +489,7 @@ def _prepare_database(conn, *, lock_timeout: float | None = None, lock_log_every
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         _create_manifest(conn)
+        _create_progress(conn)
     finally:
         advisory_unlock(conn, MANIFEST_TABLE)
 
@@ -375,4 +505,18 @@ def _create_manifest(conn) -> None:
             chunk_count integer NOT NULL,
             dims integer NOT NULL,
             completed_at timestamptz NOT NULL DEFAULT now())"""
+    )
+
+
+def _create_progress(conn) -> None:
+    """An unfinished build's progress: its row is written with each batch and deleted when the
+    table is marked complete."""
+    conn.execute(
+        f"""CREATE TABLE IF NOT EXISTS {PROGRESS_TABLE} (
+            table_name text PRIMARY KEY,
+            batch_chunks integer NOT NULL,
+            batches_done integer NOT NULL,
+            chunks_written integer NOT NULL,
+            dims integer NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT now())"""
     )

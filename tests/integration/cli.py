@@ -90,3 +90,31 @@ def demo_corpus_with(folder: Path, extra_docs) -> Path:
     lines += [json.dumps(d, ensure_ascii=False) for d in extra_docs]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+class HashingEmbedder:
+    """A deterministic bag-of-words embedder (32 dims, no model): ingest tests that need many
+    batches, or a child process that must start fast, without paying for the real model."""
+
+    model_id = revision = "test-hashing-v1"
+    identity = "test-hashing-v1"
+
+    def __init__(self):
+        self.calls: list[int] = []  # the number of texts in each call
+
+    def warm_up(self):
+        pass
+
+    def embed(self, texts):
+        import hashlib
+
+        import numpy as np
+
+        self.calls.append(len(texts))
+        out = []
+        for text in texts:
+            v = np.zeros(32, dtype=np.float32)
+            for word in text.lower().split():
+                v[hashlib.sha256(word.encode()).digest()[0] % 32] += 1.0
+            out.append((v / (np.linalg.norm(v) or 1.0)).tolist())
+        return out
