@@ -81,7 +81,10 @@ def test_bad_yaml_names_the_file(tmp_path):
         ({"tolerances": {"precision": 0.1}}, "precision"),
         ({"tolerances": {}}, "gate.tolerances"),
         ({"strict": "yes"}, "gate.strict must be true or false, got 'yes'"),
-        ({"tolerance": {}}, "gate must be a mapping with 'tolerances' and/or 'strict'"),
+        ({"tolerance": {}}, "gate must be a mapping with 'tolerances', 'strict' and/or 'effect'"),
+        ({"effect": 0}, "gate.effect must be a number in (0, 1], got 0"),
+        ({"effect": True}, "gate.effect must be a number in (0, 1], got True"),
+        ({"effect": "0.02"}, "gate.effect must be a number in (0, 1], got '0.02'"),
     ],
 )
 def test_gate_settings_are_validated_at_load(gate, message):
@@ -136,3 +139,21 @@ def test_leg_settings_are_parsed_per_leg_and_decide_the_first_stage():
 def test_bad_leg_settings_name_the_setting(item, message):
     with pytest.raises(VariantConfigError, match=re.escape(message)):
         parse_sweep({"variants": [item]})
+
+
+def test_the_audit_section_is_read_and_checked_naming_its_line(tmp_path):
+    path = tmp_path / "variants.yaml"
+    path.write_text("variants: [bm25]\naudit:\n  max_surface_share: 0.3\n  blocking: true\n")
+    sweep = load_sweep(path)
+    assert sweep.audit.max_surface_share == 0.3 and sweep.audit.blocking
+    assert parse_sweep({"variants": ["bm25"]}).audit.blocking is False  # a warning by default
+    path.write_text("variants: [bm25]\naudit:\n  max_surface_share: 1.5\n")
+    with pytest.raises(VariantConfigError, match=rf"{path}:3: audit.max_surface_share must be a number from 0 to 1"):
+        load_sweep(path)
+    with pytest.raises(VariantConfigError, match="unknown audit setting"):
+        parse_sweep({"variants": ["bm25"], "audit": {"surface": 0.3}}, source="v.yaml")
+
+
+def test_the_effect_to_detect_defaults_to_two_points():
+    assert parse_sweep({"variants": ["bm25"]}).effect == 0.02
+    assert parse_sweep({"variants": ["bm25"], "gate": {"effect": 0.05}}).effect == 0.05

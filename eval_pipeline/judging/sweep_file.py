@@ -1,5 +1,5 @@
 """The variants file: the sweep's variants (parsed by `eval_pipeline.ranking.variants`), the
-baseline variant, the gate's tolerances and the schedule, read strictly (a duplicate YAML key
+baseline variant, the gate's tolerances, the question-set audit's thresholds and the schedule, read strictly (a duplicate YAML key
 is an error naming its line). It sits with the judging because it says what is judged and how."""
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.judging.audit import AuditThresholds
 from eval_pipeline.ranking.variants import Variant, VariantConfigError, parse_variant
 
 DEFAULT_CRON = "0 2 * * *"
+DEFAULT_EFFECT = 0.02
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,8 @@ class SweepConfig:
     tolerances: Mapping[str, float] = field(default_factory=dict)
     strict: bool = False
     cron: str = DEFAULT_CRON
+    audit: AuditThresholds = field(default_factory=AuditThresholds)
+    effect: float = DEFAULT_EFFECT  # the change the question set should detect (report: questions needed)
 
     @property
     def keys(self) -> list[str]:
@@ -101,10 +105,10 @@ def _strict_loader():
 def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     if not isinstance(data, dict):
         raise VariantConfigError(f"{source}: expected a mapping with 'variants' (and optionally 'baseline')")
-    unknown = set(data) - {"variants", "baseline", "gate", "schedule"}
+    unknown = set(data) - {"variants", "baseline", "gate", "audit", "schedule"}
     if unknown:
         raise VariantConfigError(
-            f"{source}: unknown top-level setting(s) {sorted(unknown)}; valid: baseline, gate, schedule, variants"
+            f"{source}: unknown top-level setting(s) {sorted(unknown)}; valid: audit, baseline, gate, schedule, variants"
         )
     raw = data.get("variants")
     if not isinstance(raw, list) or not raw:
@@ -123,26 +127,39 @@ def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     baseline = data.get("baseline", variants[0].key)
     if baseline not in seen:
         raise VariantConfigError(f"{source}: baseline {baseline!r} is not a variant key; keys: {', '.join(seen)}")
-    tolerances, strict = _gate(data.get("gate"), source)
+    tolerances, strict, effect = _gate(data.get("gate"), source)
     return SweepConfig(variants=tuple(variants), baseline=baseline, source=source, tolerances=tolerances,
-                       strict=strict, cron=_cron(data.get("schedule"), source))
+                       strict=strict, cron=_cron(data.get("schedule"), source), audit=_audit(data.get("audit"), source),
+                       effect=effect)
 
 
-def _gate(raw: Any, source: str) -> tuple[dict[str, float], bool]:
+def _audit(raw: Any, source: str) -> AuditThresholds:
+    line = getattr(raw, "line", None)
+    try:
+        return AuditThresholds.from_mapping(raw, f"{source}:{line}" if line else source)
+    except ValueError as exc:
+        raise VariantConfigError(str(exc)) from None
+
+
+def _gate(raw: Any, source: str) -> tuple[dict[str, float], bool, float]:
+    from eval_pipeline.common.checks import is_finite
     from eval_pipeline.judging.gates import DEFAULT_TOLERANCES, validate_tolerances
 
     if raw is None:
-        return dict(DEFAULT_TOLERANCES), False
-    if not isinstance(raw, dict) or set(raw) - {"tolerances", "strict"}:
-        raise VariantConfigError(f"{source}: gate must be a mapping with 'tolerances' and/or 'strict'")
+        return dict(DEFAULT_TOLERANCES), False, DEFAULT_EFFECT
+    if not isinstance(raw, dict) or set(raw) - {"tolerances", "strict", "effect"}:
+        raise VariantConfigError(f"{source}: gate must be a mapping with 'tolerances', 'strict' and/or 'effect'")
     strict = raw.get("strict", False)
     if not isinstance(strict, bool):
         raise VariantConfigError(f"{source}: gate.strict must be true or false, got {strict!r}")
+    effect = raw.get("effect", DEFAULT_EFFECT)
+    if isinstance(effect, bool) or not is_finite(effect) or not 0 < float(effect) <= 1:
+        raise VariantConfigError(f"{source}: gate.effect must be a number in (0, 1], got {effect!r}")
     tolerances = raw.get("tolerances", DEFAULT_TOLERANCES)
     if not isinstance(tolerances, dict):
         raise VariantConfigError(f"{source}: gate.tolerances must map metric names to numbers")
     try:
-        return validate_tolerances(tolerances), strict
+        return validate_tolerances(tolerances), strict, float(effect)
     except ValueError as exc:
         raise VariantConfigError(f"{source}: gate.tolerances: {exc}") from None
 
