@@ -14,6 +14,7 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    AssetIn,
     AssetKey,
     BackfillPolicy,
     Config,
@@ -29,6 +30,7 @@ from assets.partitions import SWEEP, variant_partitions
 from assets.ranking import RankingConfig, ranked_results  # noqa: F401  (ranked_results: part of the graph)
 from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.corpus.sources import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
+from eval_pipeline.judging.audit import audit_metadata, run_audit
 from eval_pipeline.judging.partitions import partition_metrics, score_partitions
 from eval_pipeline.questions.build import build_question_set, preflight_run
 from eval_pipeline.questions.sets import QuestionSet
@@ -66,12 +68,14 @@ def _op_config(context: AssetExecutionContext, op: str, cls: type[Config]) -> Co
 
 @asset(group_name="retrieval_eval")
 def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedder: EmbedderResource,
-                    rerankers: RerankerResource) -> CorpusSnapshot:
+                    rerankers: RerankerResource, llm: LLMResource) -> CorpusSnapshot:
     """The documents to search, with an order-independent signature over ids and content hashes.
 
     Also the run's preflight, before anything is embedded: every asset's settings, the
     question set (when this run builds it) and every reranker's model or endpoint."""
     validate_run_config(context.run.run_config)
+    if _op_config(context, "report", ReportConfig).grade_holes:
+        llm.get()  # grading the holes needs a model: fail now, not after the ranking
     snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
                            max_document_chars=config.max_document_chars)
     selection = context.run.asset_selection
@@ -125,6 +129,8 @@ class QuestionSetConfig(Config):
     k: Optional[int] = Field(default=None, ge=1, le=50, description="generate: questions per document (default 5)")
     abstention_frac: float = Field(default=0.15, ge=0.0, lt=1.0, description="generate: share of abstention questions")
     masking: bool = Field(default=True, description="generate: hide the document's name from the model")
+    extra_golds: Optional[str] = Field(default=None, description="a reviewed hole_review.jsonl: its rows with "
+                                       "accept: true are added as golds (the labels fingerprint changes)")
     unit: Literal["document", "chunk"] = Field(default="document", description="generate: ask per document "
                                                "(k default 5) or per chunk of the default chunking (k default 1)")
     max_units: Optional[int] = Field(default=None, ge=1, description="generate: cap on units, in id order")
@@ -170,6 +176,9 @@ class ReportConfig(Config):
     results_dir: str = Field(default=str(PROJECT_ROOT / "results"), description="where results.md and per_query.jsonl go")
     record_history: bool = Field(default=True, description="record the run in the Postgres history tables "
                                  "(false: the gate still judges against the history, the run is not recorded)")
+    grade_holes: bool = Field(default=False, description="grade the unjudged documents of the pooled top 10 with the "
+                              "LLM resource (spends tokens; cached): every metric is also shown with those labels, "
+                              "and candidate golds go to hole_review.jsonl")
 
 
 @asset(group_name="retrieval_eval")
@@ -183,6 +192,7 @@ def report(
     database: DatabaseResource,
     state: StateResource,
     embedder: EmbedderResource,
+    llm: LLMResource,
 ) -> dict:
     """results.md with intervals, significance, the gate verdict and plots; per_query.jsonl and
     TREC run files; the run recorded in the Postgres history tables
@@ -191,7 +201,7 @@ def report(
         variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, store=pgvector_store, question_set=question_set,
         embedder=embedder.get(), connection_string=database.connection_string(), state=state.dir(),
         run_id=context.run_id, results_dir=config.results_dir, record_history=config.record_history,
-        warn=context.log.warning)
+        warn=context.log.warning, llm=llm.get if config.grade_holes else None)
     context.log.info(f"report written to {run.report_path}")
     context.add_output_metadata(to_metadata(run.metadata))
     return run.output
@@ -212,6 +222,20 @@ def no_errored_questions(report: dict) -> AssetCheckResult:
         severity=AssetCheckSeverity.ERROR,
         metadata={"errored_total": total, "threshold": 0, "errored_by_variant": MetadataValue.json(errored)},
     )
+
+
+@asset_check(
+    asset=question_set,
+    additional_ins={"corpus_snapshot": AssetIn("corpus_snapshot")},
+    blocking=SWEEP.audit.blocking,
+    description="The question set is a fair test: few questions answerable by surface overlap alone, few "
+    "near-duplicates, most documents asked about (thresholds: the variants file's audit section). A warning "
+    "unless the variants file says `audit: {blocking: true}`.",
+)
+def question_set_audit(question_set: QuestionSet, corpus_snapshot: CorpusSnapshot) -> AssetCheckResult:
+    result = run_audit(question_set.questions, corpus_snapshot, SWEEP.audit)
+    return AssetCheckResult(passed=result.passed, metadata=to_metadata(audit_metadata(result)),
+                            severity=AssetCheckSeverity.ERROR if SWEEP.audit.blocking else AssetCheckSeverity.WARN)
 
 
 GATE_CHECKS = gate_check_names(SWEEP.keys)  # variant key -> check name, e.g. hybrid+mmr -> gate__hybrid_mmr

@@ -67,6 +67,10 @@ class StateDir:
         return self.root / f"generated_questions_{corpus_signature}.jsonl"
 
     @property
+    def hole_grades(self) -> Path:
+        return self.root / "hole_grades"
+
+    @property
     def content_digests(self) -> Path:
         return self.root / "content_digests.json"
 

@@ -30,6 +30,10 @@ def preflight_run(
         preflight_question_set(questions.source, questions.path, corpus_signature=snapshot.signature,
                                beir_split=questions.beir_split, doc_ids=[d.doc_id for d in snapshot.documents],
                                corpus_source=snapshot.source, limit=questions.limit)
+        if getattr(questions, "extra_golds", None):  # a bad review file fails now, naming its line
+            from eval_pipeline.questions.extra_golds import load_extra_golds
+
+            load_extra_golds(questions.extra_golds, doc_ids=[d.doc_id for d in snapshot.documents])
     for v in variants:  # a missing model or an unset LLM fails here, not after the embedding
         if v.reranker.kind != "none":
             reranker_identity(v.reranker)
@@ -65,8 +69,26 @@ def build_question_set(
         qs = preflight_question_set(settings.source, settings.path, corpus_signature=snapshot.signature,
                                     doc_ids=doc_ids, beir_split=settings.beir_split, corpus_source=snapshot.source,
                                     limit=settings.limit)
+    if getattr(settings, "extra_golds", None):
+        qs, metadata = _with_extra_golds(qs, settings.extra_golds, doc_ids, metadata)
     return qs, {**metadata, **qs.counts(), "fingerprint": qs.fingerprint, "path": str(qs.path),
                 "limited_from": qs.limited_from}
+
+
+def _with_extra_golds(qs: QuestionSet, path: str, doc_ids: list[str], metadata: dict[str, Any]):
+    """The set with the accepted golds of a review file (eval_pipeline.judging.holes) added:
+    the labels change, and so do the set's and the labels' fingerprints, so runs before and
+    after the import are never compared as if on the same labels. Who judged them is kept in
+    the header and the metadata."""
+    from dataclasses import replace
+
+    from eval_pipeline.questions.extra_golds import apply_extra_golds, extra_golds_fingerprint, load_extra_golds
+
+    extra = load_extra_golds(path, questions=qs.questions, doc_ids=doc_ids)
+    provenance = {"path": str(path), "count": len(extra), "fingerprint": extra_golds_fingerprint(extra),
+                  "judged_by": sorted({g.judged_by for g in extra})}
+    qs = replace(qs, questions=apply_extra_golds(qs.questions, extra), header={**qs.header, "extra_golds": provenance})
+    return qs, {**metadata, "extra_golds": len(extra), "extra_golds_fingerprint": provenance["fingerprint"]}
 
 
 def _generate(settings: Any, snapshot: CorpusSnapshot, client: Any, state: StateDir,

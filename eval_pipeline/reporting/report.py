@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,11 +147,13 @@ def render_report(
     verdict=None,
     baseline: str | None = None,
     plots: Mapping[str, str] | None = None,
+    validity: Sequence[str] = (),
 ) -> str:
     """The whole report. `per_query` holds every variant's rows (column `variant`);
     `latency` maps variant -> stage -> {p50, p95, max, mean}; `verdict` (a RunVerdict) adds
     intervals, significance against the baseline variant and the gate; `plots` maps names
-    to PNG file names beside the report."""
+    to PNG file names beside the report; `validity` is the "How far the numbers can be trusted"
+    section (eval_pipeline.reporting.validity), shown before the rankings."""
     best = _best(summary)
     lines = ["# Retrieval evaluation", ""]
     if verdict is not None:
@@ -170,6 +172,7 @@ def render_report(
                   f"on {listed} question(s); those questions were not reranked.", ""]
     if missing_variants:
         lines += [f"> **Warning:** no results yet for variant(s) {', '.join(missing_variants)}; materialize them.", ""]
+    lines += list(validity)
     lines += ["## Variants", ""]
     table = summary.assign(errored=summary["n_errored"], **{"p50 ms": summary["latency_p50_ms"],
                                                             "p95 ms": summary["latency_p95_ms"]})
@@ -325,6 +328,7 @@ def publish_report(
     questions,
     plot_cache: Path | None,
     warn=print,
+    validity=None,
 ) -> tuple[dict[str, str], dict[str, str], str]:
     """Write the whole results folder of one run (plots, results.md, per_query.jsonl, TREC
     files) into a staging folder and swap it in only when all of it is written (see
@@ -333,14 +337,17 @@ def publish_report(
     as published."""
     from eval_pipeline.reporting.publish import final_paths, staged_results
     from eval_pipeline.reporting.trec import write_trec_files
+    from eval_pipeline.reporting.validity import validity_section, write_validity_files
 
     runs = {variant: dict(zip(f["qid"], f["doc_ids"])) for variant, f in per_query.groupby("variant", sort=False)}
     with staged_results(results_dir, suffix=suffix) as stage:
         plots = render_plots(verdict, stage, suffix, cache_dir=plot_cache)
+        extra = write_validity_files(validity, stage, suffix) if validity is not None else {}
         markdown = render_report(verdict.summary, per_query, provenance, latency=latency,
                                  missing_variants=missing_variants, verdict=verdict, baseline=baseline,
-                                 plots={k: Path(v).name for k, v in plots.items()})
-        paths = write_report(stage, markdown, per_query, suffix=suffix)
+                                 plots={k: Path(v).name for k, v in plots.items()},
+                                 validity=validity_section(validity, files=extra) if validity is not None else ())
+        paths = {**write_report(stage, markdown, per_query, suffix=suffix), **extra}
         try:
             paths.update(write_trec_files(stage / f"trec{suffix}", runs, questions))
         except ValueError as exc:  # ids with whitespace cannot be written in TREC format

@@ -42,13 +42,17 @@ def assemble_run(
     results_dir: str | Path,
     record_history: bool,
     warn: Callable[[str], None],
+    llm: Callable[[], Any] | None = None,
 ) -> RunReport:
     """The report asset: check the inputs belong together, judge the run (intervals, the
     baseline-variant comparison, the gate against the previous run and the pinned reference),
-    publish the results folder, then record the run in the history (only once published)."""
+    publish the results folder, then record the run in the history (only once published).
+    With `llm` (a function giving the LLM client), the unjudged documents of the pooled top 10
+    are graded and every metric is also shown with those grades as labels."""
     from eval_pipeline.judging.verdict import judge_run, record_verdict
     from eval_pipeline.ranking.inputs import check_inputs_agree
     from eval_pipeline.reporting.report import publish_report
+    from eval_pipeline.reporting.validity import assess, validity_metadata
 
     order = [k for k in sweep.keys if k in variant_metrics]
     if not order:
@@ -59,17 +63,21 @@ def assemble_run(
     verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance, tolerances=sweep.tolerances,
                         strict=sweep.strict, run_id=run_id, limited=question_set.limited,
                         connection_string=connection_string, record=False, statistics_cache=state.statistics)
+    validity = assess(per_variant, questions=question_set.questions, snapshot=snapshot, sweep=sweep, verdict=verdict,
+                      connection_string=connection_string, llm=llm() if llm else None, hole_cache=state.hole_grades)
     suffix = f".limited-{len(question_set.questions)}" if question_set.limited else ""
     per_query = pd.concat(per_variant.values(), ignore_index=True)
     paths, plots, markdown = publish_report(
         Path(results_dir), suffix=suffix, verdict=verdict, per_query=per_query,
         provenance=shown_provenance(provenance, snapshot, store, question_set, sweep, run_id),
         latency=_latency(per_variant), missing_variants=[k for k in sweep.keys if k not in variant_metrics],
-        baseline=sweep.baseline, questions=question_set.questions, plot_cache=state.plots, warn=warn)
+        baseline=sweep.baseline, questions=question_set.questions, plot_cache=state.plots, warn=warn,
+        validity=validity)
     if record_history:  # only once the results are published: a failed write records nothing
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant)
     return RunReport(output=report_output(verdict, paths, plots, question_set.limited),
-                     metadata=report_metadata(verdict, sweep.baseline, paths, plots, markdown),
+                     metadata={**report_metadata(verdict, sweep.baseline, paths, plots, markdown),
+                               **validity_metadata(validity)},
                      report_path=paths["report"], verdict=verdict)
 
 

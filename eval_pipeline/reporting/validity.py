@@ -1,0 +1,288 @@
+"""How far the run's numbers can be trusted, said before any ranking is believed: the question
+set's audit, how completely each variant's top 10 is labelled, what the question set can detect
+(minimum detectable effects against the gate's tolerances, the chance each variant is the best),
+and which questions changed since each variant's previous comparable run.
+
+Every figure comes from a pure function of `eval_pipeline.judging` (audit, coverage, power,
+flips); this module only gathers them for the report, its metadata and its two JSONL files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.common.atomic import atomic_write_text
+from eval_pipeline.judging.audit import AuditResult, run_audit
+
+JUDGED_K = 10
+FLIP_K = 10  # the miss diagnosis's cutoff, and the hit the history keeps per question
+P_BEST_METRIC = "ndcg@10"
+
+
+@dataclass(frozen=True)
+class Holes:
+    """The LLM's grades of the pooled unjudged documents, and every variant's headline metrics
+    with the original labels and with the LLM's added."""
+
+    counts: dict[str, int]
+    metrics: pd.DataFrame  # variant, metric, original, with_llm
+    review_rows: list[dict[str, Any]]
+    judged_by: str
+
+
+@dataclass(frozen=True)
+class Validity:
+    audit: AuditResult
+    judged: pd.DataFrame  # eval_pipeline.judging.coverage.JUDGED_SUMMARY_COLUMNS
+    judged_warning: str | None
+    power: pd.DataFrame  # variant, metric, n, mde, questions_needed, tolerance, warning
+    effect: float
+    p_best: dict[str, float]
+    flips: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant -> previous run, counts, rows
+    holes: Holes | None = None  # when the LLM graded the unjudged documents
+
+    @property
+    def flip_rows(self) -> list[dict[str, Any]]:
+        return [row for f in self.flips.values() for row in f["rows"]]
+
+
+def assess(per_variant: Mapping[str, pd.DataFrame], *, questions: Sequence, snapshot, sweep, verdict,
+           connection_string: str | None, llm=None, hole_cache: Path | None = None) -> Validity:
+    """Everything the validity section shows. `per_variant` are the scored frames
+    (`score_variant`); `verdict` names each variant's previous comparable run, whose
+    per-question outcomes are read from the history for the flip lists. With `llm` (an
+    LLMClient), the unjudged documents of the pooled top 10 are graded (cached in
+    `hole_cache`, see eval_pipeline.judging.holes)."""
+    from eval_pipeline.judging.coverage import judged_spread_warning, judged_summary
+
+    qrels = {q.qid: q.qrels() for q in questions}
+    judged = judged_summary(per_variant, qrels, k=JUDGED_K)
+    warning = judged_spread_warning(dict(zip(judged["variant"], judged["judged"])), k=JUDGED_K)
+    power, p_best = _power(per_variant, sweep)
+    return Validity(audit=run_audit(questions, snapshot, sweep.audit), judged=judged, judged_warning=warning,
+                    power=power, effect=sweep.effect, p_best=p_best,
+                    flips=_flips(per_variant, verdict, connection_string),
+                    holes=_grade_holes(per_variant, questions, snapshot, qrels, llm, hole_cache) if llm else None)
+
+
+def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | None) -> Holes:
+    """Grade the holes, score every variant again on the original labels plus the LLM's
+    (a hole graded >= 2 counts as relevant, one below as judged non-relevant, a failed one stays
+    unjudged), and the review rows for the candidates a person may accept."""
+    from eval_pipeline.judging.coverage import pooled_unjudged
+    from eval_pipeline.judging.holes import augmented_qrels, grade_holes, grading_counts, judged_by, review_rows
+    from eval_pipeline.judging.metrics import score_queries
+    from eval_pipeline.judging.scoring import HEADLINE_METRICS
+
+    if cache is None:
+        raise ValueError("grading the holes needs a cache folder (the state dir's hole_grades)")
+    texts = {d.doc_id: f"{d.title}\n{d.content}" if d.title else d.content for d in snapshot.documents}
+    grades = grade_holes(pooled_unjudged(per_variant, qrels, k=JUDGED_K), questions, texts, llm=llm, cache_dir=cache)
+    augmented = augmented_qrels(questions, grades)
+    rows = []
+    for variant, frame in per_variant.items():
+        rankings = {str(q): list(d) for q, d in zip(frame["qid"], frame["doc_ids"])}
+        errored = set(frame.loc[frame["errored"].astype(bool), "qid"]) if "errored" in frame else set()
+        again = score_queries(rankings, augmented, errored=errored)
+        for metric in HEADLINE_METRICS:
+            if metric in frame and metric in again:
+                rows.append({"variant": variant, "metric": metric,
+                             "original": float(frame.loc[frame["answerable"].astype(bool), metric].mean()),
+                             "with_llm": float(again.loc[again["answerable"].astype(bool), metric].mean())})
+    return Holes(counts=grading_counts(grades), metrics=pd.DataFrame(rows, columns=["variant", "metric", "original",
+                                                                                      "with_llm"]),
+                 review_rows=review_rows(grades, questions=questions, passages=texts), judged_by=judged_by(llm))
+
+
+def _answerable_scores(frame: pd.DataFrame, metric: str) -> pd.Series:
+    rows = frame[frame["answerable"].astype(bool)]
+    return pd.Series(rows[metric].astype(float).to_numpy(), index=rows["qid"].astype(str)).sort_index()
+
+
+def _power(per_variant: Mapping[str, pd.DataFrame], sweep) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Per (variant, gated metric): the MDE of the paired comparison with the baseline variant
+    (from the spread of per-question differences this run), the questions needed to detect
+    `sweep.effect`, and whether the gate's tolerance is below the MDE."""
+    from eval_pipeline.judging.power import (
+        minimum_detectable_effect,
+        probability_best,
+        questions_needed,
+        tolerance_below_mde,
+    )
+
+    rows = []
+    baseline = per_variant.get(sweep.baseline)
+    for variant, frame in per_variant.items():
+        if baseline is None or variant == sweep.baseline:
+            continue
+        for metric, tolerance in sweep.tolerances.items():
+            if metric not in frame or metric not in baseline:
+                continue
+            a, b = _answerable_scores(frame, metric), _answerable_scores(baseline, metric)
+            differences = (a - b.reindex(a.index)).dropna().to_numpy()
+            mde = minimum_detectable_effect(differences)
+            rows.append({"variant": variant, "metric": metric, "n": len(differences), "mde": mde,
+                         "questions_needed": questions_needed(differences, effect=sweep.effect),
+                         "tolerance": tolerance,
+                         "warning": tolerance_below_mde(tolerance, mde, metric=metric)})
+    scores = {v: _answerable_scores(f, P_BEST_METRIC) for v, f in per_variant.items() if P_BEST_METRIC in f}
+    common = sorted(set.intersection(*(set(s.index) for s in scores.values()))) if scores else []
+    p_best = probability_best({v: s.reindex(common).to_numpy() for v, s in scores.items()}) if common else {}
+    columns = ["variant", "metric", "n", "mde", "questions_needed", "tolerance", "warning"]
+    return pd.DataFrame(rows, columns=columns), p_best
+
+
+def _flips(per_variant: Mapping[str, pd.DataFrame], verdict, connection_string: str | None) -> dict[str, dict]:
+    """Per variant with a previous comparable run: the questions that went from hit to miss
+    and back at hit@10, flagged nondeterministic when both runs had identical provenance."""
+    from eval_pipeline.judging.flips import flips, identical_provenance, outcomes_from_frame, to_jsonl_rows
+    from eval_pipeline.judging.history import read_run
+
+    out: dict[str, dict] = {}
+    runs: dict[str, dict | None] = {}
+    for variant, frame in per_variant.items():
+        previous = (verdict.previous.get(variant) or {}) if verdict is not None else {}
+        run_id = previous.get("run_id")
+        if not run_id or connection_string is None:
+            continue
+        if run_id not in runs:
+            runs[run_id] = read_run(connection_string, run_id)
+        recorded = runs[run_id]
+        if recorded is None or variant not in set(recorded["questions"]["variant"]):
+            continue
+        before = outcomes_from_frame(recorded["questions"], k=FLIP_K, variant=variant)
+        now = outcomes_from_frame(frame, k=FLIP_K)
+        same = identical_provenance(recorded["provenance"], verdict.provenance, variant)
+        report = flips(before, now)
+        out[variant] = {"previous_run": run_id, "hit_to_miss": len(report.hit_to_miss),
+                        "miss_to_hit": len(report.miss_to_hit), "same_provenance": same,
+                        "rows": to_jsonl_rows(variant, before, now, same_provenance=same)}
+    return out
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
+    """The report's "How far the numbers can be trusted" section (markdown lines)."""
+    a = v.audit.counts
+    lines = ["## How far the numbers can be trusted", ""]
+    warnings = list(v.audit.problems) + ([v.judged_warning] if v.judged_warning else []) + _power_warning(v.power)
+    lines += [f"> **Warning:** {w}" for w in warnings] + ([""] if warnings else [])
+    lines += ["**The question set** (audit; flagged questions in "
+              f"`{Path(files.get('question_audit', 'question_audit.jsonl')).name}`):", ""]
+    lines += [f"- {_fmt(a.get('surface_answerable_share'))} of answerable questions are answerable by surface "
+              f"overlap alone ({a.get('surface_answerable', 'n/a')} of {a.get('answerable', 'n/a')}; max "
+              f"{v.audit.thresholds.max_surface_share}); mean content-word overlap with the gold document "
+              f"{_fmt(a.get('overlap_share_mean'))}",
+              f"- {a.get('near_duplicate_pairs', 0)} near-duplicate pairs; "
+              f"{a.get('documents_without_questions', 'n/a')} of {a.get('documents', 'n/a')} documents without a "
+              f"question ({_fmt(a.get('documents_without_questions_share'))}); abstention share "
+              f"{_fmt(a.get('abstention_share'))}",
+              f"- audit {'passed' if v.audit.passed else 'FAILED'}"
+              f"{' (blocking)' if v.audit.thresholds.blocking else ' (a warning: `audit: {blocking: true}` blocks)'}",
+              ""]
+    judged = v.judged.assign(**{f"Judged@{JUDGED_K}": v.judged["judged"].map(_fmt),
+                                "unjudged in top 10": v.judged["unjudged_total"],
+                                "P(best nDCG@10)": v.judged["variant"].map(lambda k: _fmt(v.p_best.get(k)))})
+    lines += [f"**Labels and rank stability.** Judged@{JUDGED_K} is the share of a variant's top {JUDGED_K} that "
+              "carries a judgement; unjudged documents count as non-relevant, which favours variants that return "
+              "the judged documents. P(best) is the bootstrap probability that the variant has the highest nDCG@10.",
+              "", _table(judged, ["variant", f"Judged@{JUDGED_K}", "unjudged in top 10", "P(best nDCG@10)"]), ""]
+    if len(v.power):
+        shown = v.power.assign(mde=v.power["mde"].map(_fmt), flag=v.power["warning"].map(lambda w: "below MDE" if isinstance(w, str) else ""),
+                               needed=v.power["questions_needed"].map(lambda n: "n/a" if n is None or n != n else int(n)))
+        lines += [f"**What the question set can detect** (paired against the baseline variant; α 0.05, power 0.8). "
+                  f"`needed`: questions to detect a change of {v.effect}.", "",
+                  _table(shown.rename(columns={"needed": f"questions for {v.effect}"}),
+                         ["variant", "metric", "n", "mde", f"questions for {v.effect}", "tolerance", "flag"]), ""]
+    if v.holes is not None:
+        h = v.holes
+        wide = h.metrics.pivot(index="variant", columns="metric", values=["original", "with_llm"])
+        table = pd.DataFrame({"variant": list(dict.fromkeys(h.metrics["variant"]))})
+        for metric in dict.fromkeys(h.metrics["metric"]):
+            table[f"{metric} original"] = table["variant"].map(wide[("original", metric)]).map(_fmt)
+            table[f"{metric} + LLM"] = table["variant"].map(wide[("with_llm", metric)]).map(_fmt)
+        failed = h.counts.get("failed", 0) + h.counts.get("unparseable", 0)
+        lines += [f"**With the holes graded** by `{h.judged_by}`: {h.counts.get('holes', 0)} unjudged documents in the "
+                  f"pooled top {JUDGED_K}, {h.counts.get('graded', 0)} graded ({failed} failed or unparseable: left "
+                  f"unjudged); a grade of 2 or more counts as relevant. Candidate golds are in "
+                  f"`{Path(files.get('hole_review', 'hole_review.jsonl')).name}`: set `accept` to true and import them "
+                  "with the question set's `extra_golds`.", "", _table(table, list(table.columns)), ""]
+    if v.flips:
+        rows = pd.DataFrame([{"variant": k, "since run": f["previous_run"][:8], "hit→miss": f["hit_to_miss"],
+                              "miss→hit": f["miss_to_hit"],
+                              "nondeterministic": (f["hit_to_miss"] + f["miss_to_hit"]) if f["same_provenance"] else 0}
+                             for k, f in v.flips.items()])
+        lines += [f"**Changed since the previous comparable run** (hit@{FLIP_K}; questions in "
+                  f"`{Path(files.get('flips', 'flips.jsonl')).name}`; nondeterministic: flips between runs with "
+                  "identical provenance, a sign of ties, ANN randomness or an unstable reranker).", "",
+                  _table(rows, list(rows.columns)), ""]
+    return lines
+
+
+def _power_warning(power: pd.DataFrame) -> list[str]:
+    """One sentence for every tolerance below its MDE (the table lists them one by one)."""
+    below = power[power["warning"].notna()]
+    if not len(below):
+        return []
+    tolerances = ", ".join(f"{m} {t:.3f}" for m, t in below.groupby("metric", sort=False)["tolerance"].first().items())
+    return [f"in {len(below)} of {len(power)} comparisons with the baseline variant the gate's tolerance ({tolerances}) "
+            f"is below the minimum detectable effect ({_span(below['mde'])}): a change of "
+            "that size cannot be told from the noise of which questions were asked, so the gate passes or fails on "
+            "sampling luck. Raise the tolerances or add questions (see the table below)."]
+
+
+def _span(values: pd.Series) -> str:
+    low, high = float(values.min()), float(values.max())
+    return f"{low:.3f}" if round(low, 3) == round(high, 3) else f"{low:.3f}–{high:.3f}"
+
+
+def _table(frame: pd.DataFrame, columns: list[str]) -> str:
+    from eval_pipeline.reporting.report import markdown_table
+
+    return markdown_table(frame, columns)
+
+
+def write_validity_files(v: Validity, folder: Path, suffix: str = "") -> dict[str, str]:
+    """question_audit.jsonl (one flagged question a line) and flips.jsonl (one changed
+    question a line), atomically, beside the report."""
+    audit_path, flips_path = folder / f"question_audit{suffix}.jsonl", folder / f"flips{suffix}.jsonl"
+    atomic_write_text(audit_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in v.audit.to_jsonl_rows()))
+    atomic_write_text(flips_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in v.flip_rows))
+    paths = {"question_audit": str(audit_path), "flips": str(flips_path)}
+    if v.holes is not None:
+        from eval_pipeline.judging.holes import write_review_file
+
+        paths["hole_review"] = str(folder / f"hole_review{suffix}.jsonl")
+        write_review_file(paths["hole_review"], v.holes.review_rows, keep_decisions=False)
+    return paths
+
+
+def validity_metadata(v: Validity) -> dict[str, Any]:
+    """Numbers for the report asset's metadata (plotted over time in the UI)."""
+    out: dict[str, Any] = {f"audit/{k}": val for k, val in v.audit.counts.items()
+                           if isinstance(val, (int, float)) and not isinstance(val, bool)}
+    out["audit_passed"] = v.audit.passed
+    for _, row in v.judged.iterrows():
+        out[f"judged@{JUDGED_K}/{row['variant']}"] = float(row["judged"])
+    for _, row in v.power.iterrows():
+        out[f"mde/{row['variant']}/{row['metric']}"] = float(row["mde"])
+    if v.holes is not None:
+        out.update({f"holes/{k}": n for k, n in v.holes.counts.items()})
+        for _, row in v.holes.metrics.iterrows():
+            out[f"with_llm_labels/{row['variant']}/{row['metric']}"] = row["with_llm"]
+    for variant, f in v.flips.items():
+        out[f"flips/{variant}/hit_to_miss"] = f["hit_to_miss"]
+        out[f"flips/{variant}/miss_to_hit"] = f["miss_to_hit"]
+    return out

@@ -1,0 +1,72 @@
+"""The report's validity section through the whole job: the question-set audit as a check, the
+unjudged documents graded by an LLM (the OpenAI-compatible test server), and reviewed golds
+imported so that the labels, and their fingerprint, change."""
+
+import json
+import re
+
+import pytest
+
+from tests.integration.cli import start_job, tiny_job_config
+from tests.openai_stub import OpenAIStub
+
+pytestmark = pytest.mark.integration
+
+
+def grader(body: dict) -> str:
+    """Grades every document 2 (answers in part), in a fence with prose around it."""
+    return 'Sure.\n```json\n{"grade": 2, "reason": "It covers part of the question."}\n```'
+
+
+def _provenance_fingerprint(results):
+    text = (results / "results.md").read_text()
+    return re.search(r"question set: `[^`]*\(fingerprint (\w+)", text).group(1)
+
+
+def test_holes_are_graded_and_accepted_golds_change_the_labels(tmp_path, job_env):
+    with OpenAIStub(chat=grader) as stub:
+        env = job_env("state", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=stub.base_url,
+                      EVAL_PIPELINE_LLM_MODEL="grader-model")
+        config = tiny_job_config(tmp_path / "first")
+        config["ops"]["report"]["config"]["grade_holes"] = True
+        job = start_job(tmp_path, "first", env, config)
+        assert job.wait(timeout=600) == 0, (tmp_path / "first.log").read_text()[-3000:]
+        graded_calls = len(stub.chat_requests())
+        assert graded_calls > 0
+
+        report = (tmp_path / "first" / "results.md").read_text()
+        assert "## How far the numbers can be trusted" in report
+        assert "**With the holes graded** by `grader-model@" in report and "hit@1 + LLM" in report
+        rows = [json.loads(line) for line in (tmp_path / "first" / "hole_review.jsonl").read_text().splitlines()]
+        assert rows and all(r["grade"] == 2 and r["accept"] is False for r in rows)
+        assert (tmp_path / "first" / "question_audit.jsonl").exists()
+        log = (tmp_path / "first.log").read_text()
+        assert "Asset check 'question_set_audit' on 'question_set'" in log
+
+        reviewed = tmp_path / "reviewed.jsonl"
+        accepted = {**rows[0], "accept": True}
+        reviewed.write_text(json.dumps(accepted) + "\n" + "".join(json.dumps(r) + "\n" for r in rows[1:]))
+        config = tiny_job_config(tmp_path / "second")
+        config["ops"]["report"]["config"]["grade_holes"] = True
+        config["ops"]["question_set"]["config"]["extra_golds"] = str(reviewed)
+        job = start_job(tmp_path, "second", env, config)
+        assert job.wait(timeout=600) == 0, (tmp_path / "second.log").read_text()[-3000:]
+        assert len(stub.chat_requests()) == graded_calls  # every hole's grade came from the cache
+
+    assert _provenance_fingerprint(tmp_path / "second") != _provenance_fingerprint(tmp_path / "first")
+    again = [json.loads(line) for line in (tmp_path / "second" / "hole_review.jsonl").read_text().splitlines()]
+    pair = (accepted["question_id"], accepted["doc_id"])
+    assert pair not in {(r["question_id"], r["doc_id"]) for r in again}  # a gold now, no longer a hole
+    assert len(again) == len(rows) - 1
+
+
+def test_grading_holes_without_a_model_fails_before_anything_is_embedded(tmp_path, job_env):
+    env = job_env("state")
+    env.pop("EVAL_PIPELINE_LLM_MODEL", None)
+    config = tiny_job_config(tmp_path / "results")
+    config["ops"]["report"]["config"]["grade_holes"] = True
+    job = start_job(tmp_path, "nomodel", env, config)
+    assert job.wait(timeout=600) != 0
+    log = (tmp_path / "nomodel.log").read_text()
+    assert "llm.model is not set" in log
+    assert "embedding the chunks" not in log
