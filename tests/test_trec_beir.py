@@ -32,6 +32,18 @@ def test_beir_questions_keep_graded_relevance(tmp_path):
     assert by_id["10"].gold == () and not by_id["10"].answerable  # judged, nothing relevant
 
 
+def test_beir_judged_non_relevant_documents_stay_judged(tmp_path):
+    """A grade-0 judgement is a judgement: Judged@k counts it, a grader never sees it as a hole."""
+    from eval_pipeline.judging.coverage import judged_at_k
+
+    snapshot = _beir(tmp_path, qrels="query-id\tcorpus-id\tscore\n1\td1\t1\n1\td3\t0\n10\td1\t0\n")
+    by_id = {q.qid: q for q in load_beir_questions(tmp_path, split="test",
+                                                   doc_ids=[d.doc_id for d in snapshot.documents]).questions}
+    assert by_id["1"].qrels() == {"d1": 1, "d3": 0} and by_id["1"].gold == ("d1",)
+    assert judged_at_k(["d3", "d2"], by_id["1"].qrels(), 2) == 0.5
+    assert by_id["10"].qrels() == {"d1": 0} and not by_id["10"].answerable
+
+
 def test_beir_errors_name_file_and_line(tmp_path):
     snapshot = _beir(tmp_path, qrels="query-id\tcorpus-id\tscore\n1\td1\n")
     with pytest.raises(QuestionSetError, match=r"test.tsv:2: expected 3 tab-separated columns"):

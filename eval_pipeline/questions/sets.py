@@ -416,7 +416,8 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
         if not (text or "").strip():
             raise QuestionSetError(f"{loc}: query {qid!r} has empty text")
         check_text(loc, "text", text)
-        questions.append(Question(qid=qid, question=text, gold=gold, relevance={d: g for d, g in grades.items() if g > 0}))
+        # Every judgement, grade 0 too: a judged non-relevant document is not a hole in the labels.
+        questions.append(Question(qid=qid, question=text, gold=gold, relevance=dict(grades)))
     if not questions:
         raise QuestionSetError(f"{qrels_path}: no judged queries in split {split!r}")
     _require_answerable(qrels_path, questions)

@@ -35,6 +35,15 @@ class Holes:
     metrics: pd.DataFrame  # variant, metric, original, with_llm
     review_rows: list[dict[str, Any]]
     judged_by: str
+    gold_not_answering: list[str] = field(default_factory=list)  # no gold graded >= 2 (the audit's LLM check)
+    answered_elsewhere: list[str] = field(default_factory=list)  # a hole graded >= 2: a missing gold?
+
+    def audit_rows(self) -> list[dict[str, Any]]:
+        """The LLM's audit findings, one row per question, for question_audit.jsonl."""
+        return ([{"qid": q, "reasons": ["llm_gold_does_not_answer"], "judged_by": self.judged_by}
+                 for q in self.gold_not_answering]
+                + [{"qid": q, "reasons": ["llm_answered_by_another_document"], "judged_by": self.judged_by}
+                   for q in self.answered_elsewhere])
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,9 @@ def assess(per_variant: Mapping[str, pd.DataFrame], *, questions: Sequence, snap
 def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | None) -> Holes:
     """Grade the holes, score every variant again on the original labels plus the LLM's
     (a hole graded >= 2 counts as relevant, one below as judged non-relevant, a failed one stays
-    unjudged), and the review rows for the candidates a person may accept."""
+    unjudged), and the review rows for the candidates a person may accept. The same grader
+    grades each question's gold documents: the audit's LLM checks (is the question answerable
+    from its gold alone; is it answered by another document too)."""
     from eval_pipeline.judging.coverage import pooled_unjudged
     from eval_pipeline.judging.holes import augmented_qrels, grade_holes, grading_counts, judged_by, review_rows
     from eval_pipeline.judging.metrics import score_queries
@@ -85,6 +96,12 @@ def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | Non
         raise ValueError("grading the holes needs a cache folder (the state dir's hole_grades)")
     texts = {d.doc_id: f"{d.title}\n{d.content}" if d.title else d.content for d in snapshot.documents}
     grades = grade_holes(pooled_unjudged(per_variant, qrels, k=JUDGED_K), questions, texts, llm=llm, cache_dir=cache)
+    golds = grade_holes([(q.qid, d) for q in questions if q.answerable for d in q.gold], questions, texts, llm=llm,
+                        cache_dir=cache)
+    best_gold: dict[str, int] = {}
+    for g in golds:
+        if g.ok:
+            best_gold[g.question_id] = max(best_gold.get(g.question_id, 0), g.grade)
     augmented = augmented_qrels(questions, grades)
     rows = []
     for variant, frame in per_variant.items():
@@ -96,9 +113,13 @@ def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | Non
                 rows.append({"variant": variant, "metric": metric,
                              "original": float(frame.loc[frame["answerable"].astype(bool), metric].mean()),
                              "with_llm": float(again.loc[again["answerable"].astype(bool), metric].mean())})
-    return Holes(counts=grading_counts(grades), metrics=pd.DataFrame(rows, columns=["variant", "metric", "original",
-                                                                                      "with_llm"]),
-                 review_rows=review_rows(grades, questions=questions, passages=texts), judged_by=judged_by(llm))
+    gold_counts = grading_counts(golds)
+    counts = {**grading_counts(grades), "golds_graded": gold_counts["graded"],
+              "golds_failed": gold_counts["failed"] + gold_counts["unparseable"]}
+    return Holes(counts=counts, metrics=pd.DataFrame(rows, columns=["variant", "metric", "original", "with_llm"]),
+                 review_rows=review_rows(grades, questions=questions, passages=texts), judged_by=judged_by(llm),
+                 gold_not_answering=sorted(q for q, grade in best_gold.items() if grade < 2),
+                 answered_elsewhere=sorted({g.question_id for g in grades if g.ok and g.grade >= 2}))
 
 
 def _answerable_scores(frame: pd.DataFrame, metric: str) -> pd.Series:
@@ -218,7 +239,12 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
                   f"pooled top {JUDGED_K}, {h.counts.get('graded', 0)} graded ({failed} failed or unparseable: left "
                   f"unjudged); a grade of 2 or more counts as relevant. Candidate golds are in "
                   f"`{Path(files.get('hole_review', 'hole_review.jsonl')).name}`: set `accept` to true and import them "
-                  "with the question set's `extra_golds`.", "", _table(table, list(table.columns)), ""]
+                  "with the question set's `extra_golds`.", "", _table(table, list(table.columns)), "",
+                  f"The same grader on the gold documents: {len(h.gold_not_answering)} of {h.counts['golds_graded']} "
+                  f"graded questions are not answered by their gold document (grade below 2; "
+                  f"{h.counts['golds_failed']} failed), and {len(h.answered_elsewhere)} are answered by another "
+                  "document too (a sign of a missing gold); both listed in "
+                  f"`{Path(files.get('question_audit', 'question_audit.jsonl')).name}`.", ""]
     if v.flips:
         rows = pd.DataFrame([{"variant": k, "since run": f["previous_run"][:8], "hit→miss": f["hit_to_miss"],
                               "miss→hit": f["miss_to_hit"],
@@ -258,7 +284,8 @@ def write_validity_files(v: Validity, folder: Path, suffix: str = "") -> dict[st
     """question_audit.jsonl (one flagged question a line) and flips.jsonl (one changed
     question a line), atomically, beside the report."""
     audit_path, flips_path = folder / f"question_audit{suffix}.jsonl", folder / f"flips{suffix}.jsonl"
-    atomic_write_text(audit_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in v.audit.to_jsonl_rows()))
+    rows = v.audit.to_jsonl_rows() + (v.holes.audit_rows() if v.holes is not None else [])
+    atomic_write_text(audit_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     atomic_write_text(flips_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in v.flip_rows))
     paths = {"question_audit": str(audit_path), "flips": str(flips_path)}
     if v.holes is not None:
@@ -280,6 +307,8 @@ def validity_metadata(v: Validity) -> dict[str, Any]:
         out[f"mde/{row['variant']}/{row['metric']}"] = float(row["mde"])
     if v.holes is not None:
         out.update({f"holes/{k}": n for k, n in v.holes.counts.items()})
+        out["audit/llm_gold_does_not_answer"] = len(v.holes.gold_not_answering)
+        out["audit/llm_answered_by_another_document"] = len(v.holes.answered_elsewhere)
         for _, row in v.holes.metrics.iterrows():
             out[f"with_llm_labels/{row['variant']}/{row['metric']}"] = row["with_llm"]
     for variant, f in v.flips.items():

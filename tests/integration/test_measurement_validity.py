@@ -14,8 +14,10 @@ pytestmark = pytest.mark.integration
 
 
 def grader(body: dict) -> str:
-    """Grades every document 2 (answers in part), in a fence with prose around it."""
-    return 'Sure.\n```json\n{"grade": 2, "reason": "It covers part of the question."}\n```'
+    """Grades every document 2 (answers in part), in a fence with prose around it; the
+    kettle document 1 (on topic, no answer), whichever question asks."""
+    grade = 1 if "kettle" in body["messages"][-1]["content"].lower() else 2
+    return f'Sure.\n```json\n{{"grade": {grade}, "reason": "It covers part of the question."}}\n```'
 
 
 def _provenance_fingerprint(results):
@@ -39,7 +41,11 @@ def test_holes_are_graded_and_accepted_golds_change_the_labels(tmp_path, job_env
         assert "**With the holes graded** by `grader-model@" in report and "hit@1 + LLM" in report
         rows = [json.loads(line) for line in (tmp_path / "first" / "hole_review.jsonl").read_text().splitlines()]
         assert rows and all(r["grade"] == 2 and r["accept"] is False for r in rows)
-        assert (tmp_path / "first" / "question_audit.jsonl").exists()
+        assert all(r["doc_id"] != "kettle-care" for r in rows)  # graded 1: no candidate
+        audit = [json.loads(line) for line in (tmp_path / "first" / "question_audit.jsonl").read_text().splitlines()]
+        kettle_questions = {r["qid"] for r in audit if r["reasons"] == ["llm_gold_does_not_answer"]}
+        assert kettle_questions == {"t1"}  # t1's gold is kettle-care (tests/fixtures/tiny_questions.jsonl)
+        assert "not answered by their gold document" in report
         log = (tmp_path / "first.log").read_text()
         assert "Asset check 'question_set_audit' on 'question_set'" in log
 
