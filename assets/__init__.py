@@ -68,8 +68,9 @@ def _op_config(context: AssetExecutionContext, op: str, cls: type[Config]) -> Co
 
 @asset(group_name="retrieval_eval")
 def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedder: EmbedderResource,
-                    rerankers: RerankerResource, llm: LLMResource) -> CorpusSnapshot:
-    """The documents to search, with an order-independent signature over ids and content hashes.
+                    rerankers: RerankerResource, llm: LLMResource, state: StateResource) -> CorpusSnapshot:
+    """The documents to search, with an order-independent signature over ids and content hashes,
+    spooled to the state dir: the steps after it get a reference, and ingest streams the file.
 
     Also the run's preflight, before anything is embedded: every asset's settings, the
     question set (when this run builds it) and every reranker's model or endpoint."""
@@ -84,7 +85,7 @@ def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedd
         snapshot, questions=_op_config(context, "question_set", QuestionSetConfig) if builds_questions else None,
         variants=SWEEP.variants, warn=context.log.warning,
         reranker_identity=lambda spec: rerankers.build(spec, embedder=embedder.get(), warm=False).identity()))
-    return snapshot
+    return snapshot.spool_to(state.dir().corpus_spools)
 
 
 class StoreConfig(Config):

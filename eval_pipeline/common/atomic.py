@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "current_umask", "file_mode", "dir_mode"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_writer", "current_umask", "file_mode", "dir_mode"]
 
 
 def current_umask() -> int:
@@ -53,6 +56,14 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write via a uniquely named temp file in the same folder, fsync, then rename: readers never
     see half a file, and two writers of the same path never share a temp file.  The file gets
     `0o666 & ~umask`, like any newly created file."""
+    with atomic_writer(path) as fh:
+        _write(fh, data)
+
+
+@contextmanager
+def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """`atomic_write_bytes` for a file written piece by piece (too large to hold): the binary
+    handle writes a temp file that replaces `path` only when the block ends without an error."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -62,7 +73,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
                 os.fchmod(fh.fileno(), file_mode())
             else:  # pragma: no cover - Windows before Python 3.13
                 os.chmod(tmp, file_mode())
-            _write(fh, data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

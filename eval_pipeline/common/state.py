@@ -67,6 +67,10 @@ class StateDir:
         return self.root / f"generated_questions_{corpus_signature}.jsonl"
 
     @property
+    def corpus_spools(self) -> Path:
+        return self.root / "corpus"
+
+    @property
     def hole_grades(self) -> Path:
         return self.root / "hole_grades"
 

@@ -55,18 +55,119 @@ class SkippedRecord:
     reason: str
 
 
-@dataclass(frozen=True)
 class CorpusSnapshot:
-    documents: tuple[Document, ...]
-    source: str
-    skipped: tuple[SkippedRecord, ...] = ()
+    """The documents to search, where they came from and what was skipped.
+
+    Held in memory, or *spooled* (`spool_to`): the documents in a file named by the signature,
+    read only when `documents` is first asked for. A spooled snapshot pickles as that reference,
+    so the steps that only stream the corpus (ingest, through `iter_sorted`) never hold it, and
+    the file is checked against the signature as it is read: a spool changed after it was
+    written is refused rather than embedded under the old signature.
+    """
+
+    def __init__(self, documents: Iterable[Document], source: str, skipped: Iterable[SkippedRecord] = ()):
+        self._documents: tuple[Document, ...] | None = tuple(documents)
+        self.source = source
+        self.skipped = tuple(skipped)
+        self._signature: str | None = None
+        self._count = len(self._documents)
+        self.spool: Path | None = None
+
+    @property
+    def documents(self) -> tuple[Document, ...]:
+        if self._documents is None:
+            self._documents = tuple(self.iter_sorted())
+        return self._documents
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the documents are in memory."""
+        return self._documents is not None
+
+    @property
+    def count(self) -> int:
+        return self._count
 
     @property
     def signature(self) -> str:
-        return corpus_signature(self.documents)
+        if self._signature is None:
+            self._signature = corpus_signature(self.documents)
+        return self._signature
 
     def by_id(self) -> dict[str, Document]:
         return {d.doc_id: d for d in self.documents}
+
+    def iter_sorted(self) -> Iterator[Document]:
+        """The documents in the signature's order (doc id, then a tab), one at a time: from the
+        spool without loading the corpus, each checked into a running signature compared with
+        the recorded one after the last; from memory, sorted."""
+        if self._documents is not None:
+            yield from sorted(self._documents, key=_order)
+            return
+        yield from _read_spool(self._spool_file(), self._signature, self._count)
+
+    def spool_to(self, folder: str | Path) -> CorpusSnapshot:
+        """This snapshot spooled into `folder/<signature>.jsonl` (written once per signature,
+        atomically, in the signature's order)."""
+        from eval_pipeline.common.atomic import atomic_writer
+
+        path = Path(folder) / f"{self.signature}.jsonl"
+        if not path.exists():
+            with atomic_writer(path) as fh:
+                for d in self.iter_sorted():
+                    fh.write((json.dumps(_record(d), ensure_ascii=False) + "\n").encode("utf-8"))
+        spooled = CorpusSnapshot((), self.source, self.skipped)
+        spooled._documents, spooled._signature, spooled._count, spooled.spool = None, self.signature, self.count, path
+        return spooled
+
+    def _spool_file(self) -> Path:
+        if self.spool is None or not self.spool.exists():
+            raise CorpusError(f"the corpus snapshot's spool file {self.spool} is gone; materialize corpus_snapshot "
+                              "again")
+        return self.spool
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self.spool is not None:
+            state["_documents"] = None  # the file is the snapshot: never copy the corpus between steps
+        return state
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CorpusSnapshot):
+            return NotImplemented
+        return (self.signature, self.source, self.skipped) == (other.signature, other.source, other.skipped)
+
+    def __hash__(self) -> int:
+        return hash((self.signature, self.source))
+
+    def __repr__(self) -> str:
+        where = f", spool={str(self.spool)!r}" if self.spool is not None else ""
+        return (f"CorpusSnapshot(source={self.source!r}, documents={self.count}, skipped={len(self.skipped)}"
+                f"{where})")
+
+
+def _order(d: Document) -> str:
+    return d.doc_id + "\t"  # the order of the signature's "id<TAB>hash" lines
+
+
+def _record(d: Document) -> dict[str, Any]:
+    return {"doc_id": d.doc_id, "title": d.title, "description": d.description, "filename": d.filename,
+            "content": d.content, "metadata": d.metadata}
+
+
+def _read_spool(path: Path, signature: str | None, count: int) -> Iterator[Document]:
+    digest, n = hashlib.sha256(), 0
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            d = Document(r["doc_id"], r["title"], r["description"], r["filename"], r["content"], r["metadata"])
+            digest.update((("\n" if n else "") + f"{d.doc_id}\t{d.content_hash}").encode("utf-8"))
+            n += 1
+            yield d
+    if n != count or digest.hexdigest()[:16] != signature:
+        raise CorpusError(f"{path}: the spooled corpus ({n} documents) does not match the signature {signature} "
+                          f"({count} documents) it was written for: it changed after it was written; delete it and "
+                          "materialize corpus_snapshot again")
 
 
 def corpus_signature(documents: Iterable[Document]) -> str:

@@ -20,6 +20,7 @@ only when its whole traceback is clean.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -316,18 +317,22 @@ class _Progress:
     dims: int | None = None
 
 
-def chunk_batches(documents, chunking: ChunkingConfig, batch_chunks: int):
+def chunk_batches(snapshot: CorpusSnapshot, chunking: ChunkingConfig, batch_chunks: int):
     """The corpus's chunks in batches of at least `batch_chunks` chunks (the last may be smaller),
     a document's chunks never split between two batches.
 
-    Documents are taken in doc id order, so the batches are the same however the source
-    orders its records (the table's name does not depend on that order either), and a resumed
-    build skips exactly the batches an earlier one wrote. Documents are chunked a few at a time:
-    only one batch of chunks is ever held."""
-    ordered = sorted(documents, key=lambda d: d.doc_id)
+    Documents are taken in the signature's order (`CorpusSnapshot.iter_sorted`: doc id order),
+    so the batches are the same however the source orders its records (the table's name does
+    not depend on that order either), and a resumed build skips exactly the batches an earlier
+    one wrote. A spooled snapshot is streamed, and documents are chunked a few at a time: only
+    one batch of chunks, and no more of the corpus than that, is ever held."""
     batch: list = []
-    for start in range(0, len(ordered), _CHUNKING_GROUP):
-        for chunk in chunk_batch(ordered[start : start + _CHUNKING_GROUP], chunking):
+    documents = snapshot.iter_sorted()
+    while True:
+        group = list(itertools.islice(documents, _CHUNKING_GROUP))
+        if not group:
+            break
+        for chunk in chunk_batch(group, chunking):
             if len(batch) >= batch_chunks and chunk.meta["chunk_index"] == 0:
                 yield batch
                 batch = []
@@ -363,11 +368,11 @@ def _write_batches(snapshot, table: str, progress: _Progress, *, connection_stri
                    chunking: ChunkingConfig, batch_chunks: int, log) -> tuple[int, int]:
     """Embed and write every batch after `progress`; (chunks in the table, dimensions)."""
     count, dims, index = progress.chunks_written, progress.dims, progress.batches_done
-    log(f"embedding the chunks of {len(snapshot.documents)} documents with {embedder.model_id} "
+    log(f"embedding the chunks of {snapshot.count} documents with {embedder.model_id} "
         f"in batches of about {batch_chunks}" + (f", after batch {index}" if index else ""))
     last_log = time.monotonic()
     with connect(connection_string, application_name=f"eval-pipeline ingest {table}") as conn:
-        for number, chunks in enumerate(chunk_batches(snapshot.documents, chunking, batch_chunks)):
+        for number, chunks in enumerate(chunk_batches(snapshot, chunking, batch_chunks)):
             if number < progress.batches_done:
                 continue  # written by an earlier run
             what = f"batch {number + 1} of {table}"
@@ -442,11 +447,15 @@ def _finish_table(connection_string: str, table: str, dims: int, count: int, *, 
     store connects lazily, so a query makes it create the index now, not in the first question's
     timed dense query), and the keyword leg's stored, indexed tsvector (see keyword_index)."""
     try:
+        started = time.perf_counter()
         indexed = open_document_store(connection_string, table, dims, hnsw=True)
         indexed.count_documents()
         indexed.close()
+        hnsw_seconds = time.perf_counter() - started
         ensure_tsvector_column(connection_string, table, lock_timeout=lock_timeout,
                                lock_log_every=lock_log_every, log=log)
+        log(f"{table}: {count} chunks indexed (HNSW {hnsw_seconds:.1f} s, tsvector "
+            f"{time.perf_counter() - started - hnsw_seconds:.1f} s)")
     except Exception as exc:
         raise _scrubbed(f"indexing {table} failed", exc, f"all {count} chunks are written, the next run indexes "
                         "them again and the table is not marked complete", connection_string) from (
