@@ -206,7 +206,9 @@ class HashEmbedder:
 
 
 def replicate_documents(documents, n: int):
-    """The first n documents of the corpus repeated: copies past the original get ids `<id>~r<k>`."""
+    """The first n documents of the corpus repeated: copies past the original get ids `<id>~r<k>`
+    and their own text (the content with ` (copy k)` appended), so a copy costs the memory and
+    the embedding a new document would, not a reference to the original's string."""
     from eval_pipeline.corpus.sources import Document
 
     docs = list(documents)
@@ -214,7 +216,8 @@ def replicate_documents(documents, n: int):
     for i in range(n):
         d = docs[i % len(docs)]
         k = i // len(docs)
-        out.append(d if k == 0 else Document(f"{d.doc_id}~r{k}", d.title, d.description, d.filename, d.content, d.metadata))
+        out.append(d if k == 0 else Document(f"{d.doc_id}~r{k}", d.title, d.description, d.filename,
+                                             f"{d.content} (copy {k})", d.metadata))
     return out
 
 

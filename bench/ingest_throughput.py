@@ -55,12 +55,13 @@ def drop_table(uri: str, table: str) -> None:
     import psycopg
     from psycopg import sql
 
-    from eval_pipeline.store.ingest import MANIFEST_TABLE
+    from eval_pipeline.store.ingest import MANIFEST_TABLE, PROGRESS_TABLE
 
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
-        if conn.execute("SELECT to_regclass(%s)", (MANIFEST_TABLE,)).fetchone()[0]:
-            conn.execute(f"DELETE FROM {MANIFEST_TABLE} WHERE table_name = %s", (table,))
+        for bookkeeping in (MANIFEST_TABLE, PROGRESS_TABLE):
+            if conn.execute("SELECT to_regclass(%s)", (bookkeeping,)).fetchone()[0]:
+                conn.execute(f"DELETE FROM {bookkeeping} WHERE table_name = %s", (table,))
 
 
 def main() -> None:

@@ -226,7 +226,10 @@ def test_the_audit_is_run_on_the_question_set_with_the_sweeps_thresholds(validit
 def test_without_a_verdict_or_a_connection_there_are_no_flips(validity, monkeypatch):
     monkeypatch.setattr(history, "read_run", lambda *a, **k: pytest.fail("read_run must not be called"))
     assert validity.flips == {} and validity.flip_rows == []
-    verdict = types.SimpleNamespace(previous={"bm25": {"run_id": "r1"}}, provenance={})
+    from eval_pipeline.judging.history import Comparison
+
+    verdict = types.SimpleNamespace(previous={"bm25": {"run_id": "r1"}}, provenance={},
+                                    history={"bm25": Comparison(state="comparable")})
     assert run(verdict=verdict, connection_string=None).flips == {}
 
 
@@ -357,10 +360,22 @@ def read_run(monkeypatch):
     return types.SimpleNamespace(calls=calls, state=state)
 
 
-def flipped(read_run, previous_provenance, current_provenance, previous=None):
+def flipped(read_run, previous_provenance, current_provenance, previous=None, state="comparable"):
+    from eval_pipeline.judging.history import Comparison
+
     read_run.state["provenance"] = previous_provenance
-    verdict = types.SimpleNamespace(previous=previous or {"bm25": {"run_id": RUN_ID}}, provenance=current_provenance)
+    previous = previous or {"bm25": {"run_id": RUN_ID}}
+    verdict = types.SimpleNamespace(previous=previous, provenance=current_provenance,
+                                    history={v: Comparison(state=state) for v in previous})
     return run(verdict=verdict, connection_string="postgresql://unused")
+
+
+@pytest.mark.parametrize("state", ["mismatch", "unknown", "first_run"])
+def test_no_flips_against_a_run_of_another_benchmark(read_run, state):
+    """The gate names the latest run of another corpus or labels to say why nothing is
+    comparable: its hits are for other questions or labels, never flips of this run's."""
+    v = flipped(read_run, CLEAN, changed(labels_fingerprint="other"), state=state)
+    assert v.flips == {} and v.flip_rows == [] and read_run.calls == []
 
 
 def changed(**fields):
@@ -368,11 +383,11 @@ def changed(**fields):
 
 
 @pytest.mark.parametrize("previous, current", [
-    (CLEAN, changed(corpus_signature="c2")),
+    (CLEAN, changed(embedder="another-model")),
     (CLEAN, changed(variants={"bm25": {"engine": "bm25", "k1": 1.2}})),
     (changed(code_version="0123456789ab-dirty"), changed(code_version="0123456789ab-dirty")),
     (changed(code_version="unknown"), changed(code_version="unknown")),
-], ids=["corpus differs", "variant config differs", "dirty code", "unknown code"])
+], ids=["embedder differs", "variant config differs", "dirty code", "unknown code"])
 def test_flips_count_both_directions_and_are_not_nondeterministic_when_provenance_differs(read_run, previous,
                                                                                           current):
     v = flipped(read_run, previous, current)

@@ -162,7 +162,10 @@ def _power(per_variant: Mapping[str, pd.DataFrame], sweep) -> tuple[pd.DataFrame
 
 def _flips(per_variant: Mapping[str, pd.DataFrame], verdict, connection_string: str | None) -> dict[str, dict]:
     """Per variant with a previous comparable run: the questions that went from hit to miss
-    and back at hit@10, flagged nondeterministic when both runs had identical provenance."""
+    and back at hit@10, flagged nondeterministic when both runs had identical provenance.
+    Only against a run of the same benchmark (the gate's comparison is `comparable`): the
+    run the gate names when nothing is comparable measured other questions or labels, and
+    its hits are not this run's questions' hits."""
     from eval_pipeline.judging.flips import flips, identical_provenance, outcomes_from_frame, to_jsonl_rows
     from eval_pipeline.judging.history import read_run
 
@@ -171,7 +174,8 @@ def _flips(per_variant: Mapping[str, pd.DataFrame], verdict, connection_string: 
     for variant, frame in per_variant.items():
         previous = (verdict.previous.get(variant) or {}) if verdict is not None else {}
         run_id = previous.get("run_id")
-        if not run_id or connection_string is None:
+        comparison = verdict.history.get(variant) if verdict is not None else None
+        if not run_id or connection_string is None or comparison is None or not comparison.comparable:
             continue
         if run_id not in runs:
             runs[run_id] = read_run(connection_string, run_id)

@@ -76,3 +76,20 @@ def test_grading_holes_without_a_model_fails_before_anything_is_embedded(tmp_pat
     log = (tmp_path / "nomodel.log").read_text()
     assert "llm.model is not set" in log
     assert "embedding the chunks" not in log
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_a_failed_audit_warns_or_blocks_as_the_variants_file_says(tmp_path, job_env, blocking):
+    variants = tmp_path / "variants.yaml"
+    variants.write_text("variants: [bm25]\naudit:\n  max_surface_share: 0.0\n"
+                        f"  blocking: {'true' if blocking else 'false'}\n")
+    env = job_env("state", EVAL_PIPELINE_VARIANTS=str(variants))
+    job = start_job(tmp_path, "audit", env, tiny_job_config(tmp_path / "results"))
+    code = job.wait(timeout=600)
+    log = (tmp_path / "audit.log").read_text()
+    assert "Asset check 'question_set_audit' on 'question_set' failed" in log, log[-3000:]
+    if blocking:
+        assert code != 0 and not (tmp_path / "results" / "results.md").exists()
+    else:
+        assert code == 0, log[-3000:]
+        assert "above audit.max_surface_share 0.0" in (tmp_path / "results" / "results.md").read_text()
