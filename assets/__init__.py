@@ -10,6 +10,7 @@ from typing import Literal, Optional
 
 import pandas as pd
 from dagster import (
+    AssetCheckExecutionContext,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
@@ -233,8 +234,11 @@ def no_errored_questions(report: dict) -> AssetCheckResult:
     "near-duplicates, most documents asked about (thresholds: the variants file's audit section). A warning "
     "unless the variants file says `audit: {blocking: true}`.",
 )
-def question_set_audit(question_set: QuestionSet, corpus_snapshot: CorpusSnapshot) -> AssetCheckResult:
+def question_set_audit(context: AssetCheckExecutionContext, question_set: QuestionSet,
+                       corpus_snapshot: CorpusSnapshot) -> AssetCheckResult:
     result = run_audit(question_set.questions, corpus_snapshot, SWEEP.audit)
+    for problem in result.problems:
+        context.log.warning(f"question set audit: {problem}")
     return AssetCheckResult(passed=result.passed, metadata=to_metadata(audit_metadata(result)),
                             severity=AssetCheckSeverity.ERROR if SWEEP.audit.blocking else AssetCheckSeverity.WARN)
 
