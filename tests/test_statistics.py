@@ -92,7 +92,6 @@ def test_bootstrap_ci_wider_at_higher_confidence():
     [
         (dict(values=[1.0, float("nan")]), "position 1"),
         (dict(values=[1.0, float("inf")]), "position 1"),
-        (dict(values="0101"), "string"),
         (dict(values=[[1.0, 2.0]]), "one-dimensional"),
         (dict(values=[1.0, 2.0], confidence=1.0), "confidence"),
         (dict(values=[1.0, 2.0], confidence=True), "confidence"),
@@ -104,6 +103,12 @@ def test_bootstrap_ci_wider_at_higher_confidence():
 def test_bootstrap_ci_rejects_bad_input(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
         bootstrap_ci(**kwargs)
+
+
+@pytest.mark.parametrize("values", ["0101", {"q1": 1.0}])
+def test_bootstrap_ci_rejects_a_string_or_a_mapping_as_a_type_error(values):
+    with pytest.raises(TypeError, match="values must be a sequence of numbers"):
+        bootstrap_ci(values)
 
 
 def test_bootstrap_ci_does_not_mutate_input():

@@ -24,3 +24,45 @@ def is_real(value: object) -> bool:
 def is_finite(value: object) -> bool:
     """A real number that is not a bool, NaN or infinite."""
     return is_real(value) and math.isfinite(float(value))
+
+
+def finite_values(values: object, name: str):
+    """A new 1-D float64 numpy array of finite values, or an error naming ``name``: TypeError
+    for a string or a mapping, ValueError for anything else.
+
+    NaN is rejected rather than dropped: a NaN per-question metric means an abstention
+    question slipped in (or a scoring bug), and silently skipping it would change ``n``.
+    """
+    from collections.abc import Mapping
+
+    import numpy as np
+
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of numbers, got the string {values!r}")
+    if isinstance(values, Mapping):
+        raise TypeError(f"{name} must be a sequence of numbers, got a mapping")
+    try:
+        arr = np.array(values, dtype="float64", copy=True)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a sequence of numbers: {exc}") from exc
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name} must be finite numbers; position {first} is {arr[first]!r}")
+    return arr
+
+
+def check_resamples(n_resamples: object) -> int:
+    """A bootstrap's resample count: an integer >= 1."""
+    if not is_integer(n_resamples) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be an integer >= 1, got {n_resamples!r}")
+    return int(n_resamples)
+
+
+def check_seed(seed: object) -> int:
+    """A random seed: an integer >= 0."""
+    if not is_integer(seed) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return int(seed)

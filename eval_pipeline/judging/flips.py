@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from eval_pipeline.judging.metrics import Qrels, _check_k, hit_at_k
+from eval_pipeline.judging.history import PROVENANCE_FIELDS
 
 __all__ = [
     "DIRECTIONS",
@@ -60,19 +61,10 @@ ONLY_PREVIOUS = "only_previous"
 ONLY_CURRENT = "only_current"
 DIRECTIONS = (HIT_TO_MISS, MISS_TO_HIT, ONLY_PREVIOUS, ONLY_CURRENT)
 
-# Run-level provenance fields that decide a variant's per-question results (see
-# eval_pipeline.reporting.run.run_provenance). `gate`, `gate_failed` and other verdict
-# fields are outcomes, not inputs, and are not compared.
-RESULT_DECIDING_FIELDS = (
-    "corpus_signature",
-    "question_set_fingerprint",
-    "labels_fingerprint",
-    "embedder",
-    "embedder_revision",
-    "chunking",
-    "scoring_protocol",
-    "code_version",
-)
+# Run-level provenance fields that decide a variant's per-question results: the history's
+# provenance fields but `variants` (compared per variant below). `gate`, `gate_failed` and
+# other verdict fields are outcomes, not inputs, and are not compared.
+RESULT_DECIDING_FIELDS = tuple(f for f in PROVENANCE_FIELDS if f != "variants")
 
 
 @dataclass(frozen=True)

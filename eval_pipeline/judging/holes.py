@@ -48,7 +48,7 @@ from typing import Any
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import is_integer
 from eval_pipeline.questions.extra_golds import MAX_GRADE, MIN_GRADE, REVIEW_FIELDS, read_review_rows
-from eval_pipeline.questions.sets import Question
+from eval_pipeline.questions.sets import Question, question_list
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +278,7 @@ def grade_holes(
     if not isinstance(cache_dir, (str, Path)) or not str(cache_dir):
         raise ValueError("cache_dir must be a folder path")
     cache = Path(cache_dir)
-    by_qid = {q.qid: q for q in _questions(questions)}
+    by_qid = {q.qid: q for q in question_list(questions)}
     identity = _identity(llm)
     who = judged_by(llm)
 
@@ -379,7 +379,7 @@ def augmented_qrels(
     """
     if not is_integer(min_grade) or not 1 <= min_grade <= MAX_GRADE:
         raise ValueError(f"min_grade must be an integer in 1..{MAX_GRADE}, got {min_grade!r}")
-    qs = _questions(questions)
+    qs = question_list(questions)
     out = {q.qid: q.qrels() for q in qs}
     answerable = {q.qid: q.answerable for q in qs}
     llm_grades: dict[tuple[str, str], int] = {}
@@ -419,7 +419,7 @@ def review_rows(
         raise ValueError(f"min_grade must be an integer in 1..{MAX_GRADE}, got {min_grade!r}")
     if not is_integer(passage_chars) or passage_chars < 1:
         raise ValueError(f"passage_chars must be an integer >= 1, got {passage_chars!r}")
-    by_qid = {q.qid: q for q in _questions(questions)}
+    by_qid = {q.qid: q for q in question_list(questions)}
     rows = []
     for g in grades:
         if g.grade is None or g.grade < min_grade:
@@ -479,13 +479,3 @@ def write_review_file(path: str | Path, rows: Sequence[Mapping[str, Any]], *, ke
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in new_rows)
     atomic_write_text(path, text)
     return kept
-
-
-def _questions(questions: Iterable[Question]) -> list[Question]:
-    if isinstance(questions, (str, bytes, Question)):
-        raise ValueError(f"questions must be an iterable of Question objects, got {questions!r:.80}")
-    qs = list(getattr(questions, "questions", questions))  # a QuestionSet, or its questions
-    for q in qs:
-        if not isinstance(q, Question):
-            raise ValueError(f"questions must contain Question objects, got {type(q).__name__}")
-    return qs

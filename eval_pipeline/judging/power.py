@@ -54,7 +54,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from eval_pipeline.common.checks import is_integer, is_real
+from eval_pipeline.common.checks import check_resamples, check_seed, finite_values, is_real
 
 __all__ = [
     "minimum_detectable_effect",
@@ -82,25 +82,6 @@ _CEIL_SLACK = 1e-9
 # --------------------------------------------------------------------------
 
 
-def _as_values(values: object, name: str) -> np.ndarray:
-    """A new 1-D float64 array of finite values, or ValueError naming ``name``."""
-    if isinstance(values, (str, bytes)):
-        raise TypeError(f"{name} must be a sequence of numbers, got the string {values!r}")
-    if isinstance(values, Mapping):
-        raise TypeError(f"{name} must be a sequence of numbers, got a mapping")
-    try:
-        arr = np.array(values, dtype="float64", copy=True)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a sequence of numbers: {exc}") from exc
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        first = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name} must be finite numbers; position {first} is {arr[first]!r}")
-    return arr
-
-
 def _check_probability(value: object, name: str) -> float:
     if not is_real(value) or not 0.0 < float(value) < 1.0:
         raise ValueError(f"{name} must be a number strictly between 0 and 1, got {value!r}")
@@ -123,7 +104,7 @@ def _z_sum(alpha: object, power: object) -> float:
 
 def _spread(differences: object) -> tuple[int, float]:
     """``(n, sd)`` of the differences; ``sd`` is NaN when it is undefined (n < 2 or zero)."""
-    d = _as_values(differences, "differences")
+    d = finite_values(differences, "differences")
     if d.size < 2:
         return int(d.size), math.nan
     sd = float(np.std(d, ddof=1))
@@ -218,18 +199,6 @@ def tolerance_below_mde(tolerance: float, mde: float, *, metric: str | None = No
 # --------------------------------------------------------------------------
 
 
-def _check_resamples(n_resamples: object) -> int:
-    if not is_integer(n_resamples) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be an integer >= 1, got {n_resamples!r}")
-    return int(n_resamples)
-
-
-def _check_seed(seed: object) -> int:
-    if not is_integer(seed) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    return int(seed)
-
-
 def probability_best(
     per_question_scores: Mapping[str, Sequence[float] | np.ndarray],
     n_resamples: int = 2000,
@@ -251,15 +220,15 @@ def probability_best(
     ValueError: an empty mapping, no questions, variants with different numbers of
     questions, non-finite values (naming the variant).
     """
-    n_resamples = _check_resamples(n_resamples)
-    seed = _check_seed(seed)
+    n_resamples = check_resamples(n_resamples)
+    seed = check_seed(seed)
     if not isinstance(per_question_scores, Mapping):
         raise TypeError(f"per_question_scores must be a mapping of variant -> scores, "
                         f"got {type(per_question_scores).__name__}")
     if not per_question_scores:
         raise ValueError("per_question_scores is empty: there is no variant to rank")
     names = list(per_question_scores)
-    rows = [_as_values(per_question_scores[v], f"per_question_scores[{v!r}]") for v in names]
+    rows = [finite_values(per_question_scores[v], f"per_question_scores[{v!r}]") for v in names]
     sizes = {v: r.size for v, r in zip(names, rows)}
     if len(set(sizes.values())) != 1:
         raise ValueError(f"per_question_scores must be paired (the same questions for every variant), "

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from eval_pipeline.common.checks import is_integer, is_real
+from eval_pipeline.common.checks import check_resamples, check_seed, finite_values, is_real
 
 __all__ = [
     "DEFAULT_COMPARE_METRICS",
@@ -62,29 +62,8 @@ _MAX_BATCH_CELLS = 1_000_000
 # --------------------------------------------------------------------------
 
 
-def _as_values(values: object, name: str) -> np.ndarray:
-    """A new 1-D float64 array of finite values, or ValueError naming ``name``.
-
-    NaN is rejected rather than dropped: a NaN per-question metric means an abstention
-    question slipped in (or a scoring bug), and silently skipping it would change ``n``.
-    """
-    if isinstance(values, (str, bytes)):
-        raise ValueError(f"{name} must be a sequence of numbers, got the string {values!r}")
-    try:
-        arr = np.array(values, dtype="float64", copy=True)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a sequence of numbers: {exc}") from exc
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        first = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name} must be finite numbers; position {first} is {arr[first]!r}")
-    return arr
-
-
 def _check_paired(a: object, b: object) -> tuple[np.ndarray, np.ndarray]:
-    x, y = _as_values(a, "a"), _as_values(b, "b")
+    x, y = finite_values(a, "a"), finite_values(b, "b")
     if x.shape != y.shape:
         raise ValueError(f"a and b must be paired (same length), got {len(x)} and {len(y)} values")
     return x, y
@@ -94,18 +73,6 @@ def _check_confidence(confidence: object) -> float:
     if not is_real(confidence) or not 0 < float(confidence) < 1:
         raise ValueError(f"confidence must be a number strictly between 0 and 1, got {confidence!r}")
     return float(confidence)
-
-
-def _check_resamples(n_resamples: object) -> int:
-    if not is_integer(n_resamples) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be an integer >= 1, got {n_resamples!r}")
-    return int(n_resamples)
-
-
-def _check_seed(seed: object) -> int:
-    if not is_integer(seed) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    return int(seed)
 
 
 def _batch(n_values: int, n_resamples: int) -> int:
@@ -136,9 +103,9 @@ def bootstrap_ci(
     ``(nan, nan)`` (there is no mean). Non-finite values raise ValueError.
     """
     confidence = _check_confidence(confidence)
-    n_resamples = _check_resamples(n_resamples)
-    seed = _check_seed(seed)
-    x = _as_values(values, "values")
+    n_resamples = check_resamples(n_resamples)
+    seed = check_seed(seed)
+    x = finite_values(values, "values")
     if x.size == 0:
         return (math.nan, math.nan)
     mean = float(x.mean())
@@ -182,8 +149,8 @@ def paired_randomization_test(
     input returns NaN (there is nothing to test). ``a`` and ``b`` must have equal length
     and finite values (ValueError otherwise).
     """
-    n_resamples = _check_resamples(n_resamples)
-    seed = _check_seed(seed)
+    n_resamples = check_resamples(n_resamples)
+    seed = check_seed(seed)
     x, y = _check_paired(a, b)
     if x.size == 0:
         return math.nan

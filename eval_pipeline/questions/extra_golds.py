@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.common.checks import is_integer
-from eval_pipeline.questions.sets import Question, QuestionSetError, check_text
+from eval_pipeline.questions.sets import Question, QuestionSetError, check_text, question_list
 
 __all__ = [
     "MAX_GRADE",
@@ -125,7 +125,7 @@ def read_review_rows(
         text = path.read_text(encoding="utf-8-sig")  # an editor may have added a BOM
     except (OSError, UnicodeDecodeError) as exc:
         raise ExtraGoldsError(f"{path}: cannot read review file: {exc}") from None
-    known_questions = None if questions is None else {q.qid for q in _question_list(questions)}
+    known_questions = None if questions is None else {q.qid for q in question_list(questions)}
     known_docs = None if doc_ids is None else _id_set(doc_ids, "doc_ids")
     rows: list[tuple[int, dict[str, Any]]] = []
     first_line: dict[tuple[str, str], int] = {}
@@ -235,7 +235,7 @@ def apply_extra_golds(
     An accepted gold may make an abstention question answerable: a person said a document
     answers it.
     """
-    qs = _question_list(questions)
+    qs = question_list(questions)
     by_qid = {q.qid: q for q in qs}
     wanted: dict[str, dict[str, ExtraGold]] = {}
     for gold in extra:
@@ -305,16 +305,6 @@ def extra_golds_fingerprint(extra: Iterable[ExtraGold]) -> str:
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def _question_list(questions: Iterable[Question]) -> list[Question]:
-    if isinstance(questions, (str, bytes, Question)):
-        raise ValueError(f"questions must be an iterable of Question objects, got {questions!r:.80}")
-    qs = list(getattr(questions, "questions", questions))  # a QuestionSet, or its questions
-    for q in qs:
-        if not isinstance(q, Question):
-            raise ValueError(f"questions must contain Question objects, got {type(q).__name__}")
-    return qs
 
 
 def _id_set(ids: Iterable[str], name: str) -> set[str]:

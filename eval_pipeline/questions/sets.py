@@ -124,6 +124,18 @@ class QuestionSet:
         return c
 
 
+def question_list(questions: Iterable[Question]) -> list[Question]:
+    """The questions of a QuestionSet or an iterable of Question objects, as a list; a string,
+    a single Question or another object in the list is a ValueError."""
+    if isinstance(questions, (str, bytes, Question)):
+        raise ValueError(f"questions must be an iterable of Question objects, got {questions!r:.80}")
+    qs = list(getattr(questions, "questions", questions))  # a QuestionSet, or its questions
+    for q in qs:
+        if not isinstance(q, Question):
+            raise ValueError(f"questions must contain Question objects, got {type(q).__name__}")
+    return qs
+
+
 def question_set_fingerprint(questions: Iterable[Question]) -> str:
     """Order-independent fingerprint of the questions and their labels."""
     lines = sorted(json.dumps(q.to_json(), sort_keys=True, ensure_ascii=False) for q in questions)
