@@ -3,7 +3,7 @@
 - Dagster lives only in the orchestration layer (definitions.py, assets/, resources/): no
   module under eval_pipeline/ may import dagster.
 - One package per stage, each importing only the stages below it:
-  common < corpus < store < questions < ranking < judging < reporting.
+  common < corpus < store < questions < ranking < answering < judging < reporting.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = PROJECT_ROOT / "eval_pipeline"
 
-STAGES = ("common", "corpus", "store", "questions", "ranking", "judging", "reporting")
+STAGES = ("common", "corpus", "store", "questions", "ranking", "answering", "judging", "reporting")
 
 
 def _module_name(path: Path) -> str:
