@@ -50,8 +50,10 @@ def _tokens(text: str) -> int:
 
 
 class OpenAIStub:
-    def __init__(self, dims: int = 8, chat=echo_chat, hang_seconds: float = 2.0, delay: float = 0.0):
+    def __init__(self, dims: int = 8, chat=echo_chat, hang_seconds: float = 2.0, delay: float = 0.0,
+                 served_model: str | None = None):
         self.dims = dims
+        self.served_model = served_model  # the model chat replies report (a gateway routing an alias), else the one sent
         self.chat = chat
         self.hang_seconds = min(float(hang_seconds), MAX_HANG_SECONDS)
         self.delay = delay
@@ -145,7 +147,7 @@ class OpenAIStub:
                     completion_tokens = _tokens(reply)
                     self._json(200, {
                         "id": f"chatcmpl-stub-{len(stub.requests)}", "object": "chat.completion", "created": 0,
-                        "model": body.get("model", "stub"),
+                        "model": stub.served_model or body.get("model", "stub"),
                         "choices": [{"index": 0, "finish_reason": "stop",
                                      "message": {"role": "assistant", "content": reply}}],
                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from eval_pipeline.common.checks import is_integer, is_real
@@ -173,8 +174,13 @@ class LLMClient:
                                       timeout=self.timeout, max_retries=0)
 
     def complete(self, messages: list[dict[str, str]], *, max_tokens: int | None = None) -> str:
-        """The text of the first choice.  Raises LLMCallError once retries are exhausted or on a
-        non-retryable error; the message names the model, endpoint and last error, never the key."""
+        """The text of the first choice (see `complete_detailed`)."""
+        return self.complete_detailed(messages, max_tokens=max_tokens).text
+
+    def complete_detailed(self, messages: list[dict[str, str]], *, max_tokens: int | None = None) -> Completion:
+        """The first choice's text, the model the response says answered, and the tokens.
+        Raises LLMCallError once retries are exhausted or on a non-retryable error; the message
+        names the model, endpoint and last error, never the key."""
         if max_tokens is not None and (not is_integer(max_tokens)
                                        or max_tokens < 1):
             raise ValueError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
@@ -194,7 +200,7 @@ class LLMClient:
             try:
                 with self._semaphore:  # held for one request only, never while backing off
                     response = self._client.chat.completions.create(**kwargs)
-                text, prompt_tokens, completion_tokens = _parse_completion(response)
+                completion = _parse_completion(response)
             except Exception as exc:  # noqa: BLE001 - classified below; unknown errors re-raised
                 retryable, status, reason = self._classify(exc)
                 if retryable is None:  # not an API error: a bug or bad arguments, not ours to hide
@@ -205,9 +211,9 @@ class LLMClient:
                 delay = self._backoff(attempts, exc)
             if failure is None:
                 with self._lock:
-                    self._prompt_tokens += prompt_tokens
-                    self._completion_tokens += completion_tokens
-                return text
+                    self._prompt_tokens += completion.prompt_tokens
+                    self._completion_tokens += completion.completion_tokens
+                return completion
             retryable, status, reason = failure
             if not retryable or attempts > self.max_retries:
                 with self._lock:
@@ -287,8 +293,16 @@ class LLMClient:
                             attempts=attempts, status_code=status, reason=reason, retryable=retryable)
 
 
-def _parse_completion(response: Any) -> tuple[str, int, int]:
-    """(text, prompt tokens, completion tokens), or _InvalidResponse for an unusable body.
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    model: str | None  # the model the response reports (None: absent or not a string)
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def _parse_completion(response: Any) -> Completion:
+    """The completion, or _InvalidResponse for an unusable body.
 
     The `openai` client does not validate bodies: a non-JSON body with a non-JSON content type
     comes back as a str, and missing fields come back as missing attributes."""
@@ -302,7 +316,9 @@ def _parse_completion(response: Any) -> tuple[str, int, int]:
     if not isinstance(content, str):
         raise _InvalidResponse("first choice has no text content")
     usage = getattr(response, "usage", None)
-    return content, _int(getattr(usage, "prompt_tokens", 0)), _int(getattr(usage, "completion_tokens", 0))
+    model = getattr(response, "model", None)
+    return Completion(content, model if isinstance(model, str) and model else None,
+                      _int(getattr(usage, "prompt_tokens", 0)), _int(getattr(usage, "completion_tokens", 0)))
 
 
 def _int(value: Any) -> int:

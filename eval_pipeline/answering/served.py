@@ -1,0 +1,48 @@
+"""Who served an answer, and whether a run's answers came from one generator.
+
+An answer records the provider (the endpoint's host, never the key), the model name that was
+sent and the model the response says answered (a gateway may route an alias to another
+model). A run's scores belong to one generator only when every answer reports the same three;
+otherwise the run's generator is unknown: its grades are kept, but it is never compared with
+another run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+
+@dataclass(frozen=True)
+class ServedBy:
+    provider: str  # the endpoint's host ("local" for a generator without one)
+    model_sent: str
+    model_reported: str | None  # None: the response named no model
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.provider) and bool(self.model_sent) and bool(self.model_reported)
+
+    def label(self) -> str:
+        return f"{self.provider}:{self.model_sent}->{self.model_reported}"
+
+
+def provider_of(base_url: str | None) -> str:
+    """The host of an OpenAI-compatible endpoint ("default" when none is set: the client's
+    default endpoint); never user, password, path or query."""
+    if not base_url:
+        return "default"
+    host = urlparse(base_url).hostname
+    return host or "unknown"
+
+
+def run_generator(served: Iterable[ServedBy | None]) -> str | None:
+    """The run's generator, or None (unknown) when any answer's identity is missing or invalid,
+    or the answers name more than one."""
+    labels = set()
+    for s in served:
+        if s is None or not s.valid:
+            return None
+        labels.add(s.label())
+    return labels.pop() if len(labels) == 1 else None
