@@ -228,7 +228,9 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
         shown = v.power.assign(mde=v.power["mde"].map(_fmt), flag=v.power["warning"].map(lambda w: "below MDE" if isinstance(w, str) else ""),
                                needed=v.power["questions_needed"].map(lambda n: "n/a" if n is None or n != n else int(n)))
         lines += [f"**What the question set can detect** (paired against the baseline variant; α 0.05, power 0.8). "
-                  f"`needed`: questions to detect a change of {v.effect}.", "",
+                  f"`mde`: the smallest true difference this set detects; `questions for {v.effect}`: the questions "
+                  f"needed to detect a difference of {v.effect}; n/a: the two variants agree on every question, so the "
+                  "spread of the differences, and with it the MDE, is undefined.", "",
                   _table(shown.rename(columns={"needed": f"questions for {v.effect}"}),
                          ["variant", "metric", "n", "mde", f"questions for {v.effect}", "tolerance", "flag"]), ""]
     if v.holes is not None:
