@@ -296,7 +296,7 @@ def test_judged_table_shows_judged_unjudged_and_p_best(validity):
 
 def test_detect_table_shows_integer_questions_needed_and_n_a_for_an_undefined_mde(validity):
     lines = validity_section(validity, files={})
-    assert any(line.startswith("**What the question set can detect**") and "a change of 0.02" in line for line in lines)
+    assert any(line.startswith("**What the question set can detect**") and "a difference of 0.02" in line for line in lines)
     rows = table(lines, "| variant | metric | n | mde")
     assert rows[0] == ["variant", "metric", "n", "mde", "questions for 0.02", "tolerance", "flag"]
     body = {(r[0], r[1]): r for r in rows[1:]}
