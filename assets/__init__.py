@@ -236,11 +236,11 @@ def no_errored_questions(report: dict) -> AssetCheckResult:
 )
 def question_set_audit(context: AssetCheckExecutionContext, question_set: QuestionSet,
                        corpus_snapshot: CorpusSnapshot) -> AssetCheckResult:
-    result = run_audit(question_set.questions, corpus_snapshot, SWEEP.audit)
+    result = run_audit(question_set.questions, corpus_snapshot, SWEEP.audit, limited=question_set.limited)
     for problem in result.problems:
         context.log.warning(f"question set audit: {problem}")
     return AssetCheckResult(passed=result.passed, metadata=to_metadata(audit_metadata(result)),
-                            severity=AssetCheckSeverity.ERROR if SWEEP.audit.blocking else AssetCheckSeverity.WARN)
+                            severity=AssetCheckSeverity.ERROR if result.thresholds.blocking else AssetCheckSeverity.WARN)
 
 
 GATE_CHECKS = gate_check_names(SWEEP.keys)  # variant key -> check name, e.g. hybrid+mmr -> gate__hybrid_mmr

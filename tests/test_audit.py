@@ -384,3 +384,38 @@ def test_the_result_pickles(result):
     import pickle
 
     assert pickle.loads(pickle.dumps(result)) == result  # an IO manager may store it
+
+
+def test_a_metadata_route_must_be_earned_not_won_by_a_stopword_or_a_tie_break():
+    from eval_pipeline.judging.audit import metadata_engine_ranks
+
+    docs = (
+        Document("a-leave", "Leave and absence", "", "hr/leave.md", "Annual leave is 25 days."),
+        Document("b-bikes", "Bikes and lockers", "", "fac/bikes.md", "The cage is by the south door."),
+        Document("c-vpn", "VPN setup", "", "it/vpn.md", "Install the client."),
+        Document("d-vpn", "VPN setup", "", "it/vpn.md", "Older notes."),
+    )
+    snapshot = CorpusSnapshot(documents=docs, source="test")
+    questions = [
+        Question(qid="stop", question="where and when", gold=("a-leave",)),       # shares only "and"
+        Question(qid="tie", question="vpn setup steps", gold=("c-vpn",)),        # tied with d-vpn
+        Question(qid="won", question="bikes lockers where", gold=("b-bikes",)),  # ahead on content words
+    ]
+    ranks = metadata_engine_ranks(questions, snapshot)
+    assert ranks["stop"] is None  # no content word in common: no surface route
+    assert ranks["tie"] == 2  # the tie's last place, whatever the doc-id tie-break says
+    assert ranks["won"] == 1
+
+
+def test_a_limited_run_is_audited_on_its_questions_without_judging_coverage_or_blocking():
+    from eval_pipeline.corpus.sources import DEMO_DATA_DIR
+    from eval_pipeline.judging.audit import run_audit
+
+    snapshot = load_corpus("demo")
+    qs = preflight_question_set("file", str(DEMO_DATA_DIR / "questions.jsonl"), corpus_signature=snapshot.signature,
+                                doc_ids=[d.doc_id for d in snapshot.documents], limit=50)
+    strict = AuditThresholds(blocking=True)
+    assert any("max_uncovered_document_share" in p for p in run_audit(qs.questions, snapshot, strict).problems)
+    quick = run_audit(qs.questions, snapshot, strict, limited=True)
+    assert not any("max_uncovered_document_share" in p for p in quick.problems)
+    assert quick.thresholds.blocking is False and not quick.blocking

@@ -63,8 +63,8 @@ def test_only_accepted_rows_become_golds_with_their_provenance(tmp_path):
         row(),
         "",  # blank lines are ignored
         row(doc_id="d7", question_id="q3", grade=2, accept=False),
-        row(question_id="q2", doc_id="d6", grade=2, judged_by="alice", prompt_version=None, accepted_by="bob",
-            note="a reviewer's note: ignored"),
+        row(question_id="q2", question="where is the bike cage", doc_id="d6", grade=2, judged_by="alice",
+            prompt_version=None, accepted_by="bob", note="a reviewer's note: ignored"),
     ])
     golds = load_extra_golds(path, questions=QUESTIONS, doc_ids=DOCS)
     assert [(g.question_id, g.doc_id, g.grade) for g in golds] == [("q1", "d5", 3), ("q2", "d6", 2)]
@@ -321,3 +321,20 @@ def test_review_rows_offer_only_unjudged_candidates_and_cut_the_passage():
     assert review_rows(grades, questions=QUESTIONS, passages=long_doc, min_grade=3) == []
     with pytest.raises(ValueError, match="no text for document 'd5'"):
         review_rows(grades, questions=QUESTIONS, passages={})
+
+
+def test_an_accepted_gold_is_refused_when_its_question_was_reworded(tmp_path):
+    """The document was judged for the question as it read then; a reworded question with the
+    same id is another question, and the gold must not land on it."""
+    from eval_pipeline.questions.extra_golds import ExtraGoldsError, load_extra_golds
+    from eval_pipeline.questions.sets import Question
+
+    path = tmp_path / "review.jsonl"
+    path.write_text(json.dumps({"question_id": "q7", "question": "How do I reset my VPN token?", "doc_id": "vpn",
+                                "grade": 3, "judged_by": "m@h", "accept": True}) + "\n")
+    now = [Question(qid="q7", question="Where is the staff canteen?", gold=("canteen",))]
+    with pytest.raises(ExtraGoldsError, match=r"review.jsonl:1: field 'question': the row was judged for "
+                                              r"'How do I reset my VPN token\?', but question 'q7' now reads"):
+        load_extra_golds(path, questions=now)
+    same = [Question(qid="q7", question="How do I reset my VPN token?", gold=("canteen",))]
+    assert [g.doc_id for g in load_extra_golds(path, questions=same)] == ["vpn"]

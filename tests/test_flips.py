@@ -313,3 +313,12 @@ def test_identical_provenance_rejects_bad_input():
         identical_provenance(None, PROV, "hybrid")
     with pytest.raises(TypeError, match=r"current\['provenance'\]"):
         identical_provenance(PROV, {"provenance": "x"}, "hybrid")
+
+
+def test_a_question_that_errored_is_never_called_nondeterministic():
+    """With identical provenance, an engine error (a timeout) is an error, not a tie or ANN noise."""
+    previous = {"q1": Outcome(True), "q2": Outcome(True)}
+    current = {"q1": Outcome(False, "errored"), "q2": Outcome(False, "never_candidate")}
+    rows = to_jsonl_rows("bm25", previous, current, same_provenance=True)
+    assert [(r["question_id"], r["miss_class"], r["nondeterministic"]) for r in rows] == [
+        ("q1", "errored", False), ("q2", "never_candidate", True)]

@@ -59,6 +59,7 @@ HIT_TO_MISS = "hit_to_miss"
 MISS_TO_HIT = "miss_to_hit"
 ONLY_PREVIOUS = "only_previous"
 ONLY_CURRENT = "only_current"
+ERRORED = "errored"  # the miss class of a question whose engine failed: an error, never nondeterminism
 DIRECTIONS = (HIT_TO_MISS, MISS_TO_HIT, ONLY_PREVIOUS, ONLY_CURRENT)
 
 # Run-level provenance fields that decide a variant's per-question results: the history's
@@ -286,7 +287,8 @@ def to_jsonl_rows(
 
     Keys: ``variant``, ``question_id``, ``direction`` (one of :data:`DIRECTIONS`),
     ``miss_class`` (str or None, see :class:`Flip`) and ``nondeterministic`` (bool; never
-    True for a question present in only one run). Rows are ordered ``hit_to_miss``,
+    True for a question present in only one run, nor for one whose miss class is ``errored``:
+    an engine error is an error, not nondeterminism). Rows are ordered ``hit_to_miss``,
     ``miss_to_hit``, ``only_previous``, ``only_current``, each by qid, so the file is
     byte-identical for identical inputs.
     """
@@ -299,7 +301,7 @@ def to_jsonl_rows(
                             (report.only_previous, False), (report.only_current, False)):
         rows.extend(
             {"variant": variant, "question_id": f.qid, "direction": f.direction, "miss_class": f.miss_class,
-             "nondeterministic": bool(same and can_flag)}
+             "nondeterministic": bool(same and can_flag and f.miss_class != ERRORED)}
             for f in group
         )
     return rows

@@ -64,13 +64,12 @@ def build_question_set(
     if settings.source == "generate":
         path, metadata = _generate(settings, snapshot, llm_client(), state, warn)
         qs = load_question_set(path, corpus_signature=snapshot.signature, doc_ids=doc_ids)
-        qs = qs.limit(settings.limit) if settings.limit is not None else qs
     else:
         qs = preflight_question_set(settings.source, settings.path, corpus_signature=snapshot.signature,
-                                    doc_ids=doc_ids, beir_split=settings.beir_split, corpus_source=snapshot.source,
-                                    limit=settings.limit)
-    if getattr(settings, "extra_golds", None):
+                                    doc_ids=doc_ids, beir_split=settings.beir_split, corpus_source=snapshot.source)
+    if getattr(settings, "extra_golds", None):  # on the whole set: an accepted gold may be past the limit
         qs, metadata = _with_extra_golds(qs, settings.extra_golds, doc_ids, metadata)
+    qs = qs.limit(settings.limit) if settings.limit is not None else qs
     return qs, {**metadata, **qs.counts(), "fingerprint": qs.fingerprint, "path": str(qs.path),
                 "limited_from": qs.limited_from}
 

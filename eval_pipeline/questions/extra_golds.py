@@ -125,7 +125,7 @@ def read_review_rows(
         text = path.read_text(encoding="utf-8-sig")  # an editor may have added a BOM
     except (OSError, UnicodeDecodeError) as exc:
         raise ExtraGoldsError(f"{path}: cannot read review file: {exc}") from None
-    known_questions = None if questions is None else {q.qid for q in question_list(questions)}
+    known_questions = None if questions is None else {q.qid: q.question for q in question_list(questions)}
     known_docs = None if doc_ids is None else _id_set(doc_ids, "doc_ids")
     rows: list[tuple[int, dict[str, Any]]] = []
     first_line: dict[tuple[str, str], int] = {}
@@ -137,6 +137,13 @@ def read_review_rows(
         if known_questions is not None and row["question_id"] not in known_questions:
             raise ExtraGoldsError(f"{loc}: field 'question_id': {row['question_id']!r} is not a question of the "
                                   "question set")
+        if (known_questions is not None and row.get("accept") and row.get("question")
+                and row["question"] != known_questions[row["question_id"]]):
+            # The document was judged for the question as worded then: an edited or regenerated question
+            # with the same id is another question, and the gold must not land on it.
+            raise ExtraGoldsError(f"{loc}: field 'question': the row was judged for {row['question']!r}, but question "
+                                  f"{row['question_id']!r} now reads {known_questions[row['question_id']]!r}; grade it "
+                                  "again (report: grade_holes) or remove the row")
         if known_docs is not None and row["doc_id"] not in known_docs:
             raise ExtraGoldsError(f"{loc}: field 'doc_id': {row['doc_id']!r} is not a document of the corpus")
         pair = (row["question_id"], row["doc_id"])

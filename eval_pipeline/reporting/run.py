@@ -64,7 +64,8 @@ def assemble_run(
                         strict=sweep.strict, run_id=run_id, limited=question_set.limited,
                         connection_string=connection_string, record=False, statistics_cache=state.statistics)
     validity = assess(per_variant, questions=question_set.questions, snapshot=snapshot, sweep=sweep, verdict=verdict,
-                      connection_string=connection_string, llm=llm() if llm else None, hole_cache=state.hole_grades)
+                      connection_string=connection_string, llm=llm() if llm else None, hole_cache=state.hole_grades,
+                      limited=question_set.limited)
     suffix = f".limited-{len(question_set.questions)}" if question_set.limited else ""
     per_query = pd.concat(per_variant.values(), ignore_index=True)
     paths, plots, markdown = publish_report(

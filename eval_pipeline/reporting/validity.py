@@ -22,6 +22,10 @@ from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.judging.audit import AuditResult, run_audit
 
 JUDGED_K = 10
+# With the LLM's labels, only metrics cut at the pool's depth: a document at rank 11-20 is graded
+# only if another variant had it in its top 10, so hit@20 or an uncut MRR would depend on which
+# other variants ran.
+HOLE_METRICS = ("hit@1", "hit@5", "hit@10", "ndcg@10")
 FLIP_K = 10  # the miss diagnosis's cutoff, and the hit the history keeps per question
 P_BEST_METRIC = "ndcg@10"
 
@@ -51,6 +55,8 @@ class Validity:
     audit: AuditResult
     judged: pd.DataFrame  # eval_pipeline.judging.coverage.JUDGED_SUMMARY_COLUMNS
     judged_warning: str | None
+    judged_negatives: bool  # whether the labels judge any document non-relevant
+    limited: bool  # a run on the first N questions
     power: pd.DataFrame  # variant, metric, n, mde, questions_needed, tolerance, warning
     effect: float
     p_best: dict[str, float]
@@ -63,7 +69,7 @@ class Validity:
 
 
 def assess(per_variant: Mapping[str, pd.DataFrame], *, questions: Sequence, snapshot, sweep, verdict,
-           connection_string: str | None, llm=None, hole_cache: Path | None = None) -> Validity:
+           connection_string: str | None, llm=None, hole_cache: Path | None = None, limited: bool = False) -> Validity:
     """Everything the validity section shows. `per_variant` are the scored frames
     (`score_variant`); `verdict` names each variant's previous comparable run, whose
     per-question outcomes are read from the history for the flip lists. With `llm` (an
@@ -73,9 +79,14 @@ def assess(per_variant: Mapping[str, pd.DataFrame], *, questions: Sequence, snap
 
     qrels = {q.qid: q.qrels() for q in questions}
     judged = judged_summary(per_variant, qrels, k=JUDGED_K)
-    warning = judged_spread_warning(dict(zip(judged["variant"], judged["judged"])), k=JUDGED_K)
+    # Labels that judge only relevant documents make Judged@k the share of golds found, an
+    # effectiveness figure: its spread then says nothing about the labels, so no warning.
+    negatives = any(grade <= 0 for judged_docs in qrels.values() for grade in judged_docs.values())
+    warning = judged_spread_warning(dict(zip(judged["variant"], judged["judged"])), k=JUDGED_K) if negatives else None
     power, p_best = _power(per_variant, sweep)
-    return Validity(audit=run_audit(questions, snapshot, sweep.audit), judged=judged, judged_warning=warning,
+    return Validity(audit=run_audit(questions, snapshot, sweep.audit, limited=limited), judged=judged,
+                    judged_warning=warning,
+                    judged_negatives=negatives, limited=limited,
                     power=power, effect=sweep.effect, p_best=p_best,
                     flips=_flips(per_variant, verdict, connection_string),
                     holes=_grade_holes(per_variant, questions, snapshot, qrels, llm, hole_cache) if llm else None)
@@ -90,7 +101,6 @@ def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | Non
     from eval_pipeline.judging.coverage import pooled_unjudged
     from eval_pipeline.judging.holes import augmented_qrels, grade_holes, grading_counts, judged_by, review_rows
     from eval_pipeline.judging.metrics import score_queries
-    from eval_pipeline.judging.scoring import HEADLINE_METRICS
 
     if cache is None:
         raise ValueError("grading the holes needs a cache folder (the state dir's hole_grades)")
@@ -99,26 +109,30 @@ def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | Non
     golds = grade_holes([(q.qid, d) for q in questions if q.answerable for d in q.gold], questions, texts, llm=llm,
                         cache_dir=cache)
     best_gold: dict[str, int] = {}
+    gold_failed: set[str] = set()
     for g in golds:
         if g.ok:
             best_gold[g.question_id] = max(best_gold.get(g.question_id, 0), g.grade)
+        else:
+            gold_failed.add(g.question_id)
+    # A question is "not answered by its gold" only when every gold was graded and none reached 2.
+    not_answering = sorted(q for q, grade in best_gold.items() if grade < 2 and q not in gold_failed)
     augmented = augmented_qrels(questions, grades)
     rows = []
     for variant, frame in per_variant.items():
         rankings = {str(q): list(d) for q, d in zip(frame["qid"], frame["doc_ids"])}
         errored = set(frame.loc[frame["errored"].astype(bool), "qid"]) if "errored" in frame else set()
         again = score_queries(rankings, augmented, errored=errored)
-        for metric in HEADLINE_METRICS:
+        for metric in HOLE_METRICS:
             if metric in frame and metric in again:
                 rows.append({"variant": variant, "metric": metric,
                              "original": float(frame.loc[frame["answerable"].astype(bool), metric].mean()),
                              "with_llm": float(again.loc[again["answerable"].astype(bool), metric].mean())})
-    gold_counts = grading_counts(golds)
-    counts = {**grading_counts(grades), "golds_graded": gold_counts["graded"],
-              "golds_failed": gold_counts["failed"] + gold_counts["unparseable"]}
+    counts = {**grading_counts(grades), "gold_questions_graded": len(set(best_gold) - gold_failed),
+              "gold_questions_failed": len(gold_failed)}
     return Holes(counts=counts, metrics=pd.DataFrame(rows, columns=["variant", "metric", "original", "with_llm"]),
                  review_rows=review_rows(grades, questions=questions, passages=texts), judged_by=judged_by(llm),
-                 gold_not_answering=sorted(q for q, grade in best_gold.items() if grade < 2),
+                 gold_not_answering=not_answering,
                  answered_elsewhere=sorted({g.question_id for g in grades if g.ok and g.grade >= 2}))
 
 
@@ -215,22 +229,32 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
               f"question ({_fmt(a.get('documents_without_questions_share'))}); abstention share "
               f"{_fmt(a.get('abstention_share'))}",
               f"- audit {'passed' if v.audit.passed else 'FAILED'}"
-              f"{' (blocking)' if v.audit.thresholds.blocking else ' (a warning: `audit: {blocking: true}` blocks)'}",
+              f"{' (blocking)' if v.audit.thresholds.blocking else ' (a warning: `audit: {blocking: true}` blocks)'}"
+              f"{'; a limited run: its questions only, the coverage of the corpus not judged' if v.limited else ''}",
               ""]
     judged = v.judged.assign(**{f"Judged@{JUDGED_K}": v.judged["judged"].map(_fmt),
                                 "unjudged in top 10": v.judged["unjudged_total"],
-                                "P(best nDCG@10)": v.judged["variant"].map(lambda k: _fmt(v.p_best.get(k)))})
+                                "errored (left out)": v.judged["n_errored_excluded"],
+                                "P(best nDCG@10)": v.judged["variant"].map(lambda k: _probability(v.p_best.get(k)))})
+    sparse = ("" if v.judged_negatives else
+              " These labels judge no document non-relevant, so Judged@10 here is only the share of gold documents "
+              "found (at most the golds per question ÷ 10) and says nothing about how complete the labels are; "
+              "grade the holes (`report: {grade_holes: true}`) to measure that.")
+    columns = ["variant", f"Judged@{JUDGED_K}", "unjudged in top 10", "P(best nDCG@10)"]
+    if int(v.judged["n_errored_excluded"].sum()):
+        columns.insert(3, "errored (left out)")
     lines += [f"**Labels and rank stability.** Judged@{JUDGED_K} is the share of a variant's top {JUDGED_K} that "
-              "carries a judgement; unjudged documents count as non-relevant, which favours variants that return "
-              "the judged documents. P(best) is the bootstrap probability that the variant has the highest nDCG@10.",
-              "", _table(judged, ["variant", f"Judged@{JUDGED_K}", "unjudged in top 10", "P(best nDCG@10)"]), ""]
+              "carries a judgement (errored questions left out); unjudged documents count as non-relevant, which "
+              f"favours variants that return the judged documents.{sparse} P(best) is the bootstrap probability "
+              "that the variant has the highest nDCG@10.", "", _table(judged, columns), ""]
     if len(v.power):
         shown = v.power.assign(mde=v.power["mde"].map(_fmt), flag=v.power["warning"].map(lambda w: "below MDE" if isinstance(w, str) else ""),
                                needed=v.power["questions_needed"].map(lambda n: "n/a" if n is None or n != n else int(n)))
         lines += [f"**What the question set can detect** (paired against the baseline variant; α 0.05, power 0.8). "
-                  f"`mde`: the smallest true difference this set detects; `questions for {v.effect}`: the questions "
-                  f"needed to detect a difference of {v.effect}; n/a: the two variants agree on every question, so the "
-                  "spread of the differences, and with it the MDE, is undefined.", "",
+                  "`mde`: the smallest true difference from the baseline variant this set detects, from the spread "
+                  f"of the per-question differences; `questions for {v.effect}`: the questions needed to detect a "
+                  f"difference of {v.effect}; n/a: fewer than 2 questions, or the two variants agree on every "
+                  "question, so the spread, and with it the MDE, is undefined.", "",
                   _table(shown.rename(columns={"needed": f"questions for {v.effect}"}),
                          ["variant", "metric", "n", "mde", f"questions for {v.effect}", "tolerance", "flag"]), ""]
     if v.holes is not None:
@@ -246,21 +270,30 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
                   f"unjudged); a grade of 2 or more counts as relevant. Candidate golds are in "
                   f"`{Path(files.get('hole_review', 'hole_review.jsonl')).name}`: set `accept` to true and import them "
                   "with the question set's `extra_golds`.", "", _table(table, list(table.columns)), "",
-                  f"The same grader on the gold documents: {len(h.gold_not_answering)} of {h.counts['golds_graded']} "
-                  f"graded questions are not answered by their gold document (grade below 2; "
-                  f"{h.counts['golds_failed']} failed), and {len(h.answered_elsewhere)} are answered by another "
+                  f"The same grader on the gold documents: {len(h.gold_not_answering)} of "
+                  f"{h.counts['gold_questions_graded']} questions whose golds were all graded are not answered by any "
+                  f"of them (grade below 2; {h.counts['gold_questions_failed']} questions had a gold whose grading "
+                  f"failed), and {len(h.answered_elsewhere)} are answered by another "
                   "document too (a sign of a missing gold); both listed in "
                   f"`{Path(files.get('question_audit', 'question_audit.jsonl')).name}`.", ""]
     if v.flips:
         rows = pd.DataFrame([{"variant": k, "since run": f["previous_run"][:8], "hit→miss": f["hit_to_miss"],
                               "miss→hit": f["miss_to_hit"],
-                              "nondeterministic": (f["hit_to_miss"] + f["miss_to_hit"]) if f["same_provenance"] else 0}
+                              "nondeterministic": sum(bool(r["nondeterministic"]) for r in f["rows"])}
                              for k, f in v.flips.items()])
         lines += [f"**Changed since the previous comparable run** (hit@{FLIP_K}; questions in "
                   f"`{Path(files.get('flips', 'flips.jsonl')).name}`; nondeterministic: flips between runs with "
-                  "identical provenance, a sign of ties, ANN randomness or an unstable reranker).", "",
+                  "identical provenance, a sign of ties, ANN randomness or an unstable reranker; a question that "
+                  "errored in either run is an error, not nondeterminism).", "",
                   _table(rows, list(rows.columns)), ""]
     return lines
+
+
+def _probability(p: float | None) -> str:
+    """A bootstrap probability: never shown as a certain 1.000 or 0.000 it is not."""
+    if p is None:
+        return "n/a"
+    return "> 0.999" if 0.999 < p < 1 else "< 0.001" if 0 < p < 0.001 else f"{p:.3f}"
 
 
 def _power_warning(power: pd.DataFrame) -> list[str]:
@@ -269,10 +302,14 @@ def _power_warning(power: pd.DataFrame) -> list[str]:
     if not len(below):
         return []
     tolerances = ", ".join(f"{m} {t:.3f}" for m, t in below.groupby("metric", sort=False)["tolerance"].first().items())
-    return [f"in {len(below)} of {len(power)} comparisons with the baseline variant the gate's tolerance ({tolerances}) "
-            f"is below the minimum detectable effect ({_span(below['mde'])}): a change of "
-            "that size cannot be told from the noise of which questions were asked, so the gate passes or fails on "
-            "sampling luck. Raise the tolerances or add questions (see the table below)."]
+    defined = int(power["mde"].notna().sum())
+    undefined = len(power) - defined
+    return [f"in {len(below)} of {defined} comparisons with the baseline variant"
+            + (f" (and {undefined} with an undefined MDE)" if undefined else "")
+            + f" the gate's tolerance ({tolerances}) is below the minimum detectable effect ({_span(below['mde'])}): "
+            "by the spread of this set's per-question differences, a change of that size cannot be told from the "
+            "noise of which questions were asked, so a gate at that tolerance decides partly on sampling luck. "
+            "Raise the tolerances or add questions (see the table below)."]
 
 
 def _span(values: pd.Series) -> str:
@@ -298,7 +335,9 @@ def write_validity_files(v: Validity, folder: Path, suffix: str = "") -> dict[st
         from eval_pipeline.judging.holes import write_review_file
 
         paths["hole_review"] = str(folder / f"hole_review{suffix}.jsonl")
-        write_review_file(paths["hole_review"], v.holes.review_rows, keep_decisions=False)
+        # The previous run's file was carried into the stage: a person's accepts survive the rewrite, and
+        # the rows already imported stay, so the labels of the next run do not silently revert.
+        write_review_file(paths["hole_review"], v.holes.review_rows, keep_decisions=True)
     return paths
 
 

@@ -45,25 +45,29 @@ def test_holes_are_graded_and_accepted_golds_change_the_labels(tmp_path, job_env
         audit = [json.loads(line) for line in (tmp_path / "first" / "question_audit.jsonl").read_text().splitlines()]
         kettle_questions = {r["qid"] for r in audit if r["reasons"] == ["llm_gold_does_not_answer"]}
         assert kettle_questions == {"t1"}  # t1's gold is kettle-care (tests/fixtures/tiny_questions.jsonl)
-        assert "not answered by their gold document" in report
+        assert "are not answered by any of them" in report
         log = (tmp_path / "first.log").read_text()
         assert "Asset check 'question_set_audit' on 'question_set'" in log
 
-        reviewed = tmp_path / "reviewed.jsonl"
+        # A person accepts the first candidate in the file itself and points the next run at it.
+        reviewed = tmp_path / "first" / "hole_review.jsonl"
         accepted = {**rows[0], "accept": True}
         reviewed.write_text(json.dumps(accepted) + "\n" + "".join(json.dumps(r) + "\n" for r in rows[1:]))
-        config = tiny_job_config(tmp_path / "second")
+        before = _provenance_fingerprint(tmp_path / "first")
+        config = tiny_job_config(tmp_path / "first")
         config["ops"]["report"]["config"]["grade_holes"] = True
         config["ops"]["question_set"]["config"]["extra_golds"] = str(reviewed)
         job = start_job(tmp_path, "second", env, config)
         assert job.wait(timeout=600) == 0, (tmp_path / "second.log").read_text()[-3000:]
         assert len(stub.chat_requests()) == graded_calls  # every hole's grade came from the cache
 
-    assert _provenance_fingerprint(tmp_path / "second") != _provenance_fingerprint(tmp_path / "first")
-    again = [json.loads(line) for line in (tmp_path / "second" / "hole_review.jsonl").read_text().splitlines()]
+    assert _provenance_fingerprint(tmp_path / "first") != before
+    again = [json.loads(line) for line in reviewed.read_text().splitlines()]
     pair = (accepted["question_id"], accepted["doc_id"])
-    assert pair not in {(r["question_id"], r["doc_id"]) for r in again}  # a gold now, no longer a hole
-    assert len(again) == len(rows) - 1
+    kept = {(r["question_id"], r["doc_id"]): r["accept"] for r in again}
+    # A gold now, no longer a hole; its accepted row stays, so the next run imports it again and its
+    # labels do not silently revert.
+    assert kept[pair] is True and len(again) == len(rows)
 
 
 def test_grading_holes_without_a_model_fails_before_anything_is_embedded(tmp_path, job_env):
