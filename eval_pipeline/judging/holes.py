@@ -104,7 +104,7 @@ HOLE_PROMPT_VERSION = f"hole-grade-1+{_PROMPT_HASH}"
 
 # A tag that would open or close the fence (any case, spacing or attributes): blanked out.
 _DOC_TAG = re.compile(r"<\s*/?\s*document\b[^<>]*>", re.IGNORECASE)
-_CODE_FENCE = re.compile(r"```[A-Za-z0-9_-]*")
+CODE_FENCE = re.compile(r"```[A-Za-z0-9_-]*")
 
 Messages = list[dict[str, str]]
 
@@ -161,7 +161,7 @@ def parse_grade(text: Any) -> tuple[int, str] | None:
     """
     if not isinstance(text, str):
         return None
-    unfenced = _CODE_FENCE.sub(" ", text)
+    unfenced = CODE_FENCE.sub(" ", text)
     decoder = json.JSONDecoder()
     graded: list[dict[str, Any]] = []
     pos = 0
@@ -202,7 +202,9 @@ def _as_grade(value: Any) -> int | None:
 # --- identity and cache keys -----------------------------------------------------------------
 
 
-def _identity(llm: Any) -> dict[str, str]:
+def llm_identity(llm: Any) -> dict[str, str]:
+    """The LLM's identity as sorted text values (endpoint, model, sampling; never the key): what
+    every LLM grader's cache key names."""
     ident = getattr(llm, "identity", None)
     ident = ident() if callable(ident) else ident
     ident = ident if isinstance(ident, dict) else {}
@@ -212,7 +214,7 @@ def _identity(llm: Any) -> dict[str, str]:
 def judged_by(llm: Any) -> str:
     """Who grades: ``model@endpoint`` (the reranker's convention), or the class name of an
     LLM without an identity."""
-    ident = _identity(llm)
+    ident = llm_identity(llm)
     model = ident.get("model") or type(llm).__name__
     return f"{model}@{ident['base_url']}" if ident.get("base_url") else model
 
@@ -227,7 +229,8 @@ def grade_key(messages: Messages, identity: Mapping[str, str], *, max_tokens: in
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def _cache_path(cache_dir: Path, key: str) -> Path:
+def grade_cache_path(cache_dir: Path, key: str) -> Path:
+    """Where an LLM grader keeps one grade: sharded by the key's first two characters."""
     return cache_dir / key[:2] / f"{key}.json"
 
 
@@ -279,7 +282,7 @@ def grade_holes(
         raise ValueError("cache_dir must be a folder path")
     cache = Path(cache_dir)
     by_qid = {q.qid: q for q in question_list(questions)}
-    identity = _identity(llm)
+    identity = llm_identity(llm)
     who = judged_by(llm)
 
     jobs: list[tuple[str, str, Messages, str]] = []
@@ -301,7 +304,7 @@ def grade_holes(
 
     def grade_one(job: tuple[str, str, Messages, str]) -> HoleGrade:
         qid, doc_id, messages, key = job
-        path = _cache_path(cache, key)
+        path = grade_cache_path(cache, key)
         hit = _read_cached(path, key)
         if hit is not None:
             return HoleGrade(qid, doc_id, hit[0], hit[1], who, HOLE_PROMPT_VERSION, "graded", cached=True)
