@@ -37,7 +37,16 @@ def test_the_spool_is_written_once_per_signature(demo, tmp_path):
     stamp = first.spool.stat().st_mtime_ns
     second = demo.spool_to(tmp_path)
     assert second.spool == first.spool and second.spool.stat().st_mtime_ns == stamp
-    assert first.spool.name == f"{demo.signature}.jsonl"
+    assert first.spool.name.startswith(f"{demo.signature}-") and first.spool.suffix == ".jsonl"
+
+
+def test_corpora_that_differ_only_in_metadata_never_share_a_spool(tmp_path):
+    docs = (Document("a", "A", "", "a.md", "one", {"team": "ops"}),)
+    other = (Document("a", "A", "", "a.md", "one", {"team": "hr"}),)
+    first = CorpusSnapshot(documents=docs, source="x").spool_to(tmp_path)
+    second = CorpusSnapshot(documents=other, source="x").spool_to(tmp_path)
+    assert first.signature == second.signature and first.spool != second.spool
+    assert pickle.loads(pickle.dumps(second)).documents[0].metadata == {"team": "hr"}
 
 
 def test_a_changed_spool_file_is_refused_naming_it(demo, tmp_path):

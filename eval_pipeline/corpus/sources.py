@@ -107,11 +107,14 @@ class CorpusSnapshot:
         yield from _read_spool(self._spool_file(), self._signature, self._count)
 
     def spool_to(self, folder: str | Path) -> CorpusSnapshot:
-        """This snapshot spooled into `folder/<signature>.jsonl` (written once per signature,
-        atomically, in the signature's order)."""
+        """This snapshot spooled into `folder/<signature>-<metadata digest>.jsonl` (written once,
+        atomically, in the signature's order). The signature covers every text field; the
+        digest adds the records' metadata, which the signature leaves out, so two corpora that
+        differ only there never share a file."""
         from eval_pipeline.common.atomic import atomic_writer
 
-        path = Path(folder) / f"{self.signature}.jsonl"
+        metadata = json.dumps([[d.doc_id, d.metadata] for d in self.iter_sorted()], sort_keys=True, default=str)
+        path = Path(folder) / f"{self.signature}-{hashlib.sha256(metadata.encode()).hexdigest()[:8]}.jsonl"
         if not path.exists():
             with atomic_writer(path) as fh:
                 for d in self.iter_sorted():
