@@ -234,7 +234,7 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
               ""]
     judged = v.judged.assign(**{f"Judged@{JUDGED_K}": v.judged["judged"].map(_fmt),
                                 "unjudged in top 10": v.judged["unjudged_total"],
-                                "errored (left out)": v.judged["n_errored_excluded"],
+                                "engine errors (left out)": v.judged["n_errored_excluded"],
                                 "P(best nDCG@10)": v.judged["variant"].map(lambda k: _probability(v.p_best.get(k)))})
     sparse = ("" if v.judged_negatives else
               " These labels judge no document non-relevant, so Judged@10 here is only the share of gold documents "
@@ -242,14 +242,17 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
               "grade the holes (`report: {grade_holes: true}`) to measure that.")
     columns = ["variant", f"Judged@{JUDGED_K}", "unjudged in top 10", "P(best nDCG@10)"]
     if int(v.judged["n_errored_excluded"].sum()):
-        columns.insert(3, "errored (left out)")
+        columns.insert(3, "engine errors (left out)")
     lines += [f"**Labels and rank stability.** Judged@{JUDGED_K} is the share of a variant's top {JUDGED_K} that "
-              "carries a judgement (errored questions left out); unjudged documents count as non-relevant, which "
-              f"favours variants that return the judged documents.{sparse} P(best) is the bootstrap probability "
+              "carries a judgement (questions an engine failed on are left out); unjudged documents count as "
+              f"non-relevant, which favours variants that return the judged documents.{sparse} P(best) is the "
+              "bootstrap probability "
               "that the variant has the highest nDCG@10.", "", _table(judged, columns), ""]
     if len(v.power):
-        shown = v.power.assign(mde=v.power["mde"].map(_fmt), flag=v.power["warning"].map(lambda w: "below MDE" if isinstance(w, str) else ""),
-                               needed=v.power["questions_needed"].map(lambda n: "n/a" if n is None or n != n else int(n)))
+        shown = v.power.assign(
+            mde=v.power["mde"].map(_fmt),
+            flag=v.power["warning"].map(lambda w: "below MDE" if isinstance(w, str) else ""),
+            needed=v.power["questions_needed"].map(lambda n: "n/a" if n is None or n != n else int(n)))
         lines += [f"**What the question set can detect** (paired against the baseline variant; α 0.05, power 0.8). "
                   "`mde`: the smallest true difference from the baseline variant this set detects, from the spread "
                   f"of the per-question differences; `questions for {v.effect}`: the questions needed to detect a "
@@ -283,8 +286,8 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
                              for k, f in v.flips.items()])
         lines += [f"**Changed since the previous comparable run** (hit@{FLIP_K}; questions in "
                   f"`{Path(files.get('flips', 'flips.jsonl')).name}`; nondeterministic: flips between runs with "
-                  "identical provenance, a sign of ties, ANN randomness or an unstable reranker; a question that "
-                  "errored in either run is an error, not nondeterminism).", "",
+                  "identical provenance, a sign of ties, ANN randomness or an unstable reranker; a question an engine "
+                  "failed on in either run is an engine error, not nondeterminism).", "",
                   _table(rows, list(rows.columns)), ""]
     return lines
 
