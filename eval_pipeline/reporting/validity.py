@@ -246,8 +246,7 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
     lines += [f"**Labels and rank stability.** Judged@{JUDGED_K} is the share of a variant's top {JUDGED_K} that "
               "carries a judgement (questions an engine failed on are left out); unjudged documents count as "
               f"non-relevant, which favours variants that return the judged documents.{sparse} P(best) is the "
-              "bootstrap probability "
-              "that the variant has the highest nDCG@10.", "", _table(judged, columns), ""]
+              "bootstrap probability that the variant has the highest nDCG@10.", "", _table(judged, columns), ""]
     if len(v.power):
         shown = v.power.assign(
             mde=v.power["mde"].map(_fmt),
