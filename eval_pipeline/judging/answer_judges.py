@@ -71,6 +71,7 @@ from eval_pipeline.judging.holes import (
     MAX_REASON_CHARS,
     grade_cache_path,
     llm_identity,
+    run_all,
 )
 
 log = logging.getLogger(__name__)
@@ -593,25 +594,6 @@ def _decision_items(items: Iterable[Any]) -> list[DecisionItem]:
     return out
 
 
-def _run(llm: Any, fn, jobs: list) -> list:
-    """fn over jobs through the llm's `map` (the shared concurrency limit) when it has one; an
-    exception (a cache that cannot be written) is raised after every job finished."""
-    mapper = getattr(llm, "map", None)
-    if callable(mapper):
-        results = mapper(fn, jobs)
-    else:
-        results = []
-        for job in jobs:
-            try:
-                results.append(fn(job))
-            except Exception as exc:  # noqa: BLE001 - like LLMClient.map: finish the others, then raise
-                results.append(exc)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return list(results)
-
-
 class _Grader:
     """The call, the cache and the failure handling shared by both graders."""
 
@@ -700,7 +682,7 @@ def judge_answers(
         grader.store(key, item_id, levels, parsed["reason"], served)
         return _judge_grade(item_id, tuple(levels.values()), parsed["reason"], served, False)
 
-    return _run(llm, judge_one, jobs)
+    return run_all(llm, judge_one, jobs)
 
 
 def decide_answers(
@@ -741,4 +723,4 @@ def decide_answers(
         grader.store(key, item_id, {"level": level}, reason, served)
         return _decision_grade(item_id, level, reason, served, False)
 
-    return _run(llm, decide_one, jobs)
+    return run_all(llm, decide_one, jobs)

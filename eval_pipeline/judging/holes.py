@@ -327,14 +327,20 @@ def grade_holes(
         atomic_write_text(path, json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
         return HoleGrade(qid, doc_id, grade, reason, who, HOLE_PROMPT_VERSION, "graded")
 
+    return run_all(llm, grade_one, jobs)
+
+
+def run_all(llm: Any, fn, jobs: list) -> list:
+    """fn over jobs through the llm's `map` (the shared concurrency limit) when it has one; an
+    exception (a cache that cannot be written) is raised after every job finished."""
     mapper = getattr(llm, "map", None)
     if callable(mapper):
-        results = mapper(grade_one, jobs)
+        results = mapper(fn, jobs)
     else:
         results = []
         for job in jobs:
             try:
-                results.append(grade_one(job))
+                results.append(fn(job))
             except Exception as exc:  # noqa: BLE001 - like LLMClient.map: finish the others, then raise
                 results.append(exc)
     for result in results:
