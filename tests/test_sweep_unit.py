@@ -101,3 +101,32 @@ def test_a_failing_reranker_errors_the_question_and_a_fallback_is_marked(monkeyp
     config = __import__("json").loads(frame["variant_config"].iloc[0])
     assert config["reranker_identity"] == {"kind": "llm", "model": "m", "version": "1"}
     assert set(frame["store_table"]) == {"t"}
+
+
+def test_each_returned_document_names_the_chunk_that_ranked_it(monkeypatch):
+    """An answer is written from the chunk that put a document in the results: the frame keeps
+    it beside each doc id (the metadata engine ranks no chunk: its document's first chunk)."""
+
+    class Reverses:
+        def identity(self):
+            return {"kind": "test-reverse"}
+
+        def rerank(self, query, candidates, query_embedding=None):
+            return list(reversed(candidates))
+
+    dense = _variants()["deep"]
+    metadata, reranked = parse_sweep({"variants": [{"engine": "metadata"},
+                                                   {"engine": "metadata", "reranker": "llm",
+                                                    "name": "meta-rr"}]}).variants
+    s = _sweep(monkeypatch)
+    s.rerankers = {reranked.key: Reverses()}
+    s._chunks = [("d1:0", "d1", "alpha text"), ("d1:1", "d1", "more alpha"), ("d2:0", "d2", "beta text")]
+    frames = s.run([dense, metadata, reranked], QUESTIONS + [Question("q3", "alpha beta", ("d1",))])
+    row = frames[dense.key].set_index("qid").loc["q1"]
+    assert list(row["doc_ids"]) == ["d1"] and list(row["chunk_ids"]) == ["d1:0"]
+    for key in (metadata.key, reranked.key):
+        for _, r in frames[key].iterrows():
+            assert [c.split(":")[0] for c in r["chunk_ids"]] == list(r["doc_ids"])
+            assert all(c.endswith(":0") for c in r["chunk_ids"])
+    q3 = frames[reranked.key].set_index("qid").loc["q3"]
+    assert list(q3["doc_ids"]) == list(reversed(frames[metadata.key].set_index("qid").loc["q3", "doc_ids"]))

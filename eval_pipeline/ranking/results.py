@@ -15,7 +15,7 @@ STAGE_COLUMNS = [f"ms_{s}" for s in STAGES]  # NaN where the variant has no such
 
 
 RESULT_COLUMNS = [
-    "variant", "qid", "doc_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained",
+    "variant", "qid", "doc_ids", "chunk_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained",
     "pre_rerank", "keyword_docs", "dense_docs", "rerank_fallback", "diagnosis_error",
 ]
 

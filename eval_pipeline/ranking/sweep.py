@@ -213,7 +213,8 @@ class Sweep:
         return out
 
     def _with_chunk_ids(self, docs: Sequence[RankedDoc]) -> list[RankedDoc]:
-        """Metadata results carry no chunk; rerankers read the document's first chunk."""
+        """Metadata results carry no chunk: rerankers read, and the results name, the document's
+        first chunk."""
         if all(d.chunk_id for d in docs):
             return list(docs)
         first = {}
@@ -248,7 +249,8 @@ class Sweep:
                 if timed.error:
                     error = timed.error
                 else:
-                    reranked = [RankedDoc(c.doc_id, float(c.score)) for c in timed.value]
+                    chunk_of = {d.doc_id: d.chunk_id for d in head}
+                    reranked = [RankedDoc(c.doc_id, float(c.score), chunk_of.get(c.doc_id)) for c in timed.value]
                     final = reranked + list(pool[v.rerank_depth:])
             final = final[: v.depth] if error is None else []
             abstained = False
@@ -264,6 +266,8 @@ class Sweep:
                 "variant": v.key,
                 "qid": q.qid,
                 "doc_ids": [d.doc_id for d in final],
+                # the chunk that ranked each document: what an answer is written from
+                "chunk_ids": [d.chunk_id for d in self._with_chunk_ids(final)],
                 "scores": [float(d.score) for d in final],
                 "latency_ms": float(sum(stage_ms.values())),
                 **{f"ms_{s}": stage_ms.get(s, float("nan")) for s in STAGES},
