@@ -179,8 +179,8 @@ class ReportConfig(Config):
     record_history: bool = Field(default=True, description="record the run in the Postgres history tables "
                                  "(false: the gate still judges against the history, the run is not recorded)")
     grade_holes: bool = Field(default=False, description="grade the unjudged documents of the pooled top 10 with the "
-                              "LLM resource (spends tokens; cached): every metric is also shown with those labels, "
-                              "and candidate golds go to hole_review.jsonl")
+                              "LLM resource (spends tokens; cached): hit@1/5/10 and nDCG@10 are also shown with those "
+                              "labels, and candidate golds go to hole_review.jsonl")
 
 
 @asset(group_name="retrieval_eval")
