@@ -66,12 +66,14 @@ from eval_pipeline.answering.context import ContextEntry, render_context
 from eval_pipeline.answering.served import ServedBy, provider_of
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import is_integer
-from eval_pipeline.judging.holes import (
-    CODE_FENCE,
-    MAX_REASON_CHARS,
+from eval_pipeline.judging.llm_grading import (
+    check_grader_options,
+    clean_reason,
     grade_cache_path,
     llm_identity,
+    reply_objects,
     run_all,
+    score_in_range,
 )
 
 log = logging.getLogger(__name__)
@@ -262,37 +264,14 @@ def decision_messages(task: str, reference: str, answer: str, system_prompt: str
 
 
 def _level(value: Any) -> int | None:
-    if is_integer(value) and MIN_LEVEL <= value <= MAX_LEVEL:
-        return int(value)
-    if isinstance(value, str) and value.strip() in {str(n) for n in range(MIN_LEVEL, MAX_LEVEL + 1)}:
-        return int(value.strip())
-    return None
+    return score_in_range(value, MIN_LEVEL, MAX_LEVEL)
 
 
 def _parse_scores(text: Any, keys: tuple[str, ...]) -> tuple[tuple[int, ...], str] | None:
     """(levels in the order of `keys`, reason) from a reply, or None. Every top-level JSON
     object of the reply that has any of the keys (any case) must have all of them, each a
     level 1..5, and all such objects must agree."""
-    if not isinstance(text, str):
-        return None
-    unfenced = CODE_FENCE.sub(" ", text)
-    decoder = json.JSONDecoder(strict=False)  # a raw newline inside the reason is no reason to fail
-    scored: list[dict[str, Any]] = []
-    pos = 0
-    while True:
-        start = unfenced.find("{", pos)
-        if start == -1:
-            break
-        try:
-            value, end = decoder.raw_decode(unfenced, start)
-        except ValueError:
-            pos = start + 1
-            continue
-        if isinstance(value, dict):
-            lowered = {str(k).casefold(): v for k, v in value.items()}
-            if any(k in lowered for k in keys):
-                scored.append(lowered)
-        pos = end  # nested objects are not read again: scores must be at the top level
+    scored = reply_objects(text, keys, strict=False)  # a raw newline inside the reason is no reason to fail
     if not scored:
         return None
     found = set()
@@ -303,11 +282,7 @@ def _parse_scores(text: Any, keys: tuple[str, ...]) -> tuple[tuple[int, ...], st
         found.add(levels)
     if len(found) != 1:
         return None
-    reason = scored[0].get("reason")
-    reason = " ".join(reason.split()) if isinstance(reason, str) else ""
-    if len(reason) > MAX_REASON_CHARS:
-        reason = reason[: MAX_REASON_CHARS - 1] + "…"
-    return found.pop(), reason
+    return found.pop(), clean_reason(scored[0].get("reason"))
 
 
 def parse_judge_reply(text: Any) -> dict[str, Any] | None:
@@ -529,16 +504,6 @@ def _read_record(path: Path, key: str, fields: tuple[str, ...]) -> dict[str, Any
     return record
 
 
-def _check_options(llm: Any, cache_dir: Any, max_tokens: Any) -> Path:
-    if not callable(getattr(llm, "complete", None)):
-        raise ValueError(f"llm must have a complete(messages) method, got {llm!r:.80}")
-    if max_tokens is not None and (not is_integer(max_tokens) or max_tokens < 1):
-        raise ValueError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
-    if not isinstance(cache_dir, (str, Path)) or not str(cache_dir):
-        raise ValueError("cache_dir must be a folder path")
-    return Path(cache_dir)
-
-
 def _check_text(item_id: str, name: str, value: Any, *, blank_ok: bool) -> None:
     if not isinstance(value, str):
         raise ValueError(f"answer {item_id!r}: {name} must be a str, got {type(value).__name__}")
@@ -654,7 +619,7 @@ def judge_answers(
     Cached grades cost no call; each new grade is cached the moment it arrives; failed calls
     and unparseable replies have no scores and are not cached. An error writing the cache is
     raised after the calls in flight finish."""
-    cache = _check_options(llm, cache_dir, max_tokens)
+    cache = check_grader_options(llm, cache_dir, max_tokens)
     todo = _judge_items(items)
     grader = _Grader(llm, cache, max_tokens, "judge", JUDGE_PROMPT_VERSION)
     jobs = []
@@ -696,7 +661,7 @@ def decide_answers(
     against the task and the system prompt it ran with); one DecisionGrade per item, in input
     order. Checks, cache and failures as in `judge_answers`; an item without a reference is
     refused before any call. `decision_yardstick` names the run's yardstick."""
-    cache = _check_options(llm, cache_dir, max_tokens)
+    cache = check_grader_options(llm, cache_dir, max_tokens)
     todo = _decision_items(items)
     grader = _Grader(llm, cache, max_tokens, "decision", DECISION_PROFILE_VERSION)
     jobs = []

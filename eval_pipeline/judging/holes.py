@@ -47,6 +47,15 @@ from typing import Any
 
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import is_integer
+from eval_pipeline.judging.llm_grading import (
+    check_grader_options,
+    clean_reason,
+    grade_cache_path,
+    llm_identity,
+    reply_objects,
+    run_all,
+    score_in_range,
+)
 from eval_pipeline.questions.extra_golds import MAX_GRADE, MIN_GRADE, REVIEW_FIELDS, read_review_rows
 from eval_pipeline.questions.sets import Question, question_list
 
@@ -73,7 +82,6 @@ __all__ = [
 CANDIDATE_MIN_GRADE = 2  # "answers at least in part": a likely missing gold
 DEFAULT_MAX_CHARS = 4000  # document text shown to the grader; longer documents are cut (and say so)
 PASSAGE_CHARS = 500  # document text shown to the reviewer
-MAX_REASON_CHARS = 300
 CACHE_RECORD_VERSION = 1
 GRADE_STATUSES = ("graded", "unparseable", "failed")
 
@@ -104,7 +112,6 @@ HOLE_PROMPT_VERSION = f"hole-grade-1+{_PROMPT_HASH}"
 
 # A tag that would open or close the fence (any case, spacing or attributes): blanked out.
 _DOC_TAG = re.compile(r"<\s*/?\s*document\b[^<>]*>", re.IGNORECASE)
-CODE_FENCE = re.compile(r"```[A-Za-z0-9_-]*")
 
 Messages = list[dict[str, str]]
 
@@ -159,56 +166,16 @@ def parse_grade(text: Any) -> tuple[int, str] | None:
     failure, not a guess. A missing or non-string reason is "" (the grade is what counts);
     the reason is whitespace-collapsed and cut to 300 characters.
     """
-    if not isinstance(text, str):
-        return None
-    unfenced = CODE_FENCE.sub(" ", text)
-    decoder = json.JSONDecoder()
-    graded: list[dict[str, Any]] = []
-    pos = 0
-    while True:
-        start = unfenced.find("{", pos)
-        if start == -1:
-            break
-        try:
-            value, end = decoder.raw_decode(unfenced, start)
-        except ValueError:
-            pos = start + 1
-            continue
-        if isinstance(value, dict):
-            lowered = {str(key).casefold(): v for key, v in value.items()}
-            if "grade" in lowered:
-                graded.append(lowered)
-        pos = end  # an object's own braces (nested objects) are not read again
+    graded = reply_objects(text, ("grade",))
     if not graded:
         return None
-    grades = {_as_grade(obj["grade"]) for obj in graded}
+    grades = {score_in_range(obj["grade"], MIN_GRADE, MAX_GRADE) for obj in graded}
     if None in grades or len(grades) != 1:
         return None
-    reason = graded[0].get("reason")
-    reason = " ".join(reason.split()) if isinstance(reason, str) else ""
-    if len(reason) > MAX_REASON_CHARS:
-        reason = reason[: MAX_REASON_CHARS - 1] + "…"
-    return grades.pop(), reason
-
-
-def _as_grade(value: Any) -> int | None:
-    if is_integer(value) and MIN_GRADE <= value <= MAX_GRADE:
-        return int(value)
-    if isinstance(value, str) and value.strip() in {str(g) for g in range(MIN_GRADE, MAX_GRADE + 1)}:
-        return int(value.strip())
-    return None
+    return grades.pop(), clean_reason(graded[0].get("reason"))
 
 
 # --- identity and cache keys -----------------------------------------------------------------
-
-
-def llm_identity(llm: Any) -> dict[str, str]:
-    """The LLM's identity as sorted text values (endpoint, model, sampling; never the key): what
-    every LLM grader's cache key names."""
-    ident = getattr(llm, "identity", None)
-    ident = ident() if callable(ident) else ident
-    ident = ident if isinstance(ident, dict) else {}
-    return {str(k): str(v) for k, v in sorted(ident.items())}
 
 
 def judged_by(llm: Any) -> str:
@@ -227,11 +194,6 @@ def grade_key(messages: Messages, identity: Mapping[str, str], *, max_tokens: in
                           "messages": messages, "max_tokens": max_tokens},
                          sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-def grade_cache_path(cache_dir: Path, key: str) -> Path:
-    """Where an LLM grader keeps one grade: sharded by the key's first two characters."""
-    return cache_dir / key[:2] / f"{key}.json"
 
 
 def _read_cached(path: Path, key: str) -> tuple[int, str] | None:
@@ -272,15 +234,9 @@ def grade_holes(
     is raised (after the calls in flight finish): a run that cannot save its grades cannot
     resume either.
     """
-    if not callable(getattr(llm, "complete", None)):
-        raise ValueError(f"llm must have a complete(messages) method, got {llm!r:.80}")
+    cache = check_grader_options(llm, cache_dir, max_tokens)
     if not is_integer(max_chars) or max_chars < 1:
         raise ValueError(f"max_chars must be an integer >= 1, got {max_chars!r}")
-    if max_tokens is not None and (not is_integer(max_tokens) or max_tokens < 1):
-        raise ValueError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
-    if not isinstance(cache_dir, (str, Path)) or not str(cache_dir):
-        raise ValueError("cache_dir must be a folder path")
-    cache = Path(cache_dir)
     by_qid = {q.qid: q for q in question_list(questions)}
     identity = llm_identity(llm)
     who = judged_by(llm)
@@ -328,25 +284,6 @@ def grade_holes(
         return HoleGrade(qid, doc_id, grade, reason, who, HOLE_PROMPT_VERSION, "graded")
 
     return run_all(llm, grade_one, jobs)
-
-
-def run_all(llm: Any, fn, jobs: list) -> list:
-    """fn over jobs through the llm's `map` (the shared concurrency limit) when it has one; an
-    exception (a cache that cannot be written) is raised after every job finished."""
-    mapper = getattr(llm, "map", None)
-    if callable(mapper):
-        results = mapper(fn, jobs)
-    else:
-        results = []
-        for job in jobs:
-            try:
-                results.append(fn(job))
-            except Exception as exc:  # noqa: BLE001 - like LLMClient.map: finish the others, then raise
-                results.append(exc)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return list(results)
 
 
 def grading_counts(grades: Iterable[HoleGrade]) -> dict[str, int]:
