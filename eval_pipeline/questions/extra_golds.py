@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.common.checks import is_integer
-from eval_pipeline.questions.sets import Question, QuestionSetError, check_text, question_list
+from eval_pipeline.questions.sets import Question, QuestionSetError, check_text, json_object_line, question_list
 
 __all__ = [
     "MAX_GRADE",
@@ -176,12 +176,7 @@ def load_extra_golds(
 
 def _row_from(path: Path, lineno: int, line: str) -> dict[str, Any]:
     loc = f"{path}:{lineno}"
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ExtraGoldsError(f"{loc}: invalid JSON: {exc.msg} at column {exc.colno}") from None
-    if not isinstance(obj, dict):
-        raise ExtraGoldsError(f"{loc}: expected a JSON object, got {type(obj).__name__}")
+    obj = json_object_line(path, lineno, line, ExtraGoldsError)
     missing = [name for name in REQUIRED_FIELDS if name not in obj]
     if missing:
         raise ExtraGoldsError(f"{loc}: missing field(s) {', '.join(repr(m) for m in missing)} "

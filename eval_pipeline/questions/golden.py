@@ -82,6 +82,7 @@ from eval_pipeline.questions.sets import (
     FORMS,
     QuestionSetError,
     check_text,
+    json_object_line,
     question_list,
 )
 
@@ -497,11 +498,8 @@ def _prompt_from(obj: Any, loc: str) -> GoldenPrompt:
 # --- files ------------------------------------------------------------------------------------
 
 
-def _parse_line(path: Path, lineno: int, line: str) -> Any:
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise GoldenPromptError(f"{path}:{lineno}: invalid JSON: {exc.msg} at column {exc.colno}") from exc
+def _parse_line(path: Path, lineno: int, line: str) -> dict[str, Any]:
+    return json_object_line(path, lineno, line, GoldenPromptError)
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -162,7 +162,7 @@ def load_question_set(
         raise QuestionSetError(f"{path}: cannot read question set: {exc}") from exc
     if not lines:
         raise QuestionSetError(f"{path}: empty file (expected a header line)")
-    header = _parse_line(path, 1, lines[0])
+    header = json_object_line(path, 1, lines[0])
     if header.get("kind") != HEADER_KIND:
         raise QuestionSetError(
             f"{path}:1: missing header: expected an object with kind={HEADER_KIND!r}; for a hand-labelled set, "
@@ -183,7 +183,7 @@ def load_question_set(
     for lineno, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
-        q = _question_from(path, lineno, _parse_line(path, lineno, line))
+        q = _question_from(path, lineno, json_object_line(path, lineno, line))
         if q.qid in seen:
             raise QuestionSetError(f"{path}:{lineno}: duplicate qid {q.qid!r} (first at line {seen[q.qid]})")
         seen[q.qid] = lineno
@@ -272,13 +272,16 @@ def _require_answerable(where: str | Path, questions: Iterable[Question]) -> Non
         )
 
 
-def _parse_line(path: Path, lineno: int, line: str) -> dict[str, Any]:
+def json_object_line(path: Path, lineno: int, line: str, error: type[QuestionSetError] = QuestionSetError
+                     ) -> dict[str, Any]:
+    """One line of a JSONL file as a JSON object, or `error` naming the file and line: every
+    JSONL format of this stage (question sets, golden prompts, review files) reads its lines so."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise QuestionSetError(f"{path}:{lineno}: invalid JSON: {exc.msg} at column {exc.colno}") from exc
+        raise error(f"{path}:{lineno}: invalid JSON: {exc.msg} at column {exc.colno}") from exc
     if not isinstance(obj, dict):
-        raise QuestionSetError(f"{path}:{lineno}: expected a JSON object")
+        raise error(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
     return obj
 
 
@@ -332,13 +335,13 @@ def stamp_question_file(questions_path: str | Path, corpus_signature: str, doc_i
     """
     path = Path(questions_path)
     numbered = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if line.strip()]
-    if numbered and _parse_line(path, *numbered[0]).get("kind") == HEADER_KIND:
+    if numbered and json_object_line(path, *numbered[0]).get("kind") == HEADER_KIND:
         numbered = numbered[1:]
     known = set(doc_ids)
     questions: list[Question] = []
     seen: dict[str, int] = {}
     for lineno, line in numbered:
-        q = _question_from(path, lineno, _parse_line(path, lineno, line))
+        q = _question_from(path, lineno, json_object_line(path, lineno, line))
         missing = [d for d in q.gold if d not in known]
         if missing:
             raise QuestionSetError(f"{path}:{lineno}: gold document ids not in the corpus: {missing}")
@@ -403,7 +406,7 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
     with open(queries_path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if line.strip():
-                obj = _parse_line(queries_path, lineno, line)
+                obj = json_object_line(queries_path, lineno, line)
                 qid = str(obj.get("_id"))
                 if qid in texts:
                     raise QuestionSetError(
