@@ -88,6 +88,8 @@ class Sweep:
         self.miss_k = miss_k
         self.code_version = code_version
         self._chunks: list[tuple[str, str, str]] | None = None
+        self._chunk_text: dict[str, str] | None = None
+        self._first_chunk: dict[str, str] | None = None
         self._chunk_embeddings: dict[str, np.ndarray] | None = None
         self._legs: dict[tuple[str, int], object] = {}
         self._leg_cache: dict[tuple[str, int, str], _Timed] = {}
@@ -105,7 +107,18 @@ class Sweep:
         return self._chunks
 
     def chunk_text(self) -> dict[str, str]:
-        return {cid: text for cid, _, text in self.chunks()}
+        """{chunk id: text}, built once: every reranked question reads it."""
+        if self._chunk_text is None:
+            self._chunk_text = {cid: text for cid, _, text in self.chunks()}
+        return self._chunk_text
+
+    def first_chunk(self) -> dict[str, str]:
+        """{doc id: its first chunk id}, built once: every metadata result reads it."""
+        if self._first_chunk is None:
+            self._first_chunk = {}
+            for cid, doc_id, _ in self.chunks():
+                self._first_chunk.setdefault(doc_id, cid)
+        return self._first_chunk
 
     def chunk_embeddings(self) -> dict[str, np.ndarray]:
         if self._chunk_embeddings is None:
@@ -217,9 +230,7 @@ class Sweep:
         first chunk."""
         if all(d.chunk_id for d in docs):
             return list(docs)
-        first = {}
-        for cid, doc_id, _ in self.chunks():
-            first.setdefault(doc_id, cid)
+        first = self.first_chunk()
         return [d if d.chunk_id else RankedDoc(d.doc_id, d.score, first.get(d.doc_id)) for d in docs]
 
     def run_variant(self, v: Variant, questions: Sequence[Question]) -> pd.DataFrame:
