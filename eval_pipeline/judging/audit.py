@@ -337,14 +337,21 @@ def metadata_engine_ranks(questions: Iterable[Question], snapshot: CorpusSnapsho
         raise ValueError(f"depth must be a positive integer, got {depth!r}")
     engine = MetadataEngine(snapshot.documents, depth=depth)
     by_id = snapshot.by_id()
+    named: dict[str, frozenset[str]] = {}  # a gold's metadata content words, once per document
+
+    def metadata_words(doc_id: str) -> frozenset[str]:
+        if doc_id not in named:
+            d = by_id[doc_id]
+            (named[doc_id],) = content_words([" ".join((d.title, d.description, d.filename))])
+        return named[doc_id]
+
     out: dict[str, int | None] = {}
     for q in questions:
         if not q.answerable:
             continue
         scores = engine.score(q.question)
         (asked,) = content_words([q.question])
-        routes = [g for g in q.gold if g in scores and asked & content_words(
-            [" ".join((by_id[g].title, by_id[g].description, by_id[g].filename))])[0]]
+        routes = [g for g in q.gold if g in scores and asked & metadata_words(g)]
         golds = [scores[g] for g in routes]
         if not golds:
             out[q.qid] = None
