@@ -1,0 +1,705 @@
+"""Answer-quality history in Postgres, and the answer gate: did the answers get worse?
+
+Answer runs are recorded and judged the way retrieval runs are (:mod:`eval_pipeline.judging.history`,
+:mod:`eval_pipeline.judging.gates`), one row per (run, variant, grader), in the same database::
+
+    {prefix}_answer_runs   run_id, variant, grader (PRIMARY KEY), seq (insertion order),
+                           created_at, set_id, set_fingerprint, corpus_signature,
+                           generator (NULL: unknown), yardstick, limited, errored, eligible,
+                           n_scored, pass_rate, mean_score, their confidence bounds,
+                           variant_config jsonb, provenance jsonb
+
+Only numbers and identities are stored: no answer text, ever (:func:`record_answer_run`
+refuses any key it does not know, so a stray ``answers`` column cannot slip in).
+
+The key. Two rows measure the same thing only when they share the **key**: set id, set
+fingerprint, corpus signature, generator, yardstick, variant and grader. Nothing else is
+ever compared: another prompt set, an edited set, another corpus, another generating model
+or another grading model/profile is a different measurement, never a yardstick.
+
+Comparable (:func:`answer_comparable`): the generator is known (``run_generator`` found a
+single one), the yardstick names a single grader under one version, the run is not limited,
+and the set id, set fingerprint and corpus signature are known. Yardsticks:
+
+* ``deterministic:v<version>``, ``static:v<version>``: comparable;
+* ``judge:<provider>:<model>:v<version>``, ``decision:<provider>:<model>:v<version>``:
+  comparable (the rules of :func:`eval_pipeline.judging.answer_judges.comparable_yardstick`);
+* bare ``judge``/``decision`` (no single grader), ``judge:failed``/``decision:failed``, a
+  yardstick of another grader than the row's, or anything else: never.
+
+Eligible: a row may be a later run's yardstick only when it is comparable, no answer
+errored, it scored at least one answer with finite pass rate and mean score, and (the
+caller's part) its gates passed. The caller computes ``eligible``; :func:`record_answer_run`
+refuses ``eligible=True`` on a row that breaks any of the rules above (the table's CHECK
+constraint refuses the worst of them too).
+
+Which rows are the yardsticks: :func:`previous_answer_run` is the latest eligible row with
+the same key, :func:`reference_answer_run` the first one (a pinned reference: a regression
+in small steps, each within the tolerance, fails against it). Both exclude the current run
+(and, when it is recorded, everything recorded after it). A fresh database (no table) has
+no yardstick, never an error.
+
+The gate (:func:`evaluate_answer_gate`), states:
+
+``not_comparable``  the current run is not comparable (see above): nothing is judged; the
+                    gate passes with a warning, unless ``strict`` (then it fails).
+``first_run``       no earlier eligible row with the same key: the gate passes.
+``comparable``      pass rate and mean score, each against the previous and the reference
+                    row: a metric fails when ``current - yardstick < -(tolerance + EPSILON)``
+                    (a drop equal to the tolerance passes, see
+                    :data:`eval_pipeline.judging.gates.EPSILON`); a NaN current value (nothing
+                    scored) fails its row.
+
+A current run with errored answers (``errored > 0``) fails the gate in every state: its
+metrics are over the answers that happened to be generated.
+
+Tolerances (:func:`validate_answer_tolerances`): ``max_pass_rate_drop`` and
+``max_mean_score_drop``, absolute drops in [0, 1], 0.1 each by default.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from eval_pipeline.common.checks import is_integer, is_real
+from eval_pipeline.judging.answer_judges import GRADERS, comparable_yardstick
+from eval_pipeline.judging.gates import EPSILON
+from eval_pipeline.judging.history import table_names
+from eval_pipeline.store.database import call_redacted, connect
+
+__all__ = [
+    "ANSWER_METRICS",
+    "ANSWER_STATES",
+    "DEFAULT_ANSWER_TOLERANCES",
+    "ROW_FIELDS",
+    "AnswerGateResult",
+    "answer_comparable",
+    "answer_table_name",
+    "evaluate_answer_gate",
+    "parse_tolerance",
+    "previous_answer_run",
+    "read_answer_runs",
+    "record_answer_run",
+    "reference_answer_run",
+    "validate_answer_tolerances",
+]
+
+DEFAULT_ANSWER_TOLERANCES: dict[str, float] = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
+# metric -> the tolerance that gates it
+ANSWER_METRICS: dict[str, str] = {"pass_rate": "max_pass_rate_drop", "mean_score": "max_mean_score_drop"}
+ANSWER_STATES = ("not_comparable", "first_run", "comparable")
+
+# What makes two rows the same measurement.
+KEY_FIELDS = ("variant", "grader", "set_id", "set_fingerprint", "corpus_signature", "generator", "yardstick")
+# The keys record_answer_run accepts in a row (required ones first).
+REQUIRED_FIELDS = ("variant", "grader", "set_id", "set_fingerprint", "corpus_signature", "generator", "yardstick",
+                   "limited", "errored", "eligible", "n_scored", "pass_rate", "mean_score")
+OPTIONAL_FIELDS = ("run_id", "pass_rate_ci_low", "pass_rate_ci_high", "mean_ci_low", "mean_ci_high",
+                   "variant_config", "provenance")
+ROW_FIELDS = REQUIRED_FIELDS + OPTIONAL_FIELDS
+_CI_FIELDS = ("pass_rate_ci_low", "pass_rate_ci_high", "mean_ci_low", "mean_ci_high")
+_STORED = ("run_id", "variant", "grader", "set_id", "set_fingerprint", "corpus_signature", "generator", "yardstick",
+           "limited", "errored", "eligible", "n_scored", "pass_rate", "mean_score", *_CI_FIELDS,
+           "variant_config", "provenance")
+_READ = ("run_id", "variant", "grader", "seq", "created_at", *_STORED[3:])
+_FLOATS = ("pass_rate", "mean_score", *_CI_FIELDS)
+
+# A plain decimal or scientific literal, ASCII digits only: "0.05", ".5", "5.", "1e-2", "+5E-1".
+# Not "nan", "inf", "0x1", "1_0" (all of which float() would take), nor "" or a bare sign/dot.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_VERSIONED = re.compile(r"(?P<grader>deterministic|static):v[^:\s]+")
+_LLM_GRADED = re.compile(r"(?P<grader>judge|decision):(?P<who>.+):v(?P<version>[^:\s]+)")
+
+
+# --------------------------------------------------------------------------
+# tolerances
+# --------------------------------------------------------------------------
+
+
+def parse_tolerance(value: object, name: str, *, source: str | None = None) -> float:
+    """``value`` as a tolerance: a finite number in [0, 1] (both ends included), as a float.
+
+    Accepted: ints and floats (and numpy's; not Decimal, which is no ``numbers.Real``), and strings
+    holding a plain decimal or scientific literal after stripping surrounding whitespace
+    (PyYAML reads ``1e-2`` without a dot as the string ``"1e-2"``). ``-0.0`` is 0 and comes
+    back as ``0.0``. Refused with a ValueError naming ``source`` (when given), ``name`` and
+    the value's repr: bool, None (an empty YAML value), an empty or blank string, any other
+    string (``"abc"``, ``"nan"``, ``"inf"``, ``"0x1"``, ``"1_0"``), NaN, infinities, values
+    outside [0, 1], and every other type (a list, a mapping)."""
+    where = f"{source}: " if source else ""
+
+    def refuse(why: str) -> ValueError:
+        return ValueError(f"{where}{name} must be {why}, got {value!r}")
+
+    expected = "a finite number in [0, 1] (decimal or scientific notation, e.g. 0.05 or 5e-2)"
+    if isinstance(value, bool):
+        raise refuse(f"{expected}, not a boolean")
+    if value is None:
+        raise refuse(f"{expected}; the setting is empty")
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            raise refuse(f"{expected}; the setting is empty")
+        if not _NUMBER.fullmatch(text):
+            raise refuse(expected)
+        number = float(text)
+    elif is_real(value):
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (OverflowError, ValueError):
+            raise refuse(expected) from None
+    else:
+        raise refuse(expected)
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        raise refuse(expected)
+    return number + 0.0  # -0.0 + 0.0 == 0.0
+
+
+def validate_answer_tolerances(raw: Mapping[str, object] | None, source: str) -> dict[str, float]:
+    """The answer gate's tolerances, ``{"max_pass_rate_drop": float, "max_mean_score_drop":
+    float}``: each from ``raw`` when present (:func:`parse_tolerance`), else 0.1. ``raw`` None
+    or ``{}`` gives the defaults; a key present with an empty value (None) is an error, not a
+    default. An unknown key is an error naming the valid ones (a misspelled tolerance would
+    otherwise silently keep the default). ``source`` (e.g. the config file) is named in every
+    error."""
+    if raw is None:
+        return dict(DEFAULT_ANSWER_TOLERANCES)
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{source}: answer gate tolerances must be a mapping of setting -> number, got {raw!r}")
+    unknown = [key for key in raw if key not in DEFAULT_ANSWER_TOLERANCES]
+    if unknown:
+        raise ValueError(f"{source}: unknown answer gate tolerance(s) {', '.join(map(repr, unknown))}; "
+                         f"valid settings: {', '.join(DEFAULT_ANSWER_TOLERANCES)}")
+    return {key: parse_tolerance(raw[key], key, source=source) if key in raw else default
+            for key, default in DEFAULT_ANSWER_TOLERANCES.items()}
+
+
+# --------------------------------------------------------------------------
+# comparability
+# --------------------------------------------------------------------------
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _flag(value: object) -> bool | None:
+    """A bool (Python's or numpy's, as a pandas row gives) as a Python bool; None otherwise
+    (0, 1, "false", None are not flags)."""
+    return bool(value) if isinstance(value, (bool, np.bool_)) else None
+
+
+def _yardstick_problem(yardstick: object, grader: object) -> str | None:
+    """Why ``yardstick`` cannot be compared for ``grader``, or None when it can."""
+    if not _text(yardstick):
+        return f"the yardstick is missing or invalid ({yardstick!r})"
+    versioned = _VERSIONED.fullmatch(yardstick)  # type: ignore[arg-type]
+    graded = _LLM_GRADED.fullmatch(yardstick)  # type: ignore[arg-type]
+    match = versioned or graded
+    if match is None:
+        return (f"the yardstick {yardstick!r} names no single grader under one version (a grading model "
+                "failed, changed between calls or is unknown): it is never compared")
+    if match["grader"] != grader:
+        return f"the yardstick {yardstick!r} does not belong to grader {grader!r}"
+    # answer_judges' rules (a provider and a model), asked in the decision form so that they
+    # hold for the judge whether or not comparable_yardstick knows the judge prefix
+    if graded is not None and not comparable_yardstick(f"decision:{graded['who']}:v{graded['version']}"):
+        return f"the yardstick {yardstick!r} names no single grading model: it is never compared"
+    return None
+
+
+def answer_comparable(row: Mapping[str, Any]) -> tuple[bool, str]:
+    """Whether ``row`` (a recorded row, or one about to be) can be compared with another
+    run's, and why not: its run is limited (``limited`` must be a False bool, not merely falsy), its
+    generator is unknown (None, empty: the answers named none or more than one), its
+    yardstick names no single grader (see the module docstring), or its set id, set
+    fingerprint or corpus signature is unknown (then no key can match exactly)."""
+    if not isinstance(row, Mapping):
+        return False, f"the row is not a mapping: {row!r}"
+    limited = _flag(row.get("limited"))
+    if limited is not False:
+        return False, ("the run is limited (a subset of the prompts or variants): its means are over other prompts"
+                       if limited else f"the row's limited flag is missing or invalid ({row.get('limited')!r})")
+    if not _text(row.get("generator")):
+        return False, ("the generator is unknown: an answer named no model, or the answers came from more than "
+                       "one generator")
+    problem = _yardstick_problem(row.get("yardstick"), row.get("grader"))
+    if problem is not None:
+        return False, problem
+    missing = [key for key in ("set_id", "set_fingerprint", "corpus_signature") if not _text(row.get(key))]
+    if missing:
+        return False, f"{', '.join(missing)} unknown: the row cannot be matched with another run's"
+    return True, f"generator {row['generator']!r}, yardstick {row['yardstick']!r}"
+
+
+def _ineligible(row: Mapping[str, Any]) -> list[str]:
+    """Why a validated row may not be a later run's yardstick (empty: it may)."""
+    reasons = []
+    ok, why = answer_comparable(row)
+    if not ok:
+        reasons.append(why)
+    if row["errored"] > 0:
+        reasons.append(f"{row['errored']} answer(s) could not be generated: the metrics are incomplete")
+    if row["n_scored"] == 0:
+        reasons.append("no answer was scored")
+    nan = [m for m in ANSWER_METRICS if row[m] is None]
+    if nan:
+        reasons.append(f"{', '.join(nan)} is missing or NaN")
+    return reasons
+
+
+# --------------------------------------------------------------------------
+# the table
+# --------------------------------------------------------------------------
+
+
+def answer_table_name(prefix: str = "eval") -> str:
+    """``{prefix}_answer_runs``; ``prefix`` follows :func:`eval_pipeline.judging.history.table_names`."""
+    table_names(prefix)  # validates the prefix (a lowercase identifier of 1-30 characters)
+    return f"{prefix}_answer_runs"
+
+
+def _create_table(cur: Any, table: str) -> None:
+    from psycopg import sql
+
+    # Concurrent first writers would race on CREATE TABLE IF NOT EXISTS (a unique violation in
+    # pg_type); a transaction-scoped advisory lock serializes them, as in history._create_tables.
+    cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
+    cur.execute(
+        sql.SQL(
+            """CREATE TABLE IF NOT EXISTS {table} (
+                run_id text NOT NULL,
+                variant text NOT NULL,
+                grader text NOT NULL,
+                seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                set_id text NOT NULL,
+                set_fingerprint text NOT NULL,
+                corpus_signature text,
+                generator text,
+                yardstick text NOT NULL,
+                limited boolean NOT NULL,
+                errored integer NOT NULL CHECK (errored >= 0),
+                eligible boolean NOT NULL,
+                n_scored integer NOT NULL CHECK (n_scored >= 0),
+                pass_rate double precision,
+                mean_score double precision,
+                pass_rate_ci_low double precision,
+                pass_rate_ci_high double precision,
+                mean_ci_low double precision,
+                mean_ci_high double precision,
+                variant_config jsonb NOT NULL DEFAULT '{{}}'::jsonb,
+                provenance jsonb NOT NULL DEFAULT '{{}}'::jsonb,
+                PRIMARY KEY (run_id, variant, grader),
+                CONSTRAINT {check} CHECK (NOT eligible OR (NOT limited AND errored = 0 AND generator IS NOT NULL
+                    AND corpus_signature IS NOT NULL AND n_scored > 0 AND pass_rate IS NOT NULL
+                    AND mean_score IS NOT NULL))
+            )"""
+        ).format(table=sql.Identifier(table), check=sql.Identifier(f"{table}_eligible_check"))
+    )
+    cur.execute(
+        sql.SQL("CREATE INDEX IF NOT EXISTS {idx} ON {table} (variant, grader, set_id, set_fingerprint, "
+                "corpus_signature, generator, yardstick, seq)").format(
+            idx=sql.Identifier(f"{table}_key_idx"), table=sql.Identifier(table))
+    )
+
+
+def _table_exists(conn: Any, table: str) -> bool:
+    return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]
+
+
+# --------------------------------------------------------------------------
+# recording
+# --------------------------------------------------------------------------
+
+
+def _unit_value(value: object, what: str) -> float | None:
+    """A metric in [0, 1] as a float; None for None/NaN (stored as NULL); ValueError otherwise."""
+    if value is None:
+        return None
+    if not is_real(value):
+        raise ValueError(f"{what} must be a number in [0, 1], NaN or None, got {value!r}")
+    number = float(value)  # type: ignore[arg-type]
+    if math.isnan(number):
+        return None
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"{what} must be a number in [0, 1], NaN or None, got {value!r}")
+    return number + 0.0
+
+
+def _json_mapping(value: object, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what} must be a mapping or None, got {type(value).__name__}")
+    try:
+        json.dumps(value, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} must be JSON-serializable (no NaN/inf): {exc}") from None
+    return dict(value)
+
+
+def _check_row(run_id: str, raw: object, index: int) -> dict[str, Any]:
+    where = f"rows[{index}]"
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where} must be a mapping, got {type(raw).__name__}")
+    unknown = sorted(map(str, set(raw) - set(ROW_FIELDS)))
+    if unknown:
+        raise ValueError(f"{where} has unknown key(s) {unknown} (no answer text is stored); "
+                         f"valid keys: {', '.join(ROW_FIELDS)}")
+    missing = [key for key in REQUIRED_FIELDS if key not in raw]
+    if missing:
+        raise ValueError(f"{where} is missing key(s) {missing}")
+    if "run_id" in raw and raw["run_id"] != run_id:
+        raise ValueError(f"{where} has run_id {raw['run_id']!r}, but the run being recorded is {run_id!r}")
+    where = f"{where} ({raw.get('variant')!r}, {raw.get('grader')!r})"
+    for key in ("variant", "set_id", "set_fingerprint", "yardstick"):
+        if not _text(raw[key]):
+            raise ValueError(f"{where}: {key} must be a non-empty string, got {raw[key]!r}")
+    if raw["grader"] not in GRADERS:
+        raise ValueError(f"{where}: grader must be one of {', '.join(GRADERS)}, got {raw['grader']!r}")
+    for key in ("corpus_signature", "generator"):
+        if raw[key] is not None and not isinstance(raw[key], str):
+            raise ValueError(f"{where}: {key} must be a string or None (unknown), got {raw[key]!r}")
+    for key in ("limited", "eligible"):
+        if _flag(raw[key]) is None:
+            raise ValueError(f"{where}: {key} must be True or False, got {raw[key]!r}")
+    for key in ("errored", "n_scored"):
+        if not is_integer(raw[key]) or raw[key] < 0:
+            raise ValueError(f"{where}: {key} must be an integer >= 0, got {raw[key]!r}")
+    row: dict[str, Any] = {
+        "run_id": run_id,
+        "variant": raw["variant"],
+        "grader": raw["grader"],
+        "set_id": raw["set_id"],
+        "set_fingerprint": raw["set_fingerprint"],
+        # a blank identity is an unknown one: stored as NULL, never matched as a key
+        "corpus_signature": raw["corpus_signature"] if _text(raw["corpus_signature"]) else None,
+        "generator": raw["generator"] if _text(raw["generator"]) else None,
+        "yardstick": raw["yardstick"],
+        "limited": _flag(raw["limited"]),
+        "errored": int(raw["errored"]),
+        "eligible": _flag(raw["eligible"]),
+        "n_scored": int(raw["n_scored"]),
+        "variant_config": _json_mapping(raw.get("variant_config"), f"{where}: variant_config"),
+        "provenance": _json_mapping(raw.get("provenance"), f"{where}: provenance"),
+    }
+    for key in _FLOATS:
+        row[key] = _unit_value(raw.get(key), f"{where}: {key}")
+    for low, high in (("pass_rate_ci_low", "pass_rate_ci_high"), ("mean_ci_low", "mean_ci_high")):
+        if row[low] is not None and row[high] is not None and row[low] > row[high]:
+            raise ValueError(f"{where}: {low} {row[low]!r} is above {high} {row[high]!r}")
+    if row["eligible"]:
+        reasons = _ineligible(row)
+        if reasons:
+            raise ValueError(f"{where} claims eligible=True but cannot be a later run's yardstick: "
+                             + "; ".join(reasons))
+    return row
+
+
+def record_answer_run(conn_str: str, run_id: str, rows: Sequence[Mapping[str, Any]], *,
+                      prefix: str = "eval") -> None:
+    """Record one answer run's rows, one per (variant, grader), all or nothing, in one
+    transaction; the table is created on first write.
+
+    Each row holds the keys of :data:`ROW_FIELDS`: required ``variant``, ``grader`` (one of
+    ``answer_judges.GRADERS``), ``set_id``, ``set_fingerprint`` (non-empty strings),
+    ``corpus_signature``, ``generator`` (strings, or None when unknown; blank is unknown too),
+    ``yardstick`` (non-empty string), ``limited``, ``eligible`` (bools), ``errored``,
+    ``n_scored`` (integers >= 0), ``pass_rate``, ``mean_score`` (in [0, 1], or NaN/None:
+    stored as NULL); optional ``pass_rate_ci_low``, ``pass_rate_ci_high``, ``mean_ci_low``,
+    ``mean_ci_high`` (same rules), ``variant_config``, ``provenance`` (JSON mappings; no
+    answer text) and ``run_id`` (must equal ``run_id``). Any other key is refused.
+
+    ``eligible`` is the caller's verdict, but a row claiming ``eligible=True`` that is
+    limited, has errored answers, an unknown generator, an uncomparable yardstick, an
+    unknown set id, set fingerprint or corpus signature, no scored answer or a NaN metric is
+    refused (ValueError) before the database is touched.
+
+    Re-recording ``run_id`` replaces its rows: a (variant, grader) recorded again is updated
+    in place (keeping its ``seq`` and ``created_at``, its position in the history), one no
+    longer present is deleted."""
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Sequence):
+        raise ValueError(f"rows must be a list of row mappings, got {type(rows).__name__}")
+    if not rows:
+        raise ValueError(f"run {run_id!r} has no rows to record")
+    checked = [_check_row(run_id, raw, i) for i, raw in enumerate(rows)]
+    pairs = [(r["variant"], r["grader"]) for r in checked]
+    duplicated = sorted({p for p in pairs if pairs.count(p) > 1})
+    if duplicated:
+        raise ValueError(f"run {run_id!r} has more than one row for (variant, grader) {duplicated}")
+    table = answer_table_name(prefix)
+
+    def write() -> None:
+        from psycopg import sql
+        from psycopg.types.json import Jsonb
+
+        upsert = sql.SQL(
+            "INSERT INTO {table} ({cols}) VALUES ({vals}) ON CONFLICT (run_id, variant, grader) DO UPDATE SET {updates}"
+        ).format(
+            table=sql.Identifier(table),
+            cols=sql.SQL(", ").join(map(sql.Identifier, _STORED)),
+            vals=sql.SQL(", ").join(sql.Placeholder(c) for c in _STORED),
+            updates=sql.SQL(", ").join(
+                sql.SQL("{c} = EXCLUDED.{c}").format(c=sql.Identifier(c))
+                for c in _STORED if c not in ("run_id", "variant", "grader")),
+        )
+        params = [{**r, "variant_config": Jsonb(r["variant_config"]), "provenance": Jsonb(r["provenance"])}
+                  for r in checked]
+        with connect(conn_str) as conn, conn.transaction(), conn.cursor() as cur:
+            _create_table(cur, table)
+            cur.executemany(upsert, params)
+            cur.execute(
+                sql.SQL("DELETE FROM {} WHERE run_id = %s AND (variant, grader) NOT IN "
+                        "(SELECT * FROM unnest(%s::text[], %s::text[]))").format(sql.Identifier(table)),
+                (run_id, [p[0] for p in pairs], [p[1] for p in pairs]),
+            )
+
+    call_redacted(conn_str, f"recording answer run {run_id!r}", write)
+
+
+# --------------------------------------------------------------------------
+# reading
+# --------------------------------------------------------------------------
+
+
+def _as_dict(values: Sequence[Any]) -> dict[str, Any]:
+    row = dict(zip(_READ, values))
+    for key in _FLOATS:
+        row[key] = math.nan if row[key] is None else float(row[key])
+    return row
+
+
+def _select(table: str) -> Any:
+    from psycopg import sql
+
+    return sql.SQL("SELECT {} FROM {}").format(sql.SQL(", ").join(map(sql.Identifier, _READ)),
+                                                sql.Identifier(table))
+
+
+def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix: str,
+            order: str) -> dict[str, Any] | None:
+    for name, value in key.items():
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{name} must be a string or None, got {value!r}")
+    if before_run_id is not None and not isinstance(before_run_id, str):
+        raise ValueError(f"before_run_id must be a string or None, got {before_run_id!r}")
+    table = answer_table_name(prefix)
+    # An incomplete key, or one whose generator or yardstick is not comparable, matches
+    # nothing: such a run has no yardstick, whatever the table holds.
+    if not all(_text(v) for v in key.values()) or _yardstick_problem(key["yardstick"], key["grader"]) is not None:
+        return None
+
+    def find() -> dict[str, Any] | None:
+        from psycopg import sql
+
+        with connect(conn_str) as conn:
+            if not _table_exists(conn, table):
+                return None
+            cutoff = None
+            if before_run_id is not None:
+                cutoff = conn.execute(sql.SQL("SELECT min(seq) FROM {} WHERE run_id = %s").format(
+                    sql.Identifier(table)), (before_run_id,)).fetchone()[0]
+            query = sql.SQL(
+                "{select} WHERE eligible AND NOT limited AND errored = 0 AND generator IS NOT NULL"
+                " AND pass_rate IS NOT NULL AND mean_score IS NOT NULL AND {matches}"
+                " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
+                " AND (%(cutoff)s::bigint IS NULL OR seq < %(cutoff)s::bigint)"
+                " ORDER BY seq " + ("DESC" if order == "latest" else "ASC") + " LIMIT 1"
+            ).format(select=_select(table), matches=sql.SQL(" AND ").join(
+                sql.SQL("{} = {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in key))
+            found = conn.execute(query, {**key, "before": before_run_id, "cutoff": cutoff}).fetchone()
+        return None if found is None else _as_dict(found)
+
+    return call_redacted(conn_str, "looking up the answer history", find)
+
+
+def previous_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
+                        corpus_signature: str | None, generator: str | None, yardstick: str,
+                        before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
+    """The latest eligible row with exactly this key (set id, set fingerprint, corpus
+    signature, generator, yardstick, variant, grader), or None.
+
+    ``before_run_id`` (the current run) is never returned; when it is already recorded, only
+    rows recorded before it count. None when the key is incomplete (a None or blank field),
+    its yardstick is not comparable, or the table does not exist yet. Returns the row as
+    :func:`read_answer_runs` does."""
+    key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
+           "corpus_signature": corpus_signature, "generator": generator, "yardstick": yardstick}
+    return _lookup(conn_str, key, before_run_id, prefix, "latest")
+
+
+def reference_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
+                         corpus_signature: str | None, generator: str | None, yardstick: str,
+                         before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
+    """The first eligible row with exactly this key: the pinned reference every later run of
+    the key is also judged against, so a regression in small steps is caught. Same rules and
+    shape as :func:`previous_answer_run`."""
+    key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
+           "corpus_signature": corpus_signature, "generator": generator, "yardstick": yardstick}
+    return _lookup(conn_str, key, before_run_id, prefix, "first")
+
+
+def read_answer_runs(conn_str: str, *, variant: str | None = None, run_id: str | None = None,
+                     prefix: str = "eval") -> list[dict[str, Any]]:
+    """Every recorded row (of ``variant`` / ``run_id`` when given), in insertion order: dicts
+    with ``run_id, variant, grader, seq, created_at`` and the stored fields of
+    :data:`ROW_FIELDS`; NULL metrics and bounds come back as NaN. No table yet: ``[]``."""
+    for name, value in (("variant", variant), ("run_id", run_id)):
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{name} must be a string or None, got {value!r}")
+    table = answer_table_name(prefix)
+
+    def read() -> list[dict[str, Any]]:
+        from psycopg import sql
+
+        with connect(conn_str) as conn:
+            if not _table_exists(conn, table):
+                return []
+            rows = conn.execute(
+                sql.SQL("{} WHERE (%(variant)s::text IS NULL OR variant = %(variant)s::text)"
+                        " AND (%(run_id)s::text IS NULL OR run_id = %(run_id)s::text) ORDER BY seq").format(
+                    _select(table)), {"variant": variant, "run_id": run_id}).fetchall()
+        return [_as_dict(r) for r in rows]
+
+    return call_redacted(conn_str, "reading the answer history", read)
+
+
+# --------------------------------------------------------------------------
+# the gate
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnswerGateResult:
+    """Outcome of the answer gate for one (variant, grader). ``state`` is one of
+    :data:`ANSWER_STATES`; ``rows`` holds one dict per comparison (``comparable`` only) with
+    keys ``metric, against ("previous"/"reference"), run_id, yardstick_run_id, actual,
+    yardstick, delta, tolerance, passed`` (``actual`` NaN and ``delta`` None when nothing was
+    scored); ``message`` says why, for the report and the check's metadata."""
+
+    passed: bool
+    state: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        return [row for row in self.rows if row["passed"] is False]
+
+
+def _current_metric(current: Mapping[str, Any], metric: str) -> float:
+    value = current.get(metric)
+    number = _unit_value(value, f"current {metric}")
+    return math.nan if number is None else number
+
+
+def _check_yardstick(current: Mapping[str, Any], other: object, against: str) -> Mapping[str, Any]:
+    """``other`` if it can be the yardstick of ``current``; a ValueError otherwise (a lookup
+    bug or a hand-made row must never produce a verdict)."""
+    if not isinstance(other, Mapping):
+        raise ValueError(f"the {against} run must be a mapping or None, got {other!r}")
+    if not _text(other.get("run_id")):
+        raise ValueError(f"the {against} run has no run_id: {other.get('run_id')!r}")
+    if other["run_id"] == current.get("run_id"):
+        raise ValueError(f"the {against} run is the current run {other['run_id']!r}: a run is never its own yardstick")
+    differs = [k for k in KEY_FIELDS if other.get(k) != current.get(k)]
+    if differs:
+        raise ValueError(f"the {against} run {other['run_id']!r} measured something else ({', '.join(differs)} "
+                         "differ): it cannot be the yardstick")
+    ok, why = answer_comparable(other)
+    if not ok or _flag(other.get("eligible")) is not True or other.get("errored") != 0:
+        raise ValueError(f"the {against} run {other['run_id']!r} is not eligible as a yardstick"
+                         + ("" if ok else f": {why}"))
+    for metric in ANSWER_METRICS:
+        value = other.get(metric)
+        if not is_real(value) or not math.isfinite(float(value)) or not 0.0 <= float(value) <= 1.0:
+            raise ValueError(f"the {against} run {other['run_id']!r} has no valid {metric} ({value!r})")
+    return other
+
+
+def _fmt(value: float | None, *, signed: bool = False) -> str:
+    if value is None or math.isnan(value):
+        return "nan"
+    return f"{value:+.4f}" if signed else f"{value:.4f}"
+
+
+def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any] | None,
+                         reference: Mapping[str, Any] | None, tolerances: Mapping[str, object] | None, *,
+                         strict: bool) -> AnswerGateResult:
+    """Judge the ``current`` row (a row as recorded, with ``run_id``) against the
+    ``previous`` and ``reference`` rows (:func:`previous_answer_run`,
+    :func:`reference_answer_run`; None when there is none) under ``tolerances``
+    (:func:`validate_answer_tolerances`; None: the defaults). See the module docstring for
+    the states.
+
+    Input errors are ValueErrors, never a verdict: an invalid tolerance, a current row
+    without a valid ``errored`` count or with a metric outside [0, 1] (NaN is allowed: it
+    fails its rows), or a previous/reference row that does not share the current row's key,
+    is the current run itself, is not eligible or lacks finite metrics."""
+    tol = validate_answer_tolerances(tolerances, "answer gate tolerances")
+    if not isinstance(strict, bool):
+        raise ValueError(f"strict must be True or False, got {strict!r}")
+    if not isinstance(current, Mapping):
+        raise ValueError(f"current must be a mapping (a recorded row), got {current!r}")
+    errored = current.get("errored")
+    if not is_integer(errored) or errored < 0:
+        raise ValueError(f"current errored must be an integer >= 0, got {errored!r}")
+    actual = {metric: _current_metric(current, metric) for metric in ANSWER_METRICS}
+
+    comparable, why = answer_comparable(current)
+    rows: list[dict[str, Any]] = []
+    if not comparable:
+        state = "not_comparable"
+        passed = not strict
+        message = (f"FAILED (strict): {why}; the run cannot be compared" if strict
+                   else f"WARNING: {why}; metrics recorded, no regression verdict")
+    elif previous is None and reference is None:
+        state, passed = "first_run", True
+        message = "no earlier eligible run with the same set, corpus, generator and yardstick: gate passes"
+    else:
+        state = "comparable"
+        yardsticks = [(name, _check_yardstick(current, other, name))
+                      for name, other in (("previous", previous), ("reference", reference)) if other is not None]
+        for against, other in yardsticks:
+            for metric, tolerance_name in ANSWER_METRICS.items():
+                base = float(other[metric])
+                value = actual[metric]
+                delta = None if math.isnan(value) else value - base
+                tolerance = tol[tolerance_name]
+                rows.append({
+                    "metric": metric,
+                    "against": against,
+                    "run_id": current.get("run_id"),
+                    "yardstick_run_id": other["run_id"],
+                    "actual": value,
+                    "yardstick": base,
+                    "delta": delta,
+                    "tolerance": tolerance,
+                    "passed": delta is not None and delta >= -(tolerance + EPSILON),
+                })
+        failures = [r for r in rows if not r["passed"]]
+        passed = not failures
+        if failures:
+            message = "FAILED: " + "; ".join(
+                f"{r['metric']} vs {r['against']} run {r['yardstick_run_id']}: "
+                + (f"{_fmt(r['yardstick'])} -> nan (nothing was scored)" if r["delta"] is None else
+                   f"{_fmt(r['yardstick'])} -> {_fmt(r['actual'])} (delta {_fmt(r['delta'], signed=True)}, "
+                   f"tolerance {r['tolerance']:g})")
+                for r in failures)
+        else:
+            message = f"passed: {len(rows)} comparison(s) within tolerance"
+    if errored > 0:
+        passed = False
+        message = (f"FAILED: {errored} answer(s) could not be generated: the metrics are incomplete"
+                   + f" ({message})")
+    return AnswerGateResult(passed, state, rows, message)
