@@ -64,6 +64,10 @@ ALL_ASSETS = [
     assets.question_set,
     assets.ranked_results,
     assets.variant_metrics,
+    assets.golden_prompts,
+    assets.answers,
+    assets.graded_answers,
+    assets.answer_metrics,
     assets.report,
 ]
 
@@ -108,7 +112,7 @@ nightly = ScheduleDefinition(
 
 defs = Definitions(
     assets=ALL_ASSETS,
-    asset_checks=[assets.question_set_audit, assets.no_errored_questions, assets.regression_gate],
+    asset_checks=[assets.question_set_audit, assets.no_errored_questions, assets.regression_gate, assets.answer_gate],
     jobs=[retrieval_eval, retrieval_eval_parallel, accept_reference_job],
     schedules=[nightly],
     executor=in_process_executor,  # also for materializations from the UI and `dagster asset materialize`

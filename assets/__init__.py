@@ -1,7 +1,9 @@
-"""The asset graph: corpus -> pgvector store -> question set -> ranked results -> variant metrics -> report.
+"""The asset graph: corpus -> pgvector store -> question set -> ranked results -> variant metrics -> report,
+and beside the ranking, golden prompts -> answers -> graded answers -> answer metrics -> report
+(assets/answers.py).
 
-ranked_results and variant_metrics are partitioned by variant (assets/partitions.py);
-ranked_results is a small graph of its own (assets/ranking.py).
+ranked_results, variant_metrics and the answer assets are partitioned by variant
+(assets/partitions.py); ranked_results is a small graph of its own (assets/ranking.py).
 
 Each asset reads its inputs, calls one eval_pipeline function and attaches metadata.
 """
@@ -26,6 +28,16 @@ from dagster import (
 )
 from pydantic import Field
 
+from assets.answers import (  # noqa: F401  (the answer-quality assets: part of the graph)
+    AnswersConfig,
+    GoldenPromptsConfig,
+    GradedAnswersConfig,
+    answer_metrics,
+    answers,
+    golden_prompts,
+    graded_answers,
+    preflight_answers,
+)
 from assets.metadata import to_metadata
 from assets.partitions import SWEEP, variant_partitions
 from assets.ranking import RankingConfig, ranked_results  # noqa: F401  (ranked_results: part of the graph)
@@ -35,6 +47,7 @@ from eval_pipeline.judging.audit import audit_metadata, run_audit
 from eval_pipeline.judging.partitions import partition_metrics, score_partitions
 from eval_pipeline.questions.build import build_question_set, preflight_run
 from eval_pipeline.questions.sets import QuestionSet
+from eval_pipeline.reporting.answers import answer_gate_checks
 from eval_pipeline.reporting.run import assemble_run, gate_check_names, variant_gate_checks
 from eval_pipeline.store.ingest import BATCH_CHUNKS, ChunkingConfig, StoreInfo, ingest
 from eval_pipeline.store.metadata import store_metadata
@@ -54,7 +67,8 @@ def validate_run_config(run_config: dict) -> None:
     """Check every asset's settings (types, ranges, cross-field rules) in the run's first step,
     so a negative depth or a bad overlap fails in a second, not after the embedding."""
     classes = {"corpus_snapshot": CorpusConfig, "pgvector_store": StoreConfig, "question_set": QuestionSetConfig,
-               "ranked_results": RankingConfig, "report": ReportConfig}
+               "ranked_results": RankingConfig, "report": ReportConfig, "golden_prompts": GoldenPromptsConfig,
+               "answers": AnswersConfig, "graded_answers": GradedAnswersConfig}
     for op, section in (run_config.get("ops") or {}).items():
         if op in classes and isinstance(section, dict):
             settings = classes[op](**(section.get("config") or {}))
@@ -81,6 +95,7 @@ def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedd
     snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
                            max_document_chars=config.max_document_chars)
     selection = context.run.asset_selection
+    preflight_answers(context, snapshot, llm)
     builds_questions = selection is None or AssetKey("question_set") in selection
     context.add_output_metadata(preflight_run(
         snapshot, questions=_op_config(context, "question_set", QuestionSetConfig) if builds_questions else None,
@@ -191,19 +206,20 @@ def report(
     corpus_snapshot: CorpusSnapshot,
     pgvector_store: StoreInfo,
     question_set: QuestionSet,
+    answer_metrics: dict[str, pd.DataFrame],
     database: DatabaseResource,
     state: StateResource,
     embedder: EmbedderResource,
     llm: LLMResource,
 ) -> dict:
-    """results.md with intervals, significance, the gate verdict and plots; per_query.jsonl and
-    TREC run files; the run recorded in the Postgres history tables
+    """results.md with intervals, significance, the gate verdict, answer quality and plots;
+    per_query.jsonl and TREC run files; the run recorded in the Postgres history tables
     (eval_pipeline.reporting.run.assemble_run)."""
     run = assemble_run(
         variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, store=pgvector_store, question_set=question_set,
         embedder=embedder.get(), connection_string=database.connection_string(), state=state.dir(),
         run_id=context.run_id, results_dir=config.results_dir, record_history=config.record_history,
-        warn=context.log.warning, llm=llm.get if config.grade_holes else None)
+        warn=context.log.warning, llm=llm.get if config.grade_holes else None, answer_metrics=answer_metrics)
     context.log.info(f"report written to {run.report_path}")
     context.add_output_metadata(to_metadata(run.metadata))
     return run.output
@@ -260,4 +276,25 @@ def regression_gate(report: dict):
     run and the pinned reference, the runs compared and the treatment change."""
     for key, (passed, metadata) in variant_gate_checks(report, list(GATE_CHECKS)).items():
         yield AssetCheckResult(check_name=GATE_CHECKS[key], asset_key="report", passed=passed,
+                               severity=AssetCheckSeverity.ERROR, metadata=to_metadata(metadata))
+
+
+ANSWER_GATE_CHECKS = {key: name.replace("gate__", "answer_gate__", 1) for key, name in GATE_CHECKS.items()}
+
+
+@multi_asset_check(
+    specs=[AssetCheckSpec(name, asset=report, blocking=True,
+                          description=f"Variant {key}: answer pass rate and mean score, per grader, did not drop by "
+                          "more than the variants file's answers.gate tolerances since the previous eligible run and "
+                          "the pinned reference of the same golden set, generator and grading yardstick; every "
+                          "answer was generated. Runs after the report is written.")
+           for key, name in ANSWER_GATE_CHECKS.items()],
+    description="The answer gate, one blocking check per variant.",
+)
+def answer_gate(report: dict):
+    """One result per variant (eval_pipeline.reporting.answers.answer_gate_checks): a variant
+    fails when any grader's gate fails; a run that cannot be compared passes with its reason,
+    unless the answer gate is strict."""
+    for key, (passed, metadata) in answer_gate_checks(report, list(ANSWER_GATE_CHECKS)).items():
+        yield AssetCheckResult(check_name=ANSWER_GATE_CHECKS[key], asset_key="report", passed=passed,
                                severity=AssetCheckSeverity.ERROR, metadata=to_metadata(metadata))

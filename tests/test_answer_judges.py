@@ -259,7 +259,7 @@ def test_the_yardstick_can_take_the_graders_apart_from_the_grades():
         ("decision:failed", False),
         ("decision:host:v1", False),
         ("decision::model:v1", False),
-        ("judge:host:model:v1", False),
+        ("judge:host:model:v1", True), ("judge", False), ("judge:failed", False),
         ("", False),
         (None, False),
     ],

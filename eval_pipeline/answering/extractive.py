@@ -10,7 +10,8 @@ Rules: sentences are split after `.`, `!` or `?` followed by whitespace, and at 
 fragments of fewer than `MIN_WORDS` words are not candidates. Similarity is the cosine of the
 L2-normalized embeddings. Ties go to the earlier context entry, then the earlier sentence. An
 empty context gives an empty answer (nothing was retrieved: the graders score it as such).
-All questions and sentences of a call are embedded together, in batches of `EMBED_BATCH`.
+All questions and sentences of a call are embedded together, each distinct text once, in
+batches of `EMBED_BATCH`.
 """
 
 from __future__ import annotations
@@ -79,13 +80,19 @@ class ExtractiveGenerator:
         return answers
 
     def _embed(self, texts: list[str]):
+        """One normalized row per text; each distinct text is embedded once (the contexts of a
+        sweep's variants share most of their sentences)."""
         import numpy as np
 
         self.embedder.warm_up()
+        distinct = list(dict.fromkeys(texts))
         rows = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            rows.extend(self.embedder.embed(texts[start : start + EMBED_BATCH]))
-        matrix = np.asarray(rows, dtype=np.float32).reshape(len(texts), -1) if rows else np.zeros((0, 1), np.float32)
+        for start in range(0, len(distinct), EMBED_BATCH):
+            rows.extend(self.embedder.embed(distinct[start : start + EMBED_BATCH]))
+        if not rows:
+            return np.zeros((len(texts), 1), np.float32)
+        matrix = np.asarray(rows, dtype=np.float32).reshape(len(distinct), -1)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
-        return matrix / norms
+        row_of = {t: i for i, t in enumerate(distinct)}
+        return (matrix / norms)[[row_of[t] for t in texts]]

@@ -11,6 +11,8 @@ and a user can see the whole list:
     statistics_cache/          bootstrap intervals and paired tests, by their inputs
     plot_cache/                rendered plots, by their inputs
     question_cache.jsonl       generated questions, journaled per document
+    answers/                   generated answers (with the context they saw), by prompt, context and generator
+    answer_grades/             LLM judge and decision grades of answers, by their exact messages and grader
     generated_questions_<corpus signature>.jsonl   a generated question set
     content_digests.json       hashes of model weight files, by size, mtime, ctime and inode
     assets/, variants/         Dagster's step outputs (the IO managers)
@@ -73,6 +75,14 @@ class StateDir:
     @property
     def hole_grades(self) -> Path:
         return self.root / "hole_grades"
+
+    @property
+    def answers(self) -> Path:
+        return self.root / "answers"
+
+    @property
+    def answer_grades(self) -> Path:
+        return self.root / "answer_grades"
 
     @property
     def content_digests(self) -> Path:

@@ -139,6 +139,10 @@ __all__ = [
 ]
 
 ASSERTION_TYPES = ("exact", "contains", "regex", "json_schema")
+# The graders' rule versions, part of their yardsticks (`deterministic:v1`): bump one when a
+# rule above changes, so runs graded under the old rules are never compared with new ones.
+DETERMINISTIC_VERSION = 1
+STATIC_VERSION = 1
 JSON_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 PYTHON_TAGS = frozenset({"python", "py", "python3"})
 

@@ -422,9 +422,17 @@ def judging_counts(grades: Iterable[JudgeGrade | DecisionGrade]) -> dict[str, in
 # --- the yardstick -----------------------------------------------------------------------------
 
 
+def judge_yardstick(grades: Iterable[JudgeGrade]) -> str:
+    """The yardstick of a run's judge grades, by the rules of `decision_yardstick`:
+    ``judge:<provider>:<model>:v<JUDGE_PROMPT_VERSION>``, else ``judge`` or ``judge:failed``."""
+    return decision_yardstick(grades, prefix="judge")  # type: ignore[arg-type]
+
+
 def decision_yardstick(
     grades: Iterable[DecisionGrade],
     served_by_grader: Iterable[ServedBy | None] | None = None,
+    *,
+    prefix: str = DECISION_YARDSTICK_PREFIX,
 ) -> str:
     """The yardstick of a run's decisions.
 
@@ -445,30 +453,31 @@ def decision_yardstick(
     if len(served) != len(grades):
         raise ValueError(f"served_by_grader has {len(served)} entries for {len(grades)} grades")
     if not grades:
-        return NO_SINGLE_YARDSTICK
+        return prefix
     graded = [(g, s) for g, s in zip(grades, served) if g.status == "graded"]
     if not graded:
-        return ALL_FAILED_YARDSTICK
+        return f"{prefix}:failed"
     if len(graded) != len(grades):
-        return NO_SINGLE_YARDSTICK
+        return prefix
     graders = set()
     for grade, who in graded:
         if not isinstance(who, ServedBy) or not who.provider or not who.model_reported:
-            return NO_SINGLE_YARDSTICK
+            return prefix
         graders.add((who.provider, who.model_reported, grade.prompt_version))
     if len(graders) != 1:
-        return NO_SINGLE_YARDSTICK
+        return prefix
     provider, model, version = graders.pop()
-    return f"{DECISION_YARDSTICK_PREFIX}:{provider}:{model}:v{version}"
+    return f"{prefix}:{provider}:{model}:v{version}"
 
 
 def comparable_yardstick(yardstick: Any) -> bool:
-    """Whether a decision yardstick may be compared with another run's (and a gate judged on
-    it): only the single-grader form ``decision:<provider>:<model>:v<version>``; never
-    ``decision`` or ``decision:failed``, nor anything else."""
+    """Whether a decision (or judge) yardstick may be compared with another run's (and a gate
+    judged on it): only the single-grader form ``decision:<provider>:<model>:v<version>`` (or
+    ``judge:...``); never ``decision``, ``decision:failed``, ``judge``, ``judge:failed``, nor
+    anything else."""
     if not isinstance(yardstick, str) or yardstick in (NO_SINGLE_YARDSTICK, ALL_FAILED_YARDSTICK):
         return False
-    match = re.fullmatch(r"decision:(?P<who>.+):v(?P<version>[^:\s]+)", yardstick)
+    match = re.fullmatch(r"(?:decision|judge):(?P<who>.+):v(?P<version>[^:\s]+)", yardstick)
     if match is None:
         return False
     provider, _, model = match["who"].partition(":")

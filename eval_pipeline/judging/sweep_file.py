@@ -1,6 +1,10 @@
 """The variants file: the sweep's variants (parsed by `eval_pipeline.ranking.variants`), the
-baseline variant, the gate's tolerances, the question-set audit's thresholds and the schedule, read strictly (a duplicate YAML key
-is an error naming its line). It sits with the judging because it says what is judged and how."""
+baseline variant, the gate's tolerances, the question-set audit's thresholds, the answer gate's
+tolerances and price table (`answers:`) and the schedule, read strictly (a duplicate YAML key
+is an error naming its line). It sits with the judging because it says what is judged and how.
+
+Everything here is checked when the file is read (the code location loads it), so a bad
+tolerance or price fails before any model is called or any result is stored."""
 
 from __future__ import annotations
 
@@ -26,6 +30,9 @@ class SweepConfig:
     cron: str = DEFAULT_CRON
     audit: AuditThresholds = field(default_factory=AuditThresholds)
     effect: float = DEFAULT_EFFECT  # the change the question set should detect (report: questions needed)
+    answer_tolerances: Mapping[str, float] = field(default_factory=dict)  # max_pass_rate_drop, max_mean_score_drop
+    answer_strict: bool = False  # an answer run that cannot be compared fails the answer gate
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # model -> price per 1k tokens
 
     @property
     def keys(self) -> list[str]:
@@ -105,10 +112,11 @@ def _strict_loader():
 def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     if not isinstance(data, dict):
         raise VariantConfigError(f"{source}: expected a mapping with 'variants' (and optionally 'baseline')")
-    unknown = set(data) - {"variants", "baseline", "gate", "audit", "schedule"}
+    unknown = set(data) - {"variants", "baseline", "gate", "audit", "answers", "schedule"}
     if unknown:
         raise VariantConfigError(
-            f"{source}: unknown top-level setting(s) {sorted(unknown)}; valid: audit, baseline, gate, schedule, variants"
+            f"{source}: unknown top-level setting(s) {sorted(unknown)}; valid: answers, audit, baseline, gate, "
+            "schedule, variants"
         )
     raw = data.get("variants")
     if not isinstance(raw, list) or not raw:
@@ -128,9 +136,37 @@ def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     if baseline not in seen:
         raise VariantConfigError(f"{source}: baseline {baseline!r} is not a variant key; keys: {', '.join(seen)}")
     tolerances, strict, effect = _gate(data.get("gate"), source)
+    answer_tolerances, answer_strict, prices = _answers(data.get("answers"), source, strict)
     return SweepConfig(variants=tuple(variants), baseline=baseline, source=source, tolerances=tolerances,
                        strict=strict, cron=_cron(data.get("schedule"), source), audit=_audit(data.get("audit"), source),
-                       effect=effect)
+                       effect=effect, answer_tolerances=answer_tolerances, answer_strict=answer_strict, prices=prices)
+
+
+def _answers(raw: Any, source: str, strict: bool) -> tuple[dict[str, float], bool, dict[str, dict[str, float]]]:
+    """`answers: {gate: {max_pass_rate_drop, max_mean_score_drop, strict}, prices: {model: {prompt_per_1k,
+    completion_per_1k}}}`; the answer gate's strictness defaults to the retrieval gate's."""
+    from eval_pipeline.judging.answer_history import validate_answer_tolerances
+    from eval_pipeline.judging.answer_metrics import check_prices
+
+    where = f"{source}:{raw.line}" if getattr(raw, "line", None) else source
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict) or set(raw) - {"gate", "prices"}:
+        raise VariantConfigError(f"{where}: answers must be a mapping with 'gate' and/or 'prices'")
+    gate = raw.get("gate") or {}
+    if not isinstance(gate, dict):
+        raise VariantConfigError(f"{where}: answers.gate must be a mapping of tolerances (and 'strict')")
+    gate = dict(gate)
+    answer_strict = gate.pop("strict", strict)
+    if not isinstance(answer_strict, bool):
+        raise VariantConfigError(f"{where}: answers.gate.strict must be true or false, got {answer_strict!r}")
+    try:
+        tolerances = validate_answer_tolerances(gate, f"{where}: answers.gate")
+        prices = check_prices(raw.get("prices") or {})
+    except ValueError as exc:
+        message = str(exc) if str(exc).startswith(where) else f"{where}: answers: {exc}"
+        raise VariantConfigError(message) from None
+    return tolerances, answer_strict, prices
 
 
 def _audit(raw: Any, source: str) -> AuditThresholds:

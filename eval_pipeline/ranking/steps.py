@@ -146,6 +146,24 @@ def rank_batch(
     return result
 
 
+def rank_in_one_step(variants: Sequence[Any], *, snapshot, store, question_set, state: StateDir,
+                     connection_string: str, embedder, build_reranker: Callable[..., Any], miss_k: int, reuse: bool,
+                     code_version: str, log: Callable[[str], None]) -> dict[str, pd.DataFrame]:
+    """Every variant ranked in this process, as the in-process ranked_results graph does it
+    (the same plan, caches and Sweep): for a step that needs rankings of its own question set
+    (the golden prompts) without a graph of its own."""
+    planned = plan_ranking_batches(variants, corpus_signature=snapshot.signature, store=store,
+                                   question_set=question_set, state=state, connection_string=connection_string,
+                                   embedder=embedder, build_reranker=build_reranker, miss_k=miss_k, reuse=reuse,
+                                   workers=1, code_version=code_version, log=log)
+    by_key = {v.key: v for v in variants}
+    ranked = [rank_batch(batch, [by_key[k] for k in batch.results_keys], snapshot=snapshot, store=store,
+                         question_set=question_set, state=state, connection_string=connection_string,
+                         embedder=embedder, build_reranker=build_reranker, miss_k=miss_k) for _, batch in planned]
+    results, _ = merge_ranked_batches(ranked, [v.key for v in variants])
+    return results
+
+
 def merge_ranked_batches(batches: Sequence[RankedBatch], keys: Sequence[str]) -> tuple[dict[str, pd.DataFrame],
                                                                                        dict[str, Any]]:
     """The batches merged into one DataFrame per partition (in `keys`' order), and the

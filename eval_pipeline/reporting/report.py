@@ -148,12 +148,14 @@ def render_report(
     baseline: str | None = None,
     plots: Mapping[str, str] | None = None,
     validity: Sequence[str] = (),
+    answers: Sequence[str] = (),
 ) -> str:
     """The whole report. `per_query` holds every variant's rows (column `variant`);
     `latency` maps variant -> stage -> {p50, p95, max, mean}; `verdict` (a RunVerdict) adds
     intervals, significance against the baseline variant and the gate; `plots` maps names
     to PNG file names beside the report; `validity` is the "How far the numbers can be trusted"
-    section (eval_pipeline.reporting.validity), shown before the rankings."""
+    section (eval_pipeline.reporting.validity), shown before the rankings; `answers` the
+    "Answer quality" section (eval_pipeline.reporting.answers), after the retrieval gate."""
     best = _best(summary)
     lines = ["# Retrieval evaluation", ""]
     if verdict is not None:
@@ -187,6 +189,7 @@ def render_report(
         lines += _baseline_section(verdict, baseline)
     if verdict is not None:
         lines += _gate_section(verdict)
+    lines += list(answers)
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({file})" for name, file in plots.items()] + [""]
 
@@ -329,6 +332,7 @@ def publish_report(
     plot_cache: Path | None,
     warn=print,
     validity=None,
+    answers: Sequence[str] = (),
 ) -> tuple[dict[str, str], dict[str, str], str]:
     """Write the whole results folder of one run (plots, results.md, per_query.jsonl, TREC
     files) into a staging folder and swap it in only when all of it is written (see
@@ -346,7 +350,8 @@ def publish_report(
         markdown = render_report(verdict.summary, per_query, provenance, latency=latency,
                                  missing_variants=missing_variants, verdict=verdict, baseline=baseline,
                                  plots={k: Path(v).name for k, v in plots.items()},
-                                 validity=validity_section(validity, files=extra) if validity is not None else ())
+                                 validity=validity_section(validity, files=extra) if validity is not None else (),
+                                 answers=answers)
         paths = {**write_report(stage, markdown, per_query, suffix=suffix), **extra}
         try:
             paths.update(write_trec_files(stage / f"trec{suffix}", runs, questions))

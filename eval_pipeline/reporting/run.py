@@ -43,14 +43,18 @@ def assemble_run(
     record_history: bool,
     warn: Callable[[str], None],
     llm: Callable[[], Any] | None = None,
+    answer_metrics: Mapping[str, pd.DataFrame] | None = None,
 ) -> RunReport:
     """The report asset: check the inputs belong together, judge the run (intervals, the
     baseline-variant comparison, the gate against the previous run and the pinned reference),
     publish the results folder, then record the run in the history (only once published).
     With `llm` (a function giving the LLM client), the unjudged documents of the pooled top 10
-    are graded and every metric is also shown with those grades as labels."""
+    are graded and every metric is also shown with those grades as labels. `answer_metrics`
+    (the answer_metrics asset's frames) adds the answer-quality section and the answer gate
+    (`eval_pipeline.reporting.answers`), recorded with the run."""
     from eval_pipeline.judging.verdict import judge_run, record_verdict
     from eval_pipeline.ranking.inputs import check_inputs_agree
+    from eval_pipeline.reporting.answers import answer_gate_output, answer_section, judge_answer_run, record_answers
     from eval_pipeline.reporting.report import publish_report
     from eval_pipeline.reporting.validity import assess, validity_metadata
 
@@ -63,6 +67,9 @@ def assemble_run(
     verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance, tolerances=sweep.tolerances,
                         strict=sweep.strict, run_id=run_id, limited=question_set.limited,
                         connection_string=connection_string, record=False, statistics_cache=state.statistics)
+    answers = judge_answer_run(answer_metrics or {}, order=order, corpus_signature=store.corpus_signature,
+                            tolerances=sweep.answer_tolerances, strict=sweep.answer_strict,
+                            connection_string=connection_string, run_id=run_id)
     validity = assess(per_variant, questions=question_set.questions, snapshot=snapshot, sweep=sweep, verdict=verdict,
                       connection_string=connection_string, llm=llm() if llm else None, hole_cache=state.hole_grades,
                       limited=question_set.limited)
@@ -73,10 +80,12 @@ def assemble_run(
         provenance=shown_provenance(provenance, snapshot, store, question_set, sweep, run_id),
         latency=_latency(per_variant), missing_variants=[k for k in sweep.keys if k not in variant_metrics],
         baseline=sweep.baseline, questions=question_set.questions, plot_cache=state.plots, warn=warn,
-        validity=validity)
+        validity=validity, answers=answer_section(answers))
     if record_history:  # only once the results are published: a failed write records nothing
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant)
-    return RunReport(output=report_output(verdict, paths, plots, question_set.limited),
+        record_answers(answers, connection_string, run_id)
+    return RunReport(output={**report_output(verdict, paths, plots, question_set.limited),
+                             "answers": answer_gate_output(answers)},
                      metadata={**report_metadata(verdict, sweep.baseline, paths, plots, markdown),
                                **validity_metadata(validity)},
                      report_path=paths["report"], verdict=verdict)

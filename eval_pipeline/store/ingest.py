@@ -473,6 +473,25 @@ def fetch_chunks(connection_string: str, table: str) -> list[tuple[str, str, str
     return [(r[0], r[1], r[2]) for r in rows]
 
 
+def fetch_chunk_texts(connection_string: str, table: str, chunk_ids) -> dict[str, str]:
+    """{chunk id: content} for the given chunks only (an answer's context: a few per question,
+    not the whole table). An id the table does not hold is an error naming it."""
+    from psycopg import sql
+
+    wanted = sorted(set(chunk_ids))
+    if not wanted:
+        return {}
+    with connect(connection_string, application_name=f"eval-pipeline fetch_chunk_texts {table}") as conn:
+        rows = conn.execute(sql.SQL("SELECT id, content FROM {} WHERE id = ANY(%s)").format(sql.Identifier(table)),
+                            (wanted,)).fetchall()
+    found = {r[0]: r[1] for r in rows}
+    missing = [c for c in wanted if c not in found]
+    if missing:
+        raise ValueError(f"the vector table {table} has no chunk {missing[0]!r} ({len(missing)} missing): the "
+                         "ranked results are from another build of the table; materialize pgvector_store again")
+    return found
+
+
 def fetch_chunk_embeddings(connection_string: str, table: str):
     """{chunk id: embedding as a float32 array}; for rerankers that compare candidates (MMR)."""
     import numpy as np

@@ -1,0 +1,156 @@
+"""Answer quality: golden_prompts -> answers -> graded_answers -> answer_metrics, then a section
+of the report and the blocking answer_gate checks (assets/__init__.py).
+
+answers, graded_answers and answer_metrics are partitioned by variant like ranked_results: a
+whole sweep is one run, and one variant can be re-run from the UI. Each asset calls one
+eval_pipeline function and attaches metadata; nothing spends tokens unless the run chose the
+`llm` generator or a grader that calls a model (`judge`, `decision`).
+"""
+
+from enum import Enum
+from typing import Literal, Optional
+
+import pandas as pd
+from dagster import AssetExecutionContext, AssetKey, BackfillPolicy, Config, asset
+from pydantic import Field
+
+from assets.metadata import to_metadata
+from assets.partitions import SWEEP, variant_partitions
+from eval_pipeline.answering.prompts import CheckedGoldenSet, resolve_golden
+from eval_pipeline.answering.run import answers_metadata, make_generator, produce_answers
+from eval_pipeline.corpus.sources import CorpusSnapshot
+from eval_pipeline.judging.answer_run import DEFAULT_GRADERS, answer_metric_frames, grade_variants, grades_metadata
+from eval_pipeline.judging.verdict import code_version
+from eval_pipeline.questions.sets import QuestionSet
+from eval_pipeline.store.ingest import StoreInfo
+from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
+
+class GraderName(str, Enum):
+    """The graders a run may choose; any other name is refused when the run is launched."""
+
+    deterministic = "deterministic"
+    static = "static"
+    judge = "judge"
+    decision = "decision"
+
+
+class GoldenPromptsConfig(Config):
+    source: Literal["auto", "file", "question_set", "none"] = Field(
+        default="auto", description="auto: the demo set on the demo corpus, else the question set's gists, else none; "
+        "file: a golden prompt set (path); question_set: each question's gist as the reference; none: no answers")
+    path: Optional[str] = Field(default=None, description="file: the golden prompt set (JSONL with header)")
+    include_abstentions: bool = Field(default=False, description="question_set: keep abstention questions")
+    limit: Optional[int] = Field(default=None, ge=1, description="a quick run on the first N prompts; its results "
+                                 "get a suffixed set name and never serve as a baseline")
+
+
+class AnswersConfig(Config):
+    generator: Literal["extractive", "llm"] = Field(
+        default="extractive", description="extractive: the retrieved sentences closest to the question (no model, "
+        "offline); llm: the LLM resource writes the answer (spends tokens)")
+    context_k: int = Field(default=5, ge=1, le=50, description="documents in the numbered context")
+    sentences: int = Field(default=3, ge=1, le=20, description="extractive: sentences per answer")
+    max_tokens: Optional[int] = Field(default=None, ge=1, description="llm: the answer's token budget")
+    keep_text: bool = Field(default=False, description="keep the answer text in the outputs and results "
+                            "(default: only grades and identity; the text stays in the state dir's answer cache)")
+
+
+class GradedAnswersConfig(Config):
+    graders: list[GraderName] = Field(
+        default=list(DEFAULT_GRADERS), description="deterministic and static spend no tokens; judge and decision "
+        "call the LLM resource (opt-in)")
+    max_tokens: Optional[int] = Field(default=None, ge=1, description="judge/decision: the reply's token budget")
+
+    def grader_names(self) -> list[str]:
+        """The chosen graders as plain names (the launchpad gives enum members, the default strings)."""
+        return [getattr(g, "value", g) for g in self.graders]
+
+
+@asset(group_name="answer_quality")
+def golden_prompts(context: AssetExecutionContext, config: GoldenPromptsConfig, corpus_snapshot: CorpusSnapshot,
+                   question_set: QuestionSet) -> CheckedGoldenSet:
+    """The golden prompt set each variant answers, checked against the corpus
+    (eval_pipeline.answering.prompts.resolve_golden)."""
+    golden = resolve_golden(config.source, config.path, corpus_signature=corpus_snapshot.signature,
+                            doc_ids=[d.doc_id for d in corpus_snapshot.documents], question_set=question_set,
+                            include_abstentions=config.include_abstentions, limit=config.limit)
+    context.log.info(f"golden prompts: {golden.reason}")
+    counts = golden.golden.counts() if golden.golden is not None else {"prompts": 0}
+    context.add_output_metadata({**counts, "set": golden.set_name or "none", "source": golden.reason,
+                                 "limited": golden.limited})
+    return golden
+
+
+@asset(group_name="answer_quality", partitions_def=variant_partitions, backfill_policy=BackfillPolicy.single_run(),
+       io_manager_key="variant_io_manager")
+def answers(context: AssetExecutionContext, config: AnswersConfig, golden_prompts: CheckedGoldenSet,
+            corpus_snapshot: CorpusSnapshot, pgvector_store: StoreInfo, database: DatabaseResource,
+            state: StateResource, embedder: EmbedderResource, rerankers: RerankerResource,
+            llm: LLMResource) -> dict[str, pd.DataFrame]:
+    """Each variant retrieves every golden prompt and answers it from its top-k context, cached
+    as each answer arrives (eval_pipeline.answering.run.produce_answers)."""
+    generator = make_generator(config.generator, embedder=embedder.get(), llm=llm.get, sentences=config.sentences,
+                               max_tokens=config.max_tokens)
+    frames = produce_answers(
+        [SWEEP.by_key()[k] for k in context.partition_keys], golden_prompts, snapshot=corpus_snapshot,
+        store=pgvector_store, state=state.dir(), connection_string=database.connection_string(),
+        embedder=embedder.get(), build_reranker=lambda spec, warm: rerankers.build(spec, embedder=embedder.get(),
+                                                                                  warm=warm),
+        generator=generator, k=config.context_k, keep_text=config.keep_text, code_version=code_version(),
+        log=context.log.info)
+    for key, frame in frames.items():
+        context.add_asset_metadata(to_metadata(answers_metadata(frame)), partition_key=key)
+    return frames
+
+
+@asset(group_name="answer_quality", partitions_def=variant_partitions, backfill_policy=BackfillPolicy.single_run(),
+       io_manager_key="variant_io_manager")
+def graded_answers(context: AssetExecutionContext, config: GradedAnswersConfig, answers: dict[str, pd.DataFrame],
+                   golden_prompts: CheckedGoldenSet, state: StateResource,
+                   llm: LLMResource) -> dict[str, pd.DataFrame]:
+    """Every chosen grader on every answer (eval_pipeline.judging.answer_run.grade_variants); a
+    grader that calls a model runs only when chosen."""
+    from eval_pipeline.answering.cache import AnswerCache
+    from eval_pipeline.judging.answer_judges import token_spending
+
+    client = llm.get() if token_spending(config.grader_names()) else None
+    frames, yardsticks = grade_variants(answers, golden_prompts, graders=config.grader_names(),
+                                        cache=AnswerCache(state.dir().answers), llm=client,
+                                        grade_cache=state.dir().answer_grades, max_tokens=config.max_tokens)
+    for key, frame in frames.items():
+        frames[key] = frame.assign(yardstick=frame["grader"].map(yardsticks[key]))
+        context.add_asset_metadata(to_metadata(grades_metadata(frames[key])), partition_key=key)
+    return frames
+
+
+@asset(group_name="answer_quality", partitions_def=variant_partitions, backfill_policy=BackfillPolicy.single_run(),
+       io_manager_key="variant_io_manager")
+def answer_metrics(context: AssetExecutionContext, answers: dict[str, pd.DataFrame],
+                   graded_answers: dict[str, pd.DataFrame], golden_prompts: CheckedGoldenSet) -> dict[str, pd.DataFrame]:
+    """Per variant and grader: pass rate and mean score with intervals, by assertion type and
+    question form, on retrieval hits and misses, latency, tokens and cost; the generator's
+    identity and the grading yardstick (eval_pipeline.judging.answer_run.answer_metric_frames)."""
+    frames, metadata = answer_metric_frames(answers, graded_answers, golden_prompts, prices=SWEEP.prices)
+    for key, values in metadata.items():
+        context.add_asset_metadata(to_metadata(values), partition_key=key)
+    return frames
+
+
+def preflight_answers(context: AssetExecutionContext, snapshot: CorpusSnapshot, llm: LLMResource) -> None:
+    """The answer settings checked in the run's first step, before anything is embedded: a
+    golden prompt file (naming its file, line and field), and a model for the `llm` generator
+    or a grader that spends tokens (no model configured fails now, not after the ranking)."""
+    from eval_pipeline.answering.prompts import preflight_golden
+    from eval_pipeline.judging.answer_judges import check_graders, token_spending
+
+    selection = context.run.asset_selection
+    section = lambda op, cls: cls(**(((context.run.run_config.get("ops") or {}).get(op) or {}).get("config") or {}))  # noqa: E731
+    golden, answering = section("golden_prompts", GoldenPromptsConfig), section("answers", AnswersConfig)
+    graders = check_graders(section("graded_answers", GradedAnswersConfig).grader_names(), "graded_answers.graders")
+    if selection is None or AssetKey("golden_prompts") in selection:
+        preflight_golden(golden.source, golden.path, corpus_signature=snapshot.signature,
+                         doc_ids=[d.doc_id for d in snapshot.documents], limit=golden.limit)
+    if (selection is None or AssetKey("answers") in selection) and answering.generator == "llm":
+        llm.get()
+    if (selection is None or AssetKey("graded_answers") in selection) and token_spending(graders):
+        llm.get()

@@ -1,0 +1,231 @@
+"""The graded_answers asset without Dagster: every chosen grader on every variant's answers.
+
+One row per (prompt, grader) per variant (`GRADE_COLUMNS`), with a status:
+
+- ``graded``: the grader scored the answer (`passed`, `score` in [0, 1]);
+- ``not_applicable``: the grader has nothing to check on this prompt (no assertions for
+  ``deterministic``; no code and no declared symbol for ``static``; no reference for
+  ``decision``);
+- ``no_answer``: the answer could not be generated (retrieval or generation failed): it
+  counts as failed with score 0 wherever the grader applies, so a failure never raises a
+  pass rate by leaving the denominator;
+- ``failed`` / ``unparseable``: an LLM grader's call failed or its reply had no usable score:
+  no grade is guessed; the run's yardstick for that grader is then not a single grader, so
+  it is never compared.
+
+Each grader's yardstick says what its scores can be compared with: ``deterministic:v1`` and
+``static:v1`` (the rules' versions), ``judge:<provider>:<model>:v<prompt version>`` and
+``decision:<provider>:<model>:v<profile version>`` (`answer_judges`).
+
+The graders read each answer's text and the context it saw from the answer cache (the answers
+frame keeps only the key unless the user asked for the text). Judge and decision calls of all
+variants go through one client, so they share its concurrency limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.answering.cache import AnswerCache
+from eval_pipeline.answering.prompts import CheckedGoldenSet
+from eval_pipeline.answering.run import context_from_record
+from eval_pipeline.judging.answer_grades import (
+    DETERMINISTIC_VERSION,
+    STATIC_VERSION,
+    grade_deterministic,
+    grade_static,
+)
+from eval_pipeline.judging.answer_judges import (
+    PASS_SCORE,
+    DecisionItem,
+    JudgeItem,
+    check_graders,
+    decide_answers,
+    decision_yardstick,
+    judge_answers,
+    judge_yardstick,
+    token_spending,
+)
+
+GRADE_COLUMNS = [
+    "variant", "prompt_id", "grader", "status", "passed", "score", "assertion_types", "assertion_held",
+    "faithfulness", "relevance", "citations", "reason", "grader_model",
+]
+DEFAULT_GRADERS = ("deterministic", "static")
+_SEP = "\x1f"  # item ids of the LLM graders: variant + SEP + prompt id
+
+
+def _row(variant: str, prompt_id: str, grader: str, status: str, **fields: Any) -> dict[str, Any]:
+    row = {"variant": variant, "prompt_id": prompt_id, "grader": grader, "status": status, "passed": None,
+           "score": None, "assertion_types": [], "assertion_held": [], "faithfulness": None, "relevance": None,
+           "citations": None, "reason": "", "grader_model": None}
+    row.update(fields)
+    return row
+
+
+def _deterministic(variant: str, prompt, text: str | None) -> dict[str, Any]:
+    types = [a.type for a in prompt.assertions]
+    if not types:
+        return _row(variant, prompt.id, "deterministic", "not_applicable")
+    if text is None:
+        return _row(variant, prompt.id, "deterministic", "no_answer", passed=False, score=0.0,
+                    assertion_types=types, assertion_held=[False] * len(types))
+    grade = grade_deterministic(text, [a.to_json() for a in prompt.assertions])
+    reasons = "; ".join(r.reason for r in grade.results if r.reason)
+    return _row(variant, prompt.id, "deterministic", "graded", passed=grade.passed, score=grade.score,
+                assertion_types=[r.type for r in grade.results], assertion_held=[r.held for r in grade.results],
+                reason=reasons[:300])
+
+
+def _static(variant: str, prompt, text: str | None) -> dict[str, Any]:
+    if prompt.static is None:
+        return _row(variant, prompt.id, "static", "not_applicable")
+    if text is None:
+        return _row(variant, prompt.id, "static", "no_answer", passed=False, score=0.0)
+    grade = grade_static(text, allowed_imports=prompt.static.allowed_imports, symbols=prompt.static.symbols)
+    if grade.passed is None:
+        return _row(variant, prompt.id, "static", "not_applicable", reason="no python block and no symbol")
+    reasons = "; ".join(c.reason for c in grade.checks if c.reason)
+    return _row(variant, prompt.id, "static", "graded", passed=grade.passed, score=grade.score, reason=reasons[:300])
+
+
+def grade_variants(
+    answers: Mapping[str, pd.DataFrame],
+    golden: CheckedGoldenSet,
+    *,
+    graders: Sequence[str],
+    cache: AnswerCache,
+    llm: Any = None,
+    grade_cache: str | Path | None = None,
+    max_tokens: int | None = None,
+) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, str]]]:
+    """(one grades frame per variant, {variant: {grader: yardstick}}). `llm` is needed only
+    when a chosen grader spends tokens (checked before any grading)."""
+    graders = check_graders(list(graders), "graded_answers.graders")
+    if token_spending(graders) and (llm is None or grade_cache is None):
+        raise ValueError(f"graders {', '.join(token_spending(graders))} call a model: an LLM and a grade cache "
+                         "are needed")
+    prompts = golden.golden.by_id() if golden.golden is not None else {}
+    rows: dict[str, list[dict[str, Any]]] = {v: [] for v in answers}
+    judge_items, decision_items, records = [], [], {}
+    for variant, frame in answers.items():
+        for a in frame.itertuples(index=False):
+            prompt = prompts[a.prompt_id]
+            record = _record(cache, a) if a.error is None else None
+            text = record["text"] if record is not None else None
+            records[(variant, a.prompt_id)] = record
+            if "deterministic" in graders:
+                rows[variant].append(_deterministic(variant, prompt, text))
+            if "static" in graders:
+                rows[variant].append(_static(variant, prompt, text))
+            item_id = f"{variant}{_SEP}{a.prompt_id}"
+            if "judge" in graders and record is not None:
+                judge_items.append(JudgeItem(item_id, prompt.prompt, context_from_record(record), text))
+            if "decision" in graders and record is not None and prompt.reference is not None:
+                decision_items.append(DecisionItem(item_id, prompt.prompt, prompt.reference, text,
+                                                   system_prompt=record.get("system_prompt")))
+    yardsticks = {v: {} for v in answers}
+    for v in answers:
+        if "deterministic" in graders:
+            yardsticks[v]["deterministic"] = f"deterministic:v{DETERMINISTIC_VERSION}"
+        if "static" in graders:
+            yardsticks[v]["static"] = f"static:v{STATIC_VERSION}"
+    if "judge" in graders:
+        grades = judge_answers(judge_items, llm=llm, cache_dir=grade_cache, max_tokens=max_tokens)
+        _llm_rows("judge", grades, answers, prompts, records, rows, yardsticks, judge_yardstick)
+    if "decision" in graders:
+        grades = decide_answers(decision_items, llm=llm, cache_dir=grade_cache, max_tokens=max_tokens)
+        _llm_rows("decision", grades, answers, prompts, records, rows, yardsticks, decision_yardstick)
+    return {v: pd.DataFrame(r, columns=GRADE_COLUMNS) for v, r in rows.items()}, yardsticks
+
+
+def _record(cache: AnswerCache, answer) -> dict[str, Any]:
+    record = cache.get(answer.answer_key)
+    if record is None:
+        raise FileNotFoundError(f"answer {answer.prompt_id!r} of variant {answer.variant!r} is not in the answer "
+                                f"cache (key {answer.answer_key[:12]}…): materialize answers again")
+    return record
+
+
+def _llm_rows(grader: str, grades, answers, prompts, records, rows, yardsticks, yardstick_of) -> None:
+    by_item = {g.item_id: g for g in grades}
+    for variant, frame in answers.items():
+        mine = []
+        for a in frame.itertuples(index=False):
+            prompt, record = prompts[a.prompt_id], records[(variant, a.prompt_id)]
+            if grader == "decision" and prompt.reference is None:
+                rows[variant].append(_row(variant, a.prompt_id, grader, "not_applicable", reason="no reference"))
+                continue
+            if record is None:
+                rows[variant].append(_row(variant, a.prompt_id, grader, "no_answer", passed=False, score=0.0))
+                continue
+            g = by_item[f"{variant}{_SEP}{a.prompt_id}"]
+            mine.append(g)
+            model = g.served.label() if g.served is not None else None
+            if not g.ok:
+                rows[variant].append(_row(variant, a.prompt_id, grader, g.status, reason=g.error or "",
+                                          grader_model=model))
+            elif grader == "judge":
+                rows[variant].append(_row(variant, a.prompt_id, grader, "graded", passed=g.overall >= PASS_SCORE,
+                                          score=g.overall, faithfulness=g.faithfulness, relevance=g.relevance,
+                                          citations=g.citations, reason=g.reason, grader_model=model))
+            else:
+                rows[variant].append(_row(variant, a.prompt_id, grader, "graded", passed=bool(g.passed),
+                                          score=g.score, reason=g.reason, grader_model=model))
+        yardsticks[variant][grader] = yardstick_of(mine)
+
+
+def grades_metadata(frame: pd.DataFrame) -> dict[str, Any]:
+    """One partition's grade counts for the asset page: graded and passed per grader."""
+    out: dict[str, Any] = {"grades": len(frame)}
+    for grader, part in frame.groupby("grader", sort=False):
+        out[f"{grader} graded"] = int((part["status"] == "graded").sum())
+        out[f"{grader} passed"] = int((part["passed"] == True).sum())  # noqa: E712
+        out[f"{grader} no grade (failed or unparseable)"] = int(part["status"].isin(["failed", "unparseable"]).sum())
+    return out
+
+
+METRIC_COLUMNS = ["variant", "grader", "set_id", "set_name", "set_fingerprint", "limited", "generator", "yardstick",
+                  "n_prompts", "n_errored", "n_scored", "pass_rate", "pass_rate_low", "pass_rate_high", "mean_score",
+                  "mean_low", "mean_high", "metrics_json"]
+
+
+def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[str, pd.DataFrame],
+                         golden: CheckedGoldenSet, *, prices: Mapping[str, Any] | None = None,
+                         ) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, Any]]]:
+    """({variant: one row per grader, `METRIC_COLUMNS`}, {variant: metadata}). The generator is
+    the one every generated answer reports (`run_generator`), else None (unknown: never
+    compared); `metrics_json` holds the whole `answer_metrics` result."""
+    import json
+
+    from eval_pipeline.answering.served import ServedBy, run_generator
+    from eval_pipeline.judging.answer_metrics import answer_metrics, answer_summary_row
+
+    frames, metadata = {}, {}
+    for variant, frame in answers.items():
+        if golden.golden is None or not len(frame):
+            frames[variant] = pd.DataFrame(columns=METRIC_COLUMNS)
+            metadata[variant] = {"evaluated": False, "reason": golden.reason}
+            continue
+        graded = grades[variant]
+        metrics = answer_metrics(frame, graded.drop(columns=["yardstick"], errors="ignore"), prices=prices)
+        ok = frame[frame["error"].isna()]
+        generator = run_generator(ServedBy(r.provider, r.model_sent, r.model_reported) for r in ok.itertuples())
+        yardsticks = dict(zip(graded["grader"], graded["yardstick"])) if "yardstick" in graded else {}
+        rows = []
+        for summary in answer_summary_row(metrics).values():
+            rows.append({**{c: summary.get(c) for c in METRIC_COLUMNS}, "variant": variant, "n_scored": summary["n"],
+                         "set_id": golden.golden.set_id, "set_name": golden.set_name,
+                         "set_fingerprint": golden.golden.fingerprint, "limited": golden.limited,
+                         "generator": generator, "yardstick": yardsticks.get(summary["grader"]),
+                         "n_prompts": len(frame), "n_errored": int(frame["error"].notna().sum()),
+                         "metrics_json": json.dumps(metrics, sort_keys=True)})
+        frames[variant] = pd.DataFrame(rows, columns=METRIC_COLUMNS)
+        metadata[variant] = {"evaluated": True, "generator": generator or "unknown",
+                             **{f"{r['grader']} pass_rate": r["pass_rate"] for r in rows},
+                             **{f"{r['grader']} mean_score": r["mean_score"] for r in rows}}
+    return frames, metadata
