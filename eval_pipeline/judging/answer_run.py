@@ -67,7 +67,19 @@ def _row(variant: str, prompt_id: str, grader: str, status: str, **fields: Any) 
     return row
 
 
-def _deterministic(variant: str, prompt, text: str | None) -> dict[str, Any]:
+def _reason(result, keep_text: bool) -> str:
+    """An assertion's reason. `exact` and `json_schema` reasons quote the answer, so without
+    `keep_text` they say only what failed."""
+    if result.reason and not keep_text and result.type in _QUOTING:
+        return _QUOTING[result.type]
+    return result.reason
+
+
+_QUOTING = {"exact": "the trimmed answer is not exactly the expected value",
+            "json_schema": "the answer is not JSON matching the schema"}
+
+
+def _deterministic(variant: str, prompt, text: str | None, keep_text: bool = False) -> dict[str, Any]:
     types = [a.type for a in prompt.assertions]
     if not types:
         return _row(variant, prompt.id, "deterministic", "not_applicable")
@@ -75,7 +87,7 @@ def _deterministic(variant: str, prompt, text: str | None) -> dict[str, Any]:
         return _row(variant, prompt.id, "deterministic", "no_answer", passed=False, score=0.0,
                     assertion_types=types, assertion_held=[False] * len(types))
     grade = grade_deterministic(text, [a.to_json() for a in prompt.assertions])
-    reasons = "; ".join(r.reason for r in grade.results if r.reason)
+    reasons = "; ".join(_reason(r, keep_text) for r in grade.results if r.reason)
     return _row(variant, prompt.id, "deterministic", "graded", passed=grade.passed, score=grade.score,
                 assertion_types=[r.type for r in grade.results], assertion_held=[r.held for r in grade.results],
                 reason=reasons[:300])
@@ -104,12 +116,17 @@ def grade_variants(
     max_tokens: int | None = None,
 ) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, str]]]:
     """(one grades frame per variant, {variant: {grader: yardstick}}). `llm` is needed only
-    when a chosen grader spends tokens (checked before any grading)."""
+    when a chosen grader spends tokens (checked before any grading).
+
+    The answer text is kept only when the user asked (the answers frames hold it): otherwise
+    no grade quotes it (an `exact` reason says only that the answer differs, and the LLM
+    graders' reasons, which may quote it, are left out)."""
     graders = check_graders(list(graders), "graded_answers.graders")
     if token_spending(graders) and (llm is None or grade_cache is None):
         raise ValueError(f"graders {', '.join(token_spending(graders))} call a model: an LLM and a grade cache "
                          "are needed")
     prompts = golden.golden.by_id() if golden.golden is not None else {}
+    keep_text = any(frame["answer"].notna().any() for frame in answers.values() if len(frame))
     rows: dict[str, list[dict[str, Any]]] = {v: [] for v in answers}
     judge_items, decision_items, records = [], [], {}
     for variant, frame in answers.items():
@@ -119,7 +136,7 @@ def grade_variants(
             text = record["text"] if record is not None else None
             records[(variant, a.prompt_id)] = record
             if "deterministic" in graders:
-                rows[variant].append(_deterministic(variant, prompt, text))
+                rows[variant].append(_deterministic(variant, prompt, text, keep_text))
             if "static" in graders:
                 rows[variant].append(_static(variant, prompt, text))
             item_id = f"{variant}{_SEP}{a.prompt_id}"
@@ -136,10 +153,10 @@ def grade_variants(
             yardsticks[v]["static"] = f"static:v{STATIC_VERSION}"
     if "judge" in graders:
         grades = judge_answers(judge_items, llm=llm, cache_dir=grade_cache, max_tokens=max_tokens)
-        _llm_rows("judge", grades, answers, prompts, records, rows, yardsticks, judge_yardstick)
+        _llm_rows("judge", grades, answers, prompts, records, rows, yardsticks, judge_yardstick, keep_text)
     if "decision" in graders:
         grades = decide_answers(decision_items, llm=llm, cache_dir=grade_cache, max_tokens=max_tokens)
-        _llm_rows("decision", grades, answers, prompts, records, rows, yardsticks, decision_yardstick)
+        _llm_rows("decision", grades, answers, prompts, records, rows, yardsticks, decision_yardstick, keep_text)
     return {v: pd.DataFrame(r, columns=GRADE_COLUMNS) for v, r in rows.items()}, yardsticks
 
 
@@ -151,7 +168,7 @@ def _record(cache: AnswerCache, answer) -> dict[str, Any]:
     return record
 
 
-def _llm_rows(grader: str, grades, answers, prompts, records, rows, yardsticks, yardstick_of) -> None:
+def _llm_rows(grader: str, grades, answers, prompts, records, rows, yardsticks, yardstick_of, keep_text) -> None:
     by_item = {g.item_id: g for g in grades}
     for variant, frame in answers.items():
         mine = []
@@ -172,10 +189,11 @@ def _llm_rows(grader: str, grades, answers, prompts, records, rows, yardsticks, 
             elif grader == "judge":
                 rows[variant].append(_row(variant, a.prompt_id, grader, "graded", passed=g.overall >= PASS_SCORE,
                                           score=g.overall, faithfulness=g.faithfulness, relevance=g.relevance,
-                                          citations=g.citations, reason=g.reason, grader_model=model))
+                                          citations=g.citations, reason=g.reason if keep_text else "",
+                                          grader_model=model))
             else:
                 rows[variant].append(_row(variant, a.prompt_id, grader, "graded", passed=bool(g.passed),
-                                          score=g.score, reason=g.reason, grader_model=model))
+                                          score=g.score, reason=g.reason if keep_text else "", grader_model=model))
         yardsticks[variant][grader] = yardstick_of(mine)
 
 
