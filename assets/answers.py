@@ -19,7 +19,13 @@ from assets.partitions import SWEEP, variant_partitions
 from eval_pipeline.answering.prompts import CheckedGoldenSet, resolve_golden
 from eval_pipeline.answering.run import answers_metadata, make_generator, produce_answers
 from eval_pipeline.corpus.sources import CorpusSnapshot
-from eval_pipeline.judging.answer_run import DEFAULT_GRADERS, answer_metric_frames, grade_variants, grades_metadata
+from eval_pipeline.judging.answer_run import (
+    DEFAULT_GRADERS,
+    answer_metric_frames,
+    grade_variants,
+    grades_metadata,
+    grading_usage,
+)
 from eval_pipeline.judging.verdict import code_version
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.store.ingest import StoreInfo
@@ -114,9 +120,12 @@ def graded_answers(context: AssetExecutionContext, config: GradedAnswersConfig, 
     from eval_pipeline.judging.answer_judges import token_spending
 
     client = llm.get() if token_spending(config.grader_names()) else None
+    before = client.usage if client is not None else None
     frames, yardsticks = grade_variants(answers, golden_prompts, graders=config.grader_names(),
                                         cache=AnswerCache(state.dir().answers), llm=client,
                                         grade_cache=state.dir().answer_grades, max_tokens=config.max_tokens)
+    if client is not None:
+        context.add_output_metadata(to_metadata(grading_usage(before, client.usage, client.model, SWEEP.prices)))
     for key, frame in frames.items():
         frames[key] = frame.assign(yardstick=frame["grader"].map(yardsticks[key]))
         context.add_asset_metadata(to_metadata(grades_metadata(frames[key])), partition_key=key)

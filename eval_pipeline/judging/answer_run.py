@@ -247,3 +247,15 @@ def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[st
                              **{f"{r['grader']} pass_rate": r["pass_rate"] for r in rows},
                              **{f"{r['grader']} mean_score": r["mean_score"] for r in rows}}
     return frames, metadata
+
+
+def grading_usage(before: Mapping[str, Any], after: Mapping[str, Any], model: str,
+                  prices: Mapping[str, Mapping[str, float]] | None) -> dict[str, Any]:
+    """What the LLM graders spent in this step (the client's usage, after minus before): calls,
+    failures, tokens, and the cost at the variants file's price for `model` (None when it has
+    no price). Grading is not part of an answer's cost or latency; this is its own bill."""
+    spent = {k: int(after[k]) - int(before[k]) for k in ("calls", "failures", "prompt_tokens", "completion_tokens")}
+    price = (prices or {}).get(model)
+    cost = None if price is None else (spent["prompt_tokens"] * price["prompt_per_1k"]
+                                       + spent["completion_tokens"] * price["completion_per_1k"]) / 1000.0
+    return {f"grading {k.replace('_', ' ')}": v for k, v in spent.items()} | {"grading cost": cost}
