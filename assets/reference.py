@@ -1,5 +1,6 @@
 """The `accept_reference` job: pin a recorded run as the reference its variants are gated
-against, from the Launchpad (the same as `python -m eval_pipeline.judging.history accept RUN_ID`).
+against, retrieval and answers, from the Launchpad (the same as
+`python -m eval_pipeline.judging.history accept RUN_ID`).
 
 After a deliberate trade-off (say, a little nDCG for half the latency) the gate fails until
 the team accepts the new numbers; accepting makes that run the pinned reference and the
@@ -10,6 +11,7 @@ from typing import Optional
 from dagster import Config, OpExecutionContext, job, op
 from pydantic import Field
 
+from eval_pipeline.judging.answer_history import accept_answer_run
 from eval_pipeline.judging.history import accept_reference
 from resources import DatabaseResource
 
@@ -25,8 +27,14 @@ def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, data
     """Refuses a limited run or variants with errored questions, naming why."""
     accepted = accept_reference(database.connection_string(), config.run_id, variants=config.variants,
                                 note=config.note)
-    context.log.info(f"run {config.run_id} is now the pinned reference of: {', '.join(accepted)}")
-    context.add_output_metadata({"run_id": config.run_id, "variants": ", ".join(accepted)})
+    answers, refused = accept_answer_run(database.connection_string(), config.run_id, variants=config.variants)
+    context.log.info(f"run {config.run_id} is now the pinned reference of: {', '.join(accepted)}; answers: "
+                     f"{', '.join(f'{v} {g}' for v, g in answers) or 'none'}")
+    for reason in refused:
+        context.log.warning(f"answers not accepted: {reason}")
+    context.add_output_metadata({"run_id": config.run_id, "variants": ", ".join(accepted),
+                                 "answers": ", ".join(f"{v} {g}" for v, g in answers) or "none",
+                                 "answers not accepted": "; ".join(refused) or "none"})
     return accepted
 
 

@@ -108,7 +108,7 @@ _CI_FIELDS = ("pass_rate_ci_low", "pass_rate_ci_high", "mean_ci_low", "mean_ci_h
 _STORED = ("run_id", "variant", "grader", "set_id", "set_fingerprint", "corpus_signature", "generator", "yardstick",
            "limited", "errored", "eligible", "n_scored", "pass_rate", "mean_score", *_CI_FIELDS,
            "variant_config", "provenance")
-_READ = ("run_id", "variant", "grader", "seq", "created_at", *_STORED[3:])
+_READ = ("run_id", "variant", "grader", "seq", "created_at", *_STORED[3:], "accepted")
 _FLOATS = ("pass_rate", "mean_score", *_CI_FIELDS)
 
 # A plain decimal or scientific literal, ASCII digits only: "0.05", ".5", "5.", "1e-2", "+5E-1".
@@ -239,8 +239,9 @@ def answer_comparable(row: Mapping[str, Any]) -> tuple[bool, str]:
     return True, f"generator {row['generator']!r}, yardstick {row['yardstick']!r}"
 
 
-def _ineligible(row: Mapping[str, Any]) -> list[str]:
-    """Why a validated row may not be a later run's yardstick (empty: it may)."""
+def yardstick_problems(row: Mapping[str, Any]) -> list[str]:
+    """Why a validated row may not be a later run's yardstick (empty: it may, once its gate
+    passed): not comparable, errored answers, nothing scored, a missing metric."""
     reasons = []
     ok, why = answer_comparable(row)
     if not ok:
@@ -304,6 +305,9 @@ def _create_table(cur: Any, table: str) -> None:
             )"""
         ).format(table=sql.Identifier(table), check=sql.Identifier(f"{table}_eligible_check"))
     )
+    # Accepted rows (accept_answer_run): a deliberate trade-off the gate failed, pinned by a user.
+    cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS accepted boolean NOT NULL DEFAULT false")
+                .format(sql.Identifier(table)))
     cur.execute(
         sql.SQL("CREATE INDEX IF NOT EXISTS {idx} ON {table} (variant, grader, set_id, set_fingerprint, "
                 "corpus_signature, generator, yardstick, seq)").format(
@@ -397,7 +401,7 @@ def _check_row(run_id: str, raw: object, index: int) -> dict[str, Any]:
         if row[low] is not None and row[high] is not None and row[low] > row[high]:
             raise ValueError(f"{where}: {low} {row[low]!r} is above {high} {row[high]!r}")
     if row["eligible"]:
-        reasons = _ineligible(row)
+        reasons = yardstick_problems(row)
         if reasons:
             raise ValueError(f"{where} claims eligible=True but cannot be a later run's yardstick: "
                              + "; ".join(reasons))
@@ -509,15 +513,23 @@ def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix
             if before_run_id is not None:
                 cutoff = conn.execute(sql.SQL("SELECT min(seq) FROM {} WHERE run_id = %s").format(
                     sql.Identifier(table)), (before_run_id,)).fetchone()[0]
-            query = sql.SQL(
-                "{select} WHERE eligible AND NOT limited AND errored = 0 AND generator IS NOT NULL"
-                " AND pass_rate IS NOT NULL AND mean_score IS NOT NULL AND {matches}"
-                " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
-                " AND (%(cutoff)s::bigint IS NULL OR seq < %(cutoff)s::bigint)"
-                " ORDER BY seq " + ("DESC" if order == "latest" else "ASC") + " LIMIT 1"
-            ).format(select=_select(table), matches=sql.SQL(" AND ").join(
-                sql.SQL("{} = {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in key))
-            found = conn.execute(query, {**key, "before": before_run_id, "cutoff": cutoff}).fetchone()
+            # previous: the latest eligible or accepted row; reference: the latest accepted row,
+            # else the first eligible one.
+            orders = [("accepted", "DESC"), ("eligible", "ASC")] if order == "first" else [("(eligible OR accepted)",
+                                                                                             "DESC")]
+            found = None
+            for condition, direction in orders:
+                query = sql.SQL(
+                    "{select} WHERE " + condition + " AND NOT limited AND errored = 0 AND generator IS NOT NULL"
+                    " AND pass_rate IS NOT NULL AND mean_score IS NOT NULL AND {matches}"
+                    " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
+                    " AND (%(cutoff)s::bigint IS NULL OR seq < %(cutoff)s::bigint)"
+                    " ORDER BY seq " + direction + " LIMIT 1"
+                ).format(select=_select(table), matches=sql.SQL(" AND ").join(
+                    sql.SQL("{} = {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in key))
+                found = conn.execute(query, {**key, "before": before_run_id, "cutoff": cutoff}).fetchone()
+                if found is not None:
+                    break
         return None if found is None else _as_dict(found)
 
     return call_redacted(conn_str, "looking up the answer history", find)
@@ -526,8 +538,8 @@ def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix
 def previous_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
                         corpus_signature: str | None, generator: str | None, yardstick: str,
                         before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
-    """The latest eligible row with exactly this key (set id, set fingerprint, corpus
-    signature, generator, yardstick, variant, grader), or None.
+    """The latest eligible (or accepted: `accept_answer_run`) row with exactly this key (set id,
+    set fingerprint, corpus signature, generator, yardstick, variant, grader), or None.
 
     ``before_run_id`` (the current run) is never returned; when it is already recorded, only
     rows recorded before it count. None when the key is incomplete (a None or blank field),
@@ -541,9 +553,9 @@ def previous_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str
 def reference_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
                          corpus_signature: str | None, generator: str | None, yardstick: str,
                          before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
-    """The first eligible row with exactly this key: the pinned reference every later run of
-    the key is also judged against, so a regression in small steps is caught. Same rules and
-    shape as :func:`previous_answer_run`."""
+    """The pinned reference every later run of the key is also judged against, so a regression
+    in small steps is caught: the latest accepted row (`accept_answer_run`), else the first
+    eligible row with exactly this key. Same rules and shape as :func:`previous_answer_run`."""
     key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
            "corpus_signature": corpus_signature, "generator": generator, "yardstick": yardstick}
     return _lookup(conn_str, key, before_run_id, prefix, "first")
@@ -617,7 +629,8 @@ def _check_yardstick(current: Mapping[str, Any], other: object, against: str) ->
         raise ValueError(f"the {against} run {other['run_id']!r} measured something else ({', '.join(differs)} "
                          "differ): it cannot be the yardstick")
     ok, why = answer_comparable(other)
-    if not ok or _flag(other.get("eligible")) is not True or other.get("errored") != 0:
+    chosen = _flag(other.get("eligible")) is True or _flag(other.get("accepted")) is True  # accepted: a user's pin
+    if not ok or not chosen or other.get("errored") != 0:
         raise ValueError(f"the {against} run {other['run_id']!r} is not eligible as a yardstick"
                          + ("" if ok else f": {why}"))
     for metric in ANSWER_METRICS:
@@ -703,3 +716,37 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
         message = (f"FAILED: {errored} answer(s) could not be generated: the metrics are incomplete"
                    + f" ({message})")
     return AnswerGateResult(passed, state, rows, message)
+
+
+def accept_answer_run(conn_str: str, run_id: str, *, variants: Sequence[str] | None = None,
+                      prefix: str = "eval") -> tuple[list[tuple[str, str]], list[str]]:
+    """Accept a recorded run's answer rows (of `variants`, default all) as the pinned
+    reference and the previous run of their keys, for example after a deliberate trade-off
+    the answer gate failed. Returns ((variant, grader) accepted, why each other row was not):
+    a limited row, one with errored answers, an unknown generator or a yardstick without a
+    single grader can never be a yardstick. A run with no answer rows accepts nothing."""
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+    table = answer_table_name(prefix)
+    rows = [r for r in read_answer_runs(conn_str, run_id=run_id, prefix=prefix)
+            if variants is None or r["variant"] in set(variants)]
+    accepted, refused = [], []
+    for r in rows:
+        metrics = {m: None if isinstance(r[m], float) and math.isnan(r[m]) else r[m] for m in ANSWER_METRICS}
+        reasons = yardstick_problems({**r, **metrics})
+        if reasons:
+            refused.append(f"{r['variant']} {r['grader']}: " + "; ".join(reasons))
+        else:
+            accepted.append((r["variant"], r["grader"]))
+
+    def write() -> None:
+        from psycopg import sql
+
+        with connect(conn_str) as conn, conn.transaction():
+            for variant, grader in accepted:
+                conn.execute(sql.SQL("UPDATE {} SET accepted = true WHERE run_id = %s AND variant = %s AND grader = %s")
+                             .format(sql.Identifier(table)), (run_id, variant, grader))
+
+    if accepted:
+        call_redacted(conn_str, f"accepting answer run {run_id!r}", write)
+    return accepted, refused

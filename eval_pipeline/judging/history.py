@@ -916,12 +916,18 @@ def main(argv: list[str] | None = None) -> int:
                 flags.append(f"accepted: {', '.join(r['accepted'])}")
             print(f"{r['run_id']}  {r['created_at']:%Y-%m-%d %H:%M:%S}  {'; '.join(flags)}")
         return 0
+    from eval_pipeline.judging.answer_history import accept_answer_run
+
     try:
         accepted = accept_reference(conn_str, args.run_id, variants=args.variants, note=args.note, prefix=args.prefix)
     except ValueError as exc:
         print(f"error: {exc}", file=__import__("sys").stderr)
         return 2
+    answers, refused = accept_answer_run(conn_str, args.run_id, variants=args.variants, prefix=args.prefix)
     print(f"run {args.run_id} is now the pinned reference of: {', '.join(accepted)}")
+    print(f"answers accepted: {', '.join(f'{v} {g}' for v, g in answers) or 'none'}")
+    for reason in refused:
+        print(f"answers not accepted: {reason}")
     return 0
 
 

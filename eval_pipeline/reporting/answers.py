@@ -51,6 +51,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         evaluate_answer_gate,
         previous_answer_run,
         reference_answer_run,
+        yardstick_problems,
     )
 
     frames = [answer_metrics[v] for v in order if v in answer_metrics and len(answer_metrics[v])]
@@ -76,7 +77,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
             reference = reference_answer_run(connection_string, **key, before_run_id=run_id)
         gate = evaluate_answer_gate(current, previous, reference, tolerances, strict=strict)
         verdict.gates.setdefault(row["variant"], {})[row["grader"]] = gate
-        eligible = bool(comparable and current["errored"] == 0 and gate.passed)
+        eligible = bool(gate.passed and not yardstick_problems(current))
         verdict.records.append({**current, "eligible": eligible, "variant_config": {},
                                 "provenance": {"set_name": row["set_name"], "metrics": _no_nan(metrics)}})
         verdict.rows.append({**row, "metrics": metrics, "gate": gate, "previous": previous, "reference": reference})

@@ -17,6 +17,7 @@ from eval_pipeline.judging.answer_history import (
     answer_table_name,
     evaluate_answer_gate,
     previous_answer_run,
+    accept_answer_run,
     read_answer_runs,
     record_answer_run,
     reference_answer_run,
@@ -365,3 +366,31 @@ def test_recorded_rows_are_valid_yardsticks_for_the_gate(pg_uri, prefix):
     assert result.passed and len(result.rows) == 4  # equal to the tolerance: passes
     result = evaluate_answer_gate({**row(0.8, 0.8, errored=1), "run_id": "run-2"}, prev, prev, TOL, strict=True)
     assert not result.passed and "metrics are incomplete" in result.message
+
+
+def test_an_accepted_run_becomes_the_previous_run_and_the_reference(pg_uri, prefix):
+    """A deliberate trade-off the gate failed (run-2, not eligible) stays failing every later
+    run until a user accepts it; accepted, it is both yardsticks of the next run."""
+    record_answer_run(pg_uri, "run-1", [row(0.8, 0.8)], prefix=prefix)
+    record_answer_run(pg_uri, "run-2", [row(0.6, 0.6, eligible=False)], prefix=prefix)
+    r = row()
+    assert previous(pg_uri, prefix, r, before="run-3")["run_id"] == "run-1"
+    accepted, refused = accept_answer_run(pg_uri, "run-2", prefix=prefix)
+    assert accepted == [("bm25", "decision")] and refused == []
+    assert previous(pg_uri, prefix, r, before="run-3")["run_id"] == "run-2"
+    assert reference(pg_uri, prefix, r, before="run-3")["run_id"] == "run-2"
+    gate = evaluate_answer_gate({**row(0.6, 0.6), "run_id": "run-3"}, previous(pg_uri, prefix, r, before="run-3"),
+                                reference(pg_uri, prefix, r, before="run-3"), TOL, strict=False)
+    assert gate.passed and gate.state == "comparable"
+
+
+def test_a_run_that_can_never_be_a_yardstick_is_not_accepted(pg_uri, prefix):
+    record_answer_run(pg_uri, "run-1", [row(0.8, 0.8, limited=True, eligible=False),
+                                        row(0.8, 0.8, grader="deterministic", yardstick="deterministic:v1",
+                                            errored=2, eligible=False)], prefix=prefix)
+    accepted, refused = accept_answer_run(pg_uri, "run-1", prefix=prefix)
+    assert accepted == []
+    assert len(refused) == 2 and any("limited" in r for r in refused) and any("could not be generated" in r
+                                                                              for r in refused)
+    assert previous(pg_uri, prefix, row(), before="run-9") is None
+    assert accept_answer_run(pg_uri, "no-such-run", prefix=prefix) == ([], [])
