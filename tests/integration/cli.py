@@ -42,12 +42,23 @@ def start_job(tmp_path, name, env, config, job: str = "retrieval_eval") -> subpr
          "-c", str(cfg)], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def _rows(section: str) -> list[list[str]]:
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| ")]
+
+
 def metrics_table(results_dir: Path) -> list[list[str]]:
-    """The variants x metrics table of results.md, without the latency columns (timings differ)."""
+    """The variants x metrics table of results.md without the latency columns (timings
+    differ), then the answer-quality table without its latency and gate columns (a run's gate
+    state depends on the history before it)."""
     text = (results_dir / "results.md").read_text()
-    table = text[text.index("## Variants"):text.index("## hit@5 by question kind")]
-    rows = [line.strip("|").split("|") for line in table.splitlines() if line.startswith("| ")]
-    return [[cell.strip() for cell in row[:-2]] for row in rows]
+    answers_at = text.find("## Answer quality")
+    table = text[text.index("## Variants"):answers_at if answers_at >= 0 else text.index("## hit@5 by question kind")]
+    rows = [row[:-2] for row in _rows(table)]
+    if answers_at >= 0:
+        answer_table = text[answers_at:text.index("\n### ", answers_at) if "\n### " in text[answers_at:] else None]
+        rows += [row[:6] + row[7:-1] for row in _rows(answer_table)]
+    return rows
 
 
 class CountingEmbedder:
