@@ -18,7 +18,7 @@ DAGSTER_ENV = export DAGSTER_HOME=$(CURDIR) \
 	export EVAL_PIPELINE_DAGSTER_PG_URL=$$($(BIN)/python -m eval_pipeline.store.database url \
 		--state-dir $(STATE_DIR) --database dagster --driver psycopg2)
 
-.PHONY: install demo test test-unit dev stop-db clean chromium
+.PHONY: install demo test test-unit dev stop-db clean chromium redis-server
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,7 +44,13 @@ chromium:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "chromium not installed: the UI test will be skipped"
 
-test: $(STAMP) chromium
+# The Celery executor's test starts Debian's redis-server as its broker; installed here when missing
+# (needs root, as CI has).
+redis-server:
+	@command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; } \
+		|| echo "redis-server not installed: the Celery executor test will be skipped"
+
+test: $(STAMP) chromium redis-server
 	$(BIN)/python -m pytest -q
 
 test-unit: $(STAMP)

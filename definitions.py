@@ -7,6 +7,13 @@ without code changes:
   OPENAI_BASE_URL, OPENAI_API_KEY)
 - EVAL_PIPELINE_SCHEDULE=stopped (default) | running: the nightly schedule's state when the
   code location first loads (a state set in the UI afterwards wins)
+- job retrieval_eval_celery (needs the `celery` extra and running workers, see the README):
+  EVAL_PIPELINE_CELERY_BROKER, the broker URL when the run config's `execution: config: broker`
+  is unset; EVAL_PIPELINE_CELERY_BACKEND, the result backend (default: the broker if redis://);
+  EVAL_PIPELINE_CELERY_CHECK_EVERY (5 s), EVAL_PIPELINE_CELERY_LOST_AFTER (20 s) and
+  EVAL_PIPELINE_CELERY_LOST_RETRIES (1): how a task whose worker died is noticed and submitted
+  again (resources/celery_executor.py). Every worker needs the same environment as the run
+  (EVAL_PIPELINE_STATE_DIR on storage they all mount, EVAL_PIPELINE_DB=external and its URL).
 """
 
 import os
@@ -26,6 +33,7 @@ import assets
 from assets.partitions import SWEEP
 from assets.reference import accept_reference_job
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
+from resources.celery_executor import watched_celery_executor
 from resources.io import RunScopedPickleIOManager, VariantParquetIOManager
 
 STATE = StateResource()  # EVAL_PIPELINE_STATE_DIR, else .eval_state/ in the checkout
@@ -94,6 +102,14 @@ retrieval_eval_parallel = define_asset_job(
     "retrieval_eval_parallel", selection=AssetSelection.all(), executor_def=multiprocess_executor, tags=WHOLE_SWEEP
 )
 
+# The same run on a Celery worker pool (dagster-celery's executor, which this one wraps to resubmit
+# a task whose worker died): every step is a task, and ranked_results' batches (2 unless `ops:
+# ranked_results: config: workers` says more) run on different workers. Broker from the run
+# config (`execution: config: broker`) or EVAL_PIPELINE_CELERY_BROKER.
+retrieval_eval_celery = define_asset_job(
+    "retrieval_eval_celery", selection=AssetSelection.all(), executor_def=watched_celery_executor, tags=WHOLE_SWEEP
+)
+
 # The nightly run: the whole sweep (the job's tags carry the partition range); cron from the
 # variants file.
 # Stopped unless EVAL_PIPELINE_SCHEDULE=running (or turned on in the UI: Automation).
@@ -113,7 +129,7 @@ nightly = ScheduleDefinition(
 defs = Definitions(
     assets=ALL_ASSETS,
     asset_checks=[assets.question_set_audit, assets.no_errored_questions, assets.regression_gate, assets.answer_gate],
-    jobs=[retrieval_eval, retrieval_eval_parallel, accept_reference_job],
+    jobs=[retrieval_eval, retrieval_eval_parallel, retrieval_eval_celery, accept_reference_job],
     schedules=[nightly],
     executor=in_process_executor,  # also for materializations from the UI and `dagster asset materialize`
     resources={

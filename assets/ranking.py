@@ -13,7 +13,8 @@ one or more steps.
 
 With the in-process executor (job `retrieval_eval`) there is one batch: the whole sweep shares
 every leg.  With the multiprocess executor (job `retrieval_eval_parallel`) there are as many
-batches as the executor runs at once, and they run in parallel.
+batches as the executor runs at once, and they run in parallel; with the Celery executor (job
+`retrieval_eval_celery`) each batch is a task on the worker pool (2 batches unless `workers` is set).
 """
 
 import os
@@ -59,7 +60,7 @@ class RankingConfig(Config):
     workers: Optional[int] = Field(
         default=None, ge=1, le=256,
         description="batches of variants ranked as separate steps (default: as many as the executor runs at "
-        "once: 1 in-process, max_concurrent with the multiprocess executor)",
+        "once: 1 in-process, max_concurrent with the multiprocess executor, 2 with the Celery executor)",
     )
     reuse: bool = Field(
         default=True,
@@ -68,10 +69,17 @@ class RankingConfig(Config):
     )
 
 
+CELERY_DEFAULT_WORKERS = 2  # the worker pool's size is not in the executor's config
+
+
 def executor_concurrency(context: OpExecutionContext) -> int:
     """How many steps the run's executor runs at once: 1 in-process; for the multiprocess
-    executor its `max_concurrent` (run config, else Dagster's default, the CPU count)."""
+    executor its `max_concurrent` (run config, else Dagster's default, the CPU count); for the
+    Celery executor (job `retrieval_eval_celery`) the worker pool's size, which its config does not
+    hold: 2, unless `ops: ranked_results: config: workers` says otherwise."""
     executor = context.job_def.executor_def
+    if executor.name == "celery":
+        return CELERY_DEFAULT_WORKERS
     if executor.name != "multiprocess":
         return 1
     section = (context.run.run_config.get("execution") or {}).get("config") or {}

@@ -1,0 +1,275 @@
+"""Job `retrieval_eval_celery` on a real worker pool: Debian's redis-server as the broker, two
+workers started with `dagster-celery worker start`, each in its own process group, and the vector
+store a password-protected Postgres on 127.0.0.1 reached through `EVAL_PIPELINE_DB=external`
+(tests/cluster.py starts and stops all of it; the state dir is on the same disk, as a cluster's
+would be on shared storage).
+
+- the whole demo job on the pool: exit 0, every step in a worker, the two ranking batches on two
+  different workers, and per-question metrics identical to the in-process job's;
+- a worker SIGKILLed while it runs a ranking task: the task is submitted again and the run
+  completes (or, past the retries, fails saying which step and worker were lost); a re-run
+  completes with the same metrics;
+- the database password is in no log: job output, worker logs, redis' log and keys, the state
+  dir (compute logs included) and Dagster's event log and run tables.
+
+One cluster serves the module (module fixtures)."""
+
+import json
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import psycopg
+import pytest
+import yaml
+
+from tests.cluster import BIN, REPO, Cluster, missing
+from tests.integration.cli import job_environment, metrics_table
+from tests.integration.test_secrets import forbidden
+
+pytestmark = pytest.mark.integration
+
+if missing():
+    pytest.skip(missing(), allow_module_level=True)
+
+RANK_STEP = "ranked_results.rank_variants["
+VOLATILE = ("latency_ms", "code_version")  # timings, and the checkout's version string
+
+
+def _start(env: dict, job: str, folder: Path, name: str, *, ops: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """`dagster job execute` for the demo job, tagged so that its run can be found; (process, tag)."""
+    tag = f"{name}-{uuid.uuid4().hex[:8]}"
+    config = {"ops": {"report": {"config": {"results_dir": str(folder / name)}}, **(ops or {})}}
+    cfg = folder / f"{name}.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    log = open(folder / f"{name}.log", "w")
+    proc = subprocess.Popen(
+        [str(BIN / "dagster"), "job", "execute", "-m", "definitions", "-j", job, "-c", str(cfg),
+         "--tags", json.dumps({"test/celery": tag})],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    return proc, tag
+
+
+def _finish(proc: subprocess.Popen, folder: Path, name: str, timeout: float = 600) -> tuple[int, str]:
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"{name} did not finish in {timeout:.0f} s: "
+                             f"{(folder / f'{name}.log').read_text()[-3000:]}") from None
+    return code, (folder / f"{name}.log").read_text(errors="replace")
+
+
+def _run_id(dagster_uri: str, tag: str) -> str | None:
+    with psycopg.connect(dagster_uri) as conn:
+        if conn.execute("SELECT to_regclass('run_tags')").fetchone()[0] is None:
+            return None
+        row = conn.execute("SELECT run_id FROM run_tags WHERE key = 'test/celery' AND value = %s", (tag,)).fetchone()
+        return row[0] if row else None
+
+
+def _events(dagster_uri: str, run_id: str, event_type: str | None = None) -> list:
+    from dagster import EventLogEntry
+    from dagster._serdes import deserialize_value
+
+    query = "SELECT event FROM event_logs WHERE run_id = %s" + (" AND dagster_event_type = %s" if event_type else "")
+    with psycopg.connect(dagster_uri) as conn:
+        rows = conn.execute(query + " ORDER BY id", (run_id, event_type) if event_type else (run_id,)).fetchall()
+    return [deserialize_value(r[0], EventLogEntry) for r in rows]
+
+
+def _by_type(entries, name: str):
+    return [e.dagster_event for e in entries if e.dagster_event is not None and e.dagster_event.event_type_value == name]
+
+
+def _worker_of_step(entries) -> dict[str, list[str]]:
+    """{step key: [celery worker hostnames]} from the engine events each task writes when it starts."""
+    out: dict[str, list[str]] = {}
+    for event in _by_type(entries, "ENGINE_EVENT"):
+        metadata = event.event_specific_data.metadata if event.event_specific_data else {}
+        if event.step_key and "Celery worker" in metadata:
+            out.setdefault(event.step_key, []).append(metadata["Celery worker"].value)
+    return out
+
+
+def _per_query(results: Path) -> pd.DataFrame:
+    frame = pd.read_json(results / "per_query.jsonl", lines=True, dtype=False)
+    frame = frame.drop(columns=[c for c in frame.columns if c in VOLATILE or c.startswith("ms_")])
+    return frame.sort_values(["variant", "qid"]).reset_index(drop=True)
+
+
+def _assert_same_metrics(results: Path, reference: Path) -> None:
+    ours, theirs = _per_query(results), _per_query(reference)
+    assert list(ours.columns) == list(theirs.columns)
+    assert len(ours) == len(theirs) > 0
+    scores = ours.pop("scores"), theirs.pop("scores")
+    pd.testing.assert_frame_equal(ours, theirs, check_exact=True)
+    for a, b in zip(*scores):
+        assert a == pytest.approx(b, abs=1e-6)
+    assert metrics_table(results) == metrics_table(reference)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("celery")
+
+
+@pytest.fixture(scope="module")
+def dagster_uri(embedded_pg):
+    return embedded_pg.uri("dagster")
+
+
+@pytest.fixture(scope="module")
+def first_event_id(dagster_uri):
+    with psycopg.connect(dagster_uri) as conn:
+        if conn.execute("SELECT to_regclass('event_logs')").fetchone()[0] is None:
+            return 0
+        return conn.execute("SELECT coalesce(max(id), 0) FROM event_logs").fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def cluster(folder, embedded_pg, first_event_id):
+    # quick loss detection for the kill test (defaults: a check every 5 s, lost after 20 s)
+    with Cluster(folder / "cluster", dagster_url=embedded_pg.uri("dagster", driver="psycopg2"), workers=2,
+                 extra_env={"EVAL_PIPELINE_CELERY_CHECK_EVERY": "1", "EVAL_PIPELINE_CELERY_LOST_AFTER": "4"}) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def reference(folder, embedded_pg):
+    """The same demo job in-process, on its own state dir and embedded vector store."""
+    from eval_pipeline.store.database import EmbeddedPostgres
+
+    state = folder / "inprocess-state"
+    env = job_environment(state, embedded_pg.uri("dagster", driver="psycopg2"), PYTHONPATH=str(REPO))
+    try:
+        proc, _ = _start(env, "retrieval_eval", folder, "inprocess")
+        code, output = _finish(proc, folder, "inprocess")
+        assert code == 0, output[-3000:]
+    finally:
+        EmbeddedPostgres(state).stop()
+    return folder / "inprocess"
+
+
+@pytest.fixture(scope="module")
+def pool_run(cluster, folder, dagster_uri, reference):
+    proc, tag = _start(cluster.env, "retrieval_eval_celery", folder, "pool")
+    code, output = _finish(proc, folder, "pool")
+    return {"code": code, "output": output, "run_id": _run_id(dagster_uri, tag), "results": folder / "pool"}
+
+
+def test_whole_demo_job_on_two_workers_gives_the_in_process_metrics(pool_run, reference, dagster_uri, cluster):
+    assert pool_run["code"] == 0, pool_run["output"][-3000:]
+    entries = _events(dagster_uri, pool_run["run_id"])
+    where = _worker_of_step(entries)
+    started = {e.step_key for e in _by_type(entries, "STEP_START")}
+    assert started and started <= set(where), sorted(started - set(where))  # every step ran in a celery worker
+    nodes = {cluster.pool.node(n) for n in cluster.pool.procs}
+    assert {w for ws in where.values() for w in ws} <= nodes
+    rank_steps = sorted(k for k in started if k.startswith(RANK_STEP))
+    assert len(rank_steps) == 2, rank_steps  # two batches: the pool's default size
+    assert len({where[k][0] for k in rank_steps}) == 2, where  # on two different workers
+    _assert_same_metrics(pool_run["results"], reference)
+
+
+def test_a_worker_killed_mid_task_is_survived_and_a_rerun_gives_the_same_metrics(
+        pool_run, reference, cluster, folder, dagster_uri):
+    assert pool_run["code"] == 0
+    no_reuse = {"ranked_results": {"config": {"reuse": False}}}
+    proc, tag = _start(cluster.env, "retrieval_eval_celery", folder, "killed", ops=no_reuse)
+    victim = step = None
+    deadline = time.monotonic() + 300
+    try:
+        while victim is None and proc.poll() is None and time.monotonic() < deadline:
+            run_id = _run_id(dagster_uri, tag)
+            if run_id:
+                for event in _by_type(_events(dagster_uri, run_id, "STEP_START"), "STEP_START"):
+                    if event.step_key.startswith(RANK_STEP):
+                        name = cluster.pool.group_of(event.pid)
+                        if name is not None:
+                            cluster.pool.kill(name)  # SIGKILL: the CLI, celery's main process and its pool
+                            victim, step = name, event.step_key
+                            break
+            time.sleep(0.1)
+        assert victim is not None, "no ranking task was seen running on a worker"
+        code, output = _finish(proc, folder, "killed")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    entries = _events(dagster_uri, _run_id(dagster_uri, tag))
+    step_events = [e for e in entries if e.dagster_event is not None and e.dagster_event.step_key == step]
+    resubmitted = [e.message for e in step_events if "submitting it again" in (e.message or "")]
+    cluster.pool.start(victim)  # the pool is two workers again for the re-run
+
+    if code == 0:  # the task was submitted again and finished on the other worker
+        assert resubmitted and cluster.pool.node(victim) in resubmitted[0], resubmitted
+        successes = [e for e in step_events if e.dagster_event.event_type_value == "STEP_SUCCESS"]
+        assert len(successes) == 1
+        assert _worker_of_step(entries)[step][-1] != cluster.pool.node(victim)  # the last attempt: the other worker
+        _assert_same_metrics(folder / "killed", reference)
+    else:  # the run failed, and says which step and worker were lost
+        assert f"step {step} was lost" in output and cluster.pool.node(victim) in output, output[-3000:]
+
+    proc, _ = _start(cluster.env, "retrieval_eval_celery", folder, "rerun", ops=no_reuse)
+    code, output = _finish(proc, folder, "rerun")
+    assert code == 0, output[-3000:]
+    _assert_same_metrics(folder / "rerun", reference)
+
+
+def _redis_text(url: str) -> str:
+    import redis
+
+    parts = []
+    for db in (0, 1):
+        client = redis.Redis.from_url(f"{url}/{db}")
+        for key in client.scan_iter(count=1000):
+            kind = client.type(key).decode()
+            if kind == "string":
+                parts.append(client.get(key) or b"")
+            elif kind == "list":
+                parts += client.lrange(key, 0, -1)
+            elif kind == "hash":
+                parts += [k + b"=" + v for k, v in client.hgetall(key).items()]
+            elif kind == "set":
+                parts += list(client.smembers(key))
+            elif kind == "zset":
+                parts += client.zrange(key, 0, -1)
+            parts.append(key)
+        client.close()
+    return "\n".join(p.decode("utf-8", "replace") for p in parts)
+
+
+def test_the_database_password_is_in_no_log(pool_run, cluster, folder, dagster_uri, first_event_id):
+    pieces = forbidden(cluster.password)
+
+    def hits(text: str) -> list[str]:
+        return sorted(p for p in pieces if p in text)
+
+    assert pool_run["code"] == 0
+    leaks = {}
+    files = [p for p in folder.rglob("*") if p.is_file() and "pgdata" not in p.parts]
+    files.append(cluster.postgres.log)  # the vector store's own server log
+    assert any(p.name.startswith("worker-") for p in files) and any(p.suffix == ".log" for p in files)
+    assert any("logs" in p.parts for p in files), "no compute logs were written"
+    for path in files:
+        found = hits(path.read_bytes().decode("utf-8", "replace"))
+        if found:
+            leaks[str(path)] = found
+    found = hits(_redis_text(cluster.redis.url))  # task messages and results in the broker and backend
+    if found:
+        leaks["redis"] = found
+    with psycopg.connect(dagster_uri) as conn:
+        events = "\n".join(r[0] for r in conn.execute("SELECT event FROM event_logs WHERE id > %s",
+                                                      (first_event_id,)).fetchall())
+        assert "retrieval_eval_celery" in events
+        if hits(events):
+            leaks["event_logs"] = hits(events)
+        for table in ("runs", "run_tags", "snapshots"):
+            text = "\n".join(r[0] for r in conn.execute(
+                psycopg.sql.SQL("SELECT t::text FROM {} t").format(psycopg.sql.Identifier(table))).fetchall())
+            if hits(text):
+                leaks[table] = hits(text)
+    assert leaks == {}
