@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 import threading
 
 import numpy as np
@@ -27,7 +28,7 @@ from eval_pipeline.store.ingest import (
     split_contiguous,
     store_fingerprint,
 )
-from tests.integration.cli import REPO, HashingEmbedder
+from tests.integration.cli import FIXTURES, REPO, HashingEmbedder
 
 pytestmark = pytest.mark.integration
 
@@ -280,3 +281,99 @@ def test_a_writer_of_a_plan_made_stale_by_another_run_writes_nothing(demo, pg_ur
 def test_shards_is_checked_before_anything_is_read(demo, pg_uri, bad):
     with pytest.raises(ValueError, match=rf"shards must be an integer >= 1, got {bad!r}"):
         plan_ingest(demo, embedder=HashingEmbedder(), chunking=CHUNKING, shards=bad, **_quiet(uri=pg_uri))
+
+
+# --- the graph-backed asset ----------------------------------------------------------------
+
+STORE_SETTINGS = {"split_length": 30, "split_overlap": 5, "batch_chunks": 4}  # the tiny corpus: 3 batches
+
+
+def _one_step_reference(tiny_snapshot, pg_uri, local_embedder):
+    one = Renamed(local_embedder, "graph-reference")
+    _forget(pg_uri, _table(tiny_snapshot, one))
+    ingest(tiny_snapshot, embedder=one, chunking=CHUNKING, batch_chunks=4, **_quiet(uri=pg_uri))
+    rows = _rows(pg_uri, _table(tiny_snapshot, one))
+    _forget(pg_uri, _table(tiny_snapshot, one))
+    return rows
+
+
+def test_the_asset_writes_each_shard_in_its_own_step(tmp_path, tiny_snapshot, pg_uri, local_embedder):
+    from dagster import DagsterInstance, materialize
+
+    import assets
+    from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
+    from resources.io import RunScopedPickleIOManager
+
+    reference = _one_step_reference(tiny_snapshot, pg_uri, local_embedder)
+    table = _table(tiny_snapshot, local_embedder)
+    _forget(pg_uri, table)
+    state = StateResource(path=str(tmp_path / "state"))
+    resources = {"io_manager": RunScopedPickleIOManager(base_dir=str(tmp_path / "assets")), "state": state,
+                 "database": DatabaseResource(kind="external", url=pg_uri, state=state), "embedder": EmbedderResource(),
+                 "llm": LLMResource(), "rerankers": RerankerResource(llm=LLMResource())}
+    config = {"ops": {"corpus_snapshot": {"config": {"source": "jsonl", "path": str(tiny_snapshot.source[6:])}},
+                      "pgvector_store": {"config": {**STORE_SETTINGS, "shards": 3}}}}
+    try:
+        result = materialize([assets.corpus_snapshot, assets.pgvector_store], resources=resources, run_config=config,
+                             instance=DagsterInstance.ephemeral())
+        assert result.success
+        steps = sorted(e.step_key for e in result.get_step_success_events() if e.step_key.startswith("pgvector_store."))
+        assert steps == ["pgvector_store.finish_ingest", "pgvector_store.ingest_shard[shard_1_of_3]",
+                         "pgvector_store.ingest_shard[shard_2_of_3]", "pgvector_store.ingest_shard[shard_3_of_3]",
+                         "pgvector_store.plan_ingest"]
+        info = result.output_for_node("pgvector_store")
+        assert info.table == table and not info.reused
+        (materialization,) = result.asset_materializations_for_node("pgvector_store")
+        assert materialization.metadata["shards"].value == 3
+        _same_table(_rows(pg_uri, table), reference)
+    finally:
+        _forget(pg_uri, table)
+
+
+def test_the_parallel_executor_writes_shards_in_separate_processes(tmp_path, job_env, tiny_snapshot, pg_uri,
+                                                                     local_embedder, monkeypatch):
+    """Two shards under Dagster's multiprocess executor, each step in its own process: the same
+    table as a one-step ingest."""
+    import yaml
+    from dagster import DagsterEventType, DagsterInstance
+
+    from eval_pipeline.store.database import EmbeddedPostgres
+
+    reference = _one_step_reference(tiny_snapshot, pg_uri, local_embedder)
+    (tmp_path / "ingest_job.py").write_text(textwrap.dedent("""
+        import definitions as project
+        from dagster import AssetSelection, Definitions, define_asset_job, multiprocess_executor
+
+        ingest_parallel = define_asset_job("ingest_parallel", executor_def=multiprocess_executor,
+                                           selection=AssetSelection.assets("corpus_snapshot", "pgvector_store", "question_set"))
+        defs = Definitions(assets=project.ALL_ASSETS, jobs=[ingest_parallel], resources=project.defs.resources)
+    """))
+    config = {"execution": {"config": {"max_concurrent": 2}},
+              "ops": {"corpus_snapshot": {"config": {"source": "jsonl", "path": tiny_snapshot.source[6:]}},
+                      "question_set": {"config": {"path": str(FIXTURES / "tiny_questions.jsonl")}},  # preflight
+                      "pgvector_store": {"config": STORE_SETTINGS}}}  # shards: the executor's 2
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    env = job_env("state")
+    out = subprocess.run([str(Path(sys.executable).parent / "dagster"), "job", "execute", "-f",
+                          str(tmp_path / "ingest_job.py"), "-d", str(REPO), "-j", "ingest_parallel",
+                          "-c", str(tmp_path / "run.yaml")], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+
+    for name in ("DAGSTER_HOME", "EVAL_PIPELINE_DAGSTER_PG_URL", "EVAL_PIPELINE_ARTIFACTS_DIR",
+                 "EVAL_PIPELINE_COMPUTE_LOGS_DIR"):
+        monkeypatch.setenv(name, env[name])
+    instance = DagsterInstance.get()
+    (run,) = [r.dagster_run for r in instance.get_run_records() if r.dagster_run.job_name == "ingest_parallel"][:1]
+    pids = {}
+    for record in instance.get_records_for_run(run.run_id, limit=100_000).records:
+        event = record.event_log_entry.dagster_event
+        if event is not None and event.event_type == DagsterEventType.STEP_START:
+            pids[event.step_key] = event.pid
+    shards = sorted(k for k in pids if k.startswith("pgvector_store.ingest_shard["))
+    assert shards == ["pgvector_store.ingest_shard[shard_1_of_2]", "pgvector_store.ingest_shard[shard_2_of_2]"]
+    assert len({pids[k] for k in shards}) == 2
+    uri = EmbeddedPostgres(env["EVAL_PIPELINE_STATE_DIR"]).uri("eval")
+    table = _table(tiny_snapshot, local_embedder)
+    _same_table(_rows(uri, table), reference)
+    assert _complete(uri, table) == (len(reference),)
