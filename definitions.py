@@ -5,6 +5,8 @@ without code changes:
 - EVAL_PIPELINE_DB=embedded (default) | testcontainers | external (then EVAL_PIPELINE_DATABASE_URL)
 - EVAL_PIPELINE_EMBEDDER=local (default) | openai (then EVAL_PIPELINE_EMBEDDER_MODEL,
   OPENAI_BASE_URL, OPENAI_API_KEY)
+- EVAL_PIPELINE_LLM_SHARED_LIMIT=0 (default) | 1: the LLM's concurrency limit per process, or
+  shared by every process and run through the database
 - EVAL_PIPELINE_SCHEDULE=stopped (default) | running: the nightly schedule's state when the
   code location first loads (a state set in the UI afterwards wins)
 - job retrieval_eval_celery (needs the `celery` extra and running workers, see the README):
@@ -58,11 +60,16 @@ def _embedder() -> EmbedderResource:
 
 
 def _llm() -> LLMResource:
-    """OPENAI_BASE_URL, EVAL_PIPELINE_LLM_MODEL and OPENAI_API_KEY; the key stays an EnvVar."""
+    """OPENAI_BASE_URL, EVAL_PIPELINE_LLM_MODEL and OPENAI_API_KEY; the key stays an EnvVar.
+    EVAL_PIPELINE_LLM_SHARED_LIMIT=1 shares the concurrency limit across processes and runs
+    through the database (for the multiprocess job, or workers)."""
+    shared = os.environ.get("EVAL_PIPELINE_LLM_SHARED_LIMIT", "0").strip().lower() in ("1", "true", "yes")
     return LLMResource(
         base_url=os.environ.get("OPENAI_BASE_URL"),
         model=os.environ.get("EVAL_PIPELINE_LLM_MODEL"),
         api_key=EnvVar("OPENAI_API_KEY") if "OPENAI_API_KEY" in os.environ else None,
+        shared_limit=shared,
+        database=_database() if shared else None,
     )
 
 

@@ -3,7 +3,8 @@ and beside the ranking, golden prompts -> answers -> graded answers -> answer me
 (assets/answers.py).
 
 ranked_results, variant_metrics and the answer assets are partitioned by variant
-(assets/partitions.py); ranked_results is a small graph of its own (assets/ranking.py).
+(assets/partitions.py); ranked_results is a small graph of its own (assets/ranking.py), and so
+is pgvector_store, written in one or more shards (assets/store.py).
 
 Each asset reads its inputs, calls one eval_pipeline function and attaches metadata.
 """
@@ -41,6 +42,7 @@ from assets.answers import (  # noqa: F401  (the answer-quality assets: part of 
 from assets.metadata import to_metadata
 from assets.partitions import SWEEP, variant_partitions
 from assets.ranking import RankingConfig, ranked_results  # noqa: F401  (ranked_results: part of the graph)
+from assets.store import StoreConfig, pgvector_store  # noqa: F401  (pgvector_store: part of the graph)
 from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.corpus.sources import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
 from eval_pipeline.judging.audit import audit_metadata, run_audit
@@ -49,8 +51,7 @@ from eval_pipeline.questions.build import build_question_set, preflight_run
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.reporting.answers import answer_gate_checks
 from eval_pipeline.reporting.run import assemble_run, gate_check_names, variant_gate_checks
-from eval_pipeline.store.ingest import BATCH_CHUNKS, ChunkingConfig, StoreInfo, ingest
-from eval_pipeline.store.metadata import store_metadata
+from eval_pipeline.store.ingest import StoreInfo
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
 
 DEMO_QUESTIONS = DEMO_DATA_DIR / "questions.jsonl"
@@ -102,38 +103,6 @@ def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedd
         variants=SWEEP.variants, warn=context.log.warning,
         reranker_identity=lambda spec: rerankers.build(spec, embedder=embedder.get(), warm=False).identity()))
     return snapshot.spool_to(state.dir().corpus_spools)
-
-
-class StoreConfig(Config):
-    split_by: Literal["word", "sentence", "passage"] = "word"
-    split_length: int = Field(default=150, ge=1)
-    split_overlap: int = Field(default=20, ge=0)
-    embed_title: bool = True
-    batch_chunks: int = Field(default=BATCH_CHUNKS, ge=1, description="chunks embedded and written together: what "
-                              "ingest holds in memory at once, and the unit a killed build resumes by")
-    lock_timeout_s: Optional[float] = Field(
-        default=None, gt=0, description="give up waiting for another run building the same table after this many "
-        "seconds (default: EVAL_PIPELINE_LOCK_TIMEOUT, else 3600); the holder is logged every 30 s")
-
-    def chunking(self) -> ChunkingConfig:
-        """The library's chunking settings (which check overlap < length)."""
-        return ChunkingConfig(self.split_by, self.split_length, self.split_overlap, self.embed_title)
-
-
-@asset(group_name="retrieval_eval")
-def pgvector_store(
-    context: AssetExecutionContext,
-    config: StoreConfig,
-    corpus_snapshot: CorpusSnapshot,
-    database: DatabaseResource,
-    embedder: EmbedderResource,
-) -> StoreInfo:
-    """Chunks embedded into a pgvector table named by (corpus, chunking, embedder); reused when unchanged."""
-    info = ingest(corpus_snapshot, connection_string=database.connection_string(), embedder=embedder.get(),
-                  chunking=config.chunking(), log=context.log.info, lock_timeout=config.lock_timeout_s,
-                  batch_chunks=config.batch_chunks)
-    context.add_output_metadata(store_metadata(info, database.describe()))
-    return info
 
 
 class QuestionSetConfig(Config):

@@ -116,6 +116,11 @@ class LLMResource(ConfigurableResource):
 
     The key comes only from the environment (EnvVar); calls share one concurrency limit,
     retry with backoff on 429/5xx/timeouts, and count tokens (and cost, given prices).
+
+    The limit (`max_concurrency` requests in flight) is this process's by default. With
+    `shared_limit`, it is shared through the `database` resource's Postgres by every process and
+    run that calls the same endpoint and model (eval_pipeline.store.limiter.PostgresLimiter):
+    what multiprocess steps or workers need, so that together they stay under the provider's limit.
     """
 
     base_url: Optional[str] = None
@@ -127,6 +132,11 @@ class LLMResource(ConfigurableResource):
     max_retries: int = Field(default=4, ge=0, le=20)
     price_per_1k_prompt: Optional[float] = Field(default=None, ge=0)
     price_per_1k_completion: Optional[float] = Field(default=None, ge=0)
+    shared_limit: bool = Field(default=False, description="share max_concurrency with every process and run "
+                               "calling this endpoint and model, through the database resource's Postgres")
+    shared_limit_timeout: float = Field(default=600.0, gt=0, description="shared_limit: seconds to wait for a free "
+                                        "slot before the call fails, naming who holds them")
+    database: Optional[DatabaseResource] = Field(default=None, description="shared_limit: where the slots live")
 
     def get(self):
         from eval_pipeline.common.llm import LLMClient
@@ -134,14 +144,28 @@ class LLMResource(ConfigurableResource):
         if not self.model:
             raise ValueError("llm.model is not set (EVAL_PIPELINE_LLM_MODEL); an LLM step needs a model name")
         key = (self.base_url, self.model, self.temperature, self.timeout, self.max_concurrency, self.max_retries,
-               self.price_per_1k_prompt, self.price_per_1k_completion, hash(self.api_key))
+               self.price_per_1k_prompt, self.price_per_1k_completion, hash(self.api_key), self.shared_limit,
+               self.shared_limit_timeout)
         if key not in _LLM_CACHE:  # one client per process: all LLM calls share its concurrency limit
             _LLM_CACHE[key] = LLMClient(
                 model=self.model, base_url=self.base_url, api_key=self.api_key, temperature=self.temperature,
                 timeout=self.timeout, max_concurrency=self.max_concurrency, max_retries=self.max_retries,
                 price_per_1k_prompt=self.price_per_1k_prompt, price_per_1k_completion=self.price_per_1k_completion,
+                limiter=self._shared_limiter() if self.shared_limit else None,
             )
         return _LLM_CACHE[key]
+
+    def _shared_limiter(self):
+        import os
+
+        from eval_pipeline.common.llm import DEFAULT_BASE_URL
+        from eval_pipeline.store.limiter import PostgresLimiter
+
+        if self.database is None:
+            raise ValueError("llm.shared_limit needs the llm resource's database (the Postgres that holds the slots)")
+        base_url = self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        return PostgresLimiter(self.database.connection_string(), name=f"llm {base_url} {self.model}",
+                               slots=self.max_concurrency, timeout=self.shared_limit_timeout)
 
 
 class RerankerResource(ConfigurableResource):

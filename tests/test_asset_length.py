@@ -56,7 +56,8 @@ def test_the_scanner_measures_decorated_bodies(source, expected):
 def test_the_scanner_sees_every_asset():
     names = {n for path in FILES for n in body_lengths(path.read_text(), str(path))}
     assert {"corpus_snapshot", "pgvector_store", "question_set", "variant_metrics", "report", "ranked_results",
-            "plan_ranking", "rank_variants", "collect_ranked_results", "no_errored_questions"} <= names
+            "plan_ranking", "rank_variants", "collect_ranked_results", "plan_ingest", "ingest_shard", "finish_ingest",
+            "no_errored_questions"} <= names
 
 
 def test_no_asset_or_op_body_is_longer_than_25_lines():

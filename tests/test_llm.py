@@ -157,6 +157,48 @@ def test_map_concurrency_bound():
     assert stub.max_in_flight <= 2
 
 
+def test_an_injected_limiter_bounds_the_requests_and_is_released_between_attempts():
+    """The client holds one of the limiter's slots per HTTP request (never while backing off):
+    a one-slot limiter serializes threads, and a failed attempt gives its slot back."""
+    from contextlib import contextmanager
+
+    from eval_pipeline.common.limiter import LocalLimiter
+
+    class Recording(LocalLimiter):
+        def __init__(self, slots):
+            super().__init__(slots)
+            self.entered = self.left = 0
+
+        @contextmanager
+        def slot(self):
+            with super().slot() as number:
+                self.entered += 1
+                try:
+                    yield number
+                finally:
+                    self.left += 1
+
+    limiter = Recording(1)
+    with OpenAIStub(delay=0.05) as stub:
+        client = client_for(stub, max_concurrency=4, limiter=limiter)
+        stub.faults = ["500"]
+        threads = [threading.Thread(target=client.complete, args=(MESSAGES,)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=10)
+    assert stub.max_in_flight == 1  # the limiter's one slot, not max_concurrency's four
+    assert limiter.entered == limiter.left == len(stub.requests) == 5  # four calls, one retried
+
+
+def test_the_local_limiter_checks_its_slots():
+    from eval_pipeline.common.limiter import LocalLimiter
+
+    with pytest.raises(ValueError, match="slots must be an integer >= 1"):
+        LocalLimiter(0)
+    assert LocalLimiter(2).describe() == "in-process, 2 slot(s)"
+
+
 def test_key_never_shown(caplog):
     caplog.set_level(logging.DEBUG)  # includes openai's and httpx's own debug logging
     with OpenAIStub() as stub:

@@ -3,8 +3,10 @@
 One `LLMClient` is shared by everything that calls a model in a run (question generation,
 the listwise reranker), so that:
 
-- one semaphore bounds the requests in flight across all threads and callers: a provider's
-  rate limit is per key, not per caller;
+- one limiter bounds the requests in flight across all threads and callers: a provider's
+  rate limit is per key, not per caller. By default a semaphore of `max_concurrency` slots
+  (this process); inject `eval_pipeline.store.limiter.PostgresLimiter` to share the limit
+  with every process of the run (and other runs) through the database;
 - retries are ours, not the `openai` client's (it is built with ``max_retries=0``): we retry
   with exponential backoff and full jitter on 429, 5xx, timeouts, connection errors and on a
   200 whose body is not a usable completion (not JSON, no choices, no text).  Other 4xx
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from eval_pipeline.common.checks import is_integer, is_real
+from eval_pipeline.common.limiter import Limiter, LocalLimiter
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,7 @@ class LLMClient:
     vLLM or Ollama ignore it).  `base_url=None` means OPENAI_BASE_URL, then OpenAI itself.
     Cost is reported only when at least one price is given; a missing price counts as 0 (a
     local server has no completion price, a flat-rate one may have none for prompts).
+    `limiter` (default: `max_concurrency` slots in this process) bounds the requests in flight.
     """
 
     def __init__(
@@ -87,6 +91,7 @@ class LLMClient:
         price_per_1k_prompt: float | None = None,
         price_per_1k_completion: float | None = None,
         seed: int | None = None,
+        limiter: Limiter | None = None,
     ):
         if not model or not isinstance(model, str):
             raise ValueError(f"model must be a non-empty string, got {model!r}")
@@ -120,7 +125,8 @@ class LLMClient:
         self.price_per_1k_completion = price_per_1k_completion
         self.seed = seed
 
-        self._semaphore = threading.BoundedSemaphore(max_concurrency)
+        # held for one request only, never while backing off; `map` runs max_concurrency threads
+        self._limiter: Limiter = limiter if limiter is not None else LocalLimiter(max_concurrency)
         self._lock = threading.Lock()
         self._client = None
         self._random = random.Random()
@@ -198,7 +204,7 @@ class LLMClient:
             attempts += 1
             failure: tuple[bool, int | None, str] | None = None
             try:
-                with self._semaphore:  # held for one request only, never while backing off
+                with self._limiter.slot():  # held for one request only, never while backing off
                     response = self._client.chat.completions.create(**kwargs)
                 completion = _parse_completion(response)
             except Exception as exc:  # noqa: BLE001 - classified below; unknown errors re-raised

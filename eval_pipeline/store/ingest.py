@@ -6,8 +6,16 @@ side.  The corpus streams through in batches (`chunk_batches`): memory holds one
 chunks and vectors, not the corpus's.  A table only counts as built once its row is in the
 manifest table; a run that died half-way leaves whole batches and a progress row counting
 them, and the next run resumes after them (or, without a usable progress row, drops and
-rebuilds the table instead of trusting it).  Builds of the same table are serialized with a Postgres advisory lock, so two
-concurrent runs never write one table together; a run waiting for that lock says every
+rebuilds the table instead of trusting it).
+
+A build is split into *shards* (`plan_ingest`): contiguous runs of those batches, each written
+by `ingest_shard` with its own progress row, in any order, in any process, at the same time;
+`finish_ingest` marks the table complete once every shard is in. A one-step build (`ingest`)
+is the same three steps with one shard. A shard that failed or was killed is run again alone
+and resumes after its last whole batch; a shard already written writes nothing, so no row is
+written twice. Postgres advisory locks keep it safe: the table's lock around planning and
+finishing (two concurrent runs never plan or finish one table together), one lock per shard
+around its writer, one around creating the table. A run waiting for a lock says every
 `lock_log_every` seconds who holds it, and gives up after `lock_timeout` with an error that
 says what to do (see `eval_pipeline.store.database.advisory_lock`).
 
@@ -51,7 +59,9 @@ class IngestError(RuntimeError):
 # Python objects), and the unit a killed build resumes by.
 BATCH_CHUNKS = 512
 _CHUNKING_GROUP = 64  # documents split together: the splitter's per-call cost, amortized
-PROGRESS_TABLE = "eval_ingest_progress"
+# One row per shard of an unfinished build (the table before sharding, eval_ingest_progress, is
+# no longer read: a build it counted is started again).
+PROGRESS_TABLE = "eval_ingest_shard_progress"
 PROGRESS_LOG_EVERY = 30.0  # seconds between progress lines of a long build
 
 
@@ -246,6 +256,7 @@ def ingest(
     lock_timeout: float | None = None,
     lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
     batch_chunks: int = BATCH_CHUNKS,
+    shards: int = 1,
 ) -> StoreInfo:
     """Build the table for this configuration, or reuse it when the manifest says it is complete.
 
@@ -256,68 +267,257 @@ def ingest(
     written instead of embedding them again. The table is marked complete in the manifest only
     after the last batch, the HNSW index and the tsvector column.
 
+    The three steps of a sharded build, one after the other in this process: `plan_ingest`,
+    `ingest_shard` for each shard (one shard by default: the whole corpus), `finish_ingest`.
+    The pgvector_store asset runs them as separate steps, the shards possibly in parallel.
+
     Another run building the same table holds its advisory lock; this one waits for it (that
     run's table is then reused), logging through `log` every `lock_log_every` seconds who holds
     it, and raises `eval_pipeline.store.database.LockTimeoutError` after `lock_timeout` seconds
     (default: EVAL_PIPELINE_LOCK_TIMEOUT, else one hour: a large corpus embeds for long)."""
-    import psycopg
+    waits = {"log": log, "lock_timeout": lock_timeout, "lock_log_every": lock_log_every}
+    plan = plan_ingest(snapshot, connection_string=connection_string, embedder=embedder, chunking=chunking,
+                       batch_chunks=batch_chunks, shards=shards, **waits)
+    for shard in plan.shards:
+        ingest_shard(snapshot, plan, shard, connection_string=connection_string, embedder=embedder, **waits)
+    return finish_ingest(plan, connection_string=connection_string, **waits)
 
+
+# --- shards: plan -> ingest_shard (one per shard, in any order, possibly at once) -> finish ------
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A contiguous run of the build's batches: the documents [first_doc, first_doc + docs) in
+    the signature's order. A batch never spans two shards, so the shards write exactly the
+    batches (and rows) one uninterrupted build writes."""
+
+    index: int  # 0-based
+    count: int  # shards in the plan
+    first_doc: int
+    docs: int
+    chunks: int | None = None  # as the plan counted them (None: a one-shard plan does not count)
+    batches: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"shard {self.index + 1}/{self.count}"
+
+    def label(self, table: str) -> str:
+        """How logs and errors name what this shard writes: the table alone for a one-shard build."""
+        return table if self.count == 1 else f"{table} {self.name}"
+
+
+@dataclass(frozen=True)
+class IngestPlan:
+    """What `plan_ingest` decided; small and picklable (it travels between Dagster steps)."""
+
+    table: str
+    fingerprint: str
+    corpus_signature: str
+    embedder: str  # model id
+    embedder_identity: str
+    embedder_revision: str
+    chunking: ChunkingConfig
+    batch_chunks: int
+    shards: tuple[Shard, ...]
+    key: str  # the batch size and every shard's range, digested: recorded with each shard's progress
+    started_at: float  # wall clock (time.time()), so finish_ingest can tell the build's seconds in another process
+    complete: tuple[int, int] | None = None  # (chunks, dims) of a table already complete: nothing to write
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """What `ingest_shard` did: `embedded` chunks now, of the `chunks` the shard holds."""
+
+    index: int
+    chunks: int
+    embedded: int
+    seconds: float
+
+
+def shard_lock_key(table: str, index: int) -> str:
+    """The advisory lock a shard's writer holds while it writes: one writer per shard."""
+    return f"{table}:shard:{index}"
+
+
+def _create_lock_key(table: str) -> str:
+    """Held for the moment the table is created (by the first shard to write a batch). Not the
+    table's own lock: a run planning or finishing the table may hold that for long."""
+    return f"{table}:create"
+
+
+def plan_ingest(
+    snapshot: CorpusSnapshot,
+    *,
+    connection_string: str,
+    embedder: Embedder,
+    chunking: ChunkingConfig,
+    shards: int = 1,
+    log=print,
+    lock_timeout: float | None = None,
+    lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
+    batch_chunks: int = BATCH_CHUNKS,
+) -> IngestPlan:
+    """The build's shards, recorded in the progress table under the table's advisory lock; or a
+    plan with nothing to write when the manifest says the table is complete.
+
+    `shards` > 1 chunks the corpus once (nothing is embedded) to count its batches, and splits
+    them into at most that many contiguous runs of about equal chunk counts; one shard is the
+    whole corpus, not counted. An unfinished build with the same plan is kept (each shard
+    resumes after its last whole batch); one with another batch size or other shards, or whose
+    progress rows disagree with the table's rows, is dropped and started again, once no writer
+    of it is left (its shards' locks are taken first)."""
     if not isinstance(batch_chunks, int) or isinstance(batch_chunks, bool) or batch_chunks < 1:
         raise ValueError(f"batch_chunks must be an integer >= 1, got {batch_chunks!r}")
+    if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
+        raise ValueError(f"shards must be an integer >= 1, got {shards!r}")
     lock_timeout = lock_timeout_default(lock_timeout)
     lock_log_every = positive_seconds(lock_log_every, "lock_log_every")
+    started_at = time.time()
     fingerprint = store_fingerprint(snapshot.signature, chunking, embedder.identity)
     table = f"chunks_{fingerprint}"
-    started = time.perf_counter()
     waits = {"timeout": lock_timeout, "log_every": lock_log_every, "log": log}
-    with connect(connection_string, autocommit=True, application_name=f"eval-pipeline ingest {table}") as lock_conn:
-        _prepare_database(lock_conn, lock_timeout=lock_timeout, lock_log_every=lock_log_every, log=log)
-        advisory_lock(lock_conn, table, what=f"ingest of {table}", **waits)
+
+    def planned(layout, complete=None) -> IngestPlan:
+        key = hashlib.sha256(json.dumps([batch_chunks, [[s.first_doc, s.docs] for s in layout]]).encode()).hexdigest()
+        return IngestPlan(table, fingerprint, snapshot.signature, embedder.model_id, embedder.identity,
+                          embedder.revision, chunking, batch_chunks, tuple(layout), key[:16], started_at, complete)
+
+    with connect(connection_string, autocommit=True, application_name=f"eval-pipeline ingest {table}") as conn:
+        _prepare_database(conn, lock_timeout=lock_timeout, lock_log_every=lock_log_every, log=log)
+        done = _manifest_row(conn, table)  # a reused table needs no counting pass
+        layout = None if done else _shard_layout(snapshot, chunking, batch_chunks, shards, table, log)
+        advisory_lock(conn, table, what=f"ingest of {table}", **waits)
         try:
-            done = lock_conn.execute(
-                f"SELECT chunk_count, dims FROM {MANIFEST_TABLE} WHERE table_name = %s", (table,)
-            ).fetchone()
+            done = _manifest_row(conn, table)
             if done is not None:
                 log(f"reusing complete table {table} ({done[0]} chunks)")
                 ensure_tsvector_column(connection_string, table, lock_timeout=lock_timeout,  # tables built before it
                                        lock_log_every=lock_log_every, log=log)
-                return StoreInfo(table, fingerprint, snapshot.signature, embedder.model_id, chunking,
-                                 done[0], done[1], time.perf_counter() - started, reused=True,
-                                 embedder_revision=embedder.revision)
-            progress = _resume_point(lock_conn, table, batch_chunks, log)
-            count, dims = _write_batches(snapshot, table, progress, connection_string=connection_string,
-                                         embedder=embedder, chunking=chunking, batch_chunks=batch_chunks, log=log)
+                return planned([Shard(0, 1, 0, snapshot.count)], complete=done)
+            plan = planned(layout)
+            _adopt_or_reset(conn, plan, log=log, waits=waits)
+            if len(plan.shards) > 1:
+                log(f"{table}: {len(plan.shards)} shards of " + ", ".join(
+                    f"{s.chunks} chunks in {s.batches} batches" for s in plan.shards))
+            return plan
+        finally:
+            _unlock_quietly(conn, table)
+
+
+def ingest_shard(
+    snapshot: CorpusSnapshot,
+    plan: IngestPlan,
+    shard: Shard,
+    *,
+    connection_string: str,
+    embedder: Embedder,
+    log=print,
+    lock_timeout: float | None = None,
+    lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
+) -> ShardResult:
+    """Chunk, embed and write one shard's batches after the last one its progress row counts,
+    under the shard's advisory lock (a second writer of the same shard waits, then finds it
+    written). A shard already written, or a table already complete, writes nothing; its
+    progress row is marked written in the transaction after its last batch."""
+    lock_timeout = lock_timeout_default(lock_timeout)
+    lock_log_every = positive_seconds(lock_log_every, "lock_log_every")
+    started = time.perf_counter()
+    if plan.complete is not None:
+        return ShardResult(shard.index, plan.complete[0], 0, 0.0)
+    if embedder.identity != plan.embedder_identity:
+        raise ValueError(f"{plan.table} was planned for the embedder {plan.embedder_identity}, not "
+                         f"{embedder.identity}; materialize pgvector_store again")
+    if snapshot.signature != plan.corpus_signature:
+        raise ValueError(f"{plan.table} was planned for the corpus {plan.corpus_signature}, not "
+                         f"{snapshot.signature}; materialize pgvector_store again")
+    table, label = plan.table, shard.label(plan.table)
+    key = shard_lock_key(table, shard.index)
+    with connect(connection_string, autocommit=True, application_name=_app_name(plan, shard)) as conn:
+        advisory_lock(conn, key, what=f"ingest of {label}", timeout=lock_timeout, log_every=lock_log_every, log=log)
+        try:
+            done = _manifest_row(conn, table)
+            if done is not None:  # another run finished the table meanwhile
+                return ShardResult(shard.index, done[0], 0, time.perf_counter() - started)
+            progress = _shard_progress(conn, plan, shard)
+            if progress.done:
+                log(f"{label} is already written ({progress.chunks_written} chunks in {progress.batches_done} batches)")
+                return ShardResult(shard.index, progress.chunks_written, 0, time.perf_counter() - started)
+            _check_rows_agree(conn, table, what=label)
+            if progress.batches_done:
+                log(f"resuming the build of {label} after batch {progress.batches_done} "
+                    f"({progress.chunks_written} chunks already written)")
+            count, batches = _write_batches(snapshot, plan, shard, progress, connection_string=connection_string,
+                                            embedder=embedder, log=log)
+            if shard.chunks is not None and count != shard.chunks:
+                raise IngestError(f"{label} wrote {count} chunks, the plan counted {shard.chunks}: the chunking is "
+                                  "not deterministic; the table is not marked complete")
+            conn.execute(f"UPDATE {PROGRESS_TABLE} SET done = true, updated_at = now()"
+                         " WHERE table_name = %s AND shard = %s AND plan = %s", (table, shard.index, plan.key))
+            return ShardResult(shard.index, count, count - progress.chunks_written, time.perf_counter() - started)
+        finally:
+            _unlock_quietly(conn, key)
+
+
+def finish_ingest(
+    plan: IngestPlan,
+    *,
+    connection_string: str,
+    log=print,
+    lock_timeout: float | None = None,
+    lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
+) -> StoreInfo:
+    """Mark the table complete once every shard of the plan is in: the HNSW index and the
+    tsvector column are built, then the manifest row is written and the progress rows deleted
+    in one transaction. Refused, with what is missing, while a shard is not written; a table
+    that another run finished meanwhile is reused."""
+    lock_timeout = lock_timeout_default(lock_timeout)
+    lock_log_every = positive_seconds(lock_log_every, "lock_log_every")
+    table = plan.table
+
+    def info(count: int, dims: int, reused: bool) -> StoreInfo:
+        return StoreInfo(table, plan.fingerprint, plan.corpus_signature, plan.embedder, plan.chunking, count, dims,
+                         max(0.0, time.time() - plan.started_at), reused=reused,
+                         embedder_revision=plan.embedder_revision)
+
+    if plan.complete is not None:
+        return info(*plan.complete, reused=True)
+    with connect(connection_string, autocommit=True, application_name=f"eval-pipeline ingest {table}") as conn:
+        advisory_lock(conn, table, what=f"ingest of {table}", timeout=lock_timeout, log_every=lock_log_every, log=log)
+        try:
+            done = _manifest_row(conn, table)
+            if done is not None:
+                log(f"reusing complete table {table} ({done[0]} chunks)")
+                return info(*done, reused=True)
+            count, dims = _check_every_shard_in(conn, plan)
             _finish_table(connection_string, table, dims, count, lock_timeout=lock_timeout,
                           lock_log_every=lock_log_every, log=log)
-            with lock_conn.transaction():
-                lock_conn.execute(
+            with conn.transaction():
+                conn.execute(
                     f"INSERT INTO {MANIFEST_TABLE} (table_name, fingerprint, corpus_signature, embedder, chunking,"
                     " chunk_count, dims) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                    (table, fingerprint, snapshot.signature, embedder.model_id, json.dumps(asdict(chunking)),
-                     count, dims),
+                    (table, plan.fingerprint, plan.corpus_signature, plan.embedder,
+                     json.dumps(asdict(plan.chunking)), count, dims),
                 )
-                lock_conn.execute(f"DELETE FROM {PROGRESS_TABLE} WHERE table_name = %s", (table,))
-            seconds = time.perf_counter() - started
-            return StoreInfo(table, fingerprint, snapshot.signature, embedder.model_id, chunking,
-                             count, dims, seconds, reused=False, embedder_revision=embedder.revision)
+                conn.execute(f"DELETE FROM {PROGRESS_TABLE} WHERE table_name = %s", (table,))
+            return info(count, dims, reused=False)
         finally:
-            try:
-                advisory_unlock(lock_conn, table)
-            except psycopg.Error:
-                pass  # the connection is gone (and its session lock with it); keep the original error
+            _unlock_quietly(conn, table)
 
 
 @dataclass(frozen=True)
 class _Progress:
-    """How far an unfinished build of a table got: whole batches, counted in the same
+    """How far a shard of an unfinished build got: whole batches, counted in the same
     transaction that wrote them."""
 
     batches_done: int = 0
     chunks_written: int = 0
     dims: int | None = None
+    done: bool = False
 
 
-def chunk_batches(snapshot: CorpusSnapshot, chunking: ChunkingConfig, batch_chunks: int):
+def chunk_batches(snapshot: CorpusSnapshot, chunking: ChunkingConfig, batch_chunks: int, documents=None):
     """The corpus's chunks in batches of at least `batch_chunks` chunks (the last may be smaller),
     a document's chunks never split between two batches.
 
@@ -325,9 +525,12 @@ def chunk_batches(snapshot: CorpusSnapshot, chunking: ChunkingConfig, batch_chun
     so the batches are the same however the source orders its records (the table's name does
     not depend on that order either), and a resumed build skips exactly the batches an earlier
     one wrote. A spooled snapshot is streamed, and documents are chunked a few at a time: only
-    one batch of chunks, and no more of the corpus than that, is ever held."""
+    one batch of chunks, and no more of the corpus than that, is ever held.
+
+    `documents` (default: all of them) is a run of them in that order starting at a batch's
+    first document (a shard's): a batch ends where it would in the whole corpus's batches."""
     batch: list = []
-    documents = snapshot.iter_sorted()
+    documents = snapshot.iter_sorted() if documents is None else iter(documents)
     while True:
         group = list(itertools.islice(documents, _CHUNKING_GROUP))
         if not group:
@@ -341,60 +544,204 @@ def chunk_batches(snapshot: CorpusSnapshot, chunking: ChunkingConfig, batch_chun
         yield batch
 
 
-def _resume_point(conn, table: str, batch_chunks: int, log) -> _Progress:
-    """Where to start: after the batches an earlier, unfinished build wrote (with the same
-    batch size, so the batches are the same), else from nothing on a dropped table."""
-    row = conn.execute(f"SELECT batch_chunks, batches_done, chunks_written, dims FROM {PROGRESS_TABLE}"
-                       " WHERE table_name = %s", (table,)).fetchone()
-    if row is not None and row[1] > 0:
-        size, batches, written, dims = row
-        present = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'public."{table}"',)).fetchone()[0]
-        rows = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] if present else None
-        if size != batch_chunks:
-            log(f"an unfinished build of {table} used batches of {size} chunks, this one {batch_chunks}: "
-                "building it again")
-        elif rows != written:
-            log(f"an unfinished build of {table} counted {written} chunks but the table has {rows}: building it again")
-        else:
-            log(f"resuming the build of {table} after batch {batches} ({written} chunks already written)")
-            return _Progress(batches, written, dims)
-    # No usable progress: absent, or left half-written by code that kept none. Start clean.
-    conn.execute(f'DROP TABLE IF EXISTS "{table}"')
-    conn.execute(f"DELETE FROM {PROGRESS_TABLE} WHERE table_name = %s", (table,))
-    return _Progress()
+def split_contiguous(weights: list[int], parts: int) -> list[tuple[int, int]]:
+    """[start, end) ranges cutting `weights` into min(parts, len) contiguous, non-empty runs whose
+    sums are as close as the cuts allow to equal (each cut at the prefix sum nearest its share)."""
+    parts = max(1, min(parts, len(weights)))
+    prefix = list(itertools.accumulate(weights, initial=0))
+    total, cuts = prefix[-1], [0]
+    for k in range(1, parts):
+        target = total * k / parts
+        low, high = cuts[-1] + 1, len(weights) - (parts - k)
+        cuts.append(min(range(low, high + 1), key=lambda j: (abs(prefix[j] - target), j)))
+    cuts.append(len(weights))
+    return list(zip(cuts, cuts[1:]))
 
 
-def _write_batches(snapshot, table: str, progress: _Progress, *, connection_string: str, embedder: Embedder,
-                   chunking: ChunkingConfig, batch_chunks: int, log) -> tuple[int, int]:
-    """Embed and write every batch after `progress`; (chunks in the table, dimensions)."""
+def _shard_layout(snapshot: CorpusSnapshot, chunking: ChunkingConfig, batch_chunks: int, shards: int, table: str,
+                  log) -> list[Shard]:
+    """One shard of every document, or (shards > 1) the batches counted by one chunking pass
+    and split into contiguous runs: each shard starts at its first batch's first document."""
+    if shards == 1:
+        return [Shard(0, 1, 0, snapshot.count)]
+    started = time.perf_counter()
+    sizes = [(sum(1 for c in batch if c.meta["chunk_index"] == 0), len(batch))  # (documents, chunks)
+             for batch in chunk_batches(snapshot, chunking, batch_chunks)]
+    if not sizes:
+        raise IngestError(f"the corpus {snapshot.source} gave no chunk to embed for {table}")
+    ranges = split_contiguous([chunks for _, chunks in sizes], shards)
+    log(f"{table}: {sum(c for _, c in sizes)} chunks in {len(sizes)} batches counted in "
+        f"{time.perf_counter() - started:.1f} s, split into {len(ranges)} shards")
+    out, first_doc = [], 0
+    for index, (start, end) in enumerate(ranges):
+        docs = sum(d for d, _ in sizes[start:end])
+        out.append(Shard(index, len(ranges), first_doc, docs, sum(c for _, c in sizes[start:end]), end - start))
+        first_doc += docs
+    return out
+
+
+def _shard_documents(snapshot: CorpusSnapshot, shard: Shard):
+    """The shard's documents; the rest of a spooled corpus is read through too (not chunked), so
+    the spool's check against the signature still runs before the shard's last batch."""
+    end = shard.first_doc + shard.docs
+    for position, document in enumerate(snapshot.iter_sorted()):
+        if shard.first_doc <= position < end:
+            yield document
+
+
+def _manifest_row(conn, table: str):
+    return conn.execute(f"SELECT chunk_count, dims FROM {MANIFEST_TABLE} WHERE table_name = %s", (table,)).fetchone()
+
+
+def _unlock_quietly(conn, key: str) -> None:
+    import psycopg
+
+    try:
+        advisory_unlock(conn, key)
+    except psycopg.Error:
+        pass  # the connection is gone (and its session lock with it); keep the original error
+
+
+def _app_name(plan: IngestPlan, shard: Shard) -> str:
+    return f"eval-pipeline ingest {plan.table}" + ("" if shard.count == 1 else f" {shard.name}")
+
+
+def _rows_and_counted(conn, table: str) -> tuple[int, int]:
+    """(rows in the table, chunks its progress rows count), each pair read in one statement and
+    so one snapshot: a batch's rows and its count commit together, so they agree even while
+    shards are being written."""
+    counted_sql = f"(SELECT coalesce(sum(chunks_written), 0) FROM {PROGRESS_TABLE} WHERE table_name = %s)"
+    present, counted = conn.execute(f"SELECT to_regclass(%s) IS NOT NULL, {counted_sql}",
+                                    (f'public."{table}"', table)).fetchone()
+    if not present:
+        return 0, counted
+    return conn.execute(f'SELECT (SELECT count(*) FROM "{table}"), {counted_sql}', (table,)).fetchone()
+
+
+def _check_rows_agree(conn, table: str, *, what: str) -> None:
+    rows, counted = _rows_and_counted(conn, table)
+    if rows != counted:
+        raise IngestError(f"{what}: the progress rows count {counted} chunks but the table has {rows}: it was "
+                          "changed behind the build's back; materialize pgvector_store again to rebuild it")
+
+
+def _adopt_or_reset(conn, plan: IngestPlan, *, log, waits: dict) -> None:
+    """Keep an unfinished build with the same plan (each shard resumes), else drop the table
+    and record this plan's shards. Called under the table's lock; the old shards' locks are
+    taken first, so no writer of the old plan is left when its rows are judged or dropped."""
+    table = plan.table
+    rows = conn.execute(f"SELECT shard, shards, plan, batch_chunks FROM {PROGRESS_TABLE} WHERE table_name = %s"
+                        " ORDER BY shard", (table,)).fetchall()
+    held = []
+    try:
+        for shard, *_ in rows:
+            advisory_lock(conn, shard_lock_key(table, shard), what=f"ingest of {table} (a writer of shard "
+                          f"{shard + 1} of an unfinished build is still running)", **waits)
+            held.append(shard)
+        reason = None
+        if rows:
+            sizes, plans = {r[3] for r in rows}, {r[2] for r in rows}
+            in_table, counted = _rows_and_counted(conn, table)
+            if sizes != {plan.batch_chunks}:
+                reason = (f"used batches of {', '.join(map(str, sorted(sizes)))} chunks, this one "
+                          f"{plan.batch_chunks}")
+            elif plans != {plan.key} or len(rows) != len(plan.shards):
+                reason = f"was split into {rows[0][1]} shards, this one into {len(plan.shards)}"
+            elif in_table != counted:
+                reason = f"counted {counted} chunks but the table has {in_table}"
+        if rows and reason is None:
+            return
+        if reason is not None:
+            log(f"an unfinished build of {table} {reason}: building it again")
+        # No usable progress: another plan's, absent, or left half-written by code that kept none. Start clean.
+        with conn.transaction():
+            conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+            conn.execute(f"DELETE FROM {PROGRESS_TABLE} WHERE table_name = %s", (table,))
+            for s in plan.shards:
+                conn.execute(f"INSERT INTO {PROGRESS_TABLE} (table_name, shard, shards, plan, batch_chunks, first_doc,"
+                             " docs, planned_chunks) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                             (table, s.index, s.count, plan.key, plan.batch_chunks, s.first_doc, s.docs, s.chunks))
+    finally:
+        for shard in held:
+            _unlock_quietly(conn, shard_lock_key(table, shard))
+
+
+def _shard_progress(conn, plan: IngestPlan, shard: Shard) -> _Progress:
+    row = conn.execute(f"SELECT plan, batches_done, chunks_written, dims, done FROM {PROGRESS_TABLE}"
+                       " WHERE table_name = %s AND shard = %s", (plan.table, shard.index)).fetchone()
+    if row is None or row[0] != plan.key:
+        raise IngestError(f"{shard.label(plan.table)}: the build was planned again since this step's plan (by a run "
+                          "with another batch size or shard count, or the table was finished and dropped); "
+                          "materialize pgvector_store again")
+    return _Progress(row[1], row[2], row[3], row[4])
+
+
+def _check_every_shard_in(conn, plan: IngestPlan) -> tuple[int, int]:
+    """(chunks, dims) once every shard of the plan is written; else IngestError naming what is missing."""
+    table = plan.table
+    rows = {r[0]: r[1:] for r in conn.execute(
+        f"SELECT shard, plan, done, batches_done, chunks_written, dims FROM {PROGRESS_TABLE} WHERE table_name = %s",
+        (table,)).fetchall()}
+    missing = []
+    for shard in plan.shards:
+        row = rows.get(shard.index)
+        if row is None or row[0] != plan.key:
+            missing.append(f"{shard.name}: planned again by another run")
+        elif not row[1]:
+            total = f" of {shard.batches}" if shard.batches is not None else ""
+            missing.append(f"{shard.name}: {row[2]}{total} batches written")
+    if missing:
+        raise IngestError(f"{table} cannot be marked complete before every shard is in ({'; '.join(missing)}); "
+                          "run the missing shards (re-execute the run's failed steps, or materialize pgvector_store "
+                          "again: written batches are kept)")
+    if len(rows) != len(plan.shards):
+        raise IngestError(f"{table} has progress rows of {len(rows)} shards, its plan {len(plan.shards)}; "
+                          "materialize pgvector_store again")
+    _check_rows_agree(conn, table, what=table)
+    dims = {row[4] for row in rows.values()}
+    count = sum(row[3] for row in rows.values())
+    if count == 0 or None in dims:
+        raise IngestError(f"the corpus gave no chunk to embed for {table}")
+    if len(dims) != 1:
+        raise IngestError(f"the shards of {table} were embedded with different dimensions {sorted(dims)}")
+    return count, dims.pop()
+
+
+def _write_batches(snapshot, plan: IngestPlan, shard: Shard, progress: _Progress, *, connection_string: str,
+                   embedder: Embedder, log) -> tuple[int, int]:
+    """Embed and write every batch of the shard after `progress`; (chunks the shard holds, batches)."""
+    table, label, batch_chunks = plan.table, shard.label(plan.table), plan.batch_chunks
     count, dims, index = progress.chunks_written, progress.dims, progress.batches_done
-    log(f"embedding the chunks of {snapshot.count} documents with {embedder.model_id} "
+    where = "" if shard.count == 1 else f" ({shard.name} of {table})"
+    log(f"embedding the chunks of {shard.docs} documents{where} with {embedder.model_id} "
         f"in batches of about {batch_chunks}" + (f", after batch {index}" if index else ""))
     last_log = time.monotonic()
-    with connect(connection_string, application_name=f"eval-pipeline ingest {table}") as conn:
-        for number, chunks in enumerate(chunk_batches(snapshot, chunking, batch_chunks)):
+    with connect(connection_string, application_name=_app_name(plan, shard)) as conn:
+        batches = chunk_batches(snapshot, plan.chunking, batch_chunks, _shard_documents(snapshot, shard))
+        for number, chunks in enumerate(batches):
             if number < progress.batches_done:
                 continue  # written by an earlier run
-            what = f"batch {number + 1} of {table}"
+            what = f"batch {number + 1} of {label}"
             state = (f"{count} chunks in {number} batches are written and the next run resumes after them; "
                      "the table is not marked complete") if number else "nothing is written yet"
-            vectors = _embed_batch(embedder, chunks, chunking, what, state, connection_string)
+            vectors = _embed_batch(embedder, chunks, plan.chunking, what, state, connection_string)
             try:
                 if dims is None:
                     dims = len(vectors[0])
-                    _create_table(conn, connection_string, table, dims, batch_chunks=batch_chunks)
-                _write_batch(conn, table, chunks, vectors, batches_done=number + 1, chunks_written=count + len(chunks))
+                    _create_table(connection_string, table, dims, application_name=_app_name(plan, shard))
+                _write_batch(conn, table, chunks, vectors, batches_done=number + 1, chunks_written=count + len(chunks),
+                             shard=shard.index, plan=plan.key)
             except Exception as exc:
                 raise _scrubbed(f"writing {what} failed", exc, state, connection_string) from (
                     exc if is_clean(exc, connection_string) else None)
             count += len(chunks)
             index = number + 1
             if time.monotonic() - last_log >= PROGRESS_LOG_EVERY:
-                log(f"{table}: {count} chunks written in {index} batches")
+                log(f"{label}: {count} chunks written in {index} batches")
                 last_log = time.monotonic()
     if dims is None:
-        raise IngestError(f"the corpus {snapshot.source} gave no chunk to embed for {table}")
-    return count, dims
+        raise IngestError(f"the corpus {snapshot.source} gave no chunk to embed for {label}")
+    return count, index
 
 
 def _embed_batch(embedder: Embedder, chunks, chunking: ChunkingConfig, what: str, state: str,
@@ -415,20 +762,27 @@ def _scrubbed(message: str, exc: Exception, state: str, connection_string: str) 
     return IngestError(f"{message} ({error_text(exc, connection_string)}); {state}")
 
 
-def _create_table(conn, connection_string: str, table: str, dims: int, *, batch_chunks: int) -> None:
+def _create_table(connection_string: str, table: str, dims: int, *, application_name: str) -> None:
     """The store's own table (Haystack's schema and keyword index), vectors kept in the row,
-    and the progress row that the batches will count, before any row is written."""
-    store = open_document_store(connection_string, table, dims, hnsw=False)
-    store.count_documents()  # the store creates its table lazily: now, before any row
-    store.close()
-    _keep_embeddings_in_row(connection_string, table, dims)
-    with conn.transaction():
-        conn.execute(f"INSERT INTO {PROGRESS_TABLE} (table_name, batch_chunks, batches_done, chunks_written, dims)"
-                     " VALUES (%s, %s, 0, 0, %s)", (table, batch_chunks, dims))
+    before any row is written; by the first shard to get here (the others find it), under the
+    table's creation lock: CREATE TABLE / INDEX IF NOT EXISTS race between sessions."""
+    key = _create_lock_key(table)
+    with connect(connection_string, autocommit=True, application_name=application_name) as conn:
+        advisory_lock(conn, key, what=f"creating {table}")
+        try:
+            if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'public."{table}"',)).fetchone()[0]:
+                store = open_document_store(connection_string, table, dims, hnsw=False)
+                store.count_documents()  # the store creates its table lazily: now, before any row
+                store.close()
+                _keep_embeddings_in_row(connection_string, table, dims)
+        finally:
+            _unlock_quietly(conn, key)
 
 
-def _write_batch(conn, table: str, chunks, vectors, *, batches_done: int, chunks_written: int) -> None:
-    """One batch's rows and its count in the progress row, in one transaction: both or neither."""
+def _write_batch(conn, table: str, chunks, vectors, *, batches_done: int, chunks_written: int, shard: int,
+                 plan: str) -> None:
+    """One batch's rows and its count in the shard's progress row, in one transaction: both or
+    neither (and neither if the build was planned again meanwhile)."""
     from psycopg import sql
 
     with conn.transaction():
@@ -437,8 +791,12 @@ def _write_batch(conn, table: str, chunks, vectors, *, batches_done: int, chunks
             for chunk, vector in zip(chunks, vectors):
                 copy.write_row((chunk.id, "[" + ",".join(map(str, vector)) + "]", chunk.content,
                                 json.dumps(chunk.meta)))
-        conn.execute(f"UPDATE {PROGRESS_TABLE} SET batches_done = %s, chunks_written = %s, updated_at = now()"
-                     " WHERE table_name = %s", (batches_done, chunks_written, table))
+        updated = conn.execute(
+            f"UPDATE {PROGRESS_TABLE} SET batches_done = %s, chunks_written = %s, dims = %s, updated_at = now()"
+            " WHERE table_name = %s AND shard = %s AND plan = %s",
+            (batches_done, chunks_written, len(vectors[0]), table, shard, plan)).rowcount
+        if updated != 1:
+            raise IngestError(f"{table}: the progress row of shard {shard + 1} is gone (the build was planned again)")
 
 
 def _finish_table(connection_string: str, table: str, dims: int, count: int, *, lock_timeout: float,
@@ -537,14 +895,24 @@ def _create_manifest(conn) -> None:
 
 
 def _create_progress(conn) -> None:
-    """An unfinished build's progress: its row is written with each batch and deleted when the
-    table is marked complete."""
+    """An unfinished build's progress, one row per shard: written with the plan, counted with
+    each batch, marked done after the shard's last batch, deleted when the table is marked
+    complete. `plan` digests the batch size and every shard's range: a shard writes only under
+    the plan it was given."""
     conn.execute(
         f"""CREATE TABLE IF NOT EXISTS {PROGRESS_TABLE} (
-            table_name text PRIMARY KEY,
+            table_name text NOT NULL,
+            shard integer NOT NULL,
+            shards integer NOT NULL,
+            plan text NOT NULL,
             batch_chunks integer NOT NULL,
-            batches_done integer NOT NULL,
-            chunks_written integer NOT NULL,
-            dims integer NOT NULL,
-            updated_at timestamptz NOT NULL DEFAULT now())"""
+            first_doc integer NOT NULL,
+            docs integer NOT NULL,
+            planned_chunks integer,
+            batches_done integer NOT NULL DEFAULT 0,
+            chunks_written integer NOT NULL DEFAULT 0,
+            dims integer,
+            done boolean NOT NULL DEFAULT false,
+            updated_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (table_name, shard))"""
     )

@@ -153,7 +153,7 @@ def test_ids_with_quotes_and_sql_reach_postgres_as_data(own_pg, local_embedder, 
 
 # --- whole-job faults: SIGKILL, concurrency, secrets --------------------------------------
 
-@pytest.mark.parametrize("step", ['"pgvector_store"', '"ranked_results.rank_variants['])
+@pytest.mark.parametrize("step", ['"pgvector_store.ingest_shard[', '"ranked_results.rank_variants['])
 def test_sigkill_then_rerun_gives_the_same_metrics(tmp_path, job_env, step):
     clean = start_job(tmp_path, "clean", job_env("state-clean"), tiny_job_config(tmp_path / "clean"))
     assert clean.wait(timeout=600) == 0, (tmp_path / "clean.log").read_text()[-3000:]

@@ -133,9 +133,10 @@ def test_a_build_killed_in_the_middle_of_a_write_keeps_only_whole_batches(demo, 
 
         real = ingest_module._write_batch
 
-        def dies_half_way(conn, table, chunks, vectors, *, batches_done, chunks_written):
+        def dies_half_way(conn, table, chunks, vectors, *, batches_done, chunks_written, **shard):
             if batches_done < 3:
-                return real(conn, table, chunks, vectors, batches_done=batches_done, chunks_written=chunks_written)
+                return real(conn, table, chunks, vectors, batches_done=batches_done, chunks_written=chunks_written,
+                            **shard)
             with conn.transaction():
                 with conn.cursor().copy(sql.SQL("COPY {{}} (id, embedding, content, meta) FROM STDIN").format(
                         sql.Identifier(table))) as copy:
