@@ -95,7 +95,7 @@ def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedd
         llm.get()  # grading the holes needs a model: fail now, not after the ranking
     snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
                            max_document_chars=config.max_document_chars)
-    selection = context.run.asset_selection
+    selection = context.run.asset_selection or None  # materialize() gives an empty set: everything
     preflight_answers(context, snapshot, llm)
     builds_questions = selection is None or AssetKey("question_set") in selection
     context.add_output_metadata(preflight_run(

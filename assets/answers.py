@@ -152,7 +152,7 @@ def preflight_answers(context: AssetExecutionContext, snapshot: CorpusSnapshot, 
     from eval_pipeline.answering.prompts import preflight_golden
     from eval_pipeline.judging.answer_judges import check_graders, token_spending
 
-    selection = context.run.asset_selection
+    selection = context.run.asset_selection or None  # materialize() gives an empty set: everything
     section = lambda op, cls: cls(**(((context.run.run_config.get("ops") or {}).get(op) or {}).get("config") or {}))  # noqa: E731
     golden, answering = section("golden_prompts", GoldenPromptsConfig), section("answers", AnswersConfig)
     graders = check_graders(section("graded_answers", GradedAnswersConfig).grader_names(), "graded_answers.graders")

@@ -34,6 +34,7 @@ from eval_pipeline.answering.extractive import EXTRACTIVE_VERSION, ExtractiveGen
 from eval_pipeline.answering.llm import SYSTEM_PROMPT
 from eval_pipeline.answering.prompts import CheckedGoldenSet
 from eval_pipeline.answering.served import ServedBy
+from eval_pipeline.common.checks import missing
 
 ANSWER_COLUMNS = [
     "variant", "prompt_id", "form", "tags", "gold", "context_doc_ids", "context_chunk_ids", "retrieved_gold",
@@ -44,12 +45,16 @@ ANSWER_COLUMNS = [
 
 def context_chunks(frames: Mapping[str, pd.DataFrame], k: int) -> set[str]:
     """The chunk ids the contexts of every variant need (the top `k` of each result)."""
-    return {c for frame in frames.values() for ids in frame["chunk_ids"] for c in list(ids)[:k] if c is not None}
+    return {c for frame in frames.values() for ids, error in zip(frame["chunk_ids"], frame["error"]) if missing(error)
+            for c in list(ids)[:k]}
 
 
 def _contexts(frame: pd.DataFrame, texts: Mapping[str, str], k: int) -> dict[str, tuple[ContextEntry, ...]]:
     out = {}
     for row in frame.itertuples(index=False):
+        if not missing(row.error):  # an errored question has no context; it is answered as failed
+            out[row.qid] = ()
+            continue
         chunks = [(c, d, texts[c]) for c, d in zip(list(row.chunk_ids)[:k], list(row.doc_ids)[:k])]
         out[row.qid] = numbered_context(chunks, k)
     return out
@@ -137,7 +142,7 @@ def answer_variants(
     ranked = {v: {row.qid: row for row in f.itertuples(index=False)} for v, f in frames.items()}
     for variant in frames:
         for p in golden.prompts:
-            if ranked[variant][p.id].error is None:
+            if missing(ranked[variant][p.id].error):
                 key = answer_key(p.prompt, contexts[variant][p.id], identity)
                 keyed[(variant, p.id)] = key
                 if key not in jobs and cache.get(key) is None:
@@ -169,9 +174,9 @@ def _row(variant: str, prompt, ranked, context, key, record, keep_text: bool) ->
         "variant": variant, "prompt_id": prompt.id, "form": prompt.form, "tags": list(prompt.tags), "gold": gold,
         "context_doc_ids": docs, "context_chunk_ids": [e.chunk_id for e in context],
         "retrieved_gold": bool(set(gold) & set(docs)) if gold else None, "answer_key": key,
-        "retrieval_ms": float(ranked.latency_ms) if ranked.latency_ms is not None else None,
+        "retrieval_ms": None if missing(ranked.latency_ms) else float(ranked.latency_ms),
     }
-    if ranked.error is not None:
+    if not missing(ranked.error):
         return {**row, **_failed(f"retrieval failed: {ranked.error}")}
     if record is None:
         return {**row, **_failed("the answer is in neither the cache nor this run (the cache was changed meanwhile)")}

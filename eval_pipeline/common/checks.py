@@ -66,3 +66,11 @@ def check_seed(seed: object) -> int:
     if not is_integer(seed) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     return int(seed)
+
+
+def missing(value: object) -> bool:
+    """Whether a table cell holds nothing: None, NaN or pandas' NA. pandas stores a None in a
+    column beside strings as NaN (and Parquet keeps it), so `cell is None` misses it."""
+    if value is None or type(value).__name__ == "NAType":
+        return True
+    return isinstance(value, float) and value != value

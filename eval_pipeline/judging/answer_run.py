@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.answering.cache import AnswerCache
+from eval_pipeline.common.checks import missing
 from eval_pipeline.answering.prompts import CheckedGoldenSet
 from eval_pipeline.answering.run import context_from_record
 from eval_pipeline.judging.answer_grades import (
@@ -132,7 +133,7 @@ def grade_variants(
     for variant, frame in answers.items():
         for a in frame.itertuples(index=False):
             prompt = prompts[a.prompt_id]
-            record = _record(cache, a) if a.error is None else None
+            record = _record(cache, a) if missing(a.error) else None
             text = record["text"] if record is not None else None
             records[(variant, a.prompt_id)] = record
             if "deterministic" in graders:

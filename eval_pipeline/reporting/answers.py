@@ -25,6 +25,8 @@ from typing import Any
 
 import pandas as pd
 
+from eval_pipeline.common.checks import missing
+
 
 @dataclass
 class AnswerVerdict:
@@ -63,7 +65,8 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         metrics = json.loads(row["metrics_json"])
         current = {"run_id": run_id, "variant": row["variant"], "grader": row["grader"], "set_id": row["set_id"],
                    "set_fingerprint": row["set_fingerprint"], "corpus_signature": corpus_signature,
-                   "generator": row["generator"], "yardstick": row["yardstick"], "limited": bool(row["limited"]),
+                   "generator": None if missing(row["generator"]) else row["generator"],
+                   "yardstick": row["yardstick"], "limited": bool(row["limited"]),
                    "errored": int(row["n_errored"]), "n_scored": int(row["n_scored"]),
                    "pass_rate": _number(row["pass_rate"]), "mean_score": _number(row["mean_score"]),
                    "pass_rate_ci_low": _number(row["pass_rate_low"]), "pass_rate_ci_high": _number(row["pass_rate_high"]),
@@ -129,7 +132,8 @@ def answer_section(verdict: AnswerVerdict) -> list[str]:
     if not verdict.evaluated:
         return lines + [f"Not evaluated: {verdict.reason}.", ""]
     first = verdict.rows[0]
-    generators = sorted({r["generator"] or "unknown (mixed, missing or invalid identity)" for r in verdict.rows})
+    generators = sorted({"unknown (mixed, missing or invalid identity)" if missing(r["generator"]) else r["generator"]
+                         for r in verdict.rows})
     lines += [f"Golden set `{first['set_name']}` ({first['n_prompts']} prompts, fingerprint "
               f"`{first['set_fingerprint']}`), answered from each variant's top results by "
               f"{', '.join(f'`{g}`' for g in generators)}. Pass rate and mean score with 95% bootstrap intervals; "
@@ -211,7 +215,8 @@ def answer_gate_output(verdict: AnswerVerdict) -> dict[str, Any]:
         entry["passed"] = entry["passed"] and bool(g.passed)
         entry["graders"][r["grader"]] = {"passed": bool(g.passed), "state": g.state, "message": g.message,
                                          "pass_rate": _number(r["pass_rate"]), "mean_score": _number(r["mean_score"]),
-                                         "generator": r["generator"] or "unknown", "yardstick": r["yardstick"],
+                                         "generator": "unknown" if missing(r["generator"]) else r["generator"],
+                                         "yardstick": r["yardstick"],
                                          "previous_run": (r["previous"] or {}).get("run_id") or "",
                                          "reference_run": (r["reference"] or {}).get("run_id") or "",
                                          "rows": [dict(x) for x in g.rows]}

@@ -507,10 +507,6 @@ def test_an_answer_regression_fails_that_variants_answer_gate(llm_chain):
     assert regressed.frames("answers")["bm25"]["cached"].all()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: pandas 3 stores the missing `error` of the answers that succeeded as NaN "
-                   "once one answer failed; graded_answers (`a.error is None`) then grades every answer as no_answer "
-                   "and answer_metrics fails the run before the report ('status no_answer on an answer that has no "
-                   "error')")
 def test_one_failed_llm_answer_is_reported_and_fails_the_answer_gate(tmp_path, job_env):
     """The endpoint refuses one prompt (a 400 is not retried): that answer is an error in both
     variants, the report is written with it counted, and the answer gate fails."""
@@ -623,10 +619,6 @@ def test_a_grader_listed_twice_fails_in_the_first_step(tmp_path, in_process):
     assert "graded_answers.graders: grader 'deterministic' is listed twice" in error
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: in a materialize() run context.run.asset_selection is an empty "
-                   "frozenset, which preflight_answers reads as 'golden_prompts not selected', so the golden file "
-                   "(and a model for the llm generator) is not checked in corpus_snapshot; it fails later, in "
-                   "golden_prompts")
 def test_in_process_a_bad_golden_file_fails_in_the_first_step(tmp_path, in_process):
     from tests.test_answer_wiring import bad_golden_file
 

@@ -171,7 +171,9 @@ def test_whole_demo_job_on_two_workers_gives_the_in_process_metrics(pool_run, re
     assert {w for ws in where.values() for w in ws} <= nodes
     rank_steps = sorted(k for k in started if k.startswith(RANK_STEP))
     assert len(rank_steps) == 2, rank_steps  # two batches: the pool's default size
-    assert len({where[k][0] for k in rank_steps}) == 2, where  # on two different workers
+    # both workers took tasks (which worker runs which batch depends on what else is running:
+    # the answer steps run beside the ranking, so both batches may land on one worker)
+    assert {w for ws in where.values() for w in ws} == nodes and len(nodes) == 2, where
     _assert_same_metrics(pool_run["results"], reference)
 
 
