@@ -38,6 +38,7 @@ from assets.answers import (  # noqa: F401  (the answer-quality assets: part of 
     golden_prompts,
     graded_answers,
     preflight_answers,
+    selected_assets,
 )
 from assets.metadata import to_metadata
 from assets.partitions import SWEEP, variant_partitions
@@ -95,9 +96,8 @@ def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedd
         llm.get()  # grading the holes needs a model: fail now, not after the ranking
     snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
                            max_document_chars=config.max_document_chars)
-    selection = context.run.asset_selection or None  # materialize() gives an empty set: everything
     preflight_answers(context, snapshot, llm)
-    builds_questions = selection is None or AssetKey("question_set") in selection
+    builds_questions = AssetKey("question_set") in selected_assets(context)
     context.add_output_metadata(preflight_run(
         snapshot, questions=_op_config(context, "question_set", QuestionSetConfig) if builds_questions else None,
         variants=SWEEP.variants, warn=context.log.warning,

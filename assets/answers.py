@@ -145,6 +145,12 @@ def answer_metrics(context: AssetExecutionContext, answers: dict[str, pd.DataFra
     return frames
 
 
+def selected_assets(context: AssetExecutionContext) -> frozenset:
+    """The assets this run materializes: the run's selection, else (a whole job, or
+    `materialize()`, whose runs record an empty selection) every asset of the run's job."""
+    return frozenset(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
+
+
 def preflight_answers(context: AssetExecutionContext, snapshot: CorpusSnapshot, llm: LLMResource) -> None:
     """The answer settings checked in the run's first step, before anything is embedded: a
     golden prompt file (naming its file, line and field), and a model for the `llm` generator
@@ -152,14 +158,14 @@ def preflight_answers(context: AssetExecutionContext, snapshot: CorpusSnapshot, 
     from eval_pipeline.answering.prompts import preflight_golden
     from eval_pipeline.judging.answer_judges import check_graders, token_spending
 
-    selection = context.run.asset_selection or None  # materialize() gives an empty set: everything
+    selection = selected_assets(context)
     section = lambda op, cls: cls(**(((context.run.run_config.get("ops") or {}).get(op) or {}).get("config") or {}))  # noqa: E731
     golden, answering = section("golden_prompts", GoldenPromptsConfig), section("answers", AnswersConfig)
     graders = check_graders(section("graded_answers", GradedAnswersConfig).grader_names(), "graded_answers.graders")
-    if selection is None or AssetKey("golden_prompts") in selection:
+    if AssetKey("golden_prompts") in selection:
         preflight_golden(golden.source, golden.path, corpus_signature=snapshot.signature,
                          doc_ids=[d.doc_id for d in snapshot.documents], limit=golden.limit)
-    if (selection is None or AssetKey("answers") in selection) and answering.generator == "llm":
+    if AssetKey("answers") in selection and answering.generator == "llm":
         llm.get()
-    if (selection is None or AssetKey("graded_answers") in selection) and token_spending(graders):
+    if AssetKey("graded_answers") in selection and token_spending(graders):
         llm.get()
