@@ -211,7 +211,13 @@ class CountingLLM(ForbiddenLLM):
 
 
 def _context(ops: dict, selection=None):
-    return SimpleNamespace(run=SimpleNamespace(run_config={"ops": ops}, asset_selection=selection))
+    """A stand-in for the first step's context: the run's config and selection, and a job of
+    every answer asset (what a whole-job run materializes)."""
+    from dagster import AssetKey
+
+    everything = {AssetKey(k) for k in ("golden_prompts", "answers", "graded_answers")}
+    return SimpleNamespace(run=SimpleNamespace(run_config={"ops": ops}, asset_selection=selection),
+                           job_def=SimpleNamespace(asset_layer=SimpleNamespace(selected_asset_keys=everything)))
 
 
 def test_preflight_refuses_a_grader_listed_twice(tiny_snapshot):
