@@ -63,14 +63,13 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from eval_pipeline.common.checks import is_integer, is_real
 from eval_pipeline.judging.answer_judges import GRADERS, comparable_yardstick
-from eval_pipeline.judging.gates import EPSILON
+from eval_pipeline.judging.gates import EPSILON, GateResult
 from eval_pipeline.judging.history import table_names
 from eval_pipeline.store.database import call_redacted, connect
 
@@ -591,22 +590,12 @@ def read_answer_runs(conn_str: str, *, variant: str | None = None, run_id: str |
 # --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AnswerGateResult:
-    """Outcome of the answer gate for one (variant, grader). ``state`` is one of
-    :data:`ANSWER_STATES`; ``rows`` holds one dict per comparison (``comparable`` only) with
-    keys ``metric, against ("previous"/"reference"), run_id, yardstick_run_id, actual,
-    yardstick, delta, tolerance, passed`` (``actual`` NaN and ``delta`` None when nothing was
-    scored); ``message`` says why, for the report and the check's metadata."""
-
-    passed: bool
-    state: str
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    message: str = ""
-
-    @property
-    def failures(self) -> list[dict[str, Any]]:
-        return [row for row in self.rows if row["passed"] is False]
+# The answer gate's outcome for one (variant, grader) has the retrieval gate's shape
+# (`gates.GateResult`: passed, state, rows, message, failures). Here ``state`` is one of
+# :data:`ANSWER_STATES`, and ``rows`` holds one dict per comparison (``comparable`` only) with
+# keys ``metric, against ("previous"/"reference"), run_id, yardstick_run_id, actual, yardstick,
+# delta, tolerance, passed`` (``actual`` NaN and ``delta`` None when nothing was scored).
+AnswerGateResult = GateResult
 
 
 def _current_metric(current: Mapping[str, Any], metric: str) -> float:
