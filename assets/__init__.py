@@ -1,6 +1,6 @@
 """The asset graph: corpus -> pgvector store -> question set -> ranked results -> variant metrics -> report,
 and beside the ranking, golden prompts -> answers -> graded answers -> answer metrics -> report
-(assets/answers.py).
+(assets/answer_quality.py).
 
 ranked_results, variant_metrics and the answer assets are partitioned by variant
 (assets/partitions.py); ranked_results is a small graph of its own (assets/ranking.py), and so
@@ -29,7 +29,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.answers import (  # noqa: F401  (the answer-quality assets: part of the graph)
+from assets.answer_quality import (  # noqa: F401  (the answer-quality assets: part of the graph)
     AnswersConfig,
     GoldenPromptsConfig,
     GradedAnswersConfig,

@@ -4,7 +4,7 @@ identities through the gate, and which grades can become a yardstick.
 
 Answers here come from `ScriptedGenerator` (an LLM-shaped generator with a scripted reply and
 a scripted reported model), through the real `answer_variants`, `grade_variants`,
-`answer_metric_frames` and `judge_answer_run`, wired as assets/answers.py wires them.
+`answer_metric_frames` and `judge_answer_run`, wired as assets/answer_quality.py wires them.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def _context(ops: dict, selection=None):
 
 
 def test_preflight_refuses_a_grader_listed_twice(tiny_snapshot):
-    from assets.answers import preflight_answers
+    from assets.answer_quality import preflight_answers
 
     ops = {"graded_answers": {"config": {"graders": ["deterministic", "static", "deterministic"]}}}
     with pytest.raises(ValueError, match=r"graded_answers.graders: grader 'deterministic' is listed twice"):
@@ -229,14 +229,14 @@ def test_preflight_refuses_a_grader_listed_twice(tiny_snapshot):
 
 
 def test_an_unknown_grader_is_not_a_valid_setting():
-    from assets.answers import GradedAnswersConfig
+    from assets.answer_quality import GradedAnswersConfig
 
     with pytest.raises(Exception, match="judgee"):
         GradedAnswersConfig(graders=["deterministic", "judgee"])
 
 
 def test_the_default_answer_settings_never_ask_for_a_model(tiny_snapshot):
-    from assets.answers import preflight_answers
+    from assets.answer_quality import preflight_answers
 
     llm = ForbiddenLLM()
     preflight_answers(_context({}), tiny_snapshot, llm)
@@ -253,7 +253,7 @@ def test_the_default_answer_settings_never_ask_for_a_model(tiny_snapshot):
     {"graded_answers": {"config": {"graders": ["decision"]}}},
 ])
 def test_a_chosen_model_is_checked_in_the_preflight(tiny_snapshot, ops):
-    from assets.answers import preflight_answers
+    from assets.answer_quality import preflight_answers
     from resources import LLMResource
 
     llm = CountingLLM()
@@ -275,7 +275,7 @@ def bad_golden_file(folder: Path) -> Path:
 
 
 def test_preflight_names_the_bad_golden_file_line_and_field(tmp_path, tiny_snapshot):
-    from assets.answers import preflight_answers
+    from assets.answer_quality import preflight_answers
 
     path = bad_golden_file(tmp_path)
     ops = {"golden_prompts": {"config": {"source": "file", "path": str(path)}}}
@@ -482,3 +482,15 @@ def test_a_failed_retrieval_fails_only_its_prompt(tmp_path, tiny_snapshot):
     errors = answers["dense"]["error"]
     assert errors.iloc[1] == "retrieval failed: connection lost"
     assert errors.drop(index=1).isna().all(), errors.tolist()
+
+
+def test_a_changed_context_size_or_generator_setting_is_named_not_hidden():
+    """A run is compared across a treatment change (that is what a team tunes), and the
+    report names it: what changed since the previous run that the comparison key does not hold."""
+    from eval_pipeline.reporting.answers import treatment_changes
+
+    before = {"provenance": {"treatment": {"context_k": 5, "generator": {"kind": "llm", "max_tokens": None}}}}
+    now = {"context_k": 3, "generator": {"kind": "llm", "max_tokens": 200}}
+    assert treatment_changes(now, before) == ["context_k 5 -> 3", "generator.max_tokens None -> 200"]
+    assert treatment_changes(before["provenance"]["treatment"], before) == []
+    assert treatment_changes(now, None) == [] and treatment_changes(now, {"provenance": {}}) == []

@@ -22,6 +22,7 @@ the answers frame holds the text only with `keep_text` (see `ANSWER_COLUMNS`).
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -40,6 +41,7 @@ ANSWER_COLUMNS = [
     "variant", "prompt_id", "form", "tags", "gold", "context_doc_ids", "context_chunk_ids", "retrieved_gold",
     "answer_key", "answer", "answer_chars", "cited_docs", "unknown_citations", "provider", "model_sent",
     "model_reported", "prompt_tokens", "completion_tokens", "retrieval_ms", "generation_ms", "cached", "error",
+    "context_k", "generator_settings",  # the treatment: recorded with the run, named when it changes
 ]
 
 
@@ -136,6 +138,7 @@ def answer_variants(
     each variant's ranked results of the golden prompts (`frames`), the chunk texts, and the
     generator. Answers come from the cache when the prompt, context and generator are unchanged."""
     identity = generator.identity()
+    settings = json.dumps(identity, sort_keys=True, default=str)
     contexts = {v: _contexts(f, texts, k) for v, f in frames.items()}
     jobs: dict[str, tuple[str, tuple]] = {}
     keyed: dict[tuple[str, str], str] = {}
@@ -162,7 +165,8 @@ def answer_variants(
             record = fresh.get(key) if key in fresh else (cache.get(key) if key else None)
             if record is not None and not isinstance(record, BaseException) and key not in fresh:
                 record = {**record, "cached": True}
-            rows.append(_row(variant, p, r, contexts[variant][p.id], key, record, keep_text))
+            rows.append({**_row(variant, p, r, contexts[variant][p.id], key, record, keep_text), "context_k": k,
+                         "generator_settings": settings})
         out[variant] = pd.DataFrame(rows, columns=ANSWER_COLUMNS)
     return out
 

@@ -210,7 +210,7 @@ def grades_metadata(frame: pd.DataFrame) -> dict[str, Any]:
 
 METRIC_COLUMNS = ["variant", "grader", "set_id", "set_name", "set_fingerprint", "limited", "generator", "yardstick",
                   "n_prompts", "n_errored", "n_scored", "pass_rate", "pass_rate_low", "pass_rate_high", "mean_score",
-                  "mean_low", "mean_high", "metrics_json"]
+                  "mean_low", "mean_high", "treatment_json", "metrics_json"]
 
 
 def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[str, pd.DataFrame],
@@ -242,6 +242,7 @@ def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[st
                          "set_fingerprint": golden.golden.fingerprint, "limited": golden.limited,
                          "generator": generator, "yardstick": yardsticks.get(summary["grader"]),
                          "n_prompts": len(frame), "n_errored": int(frame["error"].notna().sum()),
+                         "treatment_json": json.dumps(_treatment(frame), sort_keys=True),
                          "metrics_json": json.dumps(metrics, sort_keys=True)})
         frames[variant] = pd.DataFrame(rows, columns=METRIC_COLUMNS)
         metadata[variant] = {"evaluated": True, "generator": generator or "unknown",
@@ -260,3 +261,13 @@ def grading_usage(before: Mapping[str, Any], after: Mapping[str, Any], model: st
     cost = None if price is None else (spent["prompt_tokens"] * price["prompt_per_1k"]
                                        + spent["completion_tokens"] * price["completion_per_1k"]) / 1000.0
     return {f"grading {k.replace('_', ' ')}": v for k, v in spent.items()} | {"grading cost": cost}
+
+
+def _treatment(frame: pd.DataFrame) -> dict[str, Any]:
+    """What the run changed that the comparison key does not hold: the context size and the
+    generator's settings (its prompt version, token budget, sampling...). A run is compared
+    across them (they are what a team tunes); the report names what changed."""
+    import json
+
+    return {"context_k": int(frame["context_k"].iloc[0]), "generator": json.loads(frame["generator_settings"].iloc[0])}
+

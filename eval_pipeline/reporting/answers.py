@@ -81,10 +81,30 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         gate = evaluate_answer_gate(current, previous, reference, tolerances, strict=strict)
         verdict.gates.setdefault(row["variant"], {})[row["grader"]] = gate
         eligible = bool(gate.passed and not yardstick_problems(current))
+        treatment = json.loads(row["treatment_json"])
         verdict.records.append({**current, "eligible": eligible, "variant_config": {},
-                                "provenance": {"set_name": row["set_name"], "metrics": _no_nan(metrics)}})
-        verdict.rows.append({**row, "metrics": metrics, "gate": gate, "previous": previous, "reference": reference})
+                                "provenance": {"set_name": row["set_name"], "treatment": treatment,
+                                               "metrics": _no_nan(metrics)}})
+        verdict.rows.append({**row, "metrics": metrics, "gate": gate, "previous": previous, "reference": reference,
+                             "treatment_changes": treatment_changes(treatment, previous)})
     return verdict
+
+
+def treatment_changes(treatment: Mapping[str, Any], previous: Mapping[str, Any] | None) -> list[str]:
+    """What changed since the previous run in what the key does not hold ("context_k 5 -> 3",
+    "generator.max_tokens None -> 200"); [] when nothing did or there is no previous run."""
+    before = ((previous or {}).get("provenance") or {}).get("treatment")
+    if not isinstance(before, Mapping):
+        return []
+
+    def flat(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, Mapping) else {f"{prefix}{k}": v})
+        return out
+
+    now, then = flat(treatment), flat(before)
+    return [f"{k} {then.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(now) | set(then)) if now.get(k) != then.get(k)]
 
 
 def _no_nan(value: Any) -> Any:
@@ -157,6 +177,8 @@ def answer_section(verdict: AnswerVerdict) -> list[str]:
     lines += [markdown_table(pd.DataFrame(table), columns), ""]
     lines += _by_type(verdict, markdown_table) + _by_form(verdict, markdown_table) + _dimensions(verdict, markdown_table)
     notes = [f"- `{r['variant']}` {r['grader']}: {r['gate'].message}" for r in verdict.rows if r["gate"].message]
+    notes += [f"- `{r['variant']}` {r['grader']}: compared across a treatment change: {'; '.join(r['treatment_changes'])}"
+              for r in verdict.rows if r["treatment_changes"]]
     if notes:
         lines += ["### Answer gate", "", *notes, ""]
     return lines
@@ -219,6 +241,7 @@ def answer_gate_output(verdict: AnswerVerdict) -> dict[str, Any]:
                                          "yardstick": r["yardstick"],
                                          "previous_run": (r["previous"] or {}).get("run_id") or "",
                                          "reference_run": (r["reference"] or {}).get("run_id") or "",
+                                         "treatment_changes": list(r["treatment_changes"]),
                                          "rows": [dict(x) for x in g.rows]}
     return out
 
@@ -242,6 +265,8 @@ def answer_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[s
             metadata[f"{grader} yardstick"] = g["yardstick"] or ""
             if g["message"]:
                 metadata[f"{grader} message"] = g["message"]
+            if g["treatment_changes"]:
+                metadata[f"{grader} treatment changes"] = "; ".join(g["treatment_changes"])
         metadata["generator"] = next(iter(entry["graders"].values()))["generator"]
         out[key] = (bool(entry["passed"]), metadata)
     return out

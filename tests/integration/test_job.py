@@ -246,10 +246,12 @@ def test_bad_settings_fail_in_the_first_step(tmp_path, resources):
 
 def test_unchanged_variants_are_reused(tmp_path, resources, monkeypatch):
     """A second run with nothing changed re-queries nothing (with a known, clean code version)."""
+    import assets.answer_quality
     import assets.ranking
     from eval_pipeline.ranking import sweep as sweep_module
 
     monkeypatch.setattr(assets.ranking, "code_version", lambda: "v0-1-gtest")
+    monkeypatch.setattr(assets.answer_quality, "code_version", lambda: "v0-1-gtest")  # the golden prompts' ranking
     instance = DagsterInstance.ephemeral()
     config = _tiny_config(tmp_path / "results")
     first = materialize(_defs_assets(), resources=resources, run_config=config, instance=instance,
