@@ -494,3 +494,93 @@ def test_a_changed_context_size_or_generator_setting_is_named_not_hidden():
     assert treatment_changes(now, before) == ["context_k 5 -> 3", "generator.max_tokens None -> 200"]
     assert treatment_changes(before["provenance"]["treatment"], before) == []
     assert treatment_changes(now, None) == [] and treatment_changes(now, {"provenance": {}}) == []
+
+
+# --------------------------------------------------------------------------------------------
+# found by an attack review of the verdict
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_shared_answer_is_spent_once(tmp_path, tiny_snapshot):
+    """Two variants with the same context share one generated answer: it is 'not cached' (this
+    run paid for it) for the first only, so the run's spend is not counted twice."""
+    golden = tiny_golden(tiny_snapshot)
+    answers, _, _, _ = answer_chain(golden, ScriptedGenerator(quoting), tmp_path, texts=tiny_texts(tiny_snapshot),
+                                    variants=("dense", "bm25"))
+    assert not answers["dense"]["cached"].any() and answers["bm25"]["cached"].all()
+
+
+def test_a_prompt_asking_for_code_fails_the_static_grader_when_the_answer_has_none(tmp_path, tiny_snapshot):
+    """Dropping the code must not move the prompt out of the denominator (a pass rate that
+    rises when answers get worse)."""
+    golden = tiny_golden(tiny_snapshot)
+    _, graded, _, _ = answer_chain(golden, ScriptedGenerator(lambda p, c: "I cannot write that code."), tmp_path,
+                                   texts=tiny_texts(tiny_snapshot), graders=("static",))
+    static = graded["dense"]
+    with_options = {p.id for p in golden.prompts if p.static is not None}
+    rows = static[static["prompt_id"].isin(with_options)]
+    assert len(rows) and (rows["status"] == "graded").all() and not rows["passed"].any()
+    assert set(static["yardstick"]) == {"static:v2"}
+
+
+def test_a_grader_that_failed_on_an_answer_fails_the_gate():
+    from eval_pipeline.judging.answer_history import evaluate_answer_gate
+
+    current = {"run_id": "r2", "variant": "v", "grader": "judge", "set_id": "a.b", "set_fingerprint": "f",
+               "corpus_signature": "c", "generator": "h:m->m", "yardstick": "judge:h:m:v1@t0", "limited": False,
+               "errored": 0, "n_scored": 5, "pass_rate": 1.0, "mean_score": 1.0}
+    assert evaluate_answer_gate(current, None, None, {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1},
+                                strict=False).passed
+    failed = evaluate_answer_gate({**current, "grader_failed": 1}, None, None,
+                                  {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}, strict=False)
+    assert not failed.passed and "no grade" in failed.message
+
+
+def test_nothing_measured_is_not_a_first_run_that_passes_forever():
+    from eval_pipeline.judging.answer_history import evaluate_answer_gate
+
+    current = {"run_id": "r1", "variant": "v", "grader": "deterministic", "set_id": "a.b", "set_fingerprint": "f",
+               "corpus_signature": "c", "generator": "h:m->m", "yardstick": "deterministic:v1", "limited": False,
+               "errored": 0, "n_scored": 0, "pass_rate": float("nan"), "mean_score": float("nan")}
+    tolerances = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
+    lenient = evaluate_answer_gate(current, None, None, tolerances, strict=False)
+    assert lenient.passed and lenient.state == "not_comparable" and "nothing was measured" in lenient.message
+    assert not evaluate_answer_gate(current, None, None, tolerances, strict=True).passed
+
+
+def test_the_grading_models_sampling_is_part_of_its_yardstick():
+    from eval_pipeline.judging.answer_run import _with_sampling
+
+    assert _with_sampling("judge:host:model:v1+abcd1234", "t0") == "judge:host:model:v1+abcd1234@t0"
+    assert _with_sampling("judge:host:model:v1+abcd1234", "t0.7") != _with_sampling("judge:host:model:v1+abcd1234",
+                                                                                    "t0")
+    assert _with_sampling("judge", "t0") == "judge" and _with_sampling("judge:failed", "t0") == "judge:failed"
+    from eval_pipeline.judging.answer_history import answer_comparable
+
+    row = {"variant": "v", "grader": "judge", "set_id": "a.b", "set_fingerprint": "f", "corpus_signature": "c",
+           "generator": "h:m->m", "yardstick": "judge:host:model:v1+abcd1234@t0", "limited": False}
+    assert answer_comparable(row)[0]
+
+
+def test_endpoints_are_stored_without_credentials():
+    from eval_pipeline.answering.served import safe_identity, safe_url
+
+    assert safe_url("https://user:s3cret@api.example.com:8443/v1?key=sk-XYZ#f") == "https://api.example.com:8443/v1"
+    identity = {"kind": "llm", "llm": {"base_url": "https://u:p@h/v1?api_key=sk-1", "model": "m"}}
+    assert "sk-1" not in str(safe_identity(identity)) and "u:p" not in str(safe_identity(identity))
+
+
+def test_answer_metrics_from_another_corpus_or_configuration_are_refused():
+    import json
+
+    from eval_pipeline.ranking.inputs import InconsistentInputs
+    from eval_pipeline.reporting.answers import check_answers_belong
+
+    frame = pd.DataFrame([{"corpus_signature": "old", "store_table": "t1", "variant_config": json.dumps({"k": 1})}])
+    with pytest.raises(InconsistentInputs, match="corpus 'old'"):
+        check_answers_belong({"hybrid": frame}, corpus_signature="new", table="t1", variant_configs={})
+    same_corpus = frame.assign(corpus_signature="new")
+    with pytest.raises(InconsistentInputs, match="another configuration"):
+        check_answers_belong({"hybrid": same_corpus}, corpus_signature="new", table="t1",
+                             variant_configs={"hybrid": {"k": 2}})
+    check_answers_belong({"hybrid": same_corpus}, corpus_signature="new", table="t1", variant_configs={"hybrid": {"k": 1}})

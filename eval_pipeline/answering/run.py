@@ -34,7 +34,7 @@ from eval_pipeline.answering.context import ContextEntry, cited_documents, numbe
 from eval_pipeline.answering.extractive import EXTRACTIVE_VERSION, ExtractiveGenerator
 from eval_pipeline.answering.llm import SYSTEM_PROMPT
 from eval_pipeline.answering.prompts import CheckedGoldenSet
-from eval_pipeline.answering.served import ServedBy
+from eval_pipeline.answering.served import ServedBy, safe_identity
 from eval_pipeline.common.checks import missing
 
 ANSWER_COLUMNS = [
@@ -42,6 +42,8 @@ ANSWER_COLUMNS = [
     "answer_key", "answer", "answer_chars", "cited_docs", "unknown_citations", "provider", "model_sent",
     "model_reported", "prompt_tokens", "completion_tokens", "retrieval_ms", "generation_ms", "cached", "error",
     "context_k", "generator_settings",  # the treatment: recorded with the run, named when it changes
+    # what the answers were produced from, checked by the steps after (a step can read another run's output)
+    "corpus_signature", "store_table", "variant_config", "set_fingerprint",
 ]
 
 
@@ -138,7 +140,7 @@ def answer_variants(
     each variant's ranked results of the golden prompts (`frames`), the chunk texts, and the
     generator. Answers come from the cache when the prompt, context and generator are unchanged."""
     identity = generator.identity()
-    settings = json.dumps(identity, sort_keys=True, default=str)
+    settings = json.dumps(safe_identity(identity), sort_keys=True, default=str)
     contexts = {v: _contexts(f, texts, k) for v, f in frames.items()}
     jobs: dict[str, tuple[str, tuple]] = {}
     keyed: dict[tuple[str, str], str] = {}
@@ -156,17 +158,18 @@ def answer_variants(
         fresh = _extractive_records(generator, jobs, cache)
     else:
         fresh = _llm_records(generator, jobs, cache)
-    out = {}
+    out, billed = {}, set()
     for variant in frames:
         rows = []
         for p in golden.prompts:
             r = ranked[variant][p.id]
             key = keyed.get((variant, p.id))
             record = fresh.get(key) if key in fresh else (cache.get(key) if key else None)
-            if record is not None and not isinstance(record, BaseException) and key not in fresh:
-                record = {**record, "cached": True}
+            if record is not None and not isinstance(record, BaseException) and (key not in fresh or key in billed):
+                record = {**record, "cached": True}  # a shared answer is spent once, by its first user
+            billed.add(key)
             rows.append({**_row(variant, p, r, contexts[variant][p.id], key, record, keep_text), "context_k": k,
-                         "generator_settings": settings})
+                         "generator_settings": settings, "set_fingerprint": golden.golden.fingerprint})
         out[variant] = pd.DataFrame(rows, columns=ANSWER_COLUMNS)
     return out
 
@@ -228,8 +231,17 @@ def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapsh
                               build_reranker=build_reranker, miss_k=10, reuse=True, code_version=code_version,
                               log=log)
     texts = fetch_chunk_texts(connection_string, store.table, context_chunks(frames, k))
-    return answer_variants(frames, golden, texts=texts, generator=generator, cache=AnswerCache(state.answers), k=k,
-                           keep_text=keep_text, log=log)
+    answers = answer_variants(frames, golden, texts=texts, generator=generator, cache=AnswerCache(state.answers), k=k,
+                              keep_text=keep_text, log=log)
+    return {v: frame.assign(corpus_signature=store.corpus_signature, store_table=store.table,
+                            variant_config=_one(frames[v]["variant_config"])) for v, frame in answers.items()}
+
+
+def _one(column: pd.Series) -> str:
+    values = sorted(set(column.dropna()))
+    if len(values) != 1:
+        raise ValueError(f"the golden prompts' results have {len(values)} variant configurations (expected one)")
+    return values[0]
 
 
 def answers_metadata(frame: pd.DataFrame) -> dict[str, Any]:

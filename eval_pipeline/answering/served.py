@@ -46,3 +46,22 @@ def run_generator(served: Iterable[ServedBy | None]) -> str | None:
             return None
         labels.add(s.label())
     return labels.pop() if len(labels) == 1 else None
+
+
+def safe_url(url: str) -> str:
+    """An endpoint as it may be shown and stored: scheme, host, port and path; never a user,
+    password, query or fragment (a key can travel in any of them)."""
+    parts = urlparse(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else host
+
+
+def safe_identity(identity):
+    """A generator's or grader's identity with every `base_url` as `safe_url` gives it, for
+    what is stored and shown (the answer cache key uses the whole identity)."""
+    if isinstance(identity, dict):
+        return {k: safe_url(v) if k == "base_url" and isinstance(v, str) else safe_identity(v)
+                for k, v in identity.items()}
+    return identity
+

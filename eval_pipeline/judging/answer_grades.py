@@ -142,7 +142,7 @@ ASSERTION_TYPES = ("exact", "contains", "regex", "json_schema")
 # The graders' rule versions, part of their yardsticks (`deterministic:v1`): bump one when a
 # rule above changes, so runs graded under the old rules are never compared with new ones.
 DETERMINISTIC_VERSION = 1
-STATIC_VERSION = 1
+STATIC_VERSION = 2  # 2: a prompt with static options whose answer has no code fails (it was not applicable)
 JSON_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 PYTHON_TAGS = frozenset({"python", "py", "python3"})
 

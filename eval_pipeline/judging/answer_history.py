@@ -659,6 +659,10 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
     actual = {metric: _current_metric(current, metric) for metric in ANSWER_METRICS}
 
     comparable, why = answer_comparable(current)
+    if comparable and not current.get("n_scored") and previous is None and reference is None:
+        # nothing measured and nothing to compare with: not a "first run" that passes forever (with an
+        # earlier run, the vanished measurement fails its rows below)
+        comparable, why = False, "the grader applies to no prompt of the set: nothing was measured"
     rows: list[dict[str, Any]] = []
     if not comparable:
         state = "not_comparable"
@@ -704,6 +708,11 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
         passed = False
         message = (f"FAILED: {errored} answer(s) could not be generated: the metrics are incomplete"
                    + f" ({message})")
+    grader_failed = current.get("grader_failed") or 0
+    if grader_failed > 0:  # an LLM grader's failed call or unusable reply: no grade, so no verdict either
+        passed = False
+        message = (f"FAILED: {grader_failed} answer(s) have no grade (the grading call failed or its reply had no "
+                   f"usable score): the metrics are incomplete ({message})")
     return AnswerGateResult(passed, state, rows, message)
 
 

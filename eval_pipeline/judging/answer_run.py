@@ -100,8 +100,8 @@ def _static(variant: str, prompt, text: str | None) -> dict[str, Any]:
     if text is None:
         return _row(variant, prompt.id, "static", "no_answer", passed=False, score=0.0)
     grade = grade_static(text, allowed_imports=prompt.static.allowed_imports, symbols=prompt.static.symbols)
-    if grade.passed is None:
-        return _row(variant, prompt.id, "static", "not_applicable", reason="no python block and no symbol")
+    if grade.passed is None:  # the prompt asks for code and the answer has none: a failure, not "nothing to check"
+        return _row(variant, prompt.id, "static", "graded", passed=False, score=0.0, reason="no python block")
     reasons = "; ".join(c.reason for c in grade.checks if c.reason)
     return _row(variant, prompt.id, "static", "graded", passed=grade.passed, score=grade.score, reason=reasons[:300])
 
@@ -127,6 +127,11 @@ def grade_variants(
         raise ValueError(f"graders {', '.join(token_spending(graders))} call a model: an LLM and a grade cache "
                          "are needed")
     prompts = golden.golden.by_id() if golden.golden is not None else {}
+    for variant, frame in answers.items():  # answers written for other prompts are not graded against these
+        if len(frame) and set(frame["set_fingerprint"]) != {golden.golden.fingerprint}:
+            raise ValueError(f"the answers of variant {variant!r} were written for golden set "
+                             f"{sorted(set(frame['set_fingerprint']))}, golden_prompts is {golden.golden.fingerprint!r}: "
+                             "materialize answers again")
     keep_text = any(frame["answer"].notna().any() for frame in answers.values() if len(frame))
     rows: dict[str, list[dict[str, Any]]] = {v: [] for v in answers}
     judge_items, decision_items, records = [], [], {}
@@ -152,12 +157,15 @@ def grade_variants(
             yardsticks[v]["deterministic"] = f"deterministic:v{DETERMINISTIC_VERSION}"
         if "static" in graders:
             yardsticks[v]["static"] = f"static:v{STATIC_VERSION}"
+    sampling = (f"t{llm.identity().get('temperature', '?')}" + (f",max_tokens={max_tokens}" if max_tokens else "")
+                if llm is not None and hasattr(llm, "identity") else "t?")
     if "judge" in graders:
         grades = judge_answers(judge_items, llm=llm, cache_dir=grade_cache, max_tokens=max_tokens)
-        _llm_rows("judge", grades, answers, prompts, records, rows, yardsticks, judge_yardstick, keep_text)
+        _llm_rows("judge", grades, answers, prompts, records, rows, yardsticks, judge_yardstick, keep_text, sampling)
     if "decision" in graders:
         grades = decide_answers(decision_items, llm=llm, cache_dir=grade_cache, max_tokens=max_tokens)
-        _llm_rows("decision", grades, answers, prompts, records, rows, yardsticks, decision_yardstick, keep_text)
+        _llm_rows("decision", grades, answers, prompts, records, rows, yardsticks, decision_yardstick, keep_text,
+                  sampling)
     return {v: pd.DataFrame(r, columns=GRADE_COLUMNS) for v, r in rows.items()}, yardsticks
 
 
@@ -169,7 +177,15 @@ def _record(cache: AnswerCache, answer) -> dict[str, Any]:
     return record
 
 
-def _llm_rows(grader: str, grades, answers, prompts, records, rows, yardsticks, yardstick_of, keep_text) -> None:
+def _with_sampling(yardstick: str, sampling: str) -> str:
+    """A single-grader yardstick with the grading model's sampling settings (another
+    temperature or token budget grades differently: another yardstick); the bare
+    `judge` / `decision` and `…:failed` stay as they are (never compared anyway)."""
+    return f"{yardstick}@{sampling}" if yardstick.count(":") >= 3 else yardstick
+
+
+def _llm_rows(grader: str, grades, answers, prompts, records, rows, yardsticks, yardstick_of, keep_text,
+              sampling) -> None:
     by_item = {g.item_id: g for g in grades}
     for variant, frame in answers.items():
         mine = []
@@ -195,7 +211,7 @@ def _llm_rows(grader: str, grades, answers, prompts, records, rows, yardsticks, 
             else:
                 rows[variant].append(_row(variant, a.prompt_id, grader, "graded", passed=bool(g.passed),
                                           score=g.score, reason=g.reason if keep_text else "", grader_model=model))
-        yardsticks[variant][grader] = yardstick_of(mine)
+        yardsticks[variant][grader] = _with_sampling(yardstick_of(mine), sampling)
 
 
 def grades_metadata(frame: pd.DataFrame) -> dict[str, Any]:
@@ -210,7 +226,8 @@ def grades_metadata(frame: pd.DataFrame) -> dict[str, Any]:
 
 METRIC_COLUMNS = ["variant", "grader", "set_id", "set_name", "set_fingerprint", "limited", "generator", "yardstick",
                   "n_prompts", "n_errored", "n_scored", "pass_rate", "pass_rate_low", "pass_rate_high", "mean_score",
-                  "mean_low", "mean_high", "treatment_json", "metrics_json"]
+                  "mean_low", "mean_high", "n_grader_failed", "corpus_signature", "store_table", "variant_config",
+                  "treatment_json", "metrics_json"]
 
 
 def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[str, pd.DataFrame],
@@ -243,6 +260,8 @@ def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[st
                          "generator": generator, "yardstick": yardsticks.get(summary["grader"]),
                          "n_prompts": len(frame), "n_errored": int(frame["error"].notna().sum()),
                          "treatment_json": json.dumps(_treatment(frame), sort_keys=True),
+                         "n_grader_failed": int(metrics["graders"][summary["grader"]].get("n_grader_failed", 0)),
+                         **{c: frame[c].iloc[0] for c in ("corpus_signature", "store_table", "variant_config")},
                          "metrics_json": json.dumps(metrics, sort_keys=True)})
         frames[variant] = pd.DataFrame(rows, columns=METRIC_COLUMNS)
         metadata[variant] = {"evaluated": True, "generator": generator or "unknown",

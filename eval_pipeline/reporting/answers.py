@@ -42,12 +42,34 @@ class AnswerVerdict:
         return all(g.passed for g in self.gates.get(variant, {}).values())
 
 
+def check_answers_belong(answer_metrics: Mapping[str, pd.DataFrame], *, corpus_signature: str, table: str,
+                         variant_configs: Mapping[str, Any]) -> None:
+    """The answers were produced from this run's corpus, vector table and each variant's
+    configuration as ranked (a report reads the latest materialization of every partition, which
+    may be another run's): refuse otherwise, naming what to materialize again."""
+    from eval_pipeline.ranking.inputs import InconsistentInputs
+
+    problems = []
+    for variant, frame in answer_metrics.items():
+        if not len(frame):
+            continue
+        row = frame.iloc[0]
+        if row["corpus_signature"] != corpus_signature or row["store_table"] != table:
+            problems.append(f"variant {variant!r} answered from corpus {row['corpus_signature']!r} table "
+                            f"{row['store_table']!r}, this run has {corpus_signature!r} {table!r}")
+        elif variant in variant_configs and json.loads(row["variant_config"]) != variant_configs[variant]:
+            problems.append(f"variant {variant!r} answered with another configuration than it was ranked with")
+    if problems:
+        raise InconsistentInputs("the answer metrics do not belong to this run: " + "; ".join(problems)
+                                 + ". Materialize answers, graded_answers and answer_metrics for these variants again.")
+
+
 def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Sequence[str], corpus_signature: str,
-                  tolerances: Mapping[str, float], strict: bool, connection_string: str | None,
-                  run_id: str) -> AnswerVerdict:
+                     tolerances: Mapping[str, float], strict: bool, connection_string: str | None,
+                     run_id: str) -> AnswerVerdict:
     """The answer gate of every (variant, grader) in `answer_metrics` (the answer_metrics
-    asset's frames), looked up in the history at `connection_string` (None: no history, every
-    comparable run is a first run)."""
+    asset's frames, checked with `check_answers_belong` first), looked up in the history at
+    `connection_string` (None: no history, every comparable run is a first run)."""
     from eval_pipeline.judging.answer_history import (
         answer_comparable,
         evaluate_answer_gate,
@@ -78,11 +100,13 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         if comparable and connection_string:
             previous = previous_answer_run(connection_string, **key, before_run_id=run_id)
             reference = reference_answer_run(connection_string, **key, before_run_id=run_id)
-        gate = evaluate_answer_gate(current, previous, reference, tolerances, strict=strict)
+        gate = evaluate_answer_gate({**current, "grader_failed": int(row.get("n_grader_failed") or 0)}, previous,
+                                    reference, tolerances, strict=strict)
         verdict.gates.setdefault(row["variant"], {})[row["grader"]] = gate
         eligible = bool(gate.passed and not yardstick_problems(current))
         treatment = json.loads(row["treatment_json"])
-        verdict.records.append({**current, "eligible": eligible, "variant_config": {},
+        config = {} if missing(row.get("variant_config")) else json.loads(row["variant_config"])
+        verdict.records.append({**current, "eligible": eligible, "variant_config": config,
                                 "provenance": {"set_name": row["set_name"], "treatment": treatment,
                                                "metrics": _no_nan(metrics)}})
         verdict.rows.append({**row, "metrics": metrics, "gate": gate, "previous": previous, "reference": reference,

@@ -54,7 +54,13 @@ def assemble_run(
     (`eval_pipeline.reporting.answers`), recorded with the run."""
     from eval_pipeline.judging.verdict import judge_run, record_verdict
     from eval_pipeline.ranking.inputs import check_inputs_agree
-    from eval_pipeline.reporting.answers import answer_gate_output, answer_section, judge_answer_run, record_answers
+    from eval_pipeline.reporting.answers import (
+        answer_gate_output,
+        answer_section,
+        check_answers_belong,
+        judge_answer_run,
+        record_answers,
+    )
     from eval_pipeline.reporting.report import publish_report
     from eval_pipeline.reporting.validity import assess, validity_metadata
 
@@ -67,6 +73,8 @@ def assemble_run(
     verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance, tolerances=sweep.tolerances,
                         strict=sweep.strict, run_id=run_id, limited=question_set.limited,
                         connection_string=connection_string, record=False, statistics_cache=state.statistics)
+    check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, table=store.table,
+                         variant_configs=provenance.get("variants", {}))
     answers = judge_answer_run(answer_metrics or {}, order=order, corpus_signature=store.corpus_signature,
                             tolerances=sweep.answer_tolerances, strict=sweep.answer_strict,
                             connection_string=connection_string, run_id=run_id)
