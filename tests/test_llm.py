@@ -253,3 +253,12 @@ def test_max_tokens_validated():
     client = LLMClient(model="m", base_url="http://127.0.0.1:1/v1")
     with pytest.raises(ValueError, match="max_tokens"):
         client.complete(MESSAGES, max_tokens=0)
+
+
+def test_a_failed_call_names_the_endpoint_without_credentials():
+    from eval_pipeline.common.llm import LLMClient
+
+    client = LLMClient(model="m", base_url="https://user:s3cret@api.example.com/v1?key=sk-XYZ", api_key="k")
+    error = client._error(3, 500, "server error", True)
+    assert "api.example.com/v1" in str(error) and "s3cret" not in str(error) and "sk-XYZ" not in str(error)
+    assert "s3cret" not in repr(client) and "sk-XYZ" not in repr(client)

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+from eval_pipeline.common.llm import safe_url
+
 
 @dataclass(frozen=True)
 class ServedBy:
@@ -46,15 +48,6 @@ def run_generator(served: Iterable[ServedBy | None]) -> str | None:
             return None
         labels.add(s.label())
     return labels.pop() if len(labels) == 1 else None
-
-
-def safe_url(url: str) -> str:
-    """An endpoint as it may be shown and stored: scheme, host, port and path; never a user,
-    password, query or fragment (a key can travel in any of them)."""
-    parts = urlparse(url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else host
 
 
 def safe_identity(identity):

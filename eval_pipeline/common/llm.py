@@ -45,6 +45,17 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _MAX_REASON_CHARS = 200
 
 
+def safe_url(url: str) -> str:
+    """An endpoint as it may be shown and stored: scheme, host, port and path; never a user,
+    password, query or fragment (a key can travel in any of them)."""
+    from urllib.parse import urlparse
+
+    parts = urlparse(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else host
+
+
 class LLMCallError(RuntimeError):
     """A call that still failed after its retries (or failed with an error retrying cannot fix).
 
@@ -137,7 +148,7 @@ class LLMClient:
     # --- identity and accounting ---------------------------------------------------------
 
     def __repr__(self) -> str:  # never the key
-        return (f"LLMClient(model={self.model!r}, base_url={self.base_url!r}, "
+        return (f"LLMClient(model={self.model!r}, base_url={safe_url(self.base_url)!r}, "
                 f"max_concurrency={self.max_concurrency}, max_retries={self.max_retries})")
 
     __str__ = __repr__
@@ -230,7 +241,7 @@ class LLMClient:
             with self._lock:
                 self._retries += 1
             log.warning("LLM call to %s (model %s) failed: %s; retry %d/%d in %.2f s",
-                        self.base_url, self.model, reason, attempts, self.max_retries, delay)
+                        safe_url(self.base_url), self.model, reason, attempts, self.max_retries, delay)
             self._sleep(delay)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R | BaseException]:
@@ -295,7 +306,7 @@ class LLMClient:
             what = f"failed after {attempts} attempt(s) ({self.max_retries} retries)"
         else:
             what = "failed with a non-retryable error"
-        return LLMCallError(f"LLM call to {self.base_url} (model {self.model}) {what}: {reason}",
+        return LLMCallError(f"LLM call to {safe_url(self.base_url)} (model {self.model}) {what}: {reason}",
                             attempts=attempts, status_code=status, reason=reason, retryable=retryable)
 
 
