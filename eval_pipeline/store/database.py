@@ -486,7 +486,9 @@ DEFAULT_LOCK_TIMEOUT = 3600.0
 DEFAULT_LOCK_LOG_EVERY = 30.0
 _logger = logging.getLogger("eval_pipeline.store.database")
 
-_HOLDERS_SQL = """
+# The sessions holding granted advisory locks in this database, one row per lock (read by
+# `holder_rows`); callers add which locks they mean.
+HOLDERS_SELECT = """
 SELECT a.pid, a.application_name, coalesce(host(a.client_addr), 'local socket'), a.usename,
        a.backend_start, a.state, extract(epoch FROM now() - a.backend_start),
        extract(epoch FROM now() - coalesce(a.state_change, a.backend_start)), left(a.query, 120)
@@ -494,7 +496,8 @@ FROM pg_catalog.pg_locks l
 JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.granted
   AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
-  AND l.classid = %s::bigint::oid AND l.objid = %s::bigint::oid AND l.objsubid = 1
+"""
+_HOLDERS_SQL = HOLDERS_SELECT + """  AND l.classid = %s::bigint::oid AND l.objid = %s::bigint::oid AND l.objsubid = 1
   AND l.pid <> pg_backend_pid()
 """
 
@@ -523,7 +526,11 @@ def lock_holders(conn, key: str) -> list[dict[str, Any]]:
     from pg_locks joined to pg_stat_activity."""
     (k,) = conn.execute("SELECT hashtext(%s)::bigint", (key,)).fetchone()
     k &= 0xFFFFFFFFFFFFFFFF  # a bigint key: classid holds the high 32 bits, objid the low ones
-    rows = conn.execute(_HOLDERS_SQL, ((k >> 32) & 0xFFFFFFFF, k & 0xFFFFFFFF)).fetchall()
+    return holder_rows(conn.execute(_HOLDERS_SQL, ((k >> 32) & 0xFFFFFFFF, k & 0xFFFFFFFF)).fetchall())
+
+
+def holder_rows(rows) -> list[dict[str, Any]]:
+    """Rows of `HOLDERS_SELECT` as the dicts `describe_holders` reads."""
     return [
         {"pid": r[0], "application_name": r[1] or "(none)", "client": r[2], "user": r[3],
          "backend_start": r[4].isoformat(timespec="seconds") if r[4] else None, "state": r[5],

@@ -26,7 +26,7 @@ from typing import Any
 
 from eval_pipeline.common.checks import is_integer
 from eval_pipeline.common.limiter import LimiterTimeout
-from eval_pipeline.store.database import connect, describe_holders, positive_seconds
+from eval_pipeline.store.database import HOLDERS_SELECT, connect, describe_holders, holder_rows, positive_seconds
 
 DEFAULT_TIMEOUT = 600.0
 _logger = logging.getLogger(__name__)
@@ -36,14 +36,7 @@ SELECT s FROM (SELECT (g + %(offset)s::int) %% %(slots)s::int AS s FROM generate
 WHERE pg_try_advisory_lock(hashtext(%(name)s), s) LIMIT 1
 """
 
-_HOLDERS_SQL = """
-SELECT a.pid, a.application_name, coalesce(host(a.client_addr), 'local socket'), a.usename,
-       a.backend_start, a.state, extract(epoch FROM now() - a.backend_start),
-       extract(epoch FROM now() - coalesce(a.state_change, a.backend_start)), left(a.query, 120)
-FROM pg_catalog.pg_locks l
-JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+_HOLDERS_SQL = HOLDERS_SELECT + """  AND l.objsubid = 2
   AND l.classid = (hashtext(%s)::bigint & 4294967295)::oid AND l.objid < %s::int
 ORDER BY l.objid
 """
@@ -100,10 +93,7 @@ class PostgresLimiter:
 
     def holders(self, conn) -> list[dict[str, Any]]:
         rows = conn.execute(_HOLDERS_SQL, (self.name, self.slots)).fetchall()
-        return [{"pid": r[0], "application_name": r[1] or "(none)", "client": r[2], "user": r[3],
-                 "backend_start": r[4].isoformat(timespec="seconds") if r[4] else None, "state": r[5],
-                 "connected_s": float(r[6] or 0), "state_s": float(r[7] or 0), "query": " ".join((r[8] or "").split())}
-                for r in rows if r[0] != conn.info.backend_pid]
+        return holder_rows(r for r in rows if r[0] != conn.info.backend_pid)
 
     # --- internals -----------------------------------------------------------------------
 
