@@ -38,10 +38,10 @@ from assets.answer_quality import (  # noqa: F401  (the answer-quality assets: p
     golden_prompts,
     graded_answers,
     preflight_answers,
-    selected_assets,
 )
 from assets.metadata import to_metadata
 from assets.partitions import SWEEP, variant_partitions
+from assets.run import op_config, selected_assets
 from assets.ranking import RankingConfig, ranked_results  # noqa: F401  (ranked_results: part of the graph)
 from assets.store import StoreConfig, pgvector_store  # noqa: F401  (pgvector_store: part of the graph)
 from eval_pipeline.common.state import PROJECT_ROOT
@@ -78,11 +78,6 @@ def validate_run_config(run_config: dict) -> None:
                 settings.chunking()
 
 
-def _op_config(context: AssetExecutionContext, op: str, cls: type[Config]) -> Config:
-    """The run config's settings of another asset (as the run will see them)."""
-    return cls(**(((context.run.run_config.get("ops") or {}).get(op) or {}).get("config") or {}))
-
-
 @asset(group_name="retrieval_eval")
 def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedder: EmbedderResource,
                     rerankers: RerankerResource, llm: LLMResource, state: StateResource) -> CorpusSnapshot:
@@ -92,14 +87,14 @@ def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedd
     Also the run's preflight, before anything is embedded: every asset's settings, the
     question set (when this run builds it) and every reranker's model or endpoint."""
     validate_run_config(context.run.run_config)
-    if _op_config(context, "report", ReportConfig).grade_holes:
+    if op_config(context, "report", ReportConfig).grade_holes:
         llm.get()  # grading the holes needs a model: fail now, not after the ranking
     snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
                            max_document_chars=config.max_document_chars)
     preflight_answers(context, snapshot, llm)
     builds_questions = AssetKey("question_set") in selected_assets(context)
     context.add_output_metadata(preflight_run(
-        snapshot, questions=_op_config(context, "question_set", QuestionSetConfig) if builds_questions else None,
+        snapshot, questions=op_config(context, "question_set", QuestionSetConfig) if builds_questions else None,
         variants=SWEEP.variants, warn=context.log.warning,
         reranker_identity=lambda spec: rerankers.build(spec, embedder=embedder.get(), warm=False).identity()))
     return snapshot.spool_to(state.dir().corpus_spools)

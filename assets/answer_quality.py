@@ -16,6 +16,7 @@ from pydantic import Field
 
 from assets.metadata import to_metadata
 from assets.partitions import SWEEP, variant_partitions
+from assets.run import op_config, selected_assets
 from eval_pipeline.answering.prompts import CheckedGoldenSet, resolve_golden
 from eval_pipeline.answering.run import answers_metadata, make_generator, produce_answers
 from eval_pipeline.corpus.sources import CorpusSnapshot
@@ -145,12 +146,6 @@ def answer_metrics(context: AssetExecutionContext, answers: dict[str, pd.DataFra
     return frames
 
 
-def selected_assets(context: AssetExecutionContext) -> frozenset:
-    """The assets this run materializes: the run's selection, else (a whole job, or
-    `materialize()`, whose runs record an empty selection) every asset of the run's job."""
-    return frozenset(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
-
-
 def preflight_answers(context: AssetExecutionContext, snapshot: CorpusSnapshot, llm: LLMResource) -> None:
     """The answer settings checked in the run's first step, before anything is embedded: a
     golden prompt file (naming its file, line and field), and a model for the `llm` generator
@@ -159,9 +154,10 @@ def preflight_answers(context: AssetExecutionContext, snapshot: CorpusSnapshot, 
     from eval_pipeline.judging.answer_judges import check_graders, token_spending
 
     selection = selected_assets(context)
-    section = lambda op, cls: cls(**(((context.run.run_config.get("ops") or {}).get(op) or {}).get("config") or {}))  # noqa: E731
-    golden, answering = section("golden_prompts", GoldenPromptsConfig), section("answers", AnswersConfig)
-    graders = check_graders(section("graded_answers", GradedAnswersConfig).grader_names(), "graded_answers.graders")
+    golden, answering = op_config(context, "golden_prompts", GoldenPromptsConfig), op_config(context, "answers",
+                                                                                             AnswersConfig)
+    graders = check_graders(op_config(context, "graded_answers", GradedAnswersConfig).grader_names(),
+                            "graded_answers.graders")
     if AssetKey("golden_prompts") in selection:
         preflight_golden(golden.source, golden.path, corpus_signature=snapshot.signature,
                          doc_ids=[d.doc_id for d in snapshot.documents], limit=golden.limit)

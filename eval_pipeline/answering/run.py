@@ -246,11 +246,10 @@ def _one(column: pd.Series) -> str:
 
 def answers_metadata(frame: pd.DataFrame) -> dict[str, Any]:
     """One partition's numbers for the asset page (plotted over time)."""
-    ok = frame[frame["error"].isna()] if len(frame) else frame
-    return {"answers": len(frame), "errored": int(frame["error"].notna().sum()) if len(frame) else 0,
-            "cached": int(frame["cached"].sum()) if len(frame) else 0,
-            "with_citation": int(sum(len(c) > 0 for c in ok["cited_docs"])) if len(ok) else 0,
-            "unknown_citations": int(sum(len(c) for c in ok["unknown_citations"])) if len(ok) else 0,
-            "gold_in_context": int((frame["retrieved_gold"] == True).sum()) if len(frame) else 0,  # noqa: E712
-            "prompt_tokens": int(frame["prompt_tokens"].sum()) if len(frame) else 0,
-            "completion_tokens": int(frame["completion_tokens"].sum()) if len(frame) else 0}
+    ok = frame[frame["error"].isna()]
+    return {"answers": len(frame), "errored": int(frame["error"].notna().sum()), "cached": int(frame["cached"].sum()),
+            "with_citation": int(sum(len(c) > 0 for c in ok["cited_docs"])),
+            "unknown_citations": int(sum(len(c) for c in ok["unknown_citations"])),
+            "gold_in_context": int((frame["retrieved_gold"] == True).sum()),  # noqa: E712
+            "prompt_tokens": int(frame["prompt_tokens"].sum()),
+            "completion_tokens": int(frame["completion_tokens"].sum())}
