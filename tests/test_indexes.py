@@ -71,13 +71,13 @@ def test_keys_are_derived_readable_and_from_the_chunking(tmp_path):
           - embedder: bundled
           - chunking: {{split_length: 300, split_overlap: 50, embed_title: false}}
           - embedder: {{kind: local, model: "{folder}"}}
-            chunking: {{split_by: sentence, split_length: 5, split_overlap: 1}}
+            chunking: {{split_by: passage, split_length: 5, split_overlap: 1}}
           - embedder: {{kind: openai, model: nomic-ai/nomic-embed-text, base_url: "http://127.0.0.1:8000/v1"}}
             chunking: {{split_by: passage, split_length: 2, split_overlap: 0}}
           - name: minilm-w150
             chunking: {{split_length: 150, split_overlap: 10}}
     """)
-    assert [s.key for s in specs] == ["minilm-w150-o20", "minilm-w300-o50-notitle", "bge-small_en-v1.5-s5-o1",
+    assert [s.key for s in specs] == ["minilm-w150-o20", "minilm-w300-o50-notitle", "bge-small_en-v1.5-p5-o1",
                                       "nomic-embed-text-p2-o0", "minilm-w150"]
     local, remote = specs[2], specs[3]
     assert local.embedder == "local" and local.model == str(folder) and Path(local.model).is_absolute()
@@ -206,13 +206,17 @@ def test_a_relative_local_folder_is_resolved_against_base_dir(tmp_path):
      """, "variants.yaml:5: index 1: chunking.split_overlap 50 must be below split_length 50"),
     ("""
      indexes:
-       - chunking: {split_by: sentence, split_length: 5}
+       - chunking: {split_by: passage, split_length: 5}
      """, ("variants.yaml:3: index 1: chunking.split_overlap 20 (its default, 20: give split_overlap) must be below "
           "split_length 5")),
     ("""
      indexes:
        - chunking: {split_by: token}
      """, "variants.yaml:3: index 1: chunking.split_by 'token' is not valid; valid: word, sentence, passage"),
+    ("""
+     indexes:
+       - chunking: {split_by: sentence, split_length: 5, split_overlap: 1}
+     """, "variants.yaml:3: index 1: chunking.split_by 'sentence' needs nltk and its punkt sentence model"),
     ("""
      indexes:
        - chunking: {split_length: 0}

