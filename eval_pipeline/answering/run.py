@@ -237,6 +237,23 @@ def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapsh
                             variant_config=_one(frames[v]["variant_config"])) for v, frame in answers.items()}
 
 
+def produce_pair_answers(pairs: Sequence[tuple[str, str, Any]], golden: CheckedGoldenSet, *, stores: Mapping[str, Any],
+                         embedder_for: Callable[[str], Any], builder_for: Callable[[str], Callable[..., Any]],
+                         **common: Any) -> dict[str, pd.DataFrame]:
+    """`produce_answers` for (partition key, index key, variant) pairs, index by index (its
+    table `stores[index]`, its embedder `embedder_for(index)`, its reranker builder
+    `builder_for(index)`), each frame keyed and labelled by its partition key. Pairs that
+    retrieve the same context share one cached answer."""
+    out: dict[str, pd.DataFrame] = {}
+    for index in dict.fromkeys(i for _, i, _ in pairs):
+        group = [(key, v) for key, i, v in pairs if i == index]
+        frames = produce_answers([v for _, v in group], golden, store=stores[index], embedder=embedder_for(index),
+                                 build_reranker=builder_for(index), **common)
+        for key, v in group:
+            out[key] = frames[v.key].assign(variant=key)
+    return out
+
+
 def _one(column: pd.Series) -> str:
     values = sorted(set(column.dropna()))
     if len(values) != 1:

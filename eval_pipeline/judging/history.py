@@ -833,11 +833,14 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
             mismatches.append(f"{key} changed: {prev_value!r} -> {cur_value!r}")
 
     treatment: list[str] = []
-    for key in TREATMENT_FIELDS:
-        if _canonical(current.get(key)) != _canonical(prev.get(key)):
-            treatment.append(f"{key}: {prev.get(key)!r} -> {current.get(key)!r}")
     cur_cfg = current.get("variants") if isinstance(current.get("variants"), Mapping) else {}
     prev_cfg = prev.get("variants") if isinstance(prev.get("variants"), Mapping) else {}
+    # An (index, variant) pair records its own index in its config: that, not the run-level
+    # fields (another pair's index), is its embedder and chunking.
+    own_index = isinstance(cur_cfg.get(variant), Mapping) and "index" in cur_cfg[variant]
+    for key in () if own_index else TREATMENT_FIELDS:
+        if _canonical(current.get(key)) != _canonical(prev.get(key)):
+            treatment.append(f"{key}: {prev.get(key)!r} -> {current.get(key)!r}")
     if _canonical(cur_cfg.get(variant)) != _canonical(prev_cfg.get(variant)):
         treatment.append(f"variant {variant!r} config: {prev_cfg.get(variant)!r} -> {cur_cfg.get(variant)!r}")
 

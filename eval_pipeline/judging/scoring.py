@@ -51,8 +51,8 @@ def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAU
             "hard_class": [q.hard_class for q in questions],
         }
     )
-    keep = ["qid", "doc_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained", "miss_class",
-            "rerank_fallback", "diagnosis_error", *PROVENANCE_COLUMNS]
+    keep = ["qid", "doc_ids", "chunk_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained", "miss_class",
+            "rerank_fallback", "diagnosis_error", "index", *PROVENANCE_COLUMNS]
     scored = scored.merge(info, on="qid", how="left").merge(results[[c for c in keep if c in results]], on="qid", how="left")
     variant = results["variant"].iloc[0] if len(results) else ""
     scored.insert(0, "variant", variant)

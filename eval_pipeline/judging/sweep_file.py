@@ -1,5 +1,5 @@
-"""The variants file: the sweep's variants (parsed by `eval_pipeline.ranking.variants`), the
-baseline variant, the gate's tolerances, the question-set audit's thresholds, the answer gate's
+"""The variants file: the sweep's variants (parsed by `eval_pipeline.ranking.variants`), its
+indexes (`indexes:`, parsed by `eval_pipeline.store.indexes`), the baseline, the gate's tolerances, the question-set audit's thresholds, the answer gate's
 tolerances and price table (`answers:`) and the schedule, read strictly (a duplicate YAML key
 is an error naming its line). It sits with the judging because it says what is judged and how.
 
@@ -14,7 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.judging.audit import AuditThresholds
+from eval_pipeline.judging.recommend import Budgets, parse_budgets
 from eval_pipeline.ranking.variants import Variant, VariantConfigError, parse_variant
+from eval_pipeline.store.indexes import DEFAULT_INDEX, IndexSpec, parse_indexes
+
+# A pair's partition key: Dagster's multi-partition key, the dimensions in name order (index,
+# then variant) joined by "|", which neither an index key nor a variant key can hold.
+PAIR_SEPARATOR = "|"
+
+
+def pair_key(index: str, variant: str) -> str:
+    """`minilm-w150-o20|hybrid+mmr`: the partition key of an (index, variant) pair."""
+    return f"{index}{PAIR_SEPARATOR}{variant}"
 
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_EFFECT = 0.02
@@ -22,6 +33,11 @@ DEFAULT_EFFECT = 0.02
 
 @dataclass(frozen=True)
 class SweepConfig:
+    """The sweep. Without `indexes:` in the file there is one index (the embedder resource's,
+    on `StoreConfig`'s chunking) and a partition key is a variant key, as it always was; with
+    it, a partition is an (index, variant) pair and its key is `pair_key(index, variant)`.
+    `baseline` is a partition key either way."""
+
     variants: tuple[Variant, ...]
     baseline: str
     source: str
@@ -33,13 +49,34 @@ class SweepConfig:
     answer_tolerances: Mapping[str, float] = field(default_factory=dict)  # max_pass_rate_drop, max_mean_score_drop
     answer_strict: bool = False  # an answer run that cannot be compared fails the answer gate
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # model -> price per 1k tokens
+    indexes: tuple[IndexSpec, ...] = (DEFAULT_INDEX,)
+    indexes_listed: bool = False  # the file has `indexes:`: partitions are (index, variant) pairs
+    budgets: Budgets = field(default_factory=Budgets)  # `recommend:`: what a recommended pair stays within
 
     @property
     def keys(self) -> list[str]:
-        return [v.key for v in self.variants]
+        """The partition keys, in the file's order (index by index when indexes are listed)."""
+        if not self.indexes_listed:
+            return [v.key for v in self.variants]
+        return [pair_key(i.key, v.key) for i in self.indexes for v in self.variants]
 
     def by_key(self) -> dict[str, Variant]:
+        """Variant key -> variant."""
         return {v.key: v for v in self.variants}
+
+    def index_by_key(self) -> dict[str, IndexSpec]:
+        return {i.key: i for i in self.indexes}
+
+    def pair(self, key: str) -> tuple[IndexSpec, Variant]:
+        """The index and the variant of a partition key (a KeyError naming it when it is not one)."""
+        index, sep, variant = str(key).rpartition(PAIR_SEPARATOR)
+        if self.indexes_listed != bool(sep):
+            raise KeyError(f"{key!r} is not a partition key of {self.source} (keys look like {self.keys[0]!r})")
+        spec = self.index_by_key().get(index) if sep else self.indexes[0]
+        variant_ = self.by_key().get(variant)
+        if spec is None or variant_ is None:
+            raise KeyError(f"{key!r} is not a partition key of {self.source} (keys look like {self.keys[0]!r})")
+        return spec, variant_
 
 
 def load_sweep(path: str | Path) -> SweepConfig:
@@ -112,11 +149,11 @@ def _strict_loader():
 def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     if not isinstance(data, dict):
         raise VariantConfigError(f"{source}: expected a mapping with 'variants' (and optionally 'baseline')")
-    unknown = set(data) - {"variants", "baseline", "gate", "audit", "answers", "schedule"}
+    settings = ("answers", "audit", "baseline", "gate", "indexes", "recommend", "schedule", "variants")
+    unknown = set(data) - set(settings)
     if unknown:
         raise VariantConfigError(
-            f"{source}: unknown top-level setting(s) {sorted(unknown)}; valid: answers, audit, baseline, gate, "
-            "schedule, variants"
+            f"{source}: unknown top-level setting(s) {sorted(unknown)}; valid: {', '.join(settings)}"
         )
     raw = data.get("variants")
     if not isinstance(raw, list) or not raw:
@@ -132,14 +169,39 @@ def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
             )
         seen[v.key] = index
         variants.append(v)
-    baseline = data.get("baseline", variants[0].key)
-    if baseline not in seen:
-        raise VariantConfigError(f"{source}: baseline {baseline!r} is not a variant key; keys: {', '.join(seen)}")
+    listed = data.get("indexes") is not None
+    try:
+        base_dir = Path(source).parent if source != "<config>" else None
+        indexes = parse_indexes(data.get("indexes"), source, base_dir=base_dir)
+        budgets = parse_budgets(data.get("recommend"), source)
+    except ValueError as exc:
+        raise VariantConfigError(str(exc)) from None
+    baseline = _baseline(data.get("baseline", variants[0].key), seen, indexes if listed else None, source)
     tolerances, strict, effect = _gate(data.get("gate"), source)
     answer_tolerances, answer_strict, prices = _answers(data.get("answers"), source, strict)
     return SweepConfig(variants=tuple(variants), baseline=baseline, source=source, tolerances=tolerances,
                        strict=strict, cron=_cron(data.get("schedule"), source), audit=_audit(data.get("audit"), source),
-                       effect=effect, answer_tolerances=answer_tolerances, answer_strict=answer_strict, prices=prices)
+                       effect=effect, answer_tolerances=answer_tolerances, answer_strict=answer_strict, prices=prices,
+                       indexes=indexes, indexes_listed=listed, budgets=budgets)
+
+
+def _baseline(raw: Any, variant_keys: Mapping[str, int], indexes: tuple[IndexSpec, ...] | None, source: str) -> str:
+    """The baseline's partition key: a variant key; with indexes listed, a variant key (on the
+    first index) or `index|variant`."""
+    if not isinstance(raw, str):
+        raise VariantConfigError(f"{source}: baseline must be a variant key, got {raw!r}")
+    index, sep, variant = raw.rpartition(PAIR_SEPARATOR)
+    if variant not in variant_keys:
+        raise VariantConfigError(f"{source}: baseline {raw!r} is not a variant key; keys: {', '.join(variant_keys)}")
+    if indexes is None:
+        if sep:
+            raise VariantConfigError(f"{source}: baseline {raw!r} names an index, but the file lists no indexes; "
+                                     f"give the variant key alone ({variant!r})")
+        return variant
+    keys = [i.key for i in indexes]
+    if sep and index not in keys:
+        raise VariantConfigError(f"{source}: baseline {raw!r}: {index!r} is not an index key; keys: {', '.join(keys)}")
+    return pair_key(index if sep else keys[0], variant)
 
 
 def _answers(raw: Any, source: str, strict: bool) -> tuple[dict[str, float], bool, dict[str, dict[str, float]]]:

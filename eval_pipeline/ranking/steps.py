@@ -30,6 +30,8 @@ class Batch:
     code_version: str  # the code that ranks (recorded with every result)
     embed_ms_per_query: float  # the query embedding's cost, 0.0 when it came from the disk cache
     query_embeddings: str  # "cached", "computed in N s" or "not needed"
+    index: str = ""  # the index whose table the batch ranks on (`plan_pairs`; "" for one-index callers)
+    partition_keys: dict[str, str] = field(default_factory=dict)  # variant key -> partition key (default: itself)
 
 
 @dataclass
@@ -62,10 +64,19 @@ def plan_ranking_batches(
     workers: int,
     code_version: str,
     log: Callable[[str], None],
+    index: str = "",
+    partition_keys: Mapping[str, str] | None = None,
+    claimed: dict[str, str] | None = None,
+    aliases: dict[str, "Alias"] | None = None,
 ) -> list[tuple[str, Batch]]:
     """(mapping key, batch) per step: the variants whose results are reused unchanged in one
     batch, the rest split by `plan_batches` into at most `workers`; the questions embedded
     once (cached on disk) when anything is ranked.
+
+    `index`, `partition_keys` (variant key -> partition key) and `claimed` / `aliases` are
+    `plan_pairs`' (one call per index): an index-independent variant whose results key is in
+    `claimed` (results key -> the partition that ranks it, filled in as variants are planned)
+    is not planned but recorded in `aliases`.
 
     The results cache keys are built from each reranker's identity (its weights by content, an
     LLM's endpoint and settings), computed before any model is loaded, and from the package,
@@ -81,9 +92,26 @@ def plan_ranking_batches(
     identities = {v.key: build_reranker(v.reranker, warm=False).identity() if v.reranker.kind != "none" else None
                   for v in variants}
     environment = {**result_environment(), **store_environment(connection_string)}
-    keys = {v.key: ResultsCache.key(table=store.table, questions_fingerprint=question_set.fingerprint, variant=v,
-                                    miss_k=miss_k, code_version=version, reranker=identities[v.key],
-                                    environment=environment, query_embedder=embedder.identity) for v in variants}
+    keys = {v.key: ResultsCache.key(table=results_table(store, v), questions_fingerprint=question_set.fingerprint,
+                                    variant=v, miss_k=miss_k, code_version=version, reranker=identities[v.key],
+                                    environment=environment,
+                                    query_embedder="none" if index_independent(v) else embedder.identity)
+            for v in variants}
+    partition_keys = dict(partition_keys or {v.key: v.key for v in variants})
+    if claimed is not None:
+        for v in variants:
+            if not index_independent(v):
+                continue
+            # the results key without the code version, which may be unknown or dirty: within
+            # one run the code is the same
+            key = ResultsCache.key(table=results_table(store, v), questions_fingerprint=question_set.fingerprint,
+                                   variant=v, miss_k=miss_k, code_version="this run", reranker=None,
+                                   environment=environment, query_embedder="none")
+            if key in claimed:
+                aliases[partition_keys[v.key]] = Alias(claimed[key], index, store.table)
+            else:
+                claimed[key] = partition_keys[v.key]
+        variants = [v for v in variants if partition_keys[v.key] not in (aliases or {})]
     reused = [v for v in variants if reuse and cache.has(keys[v.key])]
     todo = [v for v in variants if v.key not in {r.key for r in reused}]
     embed_ms, embedded = 0.0, "not needed"
@@ -97,9 +125,77 @@ def plan_ranking_batches(
         batches.append(([v.key for v in reused], True))  # loaded from the cache: cheap, one step
     log(f"{len(variants)} variant(s) in {len(batches)} step(s): " + "; ".join(", ".join(b) for b, _ in batches)
         + (f" ({len(reused)} reused unchanged)" if reused else ""))
-    return [(mapping_key(index, batch), Batch({k: keys[k] for k in batch}, from_cache,
-                                              {k: identities[k] for k in batch}, version, embed_ms, embedded))
-            for index, (batch, from_cache) in enumerate(batches)]
+    prefix = f"{index}__" if index else ""
+    return [(mapping_key(number, [prefix + "__".join(batch)]),
+             Batch({k: keys[k] for k in batch}, from_cache, {k: identities[k] for k in batch}, version, embed_ms,
+                   embedded, index=index, partition_keys={k: partition_keys[k] for k in batch}))
+            for number, (batch, from_cache) in enumerate(batches)]
+
+
+def index_independent(variant) -> bool:
+    """Whether no index's embedder decides the variant's results: the metadata engine (title,
+    description and filename, no diagnosis legs) without a reranker. Its results still name
+    each document's first chunk, so they depend on the chunking: indexes that share a chunking
+    share them, ranked once."""
+    return variant.engine == "metadata" and variant.reranker.kind == "none"
+
+
+def results_table(store, variant) -> str:
+    """What of the table a variant's results key holds: the table itself (its corpus, chunking
+    and embedder), or for an index-independent variant its chunks alone."""
+    from eval_pipeline.store.ingest import chunks_fingerprint
+
+    if index_independent(variant):
+        return "chunks:" + chunks_fingerprint(store.corpus_signature, store.chunking)
+    return store.table
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A partition whose results are another partition's of the same run (an index-independent
+    variant on an index with the same chunks): copied, labelled with its own index and table."""
+
+    source: str  # the partition key that ranks them
+    index: str
+    table: str
+
+
+def plan_pairs(
+    pairs: Sequence[tuple[str, str, Any]],
+    *,
+    stores: Mapping[str, Any],
+    embedder_for: Callable[[str], Any],
+    builder_for: Callable[[str], Callable[..., Any]],
+    **common: Any,
+) -> tuple[list[tuple[str, Batch]], dict[str, Alias]]:
+    """The batches of a run over (partition key, index key, variant) pairs: `plan_ranking_batches`
+    once per index (its table `stores[index]`, its embedder `embedder_for(index)`, its reranker
+    builder `builder_for(index)`), and the
+    partitions that take another's results instead of being ranked (`Alias`): an
+    index-independent variant is ranked on the first index of each chunking only."""
+    batches: list[tuple[str, Batch]] = []
+    claimed: dict[str, str] = {}
+    aliases: dict[str, Alias] = {}
+    for index in dict.fromkeys(i for _, i, _ in pairs):
+        group = [(key, v) for key, i, v in pairs if i == index]
+        batches += plan_ranking_batches(
+            [v for _, v in group], store=stores[index], embedder=embedder_for(index),
+            build_reranker=builder_for(index), index=index,
+            partition_keys={v.key: key for key, v in group}, claimed=claimed, aliases=aliases, **common)
+    # numbered across the whole run: unique however long the index keys are
+    return [(mapping_key(number, [b.index, *b.results_keys]), b) for number, (_, b) in enumerate(batches)], aliases
+
+
+def relabel(frame: pd.DataFrame, *, partition_key: str, index: str, table: str | None = None) -> pd.DataFrame:
+    """A variant's results as its partition's: `variant` is the partition key (an (index,
+    variant) pair's, or the variant's own), `index` the index; `table` (an alias's) replaces
+    `store_table`. A copy: the cached frame is never changed."""
+    out = frame.copy()
+    out["variant"] = partition_key
+    out["index"] = index
+    if table is not None:
+        out["store_table"] = table
+    return out
 
 
 def rank_batch(
@@ -142,7 +238,13 @@ def rank_batch(
             cache.put(keys[key], frame)  # refuses errored results
         cached.update(computed)
         result.queries_by_stage = sweep.queries_by_stage
-    result.frames = {v.key: cached[v.key] for v in variants}
+    if batch.index:  # a pair's results: labelled with its partition key and index
+        result.frames = {batch.partition_keys[v.key]: relabel(cached[v.key], partition_key=batch.partition_keys[v.key],
+                                                              index=batch.index) for v in variants}
+        result.reused = [batch.partition_keys[k] for k in result.reused]
+        result.not_cached = [batch.partition_keys[k] for k in result.not_cached]
+    else:
+        result.frames = {v.key: cached[v.key] for v in variants}
     return result
 
 
@@ -164,12 +266,14 @@ def rank_in_one_step(variants: Sequence[Any], *, snapshot, store, question_set, 
     return results
 
 
-def merge_ranked_batches(batches: Sequence[RankedBatch], keys: Sequence[str]) -> tuple[dict[str, pd.DataFrame],
-                                                                                       dict[str, Any]]:
-    """The batches merged into one DataFrame per partition (in `keys`' order), and the
-    metadata of the whole materialization (each partition's own numbers:
-    `eval_pipeline.ranking.partitions.ranked_partition_metadata`)."""
+def merge_ranked_batches(batches: Sequence[RankedBatch], keys: Sequence[str],
+                         aliases: Mapping[str, Alias] | None = None) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """The batches merged into one DataFrame per partition (in `keys`' order), each alias's
+    its source's results relabelled, and the metadata of the whole materialization (each
+    partition's own numbers: `eval_pipeline.ranking.partitions.ranked_partition_metadata`)."""
     frames = {key: frame for b in batches for key, frame in b.frames.items()}
+    for key, alias in (aliases or {}).items():
+        frames[key] = relabel(frames[alias.source], partition_key=key, index=alias.index, table=alias.table)
     results = {key: frames[key] for key in keys}
     queries: dict[str, int] = {}
     for b in batches:
@@ -182,6 +286,7 @@ def merge_ranked_batches(batches: Sequence[RankedBatch], keys: Sequence[str]) ->
         "variants": ", ".join(results),
         "steps": len(batches),
         "reused_unchanged": ", ".join(reused) or "none",
+        "shared_across_indexes": ", ".join(f"{k} (from {a.source})" for k, a in (aliases or {}).items()) or "none",
         "not_cached_errored": ", ".join(not_cached) or "none",
         "query_embeddings": next((b.query_embeddings for b in batches if b.query_embeddings != "not needed"),
                                  "not needed"),

@@ -42,9 +42,10 @@ class AnswerVerdict:
         return all(g.passed for g in self.gates.get(variant, {}).values())
 
 
-def check_answers_belong(answer_metrics: Mapping[str, pd.DataFrame], *, corpus_signature: str, table: str,
-                         variant_configs: Mapping[str, Any]) -> None:
-    """The answers were produced from this run's corpus, vector table and each variant's
+def check_answers_belong(answer_metrics: Mapping[str, pd.DataFrame], *, corpus_signature: str,
+                         table: str | Mapping[str, str], variant_configs: Mapping[str, Any]) -> None:
+    """The answers were produced from this run's corpus, vector table (one for all, or each
+    partition's) and each variant's
     configuration as ranked (a report reads the latest materialization of every partition, which
     may be another run's): refuse otherwise, naming what to materialize again."""
     from eval_pipeline.ranking.inputs import InconsistentInputs
@@ -54,14 +55,20 @@ def check_answers_belong(answer_metrics: Mapping[str, pd.DataFrame], *, corpus_s
         if not len(frame):
             continue
         row = frame.iloc[0]
-        if row["corpus_signature"] != corpus_signature or row["store_table"] != table:
+        expected = table if isinstance(table, str) else table.get(variant)
+        if row["corpus_signature"] != corpus_signature or row["store_table"] != expected:
             problems.append(f"variant {variant!r} answered from corpus {row['corpus_signature']!r} table "
-                            f"{row['store_table']!r}, this run has {corpus_signature!r} {table!r}")
-        elif variant in variant_configs and json.loads(row["variant_config"]) != variant_configs[variant]:
+                            f"{row['store_table']!r}, this run has {corpus_signature!r} {expected!r}")
+        elif variant in variant_configs and json.loads(row["variant_config"]) != _ranked_config(variant_configs[variant]):
             problems.append(f"variant {variant!r} answered with another configuration than it was ranked with")
     if problems:
         raise InconsistentInputs("the answer metrics do not belong to this run: " + "; ".join(problems)
                                  + ". Materialize answers, graded_answers and answer_metrics for these variants again.")
+
+
+def _ranked_config(config: Any) -> Any:
+    """A variant's configuration as its results record it: without the `index` the report adds."""
+    return {k: v for k, v in config.items() if k != "index"} if isinstance(config, Mapping) else config
 
 
 def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Sequence[str], corpus_signature: str,

@@ -47,7 +47,8 @@ def _fmt(value: Any) -> str:
 def markdown_table(df: pd.DataFrame, columns: list[str]) -> str:
     header = "| " + " | ".join(columns) + " |"
     rule = "|" + "|".join("---" if c == columns[0] else "---:" for c in columns) + "|"
-    rows = ["| " + " | ".join(_fmt(r[c]) for c in columns) + " |" for _, r in df.iterrows()]
+    # a "|" in a cell (an (index, variant) pair's key) would end the cell: escaped
+    rows = ["| " + " | ".join(_fmt(r[c]).replace("|", "\\|") for c in columns) + " |" for _, r in df.iterrows()]
     return "\n".join([header, rule, *rows])
 
 
@@ -149,17 +150,21 @@ def render_report(
     plots: Mapping[str, str] | None = None,
     validity: Sequence[str] = (),
     answers: Sequence[str] = (),
+    indexes: Sequence[str] = (),
+    recommendation: str | None = None,
 ) -> str:
     """The whole report. `per_query` holds every variant's rows (column `variant`);
     `latency` maps variant -> stage -> {p50, p95, max, mean}; `verdict` (a RunVerdict) adds
     intervals, significance against the baseline variant and the gate; `plots` maps names
     to PNG file names beside the report; `validity` is the "How far the numbers can be trusted"
     section (eval_pipeline.reporting.validity), shown before the rankings; `answers` the
-    "Answer quality" section (eval_pipeline.reporting.answers), after the retrieval gate."""
+    "Answer quality" section (eval_pipeline.reporting.answers), after the retrieval gate;
+    `indexes` the "Indexes" section (eval_pipeline.reporting.indexes), before the variants,
+    whose `recommendation` is added to the headline."""
     best = _best(summary)
     lines = ["# Retrieval evaluation", ""]
     if verdict is not None:
-        lines += [f"**{headline(verdict, baseline)}**", ""]
+        lines += [f"**{headline(verdict, baseline)}**" + (f" **{recommendation}**" if recommendation else ""), ""]
     else:
         lines += [f"**Best variant: `{best['variant']}`** with nDCG@10 {best['ndcg@10']:.3f}, MRR {best['mrr']:.3f} "
                   f"and hit@5 {best['hit@5']:.3f} on {int(best['n_answerable'])} answerable questions.", ""]
@@ -175,6 +180,7 @@ def render_report(
     if missing_variants:
         lines += [f"> **Warning:** no results yet for variant(s) {', '.join(missing_variants)}; materialize them.", ""]
     lines += list(validity)
+    lines += list(indexes)
     lines += ["## Variants", ""]
     table = summary.assign(errored=summary["n_errored"], **{"p50 ms": summary["latency_p50_ms"],
                                                             "p95 ms": summary["latency_p95_ms"]})
@@ -333,12 +339,15 @@ def publish_report(
     warn=print,
     validity=None,
     answers: Sequence[str] = (),
+    indexes=None,
 ) -> tuple[dict[str, str], dict[str, str], str]:
     """Write the whole results folder of one run (plots, results.md, per_query.jsonl, TREC
     files) into a staging folder and swap it in only when all of it is written (see
     `eval_pipeline.reporting.publish`): a failure, such as a full disk, leaves the previous results
     intact and raises PublishError saying so. Returns (paths, plots, markdown), the paths
-    as published."""
+    as published. `indexes` (an `eval_pipeline.reporting.run.IndexReport`) adds the Indexes
+    section, its Pareto plots and the recommendation in the headline."""
+    from eval_pipeline.reporting.indexes import index_plots
     from eval_pipeline.reporting.publish import final_paths, staged_results
     from eval_pipeline.reporting.trec import write_trec_files
     from eval_pipeline.reporting.validity import validity_section, write_validity_files
@@ -346,13 +355,19 @@ def publish_report(
     runs = {variant: dict(zip(f["qid"], f["doc_ids"])) for variant, f in per_query.groupby("variant", sort=False)}
     with staged_results(results_dir, suffix=suffix) as stage:
         plots = render_plots(verdict, stage, suffix, cache_dir=plot_cache)
+        if indexes is not None:
+            plots.update(index_plots(indexes.pairs, indexes.recommendation, stage, suffix))
         extra = write_validity_files(validity, stage, suffix) if validity is not None else {}
         markdown = render_report(verdict.summary, per_query, provenance, latency=latency,
                                  missing_variants=missing_variants, verdict=verdict, baseline=baseline,
                                  plots={k: Path(v).name for k, v in plots.items()},
                                  validity=validity_section(validity, files=extra) if validity is not None else (),
-                                 answers=answers)
+                                 answers=answers, indexes=indexes.lines if indexes is not None else (),
+                                 recommendation=indexes.headline if indexes is not None else None)
         paths = {**write_report(stage, markdown, per_query, suffix=suffix), **extra}
+        if indexes is not None:  # the Indexes section's numbers, for scripts
+            atomic_write_text(stage / f"indexes{suffix}.json", json.dumps(indexes.data, indent=1, default=str) + "\n")
+            paths["indexes"] = str(stage / f"indexes{suffix}.json")
         try:
             paths.update(write_trec_files(stage / f"trec{suffix}", runs, questions))
         except ValueError as exc:  # ids with whitespace cannot be written in TREC format

@@ -15,6 +15,7 @@ from eval_pipeline.common.metadata import Markdown
 from eval_pipeline.common.state import StateDir
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.questions.sets import QuestionSet
+from eval_pipeline.store.indexes import IndexStores
 from eval_pipeline.store.ingest import StoreInfo
 
 
@@ -33,9 +34,9 @@ def assemble_run(
     *,
     sweep,
     snapshot: CorpusSnapshot,
-    store: StoreInfo,
+    stores: IndexStores,
     question_set: QuestionSet,
-    embedder,
+    embedder_for: Callable[[str], Any],
     connection_string: str,
     state: StateDir,
     run_id: str,
@@ -51,7 +52,11 @@ def assemble_run(
     With `llm` (a function giving the LLM client), the unjudged documents of the pooled top 10
     are graded and every metric is also shown with those grades as labels. `answer_metrics`
     (the answer_metrics asset's frames) adds the answer-quality section and the answer gate
-    (`eval_pipeline.reporting.answers`), recorded with the run."""
+    (`eval_pipeline.reporting.answers`), recorded with the run.
+
+    `stores` holds every index's table, `embedder_for(index key)` its embedder; a partition's
+    index is `sweep.pair(key)`'s. With indexes listed, every pair's configuration is recorded
+    with its index's, and the report gains the Indexes section (eval_pipeline.reporting.indexes)."""
     from eval_pipeline.judging.verdict import judge_run, record_verdict
     from eval_pipeline.ranking.inputs import check_inputs_agree
     from eval_pipeline.reporting.answers import (
@@ -68,12 +73,19 @@ def assemble_run(
     if not order:
         raise ValueError("no variant has metrics yet; materialize ranked_results and variant_metrics first")
     per_variant = {k: variant_metrics[k] for k in order}
-    check_inputs_agree(corpus_signature=snapshot.signature, store=store, questions=question_set, embedder=embedder)
-    provenance = run_provenance(per_variant, snapshot, store, question_set)
+    index_of = {k: sweep.pair(k)[0].key for k in order}
+    for index in dict.fromkeys(index_of.values()):
+        check_inputs_agree(corpus_signature=snapshot.signature, store=stores[index], questions=question_set,
+                           embedder=embedder_for(index))
+    tables = {k: stores[i].table for k, i in index_of.items()}
+    store = stores[index_of.get(sweep.baseline, next(iter(index_of.values())))]  # the run-level fields' index
+    provenance = run_provenance(per_variant, snapshot, store, question_set, tables=tables,
+                                indexes={k: _index_provenance(stores[i]) for k, i in index_of.items()}
+                                if sweep.indexes_listed else None)
     verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance, tolerances=sweep.tolerances,
                         strict=sweep.strict, run_id=run_id, limited=question_set.limited,
                         connection_string=connection_string, record=False, statistics_cache=state.statistics)
-    check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, table=store.table,
+    check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, table=tables,
                          variant_configs=provenance.get("variants", {}))
     answers = judge_answer_run(answer_metrics or {}, order=order, corpus_signature=store.corpus_signature,
                             tolerances=sweep.answer_tolerances, strict=sweep.answer_strict,
@@ -83,20 +95,76 @@ def assemble_run(
                       limited=question_set.limited)
     suffix = f".limited-{len(question_set.questions)}" if question_set.limited else ""
     per_query = pd.concat(per_variant.values(), ignore_index=True)
+    indexes = (index_report(per_variant, verdict, sweep=sweep, stores=stores, index_of=index_of, tables=tables,
+                            questions=question_set.questions, connection_string=connection_string)
+               if sweep.indexes_listed else None)
     paths, plots, markdown = publish_report(
         Path(results_dir), suffix=suffix, verdict=verdict, per_query=per_query,
-        provenance=shown_provenance(provenance, snapshot, store, question_set, sweep, run_id),
+        provenance=shown_provenance(provenance, snapshot, store, question_set, sweep, run_id, stores=stores),
         latency=_latency(per_variant), missing_variants=[k for k in sweep.keys if k not in variant_metrics],
         baseline=sweep.baseline, questions=question_set.questions, plot_cache=state.plots, warn=warn,
-        validity=validity, answers=answer_section(answers))
+        validity=validity, answers=answer_section(answers), indexes=indexes)
     if record_history:  # only once the results are published: a failed write records nothing
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant)
         record_answers(answers, connection_string, run_id)
     return RunReport(output={**report_output(verdict, paths, plots, question_set.limited),
-                             "answers": answer_gate_output(answers)},
-                     metadata={**report_metadata(verdict, sweep.baseline, paths, plots, markdown),
-                               **validity_metadata(validity)},
+                             "answers": answer_gate_output(answers),
+                             **({"recommendation": indexes.output} if indexes is not None else {})},
+                     metadata={**report_metadata(verdict, sweep.baseline, paths, plots, markdown,
+                                                 recommendation=indexes.headline if indexes is not None else None),
+                               **validity_metadata(validity), **(indexes.metadata if indexes is not None else {})},
                      report_path=paths["report"], verdict=verdict)
+
+
+@dataclass
+class IndexReport:
+    """The Indexes section, its plots' data and what the report asset shows of it."""
+
+    lines: list[str]
+    pairs: pd.DataFrame
+    recommendation: Any
+    headline: str
+    output: dict[str, Any]
+    metadata: dict[str, Any]
+    data: dict[str, Any] = field(default_factory=dict)  # indexes.json: costs, leg latency, pairs, the picks
+
+
+def index_report(per_variant: Mapping[str, pd.DataFrame], verdict, *, sweep, stores: IndexStores,
+                 index_of: Mapping[str, str], tables: Mapping[str, str], questions,
+                 connection_string: str) -> IndexReport:
+    """Cost per index, the pairs' quality and latency, answer-in-context, the recommendation
+    under the variants file's budgets (eval_pipeline.reporting.indexes)."""
+    from eval_pipeline.judging.recommend import headline, recommend
+    from eval_pipeline.reporting.indexes import answer_contexts, index_section, leg_latency, pair_frame
+    from eval_pipeline.store.ingest import fetch_chunk_texts
+    from eval_pipeline.store.metadata import index_costs
+
+    contexts = answer_contexts(per_variant, questions, tables=tables,
+                               fetch=lambda table, ids: fetch_chunk_texts(connection_string, table, ids))
+    storage = {key: stores.storage_bytes.get(info.table) for key, info in stores.tables.items()}
+    pairs = pair_frame(verdict.summary, verdict.intervals, {k: (index_of[k], sweep.pair(k)[1].key) for k in per_variant},
+                       storage, contexts)
+    rec = recommend(pairs, **sweep.budgets.kwargs(), metric="nDCG@10")
+    latency = {index: leg_latency([f for k, f in per_variant.items() if index_of[k] == index])
+               for index in dict.fromkeys(index_of.values())}
+    costs = [c for c in index_costs(stores) if c["index"] in latency]
+    lines = index_section(costs, latency, pairs, rec, baseline=sweep.baseline)
+    picks = {name: (None if pick is None else {"index": pick.index, "variant": pick.variant, "quality": pick.quality,
+                                               "p95_ms": pick.p95_ms, "storage_bytes": pick.storage_bytes})
+             for name, pick in (("within_budget", rec.within_budget), ("best_overall", rec.best_overall))}
+    metadata: dict[str, Any] = {"recommendation": headline(rec)}
+    for c in costs:
+        metadata[f"{c['index']} storage_bytes"] = c["storage_bytes"]
+    data = {"indexes": costs, "leg_latency_ms": latency, "budgets": sweep.budgets.kwargs(), "baseline": sweep.baseline,
+            "pairs": pairs.astype(object).where(pairs.notna(), None).to_dict(orient="records"),
+            "recommendation": {**picks, "headline": headline(rec)}}
+    return IndexReport(lines, pairs, rec, headline(rec), {**picks, "headline": headline(rec)}, metadata, data)
+
+
+def _index_provenance(info: StoreInfo) -> dict[str, Any]:
+    """What a pair's index is, recorded with its configuration: a change is the pair's treatment."""
+    return {"table": info.table, "embedder": info.embedder, "embedder_revision": info.embedder_revision,
+            "chunking": asdict(info.chunking)}
 
 
 def _latency(per_variant: Mapping[str, pd.DataFrame]) -> dict[str, Any]:
@@ -106,9 +174,13 @@ def _latency(per_variant: Mapping[str, pd.DataFrame]) -> dict[str, Any]:
 
 
 def run_provenance(per_variant: Mapping[str, pd.DataFrame], snapshot: CorpusSnapshot, store: StoreInfo,
-                   question_set: QuestionSet) -> dict[str, Any]:
+                   question_set: QuestionSet, *, tables: Mapping[str, str] | None = None,
+                   indexes: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The provenance the run is judged and recorded with (the benchmark's identity, the
-    treatment, and each variant's configuration as recorded in its partition's results)."""
+    treatment, and each variant's configuration as recorded in its partition's results).
+    `tables` is each partition's table (default: `store`'s for all); `indexes` (with indexes
+    listed) each pair's index, added to its configuration as `index`, which then stands for
+    the run-level embedder and chunking in the pair's treatment (`compare_provenance`)."""
     from eval_pipeline.judging.history import labels_fingerprint
     from eval_pipeline.judging.verdict import code_version, results_provenance
 
@@ -121,13 +193,24 @@ def run_provenance(per_variant: Mapping[str, pd.DataFrame], snapshot: CorpusSnap
         "chunking": asdict(store.chunking),
         "code_version": code_version(),
         # as recorded in each partition's results, not as the variants file says now
-        **results_provenance(per_variant, table=store.table, questions_fingerprint=question_set.fingerprint),
+        **_with_indexes(results_provenance(per_variant, table=tables or store.table,
+                                           questions_fingerprint=question_set.fingerprint), indexes),
     }
 
 
+def _with_indexes(provenance: dict[str, Any], indexes: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    if indexes:
+        provenance["variants"] = {k: {**config, "index": dict(indexes[k])} for k, config in
+                                  provenance["variants"].items()}
+    return provenance
+
+
 def shown_provenance(provenance: Mapping[str, Any], snapshot: CorpusSnapshot, store: StoreInfo,
-                     question_set: QuestionSet, sweep, run_id: str) -> dict[str, str]:
-    """The report's Provenance section, one readable line per item."""
+                     question_set: QuestionSet, sweep, run_id: str, *, stores: IndexStores | None = None
+                     ) -> dict[str, str]:
+    """The report's Provenance section, one readable line per item; with indexes listed, the
+    embedder, chunking and table lines are the baseline pair's index's, and every index has
+    its own line."""
     limited = (f", limited to {len(question_set.questions)} of {question_set.limited_from}"
                if question_set.limited else "")
     chunking = store.chunking
@@ -138,6 +221,9 @@ def shown_provenance(provenance: Mapping[str, Any], snapshot: CorpusSnapshot, st
         "embedder": f"{store.embedder} ({provenance['embedder_revision']})",
         "chunking": f"{chunking.split_by} {chunking.split_length}/{chunking.split_overlap}, {store.chunk_count} chunks",
         "vector table": store.table,
+        **({f"index {key}": f"{info.embedder}, {info.chunking.split_by} {info.chunking.split_length}/"
+                            f"{info.chunking.split_overlap}, {info.chunk_count} chunks, table {info.table}"
+            for key, info in stores.tables.items()} if stores is not None and sweep.indexes_listed else {}),
         "variants file": f"{sweep.source} (baseline {sweep.baseline})",
         "code version": provenance["code_version"],
         "run id": run_id,
@@ -157,12 +243,13 @@ def report_output(verdict, paths: Mapping[str, str], plots: Mapping[str, str], l
 
 
 def report_metadata(verdict, baseline: str, paths: Mapping[str, str], plots: Mapping[str, str],
-                    markdown: str) -> dict[str, Any]:
+                    markdown: str, *, recommendation: str | None = None) -> dict[str, Any]:
     """The report asset's metadata: the headline, the report with its plots inline (the file
     on disk links them by relative path, which the UI cannot resolve), and the plots alone."""
     from eval_pipeline.reporting.report import embedded_images, headline
 
-    return {"headline": headline(verdict, baseline), "report": Markdown(inline_plots(markdown, plots)),
+    line = headline(verdict, baseline) + (f" {recommendation}" if recommendation else "")
+    return {"headline": line, "report": Markdown(inline_plots(markdown, plots)),
             "plots": Markdown(embedded_images(plots)), "path": Path(paths["report"]),
             "gate_passed": verdict.gate_passed}
 
