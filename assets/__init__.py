@@ -40,9 +40,9 @@ from assets.answer_quality import (  # noqa: F401  (the answer-quality assets: p
     preflight_answers,
 )
 from assets.metadata import to_metadata
-from assets.partitions import SWEEP, variant_partitions
+from assets.partitions import SWEEP, sweep_partitions
 from assets.run import op_config, selected_assets
-from assets.ranking import RankingConfig, ranked_results  # noqa: F401  (ranked_results: part of the graph)
+from assets.ranking import RankingConfig, index_embedder_of, ranked_results  # noqa: F401  (ranked_results: in the graph)
 from assets.store import StoreConfig, pgvector_store  # noqa: F401  (pgvector_store: part of the graph)
 from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.corpus.sources import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
@@ -52,10 +52,11 @@ from eval_pipeline.questions.build import build_question_set, preflight_run
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.reporting.answers import answer_gate_checks
 from eval_pipeline.reporting.run import assemble_run, gate_check_names, variant_gate_checks
-from eval_pipeline.store.ingest import StoreInfo
+from eval_pipeline.store.indexes import IndexStores
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
 
 DEMO_QUESTIONS = DEMO_DATA_DIR / "questions.jsonl"
+CHUNKING_SETTINGS = {"split_by", "split_length", "split_overlap", "embed_title"}
 
 
 class CorpusConfig(Config):
@@ -73,9 +74,14 @@ def validate_run_config(run_config: dict) -> None:
                "answers": AnswersConfig, "graded_answers": GradedAnswersConfig}
     for op, section in (run_config.get("ops") or {}).items():
         if op in classes and isinstance(section, dict):
-            settings = classes[op](**(section.get("config") or {}))
+            given = section.get("config") or {}
+            settings = classes[op](**given)
             if isinstance(settings, StoreConfig):
                 settings.chunking()
+                chunking = sorted(set(given) & CHUNKING_SETTINGS)
+                if chunking and SWEEP.indexes_listed:
+                    raise ValueError(f"ops.pgvector_store.config.{chunking[0]}: the variants file {SWEEP.source} lists "
+                                     "indexes, and each index's chunking is set there; remove it from the run config")
 
 
 @asset(group_name="retrieval_eval")
@@ -138,7 +144,7 @@ def question_set(
 
 @asset(
     group_name="retrieval_eval",
-    partitions_def=variant_partitions,
+    partitions_def=sweep_partitions,
     backfill_policy=BackfillPolicy.single_run(),
     io_manager_key="variant_io_manager",
 )
@@ -168,7 +174,7 @@ def report(
     config: ReportConfig,
     variant_metrics: dict[str, pd.DataFrame],
     corpus_snapshot: CorpusSnapshot,
-    pgvector_store: StoreInfo,
+    pgvector_store: IndexStores,
     question_set: QuestionSet,
     answer_metrics: dict[str, pd.DataFrame],
     database: DatabaseResource,
@@ -180,8 +186,8 @@ def report(
     per_query.jsonl and TREC run files; the run recorded in the Postgres history tables
     (eval_pipeline.reporting.run.assemble_run)."""
     run = assemble_run(
-        variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, store=pgvector_store, question_set=question_set,
-        embedder=embedder.get(), connection_string=database.connection_string(), state=state.dir(),
+        variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, stores=pgvector_store, question_set=question_set,
+        embedder_for=index_embedder_of(embedder), connection_string=database.connection_string(), state=state.dir(),
         run_id=context.run_id, results_dir=config.results_dir, record_history=config.record_history,
         warn=context.log.warning, llm=llm.get if config.grade_holes else None, answer_metrics=answer_metrics)
     context.log.info(f"report written to {run.report_path}")

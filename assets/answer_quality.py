@@ -15,10 +15,11 @@ from dagster import AssetExecutionContext, AssetKey, BackfillPolicy, Config, ass
 from pydantic import Field
 
 from assets.metadata import to_metadata
-from assets.partitions import SWEEP, variant_partitions
+from assets.partitions import SWEEP, sweep_partitions
+from assets.ranking import index_embedder_of, reranker_builder, run_pairs
 from assets.run import op_config, selected_assets
 from eval_pipeline.answering.prompts import CheckedGoldenSet, resolve_golden
-from eval_pipeline.answering.run import answers_metadata, make_generator, produce_answers
+from eval_pipeline.answering.run import answers_metadata, make_generator, produce_pair_answers
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.judging.answer_run import (
     DEFAULT_GRADERS,
@@ -29,7 +30,7 @@ from eval_pipeline.judging.answer_run import (
 )
 from eval_pipeline.judging.verdict import code_version
 from eval_pipeline.questions.sets import QuestionSet
-from eval_pipeline.store.ingest import StoreInfo
+from eval_pipeline.store.indexes import IndexStores
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
 
 class GraderName(str, Enum):
@@ -88,29 +89,28 @@ def golden_prompts(context: AssetExecutionContext, config: GoldenPromptsConfig, 
     return golden
 
 
-@asset(group_name="answer_quality", partitions_def=variant_partitions, backfill_policy=BackfillPolicy.single_run(),
+@asset(group_name="answer_quality", partitions_def=sweep_partitions, backfill_policy=BackfillPolicy.single_run(),
        io_manager_key="variant_io_manager")
 def answers(context: AssetExecutionContext, config: AnswersConfig, golden_prompts: CheckedGoldenSet,
-            corpus_snapshot: CorpusSnapshot, pgvector_store: StoreInfo, database: DatabaseResource,
+            corpus_snapshot: CorpusSnapshot, pgvector_store: IndexStores, database: DatabaseResource,
             state: StateResource, embedder: EmbedderResource, rerankers: RerankerResource,
             llm: LLMResource) -> dict[str, pd.DataFrame]:
     """Each variant retrieves every golden prompt and answers it from its top-k context, cached
     as each answer arrives (eval_pipeline.answering.run.produce_answers)."""
     generator = make_generator(config.generator, embedder=embedder.get(), llm=llm.get, sentences=config.sentences,
                                max_tokens=config.max_tokens)
-    frames = produce_answers(
-        [SWEEP.by_key()[k] for k in context.partition_keys], golden_prompts, snapshot=corpus_snapshot,
-        store=pgvector_store, state=state.dir(), connection_string=database.connection_string(),
-        embedder=embedder.get(), build_reranker=lambda spec, warm: rerankers.build(spec, embedder=embedder.get(),
-                                                                                  warm=warm),
-        generator=generator, k=config.context_k, keep_text=config.keep_text, code_version=code_version(),
+    embedder_for = index_embedder_of(embedder)
+    frames = produce_pair_answers(
+        run_pairs(context.partition_keys), golden_prompts, snapshot=corpus_snapshot, stores=pgvector_store,
+        state=state.dir(), connection_string=database.connection_string(), embedder_for=embedder_for,
+        builder_for=lambda index: reranker_builder(rerankers, embedder_for(index)), generator=generator, k=config.context_k, keep_text=config.keep_text, code_version=code_version(),
         log=context.log.info)
     for key, frame in frames.items():
         context.add_asset_metadata(to_metadata(answers_metadata(frame)), partition_key=key)
     return frames
 
 
-@asset(group_name="answer_quality", partitions_def=variant_partitions, backfill_policy=BackfillPolicy.single_run(),
+@asset(group_name="answer_quality", partitions_def=sweep_partitions, backfill_policy=BackfillPolicy.single_run(),
        io_manager_key="variant_io_manager")
 def graded_answers(context: AssetExecutionContext, config: GradedAnswersConfig, answers: dict[str, pd.DataFrame],
                    golden_prompts: CheckedGoldenSet, state: StateResource,
@@ -133,7 +133,7 @@ def graded_answers(context: AssetExecutionContext, config: GradedAnswersConfig, 
     return frames
 
 
-@asset(group_name="answer_quality", partitions_def=variant_partitions, backfill_policy=BackfillPolicy.single_run(),
+@asset(group_name="answer_quality", partitions_def=sweep_partitions, backfill_policy=BackfillPolicy.single_run(),
        io_manager_key="variant_io_manager")
 def answer_metrics(context: AssetExecutionContext, answers: dict[str, pd.DataFrame],
                    graded_answers: dict[str, pd.DataFrame], golden_prompts: CheckedGoldenSet) -> dict[str, pd.DataFrame]:

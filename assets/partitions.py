@@ -1,4 +1,7 @@
-"""The sweep's partitions: one per variant of the variants file, read when definitions load.
+"""The sweep's partitions, read from the variants file when definitions load: one per variant;
+or, when the file lists `indexes:`, one per (index, variant) pair, a two-dimensional partition
+whose key reads `minilm-w150-o20|hybrid+mmr` (dimensions `index` and `variant`: the UI
+filters by either).
 
 The file is `EVAL_PIPELINE_VARIANTS`, else `variants.yaml` at the repository root. It is read
 each time the code location loads: "Reload definitions" in the UI starts a fresh code server
@@ -13,7 +16,7 @@ import os
 from pathlib import Path
 
 import click
-from dagster import StaticPartitionsDefinition
+from dagster import MultiPartitionsDefinition, PartitionsDefinition, StaticPartitionsDefinition
 
 from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.judging.sweep_file import SweepConfig, load_sweep
@@ -40,4 +43,14 @@ def read_sweep(path: Path) -> SweepConfig:
 
 VARIANTS_FILE = variants_file()
 SWEEP: SweepConfig = read_sweep(VARIANTS_FILE)
-variant_partitions = StaticPartitionsDefinition(SWEEP.keys)
+
+
+def partitions_of(sweep: SweepConfig) -> PartitionsDefinition:
+    """Variants alone, or index × variant (whose keys are `SweepConfig.keys`, in the same order)."""
+    if not sweep.indexes_listed:
+        return StaticPartitionsDefinition(sweep.keys)
+    return MultiPartitionsDefinition({"index": StaticPartitionsDefinition([i.key for i in sweep.indexes]),
+                                      "variant": StaticPartitionsDefinition([v.key for v in sweep.variants])})
+
+
+sweep_partitions = partitions_of(SWEEP)

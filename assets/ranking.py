@@ -30,26 +30,20 @@ from dagster import (
     DynamicOutput,
     OpExecutionContext,
     Out,
+    Output,
     graph_asset,
     op,
 )
 from pydantic import Field
 
 from assets.metadata import to_metadata
-from assets.partitions import SWEEP, variant_partitions
+from assets.partitions import SWEEP, sweep_partitions
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.judging.verdict import code_version
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.partitions import ranked_partition_metadata
-from eval_pipeline.ranking.steps import (
-    Batch,
-    RankedBatch,
-    mapping_key,
-    merge_ranked_batches,
-    plan_ranking_batches,
-    rank_batch,
-)
-from eval_pipeline.store.ingest import StoreInfo
+from eval_pipeline.ranking.steps import Batch, RankedBatch, mapping_key, merge_ranked_batches, plan_pairs, rank_batch
+from eval_pipeline.store.indexes import IndexStores
 from resources import DatabaseResource, EmbedderResource, RerankerResource, StateResource
 
 __all__ = ["Batch", "RankedBatch", "RankingConfig", "mapping_key", "ranked_results"]
@@ -87,32 +81,51 @@ def executor_concurrency(context: OpExecutionContext) -> int:
     return int(section.get("max_concurrent") or os.cpu_count() or 1)
 
 
-def _builder(rerankers: RerankerResource, embedder: EmbedderResource):
-    return lambda spec, warm: rerankers.build(spec, embedder=embedder.get(), warm=warm)
+def reranker_builder(rerankers: RerankerResource, embedder):
+    """The reranker builder for an index: a reranker that embeds uses the index's embedder."""
+    return lambda spec, warm: rerankers.build(spec, embedder=embedder, warm=warm)
 
 
-@op(out=DynamicOut(Batch))
+def run_pairs(keys) -> list[tuple[str, str, object]]:
+    """(partition key, index key, variant) of each of the run's partition keys."""
+    out = []
+    for key in keys:
+        spec, variant = SWEEP.pair(key)
+        out.append((str(key), spec.key, variant))
+    return out
+
+
+def index_embedder_of(embedder: EmbedderResource):
+    """index key -> that index's embedder (EmbedderResource.for_index)."""
+    specs = SWEEP.index_by_key()
+    return lambda index: embedder.for_index(specs[index], listed=SWEEP.indexes_listed)
+
+
+@op(out={"batches": DynamicOut(Batch), "aliases": Out(dict)})
 def plan_ranking(
     context: OpExecutionContext,
     config: RankingConfig,
     corpus_snapshot: CorpusSnapshot,
-    pgvector_store: StoreInfo,
+    pgvector_store: IndexStores,
     question_set: QuestionSet,
     database: DatabaseResource,
     state: StateResource,
     embedder: EmbedderResource,
     rerankers: RerankerResource,
 ):
-    """Split the run's variants into batches; embed the questions once for all of them
-    (eval_pipeline.ranking.steps.plan_ranking_batches)."""
-    planned = plan_ranking_batches(
-        [SWEEP.by_key()[key] for key in context.partition_keys], corpus_signature=corpus_snapshot.signature,
-        store=pgvector_store, question_set=question_set,
-        state=state.dir(), connection_string=database.connection_string(), embedder=embedder.get(),
-        build_reranker=_builder(rerankers, embedder), miss_k=config.miss_k, reuse=config.reuse,
-        workers=config.workers or executor_concurrency(context), code_version=code_version(), log=context.log.info)
+    """Split the run's pairs into batches, index by index; embed the questions once per index
+    for all of them (eval_pipeline.ranking.steps.plan_pairs)."""
+    embedder_for = index_embedder_of(embedder)
+    planned, aliases = plan_pairs(
+        run_pairs(context.partition_keys), stores=pgvector_store, embedder_for=embedder_for,
+        corpus_signature=corpus_snapshot.signature, question_set=question_set, state=state.dir(),
+        connection_string=database.connection_string(),
+        builder_for=lambda index: reranker_builder(rerankers, embedder_for(index)),
+        miss_k=config.miss_k, reuse=config.reuse, workers=config.workers or executor_concurrency(context),
+        code_version=code_version(), log=context.log.info)
+    yield Output(aliases, output_name="aliases")
     for key, batch in planned:
-        yield DynamicOutput(batch, mapping_key=key)
+        yield DynamicOutput(batch, mapping_key=key, output_name="batches")
 
 
 @op
@@ -120,25 +133,28 @@ def rank_variants(
     config: RankingConfig,
     batch: Batch,
     corpus_snapshot: CorpusSnapshot,
-    pgvector_store: StoreInfo,
+    pgvector_store: IndexStores,
     question_set: QuestionSet,
     database: DatabaseResource,
     state: StateResource,
     embedder: EmbedderResource,
     rerankers: RerankerResource,
 ) -> RankedBatch:
-    """Rank one batch with one Sweep (eval_pipeline.ranking.steps.rank_batch)."""
+    """Rank one batch, on its index's table with its index's embedder, with one Sweep
+    (eval_pipeline.ranking.steps.rank_batch)."""
+    index_embedder = index_embedder_of(embedder)(batch.index)
     return rank_batch(batch, [SWEEP.by_key()[key] for key in batch.results_keys], snapshot=corpus_snapshot,
-                      store=pgvector_store, question_set=question_set, state=state.dir(),
-                      connection_string=database.connection_string(), embedder=embedder.get(),
-                      build_reranker=_builder(rerankers, embedder), miss_k=config.miss_k)
+                      store=pgvector_store[batch.index], question_set=question_set, state=state.dir(),
+                      connection_string=database.connection_string(), embedder=index_embedder,
+                      build_reranker=reranker_builder(rerankers, index_embedder), miss_k=config.miss_k)
 
 
 @op(out=Out(io_manager_key="variant_io_manager"))
-def collect_ranked_results(context: AssetExecutionContext, batches: list[RankedBatch]) -> dict[str, pd.DataFrame]:
-    """The batches merged into one DataFrame per partition, in the sweep's order; each
-    partition gets its own row count, schema and errors."""
-    results, metadata = merge_ranked_batches(batches, context.partition_keys)
+def collect_ranked_results(context: AssetExecutionContext, batches: list[RankedBatch],
+                           aliases: dict) -> dict[str, pd.DataFrame]:
+    """The batches merged into one DataFrame per partition, in the sweep's order, the pairs
+    that share another's results copied; each partition gets its own row count, schema and errors."""
+    results, metadata = merge_ranked_batches(batches, [str(k) for k in context.partition_keys], aliases)
     context.add_output_metadata(to_metadata(metadata))
     for key, frame in results.items():
         context.add_asset_metadata(to_metadata(ranked_partition_metadata(frame)), partition_key=key)
@@ -157,11 +173,11 @@ _ranking_config = ConfigMapping(config_fn=_to_ops, config_schema=RankingConfig.t
 
 @graph_asset(
     group_name="retrieval_eval",
-    partitions_def=variant_partitions,
+    partitions_def=sweep_partitions,
     backfill_policy=BackfillPolicy.single_run(),
     config=_ranking_config,
 )
-def ranked_results(corpus_snapshot: CorpusSnapshot, pgvector_store: StoreInfo, question_set: QuestionSet):
+def ranked_results(corpus_snapshot: CorpusSnapshot, pgvector_store: IndexStores, question_set: QuestionSet):
     """Each variant's ranked documents, scores, latency by stage and miss diagnosis for every question.
 
     One partition per variant. A run over several partitions (the whole sweep) embeds the
@@ -169,6 +185,6 @@ def ranked_results(corpus_snapshot: CorpusSnapshot, pgvector_store: StoreInfo, q
     variant whose table, questions, configuration and code are unchanged since it was last
     computed is reused, not re-queried.
     """
-    batches = plan_ranking(corpus_snapshot, pgvector_store, question_set)
+    batches, aliases = plan_ranking(corpus_snapshot, pgvector_store, question_set)
     ranked = batches.map(lambda batch: rank_variants(batch, corpus_snapshot, pgvector_store, question_set))
-    return collect_ranked_results(ranked.collect())
+    return collect_ranked_results(ranked.collect(), aliases)

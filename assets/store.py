@@ -1,18 +1,27 @@
-"""pgvector_store: a graph-backed asset whose table is written in one or more shards.
+"""pgvector_store: a graph-backed asset holding one table per index, each written in one or
+more shards.
 
-    plan_ingest ──(one dynamic output per shard)──> ingest_shard ──> finish_ingest
+    plan_ingest ──(one dynamic output per index and shard)──> ingest_shard ──> finish_ingest
 
-- `plan_ingest` reuses a complete table, or splits the build's batches into shards (contiguous
-  runs of them) and records them (eval_pipeline.store.ingest.plan_ingest).
-- `ingest_shard` chunks, embeds and writes one shard into the table; a shard already written
+- `plan_ingest`, for every index of the variants file, reuses its complete table, or splits its
+  build's batches into shards (contiguous runs of them) and records them
+  (eval_pipeline.store.ingest.plan_ingest).
+- `ingest_shard` chunks, embeds and writes one shard of one index; a shard already written
   writes nothing, so re-executing a run's failed step runs the failed shard alone.
-- `finish_ingest` builds the indexes and marks the table complete once every shard is in.
+- `finish_ingest` builds each table's indexes and marks it complete once its shards are in.
 
-With the in-process executor (job `retrieval_eval`) there is one shard: the build as one step.
-With the multiprocess executor (job `retrieval_eval_parallel`) there are as many shards as the
+Why the asset is not partitioned by index in Dagster's sense: a job's partitioned assets must
+share one partitions definition, and the ranking's is index × variant; so one asset holds every
+index's table (`IndexStores`), each reused unless its corpus, chunking or embedder changed, and
+its metadata shows every index's cost. Adding an index to the file builds that index alone.
+
+With the in-process executor (job `retrieval_eval`) there is one shard per index. With the
+multiprocess executor (job `retrieval_eval_parallel`) there are as many shards per index as the
 executor runs at once (`shards` overrides it), at most one per batch.
 """
 
+import re
+from dataclasses import asdict
 from typing import Literal, Optional
 
 from dagster import (
@@ -29,11 +38,14 @@ from dagster import (
 )
 from pydantic import Field
 
+from assets.metadata import to_metadata
+from assets.partitions import SWEEP
 from assets.ranking import executor_concurrency
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.store import ingest as store_ingest
-from eval_pipeline.store.ingest import BATCH_CHUNKS, ChunkingConfig, IngestPlan, Shard, ShardResult, StoreInfo
-from eval_pipeline.store.metadata import store_metadata
+from eval_pipeline.store.indexes import IndexSpec, IndexStores
+from eval_pipeline.store.ingest import BATCH_CHUNKS, ChunkingConfig, IngestPlan, ShardResult, StoreInfo
+from eval_pipeline.store.metadata import index_set_metadata
 from resources import DatabaseResource, EmbedderResource
 
 
@@ -60,34 +72,71 @@ def _waits(context: OpExecutionContext, config: StoreConfig) -> dict:
     return {"log": context.log.info, "lock_timeout": config.lock_timeout_s}
 
 
-@op(out={"plan": Out(IngestPlan), "shards": DynamicOut(Shard)})
+def index_chunking(spec: IndexSpec, config: StoreConfig) -> ChunkingConfig:
+    """An index's chunking: the variants file's when it lists indexes, else this asset's config."""
+    return spec.chunking if SWEEP.indexes_listed else config.chunking()
+
+
+def index_embedder(spec: IndexSpec, embedder: EmbedderResource):
+    """An index's embedder (EmbedderResource.for_index): the resource's without `indexes:`."""
+    return embedder.for_index(spec, listed=SWEEP.indexes_listed)
+
+
+def described(spec: IndexSpec, info: StoreInfo) -> dict:
+    """What an index is, for reports: the file's description, or for the one index of a file
+    without `indexes:` what the table was built with (the embedder resource and this config)."""
+    if SWEEP.indexes_listed:
+        return spec.describe()
+    return {"key": spec.key, "embedder": "resource", "model": info.embedder, "base_url": None,
+            "chunking": asdict(info.chunking)}
+
+
+@op(out={"plans": Out(dict), "shards": DynamicOut(tuple)})
 def plan_ingest(context: OpExecutionContext, config: StoreConfig, corpus_snapshot: CorpusSnapshot,
-                       database: DatabaseResource, embedder: EmbedderResource):
-    """Reuse the complete table, or split its build into shards (eval_pipeline.store.ingest.plan_ingest)."""
-    plan = store_ingest.plan_ingest(corpus_snapshot, connection_string=database.connection_string(), embedder=embedder.get(),
-                       chunking=config.chunking(), batch_chunks=config.batch_chunks,
-                       shards=config.shards or executor_concurrency(context), **_waits(context, config))
-    yield Output(plan, output_name="plan")
-    for shard in plan.shards:
-        yield DynamicOutput(shard, mapping_key=f"shard_{shard.index + 1}_of_{shard.count}", output_name="shards")
+                database: DatabaseResource, embedder: EmbedderResource):
+    """For every index of the variants file: reuse its complete table, or split its build into
+    shards (eval_pipeline.store.ingest.plan_ingest). One dynamic output per (index, shard)."""
+    plans: dict[str, IngestPlan] = {}
+    for spec in SWEEP.indexes:
+        plans[spec.key] = store_ingest.plan_ingest(
+            corpus_snapshot, connection_string=database.connection_string(), embedder=index_embedder(spec, embedder),
+            chunking=index_chunking(spec, config), batch_chunks=config.batch_chunks,
+            shards=config.shards or executor_concurrency(context), **_waits(context, config))
+    yield Output(plans, output_name="plans")
+    for key, plan in plans.items():
+        for shard in plan.shards:
+            handle = re.sub(r"[^A-Za-z0-9_]", "_", key) + "__" if SWEEP.indexes_listed else ""
+            yield DynamicOutput((key, shard), mapping_key=f"{handle}shard_{shard.index + 1}_of_{shard.count}",
+                                output_name="shards")
 
 
 @op
-def ingest_shard(context: OpExecutionContext, config: StoreConfig, plan: IngestPlan, shard: Shard,
-                      corpus_snapshot: CorpusSnapshot, database: DatabaseResource,
-                      embedder: EmbedderResource) -> ShardResult:
-    """Chunk, embed and write one shard; nothing when it is written (eval_pipeline.store.ingest.ingest_shard)."""
-    return store_ingest.ingest_shard(corpus_snapshot, plan, shard, connection_string=database.connection_string(),
-                        embedder=embedder.get(), **_waits(context, config))
+def ingest_shard(context: OpExecutionContext, config: StoreConfig, plans: dict, shard: tuple,
+                 corpus_snapshot: CorpusSnapshot, database: DatabaseResource,
+                 embedder: EmbedderResource) -> ShardResult:
+    """Chunk, embed and write one shard of one index; nothing when it is written
+    (eval_pipeline.store.ingest.ingest_shard)."""
+    key, part = shard
+    return store_ingest.ingest_shard(corpus_snapshot, plans[key], part, connection_string=database.connection_string(),
+                                     embedder=index_embedder(SWEEP.index_by_key()[key], embedder),
+                                     **_waits(context, config))
 
 
 @op
-def finish_ingest(context: AssetExecutionContext, config: StoreConfig, plan: IngestPlan,
-                       written: list[ShardResult], database: DatabaseResource) -> StoreInfo:
-    """Index the table and mark it complete once every shard is in (eval_pipeline.store.ingest.finish_ingest)."""
-    info = store_ingest.finish_ingest(plan, connection_string=database.connection_string(), **_waits(context, config))
-    context.add_output_metadata({**store_metadata(info, database.describe()), "shards": len(written)})
-    return info
+def finish_ingest(context: AssetExecutionContext, config: StoreConfig, plans: dict,
+                  written: list[ShardResult], database: DatabaseResource) -> IndexStores:
+    """Index every table and mark it complete once its shards are in
+    (eval_pipeline.store.ingest.finish_ingest); each index's cost as metadata."""
+    tables = {key: store_ingest.finish_ingest(
+        plan, connection_string=database.connection_string(),
+        shard_seconds=sum(w.seconds for w in written if w.table == plan.table), **_waits(context, config))
+        for key, plan in plans.items()}
+    stores = IndexStores(tables=tables,
+                         described={key: described(SWEEP.index_by_key()[key], info) for key, info in tables.items()},
+                         storage_bytes=store_ingest.storage_bytes(database.connection_string(),
+                                                                  [info.table for info in tables.values()]))
+    context.add_output_metadata(to_metadata(index_set_metadata(stores, database.describe(), shards=len(written))))
+    return stores
 
 
 def _to_ops(values: dict) -> dict:
@@ -100,9 +149,10 @@ _store_config = ConfigMapping(config_fn=_to_ops, config_schema=StoreConfig.to_co
 
 
 @graph_asset(group_name="retrieval_eval", config=_store_config)
-def pgvector_store(corpus_snapshot: CorpusSnapshot) -> StoreInfo:
-    """Chunks embedded into a pgvector table named by (corpus, chunking, embedder); reused when unchanged.
-    Written in one or more shards, marked complete when every shard is in."""
-    plan, shards = plan_ingest(corpus_snapshot)
-    written = shards.map(lambda shard: ingest_shard(plan, shard, corpus_snapshot))
-    return finish_ingest(plan, written.collect())
+def pgvector_store(corpus_snapshot: CorpusSnapshot) -> IndexStores:
+    """One pgvector table per index of the variants file (embedder × chunking), each named by
+    (corpus, chunking, embedder) and reused when unchanged: adding an index builds that one
+    alone. Written in one or more shards, each marked complete when its shards are in."""
+    plans, shards = plan_ingest(corpus_snapshot)
+    written = shards.map(lambda shard: ingest_shard(plans, shard, corpus_snapshot))
+    return finish_ingest(plans, written.collect())

@@ -4,6 +4,7 @@ Swap them in `definitions.py`, in the launchpad, or with the environment variabl
 """
 
 
+import os
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -105,6 +106,19 @@ class EmbedderResource(ConfigurableResource):
                 _EMBEDDER_CACHE[key] = OpenAIEmbedder(
                     model=self.model, base_url=self.base_url, api_key=self.api_key, batch_size=self.batch_size
                 )
+        return _EMBEDDER_CACHE[key]
+
+    def for_index(self, spec, *, listed: bool) -> Embedder:
+        """The embedder of an index (eval_pipeline.store.indexes.IndexSpec): this resource's
+        for the one index of a variants file without `indexes:`, else the one the index names
+        (built once per process, with this resource's batch size; an openai index reads its
+        key from the variable its `api_key_env` names)."""
+        if not listed:
+            return self.get()
+        key = ("index", repr(sorted(spec.identity().items())), spec.api_key_env,
+               hash(os.environ.get(spec.api_key_env)), self.batch_size)
+        if key not in _EMBEDDER_CACHE:
+            _EMBEDDER_CACHE[key] = spec.build_embedder(batch_size=self.batch_size)
         return _EMBEDDER_CACHE[key]
 
 

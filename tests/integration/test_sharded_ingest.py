@@ -321,8 +321,11 @@ def test_the_asset_writes_each_shard_in_its_own_step(tmp_path, tiny_snapshot, pg
         assert steps == ["pgvector_store.finish_ingest", "pgvector_store.ingest_shard[shard_1_of_3]",
                          "pgvector_store.ingest_shard[shard_2_of_3]", "pgvector_store.ingest_shard[shard_3_of_3]",
                          "pgvector_store.plan_ingest"]
-        info = result.output_for_node("pgvector_store")
+        stores = result.output_for_node("pgvector_store")
+        assert stores.keys() == ["minilm-w150-o20"]  # no `indexes:`: the one index
+        info = stores["minilm-w150-o20"]
         assert info.table == table and not info.reused
+        assert info.build_seconds > 0 and stores.storage_bytes[table] > 0
         (materialization,) = result.asset_materializations_for_node("pgvector_store")
         assert materialization.metadata["shards"].value == 3
         _same_table(_rows(pg_uri, table), reference)
