@@ -50,6 +50,7 @@ from eval_pipeline.judging.audit import audit_metadata, run_audit
 from eval_pipeline.judging.partitions import partition_metrics, score_partitions
 from eval_pipeline.questions.build import build_question_set, preflight_run
 from eval_pipeline.questions.sets import QuestionSet
+from eval_pipeline.ranking.fusion_tuning import split_question_set
 from eval_pipeline.reporting.answers import answer_gate_checks
 from eval_pipeline.reporting.run import assemble_run, gate_check_names, variant_gate_checks
 from eval_pipeline.store.indexes import IndexStores
@@ -138,6 +139,10 @@ def question_set(
     document): eval_pipeline.questions.build.build_question_set."""
     qs, metadata = build_question_set(config, corpus_snapshot, llm_client=llm.get, state=state.dir(),
                                       warn=context.log.warning)
+    if SWEEP.tuning is not None:  # a variant tunes its fusion: tuned on one part, every variant scored on the rest
+        fraction, seed = SWEEP.tuning
+        qs = split_question_set(qs, fraction=fraction, seed=seed)
+        metadata = {**metadata, "tuning_questions": qs.split["n_tuning"], "held_out_questions": qs.split["n_held_out"]}
     context.add_output_metadata(to_metadata(metadata))
     return qs
 

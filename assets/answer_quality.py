@@ -92,7 +92,8 @@ def golden_prompts(context: AssetExecutionContext, config: GoldenPromptsConfig, 
 @asset(group_name="answer_quality", partitions_def=sweep_partitions, backfill_policy=BackfillPolicy.single_run(),
        io_manager_key="variant_io_manager")
 def answers(context: AssetExecutionContext, config: AnswersConfig, golden_prompts: CheckedGoldenSet,
-            corpus_snapshot: CorpusSnapshot, pgvector_store: IndexStores, database: DatabaseResource,
+            corpus_snapshot: CorpusSnapshot, pgvector_store: IndexStores, question_set: QuestionSet,
+            database: DatabaseResource,
             state: StateResource, embedder: EmbedderResource, rerankers: RerankerResource,
             llm: LLMResource) -> dict[str, pd.DataFrame]:
     """Each variant retrieves every golden prompt and answers it from its top-k context, cached
@@ -103,7 +104,8 @@ def answers(context: AssetExecutionContext, config: AnswersConfig, golden_prompt
     frames = produce_pair_answers(
         run_pairs(context.partition_keys), golden_prompts, snapshot=corpus_snapshot, stores=pgvector_store,
         state=state.dir(), connection_string=database.connection_string(), embedder_for=embedder_for,
-        builder_for=lambda index: reranker_builder(rerankers, embedder_for(index)), generator=generator, k=config.context_k, keep_text=config.keep_text, code_version=code_version(),
+        builder_for=lambda index: reranker_builder(rerankers, embedder_for(index)), generator=generator,
+        tuning_from=question_set, k=config.context_k, keep_text=config.keep_text, code_version=code_version(),
         log=context.log.info)
     for key, frame in frames.items():
         context.add_asset_metadata(to_metadata(answers_metadata(frame)), partition_key=key)

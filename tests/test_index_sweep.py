@@ -182,3 +182,90 @@ def test_run_config_chunking_is_refused_when_the_file_lists_indexes(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                             env={**__import__("os").environ, "EVAL_PIPELINE_VARIANTS": str(path)})
     assert "ops.pgvector_store.config.split_length: the variants file" in result.stdout, result.stderr[-2000:]
+
+
+# --- fusion tuning in the sweep -------------------------------------------------------------
+
+TUNE = "baseline: hybrid\nvariants:\n  - engine: hybrid\n  - {entry}\n{extra}"
+
+
+def _tune_sweep(tmp_path, entry: str, extra: str = ""):
+    path = tmp_path / "variants.yaml"
+    path.write_text(TUNE.format(entry=entry, extra=extra), encoding="utf-8")
+    return load_sweep(path)
+
+
+def test_a_tuned_variant_makes_the_sweep_split_its_questions(tmp_path):
+    sweep = _tune_sweep(tmp_path, "{engine: hybrid, tune: rrf_k, name: tuned}")
+    assert sweep.by_key()["tuned"].tune == "rrf_k" and sweep.tuning == (0.3, 0)  # the default split
+    assert "tune" in sweep.by_key()["tuned"].describe()  # in the results cache key and the provenance
+    sweep = _tune_sweep(tmp_path, "{engine: hybrid, tune: weights, name: tuned}", "tuning: {fraction: 0.5, seed: 3}\n")
+    assert sweep.tuning == (0.5, 3)
+    assert _tune_sweep(tmp_path, "{engine: bm25}").tuning is None  # nothing tuned: no split
+
+
+@pytest.mark.parametrize("entry, extra, message", [
+    ("{engine: hybrid, tune: depth, name: t}", "", "tune 'depth' is not valid; valid: rrf_k, weights"),
+    ("{engine: hybrid, tune: rrf_k, rrf_k: 20, name: t}", "", "tune: rrf_k chooses rrf_k; do not also give rrf_k"),
+    ("{engine: hybrid, tune: weights, weights: [1, 1], name: t}", "", "do not also give weights"),
+    ("{engine: hybrid, fusion: merge, tune: rrf_k, name: t}", "", "tune: rrf_k needs fusion: rrf"),
+    ("{engine: hybrid, fusion: dbsf, tune: weights, name: t}", "", "cannot tune fusion dbsf"),
+    ("{engine: pg-dense, tune: rrf_k}", "", "unknown setting(s) ['tune']"),
+    ("{engine: bm25}", "tuning: {fraction: 0.3}\n", "tuning is set but no variant has `tune"),
+    ("{engine: hybrid, tune: rrf_k, name: t}", "tuning: {fraction: 1.0}\n", "tuning.fraction must be a number strictly"),
+    ("{engine: hybrid, tune: rrf_k, name: t}", "tuning: {seed: -1}\n", "tuning.seed must be an integer >= 0"),
+    ("{engine: hybrid, tune: rrf_k, name: t}", "tuning: {frac: 0.3}\n", "tuning must be a mapping with 'fraction'"),
+])
+def test_a_bad_tuning_setting_is_refused_when_the_file_loads(tmp_path, entry, extra, message):
+    with pytest.raises(VariantConfigError) as info:
+        _tune_sweep(tmp_path, entry, extra)
+    assert message in str(info.value) and str(tmp_path) in str(info.value)
+
+
+def _questions(n: int):
+    from eval_pipeline.questions.sets import Question, QuestionSet
+
+    qs = tuple(Question(qid=f"q{i:03d}", question=f"question {i}", gold=(f"d{i % 7}",) if i % 5 else ())
+               for i in range(n))
+    return QuestionSet(questions=qs, header={}, path="qs.jsonl")
+
+
+def test_the_split_question_set_scores_only_the_held_out_part_and_is_stable():
+    from eval_pipeline.ranking.fusion_tuning import split_question_set
+
+    full = _questions(60)
+    split = split_question_set(full, fraction=0.3, seed=1)
+    tuning, held = {q.qid for q in split.tuning}, {q.qid for q in split.questions}
+    assert tuning and held and not tuning & held and tuning | held == {q.qid for q in full.questions}
+    assert [q.qid for q in split.questions] == [q.qid for q in full.questions if q.qid in held]  # file order
+    assert split.split == {"fraction": 0.3, "seed": 1, "n_tuning": len(tuning), "n_held_out": len(held)}
+    assert split.fingerprint != full.fingerprint  # scored on other questions: another benchmark identity
+    again = split_question_set(_questions(80), fraction=0.3, seed=1)  # questions added: none changes side
+    assert tuning <= {q.qid for q in again.tuning} and held <= {q.qid for q in again.questions}
+
+
+def test_a_split_without_an_answerable_question_on_a_side_is_refused():
+    """Two questions, one answerable: whichever side the other lands on has nothing to score."""
+    from eval_pipeline.questions.sets import Question, QuestionSet
+    from eval_pipeline.ranking.fusion_tuning import split_question_set
+
+    qs = QuestionSet(questions=(Question("a", "x", ("d",)), Question("b", "y", ())), header={}, path="two.jsonl")
+    with pytest.raises(ValueError, match="two.jsonl: the (tuning|held-out) part of the fusion-tuning split"):
+        split_question_set(qs, fraction=0.5, seed=0)
+
+
+def test_a_tuned_variants_results_key_holds_its_tuning_questions():
+    """Attack: change a tuning question only. The scored questions are the same, so a key on
+    them alone would serve the old tuned results; the tuning part is in the key too."""
+    from dataclasses import replace
+
+    from eval_pipeline.questions.sets import Question
+    from eval_pipeline.ranking.fusion_tuning import split_question_set
+    from eval_pipeline.ranking.steps import results_questions
+
+    split = split_question_set(_questions(40), fraction=0.3, seed=0)
+    first = split.tuning[0]
+    edited = replace(split, tuning=(Question(first.qid, "another wording", first.gold), *split.tuning[1:]))
+    tuned, plain = Variant("t", "hybrid", tune="rrf_k"), Variant("h", "hybrid")
+    assert results_questions(split, tuned) != results_questions(edited, tuned)
+    assert results_questions(split, plain) == results_questions(edited, plain) == split.fingerprint

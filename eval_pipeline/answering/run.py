@@ -217,16 +217,23 @@ def make_generator(kind: str, *, embedder, llm: Callable[[], Any], sentences: in
 
 def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapshot, store, state,
                     connection_string: str, embedder, build_reranker: Callable[..., Any], generator, k: int,
-                    keep_text: bool, code_version: str, log: Callable[[str], None]) -> dict[str, pd.DataFrame]:
+                    keep_text: bool, code_version: str, log: Callable[[str], None],
+                    tuning_from=None) -> dict[str, pd.DataFrame]:
     """The answers asset: each variant retrieves the golden prompts (ranked as a question set,
     with the ranking's caches), then the generator answers from each top-`k` context. No
-    golden set: an empty frame per variant (the report says why)."""
+    golden set: an empty frame per variant (the report says why). A variant that tunes its
+    fusion is tuned on `tuning_from`'s tuning part (the question set's), as when it was ranked."""
     from eval_pipeline.ranking.steps import rank_in_one_step
     from eval_pipeline.store.ingest import fetch_chunk_texts
 
     if golden.golden is None:
         return {v.key: pd.DataFrame(columns=ANSWER_COLUMNS) for v in variants}
-    frames = rank_in_one_step(variants, snapshot=snapshot, store=store, question_set=golden.as_question_set(),
+    prompts = golden.as_question_set()
+    if tuning_from is not None and tuning_from.tuning:
+        from dataclasses import replace
+
+        prompts = replace(prompts, tuning=tuning_from.tuning, split=tuning_from.split)
+    frames = rank_in_one_step(variants, snapshot=snapshot, store=store, question_set=prompts,
                               state=state, connection_string=connection_string, embedder=embedder,
                               build_reranker=build_reranker, miss_k=10, reuse=True, code_version=code_version,
                               log=log)

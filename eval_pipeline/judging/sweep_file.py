@@ -52,6 +52,9 @@ class SweepConfig:
     indexes: tuple[IndexSpec, ...] = (DEFAULT_INDEX,)
     indexes_listed: bool = False  # the file has `indexes:`: partitions are (index, variant) pairs
     budgets: Budgets = field(default_factory=Budgets)  # `recommend:`: what a recommended pair stays within
+    # (fraction, seed) of the fusion-tuning split when a variant has `tune`: the questions tuned
+    # on are never scored, and every variant is scored on the same held-out rest
+    tuning: tuple[float, int] | None = None
 
     @property
     def keys(self) -> list[str]:
@@ -149,7 +152,7 @@ def _strict_loader():
 def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     if not isinstance(data, dict):
         raise VariantConfigError(f"{source}: expected a mapping with 'variants' (and optionally 'baseline')")
-    settings = ("answers", "audit", "baseline", "gate", "indexes", "recommend", "schedule", "variants")
+    settings = ("answers", "audit", "baseline", "gate", "indexes", "recommend", "schedule", "tuning", "variants")
     unknown = set(data) - set(settings)
     if unknown:
         raise VariantConfigError(
@@ -182,7 +185,33 @@ def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     return SweepConfig(variants=tuple(variants), baseline=baseline, source=source, tolerances=tolerances,
                        strict=strict, cron=_cron(data.get("schedule"), source), audit=_audit(data.get("audit"), source),
                        effect=effect, answer_tolerances=answer_tolerances, answer_strict=answer_strict, prices=prices,
-                       indexes=indexes, indexes_listed=listed, budgets=budgets)
+                       indexes=indexes, indexes_listed=listed, budgets=budgets,
+                       tuning=_tuning(data.get("tuning"), [v for v in variants if v.tune], source))
+
+
+DEFAULT_TUNING = (0.3, 0)
+
+
+def _tuning(raw: Any, tuned: list[Variant], source: str) -> tuple[float, int] | None:
+    """`tuning: {fraction, seed}`, the split of fusion tuning (default 0.3 and 0); None when no
+    variant tunes (a `tuning:` section that nothing uses is an error, not silently ignored)."""
+    from eval_pipeline.common.checks import is_finite, is_integer
+
+    where = f"{source}:{raw.line}" if getattr(raw, "line", None) else source
+    if raw is None:
+        return DEFAULT_TUNING if tuned else None
+    if not tuned:
+        raise VariantConfigError(f"{where}: tuning is set but no variant has `tune: rrf_k` or `tune: weights`; "
+                                 "remove it, or tune a hybrid variant")
+    if not isinstance(raw, dict) or set(raw) - {"fraction", "seed"}:
+        raise VariantConfigError(f"{where}: tuning must be a mapping with 'fraction' and/or 'seed'")
+    fraction, seed = raw.get("fraction", DEFAULT_TUNING[0]), raw.get("seed", DEFAULT_TUNING[1])
+    if isinstance(fraction, bool) or not is_finite(fraction) or not 0 < float(fraction) < 1:
+        raise VariantConfigError(f"{where}: tuning.fraction must be a number strictly between 0 and 1, got "
+                                 f"{fraction!r}")
+    if not is_integer(seed) or seed < 0:
+        raise VariantConfigError(f"{where}: tuning.seed must be an integer >= 0, got {seed!r}")
+    return float(fraction), int(seed)
 
 
 def _baseline(raw: Any, variant_keys: Mapping[str, int], indexes: tuple[IndexSpec, ...] | None, source: str) -> str:

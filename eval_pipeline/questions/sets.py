@@ -83,6 +83,10 @@ class QuestionSet:
     header: Mapping[str, Any]
     path: str
     limited_from: int | None = None  # the full set's size when this is a limited run
+    # Fusion tuning's part of the set (eval_pipeline.ranking.fusion_tuning.split_question_set):
+    # tuned on, never scored; `questions` is then the held-out rest, which every variant is scored on.
+    tuning: tuple[Question, ...] = ()
+    split: Mapping[str, Any] | None = None  # {"fraction", "seed", "n_tuning", "n_held_out"}
 
     @property
     def limited(self) -> bool:
@@ -112,6 +116,12 @@ class QuestionSet:
     @property
     def fingerprint(self) -> str:
         return question_set_fingerprint(self.questions)
+
+    @property
+    def tuning_fingerprint(self) -> str | None:
+        """The tuning part's fingerprint (None without fusion tuning): a tuned variant's results
+        depend on it as well as on the questions it is scored on."""
+        return question_set_fingerprint(self.tuning) if self.tuning else None
 
     def counts(self) -> dict[str, int]:
         c = {

@@ -70,6 +70,7 @@ __all__ = [
     "default_weight_grid",
     "fused_ranking",
     "fusion_score",
+    "split_question_set",
     "split_questions",
     "tune_fusion",
 ]
@@ -152,6 +153,25 @@ def split_questions(qids: Iterable[str], *, fraction: float = 0.3, seed: int = 0
         nearest = max(tuning, key=lambda q: (position[q], q))
         tuning, held_out = tuning - {nearest}, {nearest}
     return tuple(sorted(tuning)), tuple(sorted(held_out))
+
+
+def split_question_set(question_set, *, fraction: float, seed: int):
+    """The question set for a sweep with fusion tuning: its `tuning` part (tuned on, never
+    scored) and, as its `questions`, the held-out rest in file order, which every variant is
+    scored on. Raises ValueError when either part has no answerable question."""
+    from dataclasses import replace
+
+    tuning_ids, held_out_ids = split_questions([q.qid for q in question_set.questions], fraction=fraction, seed=seed)
+    tuning_ids = set(tuning_ids)
+    tuning = tuple(q for q in question_set.questions if q.qid in tuning_ids)
+    held_out = tuple(q for q in question_set.questions if q.qid not in tuning_ids)
+    for name, part in (("tuning", tuning), ("held-out", held_out)):
+        if not any(q.answerable for q in part):
+            raise ValueError(f"{question_set.path}: the {name} part of the fusion-tuning split (fraction {fraction}, "
+                             f"seed {seed}) has no answerable question among its {len(part)}; use more questions or "
+                             "another fraction")
+    return replace(question_set, questions=held_out, tuning=tuning,
+                   split={"fraction": fraction, "seed": seed, "n_tuning": len(tuning), "n_held_out": len(held_out)})
 
 
 # --------------------------------------------------------------------------

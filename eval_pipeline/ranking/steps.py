@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import pandas as pd
 from eval_pipeline.common.state import StateDir
 from eval_pipeline.ranking.batches import plan_batches
 from eval_pipeline.ranking.caches import QueryEmbeddingCache, ResultsCache
+from eval_pipeline.ranking.results import identity_json
 from eval_pipeline.ranking.sweep import Sweep
 
 
@@ -92,7 +94,7 @@ def plan_ranking_batches(
     identities = {v.key: build_reranker(v.reranker, warm=False).identity() if v.reranker.kind != "none" else None
                   for v in variants}
     environment = {**result_environment(), **store_environment(connection_string)}
-    keys = {v.key: ResultsCache.key(table=results_table(store, v), questions_fingerprint=question_set.fingerprint,
+    keys = {v.key: ResultsCache.key(table=results_table(store, v), questions_fingerprint=results_questions(question_set, v),
                                     variant=v, miss_k=miss_k, code_version=version, reranker=identities[v.key],
                                     environment=environment,
                                     query_embedder="none" if index_independent(v) else embedder.identity)
@@ -130,6 +132,53 @@ def plan_ranking_batches(
              Batch({k: keys[k] for k in batch}, from_cache, {k: identities[k] for k in batch}, version, embed_ms,
                    embedded, index=index, partition_keys={k: partition_keys[k] for k in batch}))
             for number, (batch, from_cache) in enumerate(batches)]
+
+
+def results_questions(question_set, variant) -> str:
+    """The questions a variant's results depend on: the scored ones, and for a tuned variant
+    also the tuning part (a changed tuning question can change the chosen values while the
+    scored questions stay the same)."""
+    if getattr(variant, "tune", None):
+        return f"{question_set.fingerprint}+tuning:{question_set.tuning_fingerprint}"
+    return question_set.fingerprint
+
+
+def tune_variants(variants: Sequence[Any], question_set, *, snapshot, connection_string: str, table: str, embedder,
+                  state: StateDir, miss_k: int, code_version: str) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """variant key -> (the variant with its tuned rrf_k or weights, the tuning's provenance) for
+    each variant with `tune`: its legs queried for the question set's tuning part only (with the
+    sweep's own legs), then `fusion_tuning.tune_fusion`. The scored questions are never read."""
+    from dataclasses import replace
+
+    from eval_pipeline.ranking.fusion_tuning import tune_fusion
+
+    tuned_ones = [v for v in variants if getattr(v, "tune", None)]
+    if not tuned_ones:
+        return {}
+    tuning = list(question_set.tuning)
+    if not tuning:
+        raise ValueError(f"variant {tuned_ones[0].key!r} tunes its fusion, but the question set has no tuning part: "
+                         "materialize question_set again (the variants file's tuning split is applied there)")
+    embeddings, _, _ = QueryEmbeddingCache(state.query_embeddings).get_or_compute(embedder, tuning)
+    sweep = Sweep(snapshot=snapshot, connection_string=connection_string, table=table, query_embeddings=embeddings,
+                  embed_ms_per_query=0.0, rerankers={}, miss_k=miss_k, code_version=code_version)
+    split = dict(question_set.split or {})
+    out = {}
+    for v in tuned_ones:
+        runs: dict[str, dict[str, Any]] = {leg: {} for leg in v.legs}
+        for q in tuning:
+            for leg in v.legs:
+                timed = sweep.leg_hits(leg, v.chunk_top_k, q, v.leg_settings(leg))
+                if timed.error:
+                    raise RuntimeError(f"fusion tuning of variant {v.key!r}: the {leg} leg failed on tuning question "
+                                       f"{q.qid}: {timed.error}")
+                runs[leg][q.qid] = timed.value
+        fixed = {"weights": v.weights} if v.tune == "rrf_k" else ({"rrf_k": v.rrf_k} if v.fusion == "rrf" else {})
+        result = tune_fusion(runs, {q.qid: q.qrels() for q in tuning}, [q.qid for q in tuning], method=v.tune,
+                             fusion=v.fusion, legs=v.legs, depth=v.depth, seed=split.get("seed"),
+                             fraction=split.get("fraction"), **fixed)
+        out[v.key] = (replace(v, **result.chosen), result.provenance())
+    return out
 
 
 def index_independent(variant) -> bool:
@@ -228,11 +277,17 @@ def rank_batch(
             if reranker.identity() != batch.reranker_identities[key]:
                 raise RuntimeError(f"the reranker of variant {key!r} changed while the run was planned "
                                    f"(planned {batch.reranker_identities[key]}, loaded {reranker.identity()}); run again")
+        tuned = tune_variants(todo, question_set, snapshot=snapshot, connection_string=connection_string,
+                              table=store.table, embedder=embedder, state=state, miss_k=miss_k,
+                              code_version=batch.code_version)
         embeddings, _, _ = QueryEmbeddingCache(state.query_embeddings).get_or_compute(embedder, questions)
         sweep = Sweep(snapshot=snapshot, connection_string=connection_string, table=store.table,
                       query_embeddings=embeddings, embed_ms_per_query=batch.embed_ms_per_query, rerankers=built,
                       miss_k=miss_k, code_version=batch.code_version)
-        computed = sweep.run(todo, questions)
+        computed = sweep.run([tuned[v.key][0] if v.key in tuned else v for v in todo], questions)
+        for key, (_, provenance) in tuned.items():  # the chosen values and how they were chosen, with the results
+            config = json.loads(computed[key]["variant_config"].iloc[0])
+            computed[key]["variant_config"] = identity_json({**config, "tuned": provenance})
         result.not_cached = [key for key, frame in computed.items() if not ResultsCache.cacheable(frame)]
         for key, frame in computed.items():
             cache.put(keys[key], frame)  # refuses errored results

@@ -22,6 +22,9 @@ is constructed with the file's options, which loads nothing).
         rrf_k: 60
         legs: [keyword, dense]  # any two or more of keyword, dense, bm25
       - engine: hybrid
+        tune: rrf_k             # chosen on the tuning questions (see `tuning:` in the sweep file)
+        name: hybrid-tuned
+      - engine: hybrid
         reranker: {kind: cross-encoder, model: /path/to/model}
         name: hybrid+ce-mini
 """
@@ -53,7 +56,8 @@ _KEY = re.compile(r"^[a-z0-9][a-z0-9+._@-]{0,63}$")
 COMMON_KNOBS = {"engine", "name", "reranker", "depth", "chunk_top_k", "rerank_depth", "abstain_below"}
 
 
-HYBRID_KNOBS = {"fusion", "rrf_k", "weights", "legs"}
+HYBRID_KNOBS = {"fusion", "rrf_k", "weights", "legs", "tune"}
+TUNE_METHODS = ("rrf_k", "weights")  # eval_pipeline.ranking.fusion_tuning.METHODS
 
 
 # Settings of each first-stage leg, given on the variant that uses the leg (a pg-keyword
@@ -92,6 +96,9 @@ class Variant:
     legs: tuple[str, ...] = ("keyword", "dense")
     reranker: RerankerSpec = field(default_factory=RerankerSpec)
     leg_knobs: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # (leg, sorted (knob, value) pairs)
+    # hybrid: choose rrf_k or the leg weights by grid search on the sweep's tuning questions
+    # (eval_pipeline.ranking.fusion_tuning); every variant is then scored on the held-out rest
+    tune: str | None = None
 
     @property
     def used_legs(self) -> tuple[str, ...]:
@@ -107,7 +114,7 @@ class Variant:
     def first_stage(self) -> tuple:
         """Everything that decides the candidate pool; variants that differ only by reranker
         or threshold share it, so a reranker sweep never re-queries the store."""
-        hybrid = (self.fusion, self.rrf_k, self.weights, self.legs) if self.engine == "hybrid" else ()
+        hybrid = (self.fusion, self.rrf_k, self.weights, self.legs, self.tune) if self.engine == "hybrid" else ()
         return (self.engine, self.chunk_top_k, max(self.depth, self.rerank_depth), *hybrid, self.leg_knobs)
 
     def describe(self) -> dict[str, Any]:
@@ -118,6 +125,8 @@ class Variant:
                 out["rrf_k"] = self.rrf_k
             if self.weights:
                 out["weights"] = list(self.weights)
+            if self.tune:
+                out["tune"] = self.tune
         if self.reranker.kind != "none":
             out["reranker"] = self.reranker.to_json()
             out["rerank_depth"] = self.rerank_depth
@@ -171,7 +180,7 @@ def parse_variant(item: Any, where: str) -> Variant:
         if "rrf_k" in item and fusion != "rrf":
             raise VariantConfigError(f"{where}: rrf_k only applies to fusion: rrf (got fusion: {fusion})")
         kwargs.update(fusion=fusion, rrf_k=_int(item, "rrf_k", 61, where, lo=1, hi=10_000), weights=weights,
-                      legs=tuple(legs))
+                      legs=tuple(legs), tune=_tune(item, fusion, where))
     kwargs["leg_knobs"] = _leg_knobs(item, where)
     if "dense" in legs_used and kwargs["chunk_top_k"] > MAX_DENSE_TOP_K:
         raise VariantConfigError(
@@ -184,6 +193,24 @@ def parse_variant(item: Any, where: str) -> Variant:
             f"{where}: name {key!r} must be 1-64 characters of lowercase letters, digits and + . _ @ -"
         )
     return Variant(key=key, **kwargs)
+
+
+def _tune(item: Mapping[str, Any], fusion: str, where: str) -> str | None:
+    """`tune: rrf_k | weights`: what fusion tuning may choose; the tuned setting itself must not
+    also be given, and the fusion must have it (dbsf ignores weights)."""
+    method = item.get("tune")
+    if method is None:
+        return None
+    if method not in TUNE_METHODS:
+        raise VariantConfigError(f"{where}: tune {method!r} is not valid; valid: {', '.join(TUNE_METHODS)}")
+    if method in item:
+        raise VariantConfigError(f"{where}: tune: {method} chooses {method}; do not also give {method}")
+    if method == "rrf_k" and fusion != "rrf":
+        raise VariantConfigError(f"{where}: tune: rrf_k needs fusion: rrf (got fusion: {fusion})")
+    if method == "weights" and fusion == "dbsf":
+        raise VariantConfigError(f"{where}: tune: weights cannot tune fusion dbsf, which ignores leg weights; "
+                                 "use rrf or merge")
+    return method
 
 
 def resolved_leg_settings(leg: str, given: Mapping[str, Any]) -> dict[str, Any]:

@@ -214,10 +214,18 @@ def shown_provenance(provenance: Mapping[str, Any], snapshot: CorpusSnapshot, st
     limited = (f", limited to {len(question_set.questions)} of {question_set.limited_from}"
                if question_set.limited else "")
     chunking = store.chunking
+    if question_set.split:
+        split = question_set.split
+        limited += (f"; fusion tuning: {split['n_tuning']} questions tuned on (fraction {split['fraction']}, seed "
+                    f"{split['seed']}), never scored; every variant is scored on the other {split['n_held_out']}")
+    tuned = {k: c["tuned"] for k, c in provenance.get("variants", {}).items() if isinstance(c, dict) and "tuned" in c}
     return {
         "corpus": f"{snapshot.source} ({len(snapshot.documents)} documents, {len(snapshot.skipped)} skipped, "
                   f"signature {snapshot.signature})",
         "question set": f"{question_set.path} (fingerprint {question_set.fingerprint}{limited})",
+        **{f"tuned {k}": f"{t['method']} {t['chosen'][t['method']]} (of {t['grid_size']} grid points; {t['metric']} "
+                         f"{t['tuning_score']:.3f} on the {t['n_tuning']} answerable tuning questions)"
+           for k, t in tuned.items()},
         "embedder": f"{store.embedder} ({provenance['embedder_revision']})",
         "chunking": f"{chunking.split_by} {chunking.split_length}/{chunking.split_overlap}, {store.chunk_count} chunks",
         "vector table": store.table,

@@ -2,13 +2,15 @@
 
 The variants file is read when `assets` is imported, so a test that needs another file runs
 this in a child process: `python -m tests.integration.index_sweep_driver STATE RESULTS [PAIR]`
-with EVAL_PIPELINE_VARIANTS set. It materializes the whole sweep in one run, then, given PAIR,
+with EVAL_PIPELINE_VARIANTS set (and INDEX_SWEEP_CORPUS=demo for the demo corpus, questions and golden
+prompts instead of the tiny fixture). It materializes the whole sweep in one run, then, given PAIR,
 `ranked_results` and `variant_metrics` for that one (index, variant) pair alone.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -39,6 +41,8 @@ def main(state: str, results: str, pair: str | None = None) -> dict:
         "golden_prompts": {"config": {"source": "file", "path": str(FIXTURES / "tiny_golden.jsonl")}},
         "report": {"config": {"results_dir": results}},
     }}
+    if os.environ.get("INDEX_SWEEP_CORPUS") == "demo":  # the demo corpus, questions and golden prompts
+        config = {"ops": {"report": {"config": {"results_dir": results}}}}
     everything = [*definitions.ALL_ASSETS, definitions.assets.no_errored_questions, definitions.assets.regression_gate,
                   definitions.assets.answer_gate]
     instance = DagsterInstance.ephemeral()
@@ -62,7 +66,14 @@ def main(state: str, results: str, pair: str | None = None) -> dict:
     report = whole.output_for_node("report")
     out["summary_variants"] = list(report["summary"]["variant"])
     out["recommendation"] = report.get("recommendation")
-    out["per_query_index"] = sorted(set(report["summary"]["variant"].str.split("|").str[0]))
+    out["n_questions"] = dict(zip(report["summary"]["variant"], report["summary"]["n_questions"].astype(int)))
+    qs = whole.output_for_node("question_set")
+    out["split"] = qs.split
+    out["tuning_qids"] = sorted(q.qid for q in qs.tuning)
+    out["scored_qids"] = sorted(q.qid for q in qs.questions)
+    ranked = whole.output_for_node("ranked_results")
+    out["ranked_qids"] = {k: sorted(f["qid"]) for k, f in ranked.items()}
+    out["variant_configs"] = {k: json.loads(f["variant_config"].iloc[0]) for k, f in ranked.items()}
     if pair:
         stored = Path(state) / "variants" / "ranked_results"
         before = {str(p.relative_to(stored)) for p in stored.glob("**/*.parquet")}
