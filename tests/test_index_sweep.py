@@ -269,3 +269,33 @@ def test_a_tuned_variants_results_key_holds_its_tuning_questions():
     tuned, plain = Variant("t", "hybrid", tune="rrf_k"), Variant("h", "hybrid")
     assert results_questions(split, tuned) != results_questions(edited, tuned)
     assert results_questions(split, plain) == results_questions(edited, plain) == split.fingerprint
+
+
+def test_index_independent_results_from_the_cache_are_labelled_with_this_pairs_table(tmp_path):
+    """Attack: index A ranked `metadata` in an earlier run; now the file lists only index B, of
+    the same chunking with another embedder. The cached results are B's too (same chunks), but
+    they still name A's table: served as they are, the report would refuse the run as
+    inconsistent. They are served labelled with the table of the pair they are for."""
+    from types import SimpleNamespace
+
+    from eval_pipeline.common.state import StateDir
+    from eval_pipeline.ranking.caches import ResultsCache
+    from eval_pipeline.ranking.steps import Batch, rank_batch
+    from eval_pipeline.store.ingest import store_fingerprint
+
+    chunking = ChunkingConfig("word", 150, 20)
+    embedder = SimpleNamespace(identity="embedder-b", model_id="b", revision="b")
+    store = StoreInfo("chunks_b", store_fingerprint("corpus", chunking, "embedder-b"), "corpus", "b", chunking, 3,
+                      384, 0.0, True)
+    questions = SimpleNamespace(questions=(), corpus_signature="corpus", path="qs", fingerprint="fp", tuning=())
+    state = StateDir(tmp_path)
+    frame = pd.DataFrame({"variant": ["metadata"], "qid": ["q1"], "doc_ids": [["d1"]], "store_table": ["chunks_a"]})
+    ResultsCache(state.ranked_results).put("k" * 32, frame)
+    batch = Batch({"metadata": "k" * 32}, True, {"metadata": None}, "v1", 0.0, "not needed", index="idx-b",
+                  partition_keys={"metadata": "idx-b|metadata"})
+    result = rank_batch(batch, [Variant("metadata", "metadata")], snapshot=SimpleNamespace(signature="corpus"),
+                        store=store, question_set=questions, state=state, connection_string="unused",
+                        embedder=embedder, build_reranker=None, miss_k=10)
+    served = result.frames["idx-b|metadata"]
+    assert served["store_table"].tolist() == ["chunks_b"] and served["variant"].tolist() == ["idx-b|metadata"]
+    assert result.reused == ["idx-b|metadata"]

@@ -293,6 +293,9 @@ def rank_batch(
             cache.put(keys[key], frame)  # refuses errored results
         cached.update(computed)
         result.queries_by_stage = sweep.queries_by_stage
+    for v in variants:  # shared by every table of its chunks (see `results_table`): served as this table's
+        if index_independent(v):
+            cached[v.key] = cached[v.key].assign(store_table=store.table)
     if batch.index:  # a pair's results: labelled with its partition key and index
         result.frames = {batch.partition_keys[v.key]: relabel(cached[v.key], partition_key=batch.partition_keys[v.key],
                                                               index=batch.index) for v in variants}
