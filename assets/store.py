@@ -40,7 +40,7 @@ from pydantic import Field
 
 from assets.metadata import to_metadata
 from assets.partitions import SWEEP
-from assets.ranking import executor_concurrency
+from assets.ranking import executor_concurrency, index_embedder_of
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.store import ingest as store_ingest
 from eval_pipeline.store.indexes import IndexSpec, IndexStores
@@ -77,11 +77,6 @@ def index_chunking(spec: IndexSpec, config: StoreConfig) -> ChunkingConfig:
     return spec.chunking if SWEEP.indexes_listed else config.chunking()
 
 
-def index_embedder(spec: IndexSpec, embedder: EmbedderResource):
-    """An index's embedder (EmbedderResource.for_index): the resource's without `indexes:`."""
-    return embedder.for_index(spec, listed=SWEEP.indexes_listed)
-
-
 def described(spec: IndexSpec, info: StoreInfo) -> dict:
     """What an index is, for reports: the file's description, or for the one index of a file
     without `indexes:` what the table was built with (the embedder resource and this config)."""
@@ -97,9 +92,10 @@ def plan_ingest(context: OpExecutionContext, config: StoreConfig, corpus_snapsho
     """For every index of the variants file: reuse its complete table, or split its build into
     shards (eval_pipeline.store.ingest.plan_ingest). One dynamic output per (index, shard)."""
     plans: dict[str, IngestPlan] = {}
+    embedder_for = index_embedder_of(embedder)
     for spec in SWEEP.indexes:
         plans[spec.key] = store_ingest.plan_ingest(
-            corpus_snapshot, connection_string=database.connection_string(), embedder=index_embedder(spec, embedder),
+            corpus_snapshot, connection_string=database.connection_string(), embedder=embedder_for(spec.key),
             chunking=index_chunking(spec, config), batch_chunks=config.batch_chunks,
             shards=config.shards or executor_concurrency(context), **_waits(context, config))
     yield Output(plans, output_name="plans")
@@ -118,7 +114,7 @@ def ingest_shard(context: OpExecutionContext, config: StoreConfig, plans: dict, 
     (eval_pipeline.store.ingest.ingest_shard)."""
     key, part = shard
     return store_ingest.ingest_shard(corpus_snapshot, plans[key], part, connection_string=database.connection_string(),
-                                     embedder=index_embedder(SWEEP.index_by_key()[key], embedder),
+                                     embedder=index_embedder_of(embedder)(key),
                                      **_waits(context, config))
 
 
