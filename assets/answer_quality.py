@@ -102,7 +102,7 @@ def answers(context: AssetExecutionContext, config: AnswersConfig, golden_prompt
                                max_tokens=config.max_tokens)
     embedder_for = index_embedder_of(embedder)
     frames = produce_pair_answers(
-        run_pairs(context.partition_keys), golden_prompts, snapshot=corpus_snapshot, stores=pgvector_store,
+        run_pairs(context.partition_keys, pgvector_store), golden_prompts, snapshot=corpus_snapshot, stores=pgvector_store,
         state=state.dir(), connection_string=database.connection_string(), embedder_for=embedder_for,
         builder_for=lambda index: reranker_builder(rerankers, embedder_for(index)), generator=generator,
         tuning_from=question_set, k=config.context_k, keep_text=config.keep_text, code_version=code_version(),

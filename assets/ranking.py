@@ -86,12 +86,15 @@ def reranker_builder(rerankers: RerankerResource, embedder):
     return lambda spec, warm: rerankers.build(spec, embedder=embedder, warm=warm)
 
 
-def run_pairs(keys) -> list[tuple[str, str, object]]:
-    """(partition key, index key, variant) of each of the run's partition keys."""
+def run_pairs(keys, stores: IndexStores) -> list[tuple[str, str, object]]:
+    """(partition key, index key, variant) of each of the run's partition keys, after checking
+    that `stores` holds these indexes as the variants file describes them now."""
     out = []
     for key in keys:
         spec, variant = SWEEP.pair(key)
         out.append((str(key), spec.key, variant))
+    if SWEEP.indexes_listed:
+        stores.check_current(SWEEP.index_by_key(), [index for _, index, _ in out])
     return out
 
 
@@ -117,7 +120,7 @@ def plan_ranking(
     for all of them (eval_pipeline.ranking.steps.plan_pairs)."""
     embedder_for = index_embedder_of(embedder)
     planned, aliases = plan_pairs(
-        run_pairs(context.partition_keys), stores=pgvector_store, embedder_for=embedder_for,
+        run_pairs(context.partition_keys, pgvector_store), stores=pgvector_store, embedder_for=embedder_for,
         corpus_signature=corpus_snapshot.signature, question_set=question_set, state=state.dir(),
         connection_string=database.connection_string(),
         builder_for=lambda index: reranker_builder(rerankers, embedder_for(index)),

@@ -299,3 +299,19 @@ def test_index_independent_results_from_the_cache_are_labelled_with_this_pairs_t
     served = result.frames["idx-b|metadata"]
     assert served["store_table"].tolist() == ["chunks_b"] and served["variant"].tolist() == ["idx-b|metadata"]
     assert result.reused == ["idx-b|metadata"]
+
+
+def test_a_store_built_for_an_edited_index_is_refused_not_reported_under_the_new_definition(tmp_path):
+    """Attack: change an index's chunking in the file but keep its name, and materialize only
+    the ranking and the report: the stored table is the old chunking's. Refused, naming it."""
+    from eval_pipeline.store.indexes import IndexStores
+
+    before, after = _sweep(tmp_path), _sweep(tmp_path, text=SWEEP.replace("split_length: 60, split_overlap: 10",
+                                                                           "split_length: 80, split_overlap: 10"))
+    stores = IndexStores(tables={i.key: None for i in before.indexes},
+                         described={i.key: i.describe() for i in before.indexes})
+    stores.check_current(before.index_by_key(), ["minilm-w60"])  # unchanged: fine
+    stores.check_current(after.index_by_key(), ["minilm-w150-o20"])  # this index did not change
+    with pytest.raises(ValueError, match="index 'minilm-w60' is .* in the variants file, but pgvector_store holds it "
+                                         "as .*: materialize pgvector_store again"):
+        stores.check_current(after.index_by_key(), ["minilm-w150-o20", "minilm-w60"])

@@ -74,6 +74,8 @@ def assemble_run(
         raise ValueError("no variant has metrics yet; materialize ranked_results and variant_metrics first")
     per_variant = {k: variant_metrics[k] for k in order}
     index_of = {k: sweep.pair(k)[0].key for k in order}
+    if sweep.indexes_listed:
+        stores.check_current(sweep.index_by_key(), index_of.values())
     for index in dict.fromkeys(index_of.values()):
         check_inputs_agree(corpus_signature=snapshot.signature, store=stores[index], questions=question_set,
                            embedder=embedder_for(index))

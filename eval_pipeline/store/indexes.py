@@ -396,5 +396,17 @@ class IndexStores:
     def keys(self) -> list[str]:
         return list(self.tables)
 
+    def check_current(self, specs: Mapping[str, "IndexSpec"], keys) -> None:
+        """The tables of `keys` are the indexes `specs` (the variants file's, by key) describe
+        now: a file edited since pgvector_store was materialized (another chunking or model
+        under the same key) would have results on the old table reported under the new
+        definition. Raises ValueError naming the index and what to materialize."""
+        stale = [key for key in dict.fromkeys(keys) if key in specs and key in self.described
+                 and dict(self.described[key]) != specs[key].describe()]
+        if stale:
+            key = stale[0]
+            raise ValueError(f"index {key!r} is {specs[key].describe()} in the variants file, but pgvector_store holds "
+                             f"it as {dict(self.described[key])}: materialize pgvector_store again")
+
     def __len__(self) -> int:
         return len(self.tables)
