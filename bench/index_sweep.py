@@ -151,6 +151,8 @@ def main() -> None:
             code, seconds, log = job(state, variants, config, env_extra)
             walls.append((("cold" if number == 0 else "warm"), code, seconds, log))
             print(f"run {number + 1} ({walls[-1][0]}): exit {code}, {seconds:.1f} s  (log {log})", flush=True)
+            if code != 0 and not (results / "indexes.json").exists():
+                raise SystemExit("the job failed before its report:\n" + log.read_text()[-3000:])
     finally:
         if server is not None:
             os.killpg(server.pid, signal.SIGTERM)

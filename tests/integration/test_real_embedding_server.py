@@ -253,3 +253,35 @@ def test_gap_the_project_embeds_documents_and_queries_with_one_prefix(server, e5
     asking.embed([TEXTS[0]])  # a question, as the query-embedding cache embeds it
     ((path, body),) = wire
     assert path == "/v1/embeddings" and body["model"] == MODEL and "input_type" not in body, body
+
+
+def test_an_index_sweep_with_one_index_embedded_through_the_server(server, tmp_path):
+    """The index sweep with an `openai` index pointed at the real server beside the bundled
+    MiniLM, on the tiny fixture: both tables built, every pair ranked and in the report."""
+    from eval_pipeline.store.database import EmbeddedPostgres
+
+    variants = tmp_path / "variants.yaml"
+    variants.write_text(
+        "indexes:\n  - embedder: bundled\n    chunking: {split_length: 30, split_overlap: 5}\n"
+        f"  - name: e5-w30-o5\n    embedder: {{kind: openai, model: {MODEL}, base_url: \"{server}\"}}\n"
+        "    chunking: {split_length: 30, split_overlap: 5}\n"
+        "variants:\n  - engine: pg-dense\n  - engine: bm25\n", encoding="utf-8")
+    env = {**os.environ, "EVAL_PIPELINE_VARIANTS": str(variants), "OPENAI_API_KEY": "unused-by-a-local-server",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    try:
+        done = subprocess.run([sys.executable, "-m", "tests.integration.index_sweep_driver", str(tmp_path / "state"),
+                               str(tmp_path / "results")], cwd=Path(__file__).resolve().parents[2], env=env,
+                              capture_output=True, text=True, timeout=900)
+    finally:
+        EmbeddedPostgres(tmp_path / "state").stop()
+    line = next((x for x in done.stdout.splitlines() if x.startswith("INDEX-SWEEP-RESULT ")), None)
+    assert line, done.stderr[-4000:]
+    result = json.loads(line.split(" ", 1)[1])
+    assert result["success"], result.get("errors")
+    assert result["summary_variants"] == ["minilm-w30-o5|pg-dense", "minilm-w30-o5|bm25", "e5-w30-o5|pg-dense",
+                                          "e5-w30-o5|bm25"]
+    e5 = result["indexes"]["e5-w30-o5"]
+    assert not e5["reused"] and e5["chunks"] > 0 and e5["table"] != result["indexes"]["minilm-w30-o5"]["table"]
+    assert result["variant_configs"]["e5-w30-o5|pg-dense"]["engine"] == "pg-dense"
+    report = (tmp_path / "results" / "results.md").read_text()
+    assert f"openai:{server}:{MODEL}" in report  # the index's model, as the cost table names it
