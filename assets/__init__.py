@@ -136,7 +136,9 @@ def question_set(
     llm: LLMResource,
 ) -> QuestionSet:
     """The question set, checked against the corpus it was written for (generated ones are cached per
-    document): eval_pipeline.questions.build.build_question_set."""
+    document): eval_pipeline.questions.build.build_question_set. When a variant tunes its fusion,
+    split into the tuning part and the held-out rest that every variant is scored on
+    (eval_pipeline.ranking.fusion_tuning.split_question_set)."""
     qs, metadata = build_question_set(config, corpus_snapshot, llm_client=llm.get, state=state.dir(),
                                       warn=context.log.warning)
     if SWEEP.tuning is not None:  # a variant tunes its fusion: tuned on one part, every variant scored on the rest
