@@ -99,9 +99,9 @@ def plan_ingest(context: OpExecutionContext, config: StoreConfig, corpus_snapsho
             chunking=index_chunking(spec, config), batch_chunks=config.batch_chunks,
             shards=config.shards or executor_concurrency(context), **_waits(context, config))
     yield Output(plans, output_name="plans")
-    for key, plan in plans.items():
-        for shard in plan.shards:
-            handle = re.sub(r"[^A-Za-z0-9_]", "_", key) + "__" if SWEEP.indexes_listed else ""
+    for number, (key, plan) in enumerate(plans.items()):
+        for shard in plan.shards:  # numbered: unique even when two keys differ only by punctuation
+            handle = f"{number}_" + re.sub(r"[^A-Za-z0-9_]", "_", key) + "__" if SWEEP.indexes_listed else ""
             yield DynamicOutput((key, shard), mapping_key=f"{handle}shard_{shard.index + 1}_of_{shard.count}",
                                 output_name="shards")
 
@@ -125,7 +125,8 @@ def finish_ingest(context: AssetExecutionContext, config: StoreConfig, plans: di
     (eval_pipeline.store.ingest.finish_ingest); each index's cost as metadata."""
     tables = {key: store_ingest.finish_ingest(
         plan, connection_string=database.connection_string(),
-        shard_seconds=sum(w.seconds for w in written if w.table == plan.table), **_waits(context, config))
+        shard_seconds=store_ingest.shards_wall_seconds([w for w in written if w.table == plan.table]),
+        **_waits(context, config))
         for key, plan in plans.items()}
     stores = IndexStores(tables=tables,
                          described={key: described(SWEEP.index_by_key()[key], info) for key, info in tables.items()},

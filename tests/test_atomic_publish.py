@@ -141,7 +141,8 @@ def test_atomic_module_imports_only_the_standard_library():
     ("results.limited-50.md", False, True), ("per_query.limited-50.jsonl", False, True),
     ("hit_at_k.limited-50.png", False, True), ("trec.limited-50", False, True),
     ("results.limited-5.md", False, False), ("trec.limited-500", False, False), ("NOTES.txt", False, False),
-    ("results.md.bak", False, False),
+    ("results.md.bak", False, False), ("indexes.json", True, False), ("indexes.limited-50.json", False, True),
+    ("pareto_latency.png", True, False),
 ])
 def test_ownership_by_suffix(name, full, limited):
     assert owned_by(name, "") is full

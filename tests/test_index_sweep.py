@@ -315,3 +315,59 @@ def test_a_store_built_for_an_edited_index_is_refused_not_reported_under_the_new
     with pytest.raises(ValueError, match="index 'minilm-w60' is .* in the variants file, but pgvector_store holds it "
                                          "as .*: materialize pgvector_store again"):
         stores.check_current(after.index_by_key(), ["minilm-w150-o20", "minilm-w60"])
+
+
+def test_a_builds_seconds_are_its_shards_wall_span_not_their_sum():
+    from eval_pipeline.store.ingest import ShardResult, shards_wall_seconds
+
+    side_by_side = [ShardResult(0, 10, 10, 5.0, "t", started=100.0), ShardResult(1, 10, 10, 6.0, "t", started=100.5)]
+    assert shards_wall_seconds(side_by_side) == pytest.approx(6.5)  # not 11
+    one_after_the_other = [ShardResult(0, 10, 10, 5.0, "t", started=100.0), ShardResult(1, 10, 10, 6.0, "t", 105.0)]
+    assert shards_wall_seconds(one_after_the_other) == pytest.approx(11.0)
+    assert shards_wall_seconds([ShardResult(0, 1, 1, 1.0)]) is None
+
+
+def test_golden_prompts_that_are_tuning_questions_are_refused():
+    from eval_pipeline.answering.run import check_prompts_held_out
+    from eval_pipeline.questions.sets import Question, QuestionSet
+    from eval_pipeline.ranking.fusion_tuning import split_question_set
+
+    split = split_question_set(_questions(40), fraction=0.3, seed=0)
+    tuned_on = split.tuning[0]
+    held = QuestionSet(questions=(Question("p1", split.questions[0].question, ()),), header={}, path="golden:g")
+    check_prompts_held_out(held, split)  # held-out questions as prompts: fine
+    for prompt in (Question(tuned_on.qid, "other words", ()), Question("p2", "  " + tuned_on.question.upper(), ())):
+        with pytest.raises(ValueError, match="1 golden prompt\\(s\\) of golden:g are fusion-tuning questions"):
+            check_prompts_held_out(QuestionSet(questions=(prompt,), header={}, path="golden:g"), split)
+
+
+def test_a_tuned_pair_ranked_on_other_tuning_questions_is_refused_by_the_report():
+    """Attack: edit a tuning question's labels and re-run the report alone. The held-out part,
+    and so the scored questions' fingerprint, is the same; the tuned value may not be."""
+    import json
+
+    from eval_pipeline.judging.verdict import InconsistentInputs, results_provenance
+
+    config = json.dumps({"engine": "hybrid", "tune": "rrf_k", "rrf_k": 5, "tuned": {"method": "rrf_k"}})
+    frame = pd.DataFrame({"variant": ["t"], "store_table": ["tb"], "questions_fingerprint": ["held"],
+                          "variant_config": [config], "code_version": ["c"], "tuning_fingerprint": ["old"]})
+    assert results_provenance({"t": frame}, table="tb", questions_fingerprint="held", tuning_fingerprint="old")
+    with pytest.raises(InconsistentInputs, match="variant 't' was tuned on the tuning questions \\['old'\\], this "
+                                                 "run's are 'new'"):
+        results_provenance({"t": frame}, table="tb", questions_fingerprint="held", tuning_fingerprint="new")
+
+
+def test_answers_of_a_pair_without_metrics_this_run_are_left_out_not_refused():
+    from eval_pipeline.reporting.answers import check_answers_belong
+
+    frame = pd.DataFrame({"corpus_signature": ["c"], "store_table": ["old"], "variant_config": ["{}"]})
+    check_answers_belong({"idx|pg-dense": frame}, corpus_signature="c", table={"idx|bm25": "tb"}, variant_configs={})
+
+
+def test_gate_check_names_do_not_depend_on_the_order_of_the_file():
+    from eval_pipeline.reporting.run import gate_check_names
+
+    keys = ["e5.base-w150-o20|hybrid", "e5-base-w150-o20|hybrid", "minilm|bm25"]
+    names = gate_check_names(keys)
+    assert names == gate_check_names(list(reversed(keys)))
+    assert len(set(names.values())) == 3 and names["minilm|bm25"] == "gate__minilm_bm25"

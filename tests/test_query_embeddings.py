@@ -52,3 +52,18 @@ def test_a_short_reply_from_the_embedder_is_an_error(tmp_path):
     with pytest.raises(RuntimeError, match="embedder returned 4 vectors for 5 questions"):
         QueryEmbeddingCache(tmp_path).get_or_compute(Short(), _questions(5))
     assert list(tmp_path.iterdir()) == []  # nothing half-computed is cached
+
+
+def test_what_computing_them_took_is_kept_so_a_cached_read_is_timed_alike(tmp_path):
+    """Two indexes with one embedder (or a warm run after a cold one) read the same cached
+    vectors: the query latency they report must include the embedding all the same."""
+    questions = _questions(4)
+    cache = QueryEmbeddingCache(tmp_path)
+    assert cache.recorded_seconds(RecordingEmbedder(), questions) is None
+    _, seconds, cached = cache.get_or_compute(RecordingEmbedder(), questions)
+    assert not cached and cache.recorded_seconds(RecordingEmbedder(), questions) == pytest.approx(seconds)
+    for path in tmp_path.glob("*.seconds"):  # an entry from before the cost was kept: computed again
+        path.unlink()
+    again = RecordingEmbedder()
+    _, _, cached = cache.get_or_compute(again, questions)
+    assert not cached and again.calls == [4] and cache.recorded_seconds(again, questions) is not None

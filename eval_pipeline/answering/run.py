@@ -229,9 +229,10 @@ def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapsh
     if golden.golden is None:
         return {v.key: pd.DataFrame(columns=ANSWER_COLUMNS) for v in variants}
     prompts = golden.as_question_set()
-    if tuning_from is not None and tuning_from.tuning:
+    if tuning_from is not None and tuning_from.tuning and any(getattr(v, "tune", None) for v in variants):
         from dataclasses import replace
 
+        check_prompts_held_out(prompts, tuning_from)
         prompts = replace(prompts, tuning=tuning_from.tuning, split=tuning_from.split)
     frames = rank_in_one_step(variants, snapshot=snapshot, store=store, question_set=prompts,
                               state=state, connection_string=connection_string, embedder=embedder,
@@ -242,6 +243,22 @@ def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapsh
                               keep_text=keep_text, log=log)
     return {v: frame.assign(corpus_signature=store.corpus_signature, store_table=store.table,
                             variant_config=_one(frames[v]["variant_config"])) for v, frame in answers.items()}
+
+
+def check_prompts_held_out(prompts, question_set) -> None:
+    """No golden prompt is a question the fusion was tuned on (by id or by its text): a tuned
+    variant's answers to it would be scored on what it was tuned on. A ValueError names them."""
+    def text(s: str) -> str:
+        return " ".join(s.lower().split())
+
+    tuning_ids, tuning_texts = {q.qid for q in question_set.tuning}, {text(q.question) for q in question_set.tuning}
+    leaked = [p.qid for p in prompts.questions if p.qid in tuning_ids or text(p.question) in tuning_texts]
+    if leaked:
+        shown = ", ".join(leaked[:5]) + (", ..." if len(leaked) > 5 else "")
+        raise ValueError(f"{len(leaked)} golden prompt(s) of {prompts.path} are fusion-tuning questions ({shown}): "
+                         "a tuned variant would be scored on what it was tuned on. Materialize golden_prompts again "
+                         "(built from the split question set it holds only the held-out part), remove them from "
+                         "the golden file, or use another tuning seed")
 
 
 def produce_pair_answers(pairs: Sequence[tuple[str, str, Any]], golden: CheckedGoldenSet, *, stores: Mapping[str, Any],

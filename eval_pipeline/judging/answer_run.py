@@ -283,10 +283,14 @@ def grading_usage(before: Mapping[str, Any], after: Mapping[str, Any], model: st
 
 
 def _treatment(frame: pd.DataFrame) -> dict[str, Any]:
-    """What the run changed that the comparison key does not hold: the context size and the
-    generator's settings (its prompt version, token budget, sampling...). A run is compared
-    across them (they are what a team tunes); the report names what changed."""
+    """What the run changed that the comparison key does not hold: the context size, the
+    generator's settings (its prompt version, token budget, sampling...) and the vector table the
+    context came from (an index redefined under its name). A run is compared across them (they
+    are what a team tunes); the report names what changed."""
     import json
 
-    return {"context_k": int(frame["context_k"].iloc[0]), "generator": json.loads(frame["generator_settings"].iloc[0])}
+    out = {"context_k": int(frame["context_k"].iloc[0]), "generator": json.loads(frame["generator_settings"].iloc[0])}
+    if "store_table" in frame:
+        out["table"] = str(frame["store_table"].iloc[0])
+    return out
 

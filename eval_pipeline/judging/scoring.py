@@ -52,7 +52,7 @@ def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAU
         }
     )
     keep = ["qid", "doc_ids", "chunk_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained", "miss_class",
-            "rerank_fallback", "diagnosis_error", "index", *PROVENANCE_COLUMNS]
+            "rerank_fallback", "diagnosis_error", "index", "tuning_fingerprint", *PROVENANCE_COLUMNS]
     scored = scored.merge(info, on="qid", how="left").merge(results[[c for c in keep if c in results]], on="qid", how="left")
     variant = results["variant"].iloc[0] if len(results) else ""
     scored.insert(0, "variant", variant)

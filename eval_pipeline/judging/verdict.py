@@ -83,7 +83,8 @@ class RunVerdict:
 
 
 def results_provenance(
-    per_variant: Mapping[str, pd.DataFrame], *, table: str | Mapping[str, str], questions_fingerprint: str
+    per_variant: Mapping[str, pd.DataFrame], *, table: str | Mapping[str, str], questions_fingerprint: str,
+    tuning_fingerprint: str | None = None,
 ) -> dict[str, Any]:
     """The provenance of the results themselves: `variants`, each variant's configuration as
     recorded when it was ranked (the `variant_config` column), and `variant_code_versions`,
@@ -108,6 +109,11 @@ def results_provenance(
             problems.append(f"variant {variant!r} has {len(raw)} recorded configurations (expected one)")
         else:
             configs[variant] = json.loads(raw[0])
+            if "tuned" in configs[variant]:  # tuned on the question set's tuning part: this run's?
+                seen = sorted(set(frame["tuning_fingerprint"].dropna())) if "tuning_fingerprint" in frame else []
+                if seen != [tuning_fingerprint]:
+                    problems.append(f"variant {variant!r} was tuned on the tuning questions {seen or 'unknown'}, "
+                                    f"this run's are {tuning_fingerprint!r}")
         versions = sorted(set(frame["code_version"].dropna())) if "code_version" in frame else []
         code_versions[variant] = versions[0] if len(versions) == 1 else "unknown"
     if problems:

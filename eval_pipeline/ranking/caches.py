@@ -27,7 +27,9 @@ class QueryEmbeddingCache:
     """Question embeddings on disk, keyed by the embedder's identity (model and weights by
     content) and the exact question texts. Computed `QUERY_BATCH` questions at a time into one
     float32 matrix, the form they are cached in, so a computed run and a cached one rank on
-    the same numbers."""
+    the same numbers. What computing them took is kept beside them (`recorded_seconds`): a
+    query's latency includes its embedding whether this run computed it or read it, so two
+    indexes with one embedder, or a warm run and a cold one, are timed alike."""
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
@@ -37,10 +39,18 @@ class QueryEmbeddingCache:
         payload = identity_json({"embedder": identity, "questions": [[q.qid, q.question] for q in questions]})
         return self.folder / f"{hashlib.sha256(payload.encode()).hexdigest()[:32]}.npy"
 
+    def recorded_seconds(self, embedder, questions: Sequence[Question]) -> float | None:
+        """What computing these embeddings took when they were cached (None: not cached)."""
+        try:
+            return float(self._path(embedder.identity, questions).with_suffix(".seconds").read_text())
+        except (OSError, ValueError):
+            return None
+
     def get_or_compute(self, embedder, questions: Sequence[Question]) -> tuple[dict[str, list[float]], float, bool]:
-        """(embeddings by qid, seconds spent embedding, whether they came from the cache)."""
+        """(embeddings by qid, seconds spent embedding in this call, whether they came from the
+        cache). An entry whose cost was not recorded is computed again."""
         path = self._path(embedder.identity, questions)
-        if path.exists():
+        if path.exists() and self.recorded_seconds(embedder, questions) is not None:
             try:
                 matrix = np.load(path)
                 if matrix.shape[0] == len(questions):
@@ -66,6 +76,7 @@ class QueryEmbeddingCache:
         buffer = io.BytesIO()
         np.save(buffer, matrix)
         atomic_write_bytes(path, buffer.getvalue())
+        atomic_write_bytes(path.with_suffix(".seconds"), f"{seconds!r}\n".encode())
         return {q.qid: matrix[i].tolist() for i, q in enumerate(questions)}, seconds, False
 
 

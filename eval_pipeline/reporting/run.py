@@ -196,7 +196,8 @@ def run_provenance(per_variant: Mapping[str, pd.DataFrame], snapshot: CorpusSnap
         "code_version": code_version(),
         # as recorded in each partition's results, not as the variants file says now
         **_with_indexes(results_provenance(per_variant, table=tables or store.table,
-                                           questions_fingerprint=question_set.fingerprint), indexes),
+                                           questions_fingerprint=question_set.fingerprint,
+                                           tuning_fingerprint=question_set.tuning_fingerprint), indexes),
     }
 
 
@@ -278,13 +279,14 @@ def inline_plots(markdown: str, plots: Mapping[str, str]) -> str:
 def gate_check_names(keys: Sequence[str]) -> dict[str, str]:
     """variant key -> a valid check name (`gate__hybrid_mmr`), unique even when two keys differ
     only by characters an identifier cannot hold."""
-    names: dict[str, str] = {}
-    for key in keys:
-        name = "gate__" + re.sub(r"[^A-Za-z0-9_]", "_", key)
-        while name in names.values():
-            name += "_"
-        names[key] = name
-    return names
+    import hashlib
+
+    plain = {key: "gate__" + re.sub(r"[^A-Za-z0-9_]", "_", key) for key in keys}
+    clashing = {name for name in plain.values() if list(plain.values()).count(name) > 1}
+    # keys that differ only by such characters get a suffix from the key itself: the same check
+    # name for the same key whatever the order of the file
+    return {key: name + "_" + hashlib.sha256(key.encode()).hexdigest()[:6] if name in clashing else name
+            for key, name in plain.items()}
 
 
 GATE_COLUMNS = ["against", "metric", "actual", "yardstick", "delta", "tolerance", "passed"]

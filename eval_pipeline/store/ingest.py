@@ -355,6 +355,16 @@ class ShardResult:
     embedded: int
     seconds: float
     table: str = ""  # the table the shard belongs to
+    started: float = 0.0  # when the step began (epoch seconds): a build's wall span is over its shards
+
+
+def shards_wall_seconds(results) -> float | None:
+    """From the first shard's start to the last one's end: what writing the shards took, run
+    one after the other or side by side (None: no shard says when it started)."""
+    timed = [r for r in results if r.started > 0]
+    if not timed:
+        return None
+    return max(r.started + r.seconds for r in timed) - min(r.started for r in timed)
 
 
 def shard_lock_key(table: str, index: int) -> str:
@@ -444,9 +454,9 @@ def ingest_shard(
     progress row is marked written in the transaction after its last batch."""
     lock_timeout = lock_timeout_default(lock_timeout)
     lock_log_every = positive_seconds(lock_log_every, "lock_log_every")
-    started = time.perf_counter()
+    started, began = time.perf_counter(), time.time()
     if plan.complete is not None:
-        return ShardResult(shard.index, plan.complete[0], 0, 0.0, plan.table)
+        return ShardResult(shard.index, plan.complete[0], 0, 0.0, plan.table, began)
     if embedder.identity != plan.embedder_identity:
         raise ValueError(f"{plan.table} was planned for the embedder {plan.embedder_identity}, not "
                          f"{embedder.identity}; materialize pgvector_store again")
@@ -460,11 +470,12 @@ def ingest_shard(
         try:
             done = _manifest_row(conn, table)
             if done is not None:  # another run finished the table meanwhile
-                return ShardResult(shard.index, done[0], 0, time.perf_counter() - started, table)
+                return ShardResult(shard.index, done[0], 0, time.perf_counter() - started, table, began)
             progress = _shard_progress(conn, plan, shard)
             if progress.done:
                 log(f"{label} is already written ({progress.chunks_written} chunks in {progress.batches_done} batches)")
-                return ShardResult(shard.index, progress.chunks_written, 0, time.perf_counter() - started, table)
+                return ShardResult(shard.index, progress.chunks_written, 0, time.perf_counter() - started, table,
+                                   began)
             _check_rows_agree(conn, table, what=label)
             if progress.batches_done:
                 log(f"resuming the build of {label} after batch {progress.batches_done} "
@@ -477,7 +488,7 @@ def ingest_shard(
             conn.execute(f"UPDATE {PROGRESS_TABLE} SET done = true, updated_at = now()"
                          " WHERE table_name = %s AND shard = %s AND plan = %s", (table, shard.index, plan.key))
             return ShardResult(shard.index, count, count - progress.chunks_written, time.perf_counter() - started,
-                               table)
+                               table, began)
         finally:
             _unlock_quietly(conn, key)
 
@@ -497,8 +508,8 @@ def finish_ingest(
     that another run finished meanwhile is reused.
 
     The build's seconds, recorded in the manifest: `shard_seconds` (what writing the shards
-    took, summed: a step that builds several tables one after the other gives each its own)
-    plus this step's, else the wall time since the plan was made."""
+    took, wall time: `shards_wall_seconds`; a step that builds several tables one after the
+    other gives each its own) plus this step's, else the wall time since the plan was made."""
     lock_timeout = lock_timeout_default(lock_timeout)
     lock_log_every = positive_seconds(lock_log_every, "lock_log_every")
     table = plan.table
