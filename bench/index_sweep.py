@@ -120,6 +120,7 @@ def main() -> None:
 
     print_machine("index sweep through dagster job execute")
     state = Path(args.state_dir or DEFAULT_STATE_ROOT / ("index-sweep-scifact" if args.scifact else "index-sweep"))
+    fresh = not (state.exists() and args.keep)
     if state.exists() and not args.keep:
         subprocess.run([sys.executable, "-m", "eval_pipeline.store.database", "stop", "--state-dir", str(state)],
                        cwd=REPO_ROOT, capture_output=True)
@@ -149,7 +150,8 @@ def main() -> None:
     try:
         for number in range(args.runs):
             code, seconds, log = job(state, variants, config, env_extra)
-            walls.append((("cold" if number == 0 else "warm"), code, seconds, log))
+            kind = "warm" if number else ("cold" if fresh else "first, on the kept state dir")
+            walls.append((kind, code, seconds, log))
             print(f"run {number + 1} ({walls[-1][0]}): exit {code}, {seconds:.1f} s  (log {log})", flush=True)
             if code != 0 and not (results / "indexes.json").exists():
                 raise SystemExit("the job failed before its report:\n" + log.read_text()[-3000:])
