@@ -2,9 +2,10 @@
 and beside the ranking, golden prompts -> answers -> graded answers -> answer metrics -> report
 (assets/answer_quality.py).
 
-ranked_results, variant_metrics and the answer assets are partitioned by variant
-(assets/partitions.py); ranked_results is a small graph of its own (assets/ranking.py), and so
-is pgvector_store, written in one or more shards (assets/store.py).
+ranked_results, variant_metrics and the answer assets are partitioned by variant, or by
+(index, variant) pair when the variants file lists indexes (assets/partitions.py);
+ranked_results is a small graph of its own (assets/ranking.py), and so is pgvector_store, one
+table per index written in one or more shards (assets/store.py).
 
 Each asset reads its inputs, calls one eval_pipeline function and attaches metadata.
 """

@@ -1,8 +1,8 @@
 """Answer quality: golden_prompts -> answers -> graded_answers -> answer_metrics, then a section
 of the report and the blocking answer_gate checks (assets/__init__.py).
 
-answers, graded_answers and answer_metrics are partitioned by variant like ranked_results: a
-whole sweep is one run, and one variant can be re-run from the UI. Each asset calls one
+answers, graded_answers and answer_metrics are partitioned like ranked_results (by variant, or
+by (index, variant) pair): a whole sweep is one run, and one partition can be re-run from the UI. Each asset calls one
 eval_pipeline function and attaches metadata; nothing spends tokens unless the run chose the
 `llm` generator or a grader that calls a model (`judge`, `decision`).
 """

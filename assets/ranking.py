@@ -183,10 +183,11 @@ _ranking_config = ConfigMapping(config_fn=_to_ops, config_schema=RankingConfig.t
 def ranked_results(corpus_snapshot: CorpusSnapshot, pgvector_store: IndexStores, question_set: QuestionSet):
     """Each variant's ranked documents, scores, latency by stage and miss diagnosis for every question.
 
-    One partition per variant. A run over several partitions (the whole sweep) embeds the
-    questions once; variants ranked in one step share first-stage legs and candidate pools; a
-    variant whose table, questions, configuration and code are unchanged since it was last
-    computed is reused, not re-queried.
+    One partition per variant, or per (index, variant) pair when the variants file lists
+    indexes: each index's pairs rank on its table with its embedder. A run over several
+    partitions (the whole sweep) embeds the questions once per embedder; variants ranked in one
+    step share first-stage legs and candidate pools; a variant whose table, questions,
+    configuration and code are unchanged since it was last computed is reused, not re-queried.
     """
     batches, aliases = plan_ranking(corpus_snapshot, pgvector_store, question_set)
     ranked = batches.map(lambda batch: rank_variants(batch, corpus_snapshot, pgvector_store, question_set))
