@@ -371,3 +371,15 @@ def test_gate_check_names_do_not_depend_on_the_order_of_the_file():
     names = gate_check_names(keys)
     assert names == gate_check_names(list(reversed(keys)))
     assert len(set(names.values())) == 3 and names["minilm|bm25"] == "gate__minilm_bm25"
+
+
+def test_the_bundled_model_listed_again_by_its_folder_is_one_table_twice_and_refused(tmp_path):
+    from eval_pipeline.store.embedders import default_model_path
+
+    text = ("indexes:\n  - embedder: bundled\n"
+            f"  - embedder: {{kind: local, model: \"{default_model_path()}\"}}\n"
+            "variants:\n  - engine: pg-dense\n")
+    path = tmp_path / "variants.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(VariantConfigError, match="index 2: the same embedder and chunking as index 1"):
+        load_sweep(path)

@@ -138,7 +138,7 @@ class IndexSpec:
         if self.embedder == "bundled":
             return BUNDLED_MODEL_ID
         if self.embedder == "local":
-            return str(self.model)
+            return BUNDLED_MODEL_ID if _is_bundled_folder(str(self.model)) else str(self.model)
         return f"openai:{self.base_url or 'default'}:{self.model}"
 
     def identity(self) -> dict[str, Any]:
@@ -167,6 +167,16 @@ class IndexSpec:
 
 
 DEFAULT_INDEX = IndexSpec()  # minilm-w150-o20: the bundled model on the default chunking
+
+
+def _is_bundled_folder(model: str) -> bool:
+    """Whether a local model folder is the bundled model's (LocalEmbedder names it so too)."""
+    from eval_pipeline.store.embedders import default_model_path
+
+    try:
+        return Path(model).resolve() == Path(default_model_path()).resolve()
+    except (OSError, ImportError):
+        return False
 
 
 def _stem(spec: IndexSpec, room: int) -> str:
@@ -204,7 +214,9 @@ def parse_indexes(raw: Any, source: str = "<config>", *, base_dir: str | Path | 
         if spec.key in keys:
             how = "give one of them a 'name'" if spec.name is None else "give it another 'name'"
             raise ValueError(f"{where}: key {spec.key!r} is the key of index {keys[spec.key]}; {how}")
-        identity = repr(sorted(spec.identity().items()))
+        # what the table would be: the model as the embedder names it (a local folder that is the
+        # bundled model is the bundled model), its endpoint and the chunking; not the kind
+        identity = repr([spec.model_id, spec.base_url, sorted(asdict(spec.chunking).items())])
         if identity in identities:
             raise ValueError(f"{where}: the same embedder and chunking as index {identities[identity]} "
                              f"({specs[identities[identity] - 1].key!r}): one table would be measured twice; "
