@@ -2,15 +2,13 @@
 
 The variants file is read when `assets` is imported, so a test that needs another file runs
 this in a child process: `python -m tests.integration.index_sweep_driver STATE RESULTS [PAIR]`
-with EVAL_PIPELINE_VARIANTS set (and INDEX_SWEEP_CORPUS=demo for the demo corpus, questions and golden
-prompts instead of the tiny fixture). It materializes the whole sweep in one run, then, given PAIR,
+with EVAL_PIPELINE_VARIANTS set. It materializes the whole sweep in one run, then, given PAIR,
 `ranked_results` and `variant_metrics` for that one (index, variant) pair alone.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -41,8 +39,6 @@ def main(state: str, results: str, pair: str | None = None) -> dict:
         "golden_prompts": {"config": {"source": "file", "path": str(FIXTURES / "tiny_golden.jsonl")}},
         "report": {"config": {"results_dir": results}},
     }}
-    if os.environ.get("INDEX_SWEEP_CORPUS") == "demo":  # the demo corpus, questions and golden prompts
-        config = {"ops": {"report": {"config": {"results_dir": results}}}}
     everything = [*definitions.ALL_ASSETS, definitions.assets.no_errored_questions, definitions.assets.regression_gate,
                   definitions.assets.answer_gate]
     instance = DagsterInstance.ephemeral()
