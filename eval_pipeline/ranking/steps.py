@@ -94,8 +94,8 @@ def plan_ranking_batches(
     identities = {v.key: build_reranker(v.reranker, warm=False).identity() if v.reranker.kind != "none" else None
                   for v in variants}
     environment = {**result_environment(), **store_environment(connection_string)}
-    keys = {v.key: ResultsCache.key(table=results_table(store, v), questions_fingerprint=results_questions(question_set, v),
-                                    variant=v, miss_k=miss_k, code_version=version, reranker=identities[v.key],
+    keys = {v.key: ResultsCache.key(table=results_table(store, v),
+                                    questions_fingerprint=results_questions(question_set, v), variant=v, miss_k=miss_k, code_version=version, reranker=identities[v.key],
                                     environment=environment,
                                     query_embedder="none" if index_independent(v) else embedder.identity)
             for v in variants}
@@ -222,9 +222,9 @@ def plan_pairs(
 ) -> tuple[list[tuple[str, Batch]], dict[str, Alias]]:
     """The batches of a run over (partition key, index key, variant) pairs: `plan_ranking_batches`
     once per index (its table `stores[index]`, its embedder `embedder_for(index)`, its reranker
-    builder `builder_for(index)`), and the
-    partitions that take another's results instead of being ranked (`Alias`): an
-    index-independent variant is ranked on the first index of each chunking only."""
+    builder `builder_for(index)`), and the partitions that take another's results instead of
+    being ranked (`Alias`): an index-independent variant is ranked on the first index of each
+    chunking only."""
     batches: list[tuple[str, Batch]] = []
     claimed: dict[str, str] = {}
     aliases: dict[str, Alias] = {}

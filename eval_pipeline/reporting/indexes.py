@@ -133,9 +133,10 @@ def index_section(costs: Sequence[Mapping[str, Any]], latency: Mapping[str, Mapp
     from eval_pipeline.judging.recommend import headline
     from eval_pipeline.reporting.report import markdown_table
 
-    lines = ["## Indexes", "", f"**{headline(recommendation)}**", "", "Gold labels are document ids, so one question set serves every index and chunking. "
-             f"Every pair is compared with the baseline pair `{baseline}`; each pair's gate judges it against its "
-             "own history.", "", "### What each index costs", ""]
+    lines = ["## Indexes", "", f"**{headline(recommendation)}**", "",
+             "Gold labels are document ids, so one question set serves every index and chunking. Every pair is "
+             f"compared with the baseline pair `{baseline}`; each pair's gate judges it against its own history.", "",
+             "### What each index costs", ""]
     rows = []
     for c in costs:
         legs = latency.get(c["index"], {})
