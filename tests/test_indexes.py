@@ -323,3 +323,37 @@ def test_the_module_docstrings_example_parses_to_the_keys_it_names(tmp_path):
     keys = [s.key for s in _load(text)]
     assert len(keys) == 4 and stated == [keys[0], keys[2], keys[3]]
     assert keys[1] == "minilm-w300"
+
+
+def test_an_openai_index_may_name_its_input_types_and_they_are_its_identity():
+    specs = _load("""
+        indexes:
+          - embedder: {kind: openai, model: e5, base_url: "http://127.0.0.1:9/v1"}
+            chunking: {split_length: 100, split_overlap: 10}
+          - embedder: {kind: openai, model: e5, base_url: "http://127.0.0.1:9/v1",
+                       input_type: {document: passage, query: query}}
+    """)
+    plain, typed = specs
+    assert plain.input_types is None and typed.input_types == ("passage", "query")
+    assert typed.identity()["input_type"] == {"document": "passage", "query": "query"}
+    assert "input_type" not in plain.identity()
+    embedder = typed.build_embedder()
+    assert embedder.input_types == ("passage", "query") and embedder.identity != plain.build_embedder().identity
+
+
+@pytest.mark.parametrize("value", ["passage", "{document: passage}", "{document: passage, query: ''}",
+                                   "{document: passage, query: query, other: x}"])
+def test_a_bad_input_type_is_refused_naming_the_setting(value):
+    message = _error(f"""
+        indexes:
+          - embedder: {{kind: openai, model: e5, input_type: {value}}}
+    """)
+    assert "index 1: embedder.input_type must be {document: <type>, query: <type>}" in message
+
+
+def test_input_type_is_for_the_openai_kind_only():
+    message = _error("""
+        indexes:
+          - embedder: {kind: bundled, input_type: {document: passage, query: query}}
+    """)
+    assert "embedder 'bundled' has no setting(s) ['input_type']" in message

@@ -62,7 +62,8 @@ class QueryEmbeddingCache:
         matrix = None
         for start in range(0, len(questions), QUERY_BATCH):
             batch = questions[start : start + QUERY_BATCH]
-            vectors = embedder.embed([q.question for q in batch])
+            # the query side of an embedder that has two (OpenAIEmbedder.input_types), else `embed`
+            vectors = getattr(embedder, "embed_queries", embedder.embed)([q.question for q in batch])
             if len(vectors) != len(batch):
                 what = "questions" if len(questions) == len(batch) else f"questions (batch at {start})"
                 raise RuntimeError(f"embedder returned {len(vectors)} vectors for {len(batch)} {what}")

