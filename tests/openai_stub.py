@@ -68,6 +68,8 @@ class OpenAIStub:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            _counted = False  # this request is counted in `in_flight`
+
             def log_message(self, *args):
                 pass
 
@@ -75,15 +77,25 @@ class OpenAIStub:
                 with stub._lock:
                     stub.in_flight += 1
                     stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
+                self._counted = True
                 try:
                     self._handle()
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout): nothing to answer
                 finally:
+                    self._done()
+
+            def _done(self):
+                """The request stops counting as in flight once its answer starts going out: the
+                client may send its next request the moment it reads it, before this handler's
+                thread gets back here (which measured 3 in flight under a limit of 2)."""
+                if self._counted:
+                    self._counted = False
                     with stub._lock:
                         stub.in_flight -= 1
 
             def _send(self, status: int, raw: bytes, content_type: str = "application/json"):
+                self._done()
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(raw)))
