@@ -383,3 +383,16 @@ def test_the_bundled_model_listed_again_by_its_folder_is_one_table_twice_and_ref
     path.write_text(text, encoding="utf-8")
     with pytest.raises(VariantConfigError, match="index 2: the same embedder and chunking as index 1"):
         load_sweep(path)
+
+
+@pytest.mark.parametrize("value, expected", [(3, 3.0), (0.25, 0.25), (float("nan"), None), (float("inf"), None),
+                                             (None, None), (True, None), ("1.5", None)])
+def test_a_measurement_that_may_be_absent_is_a_finite_float_or_none(value, expected):
+    """The one reader the gate, the answer section and the Indexes section share."""
+    import numpy as np
+
+    from eval_pipeline.common.checks import finite_number
+
+    assert finite_number(value) == expected
+    if expected is not None:
+        assert finite_number(np.float64(value)) == expected and type(finite_number(np.float64(value))) is float

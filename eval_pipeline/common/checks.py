@@ -26,6 +26,12 @@ def is_finite(value: object) -> bool:
     return is_real(value) and math.isfinite(float(value))
 
 
+def finite_number(value: object) -> float | None:
+    """`value` as a float when it is a finite real number, else None (missing, NaN, infinite
+    or not a number): a measurement that may be absent."""
+    return float(value) if is_finite(value) else None
+
+
 def finite_values(values: object, name: str):
     """A new 1-D float64 numpy array of finite values, or an error naming ``name``: TypeError
     for a string or a mapping, ValueError for anything else.

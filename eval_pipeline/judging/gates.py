@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
 
-from eval_pipeline.common.checks import is_real
+from eval_pipeline.common.checks import finite_number
 from eval_pipeline.judging.metrics import DEFAULT_KS
 
 __all__ = [
@@ -110,14 +110,6 @@ def validate_tolerances(raw: Mapping[str, object]) -> dict[str, float]:
     return out
 
 
-def _number(value: object) -> float | None:
-    """A finite float, or None for missing/NaN/non-numeric values."""
-    if value is None or not is_real(value):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def evaluate_gate(
     current: Mapping[str, float],
     yardstick: Mapping[str, float] | None,
@@ -163,8 +155,8 @@ def evaluate_gate(
     judged = comparison_state == "comparable"
     rows: list[dict[str, Any]] = []
     for metric, tolerance in tolerances.items():
-        actual = _number(current[metric])
-        base = _number(yardstick.get(metric)) if yardstick is not None else None
+        actual = finite_number(current[metric])
+        base = finite_number(yardstick.get(metric)) if yardstick is not None else None
         delta = actual - base if actual is not None and base is not None else None
         if not judged or base is None:
             passed = None

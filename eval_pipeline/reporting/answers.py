@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.common.checks import missing
+from eval_pipeline.common.checks import finite_number, missing
 
 
 @dataclass
@@ -99,9 +99,9 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                    "generator": None if missing(row["generator"]) else row["generator"],
                    "yardstick": row["yardstick"], "limited": bool(row["limited"]),
                    "errored": int(row["n_errored"]), "n_scored": int(row["n_scored"]),
-                   "pass_rate": _number(row["pass_rate"]), "mean_score": _number(row["mean_score"]),
-                   "pass_rate_ci_low": _number(row["pass_rate_low"]), "pass_rate_ci_high": _number(row["pass_rate_high"]),
-                   "mean_ci_low": _number(row["mean_low"]), "mean_ci_high": _number(row["mean_high"])}
+                   "pass_rate": finite_number(row["pass_rate"]), "mean_score": finite_number(row["mean_score"]),
+                   "pass_rate_ci_low": finite_number(row["pass_rate_low"]), "pass_rate_ci_high": finite_number(row["pass_rate_high"]),
+                   "mean_ci_low": finite_number(row["mean_low"]), "mean_ci_high": finite_number(row["mean_high"])}
         comparable, _ = answer_comparable(current)
         key = {k: current[k] for k in ("variant", "grader", "set_id", "set_fingerprint", "corpus_signature",
                                        "generator", "yardstick")}
@@ -149,13 +149,6 @@ def _no_nan(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_no_nan(v) for v in value]
     return value
-
-
-def _number(value: Any) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -269,7 +262,7 @@ def answer_gate_output(verdict: AnswerVerdict) -> dict[str, Any]:
         entry = out["variants"].setdefault(r["variant"], {"passed": True, "graders": {}})
         entry["passed"] = entry["passed"] and bool(g.passed)
         entry["graders"][r["grader"]] = {"passed": bool(g.passed), "state": g.state, "message": g.message,
-                                         "pass_rate": _number(r["pass_rate"]), "mean_score": _number(r["mean_score"]),
+                                         "pass_rate": finite_number(r["pass_rate"]), "mean_score": finite_number(r["mean_score"]),
                                          "generator": "unknown" if missing(r["generator"]) else r["generator"],
                                          "yardstick": r["yardstick"],
                                          "previous_run": (r["previous"] or {}).get("run_id") or "",

@@ -18,13 +18,14 @@ answer, the Pareto plots and the recommendation.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from eval_pipeline.common.checks import finite_number
 
 QUALITY_METRIC = "ndcg@10"
 ANSWER_K = 5  # documents whose ranking chunk is read for the gist (the answer context's size)
@@ -99,17 +100,9 @@ def pair_frame(summary: pd.DataFrame, intervals: pd.DataFrame, pairs: Mapping[st
         if iv is not None and key in iv.index:
             low, high = float(iv.loc[key, "low"]), float(iv.loc[key, "high"])
         rows.append({"pair": key, "index": index, "variant": variant, "quality": float(row[QUALITY_METRIC]),
-                     "quality_low": low, "quality_high": high, "p95_ms": _num(row.get("latency_p95_ms")),
-                     "storage_bytes": _num(storage.get(index)), **(contexts or {}).get(key, {})})
+                     "quality_low": low, "quality_high": high, "p95_ms": finite_number(row.get("latency_p95_ms")),
+                     "storage_bytes": finite_number(storage.get(index)), **(contexts or {}).get(key, {})})
     return pd.DataFrame(rows)
-
-
-def _num(value: Any) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(value) else value
 
 
 def index_plots(frame: pd.DataFrame, recommendation, folder: Path, suffix: str = "") -> dict[str, str]:
@@ -145,7 +138,7 @@ def index_section(costs: Sequence[Mapping[str, Any]], latency: Mapping[str, Mapp
     leg_columns = [f"{leg} p50/p95 ms" for leg in LEGS if any(f"{leg} p50/p95 ms" in r for r in rows)]
     table = pd.DataFrame(rows)
     for column in leg_columns:
-        table[column] = table[column].fillna("") if column in table else ""
+        table[column] = table[column].fillna("")
     lines += [markdown_table(table, ["index", "model", "chunking", "chunks", "build_seconds", "chunks_per_second",
                                      "storage MB", *leg_columns]), ""]
     if len(frame):
