@@ -94,21 +94,21 @@ def plan_ranking_batches(
     identities = {v.key: build_reranker(v.reranker, warm=False).identity() if v.reranker.kind != "none" else None
                   for v in variants}
     environment = {**result_environment(), **store_environment(connection_string)}
-    keys = {v.key: ResultsCache.key(table=results_table(store, v),
-                                    questions_fingerprint=results_questions(question_set, v), variant=v, miss_k=miss_k, code_version=version, reranker=identities[v.key],
-                                    environment=environment,
-                                    query_embedder="none" if index_independent(v) else embedder.identity)
-            for v in variants}
+
+    def results_key(v, code: str) -> str | None:
+        return ResultsCache.key(table=results_table(store, v), questions_fingerprint=results_questions(question_set, v),
+                                variant=v, miss_k=miss_k, code_version=code, reranker=identities[v.key],
+                                environment=environment,
+                                query_embedder="none" if index_independent(v) else embedder.identity)
+
+    keys = {v.key: results_key(v, version) for v in variants}
     partition_keys = dict(partition_keys or {v.key: v.key for v in variants})
     if claimed is not None:
         for v in variants:
             if not index_independent(v):
                 continue
-            # the results key without the code version, which may be unknown or dirty: within
-            # one run the code is the same
-            key = ResultsCache.key(table=results_table(store, v), questions_fingerprint=question_set.fingerprint,
-                                   variant=v, miss_k=miss_k, code_version="this run", reranker=None,
-                                   environment=environment, query_embedder="none")
+            # the results key for this run's code, which may be unknown or dirty (no cache key)
+            key = results_key(v, "this run")
             if key in claimed:
                 aliases[partition_keys[v.key]] = Alias(claimed[key], index, store.table)
             else:
@@ -130,8 +130,7 @@ def plan_ranking_batches(
         batches.append(([v.key for v in reused], True))  # loaded from the cache: cheap, one step
     log(f"{len(variants)} variant(s) in {len(batches)} step(s): " + "; ".join(", ".join(b) for b, _ in batches)
         + (f" ({len(reused)} reused unchanged)" if reused else ""))
-    prefix = f"{index}__" if index else ""
-    return [(mapping_key(number, [prefix + "__".join(batch)]),
+    return [(mapping_key(number, batch),
              Batch({k: keys[k] for k in batch}, from_cache, {k: identities[k] for k in batch}, version, embed_ms,
                    embedded, index=index, partition_keys={k: partition_keys[k] for k in batch}))
             for number, (batch, from_cache) in enumerate(batches)]
