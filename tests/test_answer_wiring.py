@@ -578,9 +578,9 @@ def test_answer_metrics_from_another_corpus_or_configuration_are_refused():
 
     frame = pd.DataFrame([{"corpus_signature": "old", "store_table": "t1", "variant_config": json.dumps({"k": 1})}])
     with pytest.raises(InconsistentInputs, match="corpus 'old'"):
-        check_answers_belong({"hybrid": frame}, corpus_signature="new", table="t1", variant_configs={})
+        check_answers_belong({"hybrid": frame}, corpus_signature="new", tables={"hybrid": "t1"}, variant_configs={})
     same_corpus = frame.assign(corpus_signature="new")
     with pytest.raises(InconsistentInputs, match="another configuration"):
-        check_answers_belong({"hybrid": same_corpus}, corpus_signature="new", table="t1",
+        check_answers_belong({"hybrid": same_corpus}, corpus_signature="new", tables={"hybrid": "t1"},
                              variant_configs={"hybrid": {"k": 2}})
-    check_answers_belong({"hybrid": same_corpus}, corpus_signature="new", table="t1", variant_configs={"hybrid": {"k": 1}})
+    check_answers_belong({"hybrid": same_corpus}, corpus_signature="new", tables={"hybrid": "t1"}, variant_configs={"hybrid": {"k": 1}})

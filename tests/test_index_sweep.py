@@ -351,17 +351,17 @@ def test_a_tuned_pair_ranked_on_other_tuning_questions_is_refused_by_the_report(
     config = json.dumps({"engine": "hybrid", "tune": "rrf_k", "rrf_k": 5, "tuned": {"method": "rrf_k"}})
     frame = pd.DataFrame({"variant": ["t"], "store_table": ["tb"], "questions_fingerprint": ["held"],
                           "variant_config": [config], "code_version": ["c"], "tuning_fingerprint": ["old"]})
-    assert results_provenance({"t": frame}, table="tb", questions_fingerprint="held", tuning_fingerprint="old")
+    assert results_provenance({"t": frame}, tables={"t": "tb"}, questions_fingerprint="held", tuning_fingerprint="old")
     with pytest.raises(InconsistentInputs, match="variant 't' was tuned on the tuning questions \\['old'\\], this "
                                                  "run's are 'new'"):
-        results_provenance({"t": frame}, table="tb", questions_fingerprint="held", tuning_fingerprint="new")
+        results_provenance({"t": frame}, tables={"t": "tb"}, questions_fingerprint="held", tuning_fingerprint="new")
 
 
 def test_answers_of_a_pair_without_metrics_this_run_are_left_out_not_refused():
     from eval_pipeline.reporting.answers import check_answers_belong
 
     frame = pd.DataFrame({"corpus_signature": ["c"], "store_table": ["old"], "variant_config": ["{}"]})
-    check_answers_belong({"idx|pg-dense": frame}, corpus_signature="c", table={"idx|bm25": "tb"}, variant_configs={})
+    check_answers_belong({"idx|pg-dense": frame}, corpus_signature="c", tables={"idx|bm25": "tb"}, variant_configs={})
 
 
 def test_gate_check_names_do_not_depend_on_the_order_of_the_file():

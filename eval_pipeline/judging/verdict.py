@@ -83,13 +83,13 @@ class RunVerdict:
 
 
 def results_provenance(
-    per_variant: Mapping[str, pd.DataFrame], *, table: str | Mapping[str, str], questions_fingerprint: str,
+    per_variant: Mapping[str, pd.DataFrame], *, tables: Mapping[str, str], questions_fingerprint: str,
     tuning_fingerprint: str | None = None,
 ) -> dict[str, Any]:
     """The provenance of the results themselves: `variants`, each variant's configuration as
     recorded when it was ranked (the `variant_config` column), and `variant_code_versions`,
-    the code that ranked it; after checking that every variant was ranked on `table` (one
-    for all, or each partition's) and for
+    the code that ranked it; after checking that every variant was ranked on its table
+    (`tables`: partition key -> table) and for
     the questions `questions_fingerprint`. The configuration that produced a partition
     travels with it: the current variants file may say something else."""
     import json
@@ -98,8 +98,7 @@ def results_provenance(
     code_versions: dict[str, str] = {}
     problems = []
     for variant, frame in per_variant.items():
-        expected_table = table if isinstance(table, str) else table[variant]
-        for column, expected in (("store_table", expected_table), ("questions_fingerprint", questions_fingerprint)):
+        for column, expected in (("store_table", tables[variant]), ("questions_fingerprint", questions_fingerprint)):
             seen = sorted(set(frame[column].dropna().astype(str))) if column in frame else []
             if seen != [expected]:
                 problems.append(f"variant {variant!r} was ranked with {column} {seen or 'unknown'}, "

@@ -43,9 +43,9 @@ class AnswerVerdict:
 
 
 def check_answers_belong(answer_metrics: Mapping[str, pd.DataFrame], *, corpus_signature: str,
-                         table: str | Mapping[str, str], variant_configs: Mapping[str, Any]) -> None:
-    """The answers were produced from this run's corpus, vector table (one for all, or each
-    partition's) and each variant's
+                         tables: Mapping[str, str], variant_configs: Mapping[str, Any]) -> None:
+    """The answers were produced from this run's corpus, each partition's vector table
+    (`tables`: partition key -> table) and each variant's
     configuration as ranked (a report reads the latest materialization of every partition, which
     may be another run's): refuse otherwise, naming what to materialize again."""
     from eval_pipeline.ranking.inputs import InconsistentInputs
@@ -54,10 +54,10 @@ def check_answers_belong(answer_metrics: Mapping[str, pd.DataFrame], *, corpus_s
     for variant, frame in answer_metrics.items():
         if not len(frame):
             continue
-        if not isinstance(table, str) and variant not in table:
+        if variant not in tables:
             continue  # no retrieval metrics for it in this run: its answers are not judged either
         row = frame.iloc[0]
-        expected = table if isinstance(table, str) else table[variant]
+        expected = tables[variant]
         if row["corpus_signature"] != corpus_signature or row["store_table"] != expected:
             problems.append(f"variant {variant!r} answered from corpus {row['corpus_signature']!r} table "
                             f"{row['store_table']!r}, this run has {corpus_signature!r} {expected!r}")

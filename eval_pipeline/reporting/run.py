@@ -87,7 +87,7 @@ def assemble_run(
     verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance, tolerances=sweep.tolerances,
                         strict=sweep.strict, run_id=run_id, limited=question_set.limited,
                         connection_string=connection_string, record=False, statistics_cache=state.statistics)
-    check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, table=tables,
+    check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, tables=tables,
                          variant_configs=provenance.get("variants", {}))
     answers = judge_answer_run(answer_metrics or {}, order=order, corpus_signature=store.corpus_signature,
                             tolerances=sweep.answer_tolerances, strict=sweep.answer_strict,
@@ -154,13 +154,14 @@ def index_report(per_variant: Mapping[str, pd.DataFrame], verdict, *, sweep, sto
     picks = {name: (None if pick is None else {"index": pick.index, "variant": pick.variant, "quality": pick.quality,
                                                "p95_ms": pick.p95_ms, "storage_bytes": pick.storage_bytes})
              for name, pick in (("within_budget", rec.within_budget), ("best_overall", rec.best_overall))}
-    metadata: dict[str, Any] = {"recommendation": headline(rec)}
+    line = headline(rec)
+    metadata: dict[str, Any] = {"recommendation": line}
     for c in costs:
         metadata[f"{c['index']} storage_bytes"] = c["storage_bytes"]
     data = {"indexes": costs, "leg_latency_ms": latency, "budgets": sweep.budgets.kwargs(), "baseline": sweep.baseline,
             "pairs": pairs.astype(object).where(pairs.notna(), None).to_dict(orient="records"),
-            "recommendation": {**picks, "headline": headline(rec)}}
-    return IndexReport(lines, pairs, rec, headline(rec), {**picks, "headline": headline(rec)}, metadata, data)
+            "recommendation": {**picks, "headline": line}}
+    return IndexReport(lines, pairs, rec, line, {**picks, "headline": line}, metadata, data)
 
 
 def _index_provenance(info: StoreInfo) -> dict[str, Any]:
@@ -176,11 +177,11 @@ def _latency(per_variant: Mapping[str, pd.DataFrame]) -> dict[str, Any]:
 
 
 def run_provenance(per_variant: Mapping[str, pd.DataFrame], snapshot: CorpusSnapshot, store: StoreInfo,
-                   question_set: QuestionSet, *, tables: Mapping[str, str] | None = None,
+                   question_set: QuestionSet, *, tables: Mapping[str, str],
                    indexes: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The provenance the run is judged and recorded with (the benchmark's identity, the
     treatment, and each variant's configuration as recorded in its partition's results).
-    `tables` is each partition's table (default: `store`'s for all); `indexes` (with indexes
+    `tables` is each partition's table; `indexes` (with indexes
     listed) each pair's index, added to its configuration as `index`, which then stands for
     the run-level embedder and chunking in the pair's treatment (`compare_provenance`)."""
     from eval_pipeline.judging.history import labels_fingerprint
@@ -195,7 +196,7 @@ def run_provenance(per_variant: Mapping[str, pd.DataFrame], snapshot: CorpusSnap
         "chunking": asdict(store.chunking),
         "code_version": code_version(),
         # as recorded in each partition's results, not as the variants file says now
-        **_with_indexes(results_provenance(per_variant, table=tables or store.table,
+        **_with_indexes(results_provenance(per_variant, tables=tables,
                                            questions_fingerprint=question_set.fingerprint,
                                            tuning_fingerprint=question_set.tuning_fingerprint), indexes),
     }
@@ -209,7 +210,7 @@ def _with_indexes(provenance: dict[str, Any], indexes: Mapping[str, Mapping[str,
 
 
 def shown_provenance(provenance: Mapping[str, Any], snapshot: CorpusSnapshot, store: StoreInfo,
-                     question_set: QuestionSet, sweep, run_id: str, *, stores: IndexStores | None = None
+                     question_set: QuestionSet, sweep, run_id: str, *, stores: IndexStores
                      ) -> dict[str, str]:
     """The report's Provenance section, one readable line per item; with indexes listed, the
     embedder, chunking and table lines are the baseline pair's index's, and every index has
@@ -234,7 +235,7 @@ def shown_provenance(provenance: Mapping[str, Any], snapshot: CorpusSnapshot, st
         "vector table": store.table,
         **({f"index {key}": f"{info.embedder}, {info.chunking.split_by} {info.chunking.split_length}/"
                             f"{info.chunking.split_overlap}, {info.chunk_count} chunks, table {info.table}"
-            for key, info in stores.tables.items()} if stores is not None and sweep.indexes_listed else {}),
+            for key, info in stores.tables.items()} if sweep.indexes_listed else {}),
         "variants file": f"{sweep.source} (baseline {sweep.baseline})",
         "code version": provenance["code_version"],
         "run id": run_id,
