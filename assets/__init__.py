@@ -54,11 +54,10 @@ from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.fusion_tuning import split_question_set
 from eval_pipeline.reporting.answers import answer_gate_checks
 from eval_pipeline.reporting.run import assemble_run, gate_check_names, variant_gate_checks
-from eval_pipeline.store.indexes import IndexStores
+from eval_pipeline.store.indexes import CHUNKING_SETTINGS, IndexStores
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
 
 DEMO_QUESTIONS = DEMO_DATA_DIR / "questions.jsonl"
-CHUNKING_SETTINGS = {"split_by", "split_length", "split_overlap", "embed_title"}
 
 
 class CorpusConfig(Config):
@@ -80,7 +79,7 @@ def validate_run_config(run_config: dict) -> None:
             settings = classes[op](**given)
             if isinstance(settings, StoreConfig):
                 settings.chunking()
-                chunking = sorted(set(given) & CHUNKING_SETTINGS)
+                chunking = sorted(set(given).intersection(CHUNKING_SETTINGS))
                 if chunking and SWEEP.indexes_listed:
                     raise ValueError(f"ops.pgvector_store.config.{chunking[0]}: the variants file {SWEEP.source} lists "
                                      "indexes, and each index's chunking is set there; remove it from the run config")

@@ -2,9 +2,9 @@
 of the report and the blocking answer_gate checks (assets/__init__.py).
 
 answers, graded_answers and answer_metrics are partitioned like ranked_results (by variant, or
-by (index, variant) pair): a whole sweep is one run, and one partition can be re-run from the UI. Each asset calls one
-eval_pipeline function and attaches metadata; nothing spends tokens unless the run chose the
-`llm` generator or a grader that calls a model (`judge`, `decision`).
+by (index, variant) pair): a whole sweep is one run, and one partition can be re-run from the
+UI. Each asset calls one eval_pipeline function and attaches metadata; nothing spends tokens
+unless the run chose the `llm` generator or a grader that calls a model (`judge`, `decision`).
 """
 
 from enum import Enum

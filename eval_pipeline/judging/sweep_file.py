@@ -2,7 +2,8 @@
 indexes (`indexes:`, parsed by `eval_pipeline.store.indexes`), the baseline, the gate's
 tolerances, the question-set audit's thresholds, the answer gate's tolerances and price table
 (`answers:`), the recommendation's budgets (`recommend:`), the fusion-tuning split (`tuning:`)
-and the schedule, read strictly (a duplicate YAML key is an error naming its line). It sits with the judging because it says what is judged and how.
+and the schedule, read strictly (a duplicate YAML key is an error naming its line). It sits
+with the judging because it says what is judged and how.
 
 Everything here is checked when the file is read (the code location loads it), so a bad
 tolerance or price fails before any model is called or any result is stored."""
