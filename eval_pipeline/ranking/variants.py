@@ -41,6 +41,7 @@ from typing import Any
 from eval_pipeline.common.checks import is_integer, is_real
 from eval_pipeline.ranking.bm25 import FIELDS, STEMMERS, STOPWORDS
 from eval_pipeline.ranking.engines import ENGINE_NAMES
+from eval_pipeline.ranking.fusion_tuning import METHODS as TUNE_METHODS
 from eval_pipeline.ranking.rerankers import RERANKER_KINDS, make_reranker, reranker_options
 from eval_pipeline.store.tsvector import KEYWORD_MATCHES, KEYWORD_RANKINGS
 
@@ -57,7 +58,6 @@ COMMON_KNOBS = {"engine", "name", "reranker", "depth", "chunk_top_k", "rerank_de
 
 
 HYBRID_KNOBS = {"fusion", "rrf_k", "weights", "legs", "tune"}
-TUNE_METHODS = ("rrf_k", "weights")  # eval_pipeline.ranking.fusion_tuning.METHODS
 
 
 # Settings of each first-stage leg, given on the variant that uses the leg (a pg-keyword
