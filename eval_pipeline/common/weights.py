@@ -8,19 +8,29 @@ file version: each file's digest is cached under its (size, mtime, ctime, inode)
 and, when a cache file is given or `EVAL_PIPELINE_STATE_DIR` is set, on disk. The ctime and
 inode make the cache safe even against a copy that keeps the old size and mtime (`cp -p`):
 neither can be set by a user, and both change when a file is rewritten or replaced.
+
+Symlinks are followed, to files and to folders alike (a hub snapshot is a folder of links
+into its blob store; a model may link a sub-folder to a shared tokenizer): the identity is of
+the bytes that load, so re-pointing a link at other bytes is another identity. A file's
+digest is cached under the file the bytes were read from (the link's target), with that
+file's signature as the open file gave it. A link that leads back into its own folder is a
+ValueError naming it.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat as stat_mode
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 _LOCK = threading.Lock()
 _MEMORY: dict[str, tuple[list[int], str]] = {}  # file path -> (stat signature, sha256)
+_READ_ATTEMPTS = 3  # a file changing under every read of it is an error, not an identity
 
 
 def _signature(stat: os.stat_result) -> list[int]:
@@ -58,31 +68,91 @@ def _file_digest(path: Path, stored: Callable[[], dict[str, list]]) -> tuple[str
     if isinstance(entry, list) and len(entry) == 2 and entry[0] == signature:
         _MEMORY[key] = (signature, entry[1])
         return entry[1], False
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    _MEMORY[key] = (signature, digest.hexdigest())
-    return digest.hexdigest(), True
+    for _ in range(_READ_ATTEMPTS):
+        # the signature cached is the open file's, before and after the read: the one the bytes
+        # came from, even if the path was replaced between the stat above and the open
+        with open(path, "rb") as fh:
+            before = _signature(os.fstat(fh.fileno()))
+            digest = hashlib.sha256()
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+            after = _signature(os.fstat(fh.fileno()))
+        if before == after:
+            _MEMORY[key] = (before, digest.hexdigest())
+            return digest.hexdigest(), True
+    raise ValueError(f"model file {key!r} changed while it was hashed ({_READ_ATTEMPTS} times): "
+                     "cannot identify its weights")
+
+
+def _loop(root: Path, path: Path, detail: str) -> ValueError:
+    return ValueError(f"model path {str(root)!r}: symlink loop at {str(path.relative_to(root))!r} "
+                      f"({str(path)!r}; {detail}): cannot identify its weights")
+
+
+def _model_files(root: Path) -> list[Path]:
+    """Every file under the folder `root` whose path has no hidden part, as paths through
+    `root` (links kept in them), sorted. Links to files and to folders are followed; a folder
+    reached again inside itself, or a link the system cannot resolve for its links (ELOOP), is
+    a ValueError naming it. A dangling link holds no bytes and is left out, as before links
+    to folders were followed. Walked with a stack: no recursion limit on a deep tree."""
+    top = os.stat(root)
+    files: list[Path] = []
+    stack: list[tuple[Path, frozenset[tuple[int, int]]]] = [(root, frozenset({(top.st_dev, top.st_ino)}))]
+    while stack:
+        folder, ancestors = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                names = sorted(entry.name for entry in it if not entry.name.startswith("."))
+        except OSError as exc:
+            raise ValueError(f"model path {str(root)!r}: cannot list {str(folder)!r} "
+                             f"({type(exc).__name__}: {exc.strerror}): cannot identify its weights") from None
+        for name in names:
+            path = folder / name
+            try:
+                st = os.stat(path)  # through any links
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise _loop(root, path, "its links never reach a file or folder") from None
+                if exc.errno in (errno.ENOENT, errno.ENOTDIR) and os.path.islink(path):
+                    continue  # dangling link
+                raise ValueError(f"model path {str(root)!r}: cannot read {str(path)!r} "
+                                 f"({type(exc).__name__}: {exc.strerror}): cannot identify its weights") from None
+            if stat_mode.S_ISDIR(st.st_mode):
+                ident = (st.st_dev, st.st_ino)
+                if ident in ancestors:
+                    raise _loop(root, path, f"it leads back to {os.path.realpath(path)!r}, a folder it is in")
+                stack.append((path, ancestors | {ident}))
+            elif stat_mode.S_ISREG(st.st_mode):
+                files.append(path)
+    return sorted(files)
 
 
 def content_digest(path: str | Path, *, cache_file: str | Path | None = None) -> str:
     """A sha256 over the relative names and byte hashes of every file under `path` (a folder
-    or one file), symlinks followed. 64 hex characters.
+    or one file), symlinks to files and folders followed (a loop is a ValueError naming it).
+    64 hex characters.
 
     Hidden files and folders (`.git`, `.cache`) are left out: they hold no weights, and a
     hub download's lock files change without the model changing. A missing path is a
     ValueError naming it."""
     root = Path(path).expanduser()
-    if not root.exists():
-        raise ValueError(f"model path {str(root)!r} does not exist: cannot identify its weights")
+    try:
+        os.stat(root)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"model path {str(root)!r} is a symlink loop: cannot identify its weights") from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise ValueError(f"model path {str(root)!r} does not exist: cannot identify its weights") from None
+        raise ValueError(f"model path {str(root)!r} cannot be read ({type(exc).__name__}: {exc.strerror}): "
+                         "cannot identify its weights") from None
     root = root.resolve()
     cache = Path(cache_file) if cache_file is not None else _default_cache()
     if root.is_file():
         files = [root]
+    elif root.is_dir():
+        files = _model_files(root)
     else:
-        files = sorted(p for p in root.rglob("*")
-                       if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+        files = []
     if not files:
         raise ValueError(f"model path {str(root)!r} holds no files: cannot identify its weights")
     loaded: list[dict[str, list]] = []
