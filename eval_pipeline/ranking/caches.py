@@ -114,8 +114,11 @@ class ResultsCache:
     full identity (weights by content; an LLM's endpoint, model and settings), the miss
     depth, the code version and the environment (package, server and extension versions).
     Without a clean code version (not a git checkout, or uncommitted changes) nothing is
-    cached: the code that produced a result must be known. Results with an errored question
-    or an incomplete diagnosis are never stored: an outage must not be replayed.
+    cached: the code that produced a result must be known. Results with an errored question,
+    an incomplete diagnosis or a reranker fallback (an LLM reranker whose answer named no
+    candidate, so the first-stage order was kept) are never stored, and such an entry found on
+    disk is a miss: an outage, or an endpoint answering 200 with nothing usable, must not be
+    replayed once it is fixed (the key cannot tell: the endpoint's identity did not change).
     Latency columns are those measured when the result was computed.
     """
 
@@ -144,18 +147,23 @@ class ResultsCache:
         if not self.has(key):
             return None
         try:
-            return pd.read_parquet(self.folder / f"{key}.parquet")
+            frame = pd.read_parquet(self.folder / f"{key}.parquet")
         except (OSError, ValueError):
             return None  # a damaged entry is recomputed
+        # an entry `put` would refuse (written by older code) is not replayed: ranked again
+        return frame if self.cacheable(frame) else None
 
     @staticmethod
     def cacheable(frame: pd.DataFrame) -> bool:
-        """No errored question and no failed diagnosis leg."""
-        return all(column not in frame or not frame[column].notna().any() for column in ("error", "diagnosis_error"))
+        """No errored question, no failed diagnosis leg, and no question whose reranker fell
+        back to the first-stage order (`rerank_fallback` truthy; None, NaN and False are not)."""
+        if any(column in frame and frame[column].notna().any() for column in ("error", "diagnosis_error")):
+            return False
+        return "rerank_fallback" not in frame or not frame["rerank_fallback"].dropna().astype(bool).any()
 
     def put(self, key: str | None, frame: pd.DataFrame) -> bool:
         """Store `frame` under `key`; False (nothing stored) without a key or for results
-        that are not `cacheable`."""
+        that are not `cacheable` (an error, a diagnosis error or a reranker fallback)."""
         if key is None or not self.cacheable(frame):
             return False
         buffer = io.BytesIO()
