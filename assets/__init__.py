@@ -1,6 +1,8 @@
-"""The asset graph: corpus -> pgvector store -> question set -> ranked results -> variant metrics -> report,
-and beside the ranking, golden prompts -> answers -> graded answers -> answer metrics -> report
-(assets/answer_quality.py).
+"""The asset graph: corpus -> pgvector store -> question set -> ranked results -> variant metrics ->
+verdict -> report, and beside the ranking, golden prompts -> answers -> graded answers -> answer
+metrics -> verdict (assets/answer_quality.py). The verdict decides, in one place, whether the
+run passes (its checks: one gate per variant, retrieval and answers); the report renders it, and
+its blocking check `verdict_passed` fails the run after the report is written.
 
 ranked_results, variant_metrics and the answer assets are partitioned by variant, or by
 (index, variant) pair when the variants file lists indexes (assets/partitions.py);
@@ -43,7 +45,12 @@ from assets.answer_quality import (  # noqa: F401  (the answer-quality assets: p
 from assets.metadata import to_metadata
 from assets.partitions import SWEEP, sweep_partitions
 from assets.run import op_config, selected_assets
-from assets.ranking import RankingConfig, index_embedder_of, ranked_results  # noqa: F401  (ranked_results: in the graph)
+from assets.ranking import (  # noqa: F401  (ranked_results: in the graph)
+    RankingConfig,
+    index_embedder_of,
+    ranked_results,
+    reference_ranker,
+)
 from assets.store import StoreConfig, pgvector_store  # noqa: F401  (pgvector_store: part of the graph)
 from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.corpus.sources import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
@@ -52,8 +59,10 @@ from eval_pipeline.judging.partitions import partition_metrics, score_partitions
 from eval_pipeline.questions.build import build_question_set, preflight_run
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.fusion_tuning import split_question_set
-from eval_pipeline.reporting.answers import answer_gate_checks
-from eval_pipeline.reporting.run import assemble_run, gate_check_names, variant_gate_checks
+from eval_pipeline.judging.run_verdict import decide_run
+from eval_pipeline.judging.verdict import RunVerdict
+from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
+from eval_pipeline.reporting.run import gate_check_names, render_run, variant_gate_checks, verdict_metadata, verdict_output
 from eval_pipeline.store.indexes import CHUNKING_SETTINGS, IndexStores
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
 
@@ -176,27 +185,53 @@ class ReportConfig(Config):
 
 
 @asset(group_name="retrieval_eval")
+def verdict(
+    context: AssetExecutionContext,
+    variant_metrics: dict[str, pd.DataFrame],
+    answer_metrics: dict[str, pd.DataFrame],
+    corpus_snapshot: CorpusSnapshot,
+    pgvector_store: IndexStores,
+    question_set: QuestionSet,
+    database: DatabaseResource,
+    state: StateResource,
+    embedder: EmbedderResource,
+    rerankers: RerankerResource,
+) -> RunVerdict:
+    """Whether the run passes, decided in one place, retrieval and answers, failing closed: each
+    variant against its history of the same benchmark, else against its reference configuration
+    ranked on today's questions (paired), else not compared, which fails until a run is accepted
+    (eval_pipeline.judging.run_verdict.decide_run). The report renders it; the gate checks read it."""
+    decided = decide_run(
+        variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, stores=pgvector_store, question_set=question_set,
+        embedder_for=index_embedder_of(embedder), connection_string=database.connection_string(), run_id=context.run_id,
+        statistics_cache=state.dir().statistics, answer_metrics=answer_metrics,
+        rank_reference=reference_ranker(context, corpus_snapshot, pgvector_store, question_set, database, state,
+                                        embedder, rerankers))
+    context.add_output_metadata(to_metadata(verdict_metadata(decided, SWEEP.baseline)))
+    return decided
+
+
+@asset(group_name="retrieval_eval")
 def report(
     context: AssetExecutionContext,
     config: ReportConfig,
+    verdict: RunVerdict,
     variant_metrics: dict[str, pd.DataFrame],
     corpus_snapshot: CorpusSnapshot,
     pgvector_store: IndexStores,
     question_set: QuestionSet,
-    answer_metrics: dict[str, pd.DataFrame],
     database: DatabaseResource,
     state: StateResource,
-    embedder: EmbedderResource,
     llm: LLMResource,
 ) -> dict:
-    """results.md with intervals, significance, the gate verdict, answer quality and plots;
-    per_query.jsonl and TREC run files; the run recorded in the Postgres history tables
-    (eval_pipeline.reporting.run.assemble_run)."""
-    run = assemble_run(
-        variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, stores=pgvector_store, question_set=question_set,
-        embedder_for=index_embedder_of(embedder), connection_string=database.connection_string(), state=state.dir(),
+    """results.md with intervals, significance, the verdict, answer quality and plots;
+    per_query.jsonl and TREC run files; the run recorded in the Postgres history tables, once
+    published (eval_pipeline.reporting.run.render_run). It decides nothing: the verdict did."""
+    run = render_run(
+        verdict, variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, stores=pgvector_store,
+        question_set=question_set, connection_string=database.connection_string(), state=state.dir(),
         run_id=context.run_id, results_dir=config.results_dir, record_history=config.record_history,
-        warn=context.log.warning, llm=llm.get if config.grade_holes else None, answer_metrics=answer_metrics)
+        warn=context.log.warning, llm=llm.get if config.grade_holes else None)
     context.log.info(f"report written to {run.report_path}")
     context.add_output_metadata(to_metadata(run.metadata))
     return run.output
@@ -236,23 +271,38 @@ def question_set_audit(context: AssetCheckExecutionContext, question_set: Questi
                             severity=AssetCheckSeverity.ERROR if result.thresholds.blocking else AssetCheckSeverity.WARN)
 
 
+@asset_check(
+    asset=report,
+    blocking=True,
+    description="The run's verdict passed: every variant's retrieval gate and answer gate (the checks on the "
+    "verdict asset say which failed and why). Runs after the report is written, so it can be read; a failure "
+    "makes the run fail (exit code 1).",
+)
+def verdict_passed(report: dict) -> AssetCheckResult:
+    failed = report["verdict_failed"]
+    return AssetCheckResult(passed=not failed, severity=AssetCheckSeverity.ERROR,
+                            metadata={"failed": MetadataValue.json(failed), "failed_count": len(failed),
+                                      "headline": report["headline"]})
+
+
 GATE_CHECKS = gate_check_names(SWEEP.keys)  # variant key -> check name, e.g. hybrid+mmr -> gate__hybrid_mmr
 
 
 @multi_asset_check(
-    specs=[AssetCheckSpec(name, asset=report, blocking=True,
-                          description=f"Variant {key}: no gated metric dropped by more than its tolerance since its "
-                          "previous eligible run on the same corpus and labels, nor since its pinned reference run "
-                          "(tolerances in the variants file). Runs after the report is written.")
+    specs=[AssetCheckSpec(name, asset=verdict, blocking=False,
+                          description=f"Variant {key}: no gated metric dropped by more than its tolerance against its "
+                          "previous eligible run and its pinned reference on the same benchmark, or, where the "
+                          "benchmark changed, against its reference configuration ranked on today's questions; "
+                          "fails when nothing could judge it (not_compared). The run fails through verdict_passed.")
            for key, name in GATE_CHECKS.items()],
-    description="The regression gate, one blocking check per variant.",
+    description="The regression gate, one check per variant, as the verdict decided it.",
 )
-def regression_gate(report: dict):
+def regression_gate(verdict: RunVerdict):
     """One result per variant of the variants file (eval_pipeline.reporting.run.variant_gate_checks):
-    a failing variant is its own failed check, with every failing metric against the previous
-    run and the pinned reference, the runs compared and the treatment change."""
-    for key, (passed, metadata) in variant_gate_checks(report, list(GATE_CHECKS)).items():
-        yield AssetCheckResult(check_name=GATE_CHECKS[key], asset_key="report", passed=passed,
+    a failing variant is its own failed check, with every failing metric, the runs or
+    configurations compared, what decided and the treatment change."""
+    for key, (passed, metadata) in variant_gate_checks(verdict_output(verdict), list(GATE_CHECKS)).items():
+        yield AssetCheckResult(check_name=GATE_CHECKS[key], asset_key="verdict", passed=passed,
                                severity=AssetCheckSeverity.ERROR, metadata=to_metadata(metadata))
 
 
@@ -260,18 +310,18 @@ ANSWER_GATE_CHECKS = {key: name.replace("gate__", "answer_gate__", 1) for key, n
 
 
 @multi_asset_check(
-    specs=[AssetCheckSpec(name, asset=report, blocking=True,
+    specs=[AssetCheckSpec(name, asset=verdict, blocking=False,
                           description=f"Variant {key}: answer pass rate and mean score, per grader, did not drop by "
                           "more than the variants file's answers.gate tolerances since the previous eligible run and "
-                          "the pinned reference of the same golden set, generator and grading yardstick; every "
-                          "answer was generated. Runs after the report is written.")
+                          "the pinned reference of the same golden set, corpus and grading yardstick; fails closed "
+                          "when that measurement has a history but nothing comparable; every answer was generated.")
            for key, name in ANSWER_GATE_CHECKS.items()],
-    description="The answer gate, one blocking check per variant.",
+    description="The answer gate, one check per variant, as the verdict decided it.",
 )
-def answer_gate(report: dict):
+def answer_gate(verdict: RunVerdict):
     """One result per variant (eval_pipeline.reporting.answers.answer_gate_checks): a variant
-    fails when any grader's gate fails; a run that cannot be compared passes with its reason,
-    unless the answer gate is strict."""
-    for key, (passed, metadata) in answer_gate_checks(report, list(ANSWER_GATE_CHECKS)).items():
-        yield AssetCheckResult(check_name=ANSWER_GATE_CHECKS[key], asset_key="report", passed=passed,
+    fails when any grader's gate fails."""
+    output = {"answers": answer_gate_output(verdict.answers)}
+    for key, (passed, metadata) in answer_gate_checks(output, list(ANSWER_GATE_CHECKS)).items():
+        yield AssetCheckResult(check_name=ANSWER_GATE_CHECKS[key], asset_key="verdict", passed=passed,
                                severity=AssetCheckSeverity.ERROR, metadata=to_metadata(metadata))

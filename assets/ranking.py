@@ -38,6 +38,7 @@ from pydantic import Field
 
 from assets.metadata import to_metadata
 from assets.partitions import SWEEP, sweep_partitions
+from assets.run import op_config
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.judging.verdict import code_version
 from eval_pipeline.questions.sets import QuestionSet
@@ -102,6 +103,30 @@ def index_embedder_of(embedder: EmbedderResource):
     """index key -> that index's embedder (EmbedderResource.for_index)."""
     specs = SWEEP.index_by_key()
     return lambda index: embedder.for_index(specs[index], listed=SWEEP.indexes_listed)
+
+
+def reference_ranker(context, corpus_snapshot: CorpusSnapshot, stores: IndexStores, question_set: QuestionSet,
+                     database: DatabaseResource, state: StateResource, embedder: EmbedderResource,
+                     rerankers: RerankerResource):
+    """(partition key, recorded configuration) -> that configuration's per-question scores on
+    today's questions, ranked on the partition's index as the ranking asset ranks (for the
+    verdict's paired comparison: eval_pipeline.judging.paired.rank_configuration)."""
+    from eval_pipeline.judging.identity import configuration_fingerprint
+    from eval_pipeline.judging.paired import rank_configuration
+
+    embedder_for = index_embedder_of(embedder)
+    miss_k = op_config(context, "ranked_results", RankingConfig).miss_k
+
+    def rank(key: str, configuration: dict):
+        index = SWEEP.pair(key)[0].key
+        name = "reference-" + configuration_fingerprint({"variants": {"v": configuration["variant"]}}, "v")[:8]
+        return rank_configuration(configuration, name=name, snapshot=corpus_snapshot, store=stores[index],
+                                  question_set=question_set, state=state.dir(),
+                                  connection_string=database.connection_string(), embedder=embedder_for(index),
+                                  build_reranker=reranker_builder(rerankers, embedder_for(index)), miss_k=miss_k,
+                                  code_version=code_version(), log=context.log.info)
+
+    return rank
 
 
 @op(out={"batches": DynamicOut(Batch), "aliases": Out(dict)})

@@ -324,7 +324,7 @@ def test_errored_answers_fail_a_not_comparable_run_even_when_not_strict():
 
 @pytest.mark.parametrize("field, value", [
     ("set_fingerprint", "fp-2"), ("set_id", "team.other"), ("corpus_signature", "corpus-2"),
-    ("generator", "api.example.com:gen-2->gen-2"), ("yardstick", "decision:api.example.com:grader-2:v1+abcd1234"),
+    ("yardstick", "decision:api.example.com:grader-2:v1+abcd1234"),
     ("variant", "dense"), ("grader", "judge"),
 ])
 def test_a_yardstick_of_another_key_is_never_compared(field, value):
@@ -335,6 +335,27 @@ def test_a_yardstick_of_another_key_is_never_compared(field, value):
         evaluate_answer_gate(row(), other, None, TOL, strict=False)
     with pytest.raises(ValueError, match="measured something else"):
         evaluate_answer_gate(row(), None, other, TOL, strict=False)
+
+
+def test_another_generator_is_the_treatment_judged_against_the_same_measurement():
+    """The generator (model, prompt) is what a team tunes: a row of another generator on the same
+    set, corpus and yardstick is the yardstick, and a drop fails."""
+    other = row("run-1", 0.9, 0.9, generator="api.example.com:gen-2->gen-2")
+    result = evaluate_answer_gate(row("run-2", 0.5, 0.5), other, None, None, strict=False)
+    assert result.state == "comparable" and not result.passed
+
+
+def test_a_measurement_with_a_history_but_nothing_comparable_fails_closed():
+    """A loosened golden set re-stamped under the same set id: no row of its fingerprint, but the
+    (variant, grader) has a history; strict or not, it fails."""
+    history = row("run-1", 0.5, 0.5, set_fingerprint="fp-0")
+    for strict in (False, True):
+        result = evaluate_answer_gate(row("run-2", 1.0, 1.0), None, None, None, strict=strict, history=history)
+        assert result.state == "not_compared" and not result.passed and "fp-0" in result.message
+    # a new measurement passes, unless strict in a project with answer history
+    assert evaluate_answer_gate(row("run-2"), None, None, None, strict=False, project_has_history=True).passed
+    assert not evaluate_answer_gate(row("run-2"), None, None, None, strict=True, project_has_history=True).passed
+    assert evaluate_answer_gate(row("run-2"), None, None, None, strict=True).passed  # a brand-new project
 
 
 @pytest.mark.parametrize("overrides, match", [

@@ -36,11 +36,11 @@ from eval_pipeline.questions.golden import (
     GoldenPromptSet,
 )
 from eval_pipeline.ranking.variants import VariantConfigError
+from eval_pipeline.judging.answer_verdict import judge_answer_run
 from eval_pipeline.reporting.answers import (
     answer_gate_checks,
     answer_gate_output,
     answer_section,
-    judge_answer_run,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -487,7 +487,7 @@ def test_a_failed_retrieval_fails_only_its_prompt(tmp_path, tiny_snapshot):
 def test_a_changed_context_size_or_generator_setting_is_named_not_hidden():
     """A run is compared across a treatment change (that is what a team tunes), and the
     report names it: what changed since the previous run that the comparison key does not hold."""
-    from eval_pipeline.reporting.answers import treatment_changes
+    from eval_pipeline.judging.answer_verdict import treatment_changes
 
     before = {"provenance": {"treatment": {"context_k": 5, "generator": {"kind": "llm", "max_tokens": None}}}}
     now = {"context_k": 3, "generator": {"kind": "llm", "max_tokens": 200}}
@@ -574,7 +574,7 @@ def test_answer_metrics_from_another_corpus_or_configuration_are_refused():
     import json
 
     from eval_pipeline.ranking.inputs import InconsistentInputs
-    from eval_pipeline.reporting.answers import check_answers_belong
+    from eval_pipeline.judging.answer_verdict import check_answers_belong
 
     frame = pd.DataFrame([{"corpus_signature": "old", "store_table": "t1", "variant_config": json.dumps({"k": 1})}])
     with pytest.raises(InconsistentInputs, match="corpus 'old'"):

@@ -258,6 +258,7 @@ PROV = {
     "corpus_signature": "c1",
     "question_set_fingerprint": "qs1",
     "labels_fingerprint": "l1",
+    "benchmark_fingerprint": "b1",
     "embedder": "minilm",
     "embedder_revision": "rev1",
     "chunking": {"split_by": "word", "split_length": 200},

@@ -188,21 +188,28 @@ def test_baseline_state_passes(strict):
     assert "nothing to compare" in result.message or "no earlier" in result.message
 
 
-@pytest.mark.parametrize("state", ["mismatch", "unknown"])
-def test_mismatch_and_unknown_warn_unless_strict(state):
-    crashed = {m: 0.0 for m in BASE}  # a huge drop: still no verdict
-    lenient = evaluate_gate(crashed, BASE, DEFAULT_TOLERANCES, state, strict=False)
-    assert lenient.passed and lenient.state == state
-    assert lenient.message.startswith("WARNING")
-    assert all(r["passed"] is None for r in lenient.rows)
-    assert lenient.rows[0]["delta"] == pytest.approx(-0.8)  # still reported for information
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("state", ["mismatch", "unknown", "not_compared"])
+def test_a_run_that_cannot_be_compared_fails_closed(state, strict):
+    """Nothing comparable never passes, strict or not: the yardstick moved, so a regression in
+    the same change would pass unseen."""
+    crashed = {m: 0.0 for m in BASE}  # a huge drop, reported but not judged
+    result = evaluate_gate(crashed, BASE, DEFAULT_TOLERANCES, state, strict=strict)
+    assert not result.passed and result.state == state
+    assert result.message.startswith("FAILED (not compared)") and "accept" in result.message
+    assert all(r["passed"] is None for r in result.rows)
+    assert result.rows[0]["delta"] == pytest.approx(-0.8)  # still reported for information
+    # an unchanged run that cannot be compared fails too: passing it would record it as a yardstick
+    assert not evaluate_gate(BASE, None, DEFAULT_TOLERANCES, state, strict=strict).passed
+    assert not evaluate_gate(BASE, BASE, DEFAULT_TOLERANCES, state, strict=strict).passed
 
-    strict = evaluate_gate(crashed, BASE, DEFAULT_TOLERANCES, state, strict=True)
-    assert not strict.passed and strict.message.startswith("FAILED (strict)")
 
-    # without baseline metrics too
-    assert evaluate_gate(BASE, None, DEFAULT_TOLERANCES, state, strict=False).passed
-    assert not evaluate_gate(BASE, None, DEFAULT_TOLERANCES, state, strict=True).passed
+def test_paired_is_judged_by_the_tolerances():
+    assert evaluate_gate(BASE, BASE, DEFAULT_TOLERANCES, "paired", strict=False).passed
+    dropped = evaluate_gate({**BASE, "hit@1": BASE["hit@1"] - 0.2}, BASE, DEFAULT_TOLERANCES, "paired", strict=False)
+    assert not dropped.passed and dropped.state == "paired" and dropped.failures[0]["metric"] == "hit@1"
+    with pytest.raises(ValueError, match="needs yardstick metrics"):
+        evaluate_gate(BASE, None, DEFAULT_TOLERANCES, "paired", strict=False)
 
 
 def test_evaluate_gate_does_not_mutate_inputs():

@@ -358,7 +358,7 @@ def test_a_tuned_pair_ranked_on_other_tuning_questions_is_refused_by_the_report(
 
 
 def test_answers_of_a_pair_without_metrics_this_run_are_left_out_not_refused():
-    from eval_pipeline.reporting.answers import check_answers_belong
+    from eval_pipeline.judging.answer_verdict import check_answers_belong
 
     frame = pd.DataFrame({"corpus_signature": ["c"], "store_table": ["old"], "variant_config": ["{}"]})
     check_answers_belong({"idx|pg-dense": frame}, corpus_signature="c", tables={"idx|bm25": "tb"}, variant_configs={})

@@ -322,7 +322,7 @@ def test_the_flag_column_marks_only_tolerances_below_a_defined_mde(validity):
 
 # --- flips -----------------------------------------------------------------------------------
 
-CLEAN = {"corpus_signature": "c1", "question_set_fingerprint": "qs1", "labels_fingerprint": "l1",
+CLEAN = {"corpus_signature": "c1", "question_set_fingerprint": "qs1", "labels_fingerprint": "l1", "benchmark_fingerprint": "b1",
          "embedder": "fake", "embedder_revision": "rev1", "chunking": {"size": 512, "overlap": 64},
          "scoring_protocol": "docs-best-chunk/v1", "code_version": "0123456789ab",
          "variants": {"bm25": {"engine": "bm25"}, "hybrid": {"engine": "hybrid"}},

@@ -93,10 +93,13 @@ __all__ = [
 DEFAULT_ANSWER_TOLERANCES: dict[str, float] = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
 # metric -> the tolerance that gates it
 ANSWER_METRICS: dict[str, str] = {"pass_rate": "max_pass_rate_drop", "mean_score": "max_mean_score_drop"}
-ANSWER_STATES = ("not_comparable", "first_run", "comparable")
+ANSWER_STATES = ("not_comparable", "first_run", "comparable", "not_compared")
 
-# What makes two rows the same measurement.
-KEY_FIELDS = ("variant", "grader", "set_id", "set_fingerprint", "corpus_signature", "generator", "yardstick")
+# What makes two rows the same measurement: the benchmark (set, its fingerprint over every
+# prompt and assertion, the corpus), the instrument (grader and its yardstick) and the variant.
+# The generator is not in it: another generating model or prompt is the treatment a team tunes,
+# judged against the same measurement and named in the report.
+KEY_FIELDS = ("variant", "grader", "set_id", "set_fingerprint", "corpus_signature", "yardstick")
 # The keys record_answer_run accepts in a row (required ones first).
 REQUIRED_FIELDS = ("variant", "grader", "set_id", "set_fingerprint", "corpus_signature", "generator", "yardstick",
                    "limited", "errored", "eligible", "n_scored", "pass_rate", "mean_score")
@@ -107,7 +110,7 @@ _CI_FIELDS = ("pass_rate_ci_low", "pass_rate_ci_high", "mean_ci_low", "mean_ci_h
 _STORED = ("run_id", "variant", "grader", "set_id", "set_fingerprint", "corpus_signature", "generator", "yardstick",
            "limited", "errored", "eligible", "n_scored", "pass_rate", "mean_score", *_CI_FIELDS,
            "variant_config", "provenance")
-_READ = ("run_id", "variant", "grader", "seq", "created_at", *_STORED[3:], "accepted")
+_READ = ("run_id", "variant", "grader", "seq", "created_at", *_STORED[3:], "accepted", "accepted_at")
 _FLOATS = ("pass_rate", "mean_score", *_CI_FIELDS)
 
 # A plain decimal or scientific literal, ASCII digits only: "0.05", ".5", "5.", "1e-2", "+5E-1".
@@ -306,6 +309,10 @@ def _create_table(cur: Any, table: str) -> None:
     )
     # Accepted rows (accept_answer_run): a deliberate trade-off the gate failed, pinned by a user.
     cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS accepted boolean NOT NULL DEFAULT false")
+                .format(sql.Identifier(table)))
+    # When it was accepted: the latest acceptance is the pinned reference, whatever the order the
+    # runs ran in (the acceptance itself is recorded with who and why in {prefix}_references).
+    cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS accepted_at timestamptz")
                 .format(sql.Identifier(table)))
     cur.execute(
         sql.SQL("CREATE INDEX IF NOT EXISTS {idx} ON {table} (variant, grader, set_id, set_fingerprint, "
@@ -512,18 +519,19 @@ def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix
             if before_run_id is not None:
                 cutoff = conn.execute(sql.SQL("SELECT min(seq) FROM {} WHERE run_id = %s").format(
                     sql.Identifier(table)), (before_run_id,)).fetchone()[0]
-            # previous: the latest eligible or accepted row; reference: the latest accepted row,
-            # else the first eligible one.
-            orders = [("accepted", "DESC"), ("eligible", "ASC")] if order == "first" else [("(eligible OR accepted)",
-                                                                                             "DESC")]
+            # previous: the row that most recently became a yardstick (recorded eligible, or
+            # accepted later); reference: the latest acceptance, else the first eligible row.
+            orders = ([("accepted", "accepted_at DESC, seq DESC"), ("eligible", "seq ASC")] if order == "first"
+                      else [("(eligible OR accepted)", "GREATEST(created_at, COALESCE(accepted_at, created_at)) DESC, "
+                                                        "seq DESC")])
             found = None
-            for condition, direction in orders:
+            for condition, ordering in orders:
                 query = sql.SQL(
                     "{select} WHERE " + condition + " AND NOT limited AND errored = 0 AND generator IS NOT NULL"
                     " AND pass_rate IS NOT NULL AND mean_score IS NOT NULL AND {matches}"
                     " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
                     " AND (%(cutoff)s::bigint IS NULL OR seq < %(cutoff)s::bigint)"
-                    " ORDER BY seq " + direction + " LIMIT 1"
+                    " ORDER BY " + ordering + " LIMIT 1"
                 ).format(select=_select(table), matches=sql.SQL(" AND ").join(
                     sql.SQL("{} = {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in key))
                 found = conn.execute(query, {**key, "before": before_run_id, "cutoff": cutoff}).fetchone()
@@ -535,29 +543,72 @@ def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix
 
 
 def previous_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
-                        corpus_signature: str | None, generator: str | None, yardstick: str,
+                        corpus_signature: str | None, yardstick: str, generator: str | None = None,
                         before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
     """The latest eligible (or accepted: `accept_answer_run`) row with exactly this key (set id,
-    set fingerprint, corpus signature, generator, yardstick, variant, grader), or None.
+    set fingerprint, corpus signature, yardstick, variant, grader), or None. ``generator`` is
+    the current run's (its treatment, not part of the key): accepted and ignored.
 
     ``before_run_id`` (the current run) is never returned; when it is already recorded, only
     rows recorded before it count. None when the key is incomplete (a None or blank field),
     its yardstick is not comparable, or the table does not exist yet. Returns the row as
     :func:`read_answer_runs` does."""
     key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
-           "corpus_signature": corpus_signature, "generator": generator, "yardstick": yardstick}
+           "corpus_signature": corpus_signature, "yardstick": yardstick}
     return _lookup(conn_str, key, before_run_id, prefix, "latest")
 
 
 def reference_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
-                         corpus_signature: str | None, generator: str | None, yardstick: str,
+                         corpus_signature: str | None, yardstick: str, generator: str | None = None,
                          before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
     """The pinned reference every later run of the key is also judged against, so a regression
     in small steps is caught: the latest accepted row (`accept_answer_run`), else the first
     eligible row with exactly this key. Same rules and shape as :func:`previous_answer_run`."""
     key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
-           "corpus_signature": corpus_signature, "generator": generator, "yardstick": yardstick}
+           "corpus_signature": corpus_signature, "yardstick": yardstick}
     return _lookup(conn_str, key, before_run_id, prefix, "first")
+
+
+def answer_history_of(conn_str: str, *, variant: str, grader: str, before_run_id: str | None = None,
+                      prefix: str = "eval") -> dict[str, Any] | None:
+    """The latest row of (``variant``, ``grader``) that was ever a yardstick (eligible or
+    accepted), whatever its set, corpus or yardstick; None when there is none (a genuinely
+    new measurement). A run with no yardstick of its own key but such a row has had its
+    benchmark or instrument changed under it: the gate fails closed (``not_compared``)."""
+    table = answer_table_name(prefix)
+
+    def find() -> dict[str, Any] | None:
+        from psycopg import sql
+
+        with connect(conn_str) as conn:
+            if not _table_exists(conn, table):
+                return None
+            found = conn.execute(sql.SQL(
+                "{select} WHERE (eligible OR accepted) AND variant = %(variant)s AND grader = %(grader)s"
+                " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
+                " ORDER BY GREATEST(created_at, COALESCE(accepted_at, created_at)) DESC, seq DESC LIMIT 1").format(
+                    select=_select(table)), {"variant": variant, "grader": grader, "before": before_run_id}).fetchone()
+        return None if found is None else _as_dict(found)
+
+    return call_redacted(conn_str, "looking up the answer history", find)
+
+
+def answer_history_exists(conn_str: str, *, before_run_id: str | None = None, prefix: str = "eval") -> bool:
+    """Whether any answer row was ever a yardstick (eligible or accepted): a project with answer
+    history, where ``strict`` judges a new measurement only once it is accepted."""
+    table = answer_table_name(prefix)
+
+    def find() -> bool:
+        from psycopg import sql
+
+        with connect(conn_str) as conn:
+            if not _table_exists(conn, table):
+                return False
+            return bool(conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE (eligible OR accepted) AND "
+                                             "(%(before)s::text IS NULL OR run_id <> %(before)s::text))").format(
+                sql.Identifier(table)), {"before": before_run_id}).fetchone()[0])
+
+    return call_redacted(conn_str, "looking up the answer history", find)
 
 
 def read_answer_runs(conn_str: str, *, variant: str | None = None, run_id: str | None = None,
@@ -637,7 +688,8 @@ def _fmt(value: float | None, *, signed: bool = False) -> str:
 
 def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any] | None,
                          reference: Mapping[str, Any] | None, tolerances: Mapping[str, object] | None, *,
-                         strict: bool) -> AnswerGateResult:
+                         strict: bool, history: Mapping[str, Any] | None = None,
+                         project_has_history: bool = False) -> AnswerGateResult:
     """Judge the ``current`` row (a row as recorded, with ``run_id``) against the
     ``previous`` and ``reference`` rows (:func:`previous_answer_run`,
     :func:`reference_answer_run`; None when there is none) under ``tolerances``
@@ -647,7 +699,16 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
     Input errors are ValueErrors, never a verdict: an invalid tolerance, a current row
     without a valid ``errored`` count or with a metric outside [0, 1] (NaN is allowed: it
     fails its rows), or a previous/reference row that does not share the current row's key,
-    is the current run itself, is not eligible or lacks finite metrics."""
+    is the current run itself, is not eligible or lacks finite metrics.
+
+    It fails closed. ``history`` is the latest row of this (variant, grader) that was ever a
+    yardstick, of any key (:func:`answer_history_of`): when it exists but no row of this
+    key does, the golden set, the corpus or the grading yardstick changed under the
+    measurement, and the state is ``not_compared``, which fails until a run is accepted;
+    so does a run that cannot be compared (unknown generator, no single grader) when the
+    measurement has a history. A first run passes only when the measurement is new;
+    ``strict`` fails that too when the project has answer history
+    (``project_has_history``), and fails every run that cannot be compared."""
     tol = validate_answer_tolerances(tolerances, "answer gate tolerances")
     if not isinstance(strict, bool):
         raise ValueError(f"strict must be True or False, got {strict!r}")
@@ -664,14 +725,33 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
         # earlier run, the vanished measurement fails its rows below)
         comparable, why = False, "the grader applies to no prompt of the set: nothing was measured"
     rows: list[dict[str, Any]] = []
+    limited = _flag(current.get("limited")) is True
+    had = history is not None and _text(history.get("run_id"))
     if not comparable:
         state = "not_comparable"
-        passed = not strict
-        message = (f"FAILED (strict): {why}; the run cannot be compared" if strict
-                   else f"WARNING: {why}; metrics recorded, no regression verdict")
+        passed = not strict and (limited or not had)
+        if passed:
+            message = f"WARNING: {why}; metrics recorded, no regression verdict"
+        elif strict:
+            message = f"FAILED (strict): {why}; the run cannot be compared"
+        else:
+            message = (f"FAILED: {why}; this measurement has a history (run {history['run_id']}) and the run cannot "
+                       "be compared with it")
+    elif previous is None and reference is None and had:
+        state, passed = "not_compared", False
+        changed = [f"{k} {history.get(k)!r} -> {current.get(k)!r}" for k in ("set_id", "set_fingerprint",
+                                                                              "corpus_signature", "yardstick")
+                   if history.get(k) != current.get(k)]
+        message = (f"FAILED (not compared): no earlier run measured the same thing, but run {history['run_id']} "
+                   f"measured this variant and grader ({'; '.join(changed) or 'another key'}): the golden set, "
+                   "corpus or grading yardstick changed under it, so nothing can judge this run. Accept it "
+                   "(python -m eval_pipeline.judging.history accept RUN_ID) once the change is intended")
     elif previous is None and reference is None:
-        state, passed = "first_run", True
-        message = "no earlier eligible run with the same set, corpus, generator and yardstick: gate passes"
+        state = "first_run"
+        passed = not (strict and project_has_history)
+        message = ("no earlier eligible run with the same set, corpus and yardstick: a new measurement, gate passes"
+                   if passed else "FAILED (strict): a new measurement in a project with answer history is judged "
+                   "only once a run of it is accepted")
     else:
         state = "comparable"
         yardsticks = [(name, _check_yardstick(current, other, name))
@@ -716,7 +796,8 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
     return AnswerGateResult(passed, state, rows, message)
 
 
-def accept_answer_run(conn_str: str, run_id: str, *, variants: Sequence[str] | None = None,
+def accept_answer_run(conn_str: str, run_id: str, *, variants: Sequence[str] | None = None, note: str = "",
+                      accepted_by: str | None = None,
                       prefix: str = "eval") -> tuple[list[tuple[str, str]], list[str]]:
     """Accept a recorded run's answer rows (of `variants`, default all) as the pinned
     reference and the previous run of their keys, for example after a deliberate trade-off
@@ -740,10 +821,21 @@ def accept_answer_run(conn_str: str, run_id: str, *, variants: Sequence[str] | N
     def write() -> None:
         from psycopg import sql
 
+        from eval_pipeline.judging.history import _who, ensure_tables
+
+        ensure_tables(conn_str, prefix=prefix)
+        references = table_names(prefix)
         with connect(conn_str) as conn, conn.transaction():
             for variant, grader in accepted:
-                conn.execute(sql.SQL("UPDATE {} SET accepted = true WHERE run_id = %s AND variant = %s AND grader = %s")
+                conn.execute(sql.SQL("UPDATE {} SET accepted = true, accepted_at = clock_timestamp() "
+                                     "WHERE run_id = %s AND variant = %s AND grader = %s")
                              .format(sql.Identifier(table)), (run_id, variant, grader))
+                # the one acceptance record, beside the retrieval ones (when the run is recorded there)
+                conn.execute(sql.SQL("INSERT INTO {refs} (variant, run_id, note, aspect, accepted_by) "
+                                     "SELECT %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {runs} WHERE run_id = %s)")
+                             .format(refs=sql.Identifier(references["references"]),
+                                     runs=sql.Identifier(references["runs"])),
+                             (variant, run_id, str(note), f"answers:{grader}", accepted_by or _who(), run_id))
 
     if accepted:
         call_redacted(conn_str, f"accepting answer run {run_id!r}", write)

@@ -8,12 +8,18 @@ hit@1 means five points of hit rate), because all gated metrics live in [0, 1].
 Whether the two runs can be compared at all is decided by provenance, not here; the gate
 takes the resulting state:
 
-``first_run``   no earlier eligible run of this benchmark: nothing to compare, the gate passes.
-``comparable``  same corpus, labels and scoring protocol: the tolerances decide.
-``mismatch``    corpus, labels or scoring protocol changed: the numbers measure different
-                things, so there is no verdict. The gate passes with a warning, unless
-                ``strict`` (then it fails, so a team that wants every run judged is told).
-``unknown``     provenance is missing or invalid: treated like ``mismatch``.
+``first_run``     a brand-new project, or a genuinely new variant: nothing to compare, the
+                  gate passes (the verdict decides when a first run is genuine).
+``comparable``    same corpus, questions, labels and scoring protocol: the tolerances decide.
+``paired``        the benchmark changed, and the reference configuration was ranked on
+                  today's questions in the same run (:mod:`eval_pipeline.judging.paired`):
+                  the tolerances decide, on the same questions.
+``not_compared``  nothing comparable and no paired comparison: the gate fails closed,
+                  until a run is accepted as the new reference.
+``mismatch``      corpus, questions, labels or scoring protocol changed, and nothing else
+                  decided: it fails, like ``not_compared`` (a run that moved the yardstick
+                  is never passed for lack of one).
+``unknown``       provenance is missing or invalid: fails, like ``mismatch``.
 
 This module is pure (no database, no Dagster), so an asset check can call it directly.
 """
@@ -50,7 +56,7 @@ GATEABLE_METRICS: tuple[str, ...] = (
     "map",
 )
 
-COMPARISON_STATES = ("first_run", "comparable", "mismatch", "unknown")
+COMPARISON_STATES = ("first_run", "comparable", "paired", "not_compared", "mismatch", "unknown")
 
 # A drop exactly equal to the tolerance passes. Metric means are sums of floats divided by
 # n, so "0.80 - 0.75" is 0.05000000000000004, not 0.05; without this slack a drop that is
@@ -132,8 +138,9 @@ def evaluate_gate(
     * A gated metric that the yardstick does not have (or has as NaN) is not judged
       (``passed`` None) and is named in the message.
     * ``comparison_state`` must be one of :data:`COMPARISON_STATES`; ``comparable`` needs
-      ``yardstick`` metrics. For ``mismatch``/``unknown`` the rows are still filled in for
-      information, but no row decides: the gate passes with a warning unless ``strict``.
+      ``yardstick`` metrics (so does ``paired``). For ``mismatch``/``unknown``/``not_compared``
+      the rows are still filled in for information, but no row decides: the gate fails
+      (closed), whatever ``strict`` says.
     """
     tolerances = validate_tolerances(tolerances)
     if comparison_state not in COMPARISON_STATES:
@@ -146,13 +153,13 @@ def evaluate_gate(
         raise ValueError(f"current must be a mapping of metric -> value, got {current!r}")
     if yardstick is not None and not isinstance(yardstick, Mapping):
         raise ValueError(f"yardstick must be a mapping of metric -> value or None, got {yardstick!r}")
-    if comparison_state == "comparable" and yardstick is None:
-        raise ValueError("comparison_state 'comparable' needs yardstick metrics, got yardstick=None")
+    if comparison_state in ("comparable", "paired") and yardstick is None:
+        raise ValueError(f"comparison_state {comparison_state!r} needs yardstick metrics, got yardstick=None")
     missing = [m for m in tolerances if m not in current]
     if missing:
         raise ValueError(f"current metrics lack gated metric(s) {missing}; have {sorted(current)}")
 
-    judged = comparison_state == "comparable"
+    judged = comparison_state in ("comparable", "paired")
     rows: list[dict[str, Any]] = []
     for metric, tolerance in tolerances.items():
         actual = finite_number(current[metric])
@@ -175,15 +182,13 @@ def evaluate_gate(
 
     if comparison_state == "first_run":
         return GateResult(True, comparison_state, rows, "no earlier comparable run to compare with: gate passes")
-    if comparison_state in ("mismatch", "unknown"):
-        why = (
-            "the corpus, labels or scoring protocol changed since the previous run"
-            if comparison_state == "mismatch"
-            else "the provenance of this or the previous run is missing or invalid"
-        )
-        if strict:
-            return GateResult(False, comparison_state, rows, f"FAILED (strict): {why}; the runs cannot be compared")
-        return GateResult(True, comparison_state, rows, f"WARNING: {why}; metrics recorded, no regression verdict")
+    if comparison_state in ("mismatch", "unknown", "not_compared"):
+        why = {"mismatch": "the corpus, questions, labels or scoring protocol changed since the previous run",
+               "unknown": "the provenance of this or the previous run is missing or invalid",
+               "not_compared": "nothing comparable was measured"}[comparison_state]
+        return GateResult(False, comparison_state, rows,
+                          f"FAILED (not compared): {why}; a run that cannot be judged never passes: accept it "
+                          "(python -m eval_pipeline.judging.history accept RUN_ID) once the change is intended")
 
     failures = [r for r in rows if r["passed"] is False]
     unjudged = [r["metric"] for r in rows if r["passed"] is None]

@@ -86,13 +86,18 @@ __all__ = [
 SCORING_PROTOCOL = "v1"
 
 # Fields whose change makes two runs measure different things.
-COMPARABILITY_FIELDS = ("corpus_signature", "labels_fingerprint", "scoring_protocol")
-# Fields whose change is the thing being evaluated (reported, still comparable).
+# The benchmark's identity is its content (eval_pipeline.judging.identity.benchmark_fingerprint):
+# a reworded question, an edited gold or another scored subset is another benchmark.
+COMPARABILITY_FIELDS = ("corpus_signature", "benchmark_fingerprint", "scoring_protocol")
+# Fields whose change is the thing being evaluated (reported, still comparable): the run's
+# index (a pair's own index stands for it), and the database server and extension versions.
 TREATMENT_FIELDS = ("embedder", "embedder_revision", "chunking")
+RUN_TREATMENT_FIELDS = ("database",)
 PROVENANCE_FIELDS = (
     "corpus_signature",
     "question_set_fingerprint",
     "labels_fingerprint",
+    "benchmark_fingerprint",
     "embedder",
     "embedder_revision",
     "chunking",
@@ -189,6 +194,10 @@ def _create_tables(conn: Any, names: Mapping[str, str]) -> None:
     # Tables created before eligibility was recorded: their rows get it computed on read
     # (see _ELIGIBLE).
     conn.execute(sql.SQL("ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS eligible boolean").format(runs=runs))
+    # Histories recorded before the benchmark was identified by content: their runs have no
+    # benchmark fingerprint, so they match no current run (the first run after the upgrade is
+    # paired with them, or accepted).
+    conn.execute(sql.SQL("ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS benchmark_fingerprint text").format(runs=runs))
     conn.execute(
         sql.SQL(
             """CREATE TABLE IF NOT EXISTS {metrics} (
@@ -240,6 +249,12 @@ def _create_tables(conn: Any, names: Mapping[str, str]) -> None:
             )"""
         ).format(references=references, runs=runs)
     )
+    # One acceptance record for retrieval and answers: `aspect` is `retrieval` or
+    # `answers:<grader>`; who accepted, and the benchmark accepted on.
+    for column, kind in (("aspect", "text NOT NULL DEFAULT 'retrieval'"), ("accepted_by", "text NOT NULL DEFAULT ''"),
+                         ("benchmark_fingerprint", "text")):
+        conn.execute(sql.SQL("ALTER TABLE {references} ADD COLUMN IF NOT EXISTS {column} " + kind).format(
+            references=references, column=sql.Identifier(column)))
 
 
 def ensure_tables(conn_str: str, *, prefix: str = "eval") -> None:
@@ -253,7 +268,8 @@ def _tables_exist(conn: Any, names: Mapping[str, str]) -> bool:
     """Whether the history exists in its current shape; an older one (no references table,
     no eligible column) is upgraded in place, under the same lock as a first write."""
     row = conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
+        "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL, "
+        "EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = 'aspect')",
         (names["runs"], names["metrics"], names["references"]),
     ).fetchone()
     if row[0] and not row[1]:
@@ -447,6 +463,7 @@ def record_run(
         "corpus_signature": text("corpus_signature"),
         "question_set_fingerprint": text("question_set_fingerprint"),
         "labels_fingerprint": text("labels_fingerprint"),
+        "benchmark_fingerprint": text("benchmark_fingerprint"),
         "embedder": text("embedder"),
         "embedder_revision": text("embedder_revision"),
         "chunking": None if prov.get("chunking") is None else Jsonb(prov["chunking"]),
@@ -508,12 +525,12 @@ _ELIGIBLE = """COALESCE(r.eligible,
     AND NOT EXISTS (SELECT 1 FROM {questions} q WHERE q.run_id = r.run_id AND q.errored))"""
 
 
-def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple | None, variant: str) -> dict[str, Any] | None:
+def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple | None) -> dict[str, Any] | None:
     from psycopg import sql
 
     if found is None:
         return None
-    run_id, created_at, limited, provenance = found
+    run_id, created_at, limited, provenance, variant = found[:5]
     values = conn.execute(
         sql.SQL("SELECT metric, value, ci_low, ci_high FROM {} WHERE run_id = %s AND variant = %s ORDER BY metric")
         .format(sql.Identifier(names["metrics"])),
@@ -523,18 +540,39 @@ def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple | None, 
         "run_id": run_id,
         "created_at": created_at,
         "limited": limited,
-        "variant": variant,
+        "variant": variant,  # the name it had in that run: another one when found by its configuration
         "provenance": provenance,
         "metrics": {m: _nan_if_none(v) for m, v, _, _ in values},
         "intervals": {m: (lo, hi) for m, _, lo, hi in values if lo is not None and hi is not None},
     }
 
 
-def _candidates(conn: Any, names: Mapping[str, str], *, variant: str, identity: Mapping[str, Any] | None,
-                before_run_id: str | None, order: str, accepted_only: bool = False) -> tuple | None:
-    """The first run, in `order` of insertion, that has `variant`, is eligible for it (or
-    was accepted for it), matches `identity` when given, and was recorded before
-    `before_run_id` (when that run is recorded) and is not that run."""
+# Which earlier runs stand for a variant: its own name, or any name under which it ran with the
+# same configuration (a rename keeps its history). ``m`` is one (run, variant) of the history.
+_SAME_VARIANT = ("(m.variant = %(variant)s OR (%(configuration)s::text IS NOT NULL"
+                 " AND r.provenance->'configurations'->>m.variant = %(configuration)s::text))")
+# The latest acceptance of that (run, variant) for retrieval, if any.
+_ACCEPTED_SEQ = ("(SELECT max(f.seq) FROM {references} f WHERE f.run_id = r.run_id AND f.variant = m.variant"
+                 " AND f.aspect = 'retrieval')")
+_ACCEPTED_AT = ("(SELECT max(f.accepted_at) FROM {references} f WHERE f.run_id = r.run_id AND f.variant = m.variant"
+                " AND f.aspect = 'retrieval')")
+# previous: the run that most recently became a yardstick (recorded eligible, or accepted later:
+# re-accepting an older run makes it the previous run again); reference: the latest acceptance,
+# else the first eligible run.
+_ORDERS = {
+    "latest": f"GREATEST(r.created_at, COALESCE({_ACCEPTED_AT}, r.created_at)) DESC, r.seq DESC",
+    "accepted": f"{_ACCEPTED_SEQ} DESC",
+    "first": "r.seq ASC",
+}
+
+
+def _candidates(conn: Any, names: Mapping[str, str], *, variant: str, configuration: str | None,
+                identity: Mapping[str, Any] | None, before_run_id: str | None, order: str) -> tuple | None:
+    """The first (run, variant name), in ``order`` (see _ORDERS), that stands for ``variant``
+    (its name, or its ``configuration`` fingerprint under another name), is eligible or was
+    accepted for it (only accepted, for ``order="accepted"``), matches ``identity`` when
+    given, and was recorded before ``before_run_id`` (when that run is recorded) and is not
+    that run."""
     from psycopg import sql
 
     cutoff = None
@@ -544,21 +582,23 @@ def _candidates(conn: Any, names: Mapping[str, str], *, variant: str, identity: 
         ).fetchone()
         cutoff = row[0] if row else None
     ident = dict(identity or {})
-    accepted = "EXISTS (SELECT 1 FROM {references} f WHERE f.run_id = r.run_id AND f.variant = %(variant)s)"
-    usable = accepted if accepted_only else f"(({_ELIGIBLE}) OR {accepted})"
+    accepted = f"{_ACCEPTED_SEQ} IS NOT NULL"
+    usable = accepted if order == "accepted" else f"(({_ELIGIBLE}) OR {accepted})"
     query = sql.SQL(
-        "SELECT r.run_id, r.created_at, r.limited, r.provenance FROM {runs} r"
-        " WHERE EXISTS (SELECT 1 FROM {metrics} m WHERE m.run_id = r.run_id AND m.variant = %(variant)s)"
-        f" AND {usable}"
+        "SELECT r.run_id, r.created_at, r.limited, r.provenance, m.variant FROM {runs} r"
+        " JOIN (SELECT DISTINCT run_id, variant FROM {metrics}) m ON m.run_id = r.run_id"
+        f" WHERE {_SAME_VARIANT} AND {usable}"
         " AND (%(identity)s::boolean IS FALSE OR (r.corpus_signature IS NOT DISTINCT FROM %(corpus_signature)s"
-        "      AND r.labels_fingerprint IS NOT DISTINCT FROM %(labels_fingerprint)s"
+        "      AND r.benchmark_fingerprint IS NOT DISTINCT FROM %(benchmark_fingerprint)s"
         "      AND r.scoring_protocol IS NOT DISTINCT FROM %(scoring_protocol)s))"
         " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
         " AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint)"
-        f" ORDER BY r.seq {order} LIMIT 1"
+        # the variant's own name first when a run has it under both
+        f" ORDER BY {_ORDERS[order]}, (m.variant = %(variant)s) DESC LIMIT 1"
     ).format(runs=sql.Identifier(names["runs"]), metrics=sql.Identifier(names["metrics"]),
              questions=sql.Identifier(names["questions"]), references=sql.Identifier(names["references"]))
-    params = {"variant": variant, "identity": identity is not None, "before": before_run_id, "cutoff": cutoff,
+    params = {"variant": variant, "configuration": configuration, "identity": identity is not None,
+              "before": before_run_id, "cutoff": cutoff,
               **{k: ident.get(k) if isinstance(ident.get(k), str) else None for k in COMPARABILITY_FIELDS}}
     if identity is not None and any(params[k] is None for k in COMPARABILITY_FIELDS):
         return None  # an incomplete identity matches nothing: such a run is never judged as comparable
@@ -577,36 +617,40 @@ def previous_run(
     *,
     variant: str,
     identity: Mapping[str, Any] | None = None,
+    configuration: str | None = None,
     before_run_id: str | None = None,
     prefix: str = "eval",
 ) -> dict[str, Any] | None:
     """The latest earlier run that can be ``variant``'s yardstick, or None.
 
-    Candidates have the variant, are eligible (not limited, no errored question, every gate
+    Candidates have the variant, by name or, with ``configuration`` (its
+    :func:`eval_pipeline.judging.identity.configuration_fingerprint`), under another name
+    with the same configuration; are eligible (not limited, no errored question, every gate
     passed: a regression or an incomplete run must not become the yardstick of the next
-    run) or were accepted for the variant by a user, and, with ``identity`` (see
-    :func:`benchmark_identity`), measured the same benchmark: a run on other labels in
-    between never hides the last comparable one. Without ``identity``, the latest candidate
-    of any benchmark (to say why nothing is comparable).
+    run) or were accepted for it by a user; and, with ``identity`` (see
+    :func:`benchmark_identity`), measured the same benchmark: a run on other questions in
+    between never hides the last comparable one. Without ``identity``, the latest
+    candidate of any benchmark (the history a changed benchmark is paired with).
 
-    "Earlier" is insertion order (``seq``), which is immune to clock changes and ties.
-    With ``before_run_id`` of a recorded run, only runs recorded before it count; if that
-    run is not recorded yet (the check runs before the record), every other run counts.
-    The run ``before_run_id`` itself is never returned. No history tables yet means no
-    previous run.
+    "Latest" is when the run became a yardstick: recorded eligible, or accepted (so
+    re-accepting an older run makes it the previous run again). With ``before_run_id`` of
+    a recorded run, only runs recorded before it count; if that run is not recorded yet
+    (the verdict is decided before the record), every other run counts. The run
+    ``before_run_id`` itself is never returned. No history tables yet means no previous run.
 
-    Returns ``{"run_id", "created_at", "limited", "variant", "provenance", "metrics":
-    {metric: value}, "intervals": {metric: (ci_low, ci_high)}}``; metric values stored as
-    NULL come back as NaN, and metrics without an interval are absent from ``intervals``.
+    Returns ``{"run_id", "created_at", "limited", "variant" (its name in that run),
+    "provenance", "metrics": {metric: value}, "intervals": {metric: (ci_low, ci_high)}}``;
+    metric values stored as NULL come back as NaN, and metrics without an interval are
+    absent from ``intervals``.
     """
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
     with connect(conn_str) as conn:
         if not _tables_exist(conn, names):
             return None
-        found = _candidates(conn, names, variant=variant, identity=identity, before_run_id=before_run_id,
-                            order="DESC")
-        return _run_with_metrics(conn, names, found, variant)
+        found = _candidates(conn, names, variant=variant, configuration=configuration, identity=identity,
+                            before_run_id=before_run_id, order="latest")
+        return _run_with_metrics(conn, names, found)
 
 
 def reference_run(
@@ -614,27 +658,59 @@ def reference_run(
     *,
     variant: str,
     identity: Mapping[str, Any],
+    configuration: str | None = None,
     before_run_id: str | None = None,
     prefix: str = "eval",
 ) -> dict[str, Any] | None:
-    """The pinned reference of ``variant`` on this benchmark: the latest run a user accepted
-    for it (:func:`accept_reference`), else the first eligible run. Each run is also judged
-    against it, so a regression cannot pass in steps that each stay within the tolerance.
-    Same shape as :func:`previous_run`, plus ``"accepted": bool``."""
+    """The pinned reference of ``variant`` on this benchmark: the run a user accepted for it
+    most recently (:func:`accept_reference`; by when it was accepted, not when it ran),
+    else the first eligible run. Each run is also judged against it, so a regression cannot
+    pass in steps that each stay within the tolerance. Same shape and lookup as
+    :func:`previous_run`, plus ``"accepted": bool``."""
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
     with connect(conn_str) as conn:
         if not _tables_exist(conn, names):
             return None
-        kwargs = dict(variant=variant, identity=identity, before_run_id=before_run_id)
-        found = _candidates(conn, names, order="DESC", accepted_only=True, **kwargs)
+        kwargs = dict(variant=variant, configuration=configuration, identity=identity, before_run_id=before_run_id)
+        found = _candidates(conn, names, order="accepted", **kwargs)
         accepted = found is not None
         if found is None:
-            found = _candidates(conn, names, order="ASC", **kwargs)
-        run = _run_with_metrics(conn, names, found, variant)
+            found = _candidates(conn, names, order="first", **kwargs)
+        run = _run_with_metrics(conn, names, found)
     if run is not None:
         run["accepted"] = accepted
     return run
+
+
+def project_history(conn_str: str, *, before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any]:
+    """What the history says about the project as a whole: ``has_yardstick`` (any run
+    eligible or accepted: a first run of a brand-new project is the only first run that
+    needs no explanation) and ``last_keys`` ({variant: configuration fingerprint or None} of
+    the variants file of the latest such run), from which the verdict tells a variant that
+    vanished (a rename, if a new one appears) from one that is carried under a new name."""
+    from psycopg import sql
+
+    names = table_names(prefix)
+    with connect(conn_str) as conn:
+        if not _tables_exist(conn, names):
+            return {"has_yardstick": False, "last_keys": {}}
+        found = conn.execute(sql.SQL(
+            "SELECT r.run_id, r.provenance FROM {runs} r WHERE ((" + _ELIGIBLE + ") OR EXISTS (SELECT 1 FROM "
+            "{references} f WHERE f.run_id = r.run_id AND f.aspect = 'retrieval'))"
+            " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
+            " ORDER BY r.seq DESC LIMIT 1").format(
+                runs=sql.Identifier(names["runs"]), questions=sql.Identifier(names["questions"]),
+                references=sql.Identifier(names["references"])), {"before": before_run_id}).fetchone()
+        if found is None:
+            return {"has_yardstick": False, "last_keys": {}}
+        run_id, provenance = found
+        keys = provenance.get("sweep_keys")
+        if not isinstance(keys, list):  # recorded before the file's keys were: the run's variants
+            keys = [r[0] for r in conn.execute(sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s").format(
+                sql.Identifier(names["metrics"])), (run_id,)).fetchall()]
+    configurations = provenance.get("configurations") if isinstance(provenance.get("configurations"), dict) else {}
+    return {"has_yardstick": True, "last_keys": {k: configurations.get(k) for k in keys}}
 
 
 def accept_reference(
@@ -643,6 +719,7 @@ def accept_reference(
     *,
     variants: Iterable[str] | None = None,
     note: str = "",
+    accepted_by: str | None = None,
     prefix: str = "eval",
 ) -> list[str]:
     """Accept a recorded run as the pinned reference of ``variants`` (default: all of its
@@ -650,18 +727,23 @@ def accept_reference(
     The run then also serves as the previous run. Refused, with a ValueError naming why: an
     unknown run, a limited run (its means are over other questions), a variant the run does
     not have, or a variant with errored questions (its metrics are incomplete). Returns the
-    variants accepted."""
+    variants accepted.
+
+    The acceptance is recorded with who accepted (``accepted_by``, else the ``USER`` of the
+    environment) and when; the latest acceptance wins, whatever the order the runs ran in."""
     import psycopg
     from psycopg import sql
 
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     names = table_names(prefix)
+    who = accepted_by or _who()
     with connect(conn_str) as conn:
         if not _tables_exist(conn, names):
             raise ValueError(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
         run = conn.execute(
-            sql.SQL("SELECT limited, corpus_signature, labels_fingerprint, scoring_protocol FROM {} WHERE run_id = %s")
+            sql.SQL("SELECT limited, corpus_signature, labels_fingerprint, scoring_protocol, benchmark_fingerprint "
+                    "FROM {} WHERE run_id = %s")
             .format(sql.Identifier(names["runs"])), (run_id,)).fetchone()
         if run is None:
             raise ValueError(f"no recorded run {run_id!r} in {names['runs']}")
@@ -685,12 +767,20 @@ def accept_reference(
             with conn.transaction():
                 for variant in chosen:
                     conn.execute(
-                        sql.SQL("INSERT INTO {} (corpus_signature, labels_fingerprint, scoring_protocol, variant, "
-                                "run_id, note) VALUES (%s, %s, %s, %s, %s, %s)").format(
-                            sql.Identifier(names["references"])), (*identity, variant, run_id, str(note)))
+                        sql.SQL("INSERT INTO {} (corpus_signature, labels_fingerprint, scoring_protocol, "
+                                "benchmark_fingerprint, variant, run_id, note, aspect, accepted_by) "
+                                "VALUES (%s, %s, %s, %s, %s, %s, %s, 'retrieval', %s)").format(
+                            sql.Identifier(names["references"])), (*identity, variant, run_id, str(note), who))
         except psycopg.Error as exc:
             raise RuntimeError(f"accepting run {run_id!r} failed: {type(exc).__name__}") from None
     return chosen
+
+
+def _who() -> str:
+    """Who is accepting: the environment's user name (USER, LOGNAME), else 'unknown'."""
+    import os
+
+    return os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
 
 
 def read_run(conn_str: str, run_id: str, *, prefix: str = "eval") -> dict[str, Any] | None:
@@ -818,6 +908,9 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
     if not isinstance(previous, Mapping):
         return Comparison("unknown", [], [f"previous run is not a mapping: {previous!r}"])
     previous_run_id = previous.get("run_id") if isinstance(previous.get("run_id"), str) else None
+    # found by its configuration under another name: that name's record is its history
+    previous_name = previous.get("variant") if "provenance" in previous and isinstance(previous.get("variant"), str) \
+        else variant
     prev = previous.get("provenance") if "provenance" in previous else previous
     if not isinstance(prev, Mapping):
         return Comparison("unknown", [], [f"previous run's provenance is not a mapping: {prev!r}"], previous_run_id)
@@ -838,18 +931,21 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
     # An (index, variant) pair records its own index in its config: that, not the run-level
     # fields (another pair's index), is its embedder and chunking.
     own_index = isinstance(cur_cfg.get(variant), Mapping) and "index" in cur_cfg[variant]
-    for key in () if own_index else TREATMENT_FIELDS:
+    for key in RUN_TREATMENT_FIELDS + (() if own_index else TREATMENT_FIELDS):
         if _canonical(current.get(key)) != _canonical(prev.get(key)):
             treatment.append(f"{key}: {prev.get(key)!r} -> {current.get(key)!r}")
-    if _canonical(cur_cfg.get(variant)) != _canonical(prev_cfg.get(variant)):
-        treatment.append(f"variant {variant!r} config: {prev_cfg.get(variant)!r} -> {cur_cfg.get(variant)!r}")
+    if previous_name != variant:
+        treatment.append(f"name: {previous_name!r} -> {variant!r} (the same configuration: its history is kept)")
+    if _canonical(cur_cfg.get(variant)) != _canonical(prev_cfg.get(previous_name)):
+        treatment.append(f"variant {variant!r} config: {prev_cfg.get(previous_name)!r} -> {cur_cfg.get(variant)!r}")
 
-    # Reworded questions with the same labels stay comparable, but the rewording is a change
-    # to the thing measured, named as a treatment: easier questions and a worse engine in one
-    # commit must not read as "nothing changed".
+    # The question texts are in the benchmark's identity (a rewording is another benchmark);
+    # what the fingerprint of the set holds beyond them (form, hard class, gist) does not
+    # change a metric, and is named so a breakdown that moved is explained.
     qs_cur, qs_prev = current.get("question_set_fingerprint"), prev.get("question_set_fingerprint")
-    if _valid_text(qs_cur) and _valid_text(qs_prev) and qs_cur != qs_prev:
-        treatment.append(f"question wording/metadata (question_set_fingerprint {qs_prev!r} -> {qs_cur!r})")
+    same_benchmark = current.get("benchmark_fingerprint") == prev.get("benchmark_fingerprint")
+    if same_benchmark and _valid_text(qs_cur) and _valid_text(qs_prev) and qs_cur != qs_prev:
+        treatment.append(f"question metadata (question_set_fingerprint {qs_prev!r} -> {qs_cur!r})")
     notes: list[str] = []
     if current.get("code_version") != prev.get("code_version"):
         notes.append(f"code_version: {prev.get('code_version')!r} -> {current.get('code_version')!r}")
@@ -863,7 +959,7 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
         )
     if invalid:
         return Comparison("unknown", treatment, [*invalid, *treatment_notes, *notes], previous_run_id)
-    reasons = ["same corpus, labels and scoring protocol", *treatment_notes, *notes]
+    reasons = ["same corpus, questions, labels and scoring protocol", *treatment_notes, *notes]
     return Comparison("comparable", treatment, reasons, previous_run_id)
 
 
@@ -907,6 +1003,7 @@ def main(argv: list[str] | None = None) -> int:
     accept.add_argument("run_id")
     accept.add_argument("--variant", action="append", dest="variants", help="only this variant (repeatable)")
     accept.add_argument("--note", default="", help="why it was accepted (kept with the reference)")
+    accept.add_argument("--by", default=None, help="who accepts (default: $USER)")
     args = parser.parse_args(argv)
     conn_str = _connection_from_args(args)
     if args.command == "runs":
@@ -922,11 +1019,13 @@ def main(argv: list[str] | None = None) -> int:
     from eval_pipeline.judging.answer_history import accept_answer_run
 
     try:
-        accepted = accept_reference(conn_str, args.run_id, variants=args.variants, note=args.note, prefix=args.prefix)
+        accepted = accept_reference(conn_str, args.run_id, variants=args.variants, note=args.note,
+                                    accepted_by=args.by, prefix=args.prefix)
     except ValueError as exc:
         print(f"error: {exc}", file=__import__("sys").stderr)
         return 2
-    answers, refused = accept_answer_run(conn_str, args.run_id, variants=args.variants, prefix=args.prefix)
+    answers, refused = accept_answer_run(conn_str, args.run_id, variants=args.variants, note=args.note,
+                                         accepted_by=args.by, prefix=args.prefix)
     print(f"run {args.run_id} is now the pinned reference of: {', '.join(accepted)}")
     print(f"answers accepted: {', '.join(f'{v} {g}' for v, g in answers) or 'none'}")
     for reason in refused:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import pickle
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,12 @@ from eval_pipeline.judging.history import (
     benchmark_identity,
     compare_provenance,
     previous_run,
+    project_history,
     record_run,
     reference_run,
 )
+from eval_pipeline.judging.identity import configuration_fingerprint, engine_identity, scoring_protocol
+from eval_pipeline.judging.paired import RankConfiguration, paired_counts, paired_reference
 from eval_pipeline.judging.scoring import summarize
 from eval_pipeline.ranking.inputs import InconsistentInputs
 
@@ -62,20 +65,37 @@ class RunVerdict:
     reference_history: dict[str, Comparison | None] = field(default_factory=dict)
     reference_gates: dict[str, GateResult | None] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)  # as judged, with the scoring protocol
+    decided_by: dict[str, str] = field(default_factory=dict)  # variant -> what decided its gate
+    vanished: list[str] = field(default_factory=list)  # variants of the last yardstick run's file gone now
+    answers: Any = None  # the answer verdict (eval_pipeline.judging.answer_verdict.AnswerVerdict), if answers ran
+    run_id: str = ""
+    index_of: dict[str, str] = field(default_factory=dict)  # partition key -> its index's key
+    tables: dict[str, str] = field(default_factory=dict)  # partition key -> its vector table
 
     @property
     def gate_passed(self) -> bool:
+        """Every variant's retrieval gate passed."""
         return all(g.passed for g in self.gates.values())
+
+    @property
+    def passed(self) -> bool:
+        """The run's one verdict: every retrieval gate and every answer gate passed."""
+        return self.gate_passed and (self.answers is None or self.answers.passed)
 
     @property
     def n_errored(self) -> int:
         return int(self.summary["n_errored"].sum()) if "n_errored" in self.summary else 0
 
     @property
+    def n_rerank_fallback(self) -> int:
+        return int(self.summary["n_rerank_fallback"].sum()) if "n_rerank_fallback" in self.summary else 0
+
+    @property
     def eligible(self) -> bool:
-        """Whether this run may be a later run's yardstick: a full run whose blocking checks
-        (no errored question, every gate) pass."""
-        return not self.limited and self.gate_passed and self.n_errored == 0
+        """Whether this run may be a later run's yardstick: a full run whose verdict passed
+        (retrieval and answers), with no errored question and no reranker that fell back on
+        the first-stage order (its numbers are not the configuration's it claims)."""
+        return not self.limited and self.passed and self.n_errored == 0 and self.n_rerank_fallback == 0
 
     def gate_rows(self) -> list[dict[str, Any]]:
         """One row per (variant, comparison, metric); `against` is previous or reference."""
@@ -231,53 +251,145 @@ def judge_run(
     history_prefix: str = "eval",
     statistics_cache: Path | None = None,
     record: bool = True,
+    sweep_keys: Sequence[str] | None = None,
+    rank_reference: RankConfiguration | None = None,
 ) -> RunVerdict:
-    """Score, compare and gate a run, then record it (all or nothing).
+    """Score, compare and gate a run, then record it (all or nothing). It fails closed.
 
-    Each variant is compared with its previous eligible run of the same benchmark identity
-    and with its pinned reference (see :mod:`eval_pipeline.judging.history`); the gate passes only
-    when both comparisons do. When no run of this benchmark is eligible but a run of another
-    one exists, the state is `mismatch` (not judged; fails when `strict`).
+    Each variant is looked up in the history by its name and by its configuration
+    (:func:`eval_pipeline.judging.identity.configuration_fingerprint`: a rename with the same
+    configuration keeps its history), and judged by the first of these that applies:
 
-    Without a connection string there is no history: every variant is a `baseline` and the
-    gate has nothing to judge. `record=False` still reads the history (the gate judges as
-    usual) but writes nothing. The run is recorded with its eligibility (`RunVerdict.eligible`):
-    a limited run, one with an errored question or a failed gate never serves as a yardstick.
-    `statistics_cache`: see `run_statistics`.
+    1. ``comparable``: an eligible or accepted run of the same benchmark identity exists; the
+       variant is judged against it (the previous run) and against its pinned reference.
+    2. ``paired``: the variant has a history, but on another benchmark (the questions, the
+       labels or the scored subset changed): the configuration of its latest yardstick run
+       (and of its pinned reference there) is ranked on today's questions by
+       ``rank_reference`` (:mod:`eval_pipeline.judging.paired`) and the variant is judged
+       against it on the same questions. The same configuration needs no ranking.
+    3. ``not_compared``: a history, but no paired comparison possible (another engine or
+       index, a configuration that cannot be ranked), or a new variant while another vanished
+       from the variants file (a rename that changed the configuration too): it fails, until a
+       run is accepted (:func:`eval_pipeline.judging.history.accept_reference`).
+    4. ``first_run``: a brand-new project, or a new variant (none vanished); passes, unless
+       ``strict`` and the project has a history.
+
+    ``sweep_keys`` are the variants file's keys (default: this run's): the run records them,
+    so the next run can tell a variant that vanished. Without a connection string there is no
+    history: every variant is a ``first_run``. ``record=False`` still reads the history but
+    writes nothing. The run is recorded with its eligibility (``RunVerdict.eligible``).
+    ``statistics_cache``: see ``run_statistics``.
     """
     summary = summarize(per_variant)
     intervals, comparison = run_statistics(per_variant, baseline, cache_dir=statistics_cache)
-    provenance = {"scoring_protocol": SCORING_PROTOCOL, **provenance}
+    keys = list(sweep_keys) if sweep_keys is not None else list(per_variant)
+    provenance = {"scoring_protocol": scoring_protocol(SCORING_PROTOCOL), **provenance, "sweep_keys": keys}
+    provenance.setdefault("engine_identity", engine_identity(provenance.get("database")))
+    configurations = {v: configuration_fingerprint(provenance, v) for v in per_variant}
+    provenance["configurations"] = {v: fp for v, fp in configurations.items() if fp is not None}
     verdict = RunVerdict(summary=summary, intervals=intervals, baseline_comparison=comparison, limited=limited,
                          provenance=provenance)
     identity = benchmark_identity(provenance)
+    project = (project_history(connection_string, before_run_id=run_id, prefix=history_prefix)
+               if connection_string else {"has_yardstick": False, "last_keys": {}})
+    carried = set(configurations.values())
+    vanished = [k for k, fp in project["last_keys"].items() if k not in keys and (fp is None or fp not in carried)]
+    verdict.vanished = vanished
+    ranked: dict[str, pd.DataFrame] = {}
     for _, row in summary.iterrows():
         variant = row["variant"]
         current = {m: float(row[m]) for m in tolerances}
-        lookup = dict(variant=variant, before_run_id=run_id, prefix=history_prefix)
+        lookup = dict(variant=variant, configuration=configurations[variant], before_run_id=run_id,
+                      prefix=history_prefix)
         prev = previous_run(connection_string, identity=identity, **lookup) if connection_string else None
-        # Nothing comparable: the latest run of another benchmark says why (a mismatch).
-        other = previous_run(connection_string, **lookup) if connection_string and prev is None else None
-        yardstick = prev or other
-        cmp = compare_provenance(provenance, yardstick, variant)
-        previous_gate = evaluate_gate(current, yardstick["metrics"] if yardstick else None, tolerances, cmp.state,
-                                      strict=strict)
-        ref = reference_run(connection_string, identity=identity, **lookup) if prev is not None else None
-        ref_cmp = compare_provenance(provenance, ref, variant) if ref is not None else None
-        ref_gate = (evaluate_gate(current, ref["metrics"], tolerances, ref_cmp.state, strict=strict)
-                    if ref is not None else None)
-        verdict.previous[variant] = yardstick
+        if prev is not None:
+            cmp = compare_provenance(provenance, prev, variant)
+            previous_gate = evaluate_gate(current, prev["metrics"], tolerances, cmp.state, strict=strict)
+            ref = reference_run(connection_string, identity=identity, **lookup)
+            ref_gate = (evaluate_gate(current, ref["metrics"], tolerances, "comparable", strict=strict)
+                        if ref is not None else None)
+            same_run = ref is not None and ref["run_id"] == prev["run_id"]
+            gate = combine_gates(previous_gate, None if same_run else ref_gate,
+                                 reference_run_id=ref["run_id"] if ref else None)
+            verdict.decided_by[variant] = "history"
+        else:
+            ever = previous_run(connection_string, **lookup) if connection_string else None
+            cmp = compare_provenance(provenance, ever, variant)
+            ref = ref_gate = None
+            if ever is None:
+                previous_gate = gate = _first_run(variant, project["has_yardstick"], vanished, strict)
+                verdict.decided_by[variant] = "nothing (a first run)" if gate.passed else "nothing (not compared)"
+            else:
+                ref = reference_run(connection_string, identity=benchmark_identity(ever["provenance"]), **lookup)
+                if ref is not None and ref["run_id"] == ever["run_id"]:
+                    ref = None
+                gate, previous_gate, ref_gate = _paired_gate(
+                    variant, current, tolerances, strict, [("previous", ever), ("reference", ref)],
+                    provenance=provenance, scores=per_variant[variant], rank=rank_reference, ranked=ranked)
+                verdict.decided_by[variant] = ("paired: the reference configuration ranked on today's questions"
+                                               if gate.state == "paired" else "nothing (not compared)")
+            prev = ever
+        verdict.previous[variant] = prev
         verdict.history[variant] = cmp
         verdict.previous_gates[variant] = previous_gate
         verdict.reference[variant] = ref
-        verdict.reference_history[variant] = ref_cmp
+        verdict.reference_history[variant] = compare_provenance(provenance, ref, variant) if ref is not None else None
         verdict.reference_gates[variant] = ref_gate
-        same_run = ref is not None and ref["run_id"] == yardstick["run_id"]
-        verdict.gates[variant] = combine_gates(previous_gate, None if same_run else ref_gate,
-                                               reference_run_id=ref["run_id"] if ref else None)
+        verdict.gates[variant] = gate
     if connection_string and record:
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant, history_prefix=history_prefix)
     return verdict
+
+
+ACCEPT_HINT = "accept a run to make it the reference: python -m eval_pipeline.judging.history accept RUN_ID"
+
+
+def _first_run(variant: str, project_has_history: bool, vanished: Sequence[str], strict: bool) -> GateResult:
+    """The gate of a variant with no history by name or configuration."""
+    if not project_has_history:
+        return GateResult(True, "first_run", [], "the project's first run: nothing to compare with, gate passes")
+    if vanished:
+        return GateResult(False, "not_compared", [], (
+            f"FAILED (not compared): {variant!r} is new (no run of it or of its configuration) while "
+            f"{', '.join(map(repr, vanished))} vanished from the variants file: a rename that also changed the "
+            f"configuration carries no history, so nothing can judge it; {ACCEPT_HINT}"))
+    if strict:
+        return GateResult(False, "not_compared", [], f"FAILED (strict): {variant!r} is a new variant, judged only "
+                          f"once a run of it is accepted; {ACCEPT_HINT}")
+    return GateResult(True, "first_run", [], f"{variant!r} is a new variant: its first run, nothing to compare with")
+
+
+def _paired_gate(variant: str, current: Mapping[str, float], tolerances: Mapping[str, float], strict: bool,
+                 yardsticks: Sequence[tuple[str, Mapping[str, Any] | None]], *, provenance: Mapping[str, Any],
+                 scores: pd.DataFrame, rank: RankConfiguration | None, ranked: dict[str, pd.DataFrame]
+                 ) -> tuple[GateResult, GateResult, GateResult | None]:
+    """(combined, previous, reference) gates of a variant whose benchmark changed, judged
+    against its reference configurations ranked today (``not_compared`` when any cannot be)."""
+    gates: dict[str, GateResult] = {}
+    problems = []
+    for against, run in yardsticks:
+        if run is None:
+            continue
+        paired = paired_reference(run, variant=variant, provenance=provenance, current_scores=scores,
+                                  engine=provenance["engine_identity"] if against == "previous" else None,
+                                  rank=rank, ranked=ranked)
+        if paired.scores is None:
+            problems.append(paired.why)
+            continue
+        metrics = summarize({variant: paired.scores}).iloc[0]
+        gate = evaluate_gate(current, {m: float(metrics[m]) for m in tolerances}, tolerances, "paired", strict=strict)
+        worse, tied, better = paired_counts(scores, paired.scores)
+        gates[against] = replace(gate, message=(f"{gate.message} ({paired.why}; ndcg@10 question by question: "
+                                                f"{worse} worse, {tied} tied, {better} better)"))
+    if problems:
+        failed = GateResult(False, "not_compared", [], (
+            "FAILED (not compared): the benchmark changed since this variant's last yardstick, and no paired "
+            f"comparison could be made: {'; '.join(problems)}; {ACCEPT_HINT}"))
+        return failed, failed, None
+    previous, reference = gates["previous"], gates.get("reference")
+    combined = combine_gates(previous, reference, reference_run_id=next(
+        (run["run_id"] for against, run in yardsticks if against == "reference" and run is not None), None))
+    return replace(combined, state="paired"), previous, reference
 
 
 def record_verdict(verdict: RunVerdict, connection_string: str, *, run_id: str,
@@ -285,7 +397,7 @@ def record_verdict(verdict: RunVerdict, connection_string: str, *, run_id: str,
     """Record a judged run in the history with its eligibility and, per variant, the gate
     state and the runs it was compared with (all or nothing)."""
     failed = sorted(v for v, g in verdict.gates.items() if not g.passed)
-    gate = {v: {"state": g.state, "passed": g.passed,
+    gate = {v: {"state": g.state, "passed": g.passed, "decided_by": verdict.decided_by.get(v, ""),
                 "previous_run_id": (verdict.previous[v] or {}).get("run_id"),
                 "reference_run_id": (verdict.reference[v] or {}).get("run_id")} for v, g in verdict.gates.items()}
     record_run(connection_string, run_id=run_id, provenance={**verdict.provenance, "gate_failed": failed, "gate": gate},

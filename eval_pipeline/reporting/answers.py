@@ -1,154 +1,16 @@
-"""The report's answer-quality section, the answer gate's verdict per variant, and the answer
-runs recorded in the history.
-
-Each (variant, grader) of this run is judged against the previous eligible run and the pinned
-reference of the *same* key: golden set (id and fingerprint), corpus, generator identity,
-grading yardstick, variant and grader (`eval_pipeline.judging.answer_history`). A run whose
-generator is unknown (answers from mixed, missing or invalid identities), whose yardstick has
-no single grader, or that answered part of the set is never compared: its grades are shown,
-its gate passes with a warning, or fails when the gate is strict. An answer that could not be
-generated fails the gate (the metrics are incomplete). A variant's answer gate passes when
-every grader's gate passes.
-
-A run is recorded only after the results are published, and becomes a yardstick for later
-runs (`eligible`) only when it is comparable, complete and passed its gate. No answer text is
-ever recorded.
-"""
+"""The report's answer-quality section and what the answer_gate checks show, rendered from the
+answer verdict (`eval_pipeline.judging.answer_verdict`), which decides."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.common.checks import finite_number, missing
-
-
-@dataclass
-class AnswerVerdict:
-    """The answer gate of each (variant, grader), and the rows to record."""
-
-    evaluated: bool
-    reason: str
-    rows: list[dict[str, Any]] = field(default_factory=list)  # one per (variant, grader): metrics and verdict
-    gates: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant -> grader -> AnswerGateResult
-    records: list[dict[str, Any]] = field(default_factory=list)  # for record_answer_run
-
-    def variant_passed(self, variant: str) -> bool:
-        return all(g.passed for g in self.gates.get(variant, {}).values())
-
-
-def check_answers_belong(answer_metrics: Mapping[str, pd.DataFrame], *, corpus_signature: str,
-                         tables: Mapping[str, str], variant_configs: Mapping[str, Any]) -> None:
-    """The answers were produced from this run's corpus, each partition's vector table
-    (`tables`: partition key -> table) and each variant's
-    configuration as ranked (a report reads the latest materialization of every partition, which
-    may be another run's): refuse otherwise, naming what to materialize again."""
-    from eval_pipeline.ranking.inputs import InconsistentInputs
-
-    problems = []
-    for variant, frame in answer_metrics.items():
-        if not len(frame):
-            continue
-        if variant not in tables:
-            continue  # no retrieval metrics for it in this run: its answers are not judged either
-        row = frame.iloc[0]
-        expected = tables[variant]
-        if row["corpus_signature"] != corpus_signature or row["store_table"] != expected:
-            problems.append(f"variant {variant!r} answered from corpus {row['corpus_signature']!r} table "
-                            f"{row['store_table']!r}, this run has {corpus_signature!r} {expected!r}")
-        elif variant in variant_configs and json.loads(row["variant_config"]) != _ranked_config(variant_configs[variant]):
-            problems.append(f"variant {variant!r} answered with another configuration than it was ranked with")
-    if problems:
-        raise InconsistentInputs("the answer metrics do not belong to this run: " + "; ".join(problems)
-                                 + ". Materialize answers, graded_answers and answer_metrics for these variants again.")
-
-
-def _ranked_config(config: Any) -> Any:
-    """A variant's configuration as its results record it: without the `index` the report adds."""
-    return {k: v for k, v in config.items() if k != "index"} if isinstance(config, Mapping) else config
-
-
-def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Sequence[str], corpus_signature: str,
-                     tolerances: Mapping[str, float], strict: bool, connection_string: str | None,
-                     run_id: str) -> AnswerVerdict:
-    """The answer gate of every (variant, grader) in `answer_metrics` (the answer_metrics
-    asset's frames, checked with `check_answers_belong` first), looked up in the history at
-    `connection_string` (None: no history, every comparable run is a first run)."""
-    from eval_pipeline.judging.answer_history import (
-        answer_comparable,
-        evaluate_answer_gate,
-        previous_answer_run,
-        reference_answer_run,
-        yardstick_problems,
-    )
-
-    frames = [answer_metrics[v] for v in order if v in answer_metrics and len(answer_metrics[v])]
-    if not frames:
-        return AnswerVerdict(False, "no variant has answer metrics (no golden prompt set, or answers not "
-                                    "materialized)")
-    verdict = AnswerVerdict(True, "")
-    for row in pd.concat(frames, ignore_index=True).to_dict(orient="records"):
-        metrics = json.loads(row["metrics_json"])
-        current = {"run_id": run_id, "variant": row["variant"], "grader": row["grader"], "set_id": row["set_id"],
-                   "set_fingerprint": row["set_fingerprint"], "corpus_signature": corpus_signature,
-                   "generator": None if missing(row["generator"]) else row["generator"],
-                   "yardstick": row["yardstick"], "limited": bool(row["limited"]),
-                   "errored": int(row["n_errored"]), "n_scored": int(row["n_scored"]),
-                   "pass_rate": finite_number(row["pass_rate"]), "mean_score": finite_number(row["mean_score"]),
-                   "pass_rate_ci_low": finite_number(row["pass_rate_low"]), "pass_rate_ci_high": finite_number(row["pass_rate_high"]),
-                   "mean_ci_low": finite_number(row["mean_low"]), "mean_ci_high": finite_number(row["mean_high"])}
-        comparable, _ = answer_comparable(current)
-        key = {k: current[k] for k in ("variant", "grader", "set_id", "set_fingerprint", "corpus_signature",
-                                       "generator", "yardstick")}
-        previous = reference = None
-        if comparable and connection_string:
-            previous = previous_answer_run(connection_string, **key, before_run_id=run_id)
-            reference = reference_answer_run(connection_string, **key, before_run_id=run_id)
-        gate = evaluate_answer_gate({**current, "grader_failed": int(row.get("n_grader_failed") or 0)}, previous,
-                                    reference, tolerances, strict=strict)
-        verdict.gates.setdefault(row["variant"], {})[row["grader"]] = gate
-        eligible = bool(gate.passed and not yardstick_problems(current))
-        treatment = json.loads(row["treatment_json"])
-        config = {} if missing(row.get("variant_config")) else json.loads(row["variant_config"])
-        verdict.records.append({**current, "eligible": eligible, "variant_config": config,
-                                "provenance": {"set_name": row["set_name"], "treatment": treatment,
-                                               "metrics": _no_nan(metrics)}})
-        verdict.rows.append({**row, "metrics": metrics, "gate": gate, "previous": previous, "reference": reference,
-                             "treatment_changes": treatment_changes(treatment, previous)})
-    return verdict
-
-
-def treatment_changes(treatment: Mapping[str, Any], previous: Mapping[str, Any] | None) -> list[str]:
-    """What changed since the previous run in what the key does not hold ("context_k 5 -> 3",
-    "generator.max_tokens None -> 200"); [] when nothing did or there is no previous run."""
-    before = ((previous or {}).get("provenance") or {}).get("treatment")
-    if not isinstance(before, Mapping):
-        return []
-
-    def flat(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, Mapping) else {f"{prefix}{k}": v})
-        return out
-
-    now, then = flat(treatment), flat(before)
-    return [f"{k} {then.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(now) | set(then)) if now.get(k) != then.get(k)]
-
-
-def _no_nan(value: Any) -> Any:
-    """`value` with every NaN (a metric over nothing) as None, so it can be stored as JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {k: _no_nan(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_no_nan(v) for v in value]
-    return value
+from eval_pipeline.judging.answer_verdict import AnswerVerdict
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -244,14 +106,6 @@ def _dimensions(verdict: AnswerVerdict, markdown_table) -> list[str]:
         return []
     return ["### Judge dimensions (mean, 0–1)", "",
             markdown_table(pd.DataFrame(rows), ["variant", "faithfulness", "relevance", "citations", "overall"]), ""]
-
-
-def record_answers(verdict: AnswerVerdict, connection_string: str, run_id: str) -> None:
-    """Record this run's answer rows (after the results are published)."""
-    from eval_pipeline.judging.answer_history import record_answer_run
-
-    if verdict.records:
-        record_answer_run(connection_string, run_id, verdict.records)
 
 
 def answer_gate_output(verdict: AnswerVerdict) -> dict[str, Any]:

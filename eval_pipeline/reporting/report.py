@@ -57,25 +57,49 @@ def _best(summary: pd.DataFrame) -> pd.Series:
 
 
 def headline(verdict, baseline: str) -> str:
-    """One line for the top of the report and the Dagster UI: best variant, gate verdict,
-    and what changed since the previous run."""
+    """One line for the top of the report and the Dagster UI: best variant, the run's verdict
+    (retrieval and answers, and which comparison decided), what changed since the previous
+    run, new and vanished variants."""
     best = _best(verdict.summary)
     gates = verdict.gates
-    compared = [v for v, g in gates.items() if g.state == "comparable"]
+    states = {state: [v for v, g in gates.items() if g.state == state]
+              for state in ("comparable", "paired", "first_run", "not_compared")}
     failed = [v for v, g in gates.items() if not g.passed]
-    gate = ("Gate FAILED for " + ", ".join(f"`{v}`" for v in failed)) if failed else (
-        f"Gate passed ({len(compared)} of {len(gates)} variants compared with their previous run)")
+    answers = getattr(verdict, "answers", None)
+    answers_failed = [v for v in answers.gates if not answers.variant_passed(v)] if answers is not None else []
+    if failed or answers_failed:
+        parts = []
+        if failed:
+            how = {"not_compared": "not compared", "paired": "against its reference configuration on today's "
+                   "questions"}
+            parts.append("Gate FAILED for " + ", ".join(
+                f"`{v}`" + (f" ({how[gates[v].state]})" if gates[v].state in how else "") for v in failed))
+        if answers_failed:
+            parts.append("answer gate FAILED for " + ", ".join(f"`{v}`" for v in answers_failed))
+        gate = "; ".join(parts)
+    else:
+        how = [f"{len(states['comparable'])} of {len(gates)} variants compared with their previous run"]
+        if states["paired"]:
+            how.append(f"{len(states['paired'])} paired with their reference configuration on today's questions")
+        if states["first_run"]:
+            how.append(f"{len(states['first_run'])} first run")
+        gate = f"Gate passed ({', '.join(how)})"
     changes = []
-    for v in compared:
+    for v in states["comparable"]:
         prev = verdict.previous[v]["metrics"].get("ndcg@10")
         now = float(verdict.summary.set_index("variant").loc[v, "ndcg@10"])
         if prev is not None and abs(now - prev) >= 0.0005:
             changes.append(f"`{v}` nDCG@10 {now - prev:+.3f}")
     since = ("Since the previous run: " + ", ".join(changes)) if changes else (
-        "No metric moved since the previous run" if compared else "No comparable previous run")
+        "No metric moved since the previous run" if states["comparable"] else "No comparable previous run")
+    new = [v for v in states["first_run"] if verdict.previous.get(v) is None]
+    vanished = list(getattr(verdict, "vanished", []) or [])
+    membership = "".join([f" New: {', '.join(f'`{v}`' for v in new)}." if new and len(new) < len(gates) else "",
+                          f" Gone from the variants file: {', '.join(f'`{v}`' for v in vanished)}." if vanished
+                          else ""])
     limited = " (limited run: not a baseline)" if verdict.limited else ""
     return (f"Best variant: {best['variant']} (nDCG@10 {best['ndcg@10']:.3f}, MRR {best['mrr']:.3f}). "
-            f"{gate}. {since}.{limited}")
+            f"{gate}. {since}.{membership}{limited}")
 
 
 def render_plots(verdict, folder: Path, suffix: str = "", *, cache_dir: Path | None = None) -> dict[str, str]:
@@ -297,19 +321,29 @@ def _baseline_section(verdict, baseline: str) -> list[str]:
 def _gate_section(verdict) -> list[str]:
     lines = ["## Regression gate (each variant against its previous run and its pinned reference)", "",
              "A variant passes when no gated metric dropped by more than its tolerance since its previous "
-             "eligible run on the same corpus and labels, **and** since its pinned reference (the run "
-             "accepted with `python -m eval_pipeline.judging.history accept`, else the first eligible run), so a "
-             "regression cannot pass in small steps.", ""]
+             "eligible run on the same benchmark (corpus, question texts, labels, scored subset), **and** since its "
+             "pinned reference (the run accepted with `python -m eval_pipeline.judging.history accept`, else the "
+             "first eligible run), so a regression cannot pass in small steps. Where the benchmark changed, its "
+             "reference configuration is ranked on today's questions and it is judged against that (`paired`); "
+             "where nothing can judge it, it fails (`not_compared`) until a run is accepted.", ""]
     for variant, g in verdict.gates.items():
         cmp = verdict.history[variant]
         extra = f" Treatment changed: {', '.join(cmp.treatment_changes)}." if cmp.treatment_changes else ""
+        decided = getattr(verdict, "decided_by", {}).get(variant)
+        extra += f" Decided by: {decided}." if decided else ""
         lines.append(f"- `{variant}`: **{'passed' if g.passed else 'FAILED'}** ({g.state}).{extra}")
         prev, ref = verdict.previous.get(variant), verdict.reference.get(variant)
         prev_gate = verdict.previous_gates.get(variant, g)
         ref_gate = verdict.reference_gates.get(variant)
         how = ("accepted" if ref.get("accepted") else "the first eligible run") if ref is not None else ""
-        if prev is None:
-            lines.append(f"  - {prev_gate.message}")
+        if prev is None or g.state == "not_compared":
+            lines.append(f"  - {g.message}")
+        elif g.state == "paired":
+            lines.append(f"  - against the configuration of its last yardstick run `{prev['run_id']}`, ranked on "
+                         f"today's questions: {prev_gate.message}")
+            if ref is not None and ref_gate is not None:
+                lines.append(f"  - against the configuration of its pinned reference `{ref['run_id']}` ({how}), "
+                             f"ranked on today's questions: {ref_gate.message}")
         elif ref is not None and ref["run_id"] == prev["run_id"]:
             lines.append(f"  - against the previous run `{prev['run_id']}`, also the pinned reference ({how}): "
                          f"{prev_gate.message}")

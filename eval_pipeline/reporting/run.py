@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +29,14 @@ class RunReport:
     verdict: Any = field(repr=False, default=None)
 
 
-def assemble_run(
+def render_run(
+    verdict,
     variant_metrics: Mapping[str, pd.DataFrame],
     *,
     sweep,
     snapshot: CorpusSnapshot,
     stores: IndexStores,
     question_set: QuestionSet,
-    embedder_for: Callable[[str], Any],
     connection_string: str,
     state: StateDir,
     run_id: str,
@@ -44,54 +44,30 @@ def assemble_run(
     record_history: bool,
     warn: Callable[[str], None],
     llm: Callable[[], Any] | None = None,
-    answer_metrics: Mapping[str, pd.DataFrame] | None = None,
 ) -> RunReport:
-    """The report asset: check the inputs belong together, judge the run (intervals, the
-    baseline-variant comparison, the gate against the previous run and the pinned reference),
-    publish the results folder, then record the run in the history (only once published).
+    """The report asset: render what the verdict asset decided (`verdict`, a
+    `eval_pipeline.judging.run_verdict.decide_run` result: intervals, the baseline-variant
+    comparison, every variant's retrieval and answer gate), publish the results folder, then
+    record the run in the history (only once published: a failed write records nothing).
     With `llm` (a function giving the LLM client), the unjudged documents of the pooled top 10
-    are graded and every metric is also shown with those grades as labels. `answer_metrics`
-    (the answer_metrics asset's frames) adds the answer-quality section and the answer gate
-    (`eval_pipeline.reporting.answers`), recorded with the run.
+    are graded and every metric is also shown with those grades as labels.
 
-    `stores` holds every index's table, `embedder_for(index key)` its embedder; a partition's
-    index is `sweep.pair(key)`'s. With indexes listed, every pair's configuration is recorded
-    with its index's, and the report gains the Indexes section (eval_pipeline.reporting.indexes)."""
-    from eval_pipeline.judging.verdict import judge_run, record_verdict
-    from eval_pipeline.ranking.inputs import check_inputs_agree
-    from eval_pipeline.reporting.answers import (
-        answer_gate_output,
-        answer_section,
-        check_answers_belong,
-        judge_answer_run,
-        record_answers,
-    )
+    With indexes listed, the report gains the Indexes section (eval_pipeline.reporting.indexes)."""
+    from eval_pipeline.judging.answer_verdict import record_answers
+    from eval_pipeline.judging.verdict import record_verdict
+    from eval_pipeline.reporting.answers import answer_gate_output, answer_section
     from eval_pipeline.reporting.report import publish_report
     from eval_pipeline.reporting.validity import assess, validity_metadata
 
-    order = [k for k in sweep.keys if k in variant_metrics]
-    if not order:
-        raise ValueError("no variant has metrics yet; materialize ranked_results and variant_metrics first")
+    order = [k for k in verdict.gates]
+    missing = [k for k in order if k not in variant_metrics]
+    if missing:
+        raise ValueError(f"the verdict judged variant(s) {missing} that variant_metrics no longer has; "
+                         "materialize verdict again")
     per_variant = {k: variant_metrics[k] for k in order}
-    index_of = {k: sweep.pair(k)[0].key for k in order}
-    if sweep.indexes_listed:
-        stores.check_current(sweep.index_by_key(), index_of.values())
-    for index in dict.fromkeys(index_of.values()):
-        check_inputs_agree(corpus_signature=snapshot.signature, store=stores[index], questions=question_set,
-                           embedder=embedder_for(index))
-    tables = {k: stores[i].table for k, i in index_of.items()}
+    index_of, tables = verdict.index_of, verdict.tables
     store = stores[index_of.get(sweep.baseline, next(iter(index_of.values())))]  # the run-level fields' index
-    provenance = run_provenance(per_variant, snapshot, store, question_set, tables=tables,
-                                indexes={k: _index_provenance(stores[i]) for k, i in index_of.items()}
-                                if sweep.indexes_listed else None)
-    verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance, tolerances=sweep.tolerances,
-                        strict=sweep.strict, run_id=run_id, limited=question_set.limited,
-                        connection_string=connection_string, record=False, statistics_cache=state.statistics)
-    check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, tables=tables,
-                         variant_configs=provenance.get("variants", {}))
-    answers = judge_answer_run(answer_metrics or {}, order=order, corpus_signature=store.corpus_signature,
-                            tolerances=sweep.answer_tolerances, strict=sweep.answer_strict,
-                            connection_string=connection_string, run_id=run_id)
+    provenance = verdict.provenance
     validity = assess(per_variant, questions=question_set.questions, snapshot=snapshot, sweep=sweep, verdict=verdict,
                       connection_string=connection_string, llm=llm() if llm else None, hole_cache=state.hole_grades,
                       limited=question_set.limited)
@@ -103,14 +79,14 @@ def assemble_run(
     paths, plots, markdown = publish_report(
         Path(results_dir), suffix=suffix, verdict=verdict, per_query=per_query,
         provenance=shown_provenance(provenance, snapshot, store, question_set, sweep, run_id, stores=stores),
-        latency=_latency(per_variant), missing_variants=[k for k in sweep.keys if k not in variant_metrics],
+        latency=_latency(per_variant), missing_variants=[k for k in sweep.keys if k not in per_variant],
         baseline=sweep.baseline, questions=question_set.questions, plot_cache=state.plots, warn=warn,
-        validity=validity, answers=answer_section(answers), indexes=indexes)
+        validity=validity, answers=answer_section(verdict.answers), indexes=indexes)
     if record_history:  # only once the results are published: a failed write records nothing
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant)
-        record_answers(answers, connection_string, run_id)
+        record_answers(verdict.answers, connection_string, run_id, run_eligible=verdict.eligible)
     return RunReport(output={**report_output(verdict, paths, plots, question_set.limited),
-                             "answers": answer_gate_output(answers),
+                             "answers": answer_gate_output(verdict.answers),
                              **({"recommendation": indexes.output} if indexes is not None else {})},
                      metadata={**report_metadata(verdict, sweep.baseline, paths, plots, markdown,
                                                  recommendation=indexes.headline if indexes is not None else None),
@@ -164,49 +140,10 @@ def index_report(per_variant: Mapping[str, pd.DataFrame], verdict, *, sweep, sto
     return IndexReport(lines, pairs, rec, line, {**picks, "headline": line}, metadata, data)
 
 
-def _index_provenance(info: StoreInfo) -> dict[str, Any]:
-    """What a pair's index is, recorded with its configuration: a change is the pair's treatment."""
-    return {"table": info.table, "embedder": info.embedder, "embedder_revision": info.embedder_revision,
-            "chunking": asdict(info.chunking)}
-
-
 def _latency(per_variant: Mapping[str, pd.DataFrame]) -> dict[str, Any]:
     from eval_pipeline.ranking.results import stage_latency_summary
 
     return {k: stage_latency_summary(f) for k, f in per_variant.items()}
-
-
-def run_provenance(per_variant: Mapping[str, pd.DataFrame], snapshot: CorpusSnapshot, store: StoreInfo,
-                   question_set: QuestionSet, *, tables: Mapping[str, str],
-                   indexes: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """The provenance the run is judged and recorded with (the benchmark's identity, the
-    treatment, and each variant's configuration as recorded in its partition's results).
-    `tables` is each partition's table; `indexes` (with indexes
-    listed) each pair's index, added to its configuration as `index`, which then stands for
-    the run-level embedder and chunking in the pair's treatment (`compare_provenance`)."""
-    from eval_pipeline.judging.history import labels_fingerprint
-    from eval_pipeline.judging.verdict import code_version, results_provenance
-
-    return {
-        "corpus_signature": store.corpus_signature,  # what the table was built from (checked to agree)
-        "question_set_fingerprint": question_set.fingerprint,
-        "labels_fingerprint": labels_fingerprint(question_set.questions),
-        "embedder": store.embedder,
-        "embedder_revision": store.embedder_revision,
-        "chunking": asdict(store.chunking),
-        "code_version": code_version(),
-        # as recorded in each partition's results, not as the variants file says now
-        **_with_indexes(results_provenance(per_variant, tables=tables,
-                                           questions_fingerprint=question_set.fingerprint,
-                                           tuning_fingerprint=question_set.tuning_fingerprint), indexes),
-    }
-
-
-def _with_indexes(provenance: dict[str, Any], indexes: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
-    if indexes:
-        provenance["variants"] = {k: {**config, "index": dict(indexes[k])} for k, config in
-                                  provenance["variants"].items()}
-    return provenance
 
 
 def shown_provenance(provenance: Mapping[str, Any], snapshot: CorpusSnapshot, store: StoreInfo,
@@ -242,16 +179,48 @@ def shown_provenance(provenance: Mapping[str, Any], snapshot: CorpusSnapshot, st
     }
 
 
-def report_output(verdict, paths: Mapping[str, str], plots: Mapping[str, str], limited: bool) -> dict[str, Any]:
-    """The report asset's value, which its checks read."""
-    return {"paths": {**paths, **plots}, "summary": verdict.summary, "gate_rows": verdict.gate_rows(),
+def verdict_output(verdict) -> dict[str, Any]:
+    """What the verdict's checks read: per variant, the gate's state, message, rows, the runs it
+    was compared with, what decided and the treatment change."""
+    return {"summary": verdict.summary, "gate_rows": verdict.gate_rows(),
             "gate_passed": verdict.gate_passed, "gate_messages": {v: g.message for v, g in verdict.gates.items()},
             "gate_states": {v: g.state for v, g in verdict.gates.items()},
             "gate_passed_by_variant": {v: g.passed for v, g in verdict.gates.items()},
             "gate_runs": {v: {"previous": (verdict.previous[v] or {}).get("run_id"),
                               "reference": (verdict.reference[v] or {}).get("run_id")} for v in verdict.gates},
+            "decided_by": dict(verdict.decided_by),
             "treatment_changes": {v: list(c.treatment_changes) for v, c in verdict.history.items()},
-            "limited": limited}
+            "limited": verdict.limited}
+
+
+def verdict_failures(verdict) -> list[str]:
+    """Each failed gate of the run's verdict: `variant (retrieval)`, `variant (answers)`."""
+    answers = verdict.answers
+    return ([f"{v} (retrieval)" for v, g in verdict.gates.items() if not g.passed]
+            + ([f"{v} (answers)" for v in answers.gates if not answers.variant_passed(v)] if answers else []))
+
+
+def verdict_metadata(verdict, baseline: str) -> dict[str, Any]:
+    """The verdict asset's metadata: the headline, whether it passed, and numbers the UI plots
+    over time (variants judged by each kind of comparison, failed gates)."""
+    from eval_pipeline.reporting.report import headline
+
+    states = [g.state for g in verdict.gates.values()]
+    failed = verdict_failures(verdict)
+    return {"headline": headline(verdict, baseline), "passed": verdict.passed, "eligible": verdict.eligible,
+            "failed gates": len(failed), "failed": ", ".join(failed) or "none",
+            **{f"variants {state}": states.count(state) for state in ("comparable", "paired", "first_run",
+                                                                       "not_compared")},
+            "decided by": {v: f"{verdict.gates[v].state}: {how}" for v, how in verdict.decided_by.items()}}
+
+
+def report_output(verdict, paths: Mapping[str, str], plots: Mapping[str, str], limited: bool) -> dict[str, Any]:
+    """The report asset's value, which its checks read: the verdict as decided, where the files
+    are, and the failed gates (`verdict_passed` fails the run on any)."""
+    from eval_pipeline.reporting.report import headline
+
+    return {"paths": {**paths, **plots}, **verdict_output(verdict), "limited": limited,
+            "verdict_failed": verdict_failures(verdict), "headline": headline(verdict, "")}
 
 
 def report_metadata(verdict, baseline: str, paths: Mapping[str, str], plots: Mapping[str, str],

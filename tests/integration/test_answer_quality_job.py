@@ -302,11 +302,8 @@ def _run_metrics(tmp_path: Path, *, hits: int, set_id: str, n: int = 10):
 def answer_runs(pg_uri, tmp_path):
     """Judge and record answer runs in the session database as the report does, under a key
     (set id, corpus) of their own; their rows are deleted afterwards."""
-    from eval_pipeline.reporting.answers import (
-        answer_gate_checks,
-        answer_gate_output,
-        record_answers,
-    )
+    from eval_pipeline.judging.answer_verdict import record_answers
+    from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
     from tests.test_answer_wiring import judge
 
     recorded = []
@@ -317,7 +314,7 @@ def answer_runs(pg_uri, tmp_path):
         verdict = judge(_run_metrics(tmp_path, hits=hits, set_id=f"test.gate-{key}"), run_id=run_id,
                         corpus_signature=f"corpus-{key}", connection_string=pg_uri,
                         tolerances={"max_pass_rate_drop": tolerance, "max_mean_score_drop": tolerance})
-        record_answers(verdict, pg_uri, run_id)
+        record_answers(verdict, pg_uri, run_id, run_eligible=verdict.passed)
         recorded.append(run_id)
         passed, _ = answer_gate_checks({"answers": answer_gate_output(verdict)}, ["dense"])["dense"]
         return verdict.gates["dense"]["deterministic"], passed, verdict.records[0]

@@ -39,7 +39,9 @@ def test_gate_exit_codes(tmp_path, job_env):
     assert "Gate FAILED for `dense`" in report
     assert "| dense | previous | hit@1 | 0.000 | 1.000 | -1.000 | 0.050 |" in report
     log = (tmp_path / "regressed.log").read_text()
-    assert "Asset check 'regression_gate' on 'report' failed" in log or "regression_gate" in log
+    assert "Asset check 'gate__dense' on 'verdict' failed" in log  # decided by the verdict
+    assert "Asset check 'gate__bm25' on 'verdict' passed" in log
+    assert "Asset check 'verdict_passed' on 'report' failed" in log  # which fails the run
 
     code, report = _run(tmp_path, "recovered", good)
     assert code == 0, (tmp_path / "recovered.log").read_text()[-3000:]

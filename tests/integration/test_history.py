@@ -58,6 +58,7 @@ def provenance(**overrides) -> dict:
         "corpus_signature": "corpus-1",
         "question_set_fingerprint": "qs-1",
         "labels_fingerprint": "labels-1",
+        "benchmark_fingerprint": "bench-1",
         "embedder": "all-MiniLM-L6-v2",
         "embedder_revision": "rev-1",
         "chunking": {"size": 512, "overlap": 64},
@@ -298,14 +299,14 @@ def test_state_comparable_with_identical_provenance():
     assert cmp.state == "comparable" and cmp.comparable and cmp.treatment_changes == []
 
 
-@pytest.mark.parametrize("field", ["corpus_signature", "labels_fingerprint", "scoring_protocol"])
+@pytest.mark.parametrize("field", ["corpus_signature", "benchmark_fingerprint", "scoring_protocol"])
 def test_state_mismatch_when_corpus_labels_or_protocol_change(field):
     cmp = compare_provenance(provenance(**{field: "changed"}), provenance(), "a")
     assert cmp.state == "mismatch" and not cmp.comparable
     assert any(r.startswith(f"{field} changed") for r in cmp.reasons)
 
 
-@pytest.mark.parametrize("field", ["corpus_signature", "labels_fingerprint", "scoring_protocol"])
+@pytest.mark.parametrize("field", ["corpus_signature", "benchmark_fingerprint", "scoring_protocol"])
 @pytest.mark.parametrize("bad", [None, "", "  ", 42, ["x"]])
 @pytest.mark.parametrize("side", ["current", "previous"])
 def test_state_unknown_when_a_required_field_is_missing_or_invalid(field, bad, side):
@@ -320,7 +321,7 @@ def test_state_unknown_when_a_required_field_is_missing_or_invalid(field, bad, s
 
 def test_known_mismatch_wins_over_a_missing_field():
     current = provenance(corpus_signature="corpus-2")
-    del current["labels_fingerprint"]
+    del current["benchmark_fingerprint"]
     assert compare_provenance(current, provenance(), "a").state == "mismatch"
 
 

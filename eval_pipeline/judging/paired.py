@@ -1,0 +1,127 @@
+"""The paired comparison: when the benchmark changed, the reference configuration is ranked on
+today's questions in the same run, and the variant is judged against it question by question.
+
+History can only judge a variant against numbers measured on the same benchmark. When the
+questions, the labels or the scored subset changed, there are none, and a gate that passes
+for lack of them lets a regression through in the same change that moved the yardstick. The
+pinned reference is therefore a *configuration* as well as a run: the variant's recorded
+configuration in its latest yardstick run (and in its pinned reference, when that is another).
+Ranked today on today's questions by today's engine, it gives the numbers the variant is
+judged against, on exactly the same questions.
+
+A reference configuration stands for its run only when today's engine (code and packages:
+:func:`eval_pipeline.judging.identity.engine_identity`) is the one that ranked it, and it can
+only be ranked on the index the variant ranks on now; otherwise there is no paired
+comparison, and the verdict is ``not_compared`` (it fails until a run is accepted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.judging.identity import configuration_fingerprint, variant_configuration
+
+__all__ = ["PairedReference", "RankConfiguration", "paired_reference", "rank_configuration"]
+
+# (partition key, the reference's recorded configuration) -> its per-question scores on
+# today's questions (eval_pipeline.judging.scoring.score_variant's frame)
+RankConfiguration = Callable[[str, Mapping[str, Any]], pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class PairedReference:
+    """What a reference run's configuration gives today: its per-question scores (None when
+    it cannot be ranked, with ``why``), and whether it is the variant's own configuration."""
+
+    run_id: str
+    scores: pd.DataFrame | None
+    why: str
+    same_configuration: bool = False
+
+
+def paired_reference(run: Mapping[str, Any], *, variant: str, provenance: Mapping[str, Any],
+                     current_scores: pd.DataFrame, engine: str | None,
+                     rank: RankConfiguration | None, ranked: dict[str, pd.DataFrame]) -> PairedReference:
+    """The paired numbers of ``run`` (a history record: run id, the variant's name in it,
+    provenance) for ``variant`` of the current run (``provenance``, ``current_scores``).
+    ``ranked`` caches what ``rank`` returned, by configuration fingerprint, across variants.
+
+    ``engine`` (today's) must be the one that ranked ``run`` when given: for the variant's latest
+    yardstick, since a code change after it would be on both sides of the comparison, unseen.
+    The pinned reference is paired by its configuration alone (``engine`` None): every engine
+    change since it was judged, on its benchmark, by the runs in between."""
+    run_id = run["run_id"]
+    recorded = run["provenance"]
+    if engine is not None and recorded.get("engine_identity") != engine:
+        return PairedReference(run_id, None, f"the code or the packages that rank changed since run {run_id} (engine "
+                               f"{recorded.get('engine_identity') or 'not recorded'} -> {engine}): its configuration "
+                               "ranked today would not be what that run measured")
+    reference = variant_configuration(recorded, run["variant"])
+    current = variant_configuration(provenance, variant)
+    if reference is None or current is None:
+        return PairedReference(run_id, None, f"run {run_id} does not record the configuration of {run['variant']!r}")
+    fingerprint = configuration_fingerprint(recorded, run["variant"])
+    if fingerprint == configuration_fingerprint(provenance, variant):
+        return PairedReference(run_id, current_scores, "the reference configuration is this variant's own: today's "
+                               "results are its results", same_configuration=True)
+    if reference["index"] != current["index"]:
+        return PairedReference(run_id, None, f"run {run_id} ranked on another index ({reference['index']}); it "
+                               "cannot be ranked on this variant's index")
+    if rank is None:
+        return PairedReference(run_id, None, "no ranking is available to this verdict (no store or question set)")
+    if fingerprint not in ranked:
+        try:
+            ranked[fingerprint] = rank(variant, reference)
+        except Exception as exc:  # a configuration today's code refuses, or a model that is gone
+            return PairedReference(run_id, None, f"the configuration of run {run_id} could not be ranked today: "
+                                   f"{type(exc).__name__}: {exc}")
+    return PairedReference(run_id, ranked[fingerprint], f"the configuration of run {run_id} ranked on today's "
+                           "questions")
+
+
+def paired_counts(current: pd.DataFrame, reference: pd.DataFrame, metric: str = "ndcg@10") -> tuple[int, int, int]:
+    """(worse, tied, better) answerable questions of ``current`` against ``reference`` on
+    ``metric``, question by question."""
+    cur = current[current["answerable"]].set_index("qid")[metric]
+    ref = reference[reference["answerable"]].set_index("qid")[metric].reindex(cur.index)
+    delta = (cur - ref).fillna(0.0)
+    return int((delta < -1e-12).sum()), int((delta.abs() <= 1e-12).sum()), int((delta > 1e-12).sum())
+
+
+def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot, store, question_set, state,
+                       connection_string: str, embedder, build_reranker: Callable[..., Any], miss_k: int,
+                       code_version: str, log: Callable[[str], None]) -> pd.DataFrame:
+    """A recorded configuration (:func:`variant_configuration`'s ``variant`` part) ranked on
+    today's questions, on ``store``, through the same plan, caches and Sweep as the ranking
+    asset, and scored: per-question scores."""
+    from eval_pipeline.judging.scoring import score_variant
+    from eval_pipeline.ranking.steps import rank_in_one_step
+    from eval_pipeline.ranking.variants import parse_variant
+
+    import json
+
+    recorded = dict(configuration["variant"])
+    # the settings as the variants file gives them; the rest of the record is derived from them
+    given = {k: v for k, v in recorded.items() if k not in _DERIVED}
+    variant = parse_variant({**given, "name": name}, f"the reference configuration {name}")
+    log(f"paired comparison: ranking {name} ({variant.describe()}) on today's questions")
+    frames = rank_in_one_step([variant], snapshot=snapshot, store=store, question_set=question_set, state=state,
+                              connection_string=connection_string, embedder=embedder, build_reranker=build_reranker,
+                              miss_k=miss_k, reuse=True, code_version=code_version, log=log)
+    frame = frames[variant.key]
+    # what ranked today must be what was recorded: resolved leg defaults, the reranker's identity
+    # (its weights by content, an LLM's endpoint and model)
+    today = {k: v for k, v in json.loads(frame["variant_config"].iloc[0]).items() if k != "tuned"}
+    if json.dumps(today, sort_keys=True, default=str) != json.dumps(recorded, sort_keys=True, default=str):
+        changed = sorted(k for k in set(today) | set(recorded) if today.get(k) != recorded.get(k))
+        raise ValueError(f"ranked today, the configuration is not the one recorded (differs in {', '.join(changed)})")
+    return score_variant(frame, question_set.questions)
+
+
+# What a recorded configuration holds beyond the variants file's settings: each leg's resolved
+# settings and the reranker's identity (checked after ranking), what the tuning chose.
+_DERIVED = ("leg_settings", "reranker_identity", "tuned")

@@ -1,0 +1,138 @@
+"""The verdict asset's one function: decide whether the run passes, retrieval and answers, in
+one place, before anything is rendered.
+
+`decide_run` checks that its inputs belong together (the corpus, every index's table, the
+question set and its fusion-tuning split as the variants file says it now, each partition's
+recorded configuration), builds the run's provenance (the benchmark's content identity, each
+variant's configuration and the engine), judges every variant's retrieval gate
+(`eval_pipeline.judging.verdict.judge_run`, failing closed, with a paired comparison where the
+benchmark changed) and every (variant, grader)'s answer gate
+(`eval_pipeline.judging.answer_verdict.judge_answer_run`), and returns one `RunVerdict`. The
+report renders it and records it; the checks on the verdict asset read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.corpus.sources import CorpusSnapshot
+from eval_pipeline.judging.answer_verdict import check_answers_belong, judge_answer_run
+from eval_pipeline.judging.history import labels_fingerprint
+from eval_pipeline.judging.identity import benchmark_fingerprint
+from eval_pipeline.judging.paired import RankConfiguration
+from eval_pipeline.judging.verdict import RunVerdict, code_version, judge_run, results_provenance
+from eval_pipeline.questions.sets import QuestionSet
+from eval_pipeline.ranking.caches import store_environment
+from eval_pipeline.ranking.inputs import InconsistentInputs, check_inputs_agree
+from eval_pipeline.store.indexes import IndexStores
+from eval_pipeline.store.ingest import StoreInfo
+
+__all__ = ["check_split_current", "decide_run", "run_provenance"]
+
+
+def check_split_current(question_set: QuestionSet, tuning: tuple[float, int] | None) -> None:
+    """The question set's fusion-tuning split is the one the variants file asks for now: a set
+    split for a tuned variant that is gone (or split otherwise) scores every variant on a stale
+    subset. Refused, naming what to materialize again."""
+    split = question_set.split
+    have = None if not split else (float(split["fraction"]), int(split["seed"]))
+    want = None if tuning is None else (float(tuning[0]), int(tuning[1]))
+    if have != want:
+        said = "no fusion tuning" if want is None else f"tuning fraction {want[0]}, seed {want[1]}"
+        was = "not split" if have is None else f"split for tuning (fraction {have[0]}, seed {have[1]})"
+        raise InconsistentInputs(f"the question set was {was}, but the variants file now says {said}: every variant "
+                                 "would be scored on another subset than the file describes. Materialize question_set "
+                                 "(and the assets after it) again.")
+
+
+def decide_run(
+    variant_metrics: Mapping[str, pd.DataFrame],
+    *,
+    sweep,
+    snapshot: CorpusSnapshot,
+    stores: IndexStores,
+    question_set: QuestionSet,
+    embedder_for: Callable[[str], Any],
+    connection_string: str,
+    run_id: str,
+    statistics_cache,
+    answer_metrics: Mapping[str, pd.DataFrame] | None = None,
+    rank_reference: RankConfiguration | None = None,
+) -> RunVerdict:
+    """The run's verdict (see the module docstring). `stores` holds every index's table,
+    `embedder_for(index key)` its embedder; a partition's index is `sweep.pair(key)`'s.
+    `rank_reference(partition key, recorded configuration)` ranks a reference configuration
+    on today's questions for a paired comparison (`eval_pipeline.judging.paired`)."""
+    order = [k for k in sweep.keys if k in variant_metrics]
+    if not order:
+        raise ValueError("no variant has metrics yet; materialize ranked_results and variant_metrics first")
+    check_split_current(question_set, sweep.tuning)
+    per_variant = {k: variant_metrics[k] for k in order}
+    index_of = {k: sweep.pair(k)[0].key for k in order}
+    if sweep.indexes_listed:
+        stores.check_current(sweep.index_by_key(), index_of.values())
+    for index in dict.fromkeys(index_of.values()):
+        check_inputs_agree(corpus_signature=snapshot.signature, store=stores[index], questions=question_set,
+                           embedder=embedder_for(index))
+    tables = {k: stores[i].table for k, i in index_of.items()}
+    store = stores[index_of.get(sweep.baseline, next(iter(index_of.values())))]  # the run-level fields' index
+    provenance = run_provenance(per_variant, snapshot, store, question_set, tables=tables,
+                                indexes={k: _index_provenance(stores[i]) for k, i in index_of.items()}
+                                if sweep.indexes_listed else None)
+    provenance["database"] = store_environment(connection_string)  # the server and extension that ranked
+    verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance, tolerances=sweep.tolerances,
+                        strict=sweep.strict, run_id=run_id, limited=question_set.limited,
+                        connection_string=connection_string, record=False, statistics_cache=statistics_cache,
+                        sweep_keys=list(sweep.keys), rank_reference=rank_reference)
+    check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, tables=tables,
+                         variant_configs=provenance.get("variants", {}))
+    verdict.answers = judge_answer_run(answer_metrics or {}, order=order, corpus_signature=store.corpus_signature,
+                                       tolerances=sweep.answer_tolerances, strict=sweep.answer_strict,
+                                       connection_string=connection_string, run_id=run_id)
+    verdict.run_id, verdict.index_of, verdict.tables = run_id, index_of, tables
+    return verdict
+
+
+def _index_provenance(info: StoreInfo) -> dict[str, Any]:
+    """What a pair's index is, recorded with its configuration: a change is the pair's treatment."""
+    return {"table": info.table, "embedder": info.embedder, "embedder_revision": info.embedder_revision,
+            "chunking": asdict(info.chunking)}
+
+
+def run_provenance(per_variant: Mapping[str, pd.DataFrame], snapshot: CorpusSnapshot, store: StoreInfo,
+                   question_set: QuestionSet, *, tables: Mapping[str, str],
+                   indexes: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The provenance the run is judged and recorded with (the benchmark's identity, the
+    treatment, and each variant's configuration as recorded in its partition's results).
+    `tables` is each partition's table; `indexes` (with indexes
+    listed) each pair's index, added to its configuration as `index`, which then stands for
+    the run-level embedder and chunking in the pair's treatment (`compare_provenance`).
+    The benchmark is identified by content: every scored question's text, golds and grades,
+    and the tuning part (`eval_pipeline.judging.identity.benchmark_fingerprint`)."""
+    return {
+        "corpus_signature": store.corpus_signature,  # what the table was built from (checked to agree)
+        "question_set_fingerprint": question_set.fingerprint,
+        "labels_fingerprint": labels_fingerprint(question_set.questions),
+        "benchmark_fingerprint": benchmark_fingerprint(question_set.questions, tuning=question_set.tuning),
+        "embedder": store.embedder,
+        "embedder_revision": store.embedder_revision,
+        "chunking": asdict(store.chunking),
+        "code_version": code_version(),
+        # as recorded in each partition's results, not as the variants file says now
+        **_with_indexes(results_provenance(per_variant, tables=tables,
+                                           questions_fingerprint=question_set.fingerprint,
+                                           tuning_fingerprint=question_set.tuning_fingerprint), indexes),
+    }
+
+
+def _with_indexes(provenance: dict[str, Any], indexes: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    if indexes:
+        provenance["variants"] = {k: {**config, "index": dict(indexes[k])} for k, config in
+                                  provenance["variants"].items()}
+    return provenance
+
+

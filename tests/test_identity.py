@@ -1,0 +1,97 @@
+"""Identity is content: the benchmark a run measured, a variant's configuration, the engine.
+
+A label a user can keep while changing what it stands for (a re-stamped question set, a
+variant's name) must never make two different measurements look alike, nor two alike ones
+look different."""
+
+from dataclasses import replace
+
+import pytest
+
+from eval_pipeline.judging.identity import (
+    benchmark_fingerprint,
+    configuration_fingerprint,
+    normalized_text,
+    scoring_protocol,
+    variant_configuration,
+)
+from eval_pipeline.questions.sets import Question
+
+
+def q(qid, gold, text=None, **kw):
+    return Question(qid=qid, question=text or f"what is {qid}?", gold=tuple(gold), form="MATCH", hard_class=None,
+                    gist=None, **kw)
+
+
+BASE = [q("q1", ["d1"]), q("q2", ["d2", "d3"]), q("q3", [])]
+
+
+def test_rewording_a_question_is_another_benchmark():
+    reworded = [replace(BASE[0], question="please tell me: what is q1?"), *BASE[1:]]
+    assert benchmark_fingerprint(reworded) != benchmark_fingerprint(BASE)
+
+
+@pytest.mark.parametrize("changed", [
+    [q("q1", ["d9"]), *BASE[1:]],  # a gold edited
+    [q("q1", ["d1"]), q("q2", ["d2"]), BASE[2]],  # a gold removed
+    [*BASE[:2], q("q3", ["d1"])],  # an abstention made answerable
+    [q("q0", ["d1"]), *BASE[1:]],  # an id changed
+    BASE[:2],  # a question dropped from the scored subset
+    [replace(BASE[0], relevance={"d1": 2}), *BASE[1:]],  # a grade changed
+])
+def test_labels_and_the_scored_subset_are_part_of_it(changed):
+    assert benchmark_fingerprint(changed) != benchmark_fingerprint(BASE)
+
+
+def test_the_tuning_part_is_part_of_it():
+    assert benchmark_fingerprint(BASE[1:], tuning=BASE[:1]) != benchmark_fingerprint(BASE[1:])
+    assert benchmark_fingerprint(BASE[1:], tuning=BASE[:1]) != benchmark_fingerprint(BASE)
+    # a question moved between the parts is another benchmark
+    assert benchmark_fingerprint(BASE[1:], tuning=BASE[:1]) != benchmark_fingerprint(BASE[:2], tuning=BASE[2:])
+
+
+def test_order_gold_order_and_white_space_are_not():
+    assert benchmark_fingerprint(list(reversed(BASE))) == benchmark_fingerprint(BASE)
+    assert benchmark_fingerprint([q("q2", ["d3", "d2"]), BASE[0], BASE[2]]) == benchmark_fingerprint(BASE)
+    spaced = [replace(BASE[0], question="  what   is\tq1? "), *BASE[1:]]
+    assert benchmark_fingerprint(spaced) == benchmark_fingerprint(BASE)
+    assert normalized_text(" a\u00a0 b\n") == "a b"
+    # case reaches the engines: it is kept
+    assert benchmark_fingerprint([replace(BASE[0], question="WHAT IS Q1?"), *BASE[1:]]) != benchmark_fingerprint(BASE)
+
+
+def test_an_empty_benchmark_is_refused():
+    with pytest.raises(ValueError, match="at least one scored question"):
+        benchmark_fingerprint([])
+
+
+PROVENANCE = {"embedder": "minilm", "embedder_revision": "rev1", "chunking": {"split_length": 150},
+              "variants": {"hybrid": {"engine": "hybrid", "depth": 20}, "renamed": {"engine": "hybrid", "depth": 20},
+                           "shallow": {"engine": "hybrid", "depth": 3},
+                           "tuned": {"engine": "hybrid", "depth": 20, "tuned": {"chosen": {"rrf_k": 1}}}}}
+
+
+def test_a_configuration_has_no_name():
+    assert configuration_fingerprint(PROVENANCE, "hybrid") == configuration_fingerprint(PROVENANCE, "renamed")
+    assert configuration_fingerprint(PROVENANCE, "hybrid") != configuration_fingerprint(PROVENANCE, "shallow")
+    # what this run's tuning chose is an outcome, not the configuration
+    assert configuration_fingerprint(PROVENANCE, "tuned") == configuration_fingerprint(PROVENANCE, "hybrid")
+    assert configuration_fingerprint(PROVENANCE, "absent") is None
+
+
+@pytest.mark.parametrize("field, value", [("embedder", "bge"), ("embedder_revision", "rev2"),
+                                          ("chunking", {"split_length": 60})])
+def test_the_index_is_part_of_a_configuration(field, value):
+    other = {**PROVENANCE, field: value}
+    assert configuration_fingerprint(other, "hybrid") != configuration_fingerprint(PROVENANCE, "hybrid")
+
+
+def test_a_pair_is_configured_on_its_own_index():
+    index = {"table": "t1", "embedder": "sre", "embedder_revision": "rev9", "chunking": {"split_length": 60}}
+    pair = {**PROVENANCE, "variants": {"i|hybrid": {"engine": "hybrid", "depth": 20, "index": index}}}
+    assert variant_configuration(pair, "i|hybrid")["index"] == {k: index[k] for k in
+                                                               ("embedder", "embedder_revision", "chunking")}
+
+
+def test_the_scoring_protocol_holds_the_scoring_code():
+    assert scoring_protocol("v1").startswith("v1+") and scoring_protocol("v1") != scoring_protocol("v2")
