@@ -39,9 +39,9 @@ def test_gate_exit_codes(tmp_path, job_env):
     assert "Gate FAILED for `dense`" in report
     assert "| dense | previous | hit@1 | 0.000 | 1.000 | -1.000 | 0.050 |" in report
     log = (tmp_path / "regressed.log").read_text()
-    assert "Asset check 'gate__dense' on 'verdict' failed" in log  # decided by the verdict
+    assert "Asset check 'gate__dense' on 'verdict' did not pass" in log  # decided by the verdict
     assert "Asset check 'gate__bm25' on 'verdict' passed" in log
-    assert "Asset check 'verdict_passed' on 'report' failed" in log  # which fails the run
+    assert "Asset check 'verdict_passed' on 'report' did not pass" in log  # which fails the run
 
     code, report = _run(tmp_path, "recovered", good)
     assert code == 0, (tmp_path / "recovered.log").read_text()[-3000:]

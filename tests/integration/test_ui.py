@@ -155,7 +155,8 @@ def test_the_ui_shows_plots_partition_numbers_and_the_failed_variant(tmp_path, j
     second = start_job(tmp_path, "regressed", env, tiny_job_config(tmp_path / "regressed"))
     assert second.wait(timeout=600) == 1, (tmp_path / "regressed.log").read_text()[-3000:]
     log = (tmp_path / "regressed.log").read_text()
-    assert "Asset check 'gate__dense' on 'report' did not pass" in log and "Asset check 'gate__bm25' on 'report' passed" in log
+    assert "Asset check 'gate__dense' on 'verdict' did not pass" in log and "Asset check 'gate__bm25' on 'verdict' passed" in log
+    assert "Asset check 'verdict_passed' on 'report' did not pass" in log
     headline = (tmp_path / "regressed" / "results.md").read_text().splitlines()[2].strip("*")
     assert "Gate FAILED for `dense`" in headline
 
@@ -171,9 +172,11 @@ def test_the_ui_shows_plots_partition_numbers_and_the_failed_variant(tmp_path, j
                                 "return m ? m[1] : null; })()")
         assert 0.0 <= float(ndcg) <= 1.0
 
-        # The Checks tab lists each check with its latest result: the regressed variant's own check
-        # is Failed (the UI draws it red), the other variant's Succeeded.
-        states = browser.wait_for(f"{base}/assets/report?view=checks", """(() => {
+        # The verdict asset decides, and says so on its page; its Checks tab lists each variant's
+        # gate with its latest result: the regressed variant's own check is Failed (the UI draws it
+        # red), the other variant's Succeeded.
+        assert browser.wait_for(f"{base}/assets/verdict", f"document.body.innerText.includes({json.dumps(headline)})")
+        states = browser.wait_for(f"{base}/assets/verdict?view=checks", """(() => {
           const t = document.body.innerText;
           const d = t.match(/gate__dense\\s+gate__dense\\s+(\\w+)/), b = t.match(/gate__bm25\\s+gate__bm25\\s+(\\w+)/);
           return d && b ? [d[1], b[1]] : null; })()""")

@@ -1,0 +1,338 @@
+"""The gate fails closed: when the benchmark or a variant's identity changes, a variant that has
+ever had an eligible run is never passed for lack of a comparison.
+
+Each test is a sequence of `dagster job execute` runs on the tiny fixture (tests/fixtures/tiny_*),
+in a state dir (and history) of its own, asserting the exit code, each variant's gate line in
+results.md (`- `V`: **passed|FAILED** (STATE)`) and, where the contract names them, the history
+rows (`eval_runs`, `eval_answer_runs`). The retrieval tests run without answers (`golden_prompts:
+source: none`), so only the retrieval gate decides their exit code. A deterministic regression:
+`abstain_below: 5.0` on the dense variant (no score reaches it: every answerable question a miss).
+
+0. a brand-new project                    exit 0, every variant `first_run`
+1. reworded questions (re-stamped)         unchanged variants: exit 0, every variant `paired`
+                                           passed; reworded again with `dense` regressed: exit 1,
+                                           `dense` `paired` FAILED, `bm25` `paired` passed
+2. one gold edited + a regression          exit 1, `dense` FAILED (`paired` or `not_compared`)
+3. a tuned hybrid added (the scored subset exit 1, `dense` FAILED, `bm25` `paired` passed, the new
+   shrinks) + a regression                 hybrid `first_run` passed
+4. `dense` renamed and regressed           exit 1, `not_compared`, with and without `gate.strict`;
+   (`dense-v2`, `dense` gone)              accepted with the history CLI, the next identical run
+                                           exits 0 (`comparable`); a rename with the same
+                                           configuration exits 0 (`comparable`, history kept)
+5. answers: a loosened golden set (every   exit 1, answer gate `not_compared`, strict or not; the
+   assertion `contains "the"`, re-stamped  answer rows of the earlier run whose retrieval gate
+   under the same set id)                  failed are all `eligible = false`
+6. accept run B, then the older run A      the next run is judged against A
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from unittest import mock
+
+import psycopg
+import pytest
+import yaml
+from psycopg.rows import dict_row
+
+from eval_pipeline.questions.golden import Assertion, load_golden_prompts, write_golden_prompts
+from eval_pipeline.questions.sets import write_question_set
+from eval_pipeline.store.database import EmbeddedPostgres
+from tests.integration.cli import FIXTURES, REPO, start_job, tiny_job_config
+
+pytestmark = pytest.mark.integration
+
+GATE_LINE = re.compile(r"^- `(?P<variant>[^`]+)`: \*\*(?P<verdict>passed|FAILED)\*\* \((?P<state>\w+)\)", re.M)
+RUN_ID = re.compile(r"retrieval_eval - ([0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}) - ")
+INSTANCE_ENV = ("EVAL_PIPELINE_DAGSTER_PG_URL", "EVAL_PIPELINE_ARTIFACTS_DIR", "EVAL_PIPELINE_COMPUTE_LOGS_DIR")
+TOLERANCES = {"hit@1": 0.05, "hit@5": 0.05, "mrr": 0.05, "ndcg@10": 0.05}
+
+DENSE = {"engine": "pg-dense", "name": "dense"}
+REGRESSED = {**DENSE, "abstain_below": 5.0}
+BM25 = {"engine": "bm25"}
+TUNED_HYBRID = {"engine": "hybrid", "name": "hybrid-tuned", "tune": "rrf_k"}
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    code: int
+    report: str
+    log: str
+
+    @property
+    def run_id(self) -> str:
+        match = RUN_ID.search(self.log)
+        assert match, self.log[-3000:]
+        return match.group(1)
+
+    @property
+    def gates(self) -> dict[str, tuple[str, str]]:
+        """variant -> (passed|FAILED, state), from the report's gate lines."""
+        return {m["variant"]: (m["verdict"], m["state"]) for m in GATE_LINE.finditer(self.report)}
+
+
+class Project:
+    """One state dir (and history) through a sequence of whole-job runs on the tiny corpus."""
+
+    def __init__(self, tmp_path: Path, env: dict):
+        self.tmp, self.env = tmp_path, env
+
+    def variants(self, name: str, *variants: dict, strict: bool = False, **top) -> Path:
+        path = self.tmp / f"{name}.variants.yaml"
+        gate = {"tolerances": TOLERANCES, **({"strict": True} if strict else {})}
+        path.write_text(yaml.safe_dump({"variants": list(variants), "gate": gate, **top}, sort_keys=False))
+        return path
+
+    def run(self, name: str, variants: Path, *, questions: Path | None = None, golden: Path | None = None) -> Run:
+        config = tiny_job_config(self.tmp / name, **({"path": str(questions)} if questions else {}))
+        config["ops"]["golden_prompts"] = {"config": {"source": "file", "path": str(golden)} if golden
+                                           else {"source": "none"}}
+        job = start_job(self.tmp, name, {**self.env, "EVAL_PIPELINE_VARIANTS": str(variants)}, config)
+        code = job.wait(timeout=600)
+        report = self.tmp / name / "results.md"
+        log = (self.tmp / f"{name}.log").read_text(errors="replace")
+        return Run(code, report.read_text(encoding="utf-8") if report.exists() else "", log)
+
+    def accept(self, run_id: str) -> None:
+        """`python -m eval_pipeline.judging.history accept RUN_ID`, as the README says."""
+        out = subprocess.run([sys.executable, "-m", "eval_pipeline.judging.history", "accept", run_id], cwd=REPO,
+                             env=self.env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+
+    def _rows(self, query: str, run_id: str) -> list[dict]:
+        with psycopg.connect(EmbeddedPostgres(self.env["EVAL_PIPELINE_STATE_DIR"]).uri("eval"),
+                             row_factory=dict_row) as conn:
+            return conn.execute(query, (run_id,)).fetchall()
+
+    def history_row(self, run_id: str) -> dict:
+        rows = self._rows("SELECT run_id, seq, eligible, provenance FROM eval_runs WHERE run_id = %s", run_id)
+        assert len(rows) == 1, f"run {run_id} has {len(rows)} history rows"
+        return rows[0]
+
+    def answer_rows(self, run_id: str) -> list[dict]:
+        return self._rows("SELECT variant, grader, eligible FROM eval_answer_runs WHERE run_id = %s", run_id)
+
+    def answer_checks(self, run_id: str) -> dict[str, tuple[bool, dict]]:
+        """answer_gate__V check name -> (passed, metadata values), from the run's event log."""
+        from dagster import DagsterEventType, DagsterInstance
+
+        with mock.patch.dict(os.environ, {k: self.env[k] for k in INSTANCE_ENV}):
+            instance = DagsterInstance.from_config(str(REPO))
+            try:
+                records = instance.get_records_for_run(
+                    run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION, limit=1000).records
+            finally:
+                instance.dispose()
+        evaluations = [r.event_log_entry.dagster_event.event_specific_data for r in records]
+        return {e.check_name: (e.passed, {k: v.value for k, v in e.metadata.items()})
+                for e in evaluations if e.check_name.startswith("answer_gate__")}
+
+
+@pytest.fixture
+def project(tmp_path, job_env):
+    return Project(tmp_path, job_env("state"))
+
+
+def rewritten_questions(path: Path, tiny_questions, tiny_snapshot, *, prefix: str = "",
+                        gold: dict[str, tuple[str, ...]] | None = None) -> Path:
+    """The tiny question set with every text prefixed and/or some golds replaced, re-stamped."""
+    questions = [replace(q, question=prefix + q.question, gold=(gold or {}).get(q.qid, q.gold))
+                 for q in tiny_questions.questions]
+    write_question_set(path, questions, corpus_signature=tiny_snapshot.signature)
+    return path
+
+
+def loosened_golden(path: Path) -> Path:
+    """The tiny golden set with every assertion `contains "the"`, re-stamped under the same set id."""
+    golden = load_golden_prompts(FIXTURES / "tiny_golden.jsonl")
+    prompts = tuple(replace(p, assertions=(Assertion.contains("the"),)) for p in golden.prompts)
+    write_golden_prompts(path, replace(golden, prompts=prompts, path=str(path)))
+    assert load_golden_prompts(path).set_id == golden.set_id
+    return path
+
+
+def assert_paired_or_closed(state: str) -> None:
+    assert state in ("paired", "not_compared"), state
+
+
+# --------------------------------------------------------------------------------------------
+# 0. a brand-new project
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_new_project_passes_as_first_run(project):
+    run = project.run("base", project.variants("good", DENSE, BM25))
+    assert run.code == 0, run.log[-3000:]
+    assert run.gates == {"dense": ("passed", "first_run"), "bm25": ("passed", "first_run")}
+    row = project.history_row(run.run_id)
+    assert row["eligible"] is True
+    assert {v: (g["state"], g["passed"]) for v, g in row["provenance"]["gate"].items()} == {
+        "dense": ("first_run", True), "bm25": ("first_run", True)}
+
+
+# --------------------------------------------------------------------------------------------
+# 1. reworded questions: paired with the variant's reference configuration
+# --------------------------------------------------------------------------------------------
+
+
+def test_reworded_questions_are_paired_and_a_regression_fails(project, tmp_path, tiny_questions, tiny_snapshot):
+    good = project.variants("good", DENSE, BM25)
+    base = project.run("base", good)
+    assert base.code == 0, base.log[-3000:]
+
+    reworded = rewritten_questions(tmp_path / "reworded.jsonl", tiny_questions, tiny_snapshot,
+                                   prefix="please tell me: ")
+    same = project.run("reworded", good, questions=reworded)
+    assert same.code == 0, same.log[-3000:]
+    assert same.gates == {"dense": ("passed", "paired"), "bm25": ("passed", "paired")}
+
+    again = rewritten_questions(tmp_path / "reworded-again.jsonl", tiny_questions, tiny_snapshot,
+                                prefix="could you say: ")
+    regressed = project.run("reworded-regressed", project.variants("bad", REGRESSED, BM25), questions=again)
+    assert regressed.code == 1, regressed.log[-3000:]
+    assert regressed.gates == {"dense": ("FAILED", "paired"), "bm25": ("passed", "paired")}
+    gate = project.history_row(regressed.run_id)["provenance"]["gate"]
+    assert (gate["dense"]["state"], gate["dense"]["passed"]) == ("paired", False)
+
+
+# --------------------------------------------------------------------------------------------
+# 2. an edited gold together with a regression
+# --------------------------------------------------------------------------------------------
+
+
+def test_an_edited_gold_does_not_hide_a_regression(project, tmp_path, tiny_questions, tiny_snapshot):
+    base = project.run("base", project.variants("good", DENSE, BM25))
+    assert base.code == 0, base.log[-3000:]
+
+    relabelled = rewritten_questions(tmp_path / "relabelled.jsonl", tiny_questions, tiny_snapshot,
+                                     gold={"t1": ("bike-storage",)})
+    run = project.run("relabelled-regressed", project.variants("bad", REGRESSED, BM25), questions=relabelled)
+    assert run.code == 1, run.log[-3000:]
+    verdict, state = run.gates["dense"]
+    assert verdict == "FAILED"
+    assert_paired_or_closed(state)
+    row = project.history_row(run.run_id)
+    assert row["eligible"] is False and row["provenance"]["gate"]["dense"]["passed"] is False
+
+
+# --------------------------------------------------------------------------------------------
+# 3. fusion tuning added (the scored subset changes) together with a regression
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_tuned_hybrid_added_does_not_hide_a_regression(project):
+    base = project.run("base", project.variants("good", DENSE, BM25))
+    assert base.code == 0, base.log[-3000:]
+
+    variants = project.variants("tuned-bad", REGRESSED, BM25, TUNED_HYBRID, tuning={"fraction": 0.5, "seed": 0})
+    run = project.run("tuned-regressed", variants)
+    assert run.code == 1, run.log[-3000:]
+    verdict, state = run.gates["dense"]
+    assert verdict == "FAILED"
+    assert_paired_or_closed(state)
+    assert run.gates["bm25"] == ("passed", "paired")
+    assert run.gates["hybrid-tuned"] == ("passed", "first_run")
+
+
+# --------------------------------------------------------------------------------------------
+# 4. renames: reconfigured and the old name gone fails closed until accepted; same config keeps history
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_renamed_regressed_variant_fails_until_accepted(project):
+    base = project.run("base", project.variants("good", DENSE, BM25))
+    assert base.code == 0, base.log[-3000:]
+    renamed = {**REGRESSED, "name": "dense-v2"}
+
+    lenient = project.run("renamed", project.variants("renamed", renamed, BM25))
+    assert lenient.code == 1, lenient.log[-3000:]
+    assert lenient.gates == {"dense-v2": ("FAILED", "not_compared"), "bm25": ("passed", "comparable")}
+
+    strict_variants = project.variants("renamed-strict", renamed, BM25, strict=True)
+    strict = project.run("renamed-strict", strict_variants)
+    assert strict.code == 1, strict.log[-3000:]
+    assert strict.gates == {"dense-v2": ("FAILED", "not_compared"), "bm25": ("passed", "comparable")}
+
+    project.accept(strict.run_id)
+    after = project.run("after-accept", strict_variants)
+    assert after.code == 0, after.log[-3000:]
+    assert after.gates == {"dense-v2": ("passed", "comparable"), "bm25": ("passed", "comparable")}
+
+    same_config = project.run("bm25-renamed", project.variants("lexical", renamed, {**BM25, "name": "lexical"},
+                                                               strict=True))
+    assert same_config.code == 0, same_config.log[-3000:]
+    assert same_config.gates == {"dense-v2": ("passed", "comparable"), "lexical": ("passed", "comparable")}
+
+
+def test_a_rename_with_the_same_configuration_keeps_its_history(project):
+    base = project.run("base", project.variants("good", DENSE, BM25))
+    assert base.code == 0, base.log[-3000:]
+    run = project.run("renamed", project.variants("renamed", {**DENSE, "name": "dense-renamed"}, BM25))
+    assert run.code == 0, run.log[-3000:]
+    assert run.gates == {"dense-renamed": ("passed", "comparable"), "bm25": ("passed", "comparable")}
+    gate = project.history_row(run.run_id)["provenance"]["gate"]["dense-renamed"]
+    assert gate["previous_run_id"] == base.run_id
+
+
+# --------------------------------------------------------------------------------------------
+# 5. answers: a loosened golden set under the same set id
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_loosened_golden_set_is_not_compared_and_fails(project, tmp_path):
+    golden = FIXTURES / "tiny_golden.jsonl"
+    good = project.variants("good", DENSE, BM25)
+    base = project.run("base", good, golden=golden)
+    assert base.code == 0, base.log[-3000:]
+    assert {state for _, meta in project.answer_checks(base.run_id).values()
+            for key, state in meta.items() if key.endswith(" state")} == {"first_run"}
+
+    regressed = project.run("regressed", project.variants("bad", REGRESSED, BM25), golden=golden)
+    assert regressed.code == 1, regressed.log[-3000:]
+    assert regressed.gates["dense"][0] == "FAILED"
+    rows = project.answer_rows(regressed.run_id)
+    assert rows and {r["variant"] for r in rows} == {"dense", "bm25"}
+    assert [r for r in rows if r["eligible"]] == []
+
+    loose = loosened_golden(tmp_path / "loose.jsonl")
+    for name, variants in (("loosened", good), ("loosened-strict",
+                                                project.variants("strict", DENSE, BM25, answers={"gate": {"strict": True}}))):
+        run = project.run(name, variants, golden=loose)
+        assert run.code == 1, f"{name}: {run.log[-3000:]}"
+        assert run.gates == {"dense": ("passed", "comparable"), "bm25": ("passed", "comparable")}, name
+        checks = project.answer_checks(run.run_id)
+        assert set(checks) == {"answer_gate__dense", "answer_gate__bm25"}, name
+        for check, (passed, meta) in checks.items():
+            states = {key: value for key, value in meta.items() if key.endswith(" state")}
+            assert passed is False and states and set(states.values()) == {"not_compared"}, (name, check, meta)
+
+
+# --------------------------------------------------------------------------------------------
+# 6. re-accepting an older run
+# --------------------------------------------------------------------------------------------
+
+
+def test_re_accepting_an_older_run_makes_it_the_reference(project):
+    run_a = project.run("a", project.variants("good", DENSE, BM25))
+    assert run_a.code == 0, run_a.log[-3000:]
+    bad = project.variants("bad", REGRESSED, BM25)
+    run_b = project.run("b", bad)
+    assert run_b.code == 1, run_b.log[-3000:]
+
+    project.accept(run_b.run_id)
+    project.accept(run_a.run_id)
+    run_c = project.run("c", bad)
+    gate = project.history_row(run_c.run_id)["provenance"]["gate"]
+    assert {v: g["reference_run_id"] for v, g in gate.items()} == {"dense": run_a.run_id, "bm25": run_a.run_id}
+    assert run_c.gates["dense"] == ("FAILED", "comparable")  # judged against A, dense regressed since
+    assert run_c.code == 1, run_c.log[-3000:]
