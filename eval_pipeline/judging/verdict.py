@@ -290,6 +290,7 @@ def judge_run(
     verdict = RunVerdict(summary=summary, intervals=intervals, baseline_comparison=comparison, limited=limited,
                          provenance=provenance)
     identity = benchmark_identity(provenance)
+    incomplete = [k for k, v in identity.items() if not (isinstance(v, str) and v.strip())]
     project = (project_history(connection_string, before_run_id=run_id, prefix=history_prefix)
                if connection_string else {"has_yardstick": False, "last_keys": {}})
     carried = set(configurations.values())
@@ -319,6 +320,12 @@ def judge_run(
             if ever is None:
                 previous_gate = gate = _first_run(variant, project["has_yardstick"], vanished, strict)
                 verdict.decided_by[variant] = "nothing (a first run)" if gate.passed else "nothing (not compared)"
+            elif incomplete:
+                previous_gate = gate = GateResult(False, "not_compared", [], (
+                    f"FAILED (not compared): this run's benchmark identity is incomplete ({', '.join(incomplete)} "
+                    f"missing or invalid): no run can be compared with it, nor paired by configuration; "
+                    f"{ACCEPT_HINT}"))
+                verdict.decided_by[variant] = "nothing (not compared)"
             else:
                 ref = reference_run(connection_string, identity=benchmark_identity(ever["provenance"]), **lookup)
                 if ref is not None and ref["run_id"] == ever["run_id"]:

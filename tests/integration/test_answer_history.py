@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 YARDSTICK = "decision:api.example.com:grader-1:v1+abcd1234"
 GENERATOR = "api.example.com:gen-1->gen-1-0613"
 TOL = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
-KEY = ("variant", "grader", "set_id", "set_fingerprint", "corpus_signature", "generator", "yardstick")
+KEY = ("variant", "grader", "set_id", "set_fingerprint", "corpus_signature", "yardstick")
 
 
 def row(pass_rate=0.8, mean_score=0.8, **overrides):
@@ -272,8 +272,6 @@ def test_an_ineligible_run_alone_is_no_yardstick(pg_uri, prefix):
     ("set_fingerprint", "fp-2"),
     ("set_id", "team.other"),
     ("corpus_signature", "corpus-2"),
-    ("generator", "api.example.com:gen-2->gen-2"),
-    ("generator", "api.example.com:gen-1->gen-1-0125"),  # same model sent, another model answered
     ("yardstick", "decision:api.example.com:grader-2:v1+abcd1234"),
     ("yardstick", "decision:api.example.com:grader-1:v2+ffff0000"),
     ("variant", "dense"),
@@ -288,6 +286,16 @@ def test_another_key_is_never_compared(pg_uri, prefix, field, value):
     assert previous(pg_uri, prefix, row(), before="run-1", **{field: value}) is None
 
 
+@pytest.mark.parametrize("generator", ["api.example.com:gen-2->gen-2",
+                                       "api.example.com:gen-1->gen-1-0125"])  # same model sent, another answered
+def test_another_generator_is_the_treatment_on_the_same_measurement(pg_uri, prefix, generator):
+    """The generator is what a team tunes: not part of the key, so a run of another generator
+    is judged against the same measurement's history."""
+    record_answer_run(pg_uri, "run-1", [row(0.9, 0.9)], prefix=prefix)
+    found = previous(pg_uri, prefix, row(), before="run-2", generator=generator)
+    assert found["run_id"] == "run-1" and found["generator"] == GENERATOR
+
+
 def test_another_grader_is_never_compared(pg_uri, prefix):
     record_answer_run(pg_uri, "run-1", [row(0.9, 0.9, grader="deterministic", yardstick="deterministic:v1")],
                       prefix=prefix)
@@ -299,8 +307,7 @@ def test_another_grader_is_never_compared(pg_uri, prefix):
 
 
 @pytest.mark.parametrize("overrides", [
-    {"generator": None}, {"generator": ""}, {"corpus_signature": None}, {"yardstick": "decision"},
-    {"yardstick": "decision:failed"},
+    {"corpus_signature": None}, {"yardstick": "decision"}, {"yardstick": "decision:failed"},
 ])
 def test_an_incomplete_or_uncomparable_key_matches_nothing(pg_uri, prefix, overrides):
     record_answer_run(pg_uri, "run-1", [row()], prefix=prefix)

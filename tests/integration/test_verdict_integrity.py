@@ -41,6 +41,7 @@ def provenance(labels: str = "labels-1", **overrides) -> dict:
         "corpus_signature": "corpus-1",
         "question_set_fingerprint": f"qs-{labels}",
         "labels_fingerprint": labels,
+        "benchmark_fingerprint": f"bench-{labels}",
         "embedder": "minilm",
         "embedder_revision": "rev-1",
         "chunking": {"split_length": 150},
@@ -56,8 +57,8 @@ def provenance(labels: str = "labels-1", **overrides) -> dict:
 def judge(pg_uri):
     prefix = f"v_{uuid.uuid4().hex[:12]}"
 
-    def run(run_id, hits, *, errored=0, labels="labels-1", strict=False, limited=False, record=True):
-        return judge_run({"a": frame("a", hits, errored)}, baseline="a", provenance=provenance(labels),
+    def run(run_id, hits, *, errored=0, labels="labels-1", strict=False, limited=False, record=True, **prov):
+        return judge_run({"a": frame("a", hits, errored)}, baseline="a", provenance=provenance(labels, **prov),
                          tolerances=TOLERANCES, strict=strict, run_id=run_id, limited=limited,
                          connection_string=pg_uri, history_prefix=prefix, record=record)
 
@@ -72,7 +73,9 @@ def test_a_run_on_other_labels_in_between_never_hides_the_yardstick(judge):
     """Item 1: full set, then a subset with other labels, then a regression on the full set."""
     assert judge("r0", 100).gate_passed
     other = judge("r1", 100, labels="labels-subset")
-    assert other.gates["a"].state == "mismatch" and other.gate_passed  # not judged, not strict
+    # another benchmark, the same configuration and engine: today's results are the reference
+    # configuration's on these questions (paired), and the run is a yardstick of its benchmark
+    assert other.gates["a"].state == "paired" and other.gate_passed
     regressed = judge("r2", 94)
     assert regressed.gates["a"].state == "comparable"
     assert regressed.previous["a"]["run_id"] == "r0"
@@ -133,13 +136,27 @@ def test_accepting_a_limited_or_errored_run_is_refused(judge, pg_uri):
         accept_reference(pg_uri, "nope", prefix=judge.prefix)
 
 
-def test_strict_first_run_on_new_labels_fails_until_accepted(judge, pg_uri):
-    judge("r0", 100, strict=True)
-    new_labels = judge("r1", 100, labels="labels-2", strict=True)
-    assert new_labels.gates["a"].state == "mismatch" and not new_labels.gate_passed
-    assert not judge("r2", 100, labels="labels-2", strict=True).gate_passed  # still nothing comparable
+@pytest.mark.parametrize("strict", [False, True])
+def test_new_labels_and_another_engine_fail_until_accepted(judge, pg_uri, strict):
+    """New labels with the code changed since: nothing can judge the run (a paired ranking would
+    run today's code on both sides), so it fails, strict or not, until a run is accepted."""
+    judge("r0", 100, strict=strict, engine_identity="engine-1")
+    new_labels = judge("r1", 100, labels="labels-2", strict=strict, engine_identity="engine-2")
+    assert new_labels.gates["a"].state == "not_compared" and not new_labels.gate_passed
+    assert "engine" in new_labels.gates["a"].message and "accept" in new_labels.gates["a"].message
+    again = judge("r2", 100, labels="labels-2", strict=strict, engine_identity="engine-2")
+    assert again.gates["a"].state == "not_compared" and not again.gate_passed  # a failed run is no yardstick
     accept_reference(pg_uri, "r2", prefix=judge.prefix)
-    assert judge("r3", 100, labels="labels-2", strict=True).gate_passed
+    accepted = judge("r3", 100, labels="labels-2", strict=strict, engine_identity="engine-2")
+    assert accepted.gates["a"].state == "comparable" and accepted.gate_passed
+
+
+def test_a_benchmark_identity_that_is_incomplete_is_never_passed(judge):
+    """A run whose benchmark fingerprint is missing cannot be paired by its configuration: the
+    same configuration would vouch for results measured on unknown questions."""
+    judge("r0", 100)
+    unknown = judge("r1", 80, benchmark_fingerprint=None)
+    assert unknown.gates["a"].state == "not_compared" and not unknown.gate_passed
 
 
 def test_judging_without_recording_still_reads_the_history(judge, pg_uri):
