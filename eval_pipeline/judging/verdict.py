@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common.atomic import atomic_write_bytes
-from eval_pipeline.judging.gates import GateResult, evaluate_gate
+from eval_pipeline.judging.gates import EPSILON, GateResult, evaluate_gate
 from eval_pipeline.judging.history import (
     SCORING_PROTOCOL,
     Comparison,
@@ -67,6 +67,7 @@ class RunVerdict:
     provenance: dict[str, Any] = field(default_factory=dict)  # as judged, with the scoring protocol
     decided_by: dict[str, str] = field(default_factory=dict)  # variant -> what decided its gate
     vanished: list[str] = field(default_factory=list)  # variants of the last yardstick run's file gone now
+    loosened: dict[str, list[str]] = field(default_factory=dict)  # variant -> tolerances loosened since its yardstick
     answers: Any = None  # the answer verdict (eval_pipeline.judging.answer_verdict.AnswerVerdict), if answers ran
     run_id: str = ""
     index_of: dict[str, str] = field(default_factory=dict)  # partition key -> its index's key
@@ -297,16 +298,26 @@ def judge_run(
     vanished = [k for k, fp in project["last_keys"].items() if k not in keys and (fp is None or fp not in carried)]
     verdict.vanished = vanished
     ranked: dict[str, pd.DataFrame] = {}
+    asked = dict(tolerances)
+    provenance["tolerances"] = asked
     for _, row in summary.iterrows():
         variant = row["variant"]
-        current = {m: float(row[m]) for m in tolerances}
         lookup = dict(variant=variant, configuration=configurations[variant], before_run_id=run_id,
                       prefix=history_prefix)
         prev = previous_run(connection_string, identity=identity, **lookup) if connection_string else None
+        ever = prev or (previous_run(connection_string, **lookup) if connection_string else None)
+        tolerances, loosened = pinned_tolerances(asked, [ever])
+        if loosened:
+            verdict.loosened[variant] = loosened
+        current = {m: float(row[m]) for m in tolerances}
         if prev is not None:
             cmp = compare_provenance(provenance, prev, variant)
-            previous_gate = evaluate_gate(current, prev["metrics"], tolerances, cmp.state, strict=strict)
             ref = reference_run(connection_string, identity=identity, **lookup)
+            tolerances, loosened = pinned_tolerances(asked, [prev, ref])
+            if loosened:
+                verdict.loosened[variant] = loosened
+            current = {m: float(row[m]) for m in tolerances}
+            previous_gate = evaluate_gate(current, prev["metrics"], tolerances, cmp.state, strict=strict)
             ref_gate = (evaluate_gate(current, ref["metrics"], tolerances, "comparable", strict=strict)
                         if ref is not None else None)
             same_run = ref is not None and ref["run_id"] == prev["run_id"]
@@ -314,7 +325,6 @@ def judge_run(
                                  reference_run_id=ref["run_id"] if ref else None)
             verdict.decided_by[variant] = "history"
         else:
-            ever = previous_run(connection_string, **lookup) if connection_string else None
             cmp = compare_provenance(provenance, ever, variant)
             ref = ref_gate = None
             if ever is None:
@@ -330,6 +340,10 @@ def judge_run(
                 ref = reference_run(connection_string, identity=benchmark_identity(ever["provenance"]), **lookup)
                 if ref is not None and ref["run_id"] == ever["run_id"]:
                     ref = None
+                tolerances, loosened = pinned_tolerances(asked, [ever, ref])
+                if loosened:
+                    verdict.loosened[variant] = loosened
+                current = {m: float(row[m]) for m in tolerances}
                 gate, previous_gate, ref_gate = _paired_gate(
                     variant, current, tolerances, strict, [("previous", ever), ("reference", ref)],
                     provenance=provenance, scores=per_variant[variant], rank=rank_reference, ranked=ranked)
@@ -342,6 +356,10 @@ def judge_run(
         verdict.reference[variant] = ref
         verdict.reference_history[variant] = compare_provenance(provenance, ref, variant) if ref is not None else None
         verdict.reference_gates[variant] = ref_gate
+        if variant in verdict.loosened:
+            gate = replace(gate, message=f"{gate.message} (the gate was loosened since its yardstick: "
+                           f"{'; '.join(verdict.loosened[variant])}; judged with the stricter tolerances until a "
+                           "run under the new ones is accepted)")
         verdict.gates[variant] = gate
     if connection_string and record:
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant, history_prefix=history_prefix)
@@ -349,6 +367,31 @@ def judge_run(
 
 
 ACCEPT_HINT = "accept a run to make it the reference: python -m eval_pipeline.judging.history accept RUN_ID"
+
+
+def pinned_tolerances(asked: Mapping[str, float], yardsticks: Sequence[Mapping[str, Any] | None]
+                      ) -> tuple[dict[str, float], list[str]]:
+    """The tolerances a variant is judged with: the variants file's (``asked``), but never looser
+    than those its yardstick runs were judged with (recorded in their provenance): a metric's
+    tolerance raised, or a gated metric dropped, in the same change as a regression would let it
+    through. Returns (tolerances, what was loosened). A run accepted under the new tolerances
+    records them, and they apply from then on."""
+    effective = dict(asked)
+    loosened: list[str] = []
+    for run in yardsticks:
+        recorded = ((run or {}).get("provenance") or {}).get("tolerances")
+        if not isinstance(recorded, Mapping):
+            continue
+        for metric, value in recorded.items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue
+            if metric not in effective or value < effective[metric] - EPSILON:
+                was = "not gated" if metric not in asked else f"{asked[metric]:g}"
+                note = f"{metric} {value:g} -> {was} (run {run['run_id']})"
+                if note not in loosened:
+                    loosened.append(note)
+                effective[metric] = min(value, effective.get(metric, value))
+    return effective, loosened
 
 
 def _first_run(variant: str, project_has_history: bool, vanished: Sequence[str], strict: bool) -> GateResult:

@@ -97,6 +97,10 @@ def headline(verdict, baseline: str) -> str:
     membership = "".join([f" New: {', '.join(f'`{v}`' for v in new)}." if new and len(new) < len(gates) else "",
                           f" Gone from the variants file: {', '.join(f'`{v}`' for v in vanished)}." if vanished
                           else ""])
+    loosened = getattr(verdict, "loosened", {}) or {}
+    if loosened:
+        membership += (" The gate was loosened since the yardstick of " + ", ".join(f"`{v}`" for v in loosened)
+                       + ": judged with the old tolerances until a run is accepted.")
     limited = " (limited run: not a baseline)" if verdict.limited else ""
     return (f"Best variant: {best['variant']} (nDCG@10 {best['ndcg@10']:.3f}, MRR {best['mrr']:.3f}). "
             f"{gate}. {since}.{membership}{limited}")

@@ -57,9 +57,10 @@ def provenance(labels: str = "labels-1", **overrides) -> dict:
 def judge(pg_uri):
     prefix = f"v_{uuid.uuid4().hex[:12]}"
 
-    def run(run_id, hits, *, errored=0, labels="labels-1", strict=False, limited=False, record=True, **prov):
+    def run(run_id, hits, *, errored=0, labels="labels-1", strict=False, limited=False, record=True,
+            tolerances=TOLERANCES, **prov):
         return judge_run({"a": frame("a", hits, errored)}, baseline="a", provenance=provenance(labels, **prov),
-                         tolerances=TOLERANCES, strict=strict, run_id=run_id, limited=limited,
+                         tolerances=tolerances, strict=strict, run_id=run_id, limited=limited,
                          connection_string=pg_uri, history_prefix=prefix, record=record)
 
     run.prefix = prefix
@@ -172,3 +173,16 @@ def test_eligibility_is_recorded(judge, pg_uri):
     judge("r1", 80)
     assert read_run(pg_uri, "r0", prefix=judge.prefix)["eligible"] is True
     assert read_run(pg_uri, "r1", prefix=judge.prefix)["eligible"] is False
+
+
+def test_a_gate_loosened_with_the_regression_still_judges_with_the_old_tolerances(judge, pg_uri):
+    """Raising a tolerance (or no longer gating a metric) in the same change as a regression
+    moves the yardstick: the run is judged with the tolerances its yardstick was judged with,
+    until a run under the new ones is accepted."""
+    judge("r0", 100)
+    loosened = judge("r1", 80, tolerances={"hit@1": 0.5})  # mrr no longer gated, hit@1 tolerates 0.5
+    assert not loosened.gate_passed
+    assert {r["metric"] for r in loosened.gates["a"].failures} == {"hit@1", "mrr"}
+    assert "loosened" in loosened.gates["a"].message and "hit@1 0.05 -> 0.5" in loosened.gates["a"].message
+    accept_reference(pg_uri, "r1", prefix=judge.prefix)
+    assert judge("r2", 60, tolerances={"hit@1": 0.5}).gate_passed  # the accepted run's tolerances apply now
