@@ -185,7 +185,7 @@ def test_baseline_state_passes(strict):
     result = evaluate_gate(BASE, None, DEFAULT_TOLERANCES, "first_run", strict=strict)
     assert result.passed and result.state == "first_run"
     assert all(r["yardstick"] is None and r["passed"] is None for r in result.rows)
-    assert "nothing to compare" in result.message or "no earlier" in result.message
+    assert result.message == "no earlier comparable run to compare with: gate passes"
 
 
 @pytest.mark.parametrize("strict", [False, True])

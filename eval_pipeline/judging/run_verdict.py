@@ -94,7 +94,23 @@ def decide_run(
                                        tolerances=sweep.answer_tolerances, strict=sweep.answer_strict,
                                        connection_string=connection_string, run_id=run_id)
     verdict.run_id, verdict.index_of, verdict.tables = run_id, index_of, tables
+    verdict.metrics_digest = metrics_digest(per_variant)
     return verdict
+
+
+def metrics_digest(per_variant: Mapping[str, pd.DataFrame]) -> str:
+    """A digest of the per-question scores a verdict was decided on: the report refuses to
+    render a verdict next to other scores (a partition materialized again after it)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for key, frame in per_variant.items():
+        digest.update(key.encode() + b"\0")
+        digest.update(pd.util.hash_pandas_object(frame.drop(columns=[c for c in frame.columns
+                                                                     if frame[c].dtype == object]),
+                                                 index=False).to_numpy().tobytes())
+        digest.update(repr(frame["qid"].tolist()).encode())
+    return digest.hexdigest()[:16]
 
 
 def _index_provenance(info: StoreInfo) -> dict[str, Any]:

@@ -72,6 +72,7 @@ class RunVerdict:
     run_id: str = ""
     index_of: dict[str, str] = field(default_factory=dict)  # partition key -> its index's key
     tables: dict[str, str] = field(default_factory=dict)  # partition key -> its vector table
+    metrics_digest: str = ""  # of the per-question scores it was decided on (run_verdict.metrics_digest)
 
     @property
     def gate_passed(self) -> bool:

@@ -59,12 +59,17 @@ def render_run(
     from eval_pipeline.reporting.report import publish_report
     from eval_pipeline.reporting.validity import assess, validity_metadata
 
+    from eval_pipeline.judging.run_verdict import metrics_digest
+    from eval_pipeline.ranking.inputs import InconsistentInputs
+
     order = [k for k in verdict.gates]
     missing = [k for k in order if k not in variant_metrics]
-    if missing:
-        raise ValueError(f"the verdict judged variant(s) {missing} that variant_metrics no longer has; "
-                         "materialize verdict again")
-    per_variant = {k: variant_metrics[k] for k in order}
+    per_variant = {k: variant_metrics[k] for k in order if k in variant_metrics}
+    if missing or metrics_digest(per_variant) != verdict.metrics_digest:
+        raise InconsistentInputs("the verdict was decided on other variant metrics than the report would show "
+                                 f"({'missing: ' + ', '.join(missing) if missing else 'they changed since'}): "
+                                 "materialize verdict (and report) again")
+    run_id = verdict.run_id or run_id  # the run that decided is the run recorded
     index_of, tables = verdict.index_of, verdict.tables
     store = stores[index_of.get(sweep.baseline, next(iter(index_of.values())))]  # the run-level fields' index
     provenance = verdict.provenance

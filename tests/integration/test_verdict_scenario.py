@@ -179,7 +179,7 @@ def test_a_partition_records_the_config_that_produced_it(tmp_path, job_env):
 
     materialize("corpus_snapshot,pgvector_store,question_set", str(first))
     materialize("ranked_results,variant_metrics", str(first), "--partition", "dense")
-    materialize("report", str(second))
+    materialize("verdict,report", str(second))
     from eval_pipeline.store.database import EmbeddedPostgres
 
     runs = _history(EmbeddedPostgres(env["EVAL_PIPELINE_STATE_DIR"]).uri("eval"))
