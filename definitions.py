@@ -136,8 +136,8 @@ nightly = ScheduleDefinition(
 
 defs = Definitions(
     assets=ALL_ASSETS,
-    asset_checks=[assets.question_set_audit, assets.no_errored_questions, assets.verdict_passed, assets.regression_gate,
-                  assets.answer_gate],
+    asset_checks=[assets.question_set_audit, assets.no_errored_questions, assets.verdict_passed, assets.verdict_gate,
+                  assets.regression_gate, assets.answer_gate],
     jobs=[retrieval_eval, retrieval_eval_parallel, retrieval_eval_celery, accept_reference_job],
     schedules=[nightly],
     executor=in_process_executor,  # also for materializations from the UI and `dagster asset materialize`

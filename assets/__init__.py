@@ -62,7 +62,14 @@ from eval_pipeline.ranking.fusion_tuning import split_question_set
 from eval_pipeline.judging.run_verdict import decide_run
 from eval_pipeline.judging.verdict import RunVerdict
 from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
-from eval_pipeline.reporting.run import gate_check_names, render_run, variant_gate_checks, verdict_metadata, verdict_output
+from eval_pipeline.reporting.run import (
+    gate_check_names,
+    render_run,
+    variant_gate_checks,
+    verdict_failures,
+    verdict_metadata,
+    verdict_output,
+)
 from eval_pipeline.store.indexes import CHUNKING_SETTINGS, IndexStores
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
 
@@ -283,6 +290,20 @@ def verdict_passed(report: dict) -> AssetCheckResult:
     return AssetCheckResult(passed=not failed, severity=AssetCheckSeverity.ERROR,
                             metadata={"failed": MetadataValue.json(failed), "failed_count": len(failed),
                                       "headline": report["headline"]})
+
+
+@asset_check(
+    asset=verdict,
+    blocking=True,
+    description="The run's verdict passed, when this run does not render the report too: materializing the "
+    "verdict alone must not pass a failed gate. With the report in the run, the report's blocking "
+    "`verdict_passed` fails the run instead, after the report is written (so this one passes, saying so).",
+)
+def verdict_gate(context: AssetCheckExecutionContext, verdict: RunVerdict) -> AssetCheckResult:
+    deferred = AssetKey("report") in selected_assets(context)
+    return AssetCheckResult(passed=verdict.passed or deferred, severity=AssetCheckSeverity.ERROR,
+                            metadata={"verdict passed": verdict.passed, "decided by report.verdict_passed": deferred,
+                                      "failed": ", ".join(verdict_failures(verdict)) or "none"})
 
 
 GATE_CHECKS = gate_check_names(SWEEP.keys)  # variant key -> check name, e.g. hybrid+mmr -> gate__hybrid_mmr

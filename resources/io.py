@@ -41,12 +41,25 @@ def _latest_run_id(context: InputContext, asset_key: AssetKey, partition: str | 
     return records[0].run_id if records else None
 
 
+def _producing_run_id(context: InputContext) -> str | None:
+    """The run that produced the upstream output in this run's plan: this run, or the parent
+    run when this one re-executes a failed run (its outputs, never another run's)."""
+    try:
+        return context.upstream_output.run_id if context.upstream_output is not None else None
+    except Exception:  # an upstream asset outside this run's plan has no producing step
+        return None
+
+
 def _input_path(context: InputContext, base_dir: str, partition: str | None, suffix: str) -> Path | None:
+    """This run's output; else the output of the run that produced it in this run's lineage (a
+    re-execution from failure reads its parent run's, so a failed verdict is not replaced by
+    another run's that passed); else, for an asset this run does not materialize, its latest
+    materialization's."""
     asset_key = context.upstream_output.asset_key if context.upstream_output else context.asset_key
     folder = _asset_dir(base_dir, asset_key, partition)
-    own = folder / f"{context.step_context.run_id}{suffix}"
-    if own.exists():
-        return own
+    for run_id in (context.step_context.run_id, _producing_run_id(context)):
+        if run_id is not None and (folder / f"{run_id}{suffix}").exists():
+            return folder / f"{run_id}{suffix}"
     run_id = _latest_run_id(context, asset_key, partition)
     if run_id is not None and (folder / f"{run_id}{suffix}").exists():
         return folder / f"{run_id}{suffix}"

@@ -203,10 +203,12 @@ def test_numpy_flags_from_a_pandas_row_count_as_flags():
     assert not answer_comparable(row(limited=np.True_))[0]
 
 
-def test_first_run_passes():
-    result = evaluate_answer_gate(row(), None, None, TOL, strict=True)
+def test_first_run_passes_unless_strict():
+    result = evaluate_answer_gate(row(), None, None, TOL, strict=False)
     assert isinstance(result, AnswerGateResult)
     assert (result.passed, result.state, result.rows) == (True, "first_run", [])
+    strict = evaluate_answer_gate(row(), None, None, TOL, strict=True)  # strict: nothing passes unjudged
+    assert (strict.passed, strict.state) == (False, "first_run") and "accepted" in strict.message
 
 
 @pytest.mark.parametrize("overrides", [
@@ -352,10 +354,22 @@ def test_a_measurement_with_a_history_but_nothing_comparable_fails_closed():
     for strict in (False, True):
         result = evaluate_answer_gate(row("run-2", 1.0, 1.0), None, None, None, strict=strict, history=history)
         assert result.state == "not_compared" and not result.passed and "fp-0" in result.message
-    # a new measurement passes, unless strict in a project with answer history
+    # a new measurement passes, unless strict, or a variant vanished in a project with answer history
     assert evaluate_answer_gate(row("run-2"), None, None, None, strict=False, project_has_history=True).passed
     assert not evaluate_answer_gate(row("run-2"), None, None, None, strict=True, project_has_history=True).passed
-    assert evaluate_answer_gate(row("run-2"), None, None, None, strict=True).passed  # a brand-new project
+    assert not evaluate_answer_gate(row("run-2"), None, None, None, strict=True).passed  # strict judges nothing new
+    vanished = evaluate_answer_gate(row("run-2"), None, None, None, strict=False, project_has_history=True,
+                                    vanished=["dense"])
+    assert vanished.state == "not_compared" and not vanished.passed
+
+
+def test_a_limited_run_of_a_measurement_with_a_history_fails():
+    history = row("run-1", 0.9, 0.9)
+    limited = evaluate_answer_gate(row("run-2", 0.0, 0.0, limited=True, eligible=False), None, None, None,
+                                   strict=False, history=history)
+    assert limited.state == "not_comparable" and not limited.passed
+    alone = evaluate_answer_gate(row("run-2", 0.0, 0.0, limited=True, eligible=False), None, None, None, strict=False)
+    assert alone.passed  # nothing measured it before: a smoke run
 
 
 @pytest.mark.parametrize("overrides, match", [

@@ -2,8 +2,17 @@
 
 import pytest
 
-from eval_pipeline.answering.context import ContextEntry, cited_documents, numbered_context, render_context
-from eval_pipeline.answering.extractive import ExtractiveGenerator, sentences
+from eval_pipeline.answering.context import (
+    ContextEntry,
+    cited_documents,
+    numbered_context,
+    render_context,
+)
+from eval_pipeline.answering.extractive import (
+    ANSWERING_CODE,
+    ExtractiveGenerator,
+    sentences,
+)
 
 VOCAB = ["kettle", "vinegar", "boil", "hour", "bike", "rack", "badge", "leave", "weeks", "tea"]
 
@@ -75,7 +84,9 @@ def test_ties_go_to_the_earlier_entry_and_an_empty_context_gives_an_empty_answer
 
 def test_identity_names_the_method_the_embedder_and_the_setting():
     generator = ExtractiveGenerator(embedder=WordEmbedder(), sentences=3)
-    assert generator.identity() == {"kind": "extractive", "version": 1, "embedder": "test-words-v1", "sentences": 3}
+    assert generator.identity() == {"kind": "extractive", "version": 1, "code": ANSWERING_CODE(),
+                                    "embedder": "test-words-v1", "sentences": 3}
+    assert len(ANSWERING_CODE()) == 12  # the answering code's bytes: a change is another generator
     with pytest.raises(ValueError, match="sentences must be an integer >= 1, got True"):
         ExtractiveGenerator(embedder=WordEmbedder(), sentences=True)
     with pytest.raises(ValueError, match="2 questions but 1 contexts"):

@@ -89,8 +89,16 @@ def test_the_index_is_part_of_a_configuration(field, value):
 def test_a_pair_is_configured_on_its_own_index():
     index = {"table": "t1", "embedder": "sre", "embedder_revision": "rev9", "chunking": {"split_length": 60}}
     pair = {**PROVENANCE, "variants": {"i|hybrid": {"engine": "hybrid", "depth": 20, "index": index}}}
-    assert variant_configuration(pair, "i|hybrid")["index"] == {k: index[k] for k in
-                                                               ("embedder", "embedder_revision", "chunking")}
+    assert variant_configuration(pair, "i|hybrid")["index"] == {"embedder": "sre", "embedder_revision": "rev9",
+                                                               "embedder_identity": None,
+                                                               "chunking": {"split_length": 60}}
+
+
+def test_the_embedder_identity_is_part_of_the_index():
+    """An endpoint's input types change every vector but not the model name or revision."""
+    plain = {**PROVENANCE, "embedder_identity": "openai:e5"}
+    sided = {**PROVENANCE, "embedder_identity": "openai:e5+input_type:passage/query"}
+    assert configuration_fingerprint(plain, "hybrid") != configuration_fingerprint(sided, "hybrid")
 
 
 def test_the_scoring_protocol_holds_the_scoring_code():

@@ -23,6 +23,14 @@ from dataclasses import dataclass
 from eval_pipeline.answering.context import ContextEntry
 
 EXTRACTIVE_VERSION = 1
+
+
+def ANSWERING_CODE() -> str:  # noqa: N802 - reads as the constant it stands for
+    """The bytes of the answering code: a generator changed without a bumped version is another
+    generator (its cached answers are not replayed)."""
+    from eval_pipeline.common.versions import source_digest
+
+    return source_digest("eval_pipeline/answering")
 MIN_WORDS = 3
 EMBED_BATCH = 1024
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
@@ -54,8 +62,8 @@ class ExtractiveGenerator:
     def identity(self) -> dict:
         """What decides its answers: the method's version, the embedder (weights by content)
         and how many sentences it keeps. Part of every answer's cache key."""
-        return {"kind": "extractive", "version": EXTRACTIVE_VERSION, "embedder": self.embedder.identity,
-                "sentences": self.sentences}
+        return {"kind": "extractive", "version": EXTRACTIVE_VERSION, "code": ANSWERING_CODE(),
+                "embedder": self.embedder.identity, "sentences": self.sentences}
 
     def answer_all(self, questions: Sequence[str], contexts: Sequence[Sequence[ContextEntry]]) -> list[ExtractiveAnswer]:
         """One answer per question, from its own context; the embedder is called in batches."""

@@ -53,8 +53,10 @@ class LLMGenerator:
     def identity(self) -> dict:
         """The client's identity (endpoint, model, temperature; never the key), the prompt's
         version and the token budget: part of every answer's cache key."""
+        from eval_pipeline.answering.extractive import ANSWERING_CODE
+
         return {"kind": "llm", "llm": dict(self.llm.identity()), "prompt_version": ANSWER_PROMPT_VERSION,
-                "max_tokens": self.max_tokens}
+                "code": ANSWERING_CODE(), "max_tokens": self.max_tokens}
 
     @staticmethod
     def messages(question: str, context: Sequence[ContextEntry]) -> list[dict[str, str]]:

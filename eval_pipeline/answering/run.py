@@ -31,7 +31,7 @@ import pandas as pd
 
 from eval_pipeline.answering.cache import AnswerCache, answer_key
 from eval_pipeline.answering.context import ContextEntry, cited_documents, numbered_context
-from eval_pipeline.answering.extractive import EXTRACTIVE_VERSION, ExtractiveGenerator
+from eval_pipeline.answering.extractive import ANSWERING_CODE, EXTRACTIVE_VERSION, ExtractiveGenerator
 from eval_pipeline.answering.llm import SYSTEM_PROMPT
 from eval_pipeline.answering.prompts import CheckedGoldenSet
 from eval_pipeline.answering.served import ServedBy, safe_identity
@@ -68,7 +68,7 @@ def extractive_served(generator: ExtractiveGenerator) -> ServedBy:
     """The extractive generator's identity as an answer records it: no endpoint, and a
     'reported model' naming the method's version and the embedder's weights (a changed
     embedder picks other sentences: another generator)."""
-    digest = hashlib.sha256(str(generator.embedder.identity).encode()).hexdigest()[:8]
+    digest = hashlib.sha256(f"{generator.embedder.identity}|{ANSWERING_CODE()}".encode()).hexdigest()[:8]
     return ServedBy("local", "extractive", f"extractive-v{EXTRACTIVE_VERSION}+{digest}+s{generator.sentences}")
 
 

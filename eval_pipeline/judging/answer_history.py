@@ -496,8 +496,14 @@ def _select(table: str) -> Any:
                                                 sql.Identifier(table))
 
 
+# A variant's answer history follows its configuration too (the retrieval configuration
+# fingerprint recorded in a row's provenance): a rename with the same configuration keeps it.
+_SAME_VARIANT = ("(variant = %(variant)s OR (%(configuration)s::text IS NOT NULL"
+                 " AND provenance->>'configuration' = %(configuration)s::text))")
+
+
 def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix: str,
-            order: str) -> dict[str, Any] | None:
+            order: str, configuration: str | None = None) -> dict[str, Any] | None:
     for name, value in key.items():
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{name} must be a string or None, got {value!r}")
@@ -533,8 +539,10 @@ def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix
                     " AND (%(cutoff)s::bigint IS NULL OR seq < %(cutoff)s::bigint)"
                     " ORDER BY " + ordering + " LIMIT 1"
                 ).format(select=_select(table), matches=sql.SQL(" AND ").join(
-                    sql.SQL("{} = {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in key))
-                found = conn.execute(query, {**key, "before": before_run_id, "cutoff": cutoff}).fetchone()
+                    [sql.SQL(_SAME_VARIANT), *(sql.SQL("{} = {}").format(sql.Identifier(k), sql.Placeholder(k))
+                                                for k in key if k != "variant")]))
+                found = conn.execute(query, {**key, "configuration": configuration, "before": before_run_id,
+                                             "cutoff": cutoff}).fetchone()
                 if found is not None:
                     break
         return None if found is None else _as_dict(found)
@@ -543,7 +551,7 @@ def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix
 
 
 def previous_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
-                        corpus_signature: str | None, yardstick: str, generator: str | None = None,
+                        corpus_signature: str | None, yardstick: str, generator: str | None = None, configuration: str | None = None,
                         before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
     """The latest eligible (or accepted: `accept_answer_run`) row with exactly this key (set id,
     set fingerprint, corpus signature, yardstick, variant, grader), or None. ``generator`` is
@@ -555,22 +563,22 @@ def previous_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str
     :func:`read_answer_runs` does."""
     key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
            "corpus_signature": corpus_signature, "yardstick": yardstick}
-    return _lookup(conn_str, key, before_run_id, prefix, "latest")
+    return _lookup(conn_str, key, before_run_id, prefix, "latest", configuration)
 
 
 def reference_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
-                         corpus_signature: str | None, yardstick: str, generator: str | None = None,
+                         corpus_signature: str | None, yardstick: str, generator: str | None = None, configuration: str | None = None,
                          before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
     """The pinned reference every later run of the key is also judged against, so a regression
     in small steps is caught: the latest accepted row (`accept_answer_run`), else the first
     eligible row with exactly this key. Same rules and shape as :func:`previous_answer_run`."""
     key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
            "corpus_signature": corpus_signature, "yardstick": yardstick}
-    return _lookup(conn_str, key, before_run_id, prefix, "first")
+    return _lookup(conn_str, key, before_run_id, prefix, "first", configuration)
 
 
-def answer_history_of(conn_str: str, *, variant: str, grader: str, before_run_id: str | None = None,
-                      prefix: str = "eval") -> dict[str, Any] | None:
+def answer_history_of(conn_str: str, *, variant: str, grader: str, configuration: str | None = None,
+                      before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
     """The latest row of (``variant``, ``grader``) that was ever a yardstick (eligible or
     accepted), whatever its set, corpus or yardstick; None when there is none (a genuinely
     new measurement). A run with no yardstick of its own key but such a row has had its
@@ -584,11 +592,43 @@ def answer_history_of(conn_str: str, *, variant: str, grader: str, before_run_id
             if not _table_exists(conn, table):
                 return None
             found = conn.execute(sql.SQL(
-                "{select} WHERE (eligible OR accepted) AND variant = %(variant)s AND grader = %(grader)s"
+                "{select} WHERE (eligible OR accepted) AND " + _SAME_VARIANT + " AND grader = %(grader)s"
                 " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
                 " ORDER BY GREATEST(created_at, COALESCE(accepted_at, created_at)) DESC, seq DESC LIMIT 1").format(
-                    select=_select(table)), {"variant": variant, "grader": grader, "before": before_run_id}).fetchone()
+                    select=_select(table)), {"variant": variant, "configuration": configuration, "grader": grader,
+                                             "before": before_run_id}).fetchone()
         return None if found is None else _as_dict(found)
+
+    return call_redacted(conn_str, "looking up the answer history", find)
+
+
+def answer_graders_of(conn_str: str, *, variant: str, configuration: str | None = None,
+                      before_run_id: str | None = None, prefix: str = "eval") -> dict[str, str]:
+    """{grader: the run id of its latest yardstick row} for ``variant`` (by name or
+    configuration), counting only rows recorded since the variant's latest acceptance (of its
+    retrieval or answers; accepting a run without a measurement acknowledges its removal)."""
+    table = answer_table_name(prefix)
+    references = table_names(prefix)["references"]
+
+    def find() -> dict[str, str]:
+        from psycopg import sql
+
+        with connect(conn_str) as conn:
+            if not _table_exists(conn, table):
+                return {}
+            since = None
+            if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (references,)).fetchone()[0]:
+                since = conn.execute(sql.SQL("SELECT max(accepted_at) FROM {} WHERE variant = %s").format(
+                    sql.Identifier(references)), (variant,)).fetchone()[0]
+            rows = conn.execute(sql.SQL(
+                "SELECT DISTINCT ON (grader) grader, run_id FROM {} WHERE (eligible OR accepted) AND "
+                + _SAME_VARIANT + " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
+                " AND (%(since)s::timestamptz IS NULL OR GREATEST(created_at, COALESCE(accepted_at, created_at))"
+                "      >= %(since)s::timestamptz)"
+                " ORDER BY grader, seq DESC").format(sql.Identifier(table)),
+                {"variant": variant, "configuration": configuration, "before": before_run_id,
+                 "since": since}).fetchall()
+        return {grader: run_id for grader, run_id in rows}
 
     return call_redacted(conn_str, "looking up the answer history", find)
 
@@ -689,7 +729,7 @@ def _fmt(value: float | None, *, signed: bool = False) -> str:
 def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any] | None,
                          reference: Mapping[str, Any] | None, tolerances: Mapping[str, object] | None, *,
                          strict: bool, history: Mapping[str, Any] | None = None,
-                         project_has_history: bool = False) -> AnswerGateResult:
+                         project_has_history: bool = False, vanished: Sequence[str] = ()) -> AnswerGateResult:
     """Judge the ``current`` row (a row as recorded, with ``run_id``) against the
     ``previous`` and ``reference`` rows (:func:`previous_answer_run`,
     :func:`reference_answer_run`; None when there is none) under ``tolerances``
@@ -706,9 +746,10 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
     key does, the golden set, the corpus or the grading yardstick changed under the
     measurement, and the state is ``not_compared``, which fails until a run is accepted;
     so does a run that cannot be compared (unknown generator, no single grader) when the
-    measurement has a history. A first run passes only when the measurement is new;
-    ``strict`` fails that too when the project has answer history
-    (``project_has_history``), and fails every run that cannot be compared."""
+    measurement has a history, and a limited run. A first run passes only when the
+    measurement is new and no variant vanished from the variants file (``vanished``, in a
+    project with answer history); ``strict`` fails every first run, and every run that cannot
+    be compared."""
     tol = validate_answer_tolerances(tolerances, "answer gate tolerances")
     if not isinstance(strict, bool):
         raise ValueError(f"strict must be True or False, got {strict!r}")
@@ -725,11 +766,10 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
         # earlier run, the vanished measurement fails its rows below)
         comparable, why = False, "the grader applies to no prompt of the set: nothing was measured"
     rows: list[dict[str, Any]] = []
-    limited = _flag(current.get("limited")) is True
     had = history is not None and _text(history.get("run_id"))
     if not comparable:
         state = "not_comparable"
-        passed = not strict and (limited or not had)
+        passed = not strict and not had  # a limited run too: it cannot be compared with a measurement's history
         if passed:
             message = f"WARNING: {why}; metrics recorded, no regression verdict"
         elif strict:
@@ -746,12 +786,16 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
                    f"measured this variant and grader ({'; '.join(changed) or 'another key'}): the golden set, "
                    "corpus or grading yardstick changed under it, so nothing can judge this run. Accept it "
                    "(python -m eval_pipeline.judging.history accept RUN_ID) once the change is intended")
+    elif previous is None and reference is None and project_has_history and vanished:
+        state, passed = "not_compared", False
+        message = (f"FAILED (not compared): a new measurement while {', '.join(map(repr, vanished))} vanished from "
+                   "the variants file: a rename that also changed the configuration carries no history. Accept the "
+                   "run (python -m eval_pipeline.judging.history accept RUN_ID) once the change is intended")
     elif previous is None and reference is None:
         state = "first_run"
-        passed = not (strict and project_has_history)
+        passed = not strict
         message = ("no earlier eligible run with the same set, corpus and yardstick: a new measurement, gate passes"
-                   if passed else "FAILED (strict): a new measurement in a project with answer history is judged "
-                   "only once a run of it is accepted")
+                   if passed else "FAILED (strict): a new measurement is judged only once a run of it is accepted")
     else:
         state = "comparable"
         yardsticks = [(name, _check_yardstick(current, other, name))

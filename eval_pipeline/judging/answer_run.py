@@ -154,9 +154,9 @@ def grade_variants(
     yardsticks = {v: {} for v in answers}
     for v in answers:
         if "deterministic" in graders:
-            yardsticks[v]["deterministic"] = f"deterministic:v{DETERMINISTIC_VERSION}"
+            yardsticks[v]["deterministic"] = f"deterministic:v{DETERMINISTIC_VERSION}+{grading_code()}"
         if "static" in graders:
-            yardsticks[v]["static"] = f"static:v{STATIC_VERSION}"
+            yardsticks[v]["static"] = f"static:v{STATIC_VERSION}+{grading_code()}"
     sampling = (f"t{llm.identity().get('temperature', '?')}" + (f",max_tokens={max_tokens}" if max_tokens else "")
                 if llm is not None and hasattr(llm, "identity") else "t?")
     if "judge" in graders:
@@ -175,6 +175,14 @@ def _record(cache: AnswerCache, answer) -> dict[str, Any]:
         raise FileNotFoundError(f"answer {answer.prompt_id!r} of variant {answer.variant!r} is not in the answer "
                                 f"cache (key {answer.answer_key[:12]}…): materialize answers again")
     return record
+
+
+def grading_code() -> str:
+    """The bytes of the grading code, in the code-graded yardsticks: a grader changed without
+    a bumped version grades another way (another yardstick, never compared)."""
+    from eval_pipeline.common.versions import source_digest
+
+    return source_digest("eval_pipeline/judging/answer_grades.py", "eval_pipeline/judging/answer_metrics.py")
 
 
 def _with_sampling(yardstick: str, sampling: str) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -37,6 +37,7 @@ class AnswerVerdict:
     rows: list[dict[str, Any]] = field(default_factory=list)  # one per (variant, grader): metrics and verdict
     gates: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant -> grader -> AnswerGateResult
     records: list[dict[str, Any]] = field(default_factory=list)  # for record_answer_run
+    missing: list[tuple[str, str, str]] = field(default_factory=list)  # (variant, grader, last run) not measured
 
     def variant_passed(self, variant: str) -> bool:
         return all(g.passed for g in self.gates.get(variant, {}).values())
@@ -80,25 +81,50 @@ def _ranked_config(config: Any) -> Any:
 
 def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Sequence[str], corpus_signature: str,
                      tolerances: Mapping[str, float], strict: bool, connection_string: str | None,
-                     run_id: str) -> AnswerVerdict:
+                     run_id: str, configurations: Mapping[str, str] | None = None,
+                     vanished: Sequence[str] = ()) -> AnswerVerdict:
     """The answer gate of every (variant, grader) in `answer_metrics` (the answer_metrics
     asset's frames, checked with `check_answers_belong` first), looked up in the history at
-    `connection_string` (None: no history, every comparable run is a first run)."""
+    `connection_string` (None: no history, every comparable run is a first run), by variant
+    name or by its retrieval configuration (`configurations`: partition key -> fingerprint, a
+    rename keeps the history). Fails closed: a measurement with a history and nothing
+    comparable; a variant of this run whose measurement (a grader) has a history since its last
+    acceptance but is missing from this run; a new measurement while variants `vanished`.
+    The tolerances are never looser than the yardstick rows' (`pinned_tolerances`)."""
     from eval_pipeline.judging.answer_history import (
         answer_comparable,
+        answer_graders_of,
         answer_history_exists,
         answer_history_of,
         evaluate_answer_gate,
         previous_answer_run,
         reference_answer_run,
+        validate_answer_tolerances,
         yardstick_problems,
     )
+    from eval_pipeline.judging.gates import GateResult
+    from eval_pipeline.judging.verdict import pinned_tolerances
 
+    configurations = dict(configurations or {})
+    tolerances = validate_answer_tolerances(tolerances, "answers.gate")  # the defaults filled in, as recorded
     frames = [answer_metrics[v] for v in order if v in answer_metrics and len(answer_metrics[v])]
+    verdict = AnswerVerdict(bool(frames), "" if frames else "no variant has answer metrics (no golden prompt set, "
+                            "or answers not materialized)")
+    if connection_string:  # a measurement with a history that this run does not make fails closed
+        measured = {(r["variant"], r["grader"]) for f in frames for r in f[["variant", "grader"]].to_dict("records")}
+        for variant in order:
+            for grader, last in answer_graders_of(connection_string, variant=variant,
+                                                  configuration=configurations.get(variant),
+                                                  before_run_id=run_id).items():
+                if (variant, grader) not in measured:
+                    verdict.gates.setdefault(variant, {})[grader] = GateResult(False, "not_compared", [], (
+                        f"FAILED (not compared): the {grader} grades of this variant were measured (run {last}) and "
+                        "are missing from this run (no golden prompts, another grader list, answers not "
+                        "materialized?); accept a run without them (python -m eval_pipeline.judging.history accept "
+                        "RUN_ID) to acknowledge their removal"))
+                    verdict.missing.append((variant, grader, last))
     if not frames:
-        return AnswerVerdict(False, "no variant has answer metrics (no golden prompt set, or answers not "
-                                    "materialized)")
-    verdict = AnswerVerdict(True, "")
+        return verdict
     project_has_history = bool(connection_string) and answer_history_exists(connection_string, before_run_id=run_id)
     for row in pd.concat(frames, ignore_index=True).to_dict(orient="records"):
         metrics = json.loads(row["metrics_json"])
@@ -113,28 +139,45 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         comparable, _ = answer_comparable(current)
         key = {k: current[k] for k in ("variant", "grader", "set_id", "set_fingerprint", "corpus_signature",
                                        "yardstick")}
+        configuration = configurations.get(row["variant"])
         previous = reference = history = None
         if connection_string:
             if comparable:
-                previous = previous_answer_run(connection_string, **key, before_run_id=run_id)
-                reference = reference_answer_run(connection_string, **key, before_run_id=run_id)
+                previous = previous_answer_run(connection_string, **key, configuration=configuration,
+                                               before_run_id=run_id)
+                reference = reference_answer_run(connection_string, **key, configuration=configuration,
+                                                 before_run_id=run_id)
             history = answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
-                                        before_run_id=run_id)
+                                        configuration=configuration, before_run_id=run_id)
+        effective, loosened = pinned_tolerances(tolerances, [_as_run(previous), _as_run(reference)])
         gate = evaluate_answer_gate({**current, "grader_failed": int(row.get("n_grader_failed") or 0)}, previous,
-                                    reference, tolerances, strict=strict, history=history,
-                                    project_has_history=project_has_history)
+                                    reference, effective, strict=strict, history=history,
+                                    project_has_history=project_has_history, vanished=vanished)
+        if loosened:
+            gate = replace(gate, message=f"{gate.message} (the answer gate was loosened since its yardstick: "
+                           f"{'; '.join(loosened)}; judged with the stricter tolerances until a run is accepted)")
         verdict.gates.setdefault(row["variant"], {})[row["grader"]] = gate
         eligible = bool(gate.passed and not yardstick_problems(current))
         treatment = json.loads(row["treatment_json"])
         config = {} if missing(row.get("variant_config")) else json.loads(row["variant_config"])
         verdict.records.append({**current, "eligible": eligible, "variant_config": config,
                                 "provenance": {"set_name": row["set_name"], "treatment": treatment,
-                                               "metrics": _no_nan(metrics)}})
+                                               "metrics": _no_nan(metrics), "configuration": configuration,
+                                               "tolerances": dict(tolerances),
+                                               "effective_tolerances": {row["variant"]: effective}}})
         generator_change = ([f"generator {previous['generator']!r} -> {current['generator']!r}"]
                             if previous is not None and previous.get("generator") != current["generator"] else [])
         verdict.rows.append({**row, "metrics": metrics, "gate": gate, "previous": previous, "reference": reference,
                              "treatment_changes": generator_change + treatment_changes(treatment, previous)})
     return verdict
+
+
+def _as_run(row: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """An answer history row in the shape `pinned_tolerances` reads (a run record)."""
+    if row is None:
+        return None
+    return {"run_id": row["run_id"], "variant": row["variant"], "accepted": bool(row.get("accepted")),
+            "provenance": row.get("provenance") or {}}
 
 
 def treatment_changes(treatment: Mapping[str, Any], previous: Mapping[str, Any] | None) -> list[str]:

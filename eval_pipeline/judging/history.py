@@ -91,7 +91,7 @@ SCORING_PROTOCOL = "v1"
 COMPARABILITY_FIELDS = ("corpus_signature", "benchmark_fingerprint", "scoring_protocol")
 # Fields whose change is the thing being evaluated (reported, still comparable): the run's
 # index (a pair's own index stands for it), and the database server and extension versions.
-TREATMENT_FIELDS = ("embedder", "embedder_revision", "chunking")
+TREATMENT_FIELDS = ("embedder", "embedder_revision", "embedder_identity", "chunking")
 RUN_TREATMENT_FIELDS = ("database",)
 PROVENANCE_FIELDS = (
     "corpus_signature",
@@ -536,7 +536,11 @@ def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple | None) 
         .format(sql.Identifier(names["metrics"])),
         (run_id, variant),
     ).fetchall()
+    accepted = conn.execute(
+        sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE run_id = %s AND variant = %s AND aspect = 'retrieval')")
+        .format(sql.Identifier(names["references"])), (run_id, variant)).fetchone()[0]
     return {
+        "accepted": bool(accepted),
         "run_id": run_id,
         "created_at": created_at,
         "limited": limited,
@@ -657,16 +661,18 @@ def reference_run(
     conn_str: str,
     *,
     variant: str,
-    identity: Mapping[str, Any],
+    identity: Mapping[str, Any] | None,
     configuration: str | None = None,
     before_run_id: str | None = None,
     prefix: str = "eval",
 ) -> dict[str, Any] | None:
-    """The pinned reference of ``variant`` on this benchmark: the run a user accepted for it
-    most recently (:func:`accept_reference`; by when it was accepted, not when it ran),
-    else the first eligible run. Each run is also judged against it, so a regression cannot
-    pass in steps that each stay within the tolerance. Same shape and lookup as
-    :func:`previous_run`, plus ``"accepted": bool``."""
+    """The pinned reference of ``variant``: the run a user accepted for it most recently
+    (:func:`accept_reference`; by when it was accepted, not when it ran), else the first
+    eligible run; of this benchmark with ``identity``, of any benchmark without (the verdict
+    keeps the pinned reference across benchmark changes: its configuration is then paired on
+    today's questions). Each run is also judged against it, so a regression cannot pass in
+    steps that each stay within the tolerance. Same shape and lookup as :func:`previous_run`
+    (whose ``"accepted"`` says whether it was accepted)."""
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
     with connect(conn_str) as conn:
@@ -674,43 +680,51 @@ def reference_run(
             return None
         kwargs = dict(variant=variant, configuration=configuration, identity=identity, before_run_id=before_run_id)
         found = _candidates(conn, names, order="accepted", **kwargs)
-        accepted = found is not None
         if found is None:
             found = _candidates(conn, names, order="first", **kwargs)
-        run = _run_with_metrics(conn, names, found)
-    if run is not None:
-        run["accepted"] = accepted
-    return run
+        return _run_with_metrics(conn, names, found)
 
 
 def project_history(conn_str: str, *, before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any]:
     """What the history says about the project as a whole: ``has_yardstick`` (any run
-    eligible or accepted: a first run of a brand-new project is the only first run that
-    needs no explanation) and ``last_keys`` ({variant: configuration fingerprint or None} of
-    the variants file of the latest such run), from which the verdict tells a variant that
-    vanished (a rename, if a new one appears) from one that is carried under a new name."""
+    eligible or accepted) and ``known`` (the variants that have been yardsticks since the
+    latest acceptance: the variants of the accepted run and of every eligible or accepted run
+    recorded after it, by name and by the variants file's keys; the whole history when nothing
+    was ever accepted). A known variant missing from today's variants file has vanished: a
+    new variant then cannot be told from a rename that also changed the configuration, until
+    a run without it is accepted (which acknowledges the removal)."""
     from psycopg import sql
 
     names = table_names(prefix)
+    empty: dict[str, Any] = {"has_yardstick": False, "known": []}
     with connect(conn_str) as conn:
         if not _tables_exist(conn, names):
-            return {"has_yardstick": False, "last_keys": {}}
-        found = conn.execute(sql.SQL(
-            "SELECT r.run_id, r.provenance FROM {runs} r WHERE ((" + _ELIGIBLE + ") OR EXISTS (SELECT 1 FROM "
-            "{references} f WHERE f.run_id = r.run_id AND f.aspect = 'retrieval'))"
+            return empty
+        ident = {"runs": sql.Identifier(names["runs"]), "questions": sql.Identifier(names["questions"]),
+                 "references": sql.Identifier(names["references"]), "metrics": sql.Identifier(names["metrics"])}
+        accepted = conn.execute(sql.SQL(
+            "SELECT f.run_id, f.accepted_at FROM {references} f WHERE f.aspect = 'retrieval'"
+            " AND (%(before)s::text IS NULL OR f.run_id <> %(before)s::text) ORDER BY f.seq DESC LIMIT 1").format(
+                **ident), {"before": before_run_id}).fetchone()
+        rows = conn.execute(sql.SQL(
+            "SELECT r.provenance->'sweep_keys', (SELECT array_agg(DISTINCT m.variant) FROM {metrics} m"
+            " WHERE m.run_id = r.run_id) FROM {runs} r"
+            " WHERE ((" + _ELIGIBLE + ") OR EXISTS (SELECT 1 FROM {references} f WHERE f.run_id = r.run_id"
+            " AND f.aspect = 'retrieval'))"
             " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
-            " ORDER BY r.seq DESC LIMIT 1").format(
-                runs=sql.Identifier(names["runs"]), questions=sql.Identifier(names["questions"]),
-                references=sql.Identifier(names["references"])), {"before": before_run_id}).fetchone()
-        if found is None:
-            return {"has_yardstick": False, "last_keys": {}}
-        run_id, provenance = found
-        keys = provenance.get("sweep_keys")
-        if not isinstance(keys, list):  # recorded before the file's keys were: the run's variants
-            keys = [r[0] for r in conn.execute(sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s").format(
-                sql.Identifier(names["metrics"])), (run_id,)).fetchall()]
-    configurations = provenance.get("configurations") if isinstance(provenance.get("configurations"), dict) else {}
-    return {"has_yardstick": True, "last_keys": {k: configurations.get(k) for k in keys}}
+            " AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz"
+            "      OR r.run_id = %(accepted)s::text)").format(**ident),
+            {"before": before_run_id, "since": accepted[1] if accepted else None,
+             "accepted": accepted[0] if accepted else None}).fetchall()
+        has_yardstick = bool(rows) or conn.execute(sql.SQL(
+            "SELECT EXISTS (SELECT 1 FROM {runs} r WHERE (" + _ELIGIBLE + ")"
+            " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text))").format(**ident),
+            {"before": before_run_id}).fetchone()[0]
+    known: dict[str, None] = {}
+    for keys, variants in rows:
+        for name in [*(keys if isinstance(keys, list) else []), *(variants or [])]:
+            known[str(name)] = None
+    return {"has_yardstick": bool(has_yardstick), "known": list(known)}
 
 
 def accept_reference(

@@ -67,6 +67,11 @@ def benchmark_fingerprint(questions: Iterable[Question], *, tuning: Iterable[Que
     return hashlib.sha256("\n".join(sorted(every)).encode("utf-8")).hexdigest()[:16]
 
 
+# What an index is: the embedder's readable name, its weights' digest, its full identity (the
+# weights by content, the runtime that embeds, an endpoint's input types: everything that
+# changes a vector) and the chunking.
+INDEX_FIELDS = ("embedder", "embedder_revision", "embedder_identity", "chunking")
+
 # Set by the fusion tuning of a run, from that run's tuning questions: a function of the
 # configuration and the benchmark, not part of what the variant is.
 _RUN_OUTCOMES = ("tuned",)
@@ -74,17 +79,15 @@ _RUN_OUTCOMES = ("tuned",)
 
 def variant_configuration(provenance: Mapping[str, Any], variant: str) -> dict[str, Any] | None:
     """The configuration ``variant`` ran with in a run of ``provenance``: its recorded config
-    (without what the run's tuning chose) and its index, the pair's own (``index``) or else
-    the run's embedder, weights and chunking. None when the run does not record it."""
+    (without what the run's tuning chose) and its index (:data:`INDEX_FIELDS`), the pair's own
+    (``index``) or else the run's. None when the run does not record it."""
     configs = provenance.get("variants")
     if not isinstance(configs, Mapping) or not isinstance(configs.get(variant), Mapping):
         return None
     config = {k: v for k, v in configs[variant].items() if k not in _RUN_OUTCOMES and k != "index"}
     own = configs[variant].get("index")
-    if isinstance(own, Mapping):
-        index = {k: own.get(k) for k in ("embedder", "embedder_revision", "chunking")}
-    else:
-        index = {k: provenance.get(k) for k in ("embedder", "embedder_revision", "chunking")}
+    source = own if isinstance(own, Mapping) else provenance
+    index = {k: source.get(k) for k in INDEX_FIELDS}
     return {"variant": config, "index": index}
 
 
@@ -134,17 +137,14 @@ def engine_identity(database: Mapping[str, str] | None = None) -> str:
 
 
 # The scoring code: a change to how a metric is computed makes every run before it measure
-# something else (another benchmark), whether or not the protocol's version was bumped by hand.
-_SCORING_SOURCES = ("eval_pipeline/judging/metrics.py", "eval_pipeline/judging/scoring.py")
+# something else (another benchmark), whether or not the protocol's version was bumped by hand;
+# the question set's code decides which documents count and which questions are answerable.
+SCORING_SOURCES = ("eval_pipeline/judging/metrics.py", "eval_pipeline/judging/scoring.py",
+                   "eval_pipeline/questions/sets.py")
 
 
 def scoring_protocol(version: str) -> str:
     """``version`` (the hand-kept protocol version) and a digest of the scoring code's bytes."""
-    if "scoring" not in _LOADED:
-        from eval_pipeline.common.state import PROJECT_ROOT
+    from eval_pipeline.common.versions import source_digest
 
-        digest = hashlib.sha256()
-        for name in _SCORING_SOURCES:
-            digest.update(name.encode() + b"\0" + (PROJECT_ROOT / name).read_bytes())
-        _LOADED["scoring"] = digest.hexdigest()[:12]
-    return f"{version}+{_LOADED['scoring']}"
+    return f"{version}+{source_digest(*SCORING_SOURCES)}"

@@ -80,9 +80,11 @@ def decide_run(
                            embedder=embedder_for(index))
     tables = {k: stores[i].table for k, i in index_of.items()}
     store = stores[index_of.get(sweep.baseline, next(iter(index_of.values())))]  # the run-level fields' index
+    run_index = index_of.get(sweep.baseline, next(iter(index_of.values())))
     provenance = run_provenance(per_variant, snapshot, store, question_set, tables=tables,
-                                indexes={k: _index_provenance(stores[i]) for k, i in index_of.items()}
-                                if sweep.indexes_listed else None)
+                                indexes={k: {**_index_provenance(stores[i]), "embedder_identity": embedder_for(i).identity}
+                                         for k, i in index_of.items()} if sweep.indexes_listed else None)
+    provenance["embedder_identity"] = embedder_for(run_index).identity  # what changes a vector, input types too
     provenance["database"] = store_environment(connection_string)  # the server and extension that ranked
     verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance, tolerances=sweep.tolerances,
                         strict=sweep.strict, run_id=run_id, limited=question_set.limited,
@@ -92,7 +94,9 @@ def decide_run(
                          variant_configs=provenance.get("variants", {}))
     verdict.answers = judge_answer_run(answer_metrics or {}, order=order, corpus_signature=store.corpus_signature,
                                        tolerances=sweep.answer_tolerances, strict=sweep.answer_strict,
-                                       connection_string=connection_string, run_id=run_id)
+                                       connection_string=connection_string, run_id=run_id,
+                                       configurations=verdict.provenance["configurations"],
+                                       vanished=verdict.vanished)
     verdict.run_id, verdict.index_of, verdict.tables = run_id, index_of, tables
     verdict.metrics_digest = metrics_digest(per_variant)
     return verdict

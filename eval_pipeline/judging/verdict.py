@@ -260,27 +260,35 @@ def judge_run(
 
     Each variant is looked up in the history by its name and by its configuration
     (:func:`eval_pipeline.judging.identity.configuration_fingerprint`: a rename with the same
-    configuration keeps its history), and judged by the first of these that applies:
+    configuration keeps its history). It is judged against two yardsticks, and passes only
+    when both comparisons pass:
 
-    1. ``comparable``: an eligible or accepted run of the same benchmark identity exists; the
-       variant is judged against it (the previous run) and against its pinned reference.
-    2. ``paired``: the variant has a history, but on another benchmark (the questions, the
-       labels or the scored subset changed): the configuration of its latest yardstick run
-       (and of its pinned reference there) is ranked on today's questions by
-       ``rank_reference`` (:mod:`eval_pipeline.judging.paired`) and the variant is judged
-       against it on the same questions. The same configuration needs no ranking.
-    3. ``not_compared``: a history, but no paired comparison possible (another engine or
-       index, a configuration that cannot be ranked), or a new variant while another vanished
-       from the variants file (a rename that changed the configuration too): it fails, until a
-       run is accepted (:func:`eval_pipeline.judging.history.accept_reference`).
-    4. ``first_run``: a brand-new project, or a new variant (none vanished); passes, unless
-       ``strict`` and the project has a history.
+    * its **previous** run: the latest eligible or accepted run of the same benchmark
+      (compared directly: ``comparable``); when the benchmark changed (the questions, the
+      labels, the scored subset, the scoring code), the configuration of its latest yardstick
+      run of any benchmark, ranked on today's questions by ``rank_reference``
+      (:mod:`eval_pipeline.judging.paired`), on the same questions (``paired``); that needs
+      today's engine to be the one that ranked it, else nothing can judge a code change made
+      with the benchmark change;
+    * its **pinned reference**, kept across benchmark changes: the latest run accepted for it,
+      else its first eligible run; compared directly on the same benchmark, else its
+      configuration is paired on today's questions (so a regression cannot pass in steps, nor
+      around a question edit).
 
-    ``sweep_keys`` are the variants file's keys (default: this run's): the run records them,
-    so the next run can tell a variant that vanished. Without a connection string there is no
-    history: every variant is a ``first_run``. ``record=False`` still reads the history but
-    writes nothing. The run is recorded with its eligibility (``RunVerdict.eligible``).
-    ``statistics_cache``: see ``run_statistics``.
+    ``not_compared`` (fails, strict or not, until a run is accepted,
+    :func:`eval_pipeline.judging.history.accept_reference`): a comparison that cannot be made
+    (another engine, another index, a configuration today's code refuses, an incomplete
+    benchmark identity), or a new variant while a variant known since the last acceptance
+    vanished from the variants file (a rename that changed the configuration too).
+    ``first_run`` (passes): a brand-new project, or a genuinely new variant; ``strict`` fails
+    both, since nothing judged them.
+
+    The tolerances are the variants file's, never looser than those the yardsticks were
+    judged with (:func:`pinned_tolerances`). ``sweep_keys`` are the variants file's keys
+    (default: this run's), recorded so later runs can tell a variant that vanished. Without a
+    connection string there is no history: every variant is a ``first_run``. ``record=False``
+    still reads the history but writes nothing. The run is recorded with its eligibility
+    (``RunVerdict.eligible``). ``statistics_cache``: see ``run_statistics``.
     """
     summary = summarize(per_variant)
     intervals, comparison = run_statistics(per_variant, baseline, cache_dir=statistics_cache)
@@ -289,78 +297,56 @@ def judge_run(
     provenance.setdefault("engine_identity", engine_identity(provenance.get("database")))
     configurations = {v: configuration_fingerprint(provenance, v) for v in per_variant}
     provenance["configurations"] = {v: fp for v, fp in configurations.items() if fp is not None}
+    asked = dict(tolerances)
+    provenance["tolerances"] = asked
+    provenance["effective_tolerances"] = {}
     verdict = RunVerdict(summary=summary, intervals=intervals, baseline_comparison=comparison, limited=limited,
                          provenance=provenance)
     identity = benchmark_identity(provenance)
     incomplete = [k for k, v in identity.items() if not (isinstance(v, str) and v.strip())]
     project = (project_history(connection_string, before_run_id=run_id, prefix=history_prefix)
-               if connection_string else {"has_yardstick": False, "last_keys": {}})
-    carried = set(configurations.values())
-    vanished = [k for k, fp in project["last_keys"].items() if k not in keys and (fp is None or fp not in carried)]
-    verdict.vanished = vanished
+               if connection_string else {"has_yardstick": False, "known": []})
+    verdict.vanished = [k for k in project["known"] if k not in keys]
     ranked: dict[str, pd.DataFrame] = {}
-    asked = dict(tolerances)
-    provenance["tolerances"] = asked
     for _, row in summary.iterrows():
         variant = row["variant"]
         lookup = dict(variant=variant, configuration=configurations[variant], before_run_id=run_id,
                       prefix=history_prefix)
         prev = previous_run(connection_string, identity=identity, **lookup) if connection_string else None
         ever = prev or (previous_run(connection_string, **lookup) if connection_string else None)
-        tolerances, loosened = pinned_tolerances(asked, [ever])
+        ref = reference_run(connection_string, identity=None, **lookup) if ever is not None else None
+        effective, loosened = pinned_tolerances(asked, [ever, ref])
+        provenance["effective_tolerances"][variant] = effective
+        current = {m: float(row[m]) for m in effective}
+        if ever is None:
+            gate = previous_gate = _first_run(variant, project["has_yardstick"], verdict.vanished, strict)
+            ref_gate = None
+        elif prev is None and incomplete:
+            gate = previous_gate = GateResult(False, "not_compared", [], (
+                f"FAILED (not compared): this run's benchmark identity is incomplete ({', '.join(incomplete)} "
+                f"missing or invalid): no run can be compared with it, nor paired by configuration; {ACCEPT_HINT}"))
+            ref_gate = None
+        else:
+            same_ref = ref is not None and ref["run_id"] == ever["run_id"] and ref["variant"] == ever["variant"]
+            yardsticks = [("previous", ever, "direct" if prev is not None else "paired-same-engine")]
+            if ref is not None and not same_ref:
+                direct = benchmark_identity(ref["provenance"]) == identity and not incomplete
+                yardsticks.append(("reference", ref, "direct" if direct else "paired"))
+            gate, previous_gate, ref_gate = _judge_against(
+                variant, current, effective, strict, yardsticks, provenance=provenance, scores=per_variant[variant],
+                rank=rank_reference, ranked=ranked, reference_run_id=ref["run_id"] if ref is not None else None)
         if loosened:
             verdict.loosened[variant] = loosened
-        current = {m: float(row[m]) for m in tolerances}
-        if prev is not None:
-            cmp = compare_provenance(provenance, prev, variant)
-            ref = reference_run(connection_string, identity=identity, **lookup)
-            tolerances, loosened = pinned_tolerances(asked, [prev, ref])
-            if loosened:
-                verdict.loosened[variant] = loosened
-            current = {m: float(row[m]) for m in tolerances}
-            previous_gate = evaluate_gate(current, prev["metrics"], tolerances, cmp.state, strict=strict)
-            ref_gate = (evaluate_gate(current, ref["metrics"], tolerances, "comparable", strict=strict)
-                        if ref is not None else None)
-            same_run = ref is not None and ref["run_id"] == prev["run_id"]
-            gate = combine_gates(previous_gate, None if same_run else ref_gate,
-                                 reference_run_id=ref["run_id"] if ref else None)
-            verdict.decided_by[variant] = "history"
-        else:
-            cmp = compare_provenance(provenance, ever, variant)
-            ref = ref_gate = None
-            if ever is None:
-                previous_gate = gate = _first_run(variant, project["has_yardstick"], vanished, strict)
-                verdict.decided_by[variant] = "nothing (a first run)" if gate.passed else "nothing (not compared)"
-            elif incomplete:
-                previous_gate = gate = GateResult(False, "not_compared", [], (
-                    f"FAILED (not compared): this run's benchmark identity is incomplete ({', '.join(incomplete)} "
-                    f"missing or invalid): no run can be compared with it, nor paired by configuration; "
-                    f"{ACCEPT_HINT}"))
-                verdict.decided_by[variant] = "nothing (not compared)"
-            else:
-                ref = reference_run(connection_string, identity=benchmark_identity(ever["provenance"]), **lookup)
-                if ref is not None and ref["run_id"] == ever["run_id"]:
-                    ref = None
-                tolerances, loosened = pinned_tolerances(asked, [ever, ref])
-                if loosened:
-                    verdict.loosened[variant] = loosened
-                current = {m: float(row[m]) for m in tolerances}
-                gate, previous_gate, ref_gate = _paired_gate(
-                    variant, current, tolerances, strict, [("previous", ever), ("reference", ref)],
-                    provenance=provenance, scores=per_variant[variant], rank=rank_reference, ranked=ranked)
-                verdict.decided_by[variant] = ("paired: the reference configuration ranked on today's questions"
-                                               if gate.state == "paired" else "nothing (not compared)")
-            prev = ever
-        verdict.previous[variant] = prev
-        verdict.history[variant] = cmp
+            gate = replace(gate, message=f"{gate.message} (the gate was loosened since its yardstick: "
+                           f"{'; '.join(loosened)}; judged with the stricter tolerances until a run under the new "
+                           "ones is accepted)")
+        verdict.decided_by[variant] = _decided_by(gate)
+        verdict.previous[variant] = ever
+        verdict.history[variant] = compare_provenance(provenance, ever, variant)
         verdict.previous_gates[variant] = previous_gate
         verdict.reference[variant] = ref
         verdict.reference_history[variant] = compare_provenance(provenance, ref, variant) if ref is not None else None
         verdict.reference_gates[variant] = ref_gate
-        if variant in verdict.loosened:
-            gate = replace(gate, message=f"{gate.message} (the gate was loosened since its yardstick: "
-                           f"{'; '.join(verdict.loosened[variant])}; judged with the stricter tolerances until a "
-                           "run under the new ones is accepted)")
         verdict.gates[variant] = gate
     if connection_string and record:
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant, history_prefix=history_prefix)
@@ -370,17 +356,28 @@ def judge_run(
 ACCEPT_HINT = "accept a run to make it the reference: python -m eval_pipeline.judging.history accept RUN_ID"
 
 
+def _decided_by(gate: GateResult) -> str:
+    return {"comparable": "history: its previous run and pinned reference on the same benchmark",
+            "paired": "paired: its reference configurations ranked on today's questions",
+            "first_run": "nothing (a first run)", "not_compared": "nothing (not compared)"}.get(gate.state, gate.state)
+
+
 def pinned_tolerances(asked: Mapping[str, float], yardsticks: Sequence[Mapping[str, Any] | None]
                       ) -> tuple[dict[str, float], list[str]]:
     """The tolerances a variant is judged with: the variants file's (``asked``), but never looser
-    than those its yardstick runs were judged with (recorded in their provenance): a metric's
-    tolerance raised, or a gated metric dropped, in the same change as a regression would let it
-    through. Returns (tolerances, what was loosened). A run accepted under the new tolerances
-    records them, and they apply from then on."""
+    than those its yardstick runs were judged with: a metric's tolerance raised, or a gated
+    metric dropped, in the same change as a regression would let it through. A yardstick run
+    recorded the tolerances it was judged with (``effective_tolerances``); an accepted run
+    stands for the tolerances it asked for (accepting it accepts its gate too). Returns
+    (tolerances, what was loosened)."""
     effective = dict(asked)
     loosened: list[str] = []
     for run in yardsticks:
-        recorded = ((run or {}).get("provenance") or {}).get("tolerances")
+        provenance = (run or {}).get("provenance") or {}
+        recorded = provenance.get("tolerances")
+        judged_with = (provenance.get("effective_tolerances") or {}).get((run or {}).get("variant"))
+        if not run or not run.get("accepted"):
+            recorded = judged_with if isinstance(judged_with, Mapping) else recorded
         if not isinstance(recorded, Mapping):
             continue
         for metric, value in recorded.items():
@@ -398,31 +395,39 @@ def pinned_tolerances(asked: Mapping[str, float], yardsticks: Sequence[Mapping[s
 def _first_run(variant: str, project_has_history: bool, vanished: Sequence[str], strict: bool) -> GateResult:
     """The gate of a variant with no history by name or configuration."""
     if not project_has_history:
+        if strict:
+            return GateResult(False, "not_compared", [], (
+                "FAILED (strict): the project's first run (an empty history: a new state dir or database?) "
+                f"is judged only once accepted; {ACCEPT_HINT}"))
         return GateResult(True, "first_run", [], "the project's first run: nothing to compare with, gate passes")
     if vanished:
         return GateResult(False, "not_compared", [], (
             f"FAILED (not compared): {variant!r} is new (no run of it or of its configuration) while "
-            f"{', '.join(map(repr, vanished))} vanished from the variants file: a rename that also changed the "
-            f"configuration carries no history, so nothing can judge it; {ACCEPT_HINT}"))
+            f"{', '.join(map(repr, vanished))} vanished from the variants file since the last acceptance: a rename "
+            f"that also changed the configuration carries no history, so nothing can judge it; {ACCEPT_HINT} "
+            "(accepting a run without the vanished variants acknowledges their removal)"))
     if strict:
         return GateResult(False, "not_compared", [], f"FAILED (strict): {variant!r} is a new variant, judged only "
                           f"once a run of it is accepted; {ACCEPT_HINT}")
     return GateResult(True, "first_run", [], f"{variant!r} is a new variant: its first run, nothing to compare with")
 
 
-def _paired_gate(variant: str, current: Mapping[str, float], tolerances: Mapping[str, float], strict: bool,
-                 yardsticks: Sequence[tuple[str, Mapping[str, Any] | None]], *, provenance: Mapping[str, Any],
-                 scores: pd.DataFrame, rank: RankConfiguration | None, ranked: dict[str, pd.DataFrame]
-                 ) -> tuple[GateResult, GateResult, GateResult | None]:
-    """(combined, previous, reference) gates of a variant whose benchmark changed, judged
-    against its reference configurations ranked today (``not_compared`` when any cannot be)."""
+def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mapping[str, float], strict: bool,
+                   yardsticks: Sequence[tuple[str, Mapping[str, Any], str]], *, provenance: Mapping[str, Any],
+                   scores: pd.DataFrame, rank: RankConfiguration | None, ranked: dict[str, pd.DataFrame],
+                   reference_run_id: str | None) -> tuple[GateResult, GateResult, GateResult | None]:
+    """(combined, previous, reference) gates of a variant against its yardsticks, each
+    (against, run, how): ``direct`` on its recorded metrics (the same benchmark), ``paired``
+    with its configuration ranked on today's questions (``paired-same-engine``: only if
+    today's engine ranked it). ``not_compared`` when any cannot be made."""
     gates: dict[str, GateResult] = {}
     problems = []
-    for against, run in yardsticks:
-        if run is None:
+    for against, run, how in yardsticks:
+        if how == "direct":
+            gates[against] = evaluate_gate(current, run["metrics"], tolerances, "comparable", strict=strict)
             continue
         paired = paired_reference(run, variant=variant, provenance=provenance, current_scores=scores,
-                                  engine=provenance["engine_identity"] if against == "previous" else None,
+                                  engine=provenance["engine_identity"] if how == "paired-same-engine" else None,
                                   rank=rank, ranked=ranked)
         if paired.scores is None:
             problems.append(paired.why)
@@ -434,13 +439,17 @@ def _paired_gate(variant: str, current: Mapping[str, float], tolerances: Mapping
                                                 f"{worse} worse, {tied} tied, {better} better)"))
     if problems:
         failed = GateResult(False, "not_compared", [], (
-            "FAILED (not compared): the benchmark changed since this variant's last yardstick, and no paired "
+            "FAILED (not compared): a yardstick of this variant measured another benchmark and no paired "
             f"comparison could be made: {'; '.join(problems)}; {ACCEPT_HINT}"))
         return failed, failed, None
     previous, reference = gates["previous"], gates.get("reference")
-    combined = combine_gates(previous, reference, reference_run_id=next(
-        (run["run_id"] for against, run in yardsticks if against == "reference" and run is not None), None))
-    return replace(combined, state="paired"), previous, reference
+    combined = combine_gates(previous, reference, reference_run_id=reference_run_id)
+    paired_any = any(how != "direct" for _, _, how in yardsticks)
+    state = "comparable" if yardsticks[0][2] == "direct" else "paired"
+    if paired_any and state == "comparable":  # the previous run on this benchmark, the reference paired
+        combined = replace(combined, message=combined.message + " (the pinned reference measured another "
+                           "benchmark: its configuration was ranked on today's questions)")
+    return replace(combined, state=state), previous, reference
 
 
 def record_verdict(verdict: RunVerdict, connection_string: str, *, run_id: str,

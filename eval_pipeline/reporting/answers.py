@@ -37,6 +37,11 @@ def answer_section(verdict: AnswerVerdict) -> list[str]:
     from eval_pipeline.reporting.report import markdown_table
 
     lines = ["## Answer quality", ""]
+    missing_lines = [f"- `{v}` {g}: **FAILED** (not_compared): measured in run `{last}`, missing from this run."
+                     for v, g, last in verdict.missing]
+    if missing_lines:
+        lines += ["Measurements with a history that this run did not make (they fail until a run without them "
+                  "is accepted):", "", *missing_lines, ""]
     if not verdict.evaluated:
         return lines + [f"Not evaluated: {verdict.reason}.", ""]
     first = verdict.rows[0]
@@ -123,6 +128,13 @@ def answer_gate_output(verdict: AnswerVerdict) -> dict[str, Any]:
                                          "reference_run": (r["reference"] or {}).get("run_id") or "",
                                          "treatment_changes": list(r["treatment_changes"]),
                                          "rows": [dict(x) for x in g.rows]}
+    for variant, grader, last in verdict.missing:  # measured before, missing now: failed, not compared
+        g = verdict.gates[variant][grader]
+        entry = out["variants"].setdefault(variant, {"passed": True, "graders": {}})
+        entry["passed"] = False
+        entry["graders"][grader] = {"passed": False, "state": g.state, "message": g.message, "pass_rate": None,
+                                    "mean_score": None, "generator": "none", "yardstick": "", "previous_run": last,
+                                    "reference_run": "", "treatment_changes": [], "rows": []}
     return out
 
 

@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from eval_pipeline.judging.answer_history import (
+    answer_history_of,
     answer_comparable,
     answer_table_name,
     evaluate_answer_gate,
@@ -330,11 +331,13 @@ def test_lookup_arguments_are_checked(pg_uri, prefix):
 # ---------------------------------------------------------------------------
 
 
-def gate_and_record(uri, prefix, run_id, r, *, strict=True):
-    """What the pipeline does: look up the yardsticks, judge, record with eligibility."""
+def gate_and_record(uri, prefix, run_id, r, *, strict=False):
+    """What the pipeline does: look up the yardsticks and the measurement's history, judge,
+    record with eligibility."""
     current = {**r, "run_id": run_id}
     prev, ref = previous(uri, prefix, r, before=run_id), reference(uri, prefix, r, before=run_id)
-    result = evaluate_answer_gate(current, prev, ref, TOL, strict=strict)
+    history = answer_history_of(uri, variant=r["variant"], grader=r["grader"], before_run_id=run_id, prefix=prefix)
+    result = evaluate_answer_gate(current, prev, ref, TOL, strict=strict, history=history)
     eligible = result.passed and answer_comparable(r)[0] and r["errored"] == 0
     record_answer_run(uri, run_id, [{**r, "eligible": eligible}], prefix=prefix)
     return result
@@ -357,8 +360,9 @@ def test_a_regression_in_small_steps_fails_against_the_reference(pg_uri, prefix)
 
 def test_a_limited_run_is_not_judged_and_never_becomes_a_yardstick(pg_uri, prefix):
     gate_and_record(pg_uri, prefix, "run-1", row(0.8, 0.8))
+    # a part of the set cannot be compared with the measurement's history: it fails, strict or not
     lenient = gate_and_record(pg_uri, prefix, "run-2", row(0.1, 0.1, limited=True), strict=False)
-    assert (lenient.passed, lenient.state) == (True, "not_comparable")
+    assert (lenient.passed, lenient.state) == (False, "not_comparable") and "history" in lenient.message
     strict = evaluate_answer_gate({**row(0.1, 0.1, limited=True), "run_id": "run-2"}, None, None, TOL, strict=True)
     assert (strict.passed, strict.state) == (False, "not_comparable")
     assert read_answer_runs(pg_uri, run_id="run-2", prefix=prefix)[0]["eligible"] is False

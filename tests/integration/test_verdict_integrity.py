@@ -142,6 +142,8 @@ def test_new_labels_and_another_engine_fail_until_accepted(judge, pg_uri, strict
     """New labels with the code changed since: nothing can judge the run (a paired ranking would
     run today's code on both sides), so it fails, strict or not, until a run is accepted."""
     judge("r0", 100, strict=strict, engine_identity="engine-1")
+    if strict:  # strict: an empty history judges nothing, so the first run is accepted, not passed
+        accept_reference(pg_uri, "r0", prefix=judge.prefix)
     new_labels = judge("r1", 100, labels="labels-2", strict=strict, engine_identity="engine-2")
     assert new_labels.gates["a"].state == "not_compared" and not new_labels.gate_passed
     assert "engine" in new_labels.gates["a"].message and "accept" in new_labels.gates["a"].message
@@ -186,3 +188,14 @@ def test_a_gate_loosened_with_the_regression_still_judges_with_the_old_tolerance
     assert "loosened" in loosened.gates["a"].message and "hit@1 0.05 -> 0.5" in loosened.gates["a"].message
     accept_reference(pg_uri, "r1", prefix=judge.prefix)
     assert judge("r2", 60, tolerances={"hit@1": 0.5}).gate_passed  # the accepted run's tolerances apply now
+
+
+def test_strict_judges_nothing_unjudged_not_even_a_first_run(judge, pg_uri):
+    """An empty history (a fresh CI checkout, a new database) cannot judge: under strict the first
+    run fails until it is accepted, and a new variant later fails until a run of it is accepted."""
+    first = judge("r0", 10, strict=True)  # hit@1 0.10: nothing says whether that is a regression
+    assert first.gates["a"].state == "not_compared" and not first.gate_passed
+    assert "first run" in first.gates["a"].message
+    accept_reference(pg_uri, "r0", prefix=judge.prefix)
+    assert judge("r1", 10, strict=True).gates["a"].state == "comparable"
+    assert judge("r2", 10).gates["a"].state == "comparable"
