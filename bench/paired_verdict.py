@@ -87,6 +87,9 @@ def run(state_dir: Path, config: Path, variants: Path, label: str) -> dict:
             for name, step in STEPS.items():
                 if m.group(3) == step or m.group(3).startswith(step + "["):
                     steps[name] = steps.get(name, 0.0) + _seconds(m.group(4), m.group(5))
+    paired = [float(m.group(1)) for m in re.finditer(r"paired comparison: \S+ ranked and scored on \d+ questions in "
+                                                      r"([\d.]+) s", log)]
+    steps["paired ranking"] = sum(paired)
     report = state_dir / "results" / "results.md"
     states = {}
     if report.exists():
@@ -127,13 +130,16 @@ def main() -> None:
         if not args.keep_db:
             stop_database(state_dir)
     print_table([[r["label"], r["exit"], r["seconds"], r.get("ranked_results", float("nan")),
-                  r.get("verdict", float("nan")), r.get("report", float("nan"))] for r in runs],
-                ["run", "exit", "job s", "ranked_results s", "verdict s", "report s"], digits=2)
+                  r.get("verdict", float("nan")), r.get("paired ranking", float("nan")), r.get("report", float("nan"))]
+                 for r in runs],
+                ["run", "exit", "job s", "ranked_results s", "verdict s", "paired ranking s", "report s"], digits=2)
     base = runs[1].get("verdict", float("nan"))
     for r in runs[2:]:
-        print(f"{r['label']}: the verdict step took {r.get('verdict', float('nan')):.2f} s against "
-              f"{base:.2f} s unchanged: +{r.get('verdict', float('nan')) - base:.2f} s for the paired comparison; "
-              f"the job {r['seconds'] / runs[1]['seconds']:.2f}x the unchanged warm run")
+        print(f"{r['label']}: the verdict step {r.get('verdict', float('nan')):.2f} s (unchanged: {base:.2f} s; the "
+              f"rest is the statistics of new scores), of which ranking reference configurations "
+              f"{r.get('paired ranking', 0.0):.2f} s = {r.get('paired ranking', 0.0) / r['seconds']:.1%} of the job, "
+              f"{r.get('paired ranking', 0.0) / max(r.get('ranked_results', float('nan')), 1e-9):.2f}x the "
+              "ranked_results step")
 
 
 if __name__ == "__main__":

@@ -108,7 +108,10 @@ def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot,
     # the settings as the variants file gives them; the rest of the record is derived from them
     given = {k: v for k, v in recorded.items() if k not in _DERIVED}
     variant = parse_variant({**given, "name": name}, f"the reference configuration {name}")
+    import time
+
     log(f"paired comparison: ranking {name} ({variant.describe()}) on today's questions")
+    started = time.perf_counter()
     frames = rank_in_one_step([variant], snapshot=snapshot, store=store, question_set=question_set, state=state,
                               connection_string=connection_string, embedder=embedder, build_reranker=build_reranker,
                               miss_k=miss_k, reuse=True, code_version=code_version, log=log)
@@ -119,7 +122,10 @@ def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot,
     if json.dumps(today, sort_keys=True, default=str) != json.dumps(recorded, sort_keys=True, default=str):
         changed = sorted(k for k in set(today) | set(recorded) if today.get(k) != recorded.get(k))
         raise ValueError(f"ranked today, the configuration is not the one recorded (differs in {', '.join(changed)})")
-    return score_variant(frame, question_set.questions)
+    scores = score_variant(frame, question_set.questions)
+    log(f"paired comparison: {name} ranked and scored on {len(question_set.questions)} questions in "
+        f"{time.perf_counter() - started:.2f} s")
+    return scores
 
 
 # What a recorded configuration holds beyond the variants file's settings: each leg's resolved
