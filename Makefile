@@ -1,6 +1,6 @@
 # The two commands a fresh machine needs (see README):
 #   make demo   install, then run the retrieval_eval job on the embedded defaults
-#   make test   install, then run the whole test suite (unit + integration)
+#   make test   install, then lint and run the whole test suite (the unit lane, then integration)
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV ?= .venv
@@ -18,7 +18,7 @@ DAGSTER_ENV = export DAGSTER_HOME=$(CURDIR) \
 	export EVAL_PIPELINE_DAGSTER_PG_URL=$$($(BIN)/python -m eval_pipeline.store.database url \
 		--state-dir $(STATE_DIR) --database dagster --driver psycopg2)
 
-.PHONY: install demo test test-unit dev stop-db clean chromium redis-server
+.PHONY: install demo lint test test-unit dev stop-db clean chromium redis-server
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,11 +50,18 @@ redis-server:
 	@command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; } \
 		|| echo "redis-server not installed: the Celery executor test will be skipped"
 
-test: $(STAMP) chromium redis-server
-	$(BIN)/python -m pytest -q
+# Lint (ruff, mypy: configured in pyproject.toml), then the fast unit lane (stops the run on its
+# first failure), then the integration lane; each lane prints its slowest tests.
+lint: $(STAMP)
+	$(BIN)/ruff check eval_pipeline
+	$(BIN)/mypy
 
-test-unit: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not integration"
+test: $(STAMP) chromium redis-server lint
+	$(BIN)/python -m pytest -q -m "not integration" -x --durations=10
+	$(BIN)/python -m pytest -q -m integration --durations=25
+
+test-unit: $(STAMP) lint
+	$(BIN)/python -m pytest -q -m "not integration" -x --durations=10
 
 stop-db: $(STAMP)
 	$(BIN)/python -m eval_pipeline.store.database stop --state-dir $(STATE_DIR)
