@@ -551,7 +551,8 @@ def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix
 
 
 def previous_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
-                        corpus_signature: str | None, yardstick: str, generator: str | None = None, configuration: str | None = None,
+                        corpus_signature: str | None, yardstick: str, generator: str | None = None,
+                        configuration: str | None = None,
                         before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
     """The latest eligible (or accepted: `accept_answer_run`) row with exactly this key (set id,
     set fingerprint, corpus signature, yardstick, variant, grader), or None. ``generator`` is
@@ -567,7 +568,8 @@ def previous_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str
 
 
 def reference_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
-                         corpus_signature: str | None, yardstick: str, generator: str | None = None, configuration: str | None = None,
+                         corpus_signature: str | None, yardstick: str, generator: str | None = None,
+                         configuration: str | None = None,
                          before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
     """The pinned reference every later run of the key is also judged against, so a regression
     in small steps is caught: the latest accepted row (`accept_answer_run`), else the first
@@ -705,6 +707,10 @@ def _check_yardstick(current: Mapping[str, Any], other: object, against: str) ->
     if other["run_id"] == current.get("run_id"):
         raise ValueError(f"the {against} run is the current run {other['run_id']!r}: a run is never its own yardstick")
     differs = [k for k in KEY_FIELDS if other.get(k) != current.get(k)]
+    configuration = current.get("configuration")
+    if "variant" in differs and _text(configuration) and \
+            (other.get("provenance") or {}).get("configuration") == configuration:
+        differs.remove("variant")  # the same variant under another name: its configuration is the same
     if differs:
         raise ValueError(f"the {against} run {other['run_id']!r} measured something else ({', '.join(differs)} "
                          "differ): it cannot be the yardstick")

@@ -67,7 +67,8 @@ def check_answers_belong(answer_metrics: Mapping[str, pd.DataFrame], *, corpus_s
         if row["corpus_signature"] != corpus_signature or row["store_table"] != expected:
             problems.append(f"variant {variant!r} answered from corpus {row['corpus_signature']!r} table "
                             f"{row['store_table']!r}, this run has {corpus_signature!r} {expected!r}")
-        elif variant in variant_configs and json.loads(row["variant_config"]) != _ranked_config(variant_configs[variant]):
+        elif (variant in variant_configs
+              and json.loads(row["variant_config"]) != _ranked_config(variant_configs[variant])):
             problems.append(f"variant {variant!r} answered with another configuration than it was ranked with")
     if problems:
         raise InconsistentInputs("the answer metrics do not belong to this run: " + "; ".join(problems)
@@ -134,7 +135,8 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                    "yardstick": row["yardstick"], "limited": bool(row["limited"]),
                    "errored": int(row["n_errored"]), "n_scored": int(row["n_scored"]),
                    "pass_rate": finite_number(row["pass_rate"]), "mean_score": finite_number(row["mean_score"]),
-                   "pass_rate_ci_low": finite_number(row["pass_rate_low"]), "pass_rate_ci_high": finite_number(row["pass_rate_high"]),
+                   "pass_rate_ci_low": finite_number(row["pass_rate_low"]),
+                   "pass_rate_ci_high": finite_number(row["pass_rate_high"]),
                    "mean_ci_low": finite_number(row["mean_low"]), "mean_ci_high": finite_number(row["mean_high"])}
         comparable, _ = answer_comparable(current)
         key = {k: current[k] for k in ("variant", "grader", "set_id", "set_fingerprint", "corpus_signature",
@@ -150,7 +152,8 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
             history = answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
                                         configuration=configuration, before_run_id=run_id)
         effective, loosened = pinned_tolerances(tolerances, [_as_run(previous), _as_run(reference)])
-        gate = evaluate_answer_gate({**current, "grader_failed": int(row.get("n_grader_failed") or 0)}, previous,
+        gate = evaluate_answer_gate({**current, "grader_failed": int(row.get("n_grader_failed") or 0),
+                                     "configuration": configuration}, previous,
                                     reference, effective, strict=strict, history=history,
                                     project_has_history=project_has_history, vanished=vanished)
         if loosened:
