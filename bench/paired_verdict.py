@@ -14,7 +14,7 @@ is what the paired comparison adds. Exit codes are printed, not acted on (run 4 
 gate: that is the point).
 
     .venv/bin/python bench/paired_verdict.py                       # the demo corpus
-    .venv/bin/python bench/paired_verdict.py --beir ../shared/datasets/scifact --split train
+    .venv/bin/python bench/paired_verdict.py --beir ../shared/datasets/scifact --split train [--keep-store]
 """
 
 from __future__ import annotations
@@ -97,6 +97,18 @@ def run(state_dir: Path, config: Path, variants: Path, label: str) -> dict:
     return {"label": label, "exit": proc.returncode, "seconds": seconds, **steps, "states": states}
 
 
+def forget_history(state_dir: Path) -> None:
+    """Drop the history tables (retrieval and answers) of the state dir's `eval` database."""
+    import psycopg
+
+    from eval_pipeline.store.database import EmbeddedPostgres
+
+    with psycopg.connect(EmbeddedPostgres(state_dir).uri("eval"), autocommit=True) as conn:
+        for table in ("eval_references", "eval_question_results", "eval_variant_metrics", "eval_runs",
+                      "eval_answer_runs"):
+            conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--state-dir", default=str(DEFAULT_STATE_ROOT / "paired_verdict"),
@@ -104,12 +116,18 @@ def main() -> None:
     parser.add_argument("--beir", help="a BEIR collection (corpus and judged queries) instead of the demo")
     parser.add_argument("--split", default="test", help="the BEIR qrels split (default test)")
     parser.add_argument("--keep-db", action="store_true", help="leave the embedded Postgres running at exit")
+    parser.add_argument("--keep-store", action="store_true",
+                        help="keep the state dir's vector tables and caches (a SciFact ingest takes minutes) and "
+                        "start from an empty history only: run 1 is then the project's first run, not a cold one")
     args = parser.parse_args()
     state_dir = Path(args.state_dir).resolve()
-    if state_dir.exists():
-        stop_database(state_dir)
-        shutil.rmtree(state_dir)
-    state_dir.mkdir(parents=True)
+    if args.keep_store and state_dir.exists():
+        forget_history(state_dir)
+    else:
+        if state_dir.exists():
+            stop_database(state_dir)
+            shutil.rmtree(state_dir)
+        state_dir.mkdir(parents=True)
     print_machine(f"bench/paired_verdict.py ({'BEIR ' + args.beir if args.beir else 'demo'}), "
                   f"load average {os.getloadavg()[0]:.2f}")
     original, reworded, again = write_question_sets(state_dir, args.beir and str(Path(args.beir).resolve()),

@@ -103,3 +103,22 @@ def test_the_embedder_identity_is_part_of_the_index():
 
 def test_the_scoring_protocol_holds_the_scoring_code():
     assert scoring_protocol("v1").startswith("v1+") and scoring_protocol("v1") != scoring_protocol("v2")
+
+
+def test_code_identity_is_the_syntax_not_the_formatting(tmp_path, monkeypatch):
+    """A reformatted or re-documented file keeps the engine's and the scoring protocol's
+    identity (a lint pass must not make every run not_compared); a changed statement does not."""
+    from eval_pipeline.common import versions
+
+    def digest(text):
+        (tmp_path / "m.py").write_text(text)
+        monkeypatch.setattr("eval_pipeline.common.state.PROJECT_ROOT", tmp_path)
+        versions._SOURCES.clear()
+        try:
+            return versions.source_digest("m.py")
+        finally:
+            versions._SOURCES.clear()
+
+    base = digest('def f(x):\n    """Twice."""\n    return x * 2\n')
+    assert digest('def f(x):  # doubled\n    """Two times x, re-documented."""\n    return (x *\n            2)\n') == base
+    assert digest('def f(x):\n    """Twice."""\n    return x * 3\n') != base

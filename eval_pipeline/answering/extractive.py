@@ -65,7 +65,8 @@ class ExtractiveGenerator:
         return {"kind": "extractive", "version": EXTRACTIVE_VERSION, "code": ANSWERING_CODE(),
                 "embedder": self.embedder.identity, "sentences": self.sentences}
 
-    def answer_all(self, questions: Sequence[str], contexts: Sequence[Sequence[ContextEntry]]) -> list[ExtractiveAnswer]:
+    def answer_all(self, questions: Sequence[str],
+                   contexts: Sequence[Sequence[ContextEntry]]) -> list[ExtractiveAnswer]:
         """One answer per question, from its own context; the embedder is called in batches."""
         import numpy as np
 

@@ -104,6 +104,8 @@ def resolve_golden(source: str, path: str | None, *, corpus_signature: str, doc_
             return CheckedGoldenSet(None, corpus_signature, "no golden prompt set for this corpus (source 'auto': "
                                     "not the demo corpus, and no question has a gist to serve as a reference)")
     if source == "file":
+        if path is None:  # refused above
+            raise ValueError("golden_prompts.path is required when golden_prompts.source is 'file'")
         golden = load_golden_prompts(path, corpus_signature=corpus_signature, doc_ids=doc_ids)
         limited_from = None
     else:

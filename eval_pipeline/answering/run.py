@@ -54,7 +54,7 @@ def context_chunks(frames: Mapping[str, pd.DataFrame], k: int) -> set[str]:
 
 
 def _contexts(frame: pd.DataFrame, texts: Mapping[str, str], k: int) -> dict[str, tuple[ContextEntry, ...]]:
-    out = {}
+    out: dict[str, tuple[ContextEntry, ...]] = {}
     for row in frame.itertuples(index=False):
         if not missing(row.error):  # an errored question has no context; it is answered as failed
             out[row.qid] = ()
@@ -148,10 +148,10 @@ def answer_variants(
     for variant in frames:
         for p in golden.prompts:
             if missing(ranked[variant][p.id].error):
-                key = answer_key(p.prompt, contexts[variant][p.id], identity)
-                keyed[(variant, p.id)] = key
-                if key not in jobs and cache.get(key) is None:
-                    jobs[key] = (p.prompt, contexts[variant][p.id])
+                cache_key = answer_key(p.prompt, contexts[variant][p.id], identity)
+                keyed[(variant, p.id)] = cache_key
+                if cache_key not in jobs and cache.get(cache_key) is None:
+                    jobs[cache_key] = (p.prompt, contexts[variant][p.id])
     log(f"{len(keyed)} answer(s) for {len(frames)} variant(s), {len(set(keyed.values()))} distinct, "
         f"{len(jobs)} to generate")
     if isinstance(generator, ExtractiveGenerator):
@@ -159,6 +159,7 @@ def answer_variants(
     else:
         fresh = _llm_records(generator, jobs, cache)
     out, billed = {}, set()
+    fingerprint = golden.golden.fingerprint if golden.golden is not None else None  # no prompts without a set
     for variant in frames:
         rows = []
         for p in golden.prompts:
@@ -169,7 +170,7 @@ def answer_variants(
                 record = {**record, "cached": True}  # a shared answer is spent once, by its first user
             billed.add(key)
             rows.append({**_row(variant, p, r, contexts[variant][p.id], key, record, keep_text), "context_k": k,
-                         "generator_settings": settings, "set_fingerprint": golden.golden.fingerprint})
+                         "generator_settings": settings, "set_fingerprint": fingerprint})
         out[variant] = pd.DataFrame(rows, columns=ANSWER_COLUMNS)
     return out
 

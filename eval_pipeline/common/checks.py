@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+from typing import TypeGuard
 
 
-def is_integer(value: object) -> bool:
+# The checks narrow for the type checker to int / float: numpy's integer and floating scalars pass
+# too, and behave as int / float wherever a checked value goes.
+def is_integer(value: object) -> TypeGuard[int]:
     """An integer that is not a bool."""
     return isinstance(value, Integral) and not isinstance(value, bool)
 
 
-def is_real(value: object) -> bool:
+def is_real(value: object) -> TypeGuard[float]:
     """A real number (int or float) that is not a bool; NaN and infinities included."""
     return isinstance(value, Real) and not isinstance(value, bool)
 
 
-def is_finite(value: object) -> bool:
+def is_finite(value: object) -> TypeGuard[float]:
     """A real number that is not a bool, NaN or infinite."""
     return is_real(value) and math.isfinite(float(value))
 

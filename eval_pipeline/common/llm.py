@@ -31,10 +31,13 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eval_pipeline.common.checks import is_integer, is_real
 from eval_pipeline.common.limiter import Limiter, LocalLimiter
+
+if TYPE_CHECKING:
+    from openai import OpenAI
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +142,7 @@ class LLMClient:
         # held for one request only, never while backing off; `map` runs max_concurrency threads
         self._limiter: Limiter = limiter if limiter is not None else LocalLimiter(max_concurrency)
         self._lock = threading.Lock()
-        self._client = None
+        self._client: OpenAI | None = None
         self._random = random.Random()
         self._sleep = time.sleep  # tests may replace it
         self._calls = self._failures = self._retries = 0
@@ -202,6 +205,8 @@ class LLMClient:
                                        or max_tokens < 1):
             raise ValueError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
         self.warm_up()
+        if self._client is None:
+            raise ValueError("LLMClient._client is None after warm_up()")
         with self._lock:
             self._calls += 1
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}

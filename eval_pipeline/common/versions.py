@@ -21,12 +21,27 @@ def package_versions(names: Iterable[str]) -> dict[str, str]:
 _SOURCES: dict[tuple[str, ...], str] = {}
 
 
+def _code_of(text: str) -> str:
+    """What a Python source does, not how it is written: its syntax tree without docstrings
+    (comments, formatting and line numbers are not in a tree), so a reformatted or re-documented
+    file keeps its digest and a changed statement does not."""
+    import ast
+
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return ast.dump(tree, annotate_fields=False, include_attributes=False)
+
+
 def source_digest(*paths: str) -> str:
-    """A digest of the bytes of the project's source files under ``paths`` (files, or folders
-    whose ``.py`` files count), relative to the project root; 12 hex characters, taken once per
-    process (the code loaded is the code that runs). For identities whose hand-kept version
-    number a code change could leave behind: a grader's yardstick, a generator's identity, the
-    scoring protocol."""
+    """A digest of the code of the project's source files under ``paths`` (files, or folders
+    whose ``.py`` files count), relative to the project root, read as syntax trees
+    (`_code_of`); 12 hex characters, taken once per process (the code loaded is the code that
+    runs). For the identities a code change must change whatever a hand-kept version says: the
+    engine, the scoring protocol, a grader's yardstick, a generator's identity."""
     if paths not in _SOURCES:
         import hashlib
 
@@ -35,8 +50,10 @@ def source_digest(*paths: str) -> str:
         digest = hashlib.sha256()
         for name in paths:
             top = PROJECT_ROOT / name
-            files = [top] if top.is_file() else sorted(p for p in top.rglob("*.py") if "__pycache__" not in p.parts)
+            files = [top] if top.is_file() else sorted(p for p in top.rglob("*.py") if "__pycache__" not in p.parts) \
+                if top.is_dir() else []
             for path in files:
-                digest.update(str(path.relative_to(PROJECT_ROOT)).encode() + b"\0" + path.read_bytes())
+                digest.update(str(path.relative_to(PROJECT_ROOT)).encode() + b"\0")
+                digest.update(_code_of(path.read_text(encoding="utf-8")).encode())
         _SOURCES[paths] = digest.hexdigest()[:12]
     return _SOURCES[paths]

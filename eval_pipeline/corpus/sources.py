@@ -267,7 +267,8 @@ def _snapshot(items: Iterator[_Item], source: str, lenient: bool) -> CorpusSnaps
         location, _, reason = str(item).partition(": ")
         skipped.append(SkippedRecord(location=location, reason=reason))
     if not docs:
-        raise CorpusError(f"{source}: the corpus has no usable documents" + (f" ({len(skipped)} skipped)" if skipped else ""))
+        raise CorpusError(f"{source}: the corpus has no usable documents"
+                          + (f" ({len(skipped)} skipped)" if skipped else ""))
     return CorpusSnapshot(documents=tuple(docs), source=source, skipped=tuple(skipped))
 
 

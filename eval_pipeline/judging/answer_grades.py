@@ -689,5 +689,5 @@ def grade_static(
         checks.append(StaticCheck("symbol", symbol, held, reason))
     if not checks:
         return StaticGrade(passed=None, score=None, checks=())
-    held = sum(1 for c in checks if c.held)
-    return StaticGrade(passed=held == len(checks), score=held / len(checks), checks=tuple(checks))
+    n_held = sum(1 for c in checks if c.held)
+    return StaticGrade(passed=n_held == len(checks), score=n_held / len(checks), checks=tuple(checks))

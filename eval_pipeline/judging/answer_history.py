@@ -63,7 +63,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -154,7 +154,7 @@ def parse_tolerance(value: object, name: str, *, source: str | None = None) -> f
         number = float(text)
     elif is_real(value):
         try:
-            number = float(value)  # type: ignore[arg-type]
+            number = float(value)
         except (OverflowError, ValueError):
             raise refuse(expected) from None
     else:
@@ -188,7 +188,7 @@ def validate_answer_tolerances(raw: Mapping[str, object] | None, source: str) ->
 # --------------------------------------------------------------------------
 
 
-def _text(value: object) -> bool:
+def _text(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and bool(value.strip())
 
 
@@ -202,8 +202,8 @@ def _yardstick_problem(yardstick: object, grader: object) -> str | None:
     """Why ``yardstick`` cannot be compared for ``grader``, or None when it can."""
     if not _text(yardstick):
         return f"the yardstick is missing or invalid ({yardstick!r})"
-    versioned = _VERSIONED.fullmatch(yardstick)  # type: ignore[arg-type]
-    graded = _LLM_GRADED.fullmatch(yardstick)  # type: ignore[arg-type]
+    versioned = _VERSIONED.fullmatch(yardstick)
+    graded = _LLM_GRADED.fullmatch(yardstick)
     match = versioned or graded
     if match is None:
         return (f"the yardstick {yardstick!r} names no single grader under one version (a grading model "
@@ -336,7 +336,7 @@ def _unit_value(value: object, what: str) -> float | None:
         return None
     if not is_real(value):
         raise ValueError(f"{what} must be a number in [0, 1], NaN or None, got {value!r}")
-    number = float(value)  # type: ignore[arg-type]
+    number = float(value)
     if math.isnan(number):
         return None
     if not 0.0 <= number <= 1.0:
@@ -781,9 +781,13 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
         elif strict:
             message = f"FAILED (strict): {why}; the run cannot be compared"
         else:
+            if history is None:  # `had`: it has a run id
+                raise ValueError("history is None for a measurement with a history")
             message = (f"FAILED: {why}; this measurement has a history (run {history['run_id']}) and the run cannot "
                        "be compared with it")
     elif previous is None and reference is None and had:
+        if history is None:  # `had`: it has a run id
+            raise ValueError("history is None for a measurement with a history")
         state, passed = "not_compared", False
         changed = [f"{k} {history.get(k)!r} -> {current.get(k)!r}" for k in ("set_id", "set_fingerprint",
                                                                               "corpus_signature", "yardstick")

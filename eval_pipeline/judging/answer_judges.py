@@ -60,7 +60,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from eval_pipeline.answering.context import ContextEntry, render_context
 from eval_pipeline.answering.served import ServedBy, provider_of
@@ -274,12 +274,12 @@ def _parse_scores(text: Any, keys: tuple[str, ...]) -> tuple[tuple[int, ...], st
     scored = reply_objects(text, keys, strict=False)  # a raw newline inside the reason is no reason to fail
     if not scored:
         return None
-    found = set()
+    found: set[tuple[int, ...]] = set()
     for obj in scored:
         levels = tuple(_level(obj.get(k)) for k in keys)
         if None in levels:
             return None
-        found.add(levels)
+        found.add(cast("tuple[int, ...]", levels))  # no None, refused above
     if len(found) != 1:
         return None
     return found.pop(), clean_reason(scored[0].get("reason"))
@@ -396,8 +396,10 @@ class DecisionGrade:
 
 def _judge_grade(item_id: str, levels: tuple[int, ...], reason: str, served: ServedBy, cached: bool) -> JudgeGrade:
     scores = [normalize_level(level) for level in levels]
-    return JudgeGrade(item_id, *scores, sum(scores) / len(scores), tuple(levels), "graded", reason, served,
-                      JUDGE_PROMPT_VERSION, cached=cached)
+    faithfulness, relevance, citations = scores  # a level per JUDGE_CRITERIA
+    return JudgeGrade(item_id, faithfulness, relevance, citations, sum(scores) / len(scores),
+                      cast("tuple[int, int, int]", tuple(levels)), "graded", reason, served, JUDGE_PROMPT_VERSION,
+                      cached=cached)
 
 
 def _decision_grade(item_id: str, level: int, reason: str, served: ServedBy, cached: bool) -> DecisionGrade:
@@ -415,7 +417,7 @@ def judging_counts(grades: Iterable[JudgeGrade | DecisionGrade]) -> dict[str, in
            "unparseable": sum(g.status == "unparseable" for g in grades)}
     out["failures"] = out["failed"] + out["unparseable"]
     if grades and all(isinstance(g, DecisionGrade) for g in grades):
-        out["passed"] = sum(g.passed is True for g in grades)
+        out["passed"] = sum(g.passed is True for g in grades if isinstance(g, DecisionGrade))  # all of them
     return out
 
 
@@ -610,7 +612,8 @@ class _Grader:
                   "prompt_version": self.version, "identity": self.identity, "item_id": item_id,  # for a reader
                   "served": {"provider": served.provider, "model_sent": served.model_sent,
                              "model_reported": served.model_reported}}
-        atomic_write_text(grade_cache_path(self.cache, key), json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+        atomic_write_text(grade_cache_path(self.cache, key),
+                          json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 def judge_answers(

@@ -31,9 +31,9 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.answering.cache import AnswerCache
-from eval_pipeline.common.checks import missing
 from eval_pipeline.answering.prompts import CheckedGoldenSet
 from eval_pipeline.answering.run import context_from_record
+from eval_pipeline.common.checks import missing
 from eval_pipeline.judging.answer_grades import (
     DETERMINISTIC_VERSION,
     STATIC_VERSION,
@@ -61,9 +61,10 @@ _SEP = "\x1f"  # item ids of the LLM graders: variant + SEP + prompt id
 
 
 def _row(variant: str, prompt_id: str, grader: str, status: str, **fields: Any) -> dict[str, Any]:
-    row = {"variant": variant, "prompt_id": prompt_id, "grader": grader, "status": status, "passed": None,
-           "score": None, "assertion_types": [], "assertion_held": [], "faithfulness": None, "relevance": None,
-           "citations": None, "reason": "", "grader_model": None}
+    row: dict[str, Any] = {
+        "variant": variant, "prompt_id": prompt_id, "grader": grader, "status": status, "passed": None,
+        "score": None, "assertion_types": [], "assertion_held": [], "faithfulness": None, "relevance": None,
+        "citations": None, "reason": "", "grader_model": None}
     row.update(fields)
     return row
 
@@ -127,10 +128,12 @@ def grade_variants(
         raise ValueError(f"graders {', '.join(token_spending(graders))} call a model: an LLM and a grade cache "
                          "are needed")
     prompts = golden.golden.by_id() if golden.golden is not None else {}
+    fingerprint = golden.golden.fingerprint if golden.golden is not None else None
     for variant, frame in answers.items():  # answers written for other prompts are not graded against these
-        if len(frame) and set(frame["set_fingerprint"]) != {golden.golden.fingerprint}:
+        if len(frame) and set(frame["set_fingerprint"]) != {fingerprint}:
             raise ValueError(f"the answers of variant {variant!r} were written for golden set "
-                             f"{sorted(set(frame['set_fingerprint']))}, golden_prompts is {golden.golden.fingerprint!r}: "
+                             f"{sorted(set(frame['set_fingerprint']))}, "
+                             f"golden_prompts is {fingerprint!r}: "
                              "materialize answers again")
     keep_text = any(frame["answer"].notna().any() for frame in answers.values() if len(frame))
     rows: dict[str, list[dict[str, Any]]] = {v: [] for v in answers}
@@ -147,11 +150,11 @@ def grade_variants(
                 rows[variant].append(_static(variant, prompt, text))
             item_id = f"{variant}{_SEP}{a.prompt_id}"
             if "judge" in graders and record is not None:
-                judge_items.append(JudgeItem(item_id, prompt.prompt, context_from_record(record), text))
+                judge_items.append(JudgeItem(item_id, prompt.prompt, context_from_record(record), record["text"]))
             if "decision" in graders and record is not None and prompt.reference is not None:
-                decision_items.append(DecisionItem(item_id, prompt.prompt, prompt.reference, text,
+                decision_items.append(DecisionItem(item_id, prompt.prompt, prompt.reference, record["text"],
                                                    system_prompt=record.get("system_prompt")))
-    yardsticks = {v: {} for v in answers}
+    yardsticks: dict[str, dict[str, str]] = {v: {} for v in answers}
     for v in answers:
         if "deterministic" in graders:
             yardsticks[v]["deterministic"] = f"deterministic:v{DETERMINISTIC_VERSION}+{grading_code()}"
@@ -160,11 +163,15 @@ def grade_variants(
     sampling = (f"t{llm.identity().get('temperature', '?')}" + (f",max_tokens={max_tokens}" if max_tokens else "")
                 if llm is not None and hasattr(llm, "identity") else "t?")
     if "judge" in graders:
+        if grade_cache is None:  # refused above: the judge spends tokens
+            raise ValueError("grade_cache is None: the judge needs a grade cache")
         grades = judge_answers(judge_items, llm=llm, cache_dir=grade_cache, max_tokens=max_tokens)
         _llm_rows("judge", grades, answers, prompts, records, rows, yardsticks, judge_yardstick, keep_text, sampling)
     if "decision" in graders:
-        grades = decide_answers(decision_items, llm=llm, cache_dir=grade_cache, max_tokens=max_tokens)
-        _llm_rows("decision", grades, answers, prompts, records, rows, yardsticks, decision_yardstick, keep_text,
+        if grade_cache is None:  # refused above: the decision grader spends tokens
+            raise ValueError("grade_cache is None: the decision grader needs a grade cache")
+        decisions = decide_answers(decision_items, llm=llm, cache_dir=grade_cache, max_tokens=max_tokens)
+        _llm_rows("decision", decisions, answers, prompts, records, rows, yardsticks, decision_yardstick, keep_text,
                   sampling)
     return {v: pd.DataFrame(r, columns=GRADE_COLUMNS) for v, r in rows.items()}, yardsticks
 

@@ -114,9 +114,10 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
     if connection_string:  # a measurement with a history that this run does not make fails closed
         measured = {(r["variant"], r["grader"]) for f in frames for r in f[["variant", "grader"]].to_dict("records")}
         for variant in order:
-            for grader, last in answer_graders_of(connection_string, variant=variant,
-                                                  configuration=configurations.get(variant),
-                                                  before_run_id=run_id).items():
+            graders = answer_graders_of(connection_string, variant=variant, before_run_id=run_id) or \
+                answer_graders_of(connection_string, variant=variant, configuration=configurations.get(variant),
+                                  before_run_id=run_id)
+            for grader, last in graders.items():
                 if (variant, grader) not in measured:
                     verdict.gates.setdefault(variant, {})[grader] = GateResult(False, "not_compared", [], (
                         f"FAILED (not compared): the {grader} grades of this variant were measured (run {last}) and "
@@ -126,7 +127,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                     verdict.missing.append((variant, grader, last))
     if not frames:
         return verdict
-    project_has_history = bool(connection_string) and answer_history_exists(connection_string, before_run_id=run_id)
+    project_has_history = bool(connection_string and answer_history_exists(connection_string, before_run_id=run_id))
     for row in pd.concat(frames, ignore_index=True).to_dict(orient="records"):
         metrics = json.loads(row["metrics_json"])
         current = {"run_id": run_id, "variant": row["variant"], "grader": row["grader"], "set_id": row["set_id"],
@@ -143,6 +144,9 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                        "yardstick")}
         configuration = configurations.get(row["variant"])
         previous = reference = history = None
+        if connection_string and answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
+                                                   before_run_id=run_id) is not None:
+            configuration = None  # its own name's history: another name's is used only for a rename
         if connection_string:
             if comparable:
                 previous = previous_answer_run(connection_string, **key, configuration=configuration,

@@ -142,7 +142,8 @@ class AuditThresholds:
         unknown = sorted((k for k in raw if k not in {f.name for f in fields(cls)}), key=str)
         if unknown:
             raise ValueError(f"{source}: unknown audit setting(s) {unknown}; valid: {valid}")
-        return cls(**{name: _checked(name, value, source) for name, value in raw.items()})
+        checked: dict[str, Any] = {name: _checked(name, value, source) for name, value in raw.items()}
+        return cls(**checked)
 
     def to_dict(self) -> dict[str, float | bool]:
         """Plain values, for metadata and the report."""
@@ -486,9 +487,9 @@ def audit_question_set(
     counts["overlap_share_mean"] = statistics.fmean(scored.values()) if scored else 0.0
     counts["overlap_share_median"] = float(statistics.median(scored.values())) if scored else 0.0
     for form in (*FORMS, None):
-        values = [scored[q.qid] for q in answerable if q.qid in scored and q.form == form]
-        if values:
-            counts[f"overlap_share_mean_{form or 'none'}"] = statistics.fmean(values)
+        shares = [scored[q.qid] for q in answerable if q.qid in scored and q.form == form]
+        if shares:
+            counts[f"overlap_share_mean_{form or 'none'}"] = statistics.fmean(shares)
     high = {qid for qid, s in scored.items() if s >= thresholds.leakage_share}
     counts["high_overlap"] = len(high)
     rank_1: set[str] = set()
@@ -541,12 +542,12 @@ def audit_question_set(
 
     flagged = []
     for q in questions:
-        share, best, n_words, n_shared = leakage.get(q.qid, (None, None, len(question_words[q.qid]), 0))
+        share, best_gold, n_words, n_shared = leakage.get(q.qid, (None, None, len(question_words[q.qid]), 0))
         reasons = tuple(r for r, hit in zip(REASONS, (q.qid in high, q.qid in rank_1, q.qid in partners)) if hit)
         if reasons:
             flagged.append(FlaggedQuestion(
                 qid=q.qid, question=q.question, gold=tuple(q.gold), form=q.form, hard_class=q.hard_class,
-                reasons=reasons, overlap_share=share, best_gold=best, content_words=n_words, shared_words=n_shared,
+                reasons=reasons, overlap_share=share, best_gold=best_gold, content_words=n_words, shared_words=n_shared,
                 metadata_rank=ranks.get(q.qid) if ranks is not None else None,
                 near_duplicates=tuple(sorted(partners.get(q.qid, ()), key=lambda x: _id_key(x[0]))),
             ))

@@ -99,7 +99,7 @@ def _ranking_value(value: object, where: str) -> list[str]:
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{where} must be a sequence of doc ids, not a single string: {value!r}")
     try:
-        return [str(d) for d in value]  # type: ignore[union-attr]
+        return [str(d) for d in value]  # type: ignore[attr-defined]  # not iterable: the TypeError below
     except TypeError:
         raise TypeError(f"{where} must be a sequence of doc ids, got {type(value).__name__}") from None
 

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from eval_pipeline.judging.metrics import Qrels, _check_k, hit_at_k
 from eval_pipeline.judging.history import PROVENANCE_FIELDS
+from eval_pipeline.judging.metrics import Qrels, _check_k, hit_at_k
 
 __all__ = [
     "DIRECTIONS",

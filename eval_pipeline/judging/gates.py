@@ -199,7 +199,8 @@ def evaluate_gate(
             f"(delta {_fmt(r['delta'], signed=True)}, tolerance {r['tolerance']:g})"
             for r in failures
         ]
-        return GateResult(False, comparison_state, rows, "FAILED: dropped more than tolerated: " + "; ".join(parts) + notes)
+        return GateResult(False, comparison_state, rows,
+                          "FAILED: dropped more than tolerated: " + "; ".join(parts) + notes)
     judged_n = len(rows) - len(unjudged)
     return GateResult(True, comparison_state, rows, f"passed: {judged_n} metric(s) within tolerance{notes}")
 

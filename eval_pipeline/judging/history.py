@@ -299,7 +299,7 @@ def _doc_ids(value: object) -> list[str] | None:
         return None
     if isinstance(value, (str, bytes)):
         raise ValueError(f"doc_ids must be a list of document ids, got the string {value!r}")
-    return [str(d) for d in value]  # type: ignore[union-attr]
+    return [str(d) for d in value]  # type: ignore[attr-defined]  # not iterable: a TypeError, as intended
 
 
 def _json_or_error(value: object, what: str) -> str:
@@ -430,9 +430,11 @@ def record_run(
     if variants_cfg is not None and not isinstance(variants_cfg, Mapping):
         raise ValueError(f"provenance['variants'] must map variant key -> config, got {variants_cfg!r}")
     if not isinstance(summary, pd.DataFrame) or "variant" not in summary.columns:
-        raise ValueError("summary must be a DataFrame with a 'variant' column (eval_pipeline.judging.scoring.summarize)")
+        raise ValueError("summary must be a DataFrame with a 'variant' column "
+                         "(eval_pipeline.judging.scoring.summarize)")
     if summary["variant"].duplicated().any():
-        raise ValueError(f"summary has duplicate variants: {summary['variant'][summary['variant'].duplicated()].tolist()}")
+        raise ValueError(
+            f"summary has duplicate variants: {summary['variant'][summary['variant'].duplicated()].tolist()}")
     if not isinstance(per_query, Mapping):
         raise ValueError(f"per_query must be a mapping of variant -> DataFrame, got {type(per_query).__name__}")
     in_summary, in_per_query = set(map(str, summary["variant"])), set(map(str, per_query))
@@ -444,7 +446,8 @@ def record_run(
     if intervals is not None:
         missing = [c for c in ("variant", "metric", "low", "high") if c not in getattr(intervals, "columns", ())]
         if missing:
-            raise ValueError(f"intervals is missing column(s) {missing} (eval_pipeline.judging.statistics.metric_intervals)")
+            raise ValueError(
+                f"intervals is missing column(s) {missing} (eval_pipeline.judging.statistics.metric_intervals)")
 
     metric_rows = _metric_rows(run_id, summary, intervals)
     question_rows = _question_rows(run_id, per_query)
@@ -678,7 +681,8 @@ def reference_run(
     with connect(conn_str) as conn:
         if not _tables_exist(conn, names):
             return None
-        kwargs = dict(variant=variant, configuration=configuration, identity=identity, before_run_id=before_run_id)
+        kwargs: dict[str, Any] = dict(variant=variant, configuration=configuration, identity=identity,
+                                      before_run_id=before_run_id)
         found = _candidates(conn, names, order="accepted", **kwargs)
         if found is None:
             found = _candidates(conn, names, order="first", **kwargs)
@@ -686,45 +690,47 @@ def reference_run(
 
 
 def project_history(conn_str: str, *, before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any]:
-    """What the history says about the project as a whole: ``has_yardstick`` (any run
-    eligible or accepted) and ``known`` (the variants that have been yardsticks since the
-    latest acceptance: the variants of the accepted run and of every eligible or accepted run
-    recorded after it, by name and by the variants file's keys; the whole history when nothing
-    was ever accepted). A known variant missing from today's variants file has vanished: a
-    new variant then cannot be told from a rename that also changed the configuration, until
-    a run without it is accepted (which acknowledges the removal)."""
+    """What the history says about the project as a whole:
+
+    * ``has_yardstick``: any run eligible or accepted;
+    * ``known``: the variants of every eligible or accepted run recorded from the run of the
+      latest acceptance on (by name and by the variants file's keys; the whole history when
+      nothing was ever accepted). A known variant missing from today's variants file has
+      vanished, and accepting a run without it acknowledges the removal;
+    * ``established``: the variants of the run of the latest acceptance (else of the first
+      eligible run). While a variant has vanished, a variant that is not established, whether
+      new today or added since, cannot be told from the vanished one renamed and changed."""
     from psycopg import sql
 
     names = table_names(prefix)
-    empty: dict[str, Any] = {"has_yardstick": False, "known": []}
+    empty: dict[str, Any] = {"has_yardstick": False, "known": [], "established": []}
     with connect(conn_str) as conn:
         if not _tables_exist(conn, names):
             return empty
         ident = {"runs": sql.Identifier(names["runs"]), "questions": sql.Identifier(names["questions"]),
                  "references": sql.Identifier(names["references"]), "metrics": sql.Identifier(names["metrics"])}
+        usable = ("((" + _ELIGIBLE + ") OR EXISTS (SELECT 1 FROM {references} f WHERE f.run_id = r.run_id"
+                  " AND f.aspect = 'retrieval')) AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)")
+        variants = ("SELECT r.seq, r.provenance->'sweep_keys', (SELECT array_agg(DISTINCT m.variant) FROM {metrics} m"
+                    " WHERE m.run_id = r.run_id), r.provenance->'configurations' FROM {runs} r WHERE " + usable)
         accepted = conn.execute(sql.SQL(
-            "SELECT f.run_id, f.accepted_at FROM {references} f WHERE f.aspect = 'retrieval'"
+            "SELECT r.seq FROM {references} f JOIN {runs} r ON r.run_id = f.run_id WHERE f.aspect = 'retrieval'"
             " AND (%(before)s::text IS NULL OR f.run_id <> %(before)s::text) ORDER BY f.seq DESC LIMIT 1").format(
                 **ident), {"before": before_run_id}).fetchone()
-        rows = conn.execute(sql.SQL(
-            "SELECT r.provenance->'sweep_keys', (SELECT array_agg(DISTINCT m.variant) FROM {metrics} m"
-            " WHERE m.run_id = r.run_id) FROM {runs} r"
-            " WHERE ((" + _ELIGIBLE + ") OR EXISTS (SELECT 1 FROM {references} f WHERE f.run_id = r.run_id"
-            " AND f.aspect = 'retrieval'))"
-            " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
-            " AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz"
-            "      OR r.run_id = %(accepted)s::text)").format(**ident),
-            {"before": before_run_id, "since": accepted[1] if accepted else None,
-             "accepted": accepted[0] if accepted else None}).fetchall()
-        has_yardstick = bool(rows) or conn.execute(sql.SQL(
-            "SELECT EXISTS (SELECT 1 FROM {runs} r WHERE (" + _ELIGIBLE + ")"
-            " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text))").format(**ident),
-            {"before": before_run_id}).fetchone()[0]
-    known: dict[str, None] = {}
-    for keys, variants in rows:
-        for name in [*(keys if isinstance(keys, list) else []), *(variants or [])]:
-            known[str(name)] = None
-    return {"has_yardstick": bool(has_yardstick), "known": list(known)}
+        rows = conn.execute(sql.SQL(variants + " AND (%(since)s::bigint IS NULL OR r.seq >= %(since)s::bigint)"
+                                    " ORDER BY r.seq").format(**ident),
+                            {"before": before_run_id, "since": accepted[0] if accepted else None}).fetchall()
+    if not rows:
+        return empty
+
+    def named(row: tuple) -> list[str]:
+        return [str(n) for n in [*(row[1] if isinstance(row[1], list) else []), *(row[2] or [])]]
+
+    known = list(dict.fromkeys(n for row in rows for n in named(row)))
+    configurations = rows[0][3] if isinstance(rows[0][3], dict) else {}
+    # established by name, or by configuration (a rename with the same configuration is the same variant)
+    return {"has_yardstick": True, "known": known,
+            "established": list(dict.fromkeys([*named(rows[0]), *map(str, configurations.values())]))}
 
 
 def accept_reference(
@@ -777,6 +783,13 @@ def accept_reference(
         if errored:
             raise ValueError(f"run {run_id!r} has errored questions for variant(s) {errored}: their metrics are "
                              "incomplete, so it cannot be a reference")
+        fell_back = [r[0] for r in conn.execute(
+            sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s AND metric = 'n_rerank_fallback' AND value > 0"
+                    " AND variant = ANY(%s) ORDER BY variant").format(sql.Identifier(names["metrics"])),
+            (run_id, chosen)).fetchall()]
+        if fell_back:
+            raise ValueError(f"run {run_id!r} has reranker fallbacks for variant(s) {fell_back}: their numbers are "
+                             "the first-stage order's, not their configuration's, so it cannot be a reference")
         try:
             with conn.transaction():
                 for variant in chosen:
@@ -940,8 +953,9 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
             mismatches.append(f"{key} changed: {prev_value!r} -> {cur_value!r}")
 
     treatment: list[str] = []
-    cur_cfg = current.get("variants") if isinstance(current.get("variants"), Mapping) else {}
-    prev_cfg = prev.get("variants") if isinstance(prev.get("variants"), Mapping) else {}
+    cur_variants, prev_variants = current.get("variants"), prev.get("variants")
+    cur_cfg = cur_variants if isinstance(cur_variants, Mapping) else {}
+    prev_cfg = prev_variants if isinstance(prev_variants, Mapping) else {}
     # An (index, variant) pair records its own index in its config: that, not the run-level
     # fields (another pair's index), is its embedder and chunking.
     own_index = isinstance(cur_cfg.get(variant), Mapping) and "index" in cur_cfg[variant]
@@ -968,7 +982,8 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
     if mismatches:
         return Comparison(
             "mismatch", treatment,
-            [*mismatches, "runs measure different things: metrics recorded, no verdict", *invalid, *treatment_notes, *notes],
+            [*mismatches, "runs measure different things: metrics recorded, no verdict", *invalid, *treatment_notes,
+             *notes],
             previous_run_id,
         )
     if invalid:

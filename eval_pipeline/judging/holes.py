@@ -43,7 +43,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import is_integer
@@ -172,7 +172,7 @@ def parse_grade(text: Any) -> tuple[int, str] | None:
     grades = {score_in_range(obj["grade"], MIN_GRADE, MAX_GRADE) for obj in graded}
     if None in grades or len(grades) != 1:
         return None
-    return grades.pop(), clean_reason(graded[0].get("reason"))
+    return cast(int, grades.pop()), clean_reason(graded[0].get("reason"))  # not None: refused above
 
 
 # --- identity and cache keys -----------------------------------------------------------------
@@ -320,8 +320,8 @@ def augmented_qrels(
     `eval_pipeline.questions.extra_golds.apply_extra_golds` for why scales must not mix). A
     hole graded below it is recorded as judged not relevant (0), which no metric counts.
     Failures (grade None) leave the hole unjudged. Abstention questions keep their labels
-    unless `include_abstention` (see `eval_pipeline.judging.coverage.pooled_unjudged`). A grade for an unknown question, or two
-    different grades for one hole, is an error.
+    unless `include_abstention` (see `eval_pipeline.judging.coverage.pooled_unjudged`). A grade
+    for an unknown question, or two different grades for one hole, is an error.
     """
     if not is_integer(min_grade) or not 1 <= min_grade <= MAX_GRADE:
         raise ValueError(f"min_grade must be an integer in 1..{MAX_GRADE}, got {min_grade!r}")
@@ -366,7 +366,7 @@ def review_rows(
     if not is_integer(passage_chars) or passage_chars < 1:
         raise ValueError(f"passage_chars must be an integer >= 1, got {passage_chars!r}")
     by_qid = {q.qid: q for q in question_list(questions)}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for g in grades:
         if g.grade is None or g.grade < min_grade:
             continue

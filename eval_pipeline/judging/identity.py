@@ -28,10 +28,10 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from eval_pipeline.questions.sets import Question
+from eval_pipeline.ranking.caches import engine_identity  # noqa: F401  (an identity of this module's list)
 
 __all__ = ["benchmark_fingerprint", "configuration_fingerprint", "engine_identity", "normalized_text",
            "scoring_protocol"]
@@ -99,41 +99,6 @@ def configuration_fingerprint(provenance: Mapping[str, Any], variant: str) -> st
         return None
     payload = json.dumps(configuration, sort_keys=True, default=str, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
-
-
-# Where the code that ranks and scores lives (relative to the project root).
-_CODE_PATHS = ("eval_pipeline", "assets", "resources", "definitions.py")
-_LOADED: dict[str, str] = {}
-
-
-def code_digest(root: Path) -> str:
-    """A digest of every ``.py`` file under the code paths, by path and bytes."""
-    digest = hashlib.sha256()
-    for name in _CODE_PATHS:
-        top = root / name
-        files = [top] if top.is_file() else sorted(top.rglob("*.py")) if top.is_dir() else []
-        for path in files:
-            if "__pycache__" in path.parts:
-                continue
-            digest.update(str(path.relative_to(root)).encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()[:16]
-
-
-def engine_identity(database: Mapping[str, str] | None = None) -> str:
-    """The code this process loaded (taken once: a checkout changed during a run must not
-    relabel what the loaded code computes), the versions of the packages that decide a
-    ranking and, given, the database server's and vector extension's (``database``:
-    ``eval_pipeline.ranking.caches.store_environment``); 16 hex characters."""
-    if "code" not in _LOADED:
-        from eval_pipeline.common.state import PROJECT_ROOT
-
-        _LOADED["code"] = code_digest(PROJECT_ROOT)
-    from eval_pipeline.ranking.caches import result_environment
-
-    payload = json.dumps({"code": _LOADED["code"], "packages": result_environment(), "database": dict(database or {})},
-                         sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 # The scoring code: a change to how a metric is computed makes every run before it measure

@@ -65,6 +65,8 @@ def paired_reference(run: Mapping[str, Any], *, variant: str, provenance: Mappin
     if reference is None or current is None:
         return PairedReference(run_id, None, f"run {run_id} does not record the configuration of {run['variant']!r}")
     fingerprint = configuration_fingerprint(recorded, run["variant"])
+    if fingerprint is None:  # never: the run records the configuration (`reference`)
+        raise ValueError(f"run {run_id} has no configuration fingerprint for {run['variant']!r}")
     if fingerprint == configuration_fingerprint(provenance, variant):
         return PairedReference(run_id, current_scores, "the reference configuration is this variant's own: today's "
                                "results are its results", same_configuration=True)
@@ -79,8 +81,23 @@ def paired_reference(run: Mapping[str, Any], *, variant: str, provenance: Mappin
         except Exception as exc:  # a configuration today's code refuses, or a model that is gone
             return PairedReference(run_id, None, f"the configuration of run {run_id} could not be ranked today: "
                                    f"{type(exc).__name__}: {exc}")
+    unsound = _unsound(ranked[fingerprint])
+    if unsound:  # a yardstick with errors or fallbacks is not the configuration's measurement
+        return PairedReference(run_id, None, f"the configuration of run {run_id}, ranked today, {unsound}")
     return PairedReference(run_id, ranked[fingerprint], f"the configuration of run {run_id} ranked on today's "
                            "questions")
+
+
+def _unsound(scores: pd.DataFrame) -> str:
+    """Why a paired ranking cannot be a yardstick (questions errored, a reranker fell back on
+    the first-stage order), or ''."""
+    problems = []
+    if "errored" in scores and scores["errored"].fillna(False).astype(bool).any():
+        problems.append(f"errored on {int(scores['errored'].fillna(False).astype(bool).sum())} question(s)")
+    if "rerank_fallback" in scores and scores["rerank_fallback"].fillna(False).astype(bool).any():
+        problems.append(f"fell back on the first-stage order on "
+                        f"{int(scores['rerank_fallback'].fillna(False).astype(bool).sum())} question(s)")
+    return " and ".join(problems)
 
 
 def paired_counts(current: pd.DataFrame, reference: pd.DataFrame, metric: str = "ndcg@10") -> tuple[int, int, int]:
@@ -98,11 +115,11 @@ def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot,
     """A recorded configuration (:func:`variant_configuration`'s ``variant`` part) ranked on
     today's questions, on ``store``, through the same plan, caches and Sweep as the ranking
     asset, and scored: per-question scores."""
+    import json
+
     from eval_pipeline.judging.scoring import score_variant
     from eval_pipeline.ranking.steps import rank_in_one_step
     from eval_pipeline.ranking.variants import parse_variant
-
-    import json
 
     recorded = dict(configuration["variant"])
     # the settings as the variants file gives them; the rest of the record is derived from them

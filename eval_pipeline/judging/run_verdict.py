@@ -26,7 +26,7 @@ from eval_pipeline.judging.identity import benchmark_fingerprint
 from eval_pipeline.judging.paired import RankConfiguration
 from eval_pipeline.judging.verdict import RunVerdict, code_version, judge_run, results_provenance
 from eval_pipeline.questions.sets import QuestionSet
-from eval_pipeline.ranking.caches import store_environment
+from eval_pipeline.ranking.caches import engine_identity, store_environment
 from eval_pipeline.ranking.inputs import InconsistentInputs, check_inputs_agree
 from eval_pipeline.store.indexes import IndexStores
 from eval_pipeline.store.ingest import StoreInfo
@@ -81,11 +81,14 @@ def decide_run(
     tables = {k: stores[i].table for k, i in index_of.items()}
     store = stores[index_of.get(sweep.baseline, next(iter(index_of.values())))]  # the run-level fields' index
     run_index = index_of.get(sweep.baseline, next(iter(index_of.values())))
-    provenance = run_provenance(per_variant, snapshot, store, question_set, tables=tables,
-                                indexes={k: {**_index_provenance(stores[i]), "embedder_identity": embedder_for(i).identity}
+    database = store_environment(connection_string)  # the server and extension that rank
+    engine = engine_identity(database)
+    provenance = run_provenance(per_variant, snapshot, store, question_set, tables=tables, engine=engine,
+                                indexes={k: {**_index_provenance(stores[i]),
+                                              "embedder_identity": embedder_for(i).identity}
                                          for k, i in index_of.items()} if sweep.indexes_listed else None)
     provenance["embedder_identity"] = embedder_for(run_index).identity  # what changes a vector, input types too
-    provenance["database"] = store_environment(connection_string)  # the server and extension that ranked
+    provenance["database"], provenance["engine_identity"] = database, engine
     verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance, tolerances=sweep.tolerances,
                         strict=sweep.strict, run_id=run_id, limited=question_set.limited,
                         connection_string=connection_string, record=False, statistics_cache=statistics_cache,
@@ -125,7 +128,7 @@ def _index_provenance(info: StoreInfo) -> dict[str, Any]:
 
 def run_provenance(per_variant: Mapping[str, pd.DataFrame], snapshot: CorpusSnapshot, store: StoreInfo,
                    question_set: QuestionSet, *, tables: Mapping[str, str],
-                   indexes: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                   indexes: Mapping[str, Mapping[str, Any]] | None = None, engine: str | None = None) -> dict[str, Any]:
     """The provenance the run is judged and recorded with (the benchmark's identity, the
     treatment, and each variant's configuration as recorded in its partition's results).
     `tables` is each partition's table; `indexes` (with indexes
@@ -145,7 +148,8 @@ def run_provenance(per_variant: Mapping[str, pd.DataFrame], snapshot: CorpusSnap
         # as recorded in each partition's results, not as the variants file says now
         **_with_indexes(results_provenance(per_variant, tables=tables,
                                            questions_fingerprint=question_set.fingerprint,
-                                           tuning_fingerprint=question_set.tuning_fingerprint), indexes),
+                                           tuning_fingerprint=question_set.tuning_fingerprint, engine=engine),
+                       indexes),
     }
 
 

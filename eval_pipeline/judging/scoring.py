@@ -53,7 +53,8 @@ def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAU
     )
     keep = ["qid", "doc_ids", "chunk_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained", "miss_class",
             "rerank_fallback", "diagnosis_error", "index", "tuning_fingerprint", *PROVENANCE_COLUMNS]
-    scored = scored.merge(info, on="qid", how="left").merge(results[[c for c in keep if c in results]], on="qid", how="left")
+    scored = scored.merge(info, on="qid", how="left").merge(results[[c for c in keep if c in results]], on="qid",
+                                                            how="left")
     variant = results["variant"].iloc[0] if len(results) else ""
     scored.insert(0, "variant", variant)
     return scored
@@ -64,7 +65,8 @@ def summarize(per_query: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     (errored ones count as misses), counts, abstention slice, latency and miss classes."""
     rows = []
     for variant, frame in per_query.items():
-        row = {"variant": variant, **aggregate(frame[[c for c in frame.columns if c in _SCORE_COLUMNS or _is_metric(c)]])}
+        row = {"variant": variant,
+               **aggregate(frame[[c for c in frame.columns if c in _SCORE_COLUMNS or _is_metric(c)]])}
         row["latency_p50_ms"] = float(frame["latency_ms"].quantile(0.5)) if len(frame) else float("nan")
         row["latency_p95_ms"] = float(frame["latency_ms"].quantile(0.95)) if len(frame) else float("nan")
         row["n_rerank_fallback"] = int(frame["rerank_fallback"].fillna(False).astype(bool).sum()) \

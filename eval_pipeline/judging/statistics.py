@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -246,12 +247,12 @@ def _answerable_metrics(frame: pd.DataFrame, variant: str, metrics: Sequence[str
 def _check_metrics(metrics: object) -> tuple[str, ...]:
     if isinstance(metrics, str):
         metrics = (metrics,)
-    metrics = tuple(metrics)  # type: ignore[arg-type]
-    if not metrics or not all(isinstance(m, str) and m for m in metrics):
-        raise ValueError(f"metrics must be a non-empty sequence of metric column names, got {metrics!r}")
-    if len(set(metrics)) != len(metrics):
-        raise ValueError(f"metrics has duplicates: {metrics!r}")
-    return metrics
+    names: tuple[Any, ...] = tuple(metrics)  # type: ignore[arg-type]  # not iterable: tuple() raises the TypeError
+    if not names or not all(isinstance(m, str) and m for m in names):
+        raise ValueError(f"metrics must be a non-empty sequence of metric column names, got {names!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"metrics has duplicates: {names!r}")
+    return names
 
 
 def compare_to_baseline(

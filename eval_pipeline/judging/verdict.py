@@ -106,11 +106,12 @@ class RunVerdict:
 
 def results_provenance(
     per_variant: Mapping[str, pd.DataFrame], *, tables: Mapping[str, str], questions_fingerprint: str,
-    tuning_fingerprint: str | None = None,
+    tuning_fingerprint: str | None = None, engine: str | None = None,
 ) -> dict[str, Any]:
     """The provenance of the results themselves: `variants`, each variant's configuration as
     recorded when it was ranked (the `variant_config` column), and `variant_code_versions`,
-    the code that ranked it; after checking that every variant was ranked on its table
+    the code that ranked it; after checking that every variant was ranked on its table, by
+    ``engine`` when given (a partition ranked before a code or package change is stale),
     (`tables`: partition key -> table) and for
     the questions `questions_fingerprint`. The configuration that produced a partition
     travels with it: the current variants file may say something else."""
@@ -137,6 +138,10 @@ def results_provenance(
                                     f"this run's are {tuning_fingerprint!r}")
         versions = sorted(set(frame["code_version"].dropna())) if "code_version" in frame else []
         code_versions[variant] = versions[0] if len(versions) == 1 else "unknown"
+        engines = sorted(set(frame["engine_identity"].dropna())) if "engine_identity" in frame else []
+        if engine is not None and engines != [engine]:  # a stale partition: another code or package ranked it
+            problems.append(f"variant {variant!r} was ranked by engine {engines or 'unknown'} (code, packages, "
+                            f"database), this run's is {engine!r}")
     if problems:
         raise InconsistentInputs("the report's inputs do not belong together: " + "; ".join(problems)
                                  + ". Materialize ranked_results and variant_metrics for these variants again.")
@@ -304,22 +309,34 @@ def judge_run(
                          provenance=provenance)
     identity = benchmark_identity(provenance)
     incomplete = [k for k, v in identity.items() if not (isinstance(v, str) and v.strip())]
-    project = (project_history(connection_string, before_run_id=run_id, prefix=history_prefix)
-               if connection_string else {"has_yardstick": False, "known": []})
+    project: dict[str, Any] = (project_history(connection_string, before_run_id=run_id, prefix=history_prefix)
+                               if connection_string else {"has_yardstick": False, "known": [], "established": []})
     verdict.vanished = [k for k in project["known"] if k not in keys]
     ranked: dict[str, pd.DataFrame] = {}
     for _, row in summary.iterrows():
         variant = row["variant"]
-        lookup = dict(variant=variant, configuration=configurations[variant], before_run_id=run_id,
-                      prefix=history_prefix)
+        # its own name's history first; another name's only when its name has none (a rename)
+        own = previous_run(connection_string, variant=variant, before_run_id=run_id,
+                           prefix=history_prefix) if connection_string else None
+        lookup = dict(variant=variant, configuration=None if own is not None else configurations[variant],
+                      before_run_id=run_id, prefix=history_prefix)
         prev = previous_run(connection_string, identity=identity, **lookup) if connection_string else None
         ever = prev or (previous_run(connection_string, **lookup) if connection_string else None)
-        ref = reference_run(connection_string, identity=None, **lookup) if ever is not None else None
+        ref = (reference_run(connection_string, identity=None, **lookup)  # ever is None without a connection string
+               if connection_string and ever is not None else None)
         effective, loosened = pinned_tolerances(asked, [ever, ref])
         provenance["effective_tolerances"][variant] = effective
         current = {m: float(row[m]) for m in effective}
         if ever is None:
             gate = previous_gate = _first_run(variant, project["has_yardstick"], verdict.vanished, strict)
+            ref_gate = None
+        elif verdict.vanished and variant not in project["established"] and \
+                configurations[variant] not in project["established"]:
+            gate = previous_gate = GateResult(False, "not_compared", [], (
+                f"FAILED (not compared): {variant!r} was added since the last acceptance and "
+                f"{', '.join(map(repr, verdict.vanished))} vanished from the variants file since: a rename done as "
+                f"an addition and a removal cannot be told from a new variant, so nothing can judge it; {ACCEPT_HINT} "
+                "(accepting a run without the vanished variants acknowledges their removal)"))
             ref_gate = None
         elif prev is None and incomplete:
             gate = previous_gate = GateResult(False, "not_compared", [], (
@@ -332,6 +349,12 @@ def judge_run(
             if ref is not None and not same_ref:
                 direct = benchmark_identity(ref["provenance"]) == identity and not incomplete
                 yardsticks.append(("reference", ref, "direct" if direct else "paired"))
+                if not direct and prev is not None:
+                    # the pinned reference's configuration, ranked today, cannot see what changed in the
+                    # code since: the first run on today's benchmark anchors that, on the same questions
+                    anchor = reference_run(connection_string, identity=identity, **lookup)
+                    if anchor is not None and anchor["run_id"] not in (prev["run_id"], ref["run_id"]):
+                        yardsticks.append(("anchor", anchor, "direct"))
             gate, previous_gate, ref_gate = _judge_against(
                 variant, current, effective, strict, yardsticks, provenance=provenance, scores=per_variant[variant],
                 rank=rank_reference, ranked=ranked, reference_run_id=ref["run_id"] if ref is not None else None)
@@ -349,7 +372,8 @@ def judge_run(
         verdict.reference_gates[variant] = ref_gate
         verdict.gates[variant] = gate
     if connection_string and record:
-        record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant, history_prefix=history_prefix)
+        record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant,
+                       history_prefix=history_prefix)
     return verdict
 
 
@@ -378,7 +402,7 @@ def pinned_tolerances(asked: Mapping[str, float], yardsticks: Sequence[Mapping[s
         judged_with = (provenance.get("effective_tolerances") or {}).get((run or {}).get("variant"))
         if not run or not run.get("accepted"):
             recorded = judged_with if isinstance(judged_with, Mapping) else recorded
-        if not isinstance(recorded, Mapping):
+        if run is None or not isinstance(recorded, Mapping):  # no run: nothing recorded
             continue
         for metric, value in recorded.items():
             if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -444,6 +468,12 @@ def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mappi
         return failed, failed, None
     previous, reference = gates["previous"], gates.get("reference")
     combined = combine_gates(previous, reference, reference_run_id=reference_run_id)
+    if "anchor" in gates:
+        anchor, run = gates["anchor"], next(r for against, r, _ in yardsticks if against == "anchor")
+        combined = replace(combined, passed=combined.passed and anchor.passed,
+                           rows=combined.rows + [{**r, "against": "anchor"} for r in anchor.rows],
+                           message=f"{combined.message}; against the first run on this benchmark {run['run_id']}: "
+                                   f"{anchor.message}")
     paired_any = any(how != "direct" for _, _, how in yardsticks)
     state = "comparable" if yardsticks[0][2] == "direct" else "paired"
     if paired_any and state == "comparable":  # the previous run on this benchmark, the reference paired

@@ -65,8 +65,11 @@ def build_question_set(
         path, metadata = _generate(settings, snapshot, llm_client(), state, warn)
         qs = load_question_set(path, corpus_signature=snapshot.signature, doc_ids=doc_ids)
     else:
-        qs = preflight_question_set(settings.source, settings.path, corpus_signature=snapshot.signature,
-                                    doc_ids=doc_ids, beir_split=settings.beir_split, corpus_source=snapshot.source)
+        checked = preflight_question_set(settings.source, settings.path, corpus_signature=snapshot.signature,
+                                         doc_ids=doc_ids, beir_split=settings.beir_split, corpus_source=snapshot.source)
+        if checked is None:  # None only for source "generate", handled above
+            raise ValueError(f"question set source {settings.source!r} gave no question set")
+        qs = checked
     if getattr(settings, "extra_golds", None):  # on the whole set: an accepted gold may be past the limit
         qs, metadata = _with_extra_golds(qs, settings.extra_golds, doc_ids, metadata)
     qs = qs.limit(settings.limit) if settings.limit is not None else qs

@@ -310,7 +310,7 @@ def parse_reply(reply: str, labels: Sequence[str] = FORMS) -> ParsedReply:
         line = _LIST_MARKER.sub("", line)
         m = regex.match(line)
         question = clean_question(m.group(2)) if m else None
-        if question is None:
+        if m is None or question is None:
             unparseable += 1
             continue
         items.append((canonical[m.group(1).casefold()], question))
@@ -848,7 +848,8 @@ def generate_questions(
                 Question(qid=make_qid(outcome.content_hash, index), question=text, gold=(unit.doc_id,), form=form)
             )
     if result.units_truncated:
-        result.warnings.append(f"{result.units_truncated} unit(s) longer than {MAX_UNIT_CHARS} characters were truncated")
+        result.warnings.append(
+            f"{result.units_truncated} unit(s) longer than {MAX_UNIT_CHARS} characters were truncated")
 
     # 4. The abstention slice.
     wanted = abstention_count(len(questions), p.frac)

@@ -36,8 +36,9 @@ Assertion specs (the graders implement them; this module only checks the specs):
 - `{"type": "json_schema", "schema": {...}}`: the answer parses as JSON matching a structural
   subset of JSON Schema: `type` (a name, or a list of names, among object, array, string,
   number, integer, boolean, null), `required` and `properties` (beside an object type),
-  `items` (beside an array type, one schema for every item), nested to any depth.  The top-level schema must have a `type`.  Any other keyword is a load
-  error naming it (a grader that silently ignored `enum` or `minimum` would pass wrong answers).
+  `items` (beside an array type, one schema for every item), nested to any depth.  The top-level
+  schema must have a `type`.  Any other keyword is a load error naming it (a grader that silently
+  ignored `enum` or `minimum` would pass wrong answers).
 
 A set is loaded strictly: any problem is a `GoldenPromptError` (a `QuestionSetError`) naming
 the file, the line and the field, before any model is called.  Text Postgres cannot store (NUL,

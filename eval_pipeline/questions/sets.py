@@ -209,7 +209,8 @@ def load_question_set(
     if header.get("fingerprint") is None and require_fingerprint:
         raise QuestionSetError(
             f"{path}:1: the header has no fingerprint (a hash of the questions and labels, so that a hand edit "
-            f"is caught); check the questions, then write one with: python -m eval_pipeline.questions.sets stamp {path} "
+            f"is caught); check the questions, then write one with: "
+            f"python -m eval_pipeline.questions.sets stamp {path} "
             f"--corpus-kind KIND --corpus PATH"
         )
     if header.get("fingerprint") not in (None, qs.fingerprint):
@@ -344,7 +345,8 @@ def stamp_question_file(questions_path: str | Path, corpus_signature: str, doc_i
     against the corpus first.  Returns the new fingerprint.
     """
     path = Path(questions_path)
-    numbered = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if line.strip()]
+    numbered = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+                if line.strip()]
     if numbered and json_object_line(path, *numbered[0]).get("kind") == HEADER_KIND:
         numbered = numbered[1:]
     known = set(doc_ids)
@@ -362,7 +364,8 @@ def stamp_question_file(questions_path: str | Path, corpus_signature: str, doc_i
     if not questions:
         raise QuestionSetError(f"{path}: no questions to stamp")
     _require_answerable(path, questions)
-    return write_question_set(path, questions, corpus_signature=corpus_signature, extra_header={"source": "hand-written"})
+    return write_question_set(path, questions, corpus_signature=corpus_signature,
+                              extra_header={"source": "hand-written"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -438,7 +441,7 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
         check_text(loc, "_id", qid)
         if text is not None and not isinstance(text, str):
             raise QuestionSetError(f"{loc}: field 'text' of query {qid!r} must be a string")
-        if not (text or "").strip():
+        if text is None or not text.strip():
             raise QuestionSetError(f"{loc}: query {qid!r} has empty text")
         check_text(loc, "text", text)
         # Every judgement, grade 0 too: a judged non-relevant document is not a hole in the labels.

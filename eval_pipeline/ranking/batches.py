@@ -37,6 +37,6 @@ def plan_batches(variants: Sequence[Variant], workers: int) -> list[list[Variant
         groups["api"].extend(groups.pop(stage))
     order = {v.key: i for i, v in enumerate(variants)}
     batches: list[list[Variant]] = [[] for _ in range(min(workers, len(groups)))]
-    for group in sorted(groups.values(), key=lambda g: (-len(g), order[g[0].key])):
-        min(batches, key=len).extend(group)
+    for members in sorted(groups.values(), key=lambda g: (-len(g), order[g[0].key])):
+        min(batches, key=len).extend(members)
     return [sorted(b, key=lambda v: order[v.key]) for b in batches if b]

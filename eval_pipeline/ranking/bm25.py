@@ -140,7 +140,10 @@ class BM25Engine:
         self.chunk_ids = [chunk_id for chunk_id, _, _ in chunks]
         if len(set(self.chunk_ids)) != len(self.chunk_ids):
             seen: set[str] = set()
-            dup = next(c for c in self.chunk_ids if c in seen or seen.add(c))
+            for dup in self.chunk_ids:  # the first id seen a second time
+                if dup in seen:
+                    break
+                seen.add(dup)
             raise ValueError(f"bm25: chunk id {dup!r} appears more than once")
         self.doc_ids = [doc_id for _, doc_id, _ in chunks]
         self.depth = depth
@@ -152,6 +155,8 @@ class BM25Engine:
         self._np = np
         self.analyzer = Analyzer(stemmer=stemmer, stopwords=stopwords)
         if fields == "title+body":
+            if titles is None:  # refused above
+                raise ValueError("bm25 fields 'title+body' needs titles (a mapping of doc id to title)")
             texts = [f"{titles[doc_id]} {text}" for _, doc_id, text in chunks]
         else:
             texts = [text for _, _, text in chunks]

@@ -17,7 +17,6 @@ from eval_pipeline.questions.sets import Question
 from eval_pipeline.ranking.results import identity_json
 from eval_pipeline.ranking.variants import Variant
 
-
 # Questions embedded in one call: the texts and vectors held at once (the embedder batches
 # inside a call too), whatever the size of the question set.
 QUERY_BATCH = 1024
@@ -93,6 +92,26 @@ def result_environment() -> dict[str, str]:
     from eval_pipeline.common.versions import package_versions
 
     return package_versions(RESULT_PACKAGES)
+
+
+# Where the code that ranks and scores lives (relative to the project root).
+CODE_PATHS = ("eval_pipeline", "assets", "resources", "definitions.py")
+
+
+def engine_identity(database: Mapping[str, str] | None = None) -> str:
+    """What ranked a result, beyond its configuration: the code (its syntax, under the code
+    paths, taken once per process), the versions of the packages that decide a ranking and,
+    given, the database server's and vector extension's (``database``: `store_environment`);
+    16 hex characters. Recorded with every ranked result: a paired comparison re-ranks a
+    reference configuration with today's engine, which only stands for the reference when it is
+    the same engine, and a partition ranked by another engine is not this run's measurement."""
+    import json
+
+    from eval_pipeline.common.versions import source_digest
+
+    payload = json.dumps({"code": source_digest(*CODE_PATHS), "packages": result_environment(),
+                          "database": dict(database or {})}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def store_environment(connection_string: str) -> dict[str, str]:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
@@ -51,6 +51,9 @@ from eval_pipeline.common.checks import is_integer
 from eval_pipeline.ranking.engines import ChunkHit, RankedDoc, chunks_to_documents
 from eval_pipeline.store.database import connect
 from eval_pipeline.store.tsvector import secret_value
+
+if TYPE_CHECKING:
+    import psycopg
 
 EMBEDDING_COLUMN = "embedding"
 DEFAULT_EF_SEARCH = 40  # pgvector's default hnsw.ef_search
@@ -150,7 +153,7 @@ class LeanEmbeddingRetriever:
         self.exact = exact
         self.top_k = _check_top_k(top_k, exact)
         self.dims: int | None = None  # read from the column's type in warm_up
-        self._conn = None
+        self._conn: psycopg.Connection[Any] | None = None
         self._ef_search: int | None = None  # the session's hnsw.ef_search, once we set it
         self._sql: dict[int, Any] = {}
 
@@ -212,6 +215,8 @@ class LeanEmbeddingRetriever:
         top_k = self.top_k if top_k is None else _check_top_k(top_k, self.exact)
         vector = vector_literal(query_embedding)
         self.warm_up()
+        if self._conn is None:
+            raise ValueError("LeanEmbeddingRetriever._conn is None after warm_up()")
         if self.dims is not None and len(query_embedding) != self.dims:
             raise ValueError(f"query_embedding has {len(query_embedding)} dimensions; "
                              f"{self.schema}.{self.table} stores {self.dims}")

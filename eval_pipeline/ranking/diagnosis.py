@@ -35,18 +35,18 @@ def diagnose_miss(
     documents, best first: "lost in fusion" means a leg alone would have hit; otherwise the
     class says which legs had the gold document among their candidates at all.
     """
-    gold = set(gold)
-    if not gold or gold & set(final[:k]):
+    gold_set = set(gold)
+    if not gold_set or gold_set & set(final[:k]):
         return None
     if errored:
         return "errored"
     if abstained:
         return "abstained"
-    if pre_rerank is not None and gold & set(pre_rerank[:k]):
+    if pre_rerank is not None and gold_set & set(pre_rerank[:k]):
         return "demoted_by_reranker"
-    if fused and gold & (set(keyword[:k]) | set(dense[:k])):
+    if fused and gold_set & (set(keyword[:k]) | set(dense[:k])):
         return "lost_in_fusion"
-    in_keyword, in_dense = bool(gold & set(keyword)), bool(gold & set(dense))
+    in_keyword, in_dense = bool(gold_set & set(keyword)), bool(gold_set & set(dense))
     if in_keyword and in_dense:
         return "both_legs"
     if in_keyword:

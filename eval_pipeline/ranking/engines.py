@@ -100,7 +100,8 @@ def fuse(legs: Sequence[Sequence[ChunkHit]], *, mode: str = "rrf", rrf_k: int = 
         join_mode="merge" if mode == "merge" else "distribution_based_rank_fusion",
         weights=list(weights) if weights else None,
     )
-    docs = [[HDocument(id=h.chunk_id, content="", score=h.score, meta={"doc_id": h.doc_id}) for h in hits] for hits in legs]
+    docs = [[HDocument(id=h.chunk_id, content="", score=h.score, meta={"doc_id": h.doc_id}) for h in hits]
+            for hits in legs]
     return _hits(joiner.run(documents=docs)["documents"])
 
 

@@ -53,6 +53,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -115,18 +116,18 @@ def _qid_list(qids: object, name: str) -> list[str]:
     is refused naming `name`."""
     if isinstance(qids, (str, bytes)):
         raise TypeError(f"{name} must be a collection of question ids, not a single string: {qids!r}")
-    out = list(qids)  # type: ignore[arg-type]
+    out = list(qids)  # type: ignore[call-overload]  # not iterable: list() raises the TypeError
     bad = [q for q in out if not isinstance(q, str) or not q]
     if bad:
         raise ValueError(f"{name} must be non-empty strings; got {bad[:5]!r}")
-    seen: set[str] = set()
-    dupes = sorted({q for q in out if q in seen or seen.add(q)})
+    dupes = sorted(q for q, n in Counter(out).items() if n > 1)
     if dupes:
         raise ValueError(f"{name} lists question id(s) more than once: {dupes[:10]}")
     return out
 
 
-def split_questions(qids: Iterable[str], *, fraction: float = 0.3, seed: int = 0) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def split_questions(qids: Iterable[str], *, fraction: float = 0.3,
+                    seed: int = 0) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(tuning, held_out): each question's side from its own hash (see the module docstring).
 
     Deterministic for a given set of ids whatever their order; the parts never overlap and
@@ -162,9 +163,9 @@ def split_question_set(question_set, *, fraction: float, seed: int):
     from dataclasses import replace
 
     tuning_ids, held_out_ids = split_questions([q.qid for q in question_set.questions], fraction=fraction, seed=seed)
-    tuning_ids = set(tuning_ids)
-    tuning = tuple(q for q in question_set.questions if q.qid in tuning_ids)
-    held_out = tuple(q for q in question_set.questions if q.qid not in tuning_ids)
+    tuning_set = set(tuning_ids)
+    tuning = tuple(q for q in question_set.questions if q.qid in tuning_set)
+    held_out = tuple(q for q in question_set.questions if q.qid not in tuning_set)
     for name, part in (("tuning", tuning), ("held-out", held_out)):
         if not any(q.answerable for q in part):
             raise ValueError(f"{question_set.path}: the {name} part of the fusion-tuning split (fraction {fraction}, "
@@ -196,8 +197,7 @@ def _as_hits(hits: object, where: str) -> list[ChunkHit]:
         if not h.doc_id or not is_finite(h.score):
             raise ValueError(f"{where}: hit {hit!r} needs a non-empty doc id and a finite score")
         out.append(ChunkHit(h.chunk_id, h.doc_id, float(h.score)))
-    seen: set[str] = set()
-    dupes = sorted({h.chunk_id for h in out if h.chunk_id in seen or seen.add(h.chunk_id)})
+    dupes = sorted(c for c, n in Counter(h.chunk_id for h in out).items() if n > 1)
     if dupes:
         raise ValueError(f"{where}: id(s) listed more than once in one leg's hits: {dupes[:10]}")
     return out
@@ -286,9 +286,8 @@ def _check_rrf_k(value: object, name: str) -> int:
 
 
 def _check_weights(value: object, n_legs: int, name: str) -> tuple[float, ...]:
-    ok = (isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value) == n_legs
-          and all(is_finite(w) and w >= 0 for w in value) and sum(value) > 0)
-    if not ok:
+    if not (isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value) == n_legs
+            and all(is_finite(w) and w >= 0 for w in value) and sum(value) > 0):
         raise ValueError(f"{name} {value!r} must be {n_legs} non-negative numbers (one per leg), not all 0")
     return tuple(float(w) for w in value)
 

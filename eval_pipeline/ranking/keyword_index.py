@@ -42,7 +42,7 @@ this project reads that key; it costs those retrievers the transfer of the tsvec
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
@@ -60,6 +60,10 @@ from eval_pipeline.store.tsvector import (  # noqa: F401  (re-exported: the colu
     secret_value,
     tsv_index_name,
 )
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
 
 
 @component
@@ -102,8 +106,8 @@ class IndexedKeywordRetriever:
         self.match = settings["match"]
         self.ranking = settings["ranking"]
         self.normalization = settings["normalization"]
-        self._conn = None
-        self._sql = None
+        self._conn: psycopg.Connection[Any] | None = None
+        self._sql: sql.Composed | None = None
 
     def settings(self) -> dict[str, Any]:
         """The resolved keyword settings {"match", "ranking", "normalization"}: what, beside the
@@ -161,6 +165,8 @@ class IndexedKeywordRetriever:
         top_k = top_k or self.top_k
         self._check_top_k(top_k)
         self.warm_up()
+        if self._conn is None or self._sql is None:
+            raise ValueError("IndexedKeywordRetriever._conn or _sql is None after warm_up()")
         rows = self._conn.execute(self._sql, (query, top_k)).fetchall()
         return {"documents": [
             Document(id=row[0], content=row[1], meta=dict(row[2] or {}), score=float(row[3])) for row in rows
@@ -212,7 +218,9 @@ class IndexedKeywordEngine:
         return self.retriever.settings()
 
     def chunk_hits(self, query: str, query_embedding: Sequence[float] | None = None) -> list[ChunkHit]:
-        return [ChunkHit(d.id, d.meta["doc_id"], float(d.score)) for d in self.retriever.run(query=query)["documents"]]
+        # run() gives every document a score (Document.score is Optional)
+        return [ChunkHit(d.id, d.meta["doc_id"], float(cast(float, d.score)))
+                for d in self.retriever.run(query=query)["documents"]]
 
     def search(self, query: str, query_embedding: Sequence[float] | None = None) -> list[RankedDoc]:
         return chunks_to_documents(self.chunk_hits(query), self.depth)

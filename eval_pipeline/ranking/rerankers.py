@@ -33,9 +33,14 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eval_pipeline.common.checks import is_integer, is_real
+
+if TYPE_CHECKING:
+    from haystack_integrations.components.rankers.sentence_transformers import (
+        SentenceTransformersSimilarityRanker,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +156,7 @@ class CrossEncoderReranker:
         self.batch_size = batch_size
         self.device = device
         self.scale_score = bool(scale_score)
-        self._ranker = None
+        self._ranker: SentenceTransformersSimilarityRanker | None = None
 
     def identity(self) -> dict[str, str]:
         from eval_pipeline.common.weights import content_digest, model_folder
@@ -458,7 +463,7 @@ class MMRReranker:
 
 # --- factory ---------------------------------------------------------------------------------
 
-_CLASSES: dict[str, type] = {
+_CLASSES: dict[str, type[Any]] = {
     "none": NoReranker,
     "cross-encoder": CrossEncoderReranker,
     "bi-encoder": BiEncoderReranker,

@@ -20,7 +20,7 @@ RESULT_COLUMNS = [
 ]
 
 
-PROVENANCE_COLUMNS = ["variant_config", "store_table", "questions_fingerprint", "code_version"]
+PROVENANCE_COLUMNS = ["variant_config", "store_table", "questions_fingerprint", "code_version", "engine_identity"]
 
 
 def variant_identity(variant: Variant, reranker=None, legs: Mapping[str, Mapping] | None = None) -> dict:

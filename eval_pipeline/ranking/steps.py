@@ -17,7 +17,7 @@ import pandas as pd
 
 from eval_pipeline.common.state import StateDir
 from eval_pipeline.ranking.batches import plan_batches
-from eval_pipeline.ranking.caches import QueryEmbeddingCache, ResultsCache
+from eval_pipeline.ranking.caches import QueryEmbeddingCache, ResultsCache, engine_identity, store_environment
 from eval_pipeline.ranking.results import identity_json
 from eval_pipeline.ranking.sweep import Sweep
 
@@ -85,7 +85,7 @@ def plan_ranking_batches(
     server and extension versions; `code_version` is the code that ranks. The corpus, table,
     question set and embedder are first checked to belong together (a step can read
     materializations of different runs)."""
-    from eval_pipeline.ranking.caches import result_environment, store_environment
+    from eval_pipeline.ranking.caches import result_environment
     from eval_pipeline.ranking.inputs import check_inputs_agree
 
     check_inputs_agree(corpus_signature=corpus_signature, store=store, questions=question_set, embedder=embedder)
@@ -109,7 +109,11 @@ def plan_ranking_batches(
                 continue
             # the results key for this run's code, which may be unknown or dirty (no cache key)
             key = results_key(v, "this run")
+            if key is None:  # a named code version always has a key
+                raise ValueError(f"variant {v.key!r} has no results key")
             if key in claimed:
+                if aliases is None:
+                    raise ValueError("aliases must be given with claimed: an alias is recorded in it")
                 aliases[partition_keys[v.key]] = Alias(claimed[key], index, store.table)
             else:
                 claimed[key] = partition_keys[v.key]
@@ -278,7 +282,8 @@ def rank_batch(
         for key, reranker in built.items():  # the models loaded are the ones the cache keys name
             if reranker.identity() != batch.reranker_identities[key]:
                 raise RuntimeError(f"the reranker of variant {key!r} changed while the run was planned "
-                                   f"(planned {batch.reranker_identities[key]}, loaded {reranker.identity()}); run again")
+                                   f"(planned {batch.reranker_identities[key]}, loaded {reranker.identity()}); "
+                                   "run again")
         tuned = tune_variants(todo, question_set, snapshot=snapshot, connection_string=connection_string,
                               table=store.table, embedder=embedder, state=state, miss_k=miss_k,
                               code_version=batch.code_version)
@@ -287,6 +292,9 @@ def rank_batch(
                       query_embeddings=embeddings, embed_ms_per_query=batch.embed_ms_per_query, rerankers=built,
                       miss_k=miss_k, code_version=batch.code_version)
         computed = sweep.run([tuned[v.key][0] if v.key in tuned else v for v in todo], questions)
+        engine = engine_identity(store_environment(connection_string))
+        for frame in computed.values():  # what ranked it: a partition of another engine is refused by the verdict
+            frame["engine_identity"] = engine
         for key, (_, provenance) in tuned.items():  # the chosen values and how they were chosen, with the results
             config = json.loads(computed[key]["variant_config"].iloc[0])
             computed[key]["variant_config"] = identity_json({**config, "tuned": provenance})

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -43,10 +43,13 @@ from eval_pipeline.ranking.engines import (
 from eval_pipeline.ranking.results import RESULT_COLUMNS, STAGES, error_text, identity_json, variant_identity
 from eval_pipeline.ranking.variants import Variant, resolved_leg_settings
 
+if TYPE_CHECKING:
+    from eval_pipeline.ranking.rerankers import Reranker
+
 
 @dataclass
 class _Timed:
-    value: object
+    value: Any  # what the timed call returned; None when it raised
     ms: float
     error: str | None
 
@@ -75,7 +78,7 @@ class Sweep:
         table: str,
         query_embeddings: Mapping[str, Sequence[float]],
         embed_ms_per_query: float,
-        rerankers: Mapping[str, object] | None = None,
+        rerankers: Mapping[str, Reranker] | None = None,
         miss_k: int = 10,
         code_version: str = "unknown",
     ):
@@ -91,8 +94,8 @@ class Sweep:
         self._chunk_text: dict[str, str] | None = None
         self._first_chunk: dict[str, str] | None = None
         self._chunk_embeddings: dict[str, np.ndarray] | None = None
-        self._legs: dict[tuple[str, int], object] = {}
-        self._leg_cache: dict[tuple[str, int, str], _Timed] = {}
+        self._legs: dict[tuple[str, int, tuple], Any] = {}  # (leg, top_k, settings) -> its engine
+        self._leg_cache: dict[tuple[str, int, tuple, str], _Timed] = {}
         self._pool_cache: dict[tuple, tuple[list[RankedDoc], dict[str, float], str | None, bool]] = {}
         self._metadata: MetadataEngine | None = None
         self.queries_by_stage: dict[str, int] = {s: 0 for s in STAGES}
@@ -220,8 +223,9 @@ class Sweep:
         embeddings = self.chunk_embeddings() if with_embeddings else {}
         out = []
         for d in docs:
-            emb = embeddings.get(d.chunk_id) if with_embeddings else None
-            out.append(Candidate(doc_id=d.doc_id, text=texts.get(d.chunk_id, ""), score=d.score,
+            cid = d.chunk_id  # None for a document without a chunk: no text, no embedding
+            emb = embeddings.get(cid) if with_embeddings and cid is not None else None
+            out.append(Candidate(doc_id=d.doc_id, text=texts.get(cid, "") if cid is not None else "", score=d.score,
                                  embedding=tuple(float(x) for x in emb) if emb is not None else None))
         return out
 
@@ -253,7 +257,8 @@ class Sweep:
                 needs_embeddings = v.reranker.kind == "mmr"
                 fallbacks_before = getattr(reranker, "fallbacks", 0)
                 timed = _timed(lambda: reranker.rerank(
-                    q.question, self._candidates(head, needs_embeddings), query_embedding=self.query_embeddings.get(q.qid)))
+                    q.question, self._candidates(head, needs_embeddings),
+                    query_embedding=self.query_embeddings.get(q.qid)))
                 fallback = getattr(reranker, "fallbacks", 0) != fallbacks_before
                 stage_ms["rerank"] = timed.ms
                 self.queries_by_stage["rerank"] += 1
@@ -267,6 +272,8 @@ class Sweep:
             abstained = False
             if error is None and v.abstain_below is not None and (not final or final[0].score < v.abstain_below):
                 final, abstained = [], True
+            keyword_docs: list[str]
+            dense_docs: list[str]
             keyword_docs = dense_docs = []
             diagnosis_error = None
             if error is None and v.engine != "metadata":

@@ -151,7 +151,8 @@ def parse_variant(item: Any, where: str) -> Variant:
     allowed = COMMON_KNOBS | (HYBRID_KNOBS if engine == "hybrid" else set()) | leg_knobs
     unknown = sorted(set(item) - allowed)
     if unknown:
-        raise VariantConfigError(f"{where} ({engine}): unknown setting(s) {unknown}; valid: {', '.join(sorted(allowed))}")
+        raise VariantConfigError(
+            f"{where} ({engine}): unknown setting(s) {unknown}; valid: {', '.join(sorted(allowed))}")
 
     depth = _int(item, "depth", 20, where, lo=1, hi=1000)
     kwargs: dict[str, Any] = {
@@ -167,7 +168,8 @@ def parse_variant(item: Any, where: str) -> Variant:
         if fusion not in FUSION_MODES:
             raise VariantConfigError(f"{where}: fusion {fusion!r} is not valid; valid: {', '.join(FUSION_MODES)}")
         legs = item.get("legs", ["keyword", "dense"])
-        if not isinstance(legs, list) or len(legs) < 2 or any(l not in LEGS for l in legs) or len(set(legs)) != len(legs):
+        if (not isinstance(legs, list) or len(legs) < 2 or any(leg not in LEGS for leg in legs)
+                or len(set(legs)) != len(legs)):
             raise VariantConfigError(f"{where}: legs {legs!r} must list two or more distinct of {', '.join(LEGS)}")
         weights = item.get("weights")
         if weights is not None:
@@ -187,7 +189,8 @@ def parse_variant(item: Any, where: str) -> Variant:
             f"{where}: chunk_top_k {kwargs['chunk_top_k']} is too deep for the dense leg: pgvector's HNSW search "
             f"returns at most {MAX_DENSE_TOP_K} rows (hnsw.ef_search); use at most {MAX_DENSE_TOP_K}")
     name = item.get("name")
-    key = name if name is not None else engine + ("" if kwargs["reranker"].kind == "none" else f"+{kwargs['reranker'].kind}")
+    key = name if name is not None else engine + (
+        "" if kwargs["reranker"].kind == "none" else f"+{kwargs['reranker'].kind}")
     if not isinstance(key, str) or not _KEY.match(key):
         raise VariantConfigError(
             f"{where}: name {key!r} must be 1-64 characters of lowercase letters, digits and + . _ @ -"
@@ -257,7 +260,8 @@ def _reranker(value: Any, where: str, item: Mapping[str, Any] | None = None) -> 
         value = {"kind": value}
     if not isinstance(value, dict) or value.get("kind") not in RERANKER_KINDS:
         kind = value.get("kind") if isinstance(value, dict) else value
-        raise VariantConfigError(f"{where}: reranker {kind!r} is not valid; valid rerankers: {', '.join(RERANKER_KINDS)}")
+        raise VariantConfigError(
+            f"{where}: reranker {kind!r} is not valid; valid rerankers: {', '.join(RERANKER_KINDS)}")
     kind = value["kind"]
     options = {k: v for k, v in value.items() if k != "kind"}
     try:
@@ -357,7 +361,7 @@ def _finite_number(x: Any) -> bool:
     return is_real(x) and math.isfinite(x)
 
 
-def _int(item: dict, name: str, default: int, where: str, *, lo: int, hi: int) -> int:
+def _int(item: Mapping[str, Any], name: str, default: int, where: str, *, lo: int, hi: int) -> int:
     value = item.get(name, default)
     if not is_integer(value) or not lo <= value <= hi:
         raise VariantConfigError(f"{where}: {name} must be an integer in [{lo}, {hi}], got {value!r}")

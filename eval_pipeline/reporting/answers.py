@@ -68,9 +68,11 @@ def answer_section(verdict: AnswerVerdict) -> list[str]:
     columns = ["variant", "grader", "n", "pass rate", "mean score", "hit / miss", "p50 / p95 ms", "tokens", "cost",
                "errored", "gate"]
     lines += [markdown_table(pd.DataFrame(table), columns), ""]
-    lines += _by_type(verdict, markdown_table) + _by_form(verdict, markdown_table) + _dimensions(verdict, markdown_table)
+    lines += (_by_type(verdict, markdown_table) + _by_form(verdict, markdown_table)
+              + _dimensions(verdict, markdown_table))
     notes = [f"- `{r['variant']}` {r['grader']}: {r['gate'].message}" for r in verdict.rows if r["gate"].message]
-    notes += [f"- `{r['variant']}` {r['grader']}: compared across a treatment change: {'; '.join(r['treatment_changes'])}"
+    notes += [f"- `{r['variant']}` {r['grader']}: compared across a treatment change: "
+              f"{'; '.join(r['treatment_changes'])}"
               for r in verdict.rows if r["treatment_changes"]]
     if notes:
         lines += ["### Answer gate", "", *notes, ""]
@@ -82,7 +84,8 @@ def _by_type(verdict: AnswerVerdict, markdown_table) -> list[str]:
     for r in verdict.rows:
         types = r["metrics"]["graders"].get(r["grader"], {}).get("by_assertion_type")
         if r["grader"] == "deterministic" and types:
-            rows.append({"variant": r["variant"], **{t: f"{_fmt(v['held_rate'])} ({v['n']})" for t, v in types.items()}})
+            rows.append({"variant": r["variant"],
+                         **{t: f"{_fmt(v['held_rate'])} ({v['n']})" for t, v in types.items()}})
     if not rows:
         return []
     columns = ["variant", *[c for c in ("exact", "contains", "regex", "json_schema") if c in rows[0]]]
@@ -106,7 +109,8 @@ def _by_form(verdict: AnswerVerdict, markdown_table) -> list[str]:
 def _dimensions(verdict: AnswerVerdict, markdown_table) -> list[str]:
     rows = [{"variant": r["variant"], **{k: _fmt(v) for k, v in r["metrics"]["graders"]["judge"]["dimensions"].items()
                                          if k != "n"}}
-            for r in verdict.rows if r["grader"] == "judge" and "dimensions" in r["metrics"]["graders"].get("judge", {})]
+            for r in verdict.rows
+            if r["grader"] == "judge" and "dimensions" in r["metrics"]["graders"].get("judge", {})]
     if not rows:
         return []
     return ["### Judge dimensions (mean, 0–1)", "",
@@ -121,7 +125,8 @@ def answer_gate_output(verdict: AnswerVerdict) -> dict[str, Any]:
         entry = out["variants"].setdefault(r["variant"], {"passed": True, "graders": {}})
         entry["passed"] = entry["passed"] and bool(g.passed)
         entry["graders"][r["grader"]] = {"passed": bool(g.passed), "state": g.state, "message": g.message,
-                                         "pass_rate": finite_number(r["pass_rate"]), "mean_score": finite_number(r["mean_score"]),
+                                         "pass_rate": finite_number(r["pass_rate"]),
+                                         "mean_score": finite_number(r["mean_score"]),
                                          "generator": "unknown" if missing(r["generator"]) else r["generator"],
                                          "yardstick": r["yardstick"],
                                          "previous_run": (r["previous"] or {}).get("run_id") or "",

@@ -100,7 +100,7 @@ def _mark(ax, rec: Recommendation, x: str, scale: float) -> None:
     for pick, marker, name in ((rec.within_budget, "*", "recommended (within budgets)"),
                                (rec.best_overall, "o", "best overall")):
         value = None if pick is None else getattr(pick, x)
-        if value is None or math.isnan(value):
+        if pick is None or value is None or math.isnan(value):
             continue
         face = "gold" if marker == "*" else "none"
         ax.scatter([value / scale], [pick.quality], marker=marker, s=220 if marker == "*" else 160, facecolors=face,

@@ -17,6 +17,7 @@ import io
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -27,11 +28,15 @@ from matplotlib.figure import Figure
 from eval_pipeline.common.atomic import atomic_write_bytes
 from eval_pipeline.judging.metrics import DEFAULT_KS
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.typing import RcKeyType
+
 __all__ = ["baseline_deltas", "hit_at_k_curves", "metric_bars"]
 
 _DPI = 120
 # Fixed style so a user's matplotlibrc cannot change the bytes between two renders.
-_STYLE = {
+_STYLE: dict[RcKeyType, Any] = {
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.labelsize": 10,
@@ -67,7 +72,7 @@ def _rows_for(df: pd.DataFrame, name: str, metric: object) -> pd.DataFrame:
     return rows
 
 
-def _figure(n_items: int) -> tuple[Figure, object]:
+def _figure(n_items: int) -> tuple[Figure, Axes]:
     # Grow with the number of variants so labels stay readable.
     fig = Figure(figsize=(max(6.0, 1.0 + 0.8 * n_items), 4.5), dpi=_DPI)
     FigureCanvasAgg(fig)
@@ -86,7 +91,7 @@ def _save(fig: Figure, path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def _rotate(ax: object, labels: list[str]) -> None:
+def _rotate(ax: Axes, labels: list[str]) -> None:
     long = max((len(s) for s in labels), default=0) > 8 or len(labels) > 4
     ax.set_xticks(range(len(labels)), labels, rotation=30 if long else 0, ha="right" if long else "center")
 

@@ -56,7 +56,7 @@ def _best(summary: pd.DataFrame) -> pd.Series:
     return summary.sort_values(["ndcg@10", "mrr", "variant"], ascending=[False, False, True]).iloc[0]
 
 
-def headline(verdict, baseline: str) -> str:
+def headline(verdict, baseline: str | None) -> str:
     """One line for the top of the report and the Dagster UI: best variant, the run's verdict
     (retrieval and answers, and which comparison decided), what changed since the previous
     run, new and vanished variants."""
@@ -78,12 +78,12 @@ def headline(verdict, baseline: str) -> str:
             parts.append("answer gate FAILED for " + ", ".join(f"`{v}`" for v in answers_failed))
         gate = "; ".join(parts)
     else:
-        how = [f"{len(states['comparable'])} of {len(gates)} variants compared with their previous run"]
+        compared = [f"{len(states['comparable'])} of {len(gates)} variants compared with their previous run"]
         if states["paired"]:
-            how.append(f"{len(states['paired'])} paired with their reference configuration on today's questions")
+            compared.append(f"{len(states['paired'])} paired with their reference configuration on today's questions")
         if states["first_run"]:
-            how.append(f"{len(states['first_run'])} first run")
-        gate = f"Gate passed ({', '.join(how)})"
+            compared.append(f"{len(states['first_run'])} first run")
+        gate = f"Gate passed ({', '.join(compared)})"
     changes = []
     for v in states["comparable"]:
         prev = verdict.previous[v]["metrics"].get("ndcg@10")
@@ -269,7 +269,8 @@ def render_report(
     if miss_columns:
         lines += ["## Why questions were missed (no gold document in the top 10)", ""]
         renamed = summary.rename(columns={c: c.removeprefix("miss_").replace("_", " ") for c in miss_columns})
-        lines += [markdown_table(renamed, ["variant", *[c.removeprefix("miss_").replace("_", " ") for c in miss_columns]]), ""]
+        lines += [markdown_table(renamed, ["variant", *[c.removeprefix("miss_").replace("_", " ")
+                                                        for c in miss_columns]]), ""]
 
     answerable = per_query[per_query["answerable"]]
     best_rows = answerable[answerable["variant"] == best["variant"]]
@@ -308,7 +309,7 @@ def _with_intervals_and_marks(table: pd.DataFrame, verdict, baseline: str | None
     return table
 
 
-def _baseline_section(verdict, baseline: str) -> list[str]:
+def _baseline_section(verdict, baseline: str | None) -> list[str]:
     cmp = verdict.baseline_comparison
     rows = []
     for _, r in cmp[cmp["metric"].isin(["ndcg@10", "mrr"])].iterrows():
@@ -416,7 +417,8 @@ def publish_report(
     return final_paths(paths, stage, results_dir), final_paths(plots, stage, results_dir), markdown
 
 
-def write_report(results_dir: str | Path, markdown: str, per_query: pd.DataFrame, *, suffix: str = "") -> dict[str, str]:
+def write_report(results_dir: str | Path, markdown: str, per_query: pd.DataFrame, *,
+                 suffix: str = "") -> dict[str, str]:
     """Writes results.md and per_query.jsonl atomically (a limited run adds a suffix to the
     names, so it never overwrites a full run's results); returns their paths."""
     out = Path(results_dir)

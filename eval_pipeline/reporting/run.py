@@ -54,13 +54,12 @@ def render_run(
 
     With indexes listed, the report gains the Indexes section (eval_pipeline.reporting.indexes)."""
     from eval_pipeline.judging.answer_verdict import record_answers
+    from eval_pipeline.judging.run_verdict import metrics_digest
     from eval_pipeline.judging.verdict import record_verdict
+    from eval_pipeline.ranking.inputs import InconsistentInputs
     from eval_pipeline.reporting.answers import answer_gate_output, answer_section
     from eval_pipeline.reporting.report import publish_report
     from eval_pipeline.reporting.validity import assess, validity_metadata
-
-    from eval_pipeline.judging.run_verdict import metrics_digest
-    from eval_pipeline.ranking.inputs import InconsistentInputs
 
     order = [k for k in verdict.gates]
     missing = [k for k in order if k not in variant_metrics]
@@ -125,8 +124,8 @@ def index_report(per_variant: Mapping[str, pd.DataFrame], verdict, *, sweep, sto
     contexts = answer_contexts(per_variant, questions, tables=tables,
                                fetch=lambda table, ids: fetch_chunk_texts(connection_string, table, ids))
     storage = {key: stores.storage_bytes.get(info.table) for key, info in stores.tables.items()}
-    pairs = pair_frame(verdict.summary, verdict.intervals, {k: (index_of[k], sweep.pair(k)[1].key) for k in per_variant},
-                       storage, contexts)
+    pairs = pair_frame(verdict.summary, verdict.intervals,
+                       {k: (index_of[k], sweep.pair(k)[1].key) for k in per_variant}, storage, contexts)
     rec = recommend(pairs, **sweep.budgets.kwargs(), metric="nDCG@10")
     latency = {index: leg_latency([f for k, f in per_variant.items() if index_of[k] == index])
                for index in dict.fromkeys(index_of.values())}

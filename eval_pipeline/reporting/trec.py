@@ -33,7 +33,8 @@ def qrels_lines(questions: Iterable[Question]) -> list[str]:
 _WHITESPACE = re.compile(r"\s")
 
 
-def write_trec_files(folder: str | Path, runs: Mapping[str, Mapping[str, Sequence[str]]], questions: Sequence[Question]) -> dict[str, str]:
+def write_trec_files(folder: str | Path, runs: Mapping[str, Mapping[str, Sequence[str]]],
+                     questions: Sequence[Question]) -> dict[str, str]:
     """One `<engine>.run` per engine plus `qrels.txt`; returns the paths by name."""
     folder = Path(folder)
     paths = {}

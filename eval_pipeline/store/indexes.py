@@ -167,7 +167,9 @@ class IndexSpec:
         from eval_pipeline.store.embedders import LocalEmbedder, OpenAIEmbedder
 
         if self.embedder == "openai":
-            options = {} if batch_size is None else {"batch_size": batch_size}
+            if self.model is None:  # refused by __post_init__
+                raise ValueError(f"embedder {self.embedder} needs a model")
+            options: dict[str, Any] = {} if batch_size is None else {"batch_size": batch_size}
             return OpenAIEmbedder(model=self.model, base_url=self.base_url, input_types=self.input_types,
                                   api_key=os.environ.get(self.api_key_env), **options)
         options = {} if batch_size is None else {"batch_size": batch_size}

@@ -343,7 +343,8 @@ class IngestPlan:
     shards: tuple[Shard, ...]
     key: str  # the batch size and every shard's range, digested: recorded with each shard's progress
     started_at: float  # wall clock (time.time()), so finish_ingest can tell the build's seconds in another process
-    complete: tuple | None = None  # (chunks, dims, build seconds) of a table already complete: nothing to write
+    # (chunks, dims, build seconds) of a table already complete: nothing to write
+    complete: tuple[int, int, float | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -635,7 +636,7 @@ def _shard_documents(snapshot: CorpusSnapshot, shard: Shard):
             yield document
 
 
-def _manifest_row(conn, table: str):
+def _manifest_row(conn, table: str) -> tuple[int, int, float | None] | None:
     """(chunks, dims, build seconds) of a complete table, else None."""
     return conn.execute(f"SELECT chunk_count, dims, build_seconds FROM {MANIFEST_TABLE} WHERE table_name = %s",
                         (table,)).fetchone()

@@ -32,7 +32,8 @@ DEFAULT_TIMEOUT = 600.0
 _logger = logging.getLogger(__name__)
 
 _TAKE_SQL = """
-SELECT s FROM (SELECT (g + %(offset)s::int) %% %(slots)s::int AS s FROM generate_series(0, %(slots)s::int - 1) AS g) AS slots
+SELECT s FROM (SELECT (g + %(offset)s::int) %% %(slots)s::int AS s \
+FROM generate_series(0, %(slots)s::int - 1) AS g) AS slots
 WHERE pg_try_advisory_lock(hashtext(%(name)s), s) LIMIT 1
 """
 
@@ -131,7 +132,8 @@ class PostgresLimiter:
             if waited >= self.timeout:
                 raise LimiterTimeout(
                     f"no slot of the shared limit {self.name!r} ({self.slots} slot(s)) came free in {waited:.0f} s "
-                    f"(timeout {self.timeout:g} s); held by {describe_holders(self.holders(conn))}. Other steps or runs "
+                    f"(timeout {self.timeout:g} s); held by {describe_holders(self.holders(conn))}. "
+                    "Other steps or runs "
                     "are calling the same endpoint: wait for them, raise the timeout, or stop a stuck holder with "
                     "`SELECT pg_terminate_backend(pid)`")
             if now >= next_log:
