@@ -349,7 +349,7 @@ def judge_run(
             if ref is not None and not same_ref:
                 direct = benchmark_identity(ref["provenance"]) == identity and not incomplete
                 yardsticks.append(("reference", ref, "direct" if direct else "paired"))
-                if not direct and prev is not None:
+                if not direct and prev is not None and connection_string:  # prev is None without one
                     # the pinned reference's configuration, ranked today, cannot see what changed in the
                     # code since: the first run on today's benchmark anchors that, on the same questions
                     anchor = reference_run(connection_string, identity=identity, **lookup)
