@@ -20,14 +20,18 @@ class AcceptConfig(Config):
     run_id: str = Field(description="the run to accept (its Dagster run id, as recorded in eval_runs)")
     variants: Optional[list[str]] = Field(default=None, description="only these variants (default: all of the run's)")
     note: str = Field(default="", description="why it was accepted; kept with the reference")
+    accepted_by: str = Field(default="", description="who accepts (default: the launching user's name, or $USER)")
 
 
 @op
 def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, database: DatabaseResource) -> list:
-    """Refuses a limited run or variants with errored questions, naming why."""
+    """Refuses a limited run or variants with errored questions or reranker fallbacks, naming
+    why; records who accepted, when and why (eval_references)."""
+    who = config.accepted_by or context.run.tags.get("dagster/user") or None
     accepted = accept_reference(database.connection_string(), config.run_id, variants=config.variants,
-                                note=config.note)
-    answers, refused = accept_answer_run(database.connection_string(), config.run_id, variants=config.variants)
+                                note=config.note, accepted_by=who)
+    answers, refused = accept_answer_run(database.connection_string(), config.run_id, variants=config.variants,
+                                         note=config.note, accepted_by=who)
     context.log.info(f"run {config.run_id} is now the pinned reference of: {', '.join(accepted)}; answers: "
                      f"{', '.join(f'{v} {g}' for v, g in answers) or 'none'}")
     for reason in refused:

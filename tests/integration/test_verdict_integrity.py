@@ -199,3 +199,25 @@ def test_strict_judges_nothing_unjudged_not_even_a_first_run(judge, pg_uri):
     accept_reference(pg_uri, "r0", prefix=judge.prefix)
     assert judge("r1", 10, strict=True).gates["a"].state == "comparable"
     assert judge("r2", 10).gates["a"].state == "comparable"
+
+
+def test_the_accept_reference_job_records_who_accepted_and_why(pg_uri):
+    """The Launchpad's way to accept: the `accept_reference` job, through the database resource;
+    the acceptance is recorded with who, when and why (in the default history, `eval_*`, under
+    run ids of this test's own)."""
+    from assets.reference import accept_reference_job
+    from resources import DatabaseResource, StateResource
+
+    r0, r1 = f"job-{uuid.uuid4().hex[:8]}", f"job-{uuid.uuid4().hex[:8]}"
+    for run_id, hits in ((r0, 100), (r1, 90)):
+        judge_run({"a": frame("a", hits)}, baseline="a", provenance=provenance(f"labels-{r0}"), tolerances=TOLERANCES,
+                  strict=False, run_id=run_id, limited=False, connection_string=pg_uri)
+    result = accept_reference_job.execute_in_process(
+        run_config={"ops": {"accept_reference_run": {"config": {"run_id": r1, "note": "faster, accepted",
+                                                                 "accepted_by": "ana"}}}},
+        resources={"database": DatabaseResource(kind="external", url=pg_uri, state=StateResource())})
+    assert result.success
+    with psycopg.connect(pg_uri) as conn:
+        row = conn.execute("SELECT aspect, accepted_by, note, accepted_at IS NOT NULL FROM eval_references "
+                           "WHERE run_id = %s", (r1,)).fetchone()
+    assert row == ("retrieval", "ana", "faster, accepted", True)
