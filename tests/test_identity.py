@@ -122,3 +122,23 @@ def test_code_identity_is_the_syntax_not_the_formatting(tmp_path, monkeypatch):
     base = digest('def f(x):\n    """Twice."""\n    return x * 2\n')
     assert digest('def f(x):  # doubled\n    """Two times x, re-documented."""\n    return (x *\n            2)\n') == base
     assert digest('def f(x):\n    """Twice."""\n    return x * 3\n') != base
+
+
+def test_a_question_set_split_for_tuning_the_file_no_longer_asks_for_is_refused():
+    """The question set materialized under a variants file with `tune` is split; reported under a
+    file without it (or with another split), every variant would be scored on a stale subset."""
+    from types import SimpleNamespace
+
+    from eval_pipeline.judging.run_verdict import check_split_current
+    from eval_pipeline.ranking.inputs import InconsistentInputs
+
+    split = SimpleNamespace(split={"fraction": 0.3, "seed": 0, "n_tuning": 3, "n_held_out": 7})
+    unsplit = SimpleNamespace(split=None)
+    check_split_current(split, (0.3, 0))
+    check_split_current(unsplit, None)
+    with pytest.raises(InconsistentInputs, match="no fusion tuning"):
+        check_split_current(split, None)
+    with pytest.raises(InconsistentInputs, match="seed 1"):
+        check_split_current(split, (0.3, 1))
+    with pytest.raises(InconsistentInputs, match="not split"):
+        check_split_current(unsplit, (0.3, 0))
