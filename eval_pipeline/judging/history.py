@@ -14,34 +14,37 @@ Tables (``prefix`` defaults to ``eval``; created idempotently on first write)::
     {prefix}_variant_metrics    run_id, variant, metric, value, ci_low, ci_high
     {prefix}_question_results   run_id, variant, qid, answerable, errored,
                                 "hit@10", mrr, "ndcg@10", miss_class, doc_ids jsonb
-    {prefix}_references         benchmark identity, variant, run_id, accepted_at, note:
-                                the runs a user accepted as the pinned reference
+    {prefix}_references         benchmark identity, variant, run_id, aspect (retrieval |
+                                answers:<grader>), accepted_by, accepted_at, note: the one
+                                record of the runs a user accepted as the pinned reference
 
 Which earlier run is the yardstick (:func:`previous_run`, :func:`reference_run`):
 
-* only runs of the same **benchmark identity** (corpus signature, labels fingerprint,
-  scoring protocol) are candidates: a run on other labels in between never hides the last
-  comparable one;
-* only **eligible** runs count: not limited, no errored question in any variant, every
-  gate passed (a run that failed a blocking check is never a yardstick), or runs a user
-  accepted for that variant (:func:`accept_reference`);
-* the **previous** run is the latest eligible one; the **reference** is the latest accepted
-  one, or else the first eligible one, so a regression cannot pass in small steps.
+* a variant's history is its name's, or, when its name has none, that of another name with
+  the same configuration (:func:`eval_pipeline.judging.identity.configuration_fingerprint`:
+  a rename keeps its history);
+* with a **benchmark identity** (corpus signature, the content fingerprint of the scored
+  questions, scoring protocol), only runs of that benchmark are candidates: a run on other
+  questions in between never hides the last comparable one; without, any benchmark's (the
+  history a changed benchmark is paired with, :mod:`eval_pipeline.judging.paired`);
+* only **eligible** runs count: not limited, the whole verdict passed, no errored question,
+  no reranker fallback; or runs a user accepted for that variant (:func:`accept_reference`);
+* the **previous** run is the one that most recently became a yardstick (recorded eligible,
+  or accepted later); the **reference** is the latest acceptance, else the first eligible run,
+  so a regression cannot pass in small steps.
 
-Comparability (:func:`compare_provenance`):
+Comparability (:func:`compare_provenance`), what changed between two runs:
 
-* ``comparable`` — same corpus signature, labels fingerprint and scoring protocol. A
-  different embedder, chunking or variant config is the *treatment* being evaluated: it is
-  reported in ``treatment_changes`` and the runs stay comparable.
-* ``mismatch`` — the corpus, the labels or the scoring protocol changed: the numbers
-  measure something else, so they are recorded but not judged.
+* ``comparable`` — same benchmark. A different embedder, chunking, variant config or database
+  version is the *treatment* being evaluated: reported in ``treatment_changes``.
+* ``mismatch`` — the benchmark changed (a reworded question, an edited gold, another scored
+  subset, other scoring code): the numbers measure something else. The verdict then pairs the
+  reference configuration on today's questions, or fails closed (``not_compared``).
 * ``unknown`` — a required provenance field is missing or not a non-empty string.
 * ``first_run`` — there is no earlier eligible run to compare with.
 
-Rephrasing questions changes the question-set fingerprint but not the labels
-fingerprint (:func:`labels_fingerprint` covers only qid, gold and graded relevance), so
-runs before and after a rewording stay comparable; the rewording is named as a treatment
-change, in the report too.
+:func:`labels_fingerprint` (qid, gold and graded relevance only) is still recorded; it no
+longer decides comparability: the question texts are part of the benchmark.
 
 Limited runs (a subset of questions or variants, e.g. a smoke run) are recorded but are
 never used as the previous run by default: their means are over other questions.

@@ -27,34 +27,22 @@ source: none`), so only the retrieval gate decides their exit code. A determinis
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from unittest import mock
 
 import psycopg
 import pytest
-import yaml
 from psycopg.rows import dict_row
 
 from eval_pipeline.questions.golden import Assertion, load_golden_prompts, write_golden_prompts
 from eval_pipeline.questions.sets import write_question_set
 from eval_pipeline.store.database import EmbeddedPostgres
-from tests.integration.cli import FIXTURES, REPO, start_job, tiny_job_config
+from tests.integration import verdict_runs
+from tests.integration.cli import FIXTURES
+from tests.integration.verdict_runs import BM25, DENSE, REGRESSED
 
 pytestmark = pytest.mark.integration
 
-GATE_LINE = re.compile(r"^- `(?P<variant>[^`]+)`: \*\*(?P<verdict>passed|FAILED)\*\* \((?P<state>\w+)\)", re.M)
-RUN_ID = re.compile(r"retrieval_eval - ([0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}) - ")
-INSTANCE_ENV = ("EVAL_PIPELINE_DAGSTER_PG_URL", "EVAL_PIPELINE_ARTIFACTS_DIR", "EVAL_PIPELINE_COMPUTE_LOGS_DIR")
-TOLERANCES = {"hit@1": 0.05, "hit@5": 0.05, "mrr": 0.05, "ndcg@10": 0.05}
-
-DENSE = {"engine": "pg-dense", "name": "dense"}
-REGRESSED = {**DENSE, "abstain_below": 5.0}
-BM25 = {"engine": "bm25"}
 TUNED_HYBRID = {"engine": "hybrid", "name": "hybrid-tuned", "tune": "rrf_k"}
 
 
@@ -63,51 +51,8 @@ TUNED_HYBRID = {"engine": "hybrid", "name": "hybrid-tuned", "tune": "rrf_k"}
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Run:
-    code: int
-    report: str
-    log: str
-
-    @property
-    def run_id(self) -> str:
-        match = RUN_ID.search(self.log)
-        assert match, self.log[-3000:]
-        return match.group(1)
-
-    @property
-    def gates(self) -> dict[str, tuple[str, str]]:
-        """variant -> (passed|FAILED, state), from the report's gate lines."""
-        return {m["variant"]: (m["verdict"], m["state"]) for m in GATE_LINE.finditer(self.report)}
-
-
-class Project:
-    """One state dir (and history) through a sequence of whole-job runs on the tiny corpus."""
-
-    def __init__(self, tmp_path: Path, env: dict):
-        self.tmp, self.env = tmp_path, env
-
-    def variants(self, name: str, *variants: dict, strict: bool = False, **top) -> Path:
-        path = self.tmp / f"{name}.variants.yaml"
-        gate = {"tolerances": TOLERANCES, **({"strict": True} if strict else {})}
-        path.write_text(yaml.safe_dump({"variants": list(variants), "gate": gate, **top}, sort_keys=False))
-        return path
-
-    def run(self, name: str, variants: Path, *, questions: Path | None = None, golden: Path | None = None) -> Run:
-        config = tiny_job_config(self.tmp / name, **({"path": str(questions)} if questions else {}))
-        config["ops"]["golden_prompts"] = {"config": {"source": "file", "path": str(golden)} if golden
-                                           else {"source": "none"}}
-        job = start_job(self.tmp, name, {**self.env, "EVAL_PIPELINE_VARIANTS": str(variants)}, config)
-        code = job.wait(timeout=600)
-        report = self.tmp / name / "results.md"
-        log = (self.tmp / f"{name}.log").read_text(errors="replace")
-        return Run(code, report.read_text(encoding="utf-8") if report.exists() else "", log)
-
-    def accept(self, run_id: str) -> None:
-        """`python -m eval_pipeline.judging.history accept RUN_ID`, as the README says."""
-        out = subprocess.run([sys.executable, "-m", "eval_pipeline.judging.history", "accept", run_id], cwd=REPO,
-                             env=self.env, capture_output=True, text=True, timeout=300)
-        assert out.returncode == 0, out.stdout + out.stderr
+class Project(verdict_runs.Project):
+    """A project whose history and answer checks the tests read."""
 
     def _rows(self, query: str, run_id: str) -> list[dict]:
         with psycopg.connect(EmbeddedPostgres(self.env["EVAL_PIPELINE_STATE_DIR"]).uri("eval"),
@@ -124,18 +69,8 @@ class Project:
 
     def answer_checks(self, run_id: str) -> dict[str, tuple[bool, dict]]:
         """answer_gate__V check name -> (passed, metadata values), from the run's event log."""
-        from dagster import DagsterEventType, DagsterInstance
-
-        with mock.patch.dict(os.environ, {k: self.env[k] for k in INSTANCE_ENV}):
-            instance = DagsterInstance.from_config(str(REPO))
-            try:
-                records = instance.get_records_for_run(
-                    run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION, limit=1000).records
-            finally:
-                instance.dispose()
-        evaluations = [r.event_log_entry.dagster_event.event_specific_data for r in records]
-        return {e.check_name: (e.passed, {k: v.value for k, v in e.metadata.items()})
-                for e in evaluations if e.check_name.startswith("answer_gate__")}
+        return {name: (e.passed, {k: v.value for k, v in e.metadata.items()})
+                for name, e in self.checks(run_id).items() if name.startswith("answer_gate__")}
 
 
 @pytest.fixture

@@ -16,30 +16,19 @@ re-execution.
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
-from unittest import mock
 
 import pytest
 import yaml
 
-from tests.integration.cli import REPO, start_job, tiny_job_config
+from tests.integration import verdict_runs
+from tests.integration.cli import REPO
+from tests.integration.verdict_runs import BM25, DENSE, REGRESSED, Run
 
 pytestmark = pytest.mark.integration
-
-GATE_LINE = re.compile(r"^- `(?P<variant>[^`]+)`: \*\*(?P<verdict>passed|FAILED)\*\* \((?P<state>\w+)\)", re.M)
-RUN_ID = re.compile(r"(?:retrieval_eval|__ASSET_JOB\w*) - ([0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}) - ")
-INSTANCE_ENV = ("EVAL_PIPELINE_DAGSTER_PG_URL", "EVAL_PIPELINE_ARTIFACTS_DIR", "EVAL_PIPELINE_COMPUTE_LOGS_DIR")
-TOLERANCES = {"hit@1": 0.05, "hit@5": 0.05, "mrr": 0.05, "ndcg@10": 0.05}
-
-DENSE = {"engine": "pg-dense", "name": "dense"}
-REGRESSED = {**DENSE, "abstain_below": 5.0}
-BM25 = {"engine": "bm25"}
 
 # Re-execute a run from failure as the UI's "Re-execute from failure" does, in a process of its
 # own with the job's environment; prints one JSON line: the run, its parent, success, the check
@@ -73,47 +62,8 @@ REEXECUTE = textwrap.dedent("""
 """)
 
 
-@dataclass
-class Run:
-    code: int
-    report: str
-    log: str
-
-    @property
-    def run_id(self) -> str:
-        match = RUN_ID.search(self.log)
-        assert match, self.log[-3000:]
-        return match.group(1)
-
-    @property
-    def gates(self) -> dict[str, tuple[str, str]]:
-        """variant -> (passed|FAILED, state), from the report's gate lines."""
-        return {m["variant"]: (m["verdict"], m["state"]) for m in GATE_LINE.finditer(self.report)}
-
-
-class Project:
-    """One state dir (and history) through a sequence of runs on the tiny corpus."""
-
-    def __init__(self, tmp_path: Path, env: dict):
-        self.tmp, self.env = tmp_path, env
-
-    def variants(self, name: str, *variants: dict) -> Path:
-        path = self.tmp / f"{name}.variants.yaml"
-        path.write_text(yaml.safe_dump({"variants": list(variants), "gate": {"tolerances": TOLERANCES}},
-                                       sort_keys=False))
-        return path
-
-    def _finish(self, name: str, code: int) -> Run:
-        report = self.tmp / name / "results.md"
-        log = (self.tmp / f"{name}.log").read_text(errors="replace")
-        return Run(code, report.read_text(encoding="utf-8") if report.exists() else "", log)
-
-    def run(self, name: str, variants: Path) -> Run:
-        """`dagster job execute -j retrieval_eval`, without answers."""
-        config = tiny_job_config(self.tmp / name)
-        config["ops"]["golden_prompts"] = {"config": {"source": "none"}}
-        job = start_job(self.tmp, name, {**self.env, "EVAL_PIPELINE_VARIANTS": str(variants)}, config)
-        return self._finish(name, job.wait(timeout=600))
+class Project(verdict_runs.Project):
+    """A project that also materializes assets apart and re-executes a run from failure."""
 
     def materialize(self, name: str, variants: Path, select: str, partition: str | None = None) -> Run:
         """`dagster asset materialize --select SELECT [--partition P]`: the assets not selected
@@ -127,7 +77,7 @@ class Project:
                                     env={**self.env, "EVAL_PIPELINE_VARIANTS": str(variants)}, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             code = proc.wait(timeout=600)
-        return self._finish(name, code)
+        return self.finish(name, code)
 
     def reexecute_from_failure(self, parent_run_id: str, variants: Path) -> dict:
         out = subprocess.run([sys.executable, "-c", REEXECUTE, str(REPO), parent_run_id], cwd=REPO,
@@ -137,32 +87,14 @@ class Project:
         assert len(lines) == 1, f"exit {out.returncode}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
         return json.loads(lines[0].removeprefix("REEXECUTION "))
 
-    def checks(self, run_id: str) -> dict[str, bool]:
+    def passed_checks(self, run_id: str) -> dict[str, bool]:
         """check name -> passed, from the run's event log."""
-        from dagster import DagsterEventType, DagsterInstance
-
-        with mock.patch.dict(os.environ, {k: self.env[k] for k in INSTANCE_ENV}):
-            instance = DagsterInstance.from_config(str(REPO))
-            try:
-                records = instance.get_records_for_run(
-                    run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION, limit=1000).records
-            finally:
-                instance.dispose()
-        evaluations = [r.event_log_entry.dagster_event.event_specific_data for r in records]
-        return {e.check_name: e.passed for e in evaluations}
+        return {name: e.passed for name, e in self.checks(run_id).items()}
 
     def materialized(self, run_id: str) -> set[str]:
         """The asset keys (joined with '/') the run materialized."""
-        from dagster import DagsterEventType, DagsterInstance
-
-        with mock.patch.dict(os.environ, {k: self.env[k] for k in INSTANCE_ENV}):
-            instance = DagsterInstance.from_config(str(REPO))
-            try:
-                records = instance.get_records_for_run(
-                    run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=1000).records
-            finally:
-                instance.dispose()
-        return {r.event_log_entry.dagster_event.asset_key.to_user_string() for r in records}
+        return {r.event_log_entry.dagster_event.asset_key.to_user_string()
+                for r in self.events(run_id, "ASSET_MATERIALIZATION")}
 
 
 @pytest.fixture
@@ -180,10 +112,10 @@ def test_re_executing_a_regressed_run_from_failure_after_a_good_run_stays_failed
     regressed = project.run("regressed", bad)
     assert regressed.code == 1, regressed.log[-3000:]
     assert regressed.gates == {"dense": ("FAILED", "comparable"), "bm25": ("passed", "comparable")}
-    assert project.checks(regressed.run_id)["verdict_passed"] is False
+    assert project.passed_checks(regressed.run_id)["verdict_passed"] is False
     again = project.run("good-again", good)
     assert again.code == 0, again.log[-3000:]
-    assert project.checks(again.run_id)["verdict_passed"] is True
+    assert project.passed_checks(again.run_id)["verdict_passed"] is True
 
     rerun = project.reexecute_from_failure(regressed.run_id, bad)
     assert rerun["parent_run_id"] == regressed.run_id and rerun["run_id"] != regressed.run_id
@@ -203,12 +135,12 @@ def test_materializing_the_verdict_without_the_report_fails_a_failed_verdict(pro
     control = project.materialize("verdict-good", good, select, partition="dense")
     assert control.code == 0, control.log[-3000:]
     assert "verdict" in project.materialized(control.run_id)
-    checks = project.checks(control.run_id)
+    checks = project.passed_checks(control.run_id)
     assert checks["verdict_gate"] is True and checks["gate__dense"] is True, checks
 
     regressed = project.materialize("verdict-regressed", bad, select, partition="dense")
     assert regressed.code != 0, regressed.log[-3000:]
     assert "verdict" in project.materialized(regressed.run_id)
-    checks = project.checks(regressed.run_id)
+    checks = project.passed_checks(regressed.run_id)
     assert checks["gate__dense"] is False and checks["gate__bm25"] is True, checks
     assert checks["verdict_gate"] is False, checks
