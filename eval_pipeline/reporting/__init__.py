@@ -1,3 +1,4 @@
-"""Stage 6, the report asset: the markdown report, plots, TREC files, publishing the results
-folder whole, and the per-variant gate checks. Entry: `run.assemble_run`.
+"""Stage 6, the report asset: renders what the verdict asset decided (the markdown report, plots,
+TREC files), publishes the results folder whole, records the run, and shapes the per-variant
+gate checks. Entry: `run.render_run`.
 """
