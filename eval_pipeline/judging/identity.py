@@ -12,7 +12,8 @@ digest of content, never of a label a user can keep while changing what it stand
 * :func:`configuration_fingerprint`: a variant's recorded configuration (engine, knobs,
   reranker identity) and the index it ranked on (embedder, the hash of its weights,
   chunking), without its name, so a rename with the same configuration keeps its history.
-* :func:`engine_identity`: the bytes of the code that ranks and scores (every ``.py`` file
+* ``eval_pipeline.ranking.caches.engine_identity`` (recorded with every ranked result, so it
+  lives with the ranking): the bytes of the code that ranks and scores (every ``.py`` file
   under the code paths), the versions of the packages that decide a ranking, and the
   database server's and vector extension's. A paired comparison re-ranks a reference
   configuration with today's engine, which only stands for the reference when the engine is
@@ -31,9 +32,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from eval_pipeline.questions.sets import Question
-from eval_pipeline.ranking.caches import engine_identity  # noqa: F401  (an identity of this module's list)
 
-__all__ = ["benchmark_fingerprint", "configuration_fingerprint", "engine_identity", "normalized_text",
+__all__ = ["benchmark_fingerprint", "configuration_fingerprint", "normalized_text",
            "scoring_protocol"]
 
 _SPACE = re.compile(r"\s+")

@@ -29,9 +29,10 @@ from eval_pipeline.judging.history import (
     record_run,
     reference_run,
 )
-from eval_pipeline.judging.identity import configuration_fingerprint, engine_identity, scoring_protocol
+from eval_pipeline.judging.identity import configuration_fingerprint, scoring_protocol
 from eval_pipeline.judging.paired import RankConfiguration, paired_counts, paired_reference
 from eval_pipeline.judging.scoring import summarize
+from eval_pipeline.ranking.caches import engine_identity
 from eval_pipeline.ranking.inputs import InconsistentInputs
 
 INTERVAL_METRICS = ("hit@1", "hit@5", "mrr", "ndcg@10")
@@ -321,7 +322,8 @@ def judge_run(
         lookup = dict(variant=variant, configuration=None if own is not None else configurations[variant],
                       before_run_id=run_id, prefix=history_prefix)
         prev = previous_run(connection_string, identity=identity, **lookup) if connection_string else None
-        ever = prev or (previous_run(connection_string, **lookup) if connection_string else None)
+        # its name's latest yardstick is `own` already; another name's only when its name has none
+        ever = prev or own or (previous_run(connection_string, **lookup) if connection_string else None)
         ref = (reference_run(connection_string, identity=None, **lookup)  # ever is None without a connection string
                if connection_string and ever is not None else None)
         effective, loosened = pinned_tolerances(asked, [ever, ref])

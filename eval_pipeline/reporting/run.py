@@ -58,7 +58,7 @@ def render_run(
     from eval_pipeline.judging.verdict import record_verdict
     from eval_pipeline.ranking.inputs import InconsistentInputs
     from eval_pipeline.reporting.answers import answer_gate_output, answer_section
-    from eval_pipeline.reporting.report import publish_report
+    from eval_pipeline.reporting.report import headline, publish_report
     from eval_pipeline.reporting.validity import assess, validity_metadata
 
     order = [k for k in verdict.gates]
@@ -89,10 +89,11 @@ def render_run(
     if record_history:  # only once the results are published: a failed write records nothing
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant)
         record_answers(verdict.answers, connection_string, run_id, run_eligible=verdict.eligible)
-    return RunReport(output={**report_output(verdict, paths, plots, question_set.limited),
+    line = headline(verdict, sweep.baseline)  # once: the output's and the metadata's
+    return RunReport(output={**report_output(verdict, paths, plots, question_set.limited, headline=line),
                              "answers": answer_gate_output(verdict.answers),
                              **({"recommendation": indexes.output} if indexes is not None else {})},
-                     metadata={**report_metadata(verdict, sweep.baseline, paths, plots, markdown,
+                     metadata={**report_metadata(verdict, paths, plots, markdown, headline=line,
                                                  recommendation=indexes.headline if indexes is not None else None),
                                **validity_metadata(validity), **(indexes.metadata if indexes is not None else {})},
                      report_path=paths["report"], verdict=verdict)
@@ -218,22 +219,22 @@ def verdict_metadata(verdict, baseline: str) -> dict[str, Any]:
             "decided by": {v: f"{verdict.gates[v].state}: {how}" for v, how in verdict.decided_by.items()}}
 
 
-def report_output(verdict, paths: Mapping[str, str], plots: Mapping[str, str], limited: bool) -> dict[str, Any]:
+def report_output(verdict, paths: Mapping[str, str], plots: Mapping[str, str], limited: bool, *,
+                  headline: str) -> dict[str, Any]:
     """The report asset's value, which its checks read: the verdict as decided, where the files
-    are, and the failed gates (`verdict_passed` fails the run on any)."""
-    from eval_pipeline.reporting.report import headline
-
+    are, the failed gates (`verdict_passed` fails the run on any) and the `headline`."""
     return {"paths": {**paths, **plots}, **verdict_output(verdict), "limited": limited,
-            "verdict_failed": verdict_failures(verdict), "headline": headline(verdict, "")}
+            "verdict_failed": verdict_failures(verdict), "headline": headline}
 
 
-def report_metadata(verdict, baseline: str, paths: Mapping[str, str], plots: Mapping[str, str],
-                    markdown: str, *, recommendation: str | None = None) -> dict[str, Any]:
-    """The report asset's metadata: the headline, the report with its plots inline (the file
-    on disk links them by relative path, which the UI cannot resolve), and the plots alone."""
-    from eval_pipeline.reporting.report import embedded_images, headline
+def report_metadata(verdict, paths: Mapping[str, str], plots: Mapping[str, str], markdown: str, *,
+                    headline: str, recommendation: str | None = None) -> dict[str, Any]:
+    """The report asset's metadata: the `headline` (and the recommendation), the report with its
+    plots inline (the file on disk links them by relative path, which the UI cannot resolve), and
+    the plots alone."""
+    from eval_pipeline.reporting.report import embedded_images
 
-    line = headline(verdict, baseline) + (f" {recommendation}" if recommendation else "")
+    line = headline + (f" {recommendation}" if recommendation else "")
     return {"headline": line, "report": Markdown(inline_plots(markdown, plots)),
             "plots": Markdown(embedded_images(plots)), "path": Path(paths["report"]),
             "gate_passed": verdict.gate_passed}
