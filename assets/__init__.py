@@ -54,13 +54,13 @@ from assets.ranking import (  # noqa: F401  (ranked_results: in the graph)
 from assets.store import StoreConfig, pgvector_store  # noqa: F401  (pgvector_store: part of the graph)
 from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.corpus.sources import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
-from eval_pipeline.judging.audit import audit_metadata, run_audit
-from eval_pipeline.judging.partitions import partition_metrics, score_partitions
+from eval_pipeline.validity.audit import audit_metadata, run_audit
+from eval_pipeline.scoring.partitions import partition_metrics, score_partitions
 from eval_pipeline.questions.build import build_question_set, preflight_run
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.fusion_tuning import split_question_set
-from eval_pipeline.judging.run_verdict import decide_run
-from eval_pipeline.judging.verdict import RunVerdict
+from eval_pipeline.verdict.run import decide_run
+from eval_pipeline.verdict.retrieval import RunVerdict
 from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
 from eval_pipeline.reporting.run import (
     gate_check_names,
@@ -175,7 +175,7 @@ def variant_metrics(
     context: AssetExecutionContext, ranked_results: dict[str, pd.DataFrame], question_set: QuestionSet
 ) -> dict[str, pd.DataFrame]:
     """Per-question scores of each variant (hit@k, MRR, recall, nDCG@10, miss class, latency); each
-    partition carries its own numbers (eval_pipeline.judging.partitions.partition_metrics)."""
+    partition carries its own numbers (eval_pipeline.scoring.partitions.partition_metrics)."""
     scored = score_partitions(ranked_results, context.partition_keys, question_set.questions)
     for key, frame in scored.items():  # each partition's own numbers, plotted over time on the asset page
         context.add_asset_metadata(to_metadata(partition_metrics(key, frame)), partition_key=key)
@@ -207,7 +207,7 @@ def verdict(
     """Whether the run passes, decided in one place, retrieval and answers, failing closed: each
     variant against its history of the same benchmark, else against its reference configuration
     ranked on today's questions (paired), else not compared, which fails until a run is accepted
-    (eval_pipeline.judging.run_verdict.decide_run). The report renders it; the gate checks read it."""
+    (eval_pipeline.verdict.run.decide_run). The report renders it; the gate checks read it."""
     decided = decide_run(
         variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, stores=pgvector_store, question_set=question_set,
         embedder_for=index_embedder_of(embedder), connection_string=database.connection_string(), run_id=context.run_id,

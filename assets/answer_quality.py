@@ -21,14 +21,14 @@ from assets.run import op_config, selected_assets
 from eval_pipeline.answering.prompts import CheckedGoldenSet, resolve_golden
 from eval_pipeline.answering.run import answers_metadata, make_generator, produce_pair_answers
 from eval_pipeline.corpus.sources import CorpusSnapshot
-from eval_pipeline.judging.answer_run import (
+from eval_pipeline.grading.run import (
     DEFAULT_GRADERS,
     answer_metric_frames,
     grade_variants,
     grades_metadata,
     grading_usage,
 )
-from eval_pipeline.judging.verdict import code_version
+from eval_pipeline.verdict.retrieval import code_version
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.store.indexes import IndexStores
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
@@ -117,10 +117,10 @@ def answers(context: AssetExecutionContext, config: AnswersConfig, golden_prompt
 def graded_answers(context: AssetExecutionContext, config: GradedAnswersConfig, answers: dict[str, pd.DataFrame],
                    golden_prompts: CheckedGoldenSet, state: StateResource,
                    llm: LLMResource) -> dict[str, pd.DataFrame]:
-    """Every chosen grader on every answer (eval_pipeline.judging.answer_run.grade_variants); a
+    """Every chosen grader on every answer (eval_pipeline.grading.run.grade_variants); a
     grader that calls a model runs only when chosen."""
     from eval_pipeline.answering.cache import AnswerCache
-    from eval_pipeline.judging.answer_judges import token_spending
+    from eval_pipeline.grading.judges import token_spending
 
     client = llm.get() if token_spending(config.grader_names()) else None
     before = client.usage if client is not None else None
@@ -141,7 +141,7 @@ def answer_metrics(context: AssetExecutionContext, answers: dict[str, pd.DataFra
                    graded_answers: dict[str, pd.DataFrame], golden_prompts: CheckedGoldenSet) -> dict[str, pd.DataFrame]:
     """Per variant and grader: pass rate and mean score with intervals, by assertion type and
     question form, on retrieval hits and misses, latency, tokens and cost; the generator's
-    identity and the grading yardstick (eval_pipeline.judging.answer_run.answer_metric_frames)."""
+    identity and the grading yardstick (eval_pipeline.grading.run.answer_metric_frames)."""
     frames, metadata = answer_metric_frames(answers, graded_answers, golden_prompts, prices=SWEEP.prices)
     for key, values in metadata.items():
         context.add_asset_metadata(to_metadata(values), partition_key=key)
@@ -153,7 +153,7 @@ def preflight_answers(context: AssetExecutionContext, snapshot: CorpusSnapshot, 
     golden prompt file (naming its file, line and field), and a model for the `llm` generator
     or a grader that spends tokens (no model configured fails now, not after the ranking)."""
     from eval_pipeline.answering.prompts import preflight_golden
-    from eval_pipeline.judging.answer_judges import check_graders, token_spending
+    from eval_pipeline.grading.judges import check_graders, token_spending
 
     selection = selected_assets(context)
     golden, answering = op_config(context, "golden_prompts", GoldenPromptsConfig), op_config(context, "answers",

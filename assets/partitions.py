@@ -19,7 +19,7 @@ import click
 from dagster import MultiPartitionsDefinition, PartitionsDefinition, StaticPartitionsDefinition
 
 from eval_pipeline.common.state import PROJECT_ROOT
-from eval_pipeline.judging.sweep_file import SweepConfig, load_sweep
+from eval_pipeline.config.sweep import SweepConfig, load_sweep
 from eval_pipeline.ranking.variants import VariantConfigError
 
 

@@ -40,7 +40,7 @@ from assets.metadata import to_metadata
 from assets.partitions import SWEEP, sweep_partitions
 from assets.run import op_config
 from eval_pipeline.corpus.sources import CorpusSnapshot
-from eval_pipeline.judging.verdict import code_version
+from eval_pipeline.verdict.retrieval import code_version
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.partitions import ranked_partition_metadata
 from eval_pipeline.ranking.steps import Batch, RankedBatch, mapping_key, merge_ranked_batches, plan_pairs, rank_batch
@@ -110,9 +110,9 @@ def reference_ranker(context, corpus_snapshot: CorpusSnapshot, stores: IndexStor
                      rerankers: RerankerResource):
     """(partition key, recorded configuration) -> that configuration's per-question scores on
     today's questions, ranked on the partition's index as the ranking asset ranks (for the
-    verdict's paired comparison: eval_pipeline.judging.paired.rank_configuration)."""
-    from eval_pipeline.judging.identity import configuration_fingerprint
-    from eval_pipeline.judging.paired import rank_configuration
+    verdict's paired comparison: eval_pipeline.verdict.paired.rank_configuration)."""
+    from eval_pipeline.history.identity import configuration_fingerprint
+    from eval_pipeline.verdict.paired import rank_configuration
 
     embedder_for = index_embedder_of(embedder)
     miss_k = op_config(context, "ranked_results", RankingConfig).miss_k

@@ -1,6 +1,6 @@
 """The `accept_reference` job: pin a recorded run as the reference its variants are gated
 against, retrieval and answers, from the Launchpad (the same as
-`python -m eval_pipeline.judging.history accept RUN_ID`).
+`python -m eval_pipeline.history accept RUN_ID`).
 
 After a deliberate trade-off (say, a little nDCG for half the latency) the gate fails until
 the team accepts the new numbers; accepting makes that run the pinned reference and the
@@ -11,8 +11,8 @@ from typing import Optional
 from dagster import Config, OpExecutionContext, job, op
 from pydantic import Field
 
-from eval_pipeline.judging.answer_history import accept_answer_run
-from eval_pipeline.judging.history import accept_reference
+from eval_pipeline.history.answers import accept_answer_run
+from eval_pipeline.history.runs import accept_reference
 from resources import DatabaseResource
 
 

@@ -9,7 +9,7 @@ setting combination, in one run:
   stopwords="en" | None, stemmer=Stemmer.Stemmer("english") | None)` (its own tokenizer,
   `(?u)\\b\\w\\w+\\b` on lower-cased text), `BM25(k1, b).index`, `retrieve(k=100)`.
 
-Both scored with eval_pipeline.judging.metrics (nDCG@10, Recall@100, MRR; trec_eval
+Both scored with eval_pipeline.metrics.retrieval (nDCG@10, Recall@100, MRR; trec_eval
 conventions).  Goal: |engine - bm25s| <= 0.005 nDCG@10 on the train split, same settings.
 Also printed: the share of queries whose top-10 document lists are identical, and a scorer parity
 check: bm25s fed the engine's own tokens (`bm25s/engine-tokens`), which isolates the tokenizer as
@@ -99,7 +99,7 @@ def bm25s_on_engine_tokens(snapshot, questions, fields, stemmer, stopwords, k1, 
 
 
 def score(rankings, questions, per_query: dict | None = None, key=None) -> dict[str, float]:
-    from eval_pipeline.judging.metrics import aggregate, score_queries
+    from eval_pipeline.metrics.retrieval import aggregate, score_queries
 
     frame = score_queries(rankings, {q.qid: q.qrels() for q in questions}, ks=(10, K))
     if per_query is not None:
@@ -119,7 +119,7 @@ CHOICES = (
 
 
 def choices(per_query: dict, split: str) -> list[dict]:
-    from eval_pipeline.judging.statistics import bootstrap_ci, paired_randomization_test
+    from eval_pipeline.metrics.statistics import bootstrap_ci, paired_randomization_test
 
     out = []
     for what, a, b in CHOICES:

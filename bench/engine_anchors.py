@@ -16,7 +16,7 @@ of the same thing with the same settings, its anchor:
 
 Why: a figure in a report should measure the settings, not the implementation.  An engine more
 than 0.005 nDCG@10 below its anchor is flagged in the note column.  Every number, the anchors'
-included, is scored by eval_pipeline.judging.metrics (score_queries / aggregate), so no
+included, is scored by eval_pipeline.metrics.retrieval (score_queries / aggregate), so no
 difference is a scoring difference.
 
 Corpus: BEIR SciFact, 5,183 abstracts, whole documents: chunking split_by word, split_length
@@ -145,7 +145,7 @@ def main() -> None:
 
     print_machine("Engines on SciFact train against their anchors")
     from eval_pipeline.corpus.sources import load_corpus
-    from eval_pipeline.judging.sweep_file import parse_sweep
+    from eval_pipeline.config.sweep import parse_sweep
     from eval_pipeline.questions.sets import load_beir_questions
     from eval_pipeline.ranking.caches import QueryEmbeddingCache
     from eval_pipeline.ranking.sweep import Sweep
@@ -227,7 +227,7 @@ def main() -> None:
                      reference["ndcg@10"], f"{delta:+.4f}", "; ".join(notes)])
 
     print(f"\n== {len(questions)} SciFact train claims, depth {DEPTH}, chunk_top_k {chunk_top_k}; Δ = engine − anchor "
-          f"(nDCG@10); all scored by eval_pipeline.judging.metrics; pg english = Postgres's 'english' text search "
+          f"(nDCG@10); all scored by eval_pipeline.metrics.retrieval; pg english = Postgres's 'english' text search "
           "config (Snowball English stemmer, its stopword list) over the chunk text")
     print_table(rows, ["engine", "settings", "nDCG@10", "Recall@100", "anchor", "anchor nDCG@10", "Δ", "note"],
                 digits=4)

@@ -55,7 +55,7 @@ class HashedTextEmbedder:
 
 
 def run_grid(uri: str, table: str, questions) -> dict[tuple[str, str, int], dict]:
-    from eval_pipeline.judging.metrics import aggregate, score_queries
+    from eval_pipeline.metrics.retrieval import aggregate, score_queries
     from eval_pipeline.ranking.keyword_index import IndexedKeywordEngine
 
     qrels = {q.qid: q.qrels() for q in questions}
@@ -94,7 +94,7 @@ def default_of(match: str) -> tuple[str, str, int]:
 
 
 def report(name: str, grid: dict, *, abstention: bool) -> dict:
-    from eval_pipeline.judging.statistics import bootstrap_ci, paired_randomization_test, win_tie_loss
+    from eval_pipeline.metrics.statistics import bootstrap_ci, paired_randomization_test, win_tie_loss
 
     first = next(iter(grid.values()))
     print(f"\n== {name}: {first['n_answerable']} answerable questions"

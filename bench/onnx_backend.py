@@ -171,7 +171,7 @@ def cosines(vectors, reference):
 def ndcg10(doc_vectors, doc_ids, query_vectors, questions) -> float:
     import numpy as np
 
-    from eval_pipeline.judging.metrics import ndcg_at_k
+    from eval_pipeline.metrics.retrieval import ndcg_at_k
 
     scores = query_vectors @ doc_vectors.T
     top = np.argsort(-scores, axis=1, kind="stable")[:, :10]

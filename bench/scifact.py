@@ -1,5 +1,5 @@
 """BEIR SciFact through the pipeline's library: ingest (each document embedded whole), a sweep
-over pg-keyword, pg-dense, hybrid and bm25 at depth 100, scored with eval_pipeline.judging.scoring.
+over pg-keyword, pg-dense, hybrid and bm25 at depth 100, scored with eval_pipeline.scoring.variant.
 
 Prints nDCG@10, Recall@100 and MRR per engine beside the published test-split figures, ingest
 time and chunks/s, queries/s per engine, where query time goes (embedding / database / Python),
@@ -49,8 +49,8 @@ def main() -> None:
 
     machine = print_machine("SciFact through eval_pipeline")
     from eval_pipeline.corpus.sources import load_corpus
-    from eval_pipeline.judging.scoring import score_variant, summarize
-    from eval_pipeline.judging.sweep_file import parse_sweep
+    from eval_pipeline.scoring.variant import score_variant, summarize
+    from eval_pipeline.config.sweep import parse_sweep
     from eval_pipeline.questions.sets import load_beir_questions
     from eval_pipeline.ranking.caches import QueryEmbeddingCache
     from eval_pipeline.ranking.sweep import Sweep
@@ -154,7 +154,7 @@ def main() -> None:
 
 
 def _score(rankings: dict[str, list[str]], questions, what: str, latencies_ms=None) -> dict:
-    from eval_pipeline.judging.metrics import aggregate, score_queries
+    from eval_pipeline.metrics.retrieval import aggregate, score_queries
 
     qrels = {q.qid: q.qrels() for q in questions}
     agg = aggregate(score_queries(rankings, qrels, ks=KS))

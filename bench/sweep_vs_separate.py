@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from eval_pipeline.corpus.sources import load_corpus  # noqa: E402
-from eval_pipeline.judging.sweep_file import load_sweep
+from eval_pipeline.config.sweep import load_sweep
 from eval_pipeline.questions.sets import load_question_set  # noqa: E402
 from eval_pipeline.ranking.rerankers import make_reranker  # noqa: E402
 from eval_pipeline.ranking.sweep import Sweep

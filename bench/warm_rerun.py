@@ -125,7 +125,7 @@ def profile_sweep(state_dir: Path) -> None:
     os.environ.update(dagster_env(state_dir))
     from assets import DEMO_QUESTIONS
     from eval_pipeline.corpus.sources import load_corpus
-    from eval_pipeline.judging.sweep_file import load_sweep
+    from eval_pipeline.config.sweep import load_sweep
     from eval_pipeline.questions.sets import load_question_set
     from eval_pipeline.ranking.caches import QueryEmbeddingCache
     from eval_pipeline.ranking.sweep import Sweep

@@ -8,14 +8,14 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from eval_pipeline.judging.answer_history import (
+from eval_pipeline.gates.answers import (
     DEFAULT_ANSWER_TOLERANCES,
     AnswerGateResult,
-    answer_comparable,
     evaluate_answer_gate,
     parse_tolerance,
     validate_answer_tolerances,
 )
+from eval_pipeline.history.answers import answer_comparable
 
 YARDSTICK = "decision:api.example.com:grader-1:v1+abcd1234"
 TOL = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}

@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.judging.answer_grades: the deterministic and static graders.
+"""Tests for eval_pipeline.grading.assertions: the deterministic and static graders.
 
 Every case is hand-made; expected scores are worked out in the comments next to them.
 """
@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 import pytest
 
-from eval_pipeline.judging.answer_grades import (
+from eval_pipeline.grading.assertions import (
     AssertionResult,
     DeterministicGrade,
     StaticCheck,

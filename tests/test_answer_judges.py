@@ -11,7 +11,7 @@ import pytest
 
 from eval_pipeline.answering.context import ContextEntry
 from eval_pipeline.answering.served import ServedBy
-from eval_pipeline.judging.answer_judges import (
+from eval_pipeline.grading.judges import (
     DECISION_PROFILE_VERSION,
     GRADERS,
     JUDGE_PROMPT_VERSION,

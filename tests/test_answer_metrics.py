@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.judging.answer_metrics: every expected value is worked out by hand
+"""Tests for eval_pipeline.grading.answer_metrics: every expected value is worked out by hand
 next to its case, on frames of a few rows."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval_pipeline.judging.answer_metrics import (
+from eval_pipeline.grading.answer_metrics import (
     ANSWER_COLUMNS,
     GRADE_COLUMNS,
     SUMMARY_COLUMNS,

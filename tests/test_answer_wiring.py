@@ -22,15 +22,15 @@ from eval_pipeline.answering.llm import GeneratedAnswer
 from eval_pipeline.answering.prompts import CheckedGoldenSet, resolve_golden
 from eval_pipeline.answering.run import answer_variants
 from eval_pipeline.answering.served import ServedBy
-from eval_pipeline.judging.answer_history import DEFAULT_ANSWER_TOLERANCES
-from eval_pipeline.judging.answer_run import (
+from eval_pipeline.gates.answers import DEFAULT_ANSWER_TOLERANCES
+from eval_pipeline.grading.run import (
     DEFAULT_GRADERS,
     answer_metric_frames,
     grade_variants,
     grading_code,
 )
-from eval_pipeline.judging.answer_verdict import judge_answer_run
-from eval_pipeline.judging.sweep_file import load_sweep, parse_sweep
+from eval_pipeline.verdict.answers import judge_answer_run
+from eval_pipeline.config.sweep import load_sweep, parse_sweep
 from eval_pipeline.questions.golden import (
     Assertion,
     GoldenPrompt,
@@ -489,7 +489,7 @@ def test_a_failed_retrieval_fails_only_its_prompt(tmp_path, tiny_snapshot):
 def test_a_changed_context_size_or_generator_setting_is_named_not_hidden():
     """A run is compared across a treatment change (that is what a team tunes), and the
     report names it: what changed since the previous run that the comparison key does not hold."""
-    from eval_pipeline.judging.answer_verdict import treatment_changes
+    from eval_pipeline.verdict.answers import treatment_changes
 
     before = {"provenance": {"treatment": {"context_k": 5, "generator": {"kind": "llm", "max_tokens": None}}}}
     now = {"context_k": 3, "generator": {"kind": "llm", "max_tokens": 200}}
@@ -526,7 +526,7 @@ def test_a_prompt_asking_for_code_fails_the_static_grader_when_the_answer_has_no
 
 
 def test_a_grader_that_failed_on_an_answer_fails_the_gate():
-    from eval_pipeline.judging.answer_history import evaluate_answer_gate
+    from eval_pipeline.gates.answers import evaluate_answer_gate
 
     current = {"run_id": "r2", "variant": "v", "grader": "judge", "set_id": "a.b", "set_fingerprint": "f",
                "corpus_signature": "c", "generator": "h:m->m", "yardstick": "judge:h:m:v1@t0", "limited": False,
@@ -539,7 +539,7 @@ def test_a_grader_that_failed_on_an_answer_fails_the_gate():
 
 
 def test_nothing_measured_is_not_a_first_run_that_passes_forever():
-    from eval_pipeline.judging.answer_history import evaluate_answer_gate
+    from eval_pipeline.gates.answers import evaluate_answer_gate
 
     current = {"run_id": "r1", "variant": "v", "grader": "deterministic", "set_id": "a.b", "set_fingerprint": "f",
                "corpus_signature": "c", "generator": "h:m->m", "yardstick": "deterministic:v1", "limited": False,
@@ -551,13 +551,13 @@ def test_nothing_measured_is_not_a_first_run_that_passes_forever():
 
 
 def test_the_grading_models_sampling_is_part_of_its_yardstick():
-    from eval_pipeline.judging.answer_run import _with_sampling
+    from eval_pipeline.grading.run import _with_sampling
 
     assert _with_sampling("judge:host:model:v1+abcd1234", "t0") == "judge:host:model:v1+abcd1234@t0"
     assert _with_sampling("judge:host:model:v1+abcd1234", "t0.7") != _with_sampling("judge:host:model:v1+abcd1234",
                                                                                     "t0")
     assert _with_sampling("judge", "t0") == "judge" and _with_sampling("judge:failed", "t0") == "judge:failed"
-    from eval_pipeline.judging.answer_history import answer_comparable
+    from eval_pipeline.history.answers import answer_comparable
 
     row = {"variant": "v", "grader": "judge", "set_id": "a.b", "set_fingerprint": "f", "corpus_signature": "c",
            "generator": "h:m->m", "yardstick": "judge:host:model:v1+abcd1234@t0", "limited": False}
@@ -575,7 +575,7 @@ def test_endpoints_are_stored_without_credentials():
 def test_answer_metrics_from_another_corpus_or_configuration_are_refused():
     import json
 
-    from eval_pipeline.judging.answer_verdict import check_answers_belong
+    from eval_pipeline.verdict.answers import check_answers_belong
     from eval_pipeline.ranking.inputs import InconsistentInputs
 
     frame = pd.DataFrame([{"corpus_signature": "old", "store_table": "t1", "variant_config": json.dumps({"k": 1})}])

@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.judging.audit: the question-set audit.
+"""Tests for eval_pipeline.validity.audit: the question-set audit.
 
 The small corpus and questions below are worked by hand; the content words of each text are in
 the comments (stems, NLTK stopwords and one-letter tokens dropped).
@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.corpus.sources import CorpusSnapshot, Document, load_corpus
-from eval_pipeline.judging.audit import (
+from eval_pipeline.validity.audit import (
     REASONS,
     AuditThresholds,
     audit_question_set,
@@ -387,7 +387,7 @@ def test_the_result_pickles(result):
 
 
 def test_a_metadata_route_must_be_earned_not_won_by_a_stopword_or_a_tie_break():
-    from eval_pipeline.judging.audit import metadata_engine_ranks
+    from eval_pipeline.validity.audit import metadata_engine_ranks
 
     docs = (
         Document("a-leave", "Leave and absence", "", "hr/leave.md", "Annual leave is 25 days."),
@@ -409,7 +409,7 @@ def test_a_metadata_route_must_be_earned_not_won_by_a_stopword_or_a_tie_break():
 
 def test_a_limited_run_is_audited_on_its_questions_without_judging_coverage_or_blocking():
     from eval_pipeline.corpus.sources import DEMO_DATA_DIR
-    from eval_pipeline.judging.audit import run_audit
+    from eval_pipeline.validity.audit import run_audit
 
     snapshot = load_corpus("demo")
     qs = preflight_question_set("file", str(DEMO_DATA_DIR / "questions.jsonl"), corpus_signature=snapshot.signature,

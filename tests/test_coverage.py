@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.judging.coverage: expected values are worked out by hand next to each case."""
+"""Tests for eval_pipeline.validity.coverage: expected values are worked out by hand next to each case."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval_pipeline.judging.coverage import (
+from eval_pipeline.validity.coverage import (
     JUDGED_SUMMARY_COLUMNS,
     judged_at_k,
     judged_spread_warning,

@@ -2,7 +2,7 @@
 the file, the line and the field), applying accepted golds without touching the inputs or the
 original judgements, and what an import does to the labels fingerprint and to the metrics
 (score_variant on a tiny hand-made ranked frame). The review-file round trip goes through the
-writer in eval_pipeline.judging.holes, with no LLM: the grades are made by hand here."""
+writer in eval_pipeline.validity.holes, with no LLM: the grades are made by hand here."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from eval_pipeline.judging.history import labels_fingerprint
-from eval_pipeline.judging.holes import HOLE_PROMPT_VERSION, HoleGrade, review_rows, write_review_file
-from eval_pipeline.judging.scoring import score_variant
+from eval_pipeline.history.runs import labels_fingerprint
+from eval_pipeline.validity.holes import HOLE_PROMPT_VERSION, HoleGrade, review_rows, write_review_file
+from eval_pipeline.scoring.variant import score_variant
 from eval_pipeline.questions.extra_golds import (
     REVIEW_FIELDS,
     ExtraGold,

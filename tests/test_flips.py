@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.judging.flips: the expected flips are listed by hand next to each case."""
+"""Tests for eval_pipeline.validity.flips: the expected flips are listed by hand next to each case."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval_pipeline.judging.flips import (
+from eval_pipeline.validity.flips import (
     DIRECTIONS,
     Flip,
     Outcome,

@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.judging.gates: tolerance validation and the gate verdict in every state."""
+"""Tests for eval_pipeline.gates.retrieval: tolerance validation and the gate verdict in every state."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from eval_pipeline.judging.gates import (
+from eval_pipeline.gates.retrieval import (
     DEFAULT_TOLERANCES,
     EPSILON,
     GATEABLE_METRICS,

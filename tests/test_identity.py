@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from eval_pipeline.judging.identity import (
+from eval_pipeline.history.identity import (
     benchmark_fingerprint,
     configuration_fingerprint,
     normalized_text,
@@ -129,7 +129,7 @@ def test_a_question_set_split_for_tuning_the_file_no_longer_asks_for_is_refused(
     file without it (or with another split), every variant would be scored on a stale subset."""
     from types import SimpleNamespace
 
-    from eval_pipeline.judging.run_verdict import check_split_current
+    from eval_pipeline.verdict.run import check_split_current
     from eval_pipeline.ranking.inputs import InconsistentInputs
 
     split = SimpleNamespace(split={"fraction": 0.3, "seed": 0, "n_tuning": 3, "n_held_out": 7})

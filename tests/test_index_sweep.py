@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from eval_pipeline.judging.sweep_file import load_sweep, pair_key
+from eval_pipeline.config.sweep import load_sweep, pair_key
 from eval_pipeline.ranking.variants import RerankerSpec, Variant, VariantConfigError
 from eval_pipeline.store.ingest import ChunkingConfig, StoreInfo
 
@@ -346,7 +346,7 @@ def test_a_tuned_pair_ranked_on_other_tuning_questions_is_refused_by_the_report(
     and so the scored questions' fingerprint, is the same; the tuned value may not be."""
     import json
 
-    from eval_pipeline.judging.verdict import InconsistentInputs, results_provenance
+    from eval_pipeline.verdict.retrieval import InconsistentInputs, results_provenance
 
     config = json.dumps({"engine": "hybrid", "tune": "rrf_k", "rrf_k": 5, "tuned": {"method": "rrf_k"}})
     frame = pd.DataFrame({"variant": ["t"], "store_table": ["tb"], "questions_fingerprint": ["held"],
@@ -358,7 +358,7 @@ def test_a_tuned_pair_ranked_on_other_tuning_questions_is_refused_by_the_report(
 
 
 def test_answers_of_a_pair_without_metrics_this_run_are_left_out_not_refused():
-    from eval_pipeline.judging.answer_verdict import check_answers_belong
+    from eval_pipeline.verdict.answers import check_answers_belong
 
     frame = pd.DataFrame({"corpus_signature": ["c"], "store_table": ["old"], "variant_config": ["{}"]})
     check_answers_belong({"idx|pg-dense": frame}, corpus_signature="c", tables={"idx|bm25": "tb"}, variant_configs={})

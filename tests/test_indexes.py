@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline.judging.sweep_file import _strict_loader
+from eval_pipeline.config.sweep import _strict_loader
 from eval_pipeline.store.indexes import (
     BUNDLED_MODEL_ID,
     DEFAULT_INDEX,

@@ -13,8 +13,8 @@ import subprocess
 import pandas as pd
 import pytest
 
-from eval_pipeline.judging.scoring import score_variant
-from eval_pipeline.judging.verdict import code_version
+from eval_pipeline.scoring.variant import score_variant
+from eval_pipeline.verdict.retrieval import code_version
 from eval_pipeline.questions.sets import Question, QuestionSet, question_set_fingerprint
 from eval_pipeline.ranking.caches import QueryEmbeddingCache
 from eval_pipeline.ranking.inputs import InconsistentInputs, check_inputs_agree

@@ -3,7 +3,8 @@
 - Dagster lives only in the orchestration layer (definitions.py, assets/, resources/): no
   module under eval_pipeline/ may import dagster.
 - One package per stage, each importing only the stages below it:
-  common < corpus < store < questions < ranking < answering < judging < reporting.
+  common < metrics < corpus < store < questions < ranking < answering < grading < scoring < history
+  < gates < validity < verdict < recommend < config < reporting.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import pytest
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = PROJECT_ROOT / "eval_pipeline"
 
-STAGES = ("common", "corpus", "store", "questions", "ranking", "answering", "judging", "reporting")
+STAGES = ("common", "metrics", "corpus", "store", "questions", "ranking", "answering", "grading", "scoring",
+          "history", "gates", "validity", "verdict", "recommend", "config", "reporting")
 
 
 def _module_name(path: Path) -> str:
@@ -120,7 +122,7 @@ def test_a_package_imports_only_the_stages_below_it():
 
 @pytest.mark.parametrize("source, expected", [
     ("from eval_pipeline.store.ingest import ingest", ["eval_pipeline.store.ingest"]),
-    ("def f():\n    import eval_pipeline.judging.verdict as v\n", ["eval_pipeline.judging.verdict"]),
+    ("def f():\n    import eval_pipeline.verdict.retrieval as v\n", ["eval_pipeline.verdict.retrieval"]),
     ("from eval_pipeline import store", ["eval_pipeline.store"]),
     ("import os\nfrom pathlib import Path", []),
 ])

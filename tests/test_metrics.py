@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.judging.metrics.
+"""Tests for eval_pipeline.metrics.retrieval.
 
 Expected values are computed by hand in the comments next to each case.
 The parity test compares against pytrec_eval (pytrec-eval-terrier), i.e. trec_eval.
@@ -14,7 +14,7 @@ from types import MappingProxyType
 import pandas as pd
 import pytest
 
-from eval_pipeline.judging.metrics import (
+from eval_pipeline.metrics.retrieval import (
     DEFAULT_KS,
     aggregate,
     average_precision,
@@ -533,7 +533,7 @@ def test_metrics_module_does_not_import_dagster():
     import subprocess
     import sys
 
-    code = "import sys, eval_pipeline.judging.metrics; sys.exit(1 if 'dagster' in sys.modules else 0)"
+    code = "import sys, eval_pipeline.metrics.retrieval; sys.exit(1 if 'dagster' in sys.modules else 0)"
     import pathlib
 
     root = pathlib.Path(__file__).resolve().parents[1]

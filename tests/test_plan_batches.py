@@ -2,7 +2,7 @@
 
 import pytest
 
-from eval_pipeline.judging.sweep_file import parse_sweep
+from eval_pipeline.config.sweep import parse_sweep
 from eval_pipeline.ranking.batches import plan_batches
 
 

@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.judging.power: hand-computed values, then simulations that check
+"""Tests for eval_pipeline.validity.power: hand-computed values, then simulations that check
 the formulae mean what they say (an effect equal to the MDE is detected ~80 % of the time)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from eval_pipeline.judging.power import (
+from eval_pipeline.validity.power import (
     minimum_detectable_effect,
     probability_best,
     questions_needed,
@@ -91,7 +91,7 @@ def test_mde_does_not_mutate_input():
 
 
 def test_no_scipy_is_imported():
-    code = ("import sys, eval_pipeline.judging.power; "
+    code = ("import sys, eval_pipeline.validity.power; "
             "assert 'scipy' not in sys.modules, 'power imported scipy'")
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.corpus.sources import load_corpus
-from eval_pipeline.judging import sweep_file
-from eval_pipeline.judging.sweep_file import load_sweep
+from eval_pipeline.config import sweep as sweep_file
+from eval_pipeline.config.sweep import load_sweep
 from eval_pipeline.questions.sets import (
     FORMAT_VERSION,
     HEADER_KIND,
@@ -351,7 +351,7 @@ def test_one_definition_of_the_reranker_kinds():
 
 def test_loading_a_variants_file_imports_no_model_stack(tmp_path):
     p = sweep_with(tmp_path, "{kind: cross-encoder, model: /m}")
-    code = ("import sys; from eval_pipeline.judging.sweep_file import load_sweep; "
+    code = ("import sys; from eval_pipeline.config.sweep import load_sweep; "
             f"load_sweep({str(p)!r}); "
             "print(','.join(m for m in ('torch', 'haystack', 'sentence_transformers', 'openai') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from eval_pipeline.judging.recommend import (
+from eval_pipeline.recommend import (
     BYTES_PER_MB,
     Budgets,
     Recommendation,
@@ -20,7 +20,7 @@ from eval_pipeline.judging.recommend import (
     parse_budgets,
     recommend,
 )
-from eval_pipeline.judging.sweep_file import _strict_loader
+from eval_pipeline.config.sweep import _strict_loader
 
 MB = BYTES_PER_MB
 NAN = float("nan")
@@ -314,7 +314,7 @@ def test_a_recommendation_is_plain_data():
 
 
 def test_the_module_docstrings_section_parses():
-    import eval_pipeline.judging.recommend as module
+    import eval_pipeline.recommend as module
 
     block = module.__doc__.split("inclusive:\n\n", 1)[1].split("\n\n", 1)[0]
     assert parse_budgets(_section(block), "variants.yaml") == Budgets(50.0, 200 * MB, 0.5)

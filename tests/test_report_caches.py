@@ -3,7 +3,7 @@
 A re-run with nothing changed must not redo 10,000-permutation tests or redraw plots
 (bench/warm_rerun.py), but any change to a score, the baseline or the variants must.
 
-The expensive functions (eval_pipeline.judging.statistics.metric_intervals / compare_to_baseline and
+The expensive functions (eval_pipeline.metrics.statistics.metric_intervals / compare_to_baseline and
 the three functions of eval_pipeline.reporting.plots) are wrapped to count their calls, so each test
 says how many computations a call did: a cache that is never read, never written or keyed on
 the wrong thing shows up as a wrong count, not as equal-looking output.
@@ -20,9 +20,9 @@ import pandas as pd
 import pandas.testing as pdt
 import pytest
 
-import eval_pipeline.judging.statistics as statistics
+import eval_pipeline.metrics.statistics as statistics
 import eval_pipeline.reporting.plots as plotting
-from eval_pipeline.judging.verdict import run_statistics, statistics_key
+from eval_pipeline.verdict.retrieval import run_statistics, statistics_key
 from eval_pipeline.reporting.report import render_plots
 
 METRICS = ("ndcg@10", "mrr", "hit@1", "hit@5")

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from eval_pipeline.judging.sweep_file import parse_sweep
+from eval_pipeline.config.sweep import parse_sweep
 from eval_pipeline.ranking.caches import ResultsCache, result_environment
 
 

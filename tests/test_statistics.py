@@ -1,4 +1,4 @@
-"""Tests for eval_pipeline.judging.statistics: expected values are worked out by hand next to each case."""
+"""Tests for eval_pipeline.metrics.statistics: expected values are worked out by hand next to each case."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval_pipeline.judging.metrics import score_queries
-from eval_pipeline.judging.statistics import (
+from eval_pipeline.metrics.retrieval import score_queries
+from eval_pipeline.metrics.statistics import (
     COMPARISON_COLUMNS,
     bootstrap_ci,
     compare_to_baseline,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from eval_pipeline.corpus.sources import CorpusSnapshot, Document
-from eval_pipeline.judging.sweep_file import parse_sweep
+from eval_pipeline.config.sweep import parse_sweep
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.ranking import sweep as sweep_mod
 from eval_pipeline.ranking.caches import ResultsCache

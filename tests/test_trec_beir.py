@@ -6,7 +6,7 @@ import json
 import pytest
 
 from eval_pipeline.corpus.sources import load_corpus
-from eval_pipeline.judging.metrics import ndcg_at_k, reciprocal_rank
+from eval_pipeline.metrics.retrieval import ndcg_at_k, reciprocal_rank
 from eval_pipeline.questions.sets import QuestionSetError, load_beir_questions
 from eval_pipeline.reporting.trec import qrels_lines, read_run, run_lines, write_trec_files
 
@@ -34,7 +34,7 @@ def test_beir_questions_keep_graded_relevance(tmp_path):
 
 def test_beir_judged_non_relevant_documents_stay_judged(tmp_path):
     """A grade-0 judgement is a judgement: Judged@k counts it, a grader never sees it as a hole."""
-    from eval_pipeline.judging.coverage import judged_at_k
+    from eval_pipeline.validity.coverage import judged_at_k
 
     snapshot = _beir(tmp_path, qrels="query-id\tcorpus-id\tscore\n1\td1\t1\n1\td3\t0\n10\td1\t0\n")
     by_id = {q.qid: q for q in load_beir_questions(tmp_path, split="test",

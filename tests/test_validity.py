@@ -29,11 +29,11 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.corpus.sources import CorpusSnapshot, Document
-from eval_pipeline.judging import history
-from eval_pipeline.judging.flips import RESULT_DECIDING_FIELDS
-from eval_pipeline.judging.power import minimum_detectable_effect, questions_needed
-from eval_pipeline.judging.scoring import score_variant
-from eval_pipeline.judging.sweep_file import parse_sweep
+from eval_pipeline.history import runs as history
+from eval_pipeline.validity.flips import RESULT_DECIDING_FIELDS
+from eval_pipeline.validity.power import minimum_detectable_effect, questions_needed
+from eval_pipeline.scoring.variant import score_variant
+from eval_pipeline.config.sweep import parse_sweep
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.reporting.validity import (
     assess,
@@ -226,7 +226,7 @@ def test_the_audit_is_run_on_the_question_set_with_the_sweeps_thresholds(validit
 def test_without_a_verdict_or_a_connection_there_are_no_flips(validity, monkeypatch):
     monkeypatch.setattr(history, "read_run", lambda *a, **k: pytest.fail("read_run must not be called"))
     assert validity.flips == {} and validity.flip_rows == []
-    from eval_pipeline.judging.history import Comparison
+    from eval_pipeline.history.runs import Comparison
 
     verdict = types.SimpleNamespace(previous={"bm25": {"run_id": "r1"}}, provenance={},
                                     history={"bm25": Comparison(state="comparable")})
@@ -295,7 +295,7 @@ def test_judged_table_shows_judged_unjudged_and_p_best(validity):
                     ["metadata", "0.225", "1", "0.000"]]
 
 
-def test_detect_table_shows_integer_questions_needed_and_n_a_for_an_undefined_mde(validity):
+def test_detect_table_shows_integer_questions_needed_and_the_missing_mark_for_an_undefined_mde(validity):
     lines = validity_section(validity, files={})
     assert any(line.startswith("**What the question set can detect**") and "a difference of 0.02" in line for line in lines)
     rows = table(lines, "| variant | metric | n | mde")
@@ -307,7 +307,7 @@ def test_detect_table_shows_integer_questions_needed_and_n_a_for_an_undefined_md
     assert body[("hybrid", "ndcg@10")][2:6] == ["4", f"{minimum_detectable_effect(NDCG_DIFFERENCES):.3f}",
                                                 str(ndcg_needed), "0.500"]
     for metric, tolerance in (("mrr", "0.050"), ("ndcg@10", "0.500")):
-        assert body[("metadata", metric)][2:6] == ["4", "n/a", "n/a", tolerance]
+        assert body[("metadata", metric)][2:6] == ["4", "–", "–", tolerance]
     assert not any(".000" in r[4] for r in rows[1:])
 
 
@@ -362,7 +362,7 @@ def read_run(monkeypatch):
 
 
 def flipped(read_run, previous_provenance, current_provenance, previous=None, state="comparable"):
-    from eval_pipeline.judging.history import Comparison
+    from eval_pipeline.history.runs import Comparison
 
     read_run.state["provenance"] = previous_provenance
     previous = previous or {"bm25": {"run_id": RUN_ID}}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.judging.sweep_file import load_sweep, parse_sweep
+from eval_pipeline.config.sweep import load_sweep, parse_sweep
 from eval_pipeline.ranking.variants import VariantConfigError
 
 REPO = Path(__file__).resolve().parent.parent

@@ -83,3 +83,29 @@ def missing(value: object) -> bool:
     if value is None or type(value).__name__ == "NAType":
         return True
     return isinstance(value, float) and value != value
+
+
+def is_text(value: object) -> TypeGuard[str]:
+    """A string with something in it besides whitespace."""
+    return isinstance(value, str) and bool(value.strip())
+
+
+def as_flag(value: object) -> bool | None:
+    """A bool (Python's or numpy's, as a pandas row gives) as a Python bool; None otherwise
+    (0, 1, "false", None are not flags)."""
+    numpy_bool = getattr(getattr(value, "dtype", None), "kind", None) == "b" and getattr(value, "ndim", 1) == 0
+    return bool(value) if isinstance(value, bool) or numpy_bool else None  # numpy not imported: this module is light
+
+
+def unit_value(value: object, what: str) -> float | None:
+    """A metric in [0, 1] as a float; None for None/NaN (stored as NULL); ValueError otherwise."""
+    if value is None:
+        return None
+    if not is_real(value):
+        raise ValueError(f"{what} must be a number in [0, 1], NaN or None, got {value!r}")
+    number = float(value)
+    if math.isnan(number):
+        return None
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"{what} must be a number in [0, 1], NaN or None, got {value!r}")
+    return number + 0.0

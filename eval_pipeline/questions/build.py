@@ -78,7 +78,7 @@ def build_question_set(
 
 
 def _with_extra_golds(qs: QuestionSet, path: str, doc_ids: list[str], metadata: dict[str, Any]):
-    """The set with the accepted golds of a review file (eval_pipeline.judging.holes) added:
+    """The set with the accepted golds of a review file (eval_pipeline.validity.holes) added:
     the labels change, and so do the set's and the labels' fingerprints, so runs before and
     after the import are never compared as if on the same labels. Who judged them is kept in
     the header and the metadata."""

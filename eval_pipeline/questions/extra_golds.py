@@ -1,7 +1,7 @@
 """Extra golds: relevance labels added to a question set after a person reviewed them.
 
 The question set's labels are incomplete: a document no one judged may answer a question,
-and every metric then counts it as a miss. `eval_pipeline.judging.holes` has an LLM grade
+and every metric then counts it as a miss. `eval_pipeline.validity.holes` has an LLM grade
 such unjudged documents and writes the likely missing golds to a *review file*. A person
 reads it and flips ``accept`` to true on the rows they agree with; this module reads the
 file back and adds the accepted rows to the questions' labels.
@@ -28,7 +28,7 @@ the field.
 Provenance: `Question` has no field for where a label came from, so the provenance of each
 extra gold (who or which model judged, the prompt version, who accepted) stays in its
 `ExtraGold` record; `extra_golds_fingerprint` identifies the imported set with that
-provenance. The labels fingerprint (`eval_pipeline.judging.history.labels_fingerprint`)
+provenance. The labels fingerprint (`eval_pipeline.history.runs.labels_fingerprint`)
 needs no change: it hashes every question's gold ids and graded relevance, so applying
 extra golds changes it exactly when the labels change, and leaves it alone when an import
 adds nothing new (runs scored against the same labels stay comparable, whoever judged).

@@ -1,28 +1,22 @@
 """The report's answer-quality section and what the answer_gate checks show, rendered from the
-answer verdict (`eval_pipeline.judging.answer_verdict`), which decides."""
+answer verdict (`eval_pipeline.verdict.answers`), which decides."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.common.checks import finite_number, missing
-from eval_pipeline.judging.answer_verdict import AnswerVerdict
-
-
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+from eval_pipeline.common.formatting import MISSING, fmt_number, markdown_table
+from eval_pipeline.verdict.answers import AnswerVerdict
 
 
 def _interval(value: Any, low: Any, high: Any) -> str:
-    if _fmt(value) == "–":
-        return "–"
-    return f"{_fmt(value)} [{_fmt(low)}, {_fmt(high)}]"
+    if fmt_number(value) == MISSING:
+        return MISSING
+    return f"{fmt_number(value)} [{fmt_number(low)}, {fmt_number(high)}]"
 
 
 def _gate_cell(gate) -> str:
@@ -34,8 +28,6 @@ def _gate_cell(gate) -> str:
 
 def answer_section(verdict: AnswerVerdict) -> list[str]:
     """The report's "Answer quality" section (markdown lines)."""
-    from eval_pipeline.reporting.report import markdown_table
-
     lines = ["## Answer quality", ""]
     missing_lines = [f"- `{v}` {g}: **FAILED** (not_compared): measured in run `{last}`, missing from this run."
                      for v, g, last in verdict.missing]
@@ -60,16 +52,15 @@ def answer_section(verdict: AnswerVerdict) -> list[str]:
         table.append({"variant": r["variant"], "grader": r["grader"], "n": r["n_scored"],
                       "pass rate": _interval(r["pass_rate"], r["pass_rate_low"], r["pass_rate_high"]),
                       "mean score": _interval(r["mean_score"], r["mean_low"], r["mean_high"]),
-                      "hit / miss": f"{_fmt(g.get('hit', {}).get('pass_rate'))} / "
-                                    f"{_fmt(g.get('miss', {}).get('pass_rate'))}",
-                      "p50 / p95 ms": f"{_fmt(total.get('p50'), 1)} / {_fmt(total.get('p95'), 1)}",
-                      "tokens": m["tokens"]["tokens_total"], "cost": _fmt(m["cost"]["cost_total"], 4),
+                      "hit / miss": f"{fmt_number(g.get('hit', {}).get('pass_rate'))} / "
+                                    f"{fmt_number(g.get('miss', {}).get('pass_rate'))}",
+                      "p50 / p95 ms": f"{fmt_number(total.get('p50'), 1)} / {fmt_number(total.get('p95'), 1)}",
+                      "tokens": m["tokens"]["tokens_total"], "cost": fmt_number(m["cost"]["cost_total"], 4),
                       "errored": r["n_errored"], "gate": _gate_cell(r["gate"])})
     columns = ["variant", "grader", "n", "pass rate", "mean score", "hit / miss", "p50 / p95 ms", "tokens", "cost",
                "errored", "gate"]
     lines += [markdown_table(pd.DataFrame(table), columns), ""]
-    lines += (_by_type(verdict, markdown_table) + _by_form(verdict, markdown_table)
-              + _dimensions(verdict, markdown_table))
+    lines += (_by_type(verdict) + _by_form(verdict) + _dimensions(verdict))
     notes = [f"- `{r['variant']}` {r['grader']}: {r['gate'].message}" for r in verdict.rows if r["gate"].message]
     notes += [f"- `{r['variant']}` {r['grader']}: compared across a treatment change: "
               f"{'; '.join(r['treatment_changes'])}"
@@ -79,13 +70,13 @@ def answer_section(verdict: AnswerVerdict) -> list[str]:
     return lines
 
 
-def _by_type(verdict: AnswerVerdict, markdown_table) -> list[str]:
+def _by_type(verdict: AnswerVerdict) -> list[str]:
     rows = []
     for r in verdict.rows:
         types = r["metrics"]["graders"].get(r["grader"], {}).get("by_assertion_type")
         if r["grader"] == "deterministic" and types:
             rows.append({"variant": r["variant"],
-                         **{t: f"{_fmt(v['held_rate'])} ({v['n']})" for t, v in types.items()}})
+                         **{t: f"{fmt_number(v['held_rate'])} ({v['n']})" for t, v in types.items()}})
     if not rows:
         return []
     columns = ["variant", *[c for c in ("exact", "contains", "regex", "json_schema") if c in rows[0]]]
@@ -93,22 +84,22 @@ def _by_type(verdict: AnswerVerdict, markdown_table) -> list[str]:
             markdown_table(pd.DataFrame(rows), columns), ""]
 
 
-def _by_form(verdict: AnswerVerdict, markdown_table) -> list[str]:
+def _by_form(verdict: AnswerVerdict) -> list[str]:
     rows, forms = [], []
     for r in verdict.rows:
         by_form = r["metrics"]["graders"].get(r["grader"], {}).get("by_form") or {}
         forms += [f for f in by_form if f not in forms]
         rows.append({"variant": r["variant"], "grader": r["grader"],
-                     **{f: f"{_fmt(v['pass_rate'])} ({v['n']})" for f, v in by_form.items()}})
+                     **{f: f"{fmt_number(v['pass_rate'])} ({v['n']})" for f, v in by_form.items()}})
     if not forms:
         return []
     return ["### Pass rate by question form (count in brackets)", "",
-            markdown_table(pd.DataFrame(rows).fillna("–"), ["variant", "grader", *forms]), ""]
+            markdown_table(pd.DataFrame(rows).fillna(MISSING), ["variant", "grader", *forms]), ""]
 
 
-def _dimensions(verdict: AnswerVerdict, markdown_table) -> list[str]:
-    rows = [{"variant": r["variant"], **{k: _fmt(v) for k, v in r["metrics"]["graders"]["judge"]["dimensions"].items()
-                                         if k != "n"}}
+def _dimensions(verdict: AnswerVerdict) -> list[str]:
+    rows = [{"variant": r["variant"],
+             **{k: fmt_number(v) for k, v in r["metrics"]["graders"]["judge"]["dimensions"].items() if k != "n"}}
             for r in verdict.rows
             if r["grader"] == "judge" and "dimensions" in r["metrics"]["graders"].get("judge", {})]
     if not rows:

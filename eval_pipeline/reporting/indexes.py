@@ -11,7 +11,7 @@ answer, the Pareto plots and the recommendation.
   words all but a quarter appear in the text of the top `ANSWER_K` documents' ranking chunks.
   A lexical proxy (a paraphrased gist can be in a chunk and still miss), but it is what
   changes with chunking when the document rank does not.
-- **Recommendation** (`eval_pipeline.judging.recommend`): the best pair within the variants
+- **Recommendation** (`eval_pipeline.recommend`): the best pair within the variants
   file's `recommend:` budgets and the best overall, with the Pareto plots
   (`eval_pipeline.reporting.pareto`).
 """
@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common.checks import finite_number
+from eval_pipeline.common.formatting import markdown_table
 
 QUALITY_METRIC = "ndcg@10"
 ANSWER_K = 5  # documents whose ranking chunk is read for the gist (the answer context's size)
@@ -87,7 +88,7 @@ def leg_latency(frames: Sequence[pd.DataFrame]) -> dict[str, dict[str, float]]:
 def pair_frame(summary: pd.DataFrame, intervals: pd.DataFrame, pairs: Mapping[str, tuple[str, str]],
                storage: Mapping[str, float | None], contexts: Mapping[str, Mapping[str, Any]] | None = None
                ) -> pd.DataFrame:
-    """One row per pair (the frame `eval_pipeline.judging.recommend` reads): `pairs` maps a
+    """One row per pair (the frame `eval_pipeline.recommend` reads): `pairs` maps a
     partition key to (index key, variant key), `storage` an index key to its bytes."""
     by_key = summary.set_index("variant")
     iv = intervals[intervals["metric"] == QUALITY_METRIC].set_index("variant") if len(intervals) else None
@@ -123,9 +124,7 @@ def index_plots(frame: pd.DataFrame, recommendation, folder: Path, suffix: str =
 def index_section(costs: Sequence[Mapping[str, Any]], latency: Mapping[str, Mapping[str, Mapping[str, float]]],
                   frame: pd.DataFrame, recommendation, *, baseline: str) -> list[str]:
     """The report's "Indexes" section (markdown lines)."""
-    from eval_pipeline.judging.recommend import headline
-    from eval_pipeline.reporting.report import markdown_table
-
+    from eval_pipeline.recommend import headline
     lines = ["## Indexes", "", f"**{headline(recommendation)}**", "",
              "Gold labels are document ids, so one question set serves every index and chunking. Every pair is "
              f"compared with the baseline pair `{baseline}`; each pair's gate judges it against its own history.", "",

@@ -2,7 +2,7 @@
 
 Drawn like the report's other plots (`eval_pipeline.reporting.plots`: its fixed style, DPI and
 atomic, byte-for-byte deterministic PNG writer), from the frame of pairs
-`eval_pipeline.judging.recommend` reads. A cache of drawn plots must key on both files'
+`eval_pipeline.recommend` reads. A cache of drawn plots must key on both files'
 source (`SOURCES`), since this one draws with the other's style and writer.
 """
 
@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from eval_pipeline.judging.recommend import BYTES_PER_MB, Recommendation, pair_label, pareto_front
+from eval_pipeline.recommend import BYTES_PER_MB, Recommendation, pair_label, pareto_front
 from eval_pipeline.reporting.plots import _DPI, _STYLE, _require, _save
 
 __all__ = ["SOURCES", "pareto_plot"]

@@ -26,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from eval_pipeline.common.atomic import atomic_write_bytes
-from eval_pipeline.judging.metrics import DEFAULT_KS
+from eval_pipeline.metrics.retrieval import DEFAULT_KS
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -99,7 +99,7 @@ def _rotate(ax: Axes, labels: list[str]) -> None:
 def hit_at_k_curves(summary: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     """hit@k against k (1, 3, 5, 10, 20), one line per variant.
 
-    ``summary`` is :func:`eval_pipeline.judging.scoring.summarize` output (``variant`` and
+    ``summary`` is :func:`eval_pipeline.scoring.variant.summarize` output (``variant`` and
     ``hit@k`` columns; ks missing from it are left out, at least one is required). The x
     axis is logarithmic so the top ranks, where users look, are not squeezed together.
     """
@@ -126,7 +126,7 @@ def hit_at_k_curves(summary: pd.DataFrame, path: str | os.PathLike[str]) -> Path
 def metric_bars(intervals: pd.DataFrame, path: str | os.PathLike[str], metric: str = "ndcg@10") -> Path:
     """One bar per variant for ``metric`` with its bootstrap interval as an error bar.
 
-    ``intervals`` is :func:`eval_pipeline.judging.statistics.metric_intervals` output (``variant,
+    ``intervals`` is :func:`eval_pipeline.metrics.statistics.metric_intervals` output (``variant,
     metric, mean, low, high``). Variants keep the order they have in ``intervals``. A NaN
     bound draws no error bar on that side.
     """
@@ -154,7 +154,7 @@ def metric_bars(intervals: pd.DataFrame, path: str | os.PathLike[str], metric: s
 def baseline_deltas(comparison: pd.DataFrame, path: str | os.PathLike[str], metric: str = "ndcg@10") -> Path:
     """Each variant's difference from the baseline on ``metric``, with its paired interval.
 
-    ``comparison`` is :func:`eval_pipeline.judging.statistics.compare_to_baseline` output.
+    ``comparison`` is :func:`eval_pipeline.metrics.statistics.compare_to_baseline` output.
     Significant differences (Holm-adjusted) are marked ``*`` and coloured by direction
     (green better, red worse); others are grey. The zero line is the baseline, so an
     interval crossing it means "no detectable change".

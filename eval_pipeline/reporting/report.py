@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common.atomic import atomic_write_bytes, atomic_write_text
-from eval_pipeline.judging.scoring import HEADLINE_METRICS, slice_summary
+from eval_pipeline.common.formatting import markdown_table
+from eval_pipeline.scoring.variant import HEADLINE_METRICS, slice_summary
 
 HOW_TO_READ = """\
 ## How to read this
@@ -36,20 +37,6 @@ HOW_TO_READ = """\
 - Differences of a few points on a couple of hundred questions can be noise: compare with
   the per-question file (`per_query.jsonl`) before deciding.
 """
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return "–" if math.isnan(value) else f"{value:.3f}"
-    return str(value)
-
-
-def markdown_table(df: pd.DataFrame, columns: list[str]) -> str:
-    header = "| " + " | ".join(columns) + " |"
-    rule = "|" + "|".join("---" if c == columns[0] else "---:" for c in columns) + "|"
-    # a "|" in a cell (an (index, variant) pair's key) would end the cell: escaped
-    rows = ["| " + " | ".join(_fmt(r[c]).replace("|", "\\|") for c in columns) + " |" for _, r in df.iterrows()]
-    return "\n".join([header, rule, *rows])
 
 
 def _best(summary: pd.DataFrame) -> pd.Series:
@@ -327,7 +314,7 @@ def _gate_section(verdict) -> list[str]:
     lines = ["## Regression gate (each variant against its previous run and its pinned reference)", "",
              "A variant passes when no gated metric dropped by more than its tolerance since its previous "
              "eligible run on the same benchmark (corpus, question texts, labels, scored subset), **and** since its "
-             "pinned reference (the run accepted with `python -m eval_pipeline.judging.history accept`, else the "
+             "pinned reference (the run accepted with `python -m eval_pipeline.history accept`, else the "
              "first eligible run), so a regression cannot pass in small steps. Where the benchmark changed, its "
              "reference configuration is ranked on today's questions and it is judged against that (`paired`); "
              "where nothing can judge it, it fails (`not_compared`) until a run is accepted.", ""]

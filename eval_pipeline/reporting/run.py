@@ -46,20 +46,20 @@ def render_run(
     llm: Callable[[], Any] | None = None,
 ) -> RunReport:
     """The report asset: render what the verdict asset decided (`verdict`, a
-    `eval_pipeline.judging.run_verdict.decide_run` result: intervals, the baseline-variant
+    `eval_pipeline.verdict.run.decide_run` result: intervals, the baseline-variant
     comparison, every variant's retrieval and answer gate), publish the results folder, then
     record the run in the history (only once published: a failed write records nothing).
     With `llm` (a function giving the LLM client), the unjudged documents of the pooled top 10
     are graded and every metric is also shown with those grades as labels.
 
     With indexes listed, the report gains the Indexes section (eval_pipeline.reporting.indexes)."""
-    from eval_pipeline.judging.answer_verdict import record_answers
-    from eval_pipeline.judging.run_verdict import metrics_digest
-    from eval_pipeline.judging.verdict import record_verdict
     from eval_pipeline.ranking.inputs import InconsistentInputs
     from eval_pipeline.reporting.answers import answer_gate_output, answer_section
     from eval_pipeline.reporting.report import headline, publish_report
     from eval_pipeline.reporting.validity import assess, validity_metadata
+    from eval_pipeline.verdict.answers import record_answers
+    from eval_pipeline.verdict.retrieval import record_verdict
+    from eval_pipeline.verdict.run import metrics_digest
 
     order = [k for k in verdict.gates]
     missing = [k for k in order if k not in variant_metrics]
@@ -117,7 +117,7 @@ def index_report(per_variant: Mapping[str, pd.DataFrame], verdict, *, sweep, sto
                  connection_string: str) -> IndexReport:
     """Cost per index, the pairs' quality and latency, answer-in-context, the recommendation
     under the variants file's budgets (eval_pipeline.reporting.indexes)."""
-    from eval_pipeline.judging.recommend import headline, recommend
+    from eval_pipeline.recommend import headline, recommend
     from eval_pipeline.reporting.indexes import answer_contexts, index_section, leg_latency, pair_frame
     from eval_pipeline.store.ingest import fetch_chunk_texts
     from eval_pipeline.store.metadata import index_costs

@@ -3,14 +3,13 @@ set's audit, how completely each variant's top 10 is labelled, what the question
 (minimum detectable effects against the gate's tolerances, the chance each variant is the best),
 and which questions changed since each variant's previous comparable run.
 
-Every figure comes from a pure function of `eval_pipeline.judging` (audit, coverage, power,
+Every figure comes from a pure function of `eval_pipeline.validity` (audit, coverage, power,
 flips); this module only gathers them for the report, its metadata and its two JSONL files.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,9 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common.atomic import atomic_write_text
-from eval_pipeline.judging.audit import AuditResult, run_audit
+from eval_pipeline.common.checks import missing
+from eval_pipeline.common.formatting import MISSING, fmt_number, markdown_table
+from eval_pipeline.validity.audit import AuditResult, run_audit
 
 JUDGED_K = 10
 # With the LLM's labels, only metrics cut at the pool's depth: a document at rank 11-20 is graded
@@ -53,7 +54,7 @@ class Holes:
 @dataclass(frozen=True)
 class Validity:
     audit: AuditResult
-    judged: pd.DataFrame  # eval_pipeline.judging.coverage.JUDGED_SUMMARY_COLUMNS
+    judged: pd.DataFrame  # eval_pipeline.validity.coverage.JUDGED_SUMMARY_COLUMNS
     judged_warning: str | None
     judged_negatives: bool  # whether the labels judge any document non-relevant
     limited: bool  # a run on the first N questions
@@ -74,8 +75,8 @@ def assess(per_variant: Mapping[str, pd.DataFrame], *, questions: Sequence, snap
     (`score_variant`); `verdict` names each variant's previous comparable run, whose
     per-question outcomes are read from the history for the flip lists. With `llm` (an
     LLMClient), the unjudged documents of the pooled top 10 are graded (cached in
-    `hole_cache`, see eval_pipeline.judging.holes)."""
-    from eval_pipeline.judging.coverage import judged_spread_warning, judged_summary
+    `hole_cache`, see eval_pipeline.validity.holes)."""
+    from eval_pipeline.validity.coverage import judged_spread_warning, judged_summary
 
     qrels = {q.qid: q.qrels() for q in questions}
     judged = judged_summary(per_variant, qrels, k=JUDGED_K)
@@ -98,9 +99,9 @@ def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | Non
     unjudged), and the review rows for the candidates a person may accept. The same grader
     grades each question's gold documents: the audit's LLM checks (is the question answerable
     from its gold alone; is it answered by another document too)."""
-    from eval_pipeline.judging.coverage import pooled_unjudged
-    from eval_pipeline.judging.holes import augmented_qrels, grade_holes, grading_counts, judged_by, review_rows
-    from eval_pipeline.judging.metrics import score_queries
+    from eval_pipeline.metrics.retrieval import score_queries
+    from eval_pipeline.validity.coverage import pooled_unjudged
+    from eval_pipeline.validity.holes import augmented_qrels, grade_holes, grading_counts, judged_by, review_rows
 
     if cache is None:
         raise ValueError("grading the holes needs a cache folder (the state dir's hole_grades)")
@@ -145,7 +146,7 @@ def _power(per_variant: Mapping[str, pd.DataFrame], sweep) -> tuple[pd.DataFrame
     """Per (variant, gated metric): the MDE of the paired comparison with the baseline variant
     (from the spread of per-question differences this run), the questions needed to detect
     `sweep.effect`, and whether the gate's tolerance is below the MDE."""
-    from eval_pipeline.judging.power import (
+    from eval_pipeline.validity.power import (
         minimum_detectable_effect,
         probability_best,
         questions_needed,
@@ -180,8 +181,8 @@ def _flips(per_variant: Mapping[str, pd.DataFrame], verdict, connection_string: 
     Only against a run of the same benchmark (the gate's comparison is `comparable`): the
     run the gate names when nothing is comparable measured other questions or labels, and
     its hits are not this run's questions' hits."""
-    from eval_pipeline.judging.flips import flips, identical_provenance, outcomes_from_frame, to_jsonl_rows
-    from eval_pipeline.judging.history import read_run
+    from eval_pipeline.history.runs import read_run
+    from eval_pipeline.validity.flips import flips, identical_provenance, outcomes_from_frame, to_jsonl_rows
 
     out: dict[str, dict] = {}
     runs: dict[str, dict | None] = {}
@@ -206,12 +207,6 @@ def _flips(per_variant: Mapping[str, pd.DataFrame], verdict, connection_string: 
     return out
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-
 def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
     """The report's "How far the numbers can be trusted" section (markdown lines)."""
     a = v.audit.counts
@@ -220,19 +215,19 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
     lines += [f"> **Warning:** {w}" for w in warnings] + ([""] if warnings else [])
     lines += ["**The question set** (audit; flagged questions in "
               f"`{Path(files.get('question_audit', 'question_audit.jsonl')).name}`):", ""]
-    lines += [f"- {_fmt(a.get('surface_answerable_share'))} of answerable questions are answerable by surface "
-              f"overlap alone ({a.get('surface_answerable', 'n/a')} of {a.get('answerable', 'n/a')}; max "
+    lines += [f"- {fmt_number(a.get('surface_answerable_share'))} of answerable questions are answerable by surface "
+              f"overlap alone ({a.get('surface_answerable', MISSING)} of {a.get('answerable', MISSING)}; max "
               f"{v.audit.thresholds.max_surface_share}); mean content-word overlap with the gold document "
-              f"{_fmt(a.get('overlap_share_mean'))}",
+              f"{fmt_number(a.get('overlap_share_mean'))}",
               f"- {a.get('near_duplicate_pairs', 0)} near-duplicate pairs; "
-              f"{a.get('documents_without_questions', 'n/a')} of {a.get('documents', 'n/a')} documents without a "
-              f"question ({_fmt(a.get('documents_without_questions_share'))}); abstention share "
-              f"{_fmt(a.get('abstention_share'))}",
+              f"{a.get('documents_without_questions', MISSING)} of {a.get('documents', MISSING)} documents without a "
+              f"question ({fmt_number(a.get('documents_without_questions_share'))}); abstention share "
+              f"{fmt_number(a.get('abstention_share'))}",
               f"- audit {'passed' if v.audit.passed else 'FAILED'}"
               f"{' (blocking)' if v.audit.thresholds.blocking else ' (a warning: `audit: {blocking: true}` blocks)'}"
               f"{'; a limited run: its questions only, the coverage of the corpus not judged' if v.limited else ''}",
               ""]
-    judged = v.judged.assign(**{f"Judged@{JUDGED_K}": v.judged["judged"].map(_fmt),
+    judged = v.judged.assign(**{f"Judged@{JUDGED_K}": v.judged["judged"].map(fmt_number),
                                 "unjudged in top 10": v.judged["unjudged_total"],
                                 "engine errors (left out)": v.judged["n_errored_excluded"],
                                 "P(best nDCG@10)": v.judged["variant"].map(lambda k: _probability(v.p_best.get(k)))})
@@ -249,13 +244,13 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
               "bootstrap probability that the variant has the highest nDCG@10.", "", _table(judged, columns), ""]
     if len(v.power):
         shown = v.power.assign(
-            mde=v.power["mde"].map(_fmt),
+            mde=v.power["mde"].map(fmt_number),
             flag=v.power["warning"].map(lambda w: "below MDE" if isinstance(w, str) else ""),
-            needed=v.power["questions_needed"].map(lambda n: "n/a" if n is None or n != n else int(n)))
+            needed=v.power["questions_needed"].map(lambda n: MISSING if missing(n) else int(n)))
         lines += [f"**What the question set can detect** (paired against the baseline variant; α 0.05, power 0.8). "
                   "`mde`: the smallest true difference from the baseline variant this set detects, from the spread "
                   f"of the per-question differences; `questions for {v.effect}`: the questions needed to detect a "
-                  f"difference of {v.effect}; n/a: fewer than 2 questions, or the two variants agree on every "
+                  f"difference of {v.effect}; {MISSING}: fewer than 2 questions, or the two variants agree on every "
                   "question, so the spread, and with it the MDE, is undefined.", "",
                   _table(shown.rename(columns={"needed": f"questions for {v.effect}"}),
                          ["variant", "metric", "n", "mde", f"questions for {v.effect}", "tolerance", "flag"]), ""]
@@ -264,8 +259,8 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
         wide = h.metrics.pivot(index="variant", columns="metric", values=["original", "with_llm"])
         table = pd.DataFrame({"variant": list(dict.fromkeys(h.metrics["variant"]))})
         for metric in dict.fromkeys(h.metrics["metric"]):
-            table[f"{metric} original"] = table["variant"].map(wide[("original", metric)]).map(_fmt)
-            table[f"{metric} + LLM"] = table["variant"].map(wide[("with_llm", metric)]).map(_fmt)
+            table[f"{metric} original"] = table["variant"].map(wide[("original", metric)]).map(fmt_number)
+            table[f"{metric} + LLM"] = table["variant"].map(wide[("with_llm", metric)]).map(fmt_number)
         failed = h.counts.get("failed", 0) + h.counts.get("unparseable", 0)
         lines += [f"**With the holes graded** by `{h.judged_by}`: {h.counts.get('holes', 0)} unjudged documents in the "
                   f"pooled top {JUDGED_K}, {h.counts.get('graded', 0)} graded ({failed} failed or unparseable: left "
@@ -294,7 +289,7 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
 def _probability(p: float | None) -> str:
     """A bootstrap probability: never shown as a certain 1.000 or 0.000 it is not."""
     if p is None:
-        return "n/a"
+        return MISSING
     return "> 0.999" if 0.999 < p < 1 else "< 0.001" if 0 < p < 0.001 else f"{p:.3f}"
 
 
@@ -320,8 +315,6 @@ def _span(values: pd.Series) -> str:
 
 
 def _table(frame: pd.DataFrame, columns: list[str]) -> str:
-    from eval_pipeline.reporting.report import markdown_table
-
     return markdown_table(frame, columns)
 
 
@@ -334,7 +327,7 @@ def write_validity_files(v: Validity, folder: Path, suffix: str = "") -> dict[st
     atomic_write_text(flips_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in v.flip_rows))
     paths = {"question_audit": str(audit_path), "flips": str(flips_path)}
     if v.holes is not None:
-        from eval_pipeline.judging.holes import write_review_file
+        from eval_pipeline.validity.holes import write_review_file
 
         paths["hole_review"] = str(folder / f"hole_review{suffix}.jsonl")
         # The previous run's file was carried into the stage: a person's accepts survive the rewrite, and

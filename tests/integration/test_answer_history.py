@@ -12,11 +12,11 @@ import uuid
 import psycopg
 import pytest
 
-from eval_pipeline.judging.answer_history import (
+from eval_pipeline.gates.answers import evaluate_answer_gate
+from eval_pipeline.history.answers import (
     answer_history_of,
     answer_comparable,
     answer_table_name,
-    evaluate_answer_gate,
     previous_answer_run,
     accept_answer_run,
     read_answer_runs,

@@ -16,7 +16,7 @@ from eval_pipeline.answering.context import ContextEntry
 from eval_pipeline.answering.llm import SYSTEM_PROMPT as ANSWER_SYSTEM_PROMPT
 from eval_pipeline.answering.llm import LLMGenerator
 from eval_pipeline.common.llm import LLMClient
-from eval_pipeline.judging.answer_judges import (
+from eval_pipeline.grading.judges import (
     DECISION_PROFILE_VERSION,
     JUDGE_PROMPT_VERSION,
     DecisionItem,

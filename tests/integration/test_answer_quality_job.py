@@ -302,7 +302,7 @@ def _run_metrics(tmp_path: Path, *, hits: int, set_id: str, n: int = 10):
 def answer_runs(pg_uri, tmp_path):
     """Judge and record answer runs in the session database as the report does, under a key
     (set id, corpus) of their own; their rows are deleted afterwards."""
-    from eval_pipeline.judging.answer_verdict import record_answers
+    from eval_pipeline.verdict.answers import record_answers
     from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
     from tests.test_answer_wiring import judge
 

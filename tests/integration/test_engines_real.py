@@ -3,7 +3,7 @@
 import psycopg
 import pytest
 
-from eval_pipeline.judging.sweep_file import parse_sweep
+from eval_pipeline.config.sweep import parse_sweep
 from eval_pipeline.ranking.sweep import Sweep
 from eval_pipeline.store.ingest import MANIFEST_TABLE, ChunkingConfig, fetch_chunks, ingest
 from tests.integration.cli import CountingEmbedder

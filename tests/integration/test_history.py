@@ -13,8 +13,8 @@ import pandas as pd
 import psycopg
 import pytest
 
-from eval_pipeline.judging import history
-from eval_pipeline.judging.history import (
+from eval_pipeline.history import runs as history
+from eval_pipeline.history.runs import (
     SCORING_PROTOCOL,
     compare_provenance,
     labels_fingerprint,
@@ -23,9 +23,9 @@ from eval_pipeline.judging.history import (
     record_run,
     table_names,
 )
-from eval_pipeline.judging.metrics import score_queries
-from eval_pipeline.judging.scoring import summarize
-from eval_pipeline.judging.statistics import metric_intervals
+from eval_pipeline.metrics.retrieval import score_queries
+from eval_pipeline.scoring.variant import summarize
+from eval_pipeline.metrics.statistics import metric_intervals
 from eval_pipeline.questions.sets import Question, question_set_fingerprint
 
 pytestmark = pytest.mark.integration

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.common.llm import LLMClient
-from eval_pipeline.judging.history import labels_fingerprint
-from eval_pipeline.judging.coverage import pooled_unjudged
-from eval_pipeline.judging.holes import (
+from eval_pipeline.history.runs import labels_fingerprint
+from eval_pipeline.validity.coverage import pooled_unjudged
+from eval_pipeline.validity.holes import (
     HOLE_PROMPT_VERSION,
     augmented_qrels,
     grade_holes,
@@ -26,7 +26,7 @@ from eval_pipeline.judging.holes import (
     review_rows,
     write_review_file,
 )
-from eval_pipeline.judging.metrics import aggregate, score_queries
+from eval_pipeline.metrics.retrieval import aggregate, score_queries
 from eval_pipeline.questions.extra_golds import apply_extra_golds, load_extra_golds
 from eval_pipeline.questions.sets import Question
 from tests.openai_stub import Fault, OpenAIStub

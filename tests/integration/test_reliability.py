@@ -12,8 +12,8 @@ import psycopg
 import pytest
 
 from eval_pipeline.corpus.sources import CorpusError, load_corpus
-from eval_pipeline.judging.scoring import score_variant, summarize
-from eval_pipeline.judging.sweep_file import parse_sweep
+from eval_pipeline.scoring.variant import score_variant, summarize
+from eval_pipeline.config.sweep import parse_sweep
 from eval_pipeline.ranking.sweep import Sweep
 from eval_pipeline.store.database import EmbeddedPostgres
 from eval_pipeline.store.ingest import MANIFEST_TABLE, ChunkingConfig, IngestError, fetch_chunks, ingest

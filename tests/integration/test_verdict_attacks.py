@@ -32,12 +32,12 @@ import pandas as pd
 import psycopg
 import pytest
 
-from eval_pipeline.judging.answer_history import answer_table_name
-from eval_pipeline.judging.answer_verdict import judge_answer_run, record_answers
-from eval_pipeline.judging.history import SCORING_PROTOCOL, accept_reference, table_names
-from eval_pipeline.judging.identity import configuration_fingerprint
-from eval_pipeline.judging.metrics import score_queries
-from eval_pipeline.judging.verdict import judge_run
+from eval_pipeline.history.answers import answer_table_name
+from eval_pipeline.verdict.answers import judge_answer_run, record_answers
+from eval_pipeline.history.runs import SCORING_PROTOCOL, accept_reference, table_names
+from eval_pipeline.history.identity import configuration_fingerprint
+from eval_pipeline.metrics.retrieval import score_queries
+from eval_pipeline.verdict.retrieval import judge_run
 
 pytestmark = pytest.mark.integration
 

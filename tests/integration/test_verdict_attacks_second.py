@@ -7,13 +7,13 @@ import uuid
 import psycopg
 import pytest
 
-from eval_pipeline.judging.history import (
+from eval_pipeline.history.runs import (
     SCORING_PROTOCOL,
     accept_reference,
     table_names,
 )
-from eval_pipeline.judging.metrics import score_queries
-from eval_pipeline.judging.verdict import judge_run
+from eval_pipeline.metrics.retrieval import score_queries
+from eval_pipeline.verdict.retrieval import judge_run
 
 pytestmark = pytest.mark.integration
 N = 100
@@ -135,7 +135,7 @@ def test_code_regressions_in_steps_after_a_benchmark_change_fail_against_its_fir
 def test_a_partition_ranked_by_another_engine_is_refused():
     """A one-variant run after a code change: the other variants' partitions were ranked by the
     old code; the verdict refuses them rather than record them under the new engine."""
-    from eval_pipeline.judging.verdict import results_provenance
+    from eval_pipeline.verdict.retrieval import results_provenance
     from eval_pipeline.ranking.inputs import InconsistentInputs
 
     stale = frame("b", 100).assign(store_table="t", questions_fingerprint="q", variant_config="{}",

@@ -13,9 +13,9 @@ import pandas as pd
 import psycopg
 import pytest
 
-from eval_pipeline.judging.history import SCORING_PROTOCOL, accept_reference, read_run, table_names
-from eval_pipeline.judging.metrics import score_queries
-from eval_pipeline.judging.verdict import judge_run
+from eval_pipeline.history.runs import SCORING_PROTOCOL, accept_reference, read_run, table_names
+from eval_pipeline.metrics.retrieval import score_queries
+from eval_pipeline.verdict.retrieval import judge_run
 
 pytestmark = pytest.mark.integration
 

@@ -71,8 +71,8 @@ class Project:
         return self.finish(name, job.wait(timeout=600))
 
     def accept(self, run_id: str) -> None:
-        """`python -m eval_pipeline.judging.history accept RUN_ID`, as the README says."""
-        out = subprocess.run([sys.executable, "-m", "eval_pipeline.judging.history", "accept", run_id], cwd=REPO,
+        """`python -m eval_pipeline.history accept RUN_ID`, as the README says."""
+        out = subprocess.run([sys.executable, "-m", "eval_pipeline.history", "accept", run_id], cwd=REPO,
                              env=self.env, capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stdout + out.stderr
 

@@ -104,7 +104,7 @@ def configuration_fingerprint(provenance: Mapping[str, Any], variant: str) -> st
 # The scoring code: a change to how a metric is computed makes every run before it measure
 # something else (another benchmark), whether or not the protocol's version was bumped by hand;
 # the question set's code decides which documents count and which questions are answerable.
-SCORING_SOURCES = ("eval_pipeline/judging/metrics.py", "eval_pipeline/judging/scoring.py",
+SCORING_SOURCES = ("eval_pipeline/metrics/retrieval.py", "eval_pipeline/scoring/variant.py",
                    "eval_pipeline/questions/sets.py")
 
 

@@ -15,7 +15,7 @@ PARTITION_METRICS = ("hit@1", "hit@5", "hit@10", "mrr", "recall@10", "ndcg@10")
 
 def score_partitions(ranked: Mapping[str, pd.DataFrame], keys: Sequence[str], questions) -> dict[str, pd.DataFrame]:
     """Each partition's per-question scores, refusing a partition that has no ranked results."""
-    from eval_pipeline.judging.scoring import score_variant
+    from eval_pipeline.scoring.variant import score_variant
 
     missing = sorted(set(keys) - set(ranked))
     if missing:
@@ -27,9 +27,9 @@ def partition_metrics(key: str, scored: pd.DataFrame) -> dict[str, Any]:
     """One partition's own numbers, as floats and ints the UI plots over time: hit@1/5/10,
     MRR, recall@10, nDCG@10 with its 95% bootstrap interval, latency p50/p95 and errored
     questions; with the frame's row count and column schema."""
-    from eval_pipeline.judging.scoring import summarize
-    from eval_pipeline.judging.statistics import metric_intervals  # scipy: imported only when a run scores
+    from eval_pipeline.metrics.statistics import metric_intervals  # scipy: imported only when a run scores
     from eval_pipeline.ranking.results import stage_latency_summary
+    from eval_pipeline.scoring.variant import summarize
 
     row = summarize({key: scored}).iloc[0]
     interval = metric_intervals({key: scored}, ("ndcg@10",)).iloc[0]

@@ -34,13 +34,13 @@ from eval_pipeline.answering.cache import AnswerCache
 from eval_pipeline.answering.prompts import CheckedGoldenSet
 from eval_pipeline.answering.run import context_from_record
 from eval_pipeline.common.checks import missing
-from eval_pipeline.judging.answer_grades import (
+from eval_pipeline.grading.assertions import (
     DETERMINISTIC_VERSION,
     STATIC_VERSION,
     grade_deterministic,
     grade_static,
 )
-from eval_pipeline.judging.answer_judges import (
+from eval_pipeline.grading.judges import (
     PASS_SCORE,
     DecisionItem,
     JudgeItem,
@@ -189,7 +189,7 @@ def grading_code() -> str:
     a bumped version grades another way (another yardstick, never compared)."""
     from eval_pipeline.common.versions import source_digest
 
-    return source_digest("eval_pipeline/judging/answer_grades.py", "eval_pipeline/judging/answer_metrics.py")
+    return source_digest("eval_pipeline/grading/assertions.py", "eval_pipeline/grading/answer_metrics.py")
 
 
 def _with_sampling(yardstick: str, sampling: str) -> str:
@@ -254,7 +254,7 @@ def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[st
     import json
 
     from eval_pipeline.answering.served import ServedBy, run_generator
-    from eval_pipeline.judging.answer_metrics import answer_metrics, answer_summary_row
+    from eval_pipeline.grading.answer_metrics import answer_metrics, answer_summary_row
 
     frames, metadata = {}, {}
     for variant, frame in answers.items():

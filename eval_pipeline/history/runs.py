@@ -21,12 +21,12 @@ Tables (``prefix`` defaults to ``eval``; created idempotently on first write)::
 Which earlier run is the yardstick (:func:`previous_run`, :func:`reference_run`):
 
 * a variant's history is its name's, or, when its name has none, that of another name with
-  the same configuration (:func:`eval_pipeline.judging.identity.configuration_fingerprint`:
+  the same configuration (:func:`eval_pipeline.history.identity.configuration_fingerprint`:
   a rename keeps its history);
 * with a **benchmark identity** (corpus signature, the content fingerprint of the scored
   questions, scoring protocol), only runs of that benchmark are candidates: a run on other
   questions in between never hides the last comparable one; without, any benchmark's (the
-  history a changed benchmark is paired with, :mod:`eval_pipeline.judging.paired`);
+  history a changed benchmark is paired with, :mod:`eval_pipeline.verdict.paired`);
 * only **eligible** runs count: not limited, the whole verdict passed, no errored question,
   no reranker fallback; or runs a user accepted for that variant (:func:`accept_reference`);
 * the **previous** run is the one that most recently became a yardstick (recorded eligible,
@@ -55,6 +55,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ from typing import Any
 
 import pandas as pd
 
+from eval_pipeline.common.formatting import float_or_none
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.store.database import connect
 
@@ -89,7 +91,7 @@ __all__ = [
 SCORING_PROTOCOL = "v1"
 
 # Fields whose change makes two runs measure different things.
-# The benchmark's identity is its content (eval_pipeline.judging.identity.benchmark_fingerprint):
+# The benchmark's identity is its content (eval_pipeline.history.identity.benchmark_fingerprint):
 # a reworded question, an edited gold or another scored subset is another benchmark.
 COMPARABILITY_FIELDS = ("corpus_signature", "benchmark_fingerprint", "scoring_protocol")
 # Fields whose change is the thing being evaluated (reported, still comparable): the run's
@@ -286,17 +288,6 @@ def _tables_exist(conn: Any, names: Mapping[str, str]) -> bool:
 # --------------------------------------------------------------------------
 
 
-def _float_or_none(value: object) -> float | None:
-    """Python float for SQL, NULL (None) for missing/NaN: NULL is SQL's "no value"."""
-    if value is None or isinstance(value, bool):
-        return None if value is None else float(value)
-    try:
-        f = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
-
-
 def _doc_ids(value: object) -> list[str] | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
@@ -317,7 +308,7 @@ def _metric_rows(run_id: str, summary: pd.DataFrame, intervals: pd.DataFrame | N
     ci: dict[tuple[str, str], tuple[float | None, float | None]] = {}
     if intervals is not None:
         for _, r in intervals.iterrows():
-            ci[(str(r["variant"]), str(r["metric"]))] = (_float_or_none(r["low"]), _float_or_none(r["high"]))
+            ci[(str(r["variant"]), str(r["metric"]))] = (float_or_none(r["low"]), float_or_none(r["high"]))
     numeric = [
         c for c in summary.columns
         if c != "variant" and pd.api.types.is_numeric_dtype(summary[c]) and not pd.api.types.is_bool_dtype(summary[c])
@@ -327,7 +318,7 @@ def _metric_rows(run_id: str, summary: pd.DataFrame, intervals: pd.DataFrame | N
         variant = str(r["variant"])
         for metric in numeric:
             low, high = ci.get((variant, metric), (None, None))
-            rows.append((run_id, variant, metric, _float_or_none(r[metric]), low, high))
+            rows.append((run_id, variant, metric, float_or_none(r[metric]), low, high))
     # CIs for metrics the summary lacks would be silently dropped; refuse instead.
     extra = sorted(set(ci) - {(r[1], r[2]) for r in rows})
     if extra:
@@ -358,7 +349,7 @@ def _question_rows(run_id: str, per_query: Mapping[str, pd.DataFrame]) -> list[t
                     str(r["qid"]),
                     bool(r["answerable"]),
                     bool(r["errored"]),
-                    *(_float_or_none(r.get(m)) for m in QUESTION_METRICS),
+                    *(float_or_none(r.get(m)) for m in QUESTION_METRICS),
                     miss if isinstance(miss, str) else None,
                     None if doc_ids is None else Jsonb(doc_ids),
                 )
@@ -398,11 +389,11 @@ def record_run(
       scalar field for ad-hoc SQL. A missing ``scoring_protocol`` is filled in with
       :data:`SCORING_PROTOCOL` (the metrics were computed by this code). Missing other
       fields are stored as missing; :func:`compare_provenance` then reports ``unknown``.
-    * ``summary``: :func:`eval_pipeline.judging.scoring.summarize` output; every numeric column is
+    * ``summary``: :func:`eval_pipeline.scoring.variant.summarize` output; every numeric column is
       stored as a metric of its variant (NaN as NULL).
-    * ``per_query``: variant -> :func:`eval_pipeline.judging.scoring.score_variant` frame; must have
+    * ``per_query``: variant -> :func:`eval_pipeline.scoring.variant.score_variant` frame; must have
       exactly the summary's variants.
-    * ``intervals``: :func:`eval_pipeline.judging.statistics.metric_intervals` output or None; its
+    * ``intervals``: :func:`eval_pipeline.metrics.statistics.metric_intervals` output or None; its
       ``low``/``high`` become ``ci_low``/``ci_high``.
     * ``limited``: True for a run on a subset (never used as a previous run by default).
     * ``eligible``: whether the run may serve as a later run's yardstick: it passed every
@@ -434,7 +425,7 @@ def record_run(
         raise ValueError(f"provenance['variants'] must map variant key -> config, got {variants_cfg!r}")
     if not isinstance(summary, pd.DataFrame) or "variant" not in summary.columns:
         raise ValueError("summary must be a DataFrame with a 'variant' column "
-                         "(eval_pipeline.judging.scoring.summarize)")
+                         "(eval_pipeline.scoring.variant.summarize)")
     if summary["variant"].duplicated().any():
         raise ValueError(
             f"summary has duplicate variants: {summary['variant'][summary['variant'].duplicated()].tolist()}")
@@ -450,7 +441,7 @@ def record_run(
         missing = [c for c in ("variant", "metric", "low", "high") if c not in getattr(intervals, "columns", ())]
         if missing:
             raise ValueError(
-                f"intervals is missing column(s) {missing} (eval_pipeline.judging.statistics.metric_intervals)")
+                f"intervals is missing column(s) {missing} (eval_pipeline.metrics.statistics.metric_intervals)")
 
     metric_rows = _metric_rows(run_id, summary, intervals)
     question_rows = _question_rows(run_id, per_query)
@@ -634,7 +625,7 @@ def previous_run(
     """The latest earlier run that can be ``variant``'s yardstick, or None.
 
     Candidates have the variant, by name or, with ``configuration`` (its
-    :func:`eval_pipeline.judging.identity.configuration_fingerprint`), under another name
+    :func:`eval_pipeline.history.identity.configuration_fingerprint`), under another name
     with the same configuration; are eligible (not limited, no errored question, every gate
     passed: a regression or an incomplete run must not become the yardstick of the next
     run) or were accepted for it by a user; and, with ``identity`` (see
@@ -760,7 +751,7 @@ def accept_reference(
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     names = table_names(prefix)
-    who = accepted_by or _who()
+    who = accepted_by or who_accepts()
     with connect(conn_str) as conn:
         if not _tables_exist(conn, names):
             raise ValueError(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
@@ -806,10 +797,8 @@ def accept_reference(
     return chosen
 
 
-def _who() -> str:
+def who_accepts() -> str:
     """Who is accepting: the environment's user name (USER, LOGNAME), else 'unknown'."""
-    import os
-
     return os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
 
 
@@ -864,7 +853,7 @@ def read_run(conn_str: str, run_id: str, *, prefix: str = "eval") -> dict[str, A
 
 def recent_runs(conn_str: str, *, limit: int = 20, prefix: str = "eval") -> list[dict[str, Any]]:
     """The latest runs, newest first: run id, time, limited, eligible, failed gates and the
-    variants accepted from it (for `python -m eval_pipeline.judging.history runs`)."""
+    variants accepted from it (for `python -m eval_pipeline.history runs`)."""
     from psycopg import sql
 
     names = table_names(prefix)
@@ -993,77 +982,3 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
         return Comparison("unknown", treatment, [*invalid, *treatment_notes, *notes], previous_run_id)
     reasons = ["same corpus, questions, labels and scoring protocol", *treatment_notes, *notes]
     return Comparison("comparable", treatment, reasons, previous_run_id)
-
-
-# --------------------------------------------------------------------------
-# command line
-# --------------------------------------------------------------------------
-
-
-def _connection_from_args(args: Any) -> str:
-    import os
-
-    if args.url_env:
-        url = os.environ.get(args.url_env)
-        if not url:
-            raise SystemExit(f"environment variable {args.url_env} is not set (it should hold the database URL)")
-        return url
-    from eval_pipeline.store.database import EmbeddedPostgres
-
-    return EmbeddedPostgres(args.state_dir).uri(args.database)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`runs`: the latest runs with their eligibility; `accept RUN_ID`: pin a run as the
-    reference of its variants (the Dagster job `accept_reference` does the same from the UI)."""
-    import argparse
-
-    from eval_pipeline.common.state import default_state_dir
-
-    parser = argparse.ArgumentParser(prog="python -m eval_pipeline.judging.history", description=main.__doc__)
-    parser.add_argument("--state-dir", default=str(default_state_dir()),
-                        help="the embedded database's state dir (default: $EVAL_PIPELINE_STATE_DIR, else the "
-                        "checkout's .eval_state)")
-    parser.add_argument("--database", default="eval")
-    parser.add_argument("--url-env", default=None, help="read the database URL from this environment variable "
-                        "(e.g. EVAL_PIPELINE_DATABASE_URL) instead of the embedded server")
-    parser.add_argument("--prefix", default="eval")
-    sub = parser.add_subparsers(dest="command", required=True)
-    runs = sub.add_parser("runs", help="list the latest runs")
-    runs.add_argument("--limit", type=int, default=20)
-    accept = sub.add_parser("accept", help="accept a run as the pinned reference of its variants")
-    accept.add_argument("run_id")
-    accept.add_argument("--variant", action="append", dest="variants", help="only this variant (repeatable)")
-    accept.add_argument("--note", default="", help="why it was accepted (kept with the reference)")
-    accept.add_argument("--by", default=None, help="who accepts (default: $USER)")
-    args = parser.parse_args(argv)
-    conn_str = _connection_from_args(args)
-    if args.command == "runs":
-        for r in recent_runs(conn_str, limit=args.limit, prefix=args.prefix):
-            flags = ["limited"] if r["limited"] else []
-            flags += ["eligible" if r["eligible"] else "not eligible"]
-            if r["gate_failed"]:
-                flags.append(f"gate failed: {', '.join(r['gate_failed'])}")
-            if r["accepted"]:
-                flags.append(f"accepted: {', '.join(r['accepted'])}")
-            print(f"{r['run_id']}  {r['created_at']:%Y-%m-%d %H:%M:%S}  {'; '.join(flags)}")
-        return 0
-    from eval_pipeline.judging.answer_history import accept_answer_run
-
-    try:
-        accepted = accept_reference(conn_str, args.run_id, variants=args.variants, note=args.note,
-                                    accepted_by=args.by, prefix=args.prefix)
-    except ValueError as exc:
-        print(f"error: {exc}", file=__import__("sys").stderr)
-        return 2
-    answers, refused = accept_answer_run(conn_str, args.run_id, variants=args.variants, note=args.note,
-                                         accepted_by=args.by, prefix=args.prefix)
-    print(f"run {args.run_id} is now the pinned reference of: {', '.join(accepted)}")
-    print(f"answers accepted: {', '.join(f'{v} {g}' for v, g in answers) or 'none'}")
-    for reason in refused:
-        print(f"answers not accepted: {reason}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,7 +10,7 @@ Ranked today on today's questions by today's engine, it gives the numbers the va
 judged against, on exactly the same questions.
 
 A reference configuration stands for its run only when today's engine (code and packages:
-:func:`eval_pipeline.judging.identity.engine_identity`) is the one that ranked it, and it can
+:func:`eval_pipeline.history.identity.engine_identity`) is the one that ranked it, and it can
 only be ranked on the index the variant ranks on now; otherwise there is no paired
 comparison, and the verdict is ``not_compared`` (it fails until a run is accepted).
 """
@@ -23,12 +23,12 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.judging.identity import configuration_fingerprint, variant_configuration
+from eval_pipeline.history.identity import configuration_fingerprint, variant_configuration
 
 __all__ = ["PairedReference", "RankConfiguration", "paired_reference", "rank_configuration"]
 
 # (partition key, the reference's recorded configuration) -> its per-question scores on
-# today's questions (eval_pipeline.judging.scoring.score_variant's frame)
+# today's questions (eval_pipeline.scoring.variant.score_variant's frame)
 RankConfiguration = Callable[[str, Mapping[str, Any]], pd.DataFrame]
 
 
@@ -117,9 +117,9 @@ def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot,
     asset, and scored: per-question scores."""
     import json
 
-    from eval_pipeline.judging.scoring import score_variant
     from eval_pipeline.ranking.steps import rank_in_one_step
     from eval_pipeline.ranking.variants import parse_variant
+    from eval_pipeline.scoring.variant import score_variant
 
     recorded = dict(configuration["variant"])
     # the settings as the variants file gives them; the rest of the record is derived from them

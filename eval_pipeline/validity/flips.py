@@ -16,8 +16,8 @@ Inputs
 An *outcome map* is ``qid -> Outcome`` (or ``qid -> bool``, a hit flag without a miss
 class) for the answerable questions of one variant in one run, at one cutoff.
 :func:`outcomes_from_frame` builds it from what the pipeline has: the per-question frame of
-:func:`eval_pipeline.judging.scoring.score_variant`, or the ``questions`` frame that
-:func:`eval_pipeline.judging.history.read_run` returns for a recorded run (which stores
+:func:`eval_pipeline.scoring.variant.score_variant`, or the ``questions`` frame that
+:func:`eval_pipeline.history.runs.read_run` returns for a recorded run (which stores
 ``hit@10``, ``miss_class`` and ``doc_ids`` per question; a hit at another cutoff is
 recomputed from ``doc_ids`` and the qrels).
 
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from eval_pipeline.judging.history import PROVENANCE_FIELDS
-from eval_pipeline.judging.metrics import Qrels, _check_k, hit_at_k
+from eval_pipeline.history.runs import PROVENANCE_FIELDS
+from eval_pipeline.metrics.retrieval import Qrels, _check_k, hit_at_k
 
 __all__ = [
     "DIRECTIONS",
@@ -159,8 +159,8 @@ def outcomes_from_frame(
 ) -> dict[str, Outcome]:
     """``qid -> Outcome`` for the answerable questions of one variant at cutoff ``k``.
 
-    ``frame`` is a :func:`eval_pipeline.judging.scoring.score_variant` frame or the
-    ``questions`` frame of :func:`eval_pipeline.judging.history.read_run`. It needs ``qid``
+    ``frame`` is a :func:`eval_pipeline.scoring.variant.score_variant` frame or the
+    ``questions`` frame of :func:`eval_pipeline.history.runs.read_run`. It needs ``qid``
     and ``answerable``; a frame with several variants (the history's) needs ``variant`` to
     pick one. The hit is read from the ``hit@{k}`` column (1.0 = hit) when there is one;
     otherwise it is recomputed from ``doc_ids`` with ``qrels`` (the history keeps only
@@ -333,7 +333,7 @@ def identical_provenance(previous: Mapping[str, object], current: Mapping[str, o
     nondeterminism. Verdict fields (``gate``, ``gate_failed``) are ignored.
 
     ``previous`` / ``current`` are provenance mappings, or run records with a
-    ``provenance`` key (as :func:`eval_pipeline.judging.history.read_run` and
+    ``provenance`` key (as :func:`eval_pipeline.history.runs.read_run` and
     ``previous_run`` return them).
     """
     if not isinstance(variant, str) or not variant:

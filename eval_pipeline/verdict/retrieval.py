@@ -18,8 +18,9 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common.atomic import atomic_write_bytes
-from eval_pipeline.judging.gates import EPSILON, GateResult, evaluate_gate
-from eval_pipeline.judging.history import (
+from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate
+from eval_pipeline.history.identity import configuration_fingerprint, scoring_protocol
+from eval_pipeline.history.runs import (
     SCORING_PROTOCOL,
     Comparison,
     benchmark_identity,
@@ -29,11 +30,10 @@ from eval_pipeline.judging.history import (
     record_run,
     reference_run,
 )
-from eval_pipeline.judging.identity import configuration_fingerprint, scoring_protocol
-from eval_pipeline.judging.paired import RankConfiguration, paired_counts, paired_reference
-from eval_pipeline.judging.scoring import summarize
 from eval_pipeline.ranking.caches import engine_identity
 from eval_pipeline.ranking.inputs import InconsistentInputs
+from eval_pipeline.scoring.variant import summarize
+from eval_pipeline.verdict.paired import RankConfiguration, paired_counts, paired_reference
 
 INTERVAL_METRICS = ("hit@1", "hit@5", "mrr", "ndcg@10")
 
@@ -41,7 +41,7 @@ INTERVAL_METRICS = ("hit@1", "hit@5", "mrr", "ndcg@10")
 COMPARE_METRICS = ("ndcg@10", "mrr", "hit@1", "hit@5")  # compared with the baseline variant (paired tests)
 
 
-_STATISTICS_SOURCE = Path(__file__).resolve().parent / "statistics.py"
+_STATISTICS_SOURCE = Path(__file__).resolve().parents[1] / "metrics" / "statistics.py"
 
 
 @dataclass
@@ -69,7 +69,7 @@ class RunVerdict:
     decided_by: dict[str, str] = field(default_factory=dict)  # variant -> what decided its gate
     vanished: list[str] = field(default_factory=list)  # variants of the last yardstick run's file gone now
     loosened: dict[str, list[str]] = field(default_factory=dict)  # variant -> tolerances loosened since its yardstick
-    answers: Any = None  # the answer verdict (eval_pipeline.judging.answer_verdict.AnswerVerdict), if answers ran
+    answers: Any = None  # the answer verdict (eval_pipeline.verdict.answers.AnswerVerdict), if answers ran
     run_id: str = ""
     index_of: dict[str, str] = field(default_factory=dict)  # partition key -> its index's key
     tables: dict[str, str] = field(default_factory=dict)  # partition key -> its vector table
@@ -200,7 +200,7 @@ def checkout_version(repo: Path) -> str:
 def statistics_key(per_variant: Mapping[str, pd.DataFrame], baseline: str) -> str:
     """A digest of everything the intervals and the baseline comparison depend on: the variants
     in order, the baseline, the answerable questions' qids and metric values, the metrics, and
-    the source of `eval_pipeline.judging.statistics` and the numpy and scipy versions (a change there
+    the source of `eval_pipeline.metrics.statistics` and the numpy and scipy versions (a change there
     invalidates every entry)."""
     from importlib.metadata import version
 
@@ -236,7 +236,7 @@ def run_statistics(
                 return intervals, comparison
         except Exception:  # a truncated or foreign file: recompute and overwrite it
             pass
-    from eval_pipeline.judging.statistics import compare_to_baseline, metric_intervals  # scipy: ~1 s to import
+    from eval_pipeline.metrics.statistics import compare_to_baseline, metric_intervals  # scipy: ~1 s to import
 
     intervals = metric_intervals(per_variant, INTERVAL_METRICS)
     compared = baseline in per_variant and len(per_variant) > 1
@@ -265,7 +265,7 @@ def judge_run(
     """Score, compare and gate a run, then record it (all or nothing). It fails closed.
 
     Each variant is looked up in the history by its name and by its configuration
-    (:func:`eval_pipeline.judging.identity.configuration_fingerprint`: a rename with the same
+    (:func:`eval_pipeline.history.identity.configuration_fingerprint`: a rename with the same
     configuration keeps its history). It is judged against two yardsticks, and passes only
     when both comparisons pass:
 
@@ -273,7 +273,7 @@ def judge_run(
       (compared directly: ``comparable``); when the benchmark changed (the questions, the
       labels, the scored subset, the scoring code), the configuration of its latest yardstick
       run of any benchmark, ranked on today's questions by ``rank_reference``
-      (:mod:`eval_pipeline.judging.paired`), on the same questions (``paired``); that needs
+      (:mod:`eval_pipeline.verdict.paired`), on the same questions (``paired``); that needs
       today's engine to be the one that ranked it, else nothing can judge a code change made
       with the benchmark change;
     * its **pinned reference**, kept across benchmark changes: the latest run accepted for it,
@@ -282,7 +282,7 @@ def judge_run(
       around a question edit).
 
     ``not_compared`` (fails, strict or not, until a run is accepted,
-    :func:`eval_pipeline.judging.history.accept_reference`): a comparison that cannot be made
+    :func:`eval_pipeline.history.runs.accept_reference`): a comparison that cannot be made
     (another engine, another index, a configuration today's code refuses, an incomplete
     benchmark identity), or a new variant while a variant known since the last acceptance
     vanished from the variants file (a rename that changed the configuration too).
@@ -379,7 +379,7 @@ def judge_run(
     return verdict
 
 
-ACCEPT_HINT = "accept a run to make it the reference: python -m eval_pipeline.judging.history accept RUN_ID"
+ACCEPT_HINT = "accept a run to make it the reference: python -m eval_pipeline.history accept RUN_ID"
 
 
 def _decided_by(gate: GateResult) -> str:

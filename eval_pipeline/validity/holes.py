@@ -47,7 +47,7 @@ from typing import Any, cast
 
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import is_integer
-from eval_pipeline.judging.llm_grading import (
+from eval_pipeline.grading.llm import (
     check_grader_options,
     clean_reason,
     grade_cache_path,
@@ -312,7 +312,7 @@ def augmented_qrels(
 ) -> dict[str, dict[str, int]]:
     """Every question's qrels (qid -> doc id -> grade) with the LLM grades filling its holes,
     for the "original plus LLM labels" column (feed it to
-    `eval_pipeline.judging.metrics.score_queries` with the same rankings).
+    `eval_pipeline.metrics.retrieval.score_queries` with the same rankings).
 
     The original judgements are never overwritten: an LLM grade for a judged document is
     ignored. A hole graded >= `min_grade` becomes relevant: grade 1 (like an original binary
@@ -320,7 +320,7 @@ def augmented_qrels(
     `eval_pipeline.questions.extra_golds.apply_extra_golds` for why scales must not mix). A
     hole graded below it is recorded as judged not relevant (0), which no metric counts.
     Failures (grade None) leave the hole unjudged. Abstention questions keep their labels
-    unless `include_abstention` (see `eval_pipeline.judging.coverage.pooled_unjudged`). A grade
+    unless `include_abstention` (see `eval_pipeline.validity.coverage.pooled_unjudged`). A grade
     for an unknown question, or two different grades for one hole, is an error.
     """
     if not is_integer(min_grade) or not 1 <= min_grade <= MAX_GRADE:

@@ -1,7 +1,7 @@
 """Regression gates: did a variant's metrics drop by more than the team tolerates?
 
 A gate compares a variant's current summary metrics with the same variant's metrics in the
-previous comparable run (see :mod:`eval_pipeline.judging.history`) and fails when any gated metric
+previous comparable run (see :mod:`eval_pipeline.history.runs`) and fails when any gated metric
 dropped by **more** than its tolerance. Tolerances are absolute (metric units: 0.05 on
 hit@1 means five points of hit rate), because all gated metrics live in [0, 1].
 
@@ -12,7 +12,7 @@ takes the resulting state:
                   gate passes (the verdict decides when a first run is genuine).
 ``comparable``    same corpus, questions, labels and scoring protocol: the tolerances decide.
 ``paired``        the benchmark changed, and the reference configuration was ranked on
-                  today's questions in the same run (:mod:`eval_pipeline.judging.paired`):
+                  today's questions in the same run (:mod:`eval_pipeline.verdict.paired`):
                   the tolerances decide, on the same questions.
 ``not_compared``  nothing comparable and no paired comparison: the gate fails closed,
                   until a run is accepted as the new reference.
@@ -33,7 +33,8 @@ from numbers import Real
 from typing import Any
 
 from eval_pipeline.common.checks import finite_number
-from eval_pipeline.judging.metrics import DEFAULT_KS
+from eval_pipeline.common.formatting import fmt_number
+from eval_pipeline.metrics.retrieval import DEFAULT_KS
 
 __all__ = [
     "COMPARISON_STATES",
@@ -47,7 +48,7 @@ __all__ = [
 
 DEFAULT_TOLERANCES: dict[str, float] = {"hit@1": 0.05, "hit@5": 0.05, "mrr": 0.05, "ndcg@10": 0.05}
 
-# The per-question metric columns of eval_pipeline.judging.metrics.score_queries (default ks).
+# The per-question metric columns of eval_pipeline.metrics.retrieval.score_queries (default ks).
 GATEABLE_METRICS: tuple[str, ...] = (
     *(f"hit@{k}" for k in DEFAULT_KS),
     *(f"recall@{k}" for k in DEFAULT_KS),
@@ -188,24 +189,18 @@ def evaluate_gate(
                "not_compared": "nothing comparable was measured"}[comparison_state]
         return GateResult(False, comparison_state, rows,
                           f"FAILED (not compared): {why}; a run that cannot be judged never passes: accept it "
-                          "(python -m eval_pipeline.judging.history accept RUN_ID) once the change is intended")
+                          "(python -m eval_pipeline.history accept RUN_ID) once the change is intended")
 
     failures = [r for r in rows if r["passed"] is False]
     unjudged = [r["metric"] for r in rows if r["passed"] is None]
     notes = f"; not judged (no yardstick value): {', '.join(unjudged)}" if unjudged else ""
     if failures:
         parts = [
-            f"{r['metric']} {_fmt(r['yardstick'])} -> {_fmt(r['actual'])} "
-            f"(delta {_fmt(r['delta'], signed=True)}, tolerance {r['tolerance']:g})"
+            f"{r['metric']} {fmt_number(r['yardstick'], 4)} -> {fmt_number(r['actual'], 4)} "
+            f"(delta {fmt_number(r['delta'], 4, signed=True)}, tolerance {r['tolerance']:g})"
             for r in failures
         ]
         return GateResult(False, comparison_state, rows,
                           "FAILED: dropped more than tolerated: " + "; ".join(parts) + notes)
     judged_n = len(rows) - len(unjudged)
     return GateResult(True, comparison_state, rows, f"passed: {judged_n} metric(s) within tolerance{notes}")
-
-
-def _fmt(value: float | None, *, signed: bool = False) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "nan"
-    return f"{value:+.4f}" if signed else f"{value:.4f}"

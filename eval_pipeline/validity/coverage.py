@@ -1,6 +1,6 @@
 """Label completeness: how much of what a variant retrieved carries a relevance judgement.
 
-Every metric in :mod:`eval_pipeline.judging.metrics` scores a document that is absent from
+Every metric in :mod:`eval_pipeline.metrics.retrieval` scores a document that is absent from
 the qrels as non-relevant. With one gold document per question that is a strong
 assumption: a variant that surfaces *other* documents (a different embedder, a reranker)
 is scored as if every one of them were wrong, even when some answer the question. The
@@ -8,7 +8,7 @@ comparison is then biased against exactly the variants that differ most from the
 labels were written from. Judged@k makes that visible, and :func:`pooled_unjudged` lists
 the holes so a grader (an LLM or a person) can fill them.
 
-Conventions (shared with :mod:`eval_pipeline.judging.metrics` where they overlap)
+Conventions (shared with :mod:`eval_pipeline.metrics.retrieval` where they overlap)
 ------------------------------------------------------------------------------
 Ranking
     Document ids best first. Only the first occurrence of a doc id counts (``[a, b, a, c]``
@@ -52,7 +52,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from eval_pipeline.common.checks import is_real
-from eval_pipeline.judging.metrics import Qrels, Ranking, _check_k, _dedupe
+from eval_pipeline.metrics.retrieval import Qrels, Ranking, _check_k, _dedupe
 
 __all__ = [
     "JUDGED_SUMMARY_COLUMNS",
@@ -67,7 +67,7 @@ JUDGED_SUMMARY_COLUMNS = [
     "variant", "k", "n_questions", "judged", "unjudged_total", "unjudged_mean", "n_short", "n_errored_excluded",
 ]
 
-# Same slack as eval_pipeline.judging.gates.EPSILON: a spread exactly equal to the threshold
+# Same slack as eval_pipeline.gates.retrieval.EPSILON: a spread exactly equal to the threshold
 # must not warn because of float noise in the means.
 _EPSILON = 1e-12
 
@@ -109,7 +109,7 @@ def _rankings_of(source: object, name: str) -> tuple[dict[str, list[str]], set[s
 
     ``source`` is either a DataFrame with ``qid`` and ``doc_ids`` columns (the ranked results
     of :mod:`eval_pipeline.ranking.results`, whose ``error`` column marks errored questions,
-    or the per-question frame of :func:`eval_pipeline.judging.scoring.score_variant`, whose
+    or the per-question frame of :func:`eval_pipeline.scoring.variant.score_variant`, whose
     ``errored`` column does), or a plain mapping ``qid -> ranking`` (no errors).
     """
     if isinstance(source, pd.DataFrame):
@@ -207,7 +207,7 @@ def judged_summary(
       (errors are reported and block the run elsewhere).
 
     A question in the qrels but absent from a variant's results is scored as an empty
-    ranking (as :func:`eval_pipeline.judging.metrics.score_queries` does); a qid in the
+    ranking (as :func:`eval_pipeline.metrics.retrieval.score_queries` does); a qid in the
     results but not in the qrels raises ValueError naming it.
 
     Columns (:data:`JUDGED_SUMMARY_COLUMNS`): ``variant``, ``k``, ``n_questions``,

@@ -1,7 +1,7 @@
 """Answer-quality history in Postgres, and the answer gate: did the answers get worse?
 
-Answer runs are recorded and judged the way retrieval runs are (:mod:`eval_pipeline.judging.history`,
-:mod:`eval_pipeline.judging.gates`), one row per (run, variant, grader), in the same database::
+Answer runs are recorded and judged the way retrieval runs are (:mod:`eval_pipeline.history.runs`,
+:mod:`eval_pipeline.gates.retrieval`), one row per (run, variant, grader), in the same database::
 
     {prefix}_answer_runs   run_id, variant, grader (PRIMARY KEY), seq (insertion order),
                            created_at, set_id, set_fingerprint, corpus_signature,
@@ -23,7 +23,7 @@ and the set id, set fingerprint and corpus signature are known. Yardsticks:
 
 * ``deterministic:v<version>``, ``static:v<version>``: comparable;
 * ``judge:<provider>:<model>:v<version>``, ``decision:<provider>:<model>:v<version>``:
-  comparable (the rules of :func:`eval_pipeline.judging.answer_judges.comparable_yardstick`);
+  comparable (the rules of :func:`eval_pipeline.grading.judges.comparable_yardstick`);
 * bare ``judge``/``decision`` (no single grader), ``judge:failed``/``decision:failed``, a
   yardstick of another grader than the row's, or anything else: never.
 
@@ -47,7 +47,7 @@ The gate (:func:`evaluate_answer_gate`), states:
 ``comparable``      pass rate and mean score, each against the previous and the reference
                     row: a metric fails when ``current - yardstick < -(tolerance + EPSILON)``
                     (a drop equal to the tolerance passes, see
-                    :data:`eval_pipeline.judging.gates.EPSILON`); a NaN current value (nothing
+                    :data:`eval_pipeline.gates.retrieval.EPSILON`); a NaN current value (nothing
                     scored) fails its row.
 
 A current run with errored answers (``errored > 0``) fails the gate in every state: its
@@ -63,37 +63,26 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeGuard
+from typing import Any
 
-import numpy as np
-
-from eval_pipeline.common.checks import is_integer, is_real
-from eval_pipeline.judging.answer_judges import GRADERS, comparable_yardstick
-from eval_pipeline.judging.gates import EPSILON, GateResult
-from eval_pipeline.judging.history import table_names
+from eval_pipeline.common.checks import as_flag, is_integer, is_text, unit_value
+from eval_pipeline.grading.judges import GRADERS, comparable_yardstick
+from eval_pipeline.history.runs import ensure_tables, table_names, who_accepts
 from eval_pipeline.store.database import call_redacted, connect
 
 __all__ = [
     "ANSWER_METRICS",
-    "ANSWER_STATES",
-    "DEFAULT_ANSWER_TOLERANCES",
     "ROW_FIELDS",
-    "AnswerGateResult",
     "answer_comparable",
     "answer_table_name",
-    "evaluate_answer_gate",
-    "parse_tolerance",
     "previous_answer_run",
     "read_answer_runs",
     "record_answer_run",
     "reference_answer_run",
-    "validate_answer_tolerances",
 ]
 
-DEFAULT_ANSWER_TOLERANCES: dict[str, float] = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
-# metric -> the tolerance that gates it
-ANSWER_METRICS: dict[str, str] = {"pass_rate": "max_pass_rate_drop", "mean_score": "max_mean_score_drop"}
-ANSWER_STATES = ("not_comparable", "first_run", "comparable", "not_compared")
+# the metrics stored per row, in [0, 1]
+ANSWER_METRICS = ("pass_rate", "mean_score")
 
 # What makes two rows the same measurement: the benchmark (set, its fingerprint over every
 # prompt and assertion, the corpus), the instrument (grader and its yardstick) and the variant.
@@ -113,74 +102,8 @@ _STORED = ("run_id", "variant", "grader", "set_id", "set_fingerprint", "corpus_s
 _READ = ("run_id", "variant", "grader", "seq", "created_at", *_STORED[3:], "accepted", "accepted_at")
 _FLOATS = ("pass_rate", "mean_score", *_CI_FIELDS)
 
-# A plain decimal or scientific literal, ASCII digits only: "0.05", ".5", "5.", "1e-2", "+5E-1".
-# Not "nan", "inf", "0x1", "1_0" (all of which float() would take), nor "" or a bare sign/dot.
-_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _VERSIONED = re.compile(r"(?P<grader>deterministic|static):v[^:\s]+")
 _LLM_GRADED = re.compile(r"(?P<grader>judge|decision):(?P<who>.+):v(?P<version>[^:\s]+)")
-
-
-# --------------------------------------------------------------------------
-# tolerances
-# --------------------------------------------------------------------------
-
-
-def parse_tolerance(value: object, name: str, *, source: str | None = None) -> float:
-    """``value`` as a tolerance: a finite number in [0, 1] (both ends included), as a float.
-
-    Accepted: ints and floats (and numpy's; not Decimal, which is no ``numbers.Real``), and strings
-    holding a plain decimal or scientific literal after stripping surrounding whitespace
-    (PyYAML reads ``1e-2`` without a dot as the string ``"1e-2"``). ``-0.0`` is 0 and comes
-    back as ``0.0``. Refused with a ValueError naming ``source`` (when given), ``name`` and
-    the value's repr: bool, None (an empty YAML value), an empty or blank string, any other
-    string (``"abc"``, ``"nan"``, ``"inf"``, ``"0x1"``, ``"1_0"``), NaN, infinities, values
-    outside [0, 1], and every other type (a list, a mapping)."""
-    where = f"{source}: " if source else ""
-
-    def refuse(why: str) -> ValueError:
-        return ValueError(f"{where}{name} must be {why}, got {value!r}")
-
-    expected = "a finite number in [0, 1] (decimal or scientific notation, e.g. 0.05 or 5e-2)"
-    if isinstance(value, bool):
-        raise refuse(f"{expected}, not a boolean")
-    if value is None:
-        raise refuse(f"{expected}; the setting is empty")
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            raise refuse(f"{expected}; the setting is empty")
-        if not _NUMBER.fullmatch(text):
-            raise refuse(expected)
-        number = float(text)
-    elif is_real(value):
-        try:
-            number = float(value)
-        except (OverflowError, ValueError):
-            raise refuse(expected) from None
-    else:
-        raise refuse(expected)
-    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-        raise refuse(expected)
-    return number + 0.0  # -0.0 + 0.0 == 0.0
-
-
-def validate_answer_tolerances(raw: Mapping[str, object] | None, source: str) -> dict[str, float]:
-    """The answer gate's tolerances, ``{"max_pass_rate_drop": float, "max_mean_score_drop":
-    float}``: each from ``raw`` when present (:func:`parse_tolerance`), else 0.1. ``raw`` None
-    or ``{}`` gives the defaults; a key present with an empty value (None) is an error, not a
-    default. An unknown key is an error naming the valid ones (a misspelled tolerance would
-    otherwise silently keep the default). ``source`` (e.g. the config file) is named in every
-    error."""
-    if raw is None:
-        return dict(DEFAULT_ANSWER_TOLERANCES)
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{source}: answer gate tolerances must be a mapping of setting -> number, got {raw!r}")
-    unknown = [key for key in raw if key not in DEFAULT_ANSWER_TOLERANCES]
-    if unknown:
-        raise ValueError(f"{source}: unknown answer gate tolerance(s) {', '.join(map(repr, unknown))}; "
-                         f"valid settings: {', '.join(DEFAULT_ANSWER_TOLERANCES)}")
-    return {key: parse_tolerance(raw[key], key, source=source) if key in raw else default
-            for key, default in DEFAULT_ANSWER_TOLERANCES.items()}
 
 
 # --------------------------------------------------------------------------
@@ -188,19 +111,9 @@ def validate_answer_tolerances(raw: Mapping[str, object] | None, source: str) ->
 # --------------------------------------------------------------------------
 
 
-def _text(value: object) -> TypeGuard[str]:
-    return isinstance(value, str) and bool(value.strip())
-
-
-def _flag(value: object) -> bool | None:
-    """A bool (Python's or numpy's, as a pandas row gives) as a Python bool; None otherwise
-    (0, 1, "false", None are not flags)."""
-    return bool(value) if isinstance(value, (bool, np.bool_)) else None
-
-
 def _yardstick_problem(yardstick: object, grader: object) -> str | None:
     """Why ``yardstick`` cannot be compared for ``grader``, or None when it can."""
-    if not _text(yardstick):
+    if not is_text(yardstick):
         return f"the yardstick is missing or invalid ({yardstick!r})"
     versioned = _VERSIONED.fullmatch(yardstick)
     graded = _LLM_GRADED.fullmatch(yardstick)
@@ -225,17 +138,17 @@ def answer_comparable(row: Mapping[str, Any]) -> tuple[bool, str]:
     fingerprint or corpus signature is unknown (then no key can match exactly)."""
     if not isinstance(row, Mapping):
         return False, f"the row is not a mapping: {row!r}"
-    limited = _flag(row.get("limited"))
+    limited = as_flag(row.get("limited"))
     if limited is not False:
         return False, ("the run is limited (a subset of the prompts or variants): its means are over other prompts"
                        if limited else f"the row's limited flag is missing or invalid ({row.get('limited')!r})")
-    if not _text(row.get("generator")):
+    if not is_text(row.get("generator")):
         return False, ("the generator is unknown: an answer named no model, or the answers came from more than "
                        "one generator")
     problem = _yardstick_problem(row.get("yardstick"), row.get("grader"))
     if problem is not None:
         return False, problem
-    missing = [key for key in ("set_id", "set_fingerprint", "corpus_signature") if not _text(row.get(key))]
+    missing = [key for key in ("set_id", "set_fingerprint", "corpus_signature") if not is_text(row.get(key))]
     if missing:
         return False, f"{', '.join(missing)} unknown: the row cannot be matched with another run's"
     return True, f"generator {row['generator']!r}, yardstick {row['yardstick']!r}"
@@ -264,7 +177,7 @@ def yardstick_problems(row: Mapping[str, Any]) -> list[str]:
 
 
 def answer_table_name(prefix: str = "eval") -> str:
-    """``{prefix}_answer_runs``; ``prefix`` follows :func:`eval_pipeline.judging.history.table_names`."""
+    """``{prefix}_answer_runs``; ``prefix`` follows :func:`eval_pipeline.history.runs.table_names`."""
     table_names(prefix)  # validates the prefix (a lowercase identifier of 1-30 characters)
     return f"{prefix}_answer_runs"
 
@@ -330,20 +243,6 @@ def _table_exists(conn: Any, table: str) -> bool:
 # --------------------------------------------------------------------------
 
 
-def _unit_value(value: object, what: str) -> float | None:
-    """A metric in [0, 1] as a float; None for None/NaN (stored as NULL); ValueError otherwise."""
-    if value is None:
-        return None
-    if not is_real(value):
-        raise ValueError(f"{what} must be a number in [0, 1], NaN or None, got {value!r}")
-    number = float(value)
-    if math.isnan(number):
-        return None
-    if not 0.0 <= number <= 1.0:
-        raise ValueError(f"{what} must be a number in [0, 1], NaN or None, got {value!r}")
-    return number + 0.0
-
-
 def _json_mapping(value: object, what: str) -> dict[str, Any]:
     if value is None:
         return {}
@@ -371,7 +270,7 @@ def _check_row(run_id: str, raw: object, index: int) -> dict[str, Any]:
         raise ValueError(f"{where} has run_id {raw['run_id']!r}, but the run being recorded is {run_id!r}")
     where = f"{where} ({raw.get('variant')!r}, {raw.get('grader')!r})"
     for key in ("variant", "set_id", "set_fingerprint", "yardstick"):
-        if not _text(raw[key]):
+        if not is_text(raw[key]):
             raise ValueError(f"{where}: {key} must be a non-empty string, got {raw[key]!r}")
     if raw["grader"] not in GRADERS:
         raise ValueError(f"{where}: grader must be one of {', '.join(GRADERS)}, got {raw['grader']!r}")
@@ -379,7 +278,7 @@ def _check_row(run_id: str, raw: object, index: int) -> dict[str, Any]:
         if raw[key] is not None and not isinstance(raw[key], str):
             raise ValueError(f"{where}: {key} must be a string or None (unknown), got {raw[key]!r}")
     for key in ("limited", "eligible"):
-        if _flag(raw[key]) is None:
+        if as_flag(raw[key]) is None:
             raise ValueError(f"{where}: {key} must be True or False, got {raw[key]!r}")
     for key in ("errored", "n_scored"):
         if not is_integer(raw[key]) or raw[key] < 0:
@@ -391,18 +290,18 @@ def _check_row(run_id: str, raw: object, index: int) -> dict[str, Any]:
         "set_id": raw["set_id"],
         "set_fingerprint": raw["set_fingerprint"],
         # a blank identity is an unknown one: stored as NULL, never matched as a key
-        "corpus_signature": raw["corpus_signature"] if _text(raw["corpus_signature"]) else None,
-        "generator": raw["generator"] if _text(raw["generator"]) else None,
+        "corpus_signature": raw["corpus_signature"] if is_text(raw["corpus_signature"]) else None,
+        "generator": raw["generator"] if is_text(raw["generator"]) else None,
         "yardstick": raw["yardstick"],
-        "limited": _flag(raw["limited"]),
+        "limited": as_flag(raw["limited"]),
         "errored": int(raw["errored"]),
-        "eligible": _flag(raw["eligible"]),
+        "eligible": as_flag(raw["eligible"]),
         "n_scored": int(raw["n_scored"]),
         "variant_config": _json_mapping(raw.get("variant_config"), f"{where}: variant_config"),
         "provenance": _json_mapping(raw.get("provenance"), f"{where}: provenance"),
     }
     for key in _FLOATS:
-        row[key] = _unit_value(raw.get(key), f"{where}: {key}")
+        row[key] = unit_value(raw.get(key), f"{where}: {key}")
     for low, high in (("pass_rate_ci_low", "pass_rate_ci_high"), ("mean_ci_low", "mean_ci_high")):
         if row[low] is not None and row[high] is not None and row[low] > row[high]:
             raise ValueError(f"{where}: {low} {row[low]!r} is above {high} {row[high]!r}")
@@ -512,7 +411,7 @@ def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix
     table = answer_table_name(prefix)
     # An incomplete key, or one whose generator or yardstick is not comparable, matches
     # nothing: such a run has no yardstick, whatever the table holds.
-    if not all(_text(v) for v in key.values()) or _yardstick_problem(key["yardstick"], key["grader"]) is not None:
+    if not all(is_text(v) for v in key.values()) or _yardstick_problem(key["yardstick"], key["grader"]) is not None:
         return None
 
     def find() -> dict[str, Any] | None:
@@ -678,178 +577,6 @@ def read_answer_runs(conn_str: str, *, variant: str | None = None, run_id: str |
     return call_redacted(conn_str, "reading the answer history", read)
 
 
-# --------------------------------------------------------------------------
-# the gate
-# --------------------------------------------------------------------------
-
-
-# The answer gate's outcome for one (variant, grader) has the retrieval gate's shape
-# (`gates.GateResult`: passed, state, rows, message, failures). Here ``state`` is one of
-# :data:`ANSWER_STATES`, and ``rows`` holds one dict per comparison (``comparable`` only) with
-# keys ``metric, against ("previous"/"reference"), run_id, yardstick_run_id, actual, yardstick,
-# delta, tolerance, passed`` (``actual`` NaN and ``delta`` None when nothing was scored).
-AnswerGateResult = GateResult
-
-
-def _current_metric(current: Mapping[str, Any], metric: str) -> float:
-    value = current.get(metric)
-    number = _unit_value(value, f"current {metric}")
-    return math.nan if number is None else number
-
-
-def _check_yardstick(current: Mapping[str, Any], other: object, against: str) -> Mapping[str, Any]:
-    """``other`` if it can be the yardstick of ``current``; a ValueError otherwise (a lookup
-    bug or a hand-made row must never produce a verdict)."""
-    if not isinstance(other, Mapping):
-        raise ValueError(f"the {against} run must be a mapping or None, got {other!r}")
-    if not _text(other.get("run_id")):
-        raise ValueError(f"the {against} run has no run_id: {other.get('run_id')!r}")
-    if other["run_id"] == current.get("run_id"):
-        raise ValueError(f"the {against} run is the current run {other['run_id']!r}: a run is never its own yardstick")
-    differs = [k for k in KEY_FIELDS if other.get(k) != current.get(k)]
-    configuration = current.get("configuration")
-    if "variant" in differs and _text(configuration) and \
-            (other.get("provenance") or {}).get("configuration") == configuration:
-        differs.remove("variant")  # the same variant under another name: its configuration is the same
-    if differs:
-        raise ValueError(f"the {against} run {other['run_id']!r} measured something else ({', '.join(differs)} "
-                         "differ): it cannot be the yardstick")
-    ok, why = answer_comparable(other)
-    chosen = _flag(other.get("eligible")) is True or _flag(other.get("accepted")) is True  # accepted: a user's pin
-    if not ok or not chosen or other.get("errored") != 0:
-        raise ValueError(f"the {against} run {other['run_id']!r} is not eligible as a yardstick"
-                         + ("" if ok else f": {why}"))
-    for metric in ANSWER_METRICS:
-        value = other.get(metric)
-        if not is_real(value) or not math.isfinite(float(value)) or not 0.0 <= float(value) <= 1.0:
-            raise ValueError(f"the {against} run {other['run_id']!r} has no valid {metric} ({value!r})")
-    return other
-
-
-def _fmt(value: float | None, *, signed: bool = False) -> str:
-    if value is None or math.isnan(value):
-        return "nan"
-    return f"{value:+.4f}" if signed else f"{value:.4f}"
-
-
-def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any] | None,
-                         reference: Mapping[str, Any] | None, tolerances: Mapping[str, object] | None, *,
-                         strict: bool, history: Mapping[str, Any] | None = None,
-                         project_has_history: bool = False, vanished: Sequence[str] = ()) -> AnswerGateResult:
-    """Judge the ``current`` row (a row as recorded, with ``run_id``) against the
-    ``previous`` and ``reference`` rows (:func:`previous_answer_run`,
-    :func:`reference_answer_run`; None when there is none) under ``tolerances``
-    (:func:`validate_answer_tolerances`; None: the defaults). See the module docstring for
-    the states.
-
-    Input errors are ValueErrors, never a verdict: an invalid tolerance, a current row
-    without a valid ``errored`` count or with a metric outside [0, 1] (NaN is allowed: it
-    fails its rows), or a previous/reference row that does not share the current row's key,
-    is the current run itself, is not eligible or lacks finite metrics.
-
-    It fails closed. ``history`` is the latest row of this (variant, grader) that was ever a
-    yardstick, of any key (:func:`answer_history_of`): when it exists but no row of this
-    key does, the golden set, the corpus or the grading yardstick changed under the
-    measurement, and the state is ``not_compared``, which fails until a run is accepted;
-    so does a run that cannot be compared (unknown generator, no single grader) when the
-    measurement has a history, and a limited run. A first run passes only when the
-    measurement is new and no variant vanished from the variants file (``vanished``, in a
-    project with answer history); ``strict`` fails every first run, and every run that cannot
-    be compared."""
-    tol = validate_answer_tolerances(tolerances, "answer gate tolerances")
-    if not isinstance(strict, bool):
-        raise ValueError(f"strict must be True or False, got {strict!r}")
-    if not isinstance(current, Mapping):
-        raise ValueError(f"current must be a mapping (a recorded row), got {current!r}")
-    errored = current.get("errored")
-    if not is_integer(errored) or errored < 0:
-        raise ValueError(f"current errored must be an integer >= 0, got {errored!r}")
-    actual = {metric: _current_metric(current, metric) for metric in ANSWER_METRICS}
-
-    comparable, why = answer_comparable(current)
-    if comparable and not current.get("n_scored") and previous is None and reference is None:
-        # nothing measured and nothing to compare with: not a "first run" that passes forever (with an
-        # earlier run, the vanished measurement fails its rows below)
-        comparable, why = False, "the grader applies to no prompt of the set: nothing was measured"
-    rows: list[dict[str, Any]] = []
-    had = history is not None and _text(history.get("run_id"))
-    if not comparable:
-        state = "not_comparable"
-        passed = not strict and not had  # a limited run too: it cannot be compared with a measurement's history
-        if passed:
-            message = f"WARNING: {why}; metrics recorded, no regression verdict"
-        elif strict:
-            message = f"FAILED (strict): {why}; the run cannot be compared"
-        else:
-            if history is None:  # `had`: it has a run id
-                raise ValueError("history is None for a measurement with a history")
-            message = (f"FAILED: {why}; this measurement has a history (run {history['run_id']}) and the run cannot "
-                       "be compared with it")
-    elif previous is None and reference is None and had:
-        if history is None:  # `had`: it has a run id
-            raise ValueError("history is None for a measurement with a history")
-        state, passed = "not_compared", False
-        changed = [f"{k} {history.get(k)!r} -> {current.get(k)!r}" for k in ("set_id", "set_fingerprint",
-                                                                              "corpus_signature", "yardstick")
-                   if history.get(k) != current.get(k)]
-        message = (f"FAILED (not compared): no earlier run measured the same thing, but run {history['run_id']} "
-                   f"measured this variant and grader ({'; '.join(changed) or 'another key'}): the golden set, "
-                   "corpus or grading yardstick changed under it, so nothing can judge this run. Accept it "
-                   "(python -m eval_pipeline.judging.history accept RUN_ID) once the change is intended")
-    elif previous is None and reference is None and project_has_history and vanished:
-        state, passed = "not_compared", False
-        message = (f"FAILED (not compared): a new measurement while {', '.join(map(repr, vanished))} vanished from "
-                   "the variants file: a rename that also changed the configuration carries no history. Accept the "
-                   "run (python -m eval_pipeline.judging.history accept RUN_ID) once the change is intended")
-    elif previous is None and reference is None:
-        state = "first_run"
-        passed = not strict
-        message = ("no earlier eligible run with the same set, corpus and yardstick: a new measurement, gate passes"
-                   if passed else "FAILED (strict): a new measurement is judged only once a run of it is accepted")
-    else:
-        state = "comparable"
-        yardsticks = [(name, _check_yardstick(current, other, name))
-                      for name, other in (("previous", previous), ("reference", reference)) if other is not None]
-        for against, other in yardsticks:
-            for metric, tolerance_name in ANSWER_METRICS.items():
-                base = float(other[metric])
-                value = actual[metric]
-                delta = None if math.isnan(value) else value - base
-                tolerance = tol[tolerance_name]
-                rows.append({
-                    "metric": metric,
-                    "against": against,
-                    "run_id": current.get("run_id"),
-                    "yardstick_run_id": other["run_id"],
-                    "actual": value,
-                    "yardstick": base,
-                    "delta": delta,
-                    "tolerance": tolerance,
-                    "passed": delta is not None and delta >= -(tolerance + EPSILON),
-                })
-        failures = [r for r in rows if not r["passed"]]
-        passed = not failures
-        if failures:
-            message = "FAILED: " + "; ".join(
-                f"{r['metric']} vs {r['against']} run {r['yardstick_run_id']}: "
-                + (f"{_fmt(r['yardstick'])} -> nan (nothing was scored)" if r["delta"] is None else
-                   f"{_fmt(r['yardstick'])} -> {_fmt(r['actual'])} (delta {_fmt(r['delta'], signed=True)}, "
-                   f"tolerance {r['tolerance']:g})")
-                for r in failures)
-        else:
-            message = f"passed: {len(rows)} comparison(s) within tolerance"
-    if errored > 0:
-        passed = False
-        message = (f"FAILED: {errored} answer(s) could not be generated: the metrics are incomplete"
-                   + f" ({message})")
-    grader_failed = current.get("grader_failed") or 0
-    if grader_failed > 0:  # an LLM grader's failed call or unusable reply: no grade, so no verdict either
-        passed = False
-        message = (f"FAILED: {grader_failed} answer(s) have no grade (the grading call failed or its reply had no "
-                   f"usable score): the metrics are incomplete ({message})")
-    return AnswerGateResult(passed, state, rows, message)
-
-
 def accept_answer_run(conn_str: str, run_id: str, *, variants: Sequence[str] | None = None, note: str = "",
                       accepted_by: str | None = None,
                       prefix: str = "eval") -> tuple[list[tuple[str, str]], list[str]]:
@@ -875,8 +602,6 @@ def accept_answer_run(conn_str: str, run_id: str, *, variants: Sequence[str] | N
     def write() -> None:
         from psycopg import sql
 
-        from eval_pipeline.judging.history import _who, ensure_tables
-
         ensure_tables(conn_str, prefix=prefix)
         references = table_names(prefix)
         with connect(conn_str) as conn, conn.transaction():
@@ -889,7 +614,7 @@ def accept_answer_run(conn_str: str, run_id: str, *, variants: Sequence[str] | N
                                      "SELECT %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {runs} WHERE run_id = %s)")
                              .format(refs=sql.Identifier(references["references"]),
                                      runs=sql.Identifier(references["runs"])),
-                             (variant, run_id, str(note), f"answers:{grader}", accepted_by or _who(), run_id))
+                             (variant, run_id, str(note), f"answers:{grader}", accepted_by or who_accepts(), run_id))
 
     if accepted:
         call_redacted(conn_str, f"accepting answer run {run_id!r}", write)

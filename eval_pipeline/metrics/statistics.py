@@ -18,7 +18,7 @@ seeded :class:`numpy.random.Generator`, so the same inputs and seed always give 
 numbers (a re-run of the pipeline must not change a verdict by chance).
 
 Only **answerable** questions enter the statistics (abstention questions have NaN metrics
-by the conventions of :mod:`eval_pipeline.judging.metrics`); errored questions are misses with
+by the conventions of :mod:`eval_pipeline.metrics.retrieval`); errored questions are misses with
 metric 0 and do enter. No function mutates its inputs.
 """
 
@@ -269,7 +269,7 @@ def compare_to_baseline(
     """Every non-baseline variant against ``baseline``, per metric, paired by question.
 
     ``per_query`` maps variant key -> the per-question frame of
-    :func:`eval_pipeline.judging.scoring.score_variant`. Only answerable questions are used, and
+    :func:`eval_pipeline.scoring.variant.score_variant`. Only answerable questions are used, and
     the two variants must have scored the same answerable qids (ValueError naming the
     variant and the differing qids otherwise): pairing is what makes the test sensitive,
     and silently comparing different question sets would be wrong.
@@ -356,7 +356,7 @@ def metric_intervals(
 
     Columns ``variant, metric, n, mean, low, high``; one row per (variant, metric), in
     mapping order then metric order. Only answerable questions are used (the same
-    population as :func:`eval_pipeline.judging.metrics.aggregate`, so ``mean`` equals the summary
+    population as :func:`eval_pipeline.metrics.retrieval.aggregate`, so ``mean`` equals the summary
     value). A variant with no answerable questions gets ``n = 0`` and NaN everywhere.
     """
     if not isinstance(per_query, Mapping):

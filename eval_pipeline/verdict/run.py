@@ -5,9 +5,9 @@ one place, before anything is rendered.
 question set and its fusion-tuning split as the variants file says it now, each partition's
 recorded configuration), builds the run's provenance (the benchmark's content identity, each
 variant's configuration and the engine), judges every variant's retrieval gate
-(`eval_pipeline.judging.verdict.judge_run`, failing closed, with a paired comparison where the
+(`eval_pipeline.verdict.retrieval.judge_run`, failing closed, with a paired comparison where the
 benchmark changed) and every (variant, grader)'s answer gate
-(`eval_pipeline.judging.answer_verdict.judge_answer_run`), and returns one `RunVerdict`. The
+(`eval_pipeline.verdict.answers.judge_answer_run`), and returns one `RunVerdict`. The
 report renders it and records it; the checks on the verdict asset read it.
 """
 
@@ -20,16 +20,16 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.corpus.sources import CorpusSnapshot
-from eval_pipeline.judging.answer_verdict import check_answers_belong, judge_answer_run
-from eval_pipeline.judging.history import labels_fingerprint
-from eval_pipeline.judging.identity import benchmark_fingerprint
-from eval_pipeline.judging.paired import RankConfiguration
-from eval_pipeline.judging.verdict import RunVerdict, code_version, judge_run, results_provenance
+from eval_pipeline.history.identity import benchmark_fingerprint
+from eval_pipeline.history.runs import labels_fingerprint
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.caches import engine_identity, store_environment
 from eval_pipeline.ranking.inputs import InconsistentInputs, check_inputs_agree
 from eval_pipeline.store.indexes import IndexStores
 from eval_pipeline.store.ingest import StoreInfo
+from eval_pipeline.verdict.answers import check_answers_belong, judge_answer_run
+from eval_pipeline.verdict.paired import RankConfiguration
+from eval_pipeline.verdict.retrieval import RunVerdict, code_version, judge_run, results_provenance
 
 __all__ = ["check_split_current", "decide_run", "run_provenance"]
 
@@ -66,7 +66,7 @@ def decide_run(
     """The run's verdict (see the module docstring). `stores` holds every index's table,
     `embedder_for(index key)` its embedder; a partition's index is `sweep.pair(key)`'s.
     `rank_reference(partition key, recorded configuration)` ranks a reference configuration
-    on today's questions for a paired comparison (`eval_pipeline.judging.paired`)."""
+    on today's questions for a paired comparison (`eval_pipeline.verdict.paired`)."""
     order = [k for k in sweep.keys if k in variant_metrics]
     if not order:
         raise ValueError("no variant has metrics yet; materialize ranked_results and variant_metrics first")
@@ -135,7 +135,7 @@ def run_provenance(per_variant: Mapping[str, pd.DataFrame], snapshot: CorpusSnap
     listed) each pair's index, added to its configuration as `index`, which then stands for
     the run-level embedder and chunking in the pair's treatment (`compare_provenance`).
     The benchmark is identified by content: every scored question's text, golds and grades,
-    and the tuning part (`eval_pipeline.judging.identity.benchmark_fingerprint`)."""
+    and the tuning part (`eval_pipeline.history.identity.benchmark_fingerprint`)."""
     return {
         "corpus_signature": store.corpus_signature,  # what the table was built from (checked to agree)
         "question_set_fingerprint": question_set.fingerprint,

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from eval_pipeline.judging.metrics import DEFAULT_KS, aggregate, score_queries
+from eval_pipeline.metrics.retrieval import DEFAULT_KS, aggregate, score_queries
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.ranking.diagnosis import MISS_CLASSES
 from eval_pipeline.ranking.results import PROVENANCE_COLUMNS, STAGE_COLUMNS

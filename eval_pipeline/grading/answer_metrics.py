@@ -116,8 +116,8 @@ from eval_pipeline.common.checks import (
     is_integer,
     is_real,
 )
-from eval_pipeline.judging.answer_grades import ASSERTION_TYPES
-from eval_pipeline.judging.answer_judges import GRADERS, JUDGE_CRITERIA
+from eval_pipeline.grading.assertions import ASSERTION_TYPES
+from eval_pipeline.grading.judges import GRADERS, JUDGE_CRITERIA
 
 __all__ = [
     "ANSWER_COLUMNS",
@@ -399,7 +399,7 @@ def _group(rows: list[dict[str, Any]], has_pass: bool, has_score: bool) -> dict[
 def _interval(values: list[float] | None, **boot: Any) -> list[float]:
     if not values:
         return [NAN, NAN]
-    from eval_pipeline.judging.statistics import bootstrap_ci  # scipy: not at load (the variants file checks prices)
+    from eval_pipeline.metrics.statistics import bootstrap_ci  # scipy: not at load (the variants file checks prices)
 
     low, high = bootstrap_ci(values, **boot)
     return [low, high]

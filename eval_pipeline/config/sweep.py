@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.judging.audit import AuditThresholds
-from eval_pipeline.judging.recommend import Budgets, parse_budgets
 from eval_pipeline.ranking.variants import Variant, VariantConfigError, parse_variant
+from eval_pipeline.recommend import Budgets, parse_budgets
 from eval_pipeline.store.indexes import DEFAULT_INDEX, IndexSpec, parse_indexes
+from eval_pipeline.validity.audit import AuditThresholds
 
 # A pair's partition key: Dagster's multi-partition key, the dimensions in name order (index,
 # then variant) joined by "|", which neither an index key nor a variant key can hold.
@@ -238,8 +238,8 @@ def _baseline(raw: Any, variant_keys: Mapping[str, int], indexes: tuple[IndexSpe
 def _answers(raw: Any, source: str, strict: bool) -> tuple[dict[str, float], bool, dict[str, dict[str, float]]]:
     """`answers: {gate: {max_pass_rate_drop, max_mean_score_drop, strict}, prices: {model: {prompt_per_1k,
     completion_per_1k}}}`; the answer gate's strictness defaults to the retrieval gate's."""
-    from eval_pipeline.judging.answer_history import validate_answer_tolerances
-    from eval_pipeline.judging.answer_metrics import check_prices
+    from eval_pipeline.gates.answers import validate_answer_tolerances
+    from eval_pipeline.grading.answer_metrics import check_prices
 
     where = f"{source}:{raw.line}" if getattr(raw, "line", None) else source
     if raw is None:
@@ -272,7 +272,7 @@ def _audit(raw: Any, source: str) -> AuditThresholds:
 
 def _gate(raw: Any, source: str) -> tuple[dict[str, float], bool, float]:
     from eval_pipeline.common.checks import is_finite
-    from eval_pipeline.judging.gates import DEFAULT_TOLERANCES, validate_tolerances
+    from eval_pipeline.gates.retrieval import DEFAULT_TOLERANCES, validate_tolerances
 
     if raw is None:
         return dict(DEFAULT_TOLERANCES), False, DEFAULT_EFFECT

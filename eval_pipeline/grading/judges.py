@@ -66,7 +66,7 @@ from eval_pipeline.answering.context import ContextEntry, render_context
 from eval_pipeline.answering.served import ServedBy, provider_of
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import is_integer
-from eval_pipeline.judging.llm_grading import (
+from eval_pipeline.grading.llm import (
     check_grader_options,
     clean_reason,
     grade_cache_path,

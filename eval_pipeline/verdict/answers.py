@@ -3,7 +3,7 @@ recorded in the history.
 
 Each (variant, grader) of this run is judged against the previous eligible run and the pinned
 reference of the *same* measurement: golden set (id and fingerprint, over every prompt and
-assertion), corpus, grading yardstick, variant and grader (`eval_pipeline.judging.answer_history`);
+assertion), corpus, grading yardstick, variant and grader (`eval_pipeline.history.answers`);
 the generator is the treatment, named when it changed. It fails closed: a measurement with a
 history and no comparable run (the set, the corpus or the yardstick changed under it) is
 `not_compared` and fails until a run is accepted. A run that answered part of the set is never
@@ -26,6 +26,20 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common.checks import finite_number, missing
+from eval_pipeline.gates.answers import evaluate_answer_gate, validate_answer_tolerances
+from eval_pipeline.gates.retrieval import GateResult
+from eval_pipeline.history.answers import (
+    answer_comparable,
+    answer_graders_of,
+    answer_history_exists,
+    answer_history_of,
+    previous_answer_run,
+    record_answer_run,
+    reference_answer_run,
+    yardstick_problems,
+)
+from eval_pipeline.ranking.inputs import InconsistentInputs
+from eval_pipeline.verdict.retrieval import pinned_tolerances
 
 
 @dataclass
@@ -54,8 +68,6 @@ def check_answers_belong(answer_metrics: Mapping[str, pd.DataFrame], *, corpus_s
     (`tables`: partition key -> table) and each variant's
     configuration as ranked (a report reads the latest materialization of every partition, which
     may be another run's): refuse otherwise, naming what to materialize again."""
-    from eval_pipeline.ranking.inputs import InconsistentInputs
-
     problems = []
     for variant, frame in answer_metrics.items():
         if not len(frame):
@@ -92,19 +104,6 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
     comparable; a variant of this run whose measurement (a grader) has a history since its last
     acceptance but is missing from this run; a new measurement while variants `vanished`.
     The tolerances are never looser than the yardstick rows' (`pinned_tolerances`)."""
-    from eval_pipeline.judging.answer_history import (
-        answer_comparable,
-        answer_graders_of,
-        answer_history_exists,
-        answer_history_of,
-        evaluate_answer_gate,
-        previous_answer_run,
-        reference_answer_run,
-        validate_answer_tolerances,
-        yardstick_problems,
-    )
-    from eval_pipeline.judging.gates import GateResult
-    from eval_pipeline.judging.verdict import pinned_tolerances
 
     configurations = dict(configurations or {})
     tolerances = validate_answer_tolerances(tolerances, "answers.gate")  # the defaults filled in, as recorded
@@ -122,7 +121,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                     verdict.gates.setdefault(variant, {})[grader] = GateResult(False, "not_compared", [], (
                         f"FAILED (not compared): the {grader} grades of this variant were measured (run {last}) and "
                         "are missing from this run (no golden prompts, another grader list, answers not "
-                        "materialized?); accept a run without them (python -m eval_pipeline.judging.history accept "
+                        "materialized?); accept a run without them (python -m eval_pipeline.history accept "
                         "RUN_ID) to acknowledge their removal"))
                     verdict.missing.append((variant, grader, last))
     if not frames:
@@ -219,8 +218,6 @@ def record_answers(verdict: AnswerVerdict, connection_string: str, run_id: str, 
     """Record this run's answer rows (after the results are published). A row is a later run's
     yardstick only when the whole run is (`run_eligible`: the run's one verdict passed, retrieval
     and answers, with no errored question) and its own gate passed."""
-    from eval_pipeline.judging.answer_history import record_answer_run
-
     if verdict.records:
         record_answer_run(connection_string, run_id,
                           [{**r, "eligible": bool(r["eligible"] and run_eligible)} for r in verdict.records])

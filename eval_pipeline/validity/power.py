@@ -43,7 +43,7 @@ Undefined cases
 
 Differences must be finite: a NaN is an abstention question (or a scoring bug) that slipped
 in, and dropping it silently would change ``n`` (the rule of
-:mod:`eval_pipeline.judging.statistics`). No function mutates its inputs.
+:mod:`eval_pipeline.metrics.statistics`). No function mutates its inputs.
 """
 
 from __future__ import annotations
@@ -64,10 +64,10 @@ __all__ = [
 ]
 
 # Upper bound on the float cells one bootstrap batch allocates (variants x resamples x n),
-# the same budget as eval_pipeline.judging.statistics.
+# the same budget as eval_pipeline.metrics.statistics.
 _MAX_BATCH_CELLS = 1_000_000
 
-# Means closer than this are a tie (the same slack as eval_pipeline.judging.gates.EPSILON).
+# Means closer than this are a tie (the same slack as eval_pipeline.gates.retrieval.EPSILON).
 # Two variants with the same values in another order give means that can differ in the
 # last bit; one question in a million moves a mean by 1e-6, so no real difference is lost.
 _TIE = 1e-12

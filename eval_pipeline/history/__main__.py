@@ -1,0 +1,75 @@
+"""The history's command line: ``python -m eval_pipeline.history runs`` lists the latest runs
+with their eligibility; ``python -m eval_pipeline.history accept RUN_ID`` pins a run as the
+reference of its variants, retrieval and answers alike (the Dagster job ``accept_reference``
+does the same from the UI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from eval_pipeline.common.state import default_state_dir
+from eval_pipeline.history.answers import accept_answer_run
+from eval_pipeline.history.runs import accept_reference, recent_runs
+from eval_pipeline.store.database import EmbeddedPostgres
+
+
+def _connection_from_args(args: argparse.Namespace) -> str:
+    if args.url_env:
+        url = os.environ.get(args.url_env)
+        if not url:
+            raise SystemExit(f"environment variable {args.url_env} is not set (it should hold the database URL)")
+        return url
+    return EmbeddedPostgres(args.state_dir).uri(args.database)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`runs`: the latest runs with their eligibility; `accept RUN_ID`: pin a run as the
+    reference of its variants (the Dagster job `accept_reference` does the same from the UI)."""
+    parser = argparse.ArgumentParser(prog="python -m eval_pipeline.history", description=main.__doc__)
+    parser.add_argument("--state-dir", default=str(default_state_dir()),
+                        help="the embedded database's state dir (default: $EVAL_PIPELINE_STATE_DIR, else the "
+                        "checkout's .eval_state)")
+    parser.add_argument("--database", default="eval")
+    parser.add_argument("--url-env", default=None, help="read the database URL from this environment variable "
+                        "(e.g. EVAL_PIPELINE_DATABASE_URL) instead of the embedded server")
+    parser.add_argument("--prefix", default="eval")
+    sub = parser.add_subparsers(dest="command", required=True)
+    runs = sub.add_parser("runs", help="list the latest runs")
+    runs.add_argument("--limit", type=int, default=20)
+    accept = sub.add_parser("accept", help="accept a run as the pinned reference of its variants")
+    accept.add_argument("run_id")
+    accept.add_argument("--variant", action="append", dest="variants", help="only this variant (repeatable)")
+    accept.add_argument("--note", default="", help="why it was accepted (kept with the reference)")
+    accept.add_argument("--by", default=None, help="who accepts (default: $USER)")
+    args = parser.parse_args(argv)
+    conn_str = _connection_from_args(args)
+    if args.command == "runs":
+        for r in recent_runs(conn_str, limit=args.limit, prefix=args.prefix):
+            flags = ["limited"] if r["limited"] else []
+            flags += ["eligible" if r["eligible"] else "not eligible"]
+            if r["gate_failed"]:
+                flags.append(f"gate failed: {', '.join(r['gate_failed'])}")
+            if r["accepted"]:
+                flags.append(f"accepted: {', '.join(r['accepted'])}")
+            print(f"{r['run_id']}  {r['created_at']:%Y-%m-%d %H:%M:%S}  {'; '.join(flags)}")
+        return 0
+    try:
+        accepted = accept_reference(conn_str, args.run_id, variants=args.variants, note=args.note,
+                                    accepted_by=args.by, prefix=args.prefix)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    answers, refused = accept_answer_run(conn_str, args.run_id, variants=args.variants, note=args.note,
+                                         accepted_by=args.by, prefix=args.prefix)
+    print(f"run {args.run_id} is now the pinned reference of: {', '.join(accepted)}")
+    print(f"answers accepted: {', '.join(f'{v} {g}' for v, g in answers) or 'none'}")
+    for reason in refused:
+        print(f"answers not accepted: {reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
