@@ -94,7 +94,8 @@ def result_environment() -> dict[str, str]:
     return package_versions(RESULT_PACKAGES)
 
 
-# Where the code that ranks and scores lives (relative to the project root).
+# Where importable code lives (relative to the project root): a change here, tracked or not,
+# changes what runs (the engine's identity, the checkout's version in eval_pipeline.verdict).
 CODE_PATHS = ("eval_pipeline", "assets", "resources", "definitions.py")
 
 

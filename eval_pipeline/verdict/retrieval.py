@@ -30,7 +30,7 @@ from eval_pipeline.history.runs import (
     record_run,
     reference_run,
 )
-from eval_pipeline.ranking.caches import engine_identity
+from eval_pipeline.ranking.caches import CODE_PATHS, engine_identity
 from eval_pipeline.ranking.inputs import InconsistentInputs
 from eval_pipeline.scoring.variant import summarize
 from eval_pipeline.verdict.paired import RankConfiguration, paired_counts, paired_reference
@@ -147,10 +147,6 @@ def results_provenance(
         raise InconsistentInputs("the report's inputs do not belong together: " + "; ".join(problems)
                                  + ". Materialize ranked_results and variant_metrics for these variants again.")
     return {"variants": configs, "variant_code_versions": code_versions}
-
-
-# Where importable code lives: a change here, tracked or not, changes what runs.
-CODE_PATHS = ("eval_pipeline", "assets", "resources", "definitions.py")
 
 
 _LOADED: dict[str, str] = {}
