@@ -693,7 +693,8 @@ def project_history(conn_str: str, *, before_run_id: str | None = None, prefix: 
       vanished, and accepting a run without it acknowledges the removal;
     * ``established``: the variants of the run of the latest acceptance (else of the first
       eligible run). While a variant has vanished, a variant that is not established, whether
-      new today or added since, cannot be told from the vanished one renamed and changed."""
+      new today or added since, cannot be told from the vanished one renamed and changed;
+    * ``policy``: the gate settings in force (:func:`_pinned_policy`)."""
     from psycopg import sql
 
     names = table_names(prefix)
@@ -706,7 +707,8 @@ def project_history(conn_str: str, *, before_run_id: str | None = None, prefix: 
         usable = ("((" + _ELIGIBLE + ") OR EXISTS (SELECT 1 FROM {references} f WHERE f.run_id = r.run_id"
                   " AND f.aspect = 'retrieval')) AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)")
         variants = ("SELECT r.seq, r.provenance->'sweep_keys', (SELECT array_agg(DISTINCT m.variant) FROM {metrics} m"
-                    " WHERE m.run_id = r.run_id), r.provenance->'configurations' FROM {runs} r WHERE " + usable)
+                    " WHERE m.run_id = r.run_id), r.provenance->'configurations', r.provenance->'gate_policy',"
+                    " r.provenance->'effective_gate_policy' FROM {runs} r WHERE " + usable)
         accepted = conn.execute(sql.SQL(
             "SELECT r.seq FROM {references} f JOIN {runs} r ON r.run_id = f.run_id WHERE f.aspect = 'retrieval'"
             " AND (%(before)s::text IS NULL OR f.run_id <> %(before)s::text) ORDER BY f.seq DESC LIMIT 1").format(
@@ -724,7 +726,20 @@ def project_history(conn_str: str, *, before_run_id: str | None = None, prefix: 
     configurations = rows[0][3] if isinstance(rows[0][3], dict) else {}
     # established by name, or by configuration (a rename with the same configuration is the same variant)
     return {"has_yardstick": True, "known": known,
-            "established": list(dict.fromkeys([*named(rows[0]), *map(str, configurations.values())]))}
+            "established": list(dict.fromkeys([*named(rows[0]), *map(str, configurations.values())])),
+            "policy": _pinned_policy(rows, accepted_seq=accepted[0] if accepted else None)}
+
+
+def _pinned_policy(rows: list[tuple], *, accepted_seq: int | None) -> dict[str, bool]:
+    """The gate settings in force (``strict``, ``answer_strict``): like the tolerances, a setting
+    is never relaxed by the change it judges. The accepted run stands for the settings it asked
+    for (accepting it accepts them); every later yardstick run for those it was judged with."""
+    pinned: dict[str, bool] = {}
+    for seq, *_, asked, effective in rows:  # ordered by seq, from the accepted run on
+        settings = asked if seq == accepted_seq else effective
+        for key, value in (settings if isinstance(settings, dict) else {}).items():
+            pinned[key] = pinned.get(key, False) or value is True
+    return pinned
 
 
 def accept_reference(

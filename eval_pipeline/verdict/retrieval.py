@@ -69,6 +69,7 @@ class RunVerdict:
     decided_by: dict[str, str] = field(default_factory=dict)  # variant -> what decided its gate
     vanished: list[str] = field(default_factory=list)  # variants of the last yardstick run's file gone now
     loosened: dict[str, list[str]] = field(default_factory=dict)  # variant -> tolerances loosened since its yardstick
+    policy: dict[str, bool] = field(default_factory=dict)  # the gate settings in force: strict, answer_strict
     answers: Any = None  # the answer verdict (eval_pipeline.verdict.answers.AnswerVerdict), if answers ran
     run_id: str = ""
     index_of: dict[str, str] = field(default_factory=dict)  # partition key -> its index's key
@@ -252,6 +253,7 @@ def judge_run(
     run_id: str,
     limited: bool,
     connection_string: str | None,
+    answer_strict: bool = False,
     history_prefix: str = "eval",
     statistics_cache: Path | None = None,
     record: bool = True,
@@ -286,7 +288,9 @@ def judge_run(
     both, since nothing judged them.
 
     The tolerances are the variants file's, never looser than those the yardsticks were
-    judged with (:func:`pinned_tolerances`). ``sweep_keys`` are the variants file's keys
+    judged with (:func:`pinned_tolerances`); so are ``strict`` and ``answer_strict`` (the
+    answer gate's, decided by the caller with ``RunVerdict.policy``): switched off, they stay
+    on until a run under the new setting is accepted. ``sweep_keys`` are the variants file's keys
     (default: this run's), recorded so later runs can tell a variant that vanished. Without a
     connection string there is no history: every variant is a ``first_run``. ``record=False``
     still reads the history but writes nothing. The run is recorded with its eligibility
@@ -309,6 +313,12 @@ def judge_run(
     project: dict[str, Any] = (project_history(connection_string, before_run_id=run_id, prefix=history_prefix)
                                if connection_string else {"has_yardstick": False, "known": [], "established": []})
     verdict.vanished = [k for k in project["known"] if k not in keys]
+    asked_policy = {"strict": strict, "answer_strict": answer_strict}
+    pinned = project.get("policy") or {}
+    verdict.policy = {k: v or pinned.get(k, False) for k, v in asked_policy.items()}
+    relaxed = [f"{k} true -> false" for k, v in asked_policy.items() if verdict.policy[k] and not v]
+    provenance["gate_policy"], provenance["effective_gate_policy"] = asked_policy, dict(verdict.policy)
+    strict = verdict.policy["strict"]
     ranked: dict[str, pd.DataFrame] = {}
     for _, row in summary.iterrows():
         variant = row["variant"]
@@ -323,6 +333,7 @@ def judge_run(
         ref = (reference_run(connection_string, identity=None, **lookup)  # ever is None without a connection string
                if connection_string and ever is not None else None)
         effective, loosened = pinned_tolerances(asked, [ever, ref])
+        loosened += relaxed
         provenance["effective_tolerances"][variant] = effective
         current = {m: float(row[m]) for m in effective}
         if ever is None:
@@ -359,7 +370,7 @@ def judge_run(
         if loosened:
             verdict.loosened[variant] = loosened
             gate = replace(gate, message=f"{gate.message} (the gate was loosened since its yardstick: "
-                           f"{'; '.join(loosened)}; judged with the stricter tolerances until a run under the new "
+                           f"{'; '.join(loosened)}; judged with the stricter settings until a run under the new "
                            "ones is accepted)")
         verdict.decided_by[variant] = _decided_by(gate)
         verdict.previous[variant] = ever

@@ -90,13 +90,14 @@ def decide_run(
     provenance["embedder_identity"] = embedder_for(run_index).identity  # what changes a vector, input types too
     provenance["database"], provenance["engine_identity"] = database, engine
     verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance, tolerances=sweep.tolerances,
-                        strict=sweep.strict, run_id=run_id, limited=question_set.limited,
+                        strict=sweep.strict, answer_strict=sweep.answer_strict, run_id=run_id,
+                        limited=question_set.limited,
                         connection_string=connection_string, record=False, statistics_cache=statistics_cache,
                         sweep_keys=list(sweep.keys), rank_reference=rank_reference)
     check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, tables=tables,
                          variant_configs=provenance.get("variants", {}))
     verdict.answers = judge_answer_run(answer_metrics or {}, order=order, corpus_signature=store.corpus_signature,
-                                       tolerances=sweep.answer_tolerances, strict=sweep.answer_strict,
+                                       tolerances=sweep.answer_tolerances, strict=verdict.policy["answer_strict"],
                                        connection_string=connection_string, run_id=run_id,
                                        configurations=verdict.provenance["configurations"],
                                        vanished=verdict.vanished)

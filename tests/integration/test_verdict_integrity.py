@@ -221,3 +221,41 @@ def test_the_accept_reference_job_records_who_accepted_and_why(pg_uri):
         row = conn.execute("SELECT aspect, accepted_by, note, accepted_at IS NOT NULL FROM eval_references "
                            "WHERE run_id = %s", (r1,)).fetchone()
     assert row == ("retrieval", "ana", "faster, accepted", True)
+
+
+def _two_variants(pg_uri, prefix, run_id, *, strict, answer_strict=False):
+    """Variant a (hit@1 0.9) and a new variant b (a configuration of its own)."""
+    return judge_run({"a": frame("a", 90), "b": frame("b", 10)}, baseline="a",
+                     provenance=provenance(variants={"a": {"engine": "pg-dense"}, "b": {"engine": "bm25"}}),
+                     tolerances=TOLERANCES, strict=strict, answer_strict=answer_strict, run_id=run_id, limited=False,
+                     connection_string=pg_uri, history_prefix=prefix)
+
+
+def test_turning_strict_off_with_a_new_variant_still_judges_it_strictly(judge, pg_uri):
+    """`strict` is pinned like the tolerances: switched off in the same change as a new variant
+    (which strict would fail until accepted), the new variant still fails; once a run under the
+    new setting is accepted, it applies."""
+    assert judge("r0", 90, strict=True).gates["a"].state == "not_compared"
+    accept_reference(pg_uri, "r0", prefix=judge.prefix)
+    assert judge("r1", 90, strict=True).gate_passed
+    loosened = _two_variants(pg_uri, judge.prefix, "r2", strict=False)
+    assert loosened.gates["a"].passed and not loosened.gates["b"].passed
+    assert loosened.gates["b"].state == "not_compared" and "strict" in loosened.gates["b"].message
+    assert loosened.policy == {"strict": True, "answer_strict": False}
+    assert read_run(pg_uri, "r2", prefix=judge.prefix)["provenance"]["effective_gate_policy"]["strict"] is True
+    accept_reference(pg_uri, "r2", prefix=judge.prefix)  # accepting it accepts its setting too
+    relaxed = judge_run({"a": frame("a", 90), "b": frame("b", 10), "c": frame("c", 10)}, baseline="a",
+                        provenance=provenance(variants={"a": {"engine": "pg-dense"}, "b": {"engine": "bm25"},
+                                                        "c": {"engine": "metadata"}}),
+                        tolerances=TOLERANCES, strict=False, run_id="r3", limited=False, connection_string=pg_uri,
+                        history_prefix=judge.prefix)
+    assert relaxed.gates["c"].state == "first_run" and relaxed.gate_passed
+
+
+def test_the_answer_gate_s_strict_is_pinned_the_same_way(judge, pg_uri):
+    judge("r0", 90)
+    first = _two_variants(pg_uri, judge.prefix, "r1", strict=False, answer_strict=True)
+    assert first.policy == {"strict": False, "answer_strict": True}
+    later = _two_variants(pg_uri, judge.prefix, "r2", strict=False, answer_strict=False)
+    assert later.policy == {"strict": False, "answer_strict": True}
+    assert any("answer_strict" in note for notes in later.loosened.values() for note in notes)
