@@ -44,7 +44,7 @@ from assets.answer_quality import (  # noqa: F401  (the answer-quality assets: p
 )
 from assets.metadata import to_metadata
 from assets.partitions import SWEEP, sweep_partitions
-from assets.run import op_config, selected_assets
+from assets.run import op_config, safe_results_dir, selected_assets
 from assets.ranking import (  # noqa: F401  (ranked_results: in the graph)
     RankingConfig,
     index_embedder_of,
@@ -108,10 +108,14 @@ def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedd
     spooled to the state dir: the steps after it get a reference, and ingest streams the file.
 
     Also the run's preflight, before anything is embedded: every asset's settings, the
-    question set (when this run builds it) and every reranker's model or endpoint."""
+    question set (when this run builds it), every reranker's model or endpoint, and the results
+    folder the report will publish into (never one holding the state dir or the code)."""
     validate_run_config(context.run.run_config)
-    if op_config(context, "report", ReportConfig).grade_holes:
-        llm.get()  # grading the holes needs a model: fail now, not after the ranking
+    if AssetKey("report") in selected_assets(context):
+        report_config = op_config(context, "report", ReportConfig)
+        safe_results_dir(context, report_config.results_dir, state.dir())
+        if report_config.grade_holes:
+            llm.get()  # grading the holes needs a model: fail now, not after the ranking
     snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
                            max_document_chars=config.max_document_chars)
     preflight_answers(context, snapshot, llm)
@@ -237,7 +241,7 @@ def report(
     run = render_run(
         verdict, variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, stores=pgvector_store,
         question_set=question_set, connection_string=database.connection_string(), state=state.dir(),
-        run_id=context.run_id, results_dir=config.results_dir, record_history=config.record_history,
+        run_id=context.run_id, results_dir=safe_results_dir(context, config.results_dir, state.dir()), record_history=config.record_history,
         warn=context.log.warning, llm=llm.get if config.grade_holes else None)
     context.log.info(f"report written to {run.report_path}")
     context.add_output_metadata(to_metadata(run.metadata))

@@ -48,13 +48,45 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no cross-process locking
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["PublishError", "staged_results", "owned_by", "final_paths", "recover"]
+__all__ = ["PublishError", "UnsafeResultsDir", "check_results_dir", "staged_results", "owned_by", "final_paths",
+           "recover"]
 
 _PLOT_NAME = r"[A-Za-z0-9_-]+"  # a plot's base name has no dot, so `x.limited-5.png` is not `x` + ''
 
 
 class PublishError(RuntimeError):
     """Writing a results folder failed; the message names it and says the previous results stand."""
+
+
+class UnsafeResultsDir(ValueError):
+    """A results folder whose swap would take something else with it (the state dir, the code)."""
+
+
+def check_results_dir(results_dir: str | os.PathLike[str], protected: Mapping[str, tuple[Path, str]], *,
+                      setting: str = "report.results_dir") -> Path:
+    """``results_dir`` resolved (relative to the working directory, through symlinks), refused
+    when publishing could destroy a ``protected`` folder: ``{what it is: (path, rule)}`` where
+    rule ``"inside"`` refuses a results folder that is the folder, holds it or sits inside it
+    (the state dir: the embedded Postgres's data, caches, Dagster's storage), and ``"holds"``
+    one that is it or holds it (the checkout: ``results/`` inside it is the default). The swap
+    renames the whole results folder away: a folder holding the running database's data takes
+    it along, and the server never starts again."""
+    results = Path(results_dir).expanduser().resolve()
+    for what, (path, rule) in protected.items():
+        if rule not in ("inside", "holds"):
+            raise ValueError(f"rule must be 'inside' or 'holds', got {rule!r}")
+        folder = Path(path).expanduser().resolve()
+        if results == folder or folder.is_relative_to(results):
+            relation = "is" if results == folder else "holds"
+        elif rule == "inside" and results.is_relative_to(folder):
+            relation = "is inside"
+        else:
+            continue
+        raise UnsafeResultsDir(
+            f"{setting} {str(results_dir)!r} ({results}) {relation} {what} {folder}: publishing replaces the whole "
+            "results folder, which would destroy it; choose a folder of its own (the default is results/ in the "
+            "checkout)")
+    return results
 
 
 def owned_by(name: str, suffix: str = "") -> bool:
