@@ -16,20 +16,30 @@ Engines:
 - `bm25`: Okapi BM25 over the same chunks, in memory: eval_pipeline.ranking.bm25.
 - `metadata`: a scorer that reads only title, description and filename, never the body;
   the baseline that tells you how much the body contributes.
+
+The registry (`ENGINES`, issue #24): every engine kind declares its name, its name as a
+first-stage leg (`leg`: what a hybrid's `legs:` lists and what the latency and the diagnosis
+call it), its options (the leg settings a variant may give, checked when the variants file is
+loaded), what it needs (`needs`: the question's embedding, the index's table, the chunks, the
+corpus) and how it is built (`build`: a leg's engine, with `chunk_hits(query, embedding)`;
+`search`: a document-level engine, with `search(query)`). The sweep, the variants file's
+checks and the ranking plan read only the registry. A new engine is one file that defines its
+kind and calls `ENGINES.register(EngineKind(...))`, plus the line that imports the file: its
+module in `BUILTIN_ENGINE_MODULES` here, or in EVAL_PIPELINE_PLUGINS (eval_pipeline.common.registry).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, Protocol
 
+from eval_pipeline.common.registry import Names, Option, Registry, boolean, choice, integer
 from eval_pipeline.common.text import TOKEN
-from eval_pipeline.corpus.sources import Document
+from eval_pipeline.corpus.sources import CorpusSnapshot, Document
 
-EngineName = Literal["pg-keyword", "pg-dense", "hybrid", "bm25", "metadata"]
-ENGINE_NAMES: tuple[str, ...] = ("pg-keyword", "pg-dense", "hybrid", "bm25", "metadata")
+EngineName = Literal["pg-keyword", "pg-dense", "hybrid", "bm25", "metadata"]  # the built-in ones
 
 
 @dataclass(frozen=True)
@@ -172,3 +182,147 @@ class MetadataEngine:
     def search(self, query, query_embedding=None):
         ranked = sorted(self.score(query).items(), key=lambda kv: (-kv[1], kv[0]))[: self.depth]
         return [RankedDoc(d, s) for d, s in ranked]
+
+
+# --- the registry ------------------------------------------------------------------------------
+
+
+class LegContext(Protocol):
+    """What a kind's builder may use (the Sweep is one): the index's table, the corpus, the chunks."""
+
+    connection_string: str
+    table: str
+    snapshot: CorpusSnapshot
+
+    def chunks(self) -> list[tuple[str, str, str]]: ...
+
+
+# What a kind may need, for its builder and for the plan: the question's embedding (the embed
+# stage is timed with it, and the index's embedder decides its results), the index's table,
+# the chunks (ids, doc ids, texts), the corpus's documents.
+NEEDS = ("query_embedding", "store", "chunks", "documents")
+
+
+@dataclass(frozen=True)
+class EngineKind:
+    """One engine of the variants file's `engine:` (and, with `leg`, one leg of a hybrid)."""
+
+    name: str
+    leg: str | None = None  # its name as a first-stage leg; None: not a leg (hybrid, metadata)
+    options: tuple[Option, ...] = ()  # the leg's settings, given on a variant that uses the leg
+    needs: frozenset[str] = frozenset()  # of NEEDS
+    side: Literal["keyword", "dense"] = "keyword"  # the diagnosis side it counts for (eval_pipeline.ranking.diagnosis)
+    build: Callable[[LegContext, int, Mapping[str, Any]], Any] | None = None  # (context, chunk depth, settings)
+    resolve: Callable[[Mapping[str, Any]], dict[str, Any]] = dict  # the settings with the leg's defaults filled in
+    search: Callable[[LegContext], Any] | None = None  # a document-level engine: no legs, search(query) -> RankedDoc
+    fuses: bool = False  # ranks by fusing the legs the variant lists (hybrid)
+    engine_options: tuple[str, ...] = ()  # settings of the engine itself, checked by the variants file (hybrid's)
+    max_top_k: int | None = None  # the deepest chunk_top_k the leg can serve
+    max_top_k_why: str = ""  # why, for the variants file's message
+    description: str = ""
+
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        return tuple(o.name for o in self.options)
+
+
+BUILTIN_ENGINE_MODULES: tuple[str, ...] = ()  # one line per engine kind defined in a file of its own
+
+
+ENGINES: Registry[EngineKind] = Registry("engine", modules=BUILTIN_ENGINE_MODULES)
+
+
+ENGINE_NAMES: Sequence[str] = Names(ENGINES)  # every registered engine, in registration order
+
+
+LEGS: Sequence[str] = Names(ENGINES, lambda k: k.leg is not None, key=lambda k: k.leg)  # every leg name
+
+
+def legs() -> dict[str, EngineKind]:
+    """leg name -> its kind, in registration order."""
+    return {k.leg: k for k in ENGINES.kinds() if k.leg is not None}
+
+
+def leg_kind(leg: str) -> EngineKind:
+    kind = legs().get(leg)
+    if kind is None:
+        raise ValueError(f"unknown leg {leg!r}")
+    return kind
+
+
+def _keyword_leg(ctx: LegContext, top_k: int, settings: Mapping[str, Any]):
+    from eval_pipeline.ranking.keyword_index import IndexedKeywordEngine  # imports Haystack: only when ranking
+
+    # Same ranking as Haystack's PgvectorKeywordRetriever at the defaults, on a stored, indexed
+    # tsvector (parity tested in tests/integration/test_keyword_index.py).
+    return IndexedKeywordEngine(ctx.connection_string, ctx.table, chunk_top_k=top_k, **settings)
+
+
+def _dense_leg(ctx: LegContext, top_k: int, settings: Mapping[str, Any]):
+    from eval_pipeline.ranking import dense  # imports Haystack: only when ranking
+
+    # Haystack's PgvectorEmbeddingRetriever's ids and scores (parity-tested), selecting only id,
+    # doc id and score; HNSW ef_search max(40, top_k) for this leg alone, so a variant ranks the
+    # same alone, in the sweep or in a parallel batch.
+    return dense.LeanDenseEngine(ctx.connection_string, ctx.table, chunk_top_k=top_k, **settings)
+
+
+def _bm25_leg(ctx: LegContext, top_k: int, settings: Mapping[str, Any]):
+    from eval_pipeline.ranking.bm25 import BM25Engine  # imports bm25s and PyStemmer: only when ranking
+
+    titles = {d.doc_id: d.title for d in ctx.snapshot.documents}
+    return BM25Engine(ctx.chunks(), titles=titles, chunk_top_k=top_k, **settings)
+
+
+def _keyword_resolved(given: Mapping[str, Any]) -> dict[str, Any]:
+    from eval_pipeline.store.tsvector import keyword_settings
+
+    return dict(keyword_settings(**given))
+
+
+def _bm25_resolved(given: Mapping[str, Any]) -> dict[str, Any]:
+    from eval_pipeline.ranking.bm25 import check_settings
+
+    return dict(check_settings(**given))
+
+
+def _keyword_choices(name: str) -> Callable[[], Sequence[str]]:
+    def listed() -> Sequence[str]:
+        from eval_pipeline.store import tsvector
+
+        return getattr(tsvector, name)
+    return listed
+
+
+def _bm25_choices(name: str) -> Callable[[], Sequence[str]]:
+    def listed() -> Sequence[str]:
+        from eval_pipeline.ranking import bm25  # its module imports this one: read when checked
+
+        return getattr(bm25, name)
+    return listed
+
+
+MAX_DENSE_TOP_K = 1000  # pgvector caps hnsw.ef_search at 1000
+
+
+ENGINES.register(EngineKind(
+    "pg-keyword", leg="keyword", needs=frozenset({"store"}), build=_keyword_leg, resolve=_keyword_resolved,
+    options=(choice("match", _keyword_choices("KEYWORD_MATCHES")),
+             choice("ranking", _keyword_choices("KEYWORD_RANKINGS")), integer("normalization", 0, 63)),
+    description="Postgres full-text search on the stored tsvector"))
+ENGINES.register(EngineKind(
+    "pg-dense", leg="dense", side="dense", needs=frozenset({"store", "query_embedding"}), build=_dense_leg,
+    resolve=lambda given: {"exact": bool(given.get("exact", False))}, options=(boolean("exact"),),
+    max_top_k=MAX_DENSE_TOP_K, max_top_k_why="pgvector's HNSW search returns at most 1000 rows (hnsw.ef_search)",
+    description="cosine search over the HNSW index"))
+ENGINES.register(EngineKind(
+    "hybrid", fuses=True, engine_options=("fusion", "rrf_k", "weights", "legs", "tune"),
+    description="two or more legs fused"))
+ENGINES.register(EngineKind(
+    "bm25", leg="bm25", needs=frozenset({"store", "chunks", "documents"}), build=_bm25_leg, resolve=_bm25_resolved,
+    options=(choice("stemmer", _bm25_choices("STEMMERS")), choice("stopwords", _bm25_choices("STOPWORDS")),
+             choice("fields", _bm25_choices("FIELDS"))),
+    description="Okapi BM25 over the chunks, in memory"))
+ENGINES.register(EngineKind(
+    "metadata", needs=frozenset({"documents"}), search=lambda ctx: MetadataEngine(ctx.snapshot.documents),
+    description="title, description and filename only"))

@@ -191,8 +191,13 @@ def index_independent(variant) -> bool:
     """Whether no index's embedder decides the variant's results: the metadata engine (title,
     description and filename, no diagnosis legs) without a reranker. Its results still name
     each document's first chunk, so they depend on the chunking: indexes that share a chunking
-    share them, ranked once."""
-    return variant.engine == "metadata" and variant.reranker.kind == "none"
+    share them, ranked once. Read from the engine's kind: no legs, needing neither the index's
+    table nor a question embedding (eval_pipeline.ranking.engines.ENGINES)."""
+    from eval_pipeline.ranking.engines import ENGINES
+
+    kind = ENGINES.get(variant.engine)
+    return (kind is not None and not kind.fuses and kind.leg is None and not kind.needs & {"store", "query_embedding"}
+            and variant.reranker.kind == "none")
 
 
 def results_table(store, variant) -> str:

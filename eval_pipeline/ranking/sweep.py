@@ -34,11 +34,12 @@ from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.ranking.diagnosis import diagnose_miss
 from eval_pipeline.ranking.engines import (
+    ENGINES,
     ChunkHit,
-    MetadataEngine,
     RankedDoc,
     chunks_to_documents,
     fuse,
+    leg_kind,
 )
 from eval_pipeline.ranking.results import RESULT_COLUMNS, STAGES, error_text, identity_json, variant_identity
 from eval_pipeline.ranking.variants import Variant, resolved_leg_settings
@@ -97,7 +98,7 @@ class Sweep:
         self._legs: dict[tuple[str, int, tuple], Any] = {}  # (leg, top_k, settings) -> its engine
         self._leg_cache: dict[tuple[str, int, tuple, str], _Timed] = {}
         self._pool_cache: dict[tuple, tuple[list[RankedDoc], dict[str, float], str | None, bool]] = {}
-        self._metadata: MetadataEngine | None = None
+        self._engines: dict[str, Any] = {}  # engine name -> its document-level engine (metadata)
         self.queries_by_stage: dict[str, int] = {s: 0 for s in STAGES}
 
     # --- shared resources -----------------------------------------------------------------
@@ -136,29 +137,10 @@ class Sweep:
         three share it, and its hits."""
         key = (name, top_k, _frozen(settings))
         if key not in self._legs:
-            if name == "keyword":
-                from eval_pipeline.ranking.keyword_index import (
-                    IndexedKeywordEngine,  # imports Haystack: only when ranking
-                )
-
-                # Same ranking as Haystack's PgvectorKeywordRetriever at the defaults, on a stored,
-                # indexed tsvector (parity tested in tests/integration/test_keyword_index.py).
-                self._legs[key] = IndexedKeywordEngine(self.connection_string, self.table, chunk_top_k=top_k,
-                                                       **settings)
-            elif name == "dense":
-                from eval_pipeline.ranking.dense import LeanDenseEngine  # imports Haystack: only when ranking
-
-                # Haystack's PgvectorEmbeddingRetriever's ids and scores (parity-tested), selecting
-                # only id, doc id and score; HNSW ef_search max(40, top_k) for this leg alone, so a
-                # variant ranks the same alone, in the sweep or in a parallel batch.
-                self._legs[key] = LeanDenseEngine(self.connection_string, self.table, chunk_top_k=top_k, **settings)
-            elif name == "bm25":
-                from eval_pipeline.ranking.bm25 import BM25Engine  # imports bm25s and PyStemmer: only when ranking
-
-                titles = {d.doc_id: d.title for d in self.snapshot.documents}
-                self._legs[key] = BM25Engine(self.chunks(), titles=titles, chunk_top_k=top_k, **settings)
-            else:
-                raise ValueError(f"unknown leg {name!r}")
+            kind = leg_kind(name)  # eval_pipeline.ranking.engines.ENGINES: how the leg is built
+            if kind.build is None:
+                raise ValueError(f"leg {name!r} has no builder")
+            self._legs[key] = kind.build(self, top_k, settings)
         return self._legs[key]
 
     def leg_hits(self, name: str, top_k: int, q: Question, settings: Mapping[str, Any] | None = None) -> _Timed:
@@ -169,7 +151,7 @@ class Sweep:
                 leg = self._leg(name, top_k, settings)
             except Exception as exc:  # e.g. the database is unreachable: this question errors, the next retries
                 return _Timed(None, 0.0, error_text(exc, self.connection_string))
-            self.queries_by_stage[name] += 1
+            self.queries_by_stage[name] = self.queries_by_stage.get(name, 0) + 1
             self._leg_cache[key] = _timed(leg.chunk_hits, q.question, self.query_embeddings.get(q.qid),
                                           conninfo=self.connection_string)
         return self._leg_cache[key]
@@ -185,19 +167,21 @@ class Sweep:
         stage_ms: dict[str, float] = {}
         error = None
         pool: list[RankedDoc] = []
-        fused = v.engine == "hybrid"
-        if v.engine == "metadata":
-            if self._metadata is None:
-                self._metadata = MetadataEngine(self.snapshot.documents)
-            self.queries_by_stage["metadata"] += 1
-            timed = _timed(lambda text: self._metadata.search(text)[:pool_depth], q.question)
-            stage_ms["metadata"] = timed.ms
+        kind = ENGINES[v.engine]
+        fused = kind.fuses
+        if kind.search is not None:  # a document-level engine (metadata): its own stage, no legs
+            if v.engine not in self._engines:
+                self._engines[v.engine] = kind.search(self)
+            engine = self._engines[v.engine]
+            self.queries_by_stage[v.engine] = self.queries_by_stage.get(v.engine, 0) + 1
+            timed = _timed(lambda text: engine.search(text)[:pool_depth], q.question)
+            stage_ms[v.engine] = timed.ms
             pool, error = timed.value or [], timed.error
         else:
-            legs = list(v.legs) if fused else [{"pg-keyword": "keyword", "pg-dense": "dense", "bm25": "bm25"}[v.engine]]
+            legs = list(v.used_legs)
             hits: list[list[ChunkHit]] = []
             for leg in legs:
-                if leg == "dense":
+                if "query_embedding" in leg_kind(leg).needs:
                     stage_ms["embed"] = self.embed_ms
                 timed = self.leg_hits(leg, v.chunk_top_k, q, v.leg_settings(leg))
                 stage_ms[leg] = timed.ms
@@ -244,6 +228,9 @@ class Sweep:
         if v.reranker.kind != "none" and reranker is None:
             raise ValueError(f"variant {v.key!r} needs a {v.reranker.kind} reranker and none was given")
         diag_top_k = v.chunk_top_k
+        diag_legs = self.diagnosis_legs(v)
+        sides = {leg: leg_kind(leg).side for leg in diag_legs}
+        diagnosed: dict[str, dict[str, list[str]]] = {}
         rows = []
         for q in questions:
             pool, stage_ms, error, fused = self.first_stage(v, q)
@@ -272,14 +259,15 @@ class Sweep:
             abstained = False
             if error is None and v.abstain_below is not None and (not final or final[0].score < v.abstain_below):
                 final, abstained = [], True
-            keyword_docs: list[str]
-            dense_docs: list[str]
-            keyword_docs = dense_docs = []
+            diag_docs: dict[str, list[str]] = {}
             diagnosis_error = None
-            if error is None and v.engine != "metadata":
-                keyword_docs, keyword_error = self._diag_docs(v, self._keyword_leg_of(v), diag_top_k, q)
-                dense_docs, dense_error = self._diag_docs(v, "dense", diag_top_k, q)
-                diagnosis_error = keyword_error or dense_error
+            if error is None and v.used_legs:
+                for leg in diag_legs:
+                    diag_docs[leg], leg_error = self._diag_docs(v, leg, diag_top_k, q)
+                    diagnosis_error = diagnosis_error or leg_error
+            diagnosed[q.qid] = diag_docs
+            keyword_docs = diag_docs.get(next((leg for leg in diag_legs if sides[leg] == "keyword"), ""), [])
+            dense_docs = diag_docs.get(next((leg for leg in diag_legs if sides[leg] == "dense"), ""), [])
             rows.append({
                 "variant": v.key,
                 "qid": q.qid,
@@ -304,19 +292,27 @@ class Sweep:
         frame["questions_fingerprint"] = question_set_fingerprint(questions)
         frame["code_version"] = self.code_version
         frame["miss_class"] = [
-            diagnose_miss(q.gold, final=r["doc_ids"], k=self.miss_k, keyword=r["keyword_docs"], dense=r["dense_docs"],
-                          pre_rerank=r["pre_rerank"], fused=v.engine == "hybrid", abstained=r["abstained"],
-                          errored=r["error"] is not None)
+            diagnose_miss(q.gold, final=r["doc_ids"], k=self.miss_k, legs=diagnosed[q.qid], sides=sides,
+                          fused_legs=v.used_legs, pre_rerank=r["pre_rerank"], fused=ENGINES[v.engine].fuses,
+                          abstained=r["abstained"], errored=r["error"] is not None)
             for q, (_, r) in zip(questions, frame.iterrows())
         ]
         return frame
 
     @staticmethod
-    def _keyword_leg_of(v: Variant) -> str:
-        """The lexical leg a miss is diagnosed against: bm25 for variants built on it."""
-        if v.engine == "bm25" or (v.engine == "hybrid" and "bm25" in v.legs and "keyword" not in v.legs):
-            return "bm25"
-        return "keyword"
+    def diagnosis_legs(v: Variant) -> list[str]:
+        """The legs a miss of `v` is diagnosed against: every leg it uses, plus the keyword leg
+        when none of them is on the keyword side and the dense leg when none is on the dense side
+        (a single-leg engine is compared with the other side); keyword-side legs first. None for
+        an engine without legs (metadata)."""
+        own = list(v.used_legs)
+        if not own:
+            return []
+        sides: dict[str, str] = {leg: leg_kind(leg).side for leg in own}
+        for side, default in (("keyword", "keyword"), ("dense", "dense")):
+            if side not in sides.values() and default not in sides:
+                sides[default] = side
+        return sorted(sides, key=lambda leg: sides[leg] != "keyword")
 
     def _diag_docs(self, v: Variant, leg: str, top_k: int, q: Question) -> tuple[list[str], str | None]:
         """A leg's candidate documents for the diagnosis, with the variant's settings for the

@@ -39,16 +39,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eval_pipeline.common.checks import is_integer, is_real
-from eval_pipeline.ranking.bm25 import FIELDS, STEMMERS, STOPWORDS
-from eval_pipeline.ranking.engines import ENGINE_NAMES
+from eval_pipeline.ranking.engines import ENGINE_NAMES, ENGINES, LEGS, MAX_DENSE_TOP_K, leg_kind
+from eval_pipeline.ranking.engines import legs as leg_kinds
 from eval_pipeline.ranking.fusion_tuning import METHODS as TUNE_METHODS
 from eval_pipeline.ranking.rerankers import RERANKER_KINDS, make_reranker, reranker_options
-from eval_pipeline.store.tsvector import KEYWORD_MATCHES, KEYWORD_RANKINGS
 
 FUSION_MODES = ("rrf", "merge", "dbsf")
 
-
-LEGS = ("keyword", "dense", "bm25")
+__all__ = ["ENGINE_NAMES", "LEGS", "MAX_DENSE_TOP_K", "RerankerSpec", "Variant", "VariantConfigError",
+           "parse_variant", "resolved_leg_settings"]
 
 
 _KEY = re.compile(r"^[a-z0-9][a-z0-9+._@-]{0,63}$")
@@ -57,16 +56,20 @@ _KEY = re.compile(r"^[a-z0-9][a-z0-9+._@-]{0,63}$")
 COMMON_KNOBS = {"engine", "name", "reranker", "depth", "chunk_top_k", "rerank_depth", "abstain_below"}
 
 
-HYBRID_KNOBS = {"fusion", "rrf_k", "weights", "legs", "tune"}
+# Settings of each first-stage leg (its kind's `options`, eval_pipeline.ranking.engines.ENGINES),
+# given on the variant that uses the leg (a pg-keyword variant, or a hybrid with that leg). What
+# is not given is the leg's default, decided by its engine; the engine's resolved settings are
+# recorded with the results. A fusing engine's own settings are its kind's `engine_options`.
 
 
-# Settings of each first-stage leg, given on the variant that uses the leg (a pg-keyword
-# variant, or a hybrid with that leg). What is not given is the leg's default, decided by its
-# engine; the engine's resolved settings are recorded with the results.
-LEG_KNOBS = {"keyword": ("match", "ranking", "normalization"), "bm25": ("stemmer", "stopwords", "fields"),
-             "dense": ("exact",)}
-_ENGINE_LEG = {"pg-keyword": "keyword", "pg-dense": "dense", "bm25": "bm25"}
-MAX_DENSE_TOP_K = 1000  # pgvector caps hnsw.ef_search at 1000
+def _fuses(engine: str) -> bool:
+    kind = ENGINES.get(engine)
+    return kind is not None and kind.fuses
+
+
+def _own_legs(engine: str) -> tuple[str, ...]:
+    kind = ENGINES.get(engine)
+    return (kind.leg,) if kind is not None and kind.leg is not None else ()
 
 
 class VariantConfigError(ValueError):
@@ -103,8 +106,7 @@ class Variant:
     @property
     def used_legs(self) -> tuple[str, ...]:
         """The first-stage legs this variant queries (none for metadata)."""
-        return self.legs if self.engine == "hybrid" else ((_ENGINE_LEG[self.engine],) if self.engine in _ENGINE_LEG
-                                                          else ())
+        return self.legs if _fuses(self.engine) else _own_legs(self.engine)
 
     def leg_settings(self, leg: str) -> dict[str, Any]:
         """The settings the variants file gives `leg` ({} for the leg's defaults)."""
@@ -114,12 +116,12 @@ class Variant:
     def first_stage(self) -> tuple:
         """Everything that decides the candidate pool; variants that differ only by reranker
         or threshold share it, so a reranker sweep never re-queries the store."""
-        hybrid = (self.fusion, self.rrf_k, self.weights, self.legs, self.tune) if self.engine == "hybrid" else ()
+        hybrid = (self.fusion, self.rrf_k, self.weights, self.legs, self.tune) if _fuses(self.engine) else ()
         return (self.engine, self.chunk_top_k, max(self.depth, self.rerank_depth), *hybrid, self.leg_knobs)
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"engine": self.engine, "depth": self.depth, "chunk_top_k": self.chunk_top_k}
-        if self.engine == "hybrid":
+        if _fuses(self.engine):
             out.update(fusion=self.fusion, legs=list(self.legs))
             if self.fusion == "rrf":
                 out["rrf_k"] = self.rrf_k
@@ -143,12 +145,16 @@ def parse_variant(item: Any, where: str) -> Variant:
     if not isinstance(item, dict):
         raise VariantConfigError(f"{where}: expected a mapping like {{engine: hybrid}}")
     engine = item.get("engine")
-    if engine not in ENGINE_NAMES:
+    if not isinstance(engine, str) or engine not in ENGINES:
         raise VariantConfigError(f"{where}: engine {engine!r} is not valid; valid engines: {', '.join(ENGINE_NAMES)}")
-    legs_used = tuple(item.get("legs", ["keyword", "dense"])) if engine == "hybrid" else (
-        (_ENGINE_LEG[engine],) if engine in _ENGINE_LEG else ())
-    leg_knobs = {knob for leg in legs_used if leg in LEG_KNOBS for knob in LEG_KNOBS[leg]}
-    allowed = COMMON_KNOBS | (HYBRID_KNOBS if engine == "hybrid" else set()) | leg_knobs
+    kind = ENGINES[engine]
+    given_legs = item.get("legs", ["keyword", "dense"])
+    listed = tuple(given_legs) if isinstance(given_legs, (list, tuple)) else ()
+    legs_used = listed if kind.fuses else _own_legs(engine)
+    by_leg = leg_kinds()
+    leg_knobs = {knob for leg in legs_used if isinstance(leg, str) and leg in by_leg
+                 for knob in by_leg[leg].option_names}
+    allowed = COMMON_KNOBS | set(kind.engine_options) | leg_knobs
     unknown = sorted(set(item) - allowed)
     if unknown:
         raise VariantConfigError(
@@ -163,7 +169,7 @@ def parse_variant(item: Any, where: str) -> Variant:
         "abstain_below": _float(item, "abstain_below", None, where),
         "reranker": _reranker(item.get("reranker", "none"), where, item),
     }
-    if engine == "hybrid":
+    if kind.fuses:
         fusion = item.get("fusion", "rrf")
         if fusion not in FUSION_MODES:
             raise VariantConfigError(f"{where}: fusion {fusion!r} is not valid; valid: {', '.join(FUSION_MODES)}")
@@ -184,10 +190,13 @@ def parse_variant(item: Any, where: str) -> Variant:
         kwargs.update(fusion=fusion, rrf_k=_int(item, "rrf_k", 61, where, lo=1, hi=10_000), weights=weights,
                       legs=tuple(legs), tune=_tune(item, fusion, where))
     kwargs["leg_knobs"] = _leg_knobs(item, where)
-    if "dense" in legs_used and kwargs["chunk_top_k"] > MAX_DENSE_TOP_K:
-        raise VariantConfigError(
-            f"{where}: chunk_top_k {kwargs['chunk_top_k']} is too deep for the dense leg: pgvector's HNSW search "
-            f"returns at most {MAX_DENSE_TOP_K} rows (hnsw.ef_search); use at most {MAX_DENSE_TOP_K}")
+    for leg in legs_used:
+        deepest = by_leg[leg].max_top_k
+        if deepest is not None and kwargs["chunk_top_k"] > deepest:
+            why = f": {by_leg[leg].max_top_k_why}" if by_leg[leg].max_top_k_why else ""
+            raise VariantConfigError(
+                f"{where}: chunk_top_k {kwargs['chunk_top_k']} is too deep for the {leg} leg{why}; "
+                f"use at most {deepest}")
     name = item.get("name")
     key = name if name is not None else engine + (
         "" if kwargs["reranker"].kind == "none" else f"+{kwargs['reranker'].kind}")
@@ -220,36 +229,22 @@ def resolved_leg_settings(leg: str, given: Mapping[str, Any]) -> dict[str, Any]:
     """A leg's settings with its engine's defaults filled in, as the engine will run them;
     computed without building the engine (nothing connects or loads), so it can be recorded
     even for a leg that fails."""
-    from eval_pipeline.ranking.bm25 import check_settings
-    from eval_pipeline.store.tsvector import keyword_settings
-
-    if leg == "keyword":
-        return dict(keyword_settings(**given))
-    if leg == "bm25":
-        return dict(check_settings(**given))
-    if leg == "dense":
-        return {"exact": bool(given.get("exact", False))}
-    raise ValueError(f"unknown leg {leg!r}")
+    return dict(leg_kind(leg).resolve(given))
 
 
 def _leg_knobs(item: Mapping[str, Any], where: str) -> tuple:
-    """The leg settings the variant gives, validated, as sorted (leg, ((knob, value), ...)) pairs."""
-    choices = {"match": KEYWORD_MATCHES, "ranking": KEYWORD_RANKINGS, "stemmer": STEMMERS,
-               "stopwords": STOPWORDS, "fields": FIELDS}
+    """The leg settings the variant gives, validated by each leg kind's options, as
+    (leg, ((knob, value), ...)) pairs, the knobs sorted, the legs in registration order."""
     out = []
-    for leg, knobs in LEG_KNOBS.items():
+    for leg, kind in leg_kinds().items():
         given = []
-        for knob in knobs:
-            if knob not in item:
+        for option in kind.options:
+            if option.name not in item:
                 continue
-            value = item[knob]
-            if knob in choices and value not in choices[knob]:
-                raise VariantConfigError(f"{where}: {knob} {value!r} is not valid; valid: {', '.join(choices[knob])}")
-            if knob == "normalization":
-                value = _int(item, knob, 0, where, lo=0, hi=63)
-            if knob == "exact" and not isinstance(value, bool):
-                raise VariantConfigError(f"{where}: exact must be true or false, got {value!r}")
-            given.append((knob, value))
+            try:
+                given.append((option.name, option.check(item[option.name])))
+            except ValueError as exc:
+                raise VariantConfigError(f"{where}: {exc}") from None
         if given:
             out.append((leg, tuple(sorted(given))))
     return tuple(out)
