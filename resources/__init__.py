@@ -11,6 +11,7 @@ from typing import Literal, Optional
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
+from eval_pipeline.common.endpoint import safe_url
 from eval_pipeline.common.state import StateDir, default_state_dir
 from eval_pipeline.store.database import EmbeddedPostgres
 from eval_pipeline.store.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
@@ -178,12 +179,14 @@ class LLMResource(ConfigurableResource):
         if self.database is None:
             raise ValueError("llm.shared_limit needs the llm resource's database (the Postgres that holds the slots)")
         base_url = self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        return PostgresLimiter(self.database.connection_string(), name=f"llm {base_url} {self.model}",
+        return PostgresLimiter(self.database.connection_string(), name=f"llm {safe_url(base_url)} {self.model}",
                                slots=self.max_concurrency, timeout=self.shared_limit_timeout)
 
 
 class RerankerResource(ConfigurableResource):
-    """Builds the second-stage reranker a variant names (none, cross-encoder, bi-encoder, llm, mmr).
+    """Builds the second-stage reranker a variant names (any kind of
+    eval_pipeline.ranking.rerankers.RERANKERS: none, cross-encoder, bi-encoder, llm, mmr), supplying
+    what its kind needs: the LLM client, a second model's embedder, a default model.
 
     Model paths can be set per variant in the variants file, or here as defaults.
     """
@@ -194,21 +197,12 @@ class RerankerResource(ConfigurableResource):
 
     def build(self, spec, *, embedder, warm: bool = True):
         """The reranker `spec` names; `warm=False` loads no model (enough for `identity()`)."""
-        from eval_pipeline.ranking.rerankers import make_reranker
+        from eval_pipeline.ranking.rerankers import ResourceServices, build_reranker
 
-        options = dict(spec.options)
-        if spec.kind == "cross-encoder":
-            options.setdefault("model", self.cross_encoder_model)
-            if not options["model"]:
-                raise ValueError("a cross-encoder variant needs a model: set reranker.model in the variants file")
-        elif spec.kind == "bi-encoder":
-            model = options.pop("model", None) or self.bi_encoder_model
-            if not model:
-                raise ValueError("a bi-encoder variant needs a second-stage model: set reranker.model")
-            options["embedder"] = LocalEmbedder(model=model)
-        elif spec.kind == "llm":
-            options["llm"] = self.llm.get()
-        reranker = make_reranker(spec.kind, **options)
+        services = ResourceServices(llm_client=self.llm.get, make_embedder=lambda model: LocalEmbedder(model=model),
+                                    defaults={"cross-encoder": self.cross_encoder_model,
+                                              "bi-encoder": self.bi_encoder_model})
+        reranker = build_reranker(spec.kind, spec.options, services)
         if warm:
             reranker.warm_up()
         return reranker

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from eval_pipeline.common.llm import safe_url
+from eval_pipeline.common.endpoint import safe_url
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from eval_pipeline.common.checks import is_integer, is_real
+from eval_pipeline.common.endpoint import Endpoint
 from eval_pipeline.common.limiter import Limiter, LocalLimiter
 
 if TYPE_CHECKING:
@@ -46,17 +47,6 @@ R = TypeVar("R")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _MAX_REASON_CHARS = 200
-
-
-def safe_url(url: str) -> str:
-    """An endpoint as it may be shown and stored: scheme, host, port and path; never a user,
-    password, query or fragment (a key can travel in any of them)."""
-    from urllib.parse import urlparse
-
-    parts = urlparse(url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else host
 
 
 class LLMCallError(RuntimeError):
@@ -127,7 +117,7 @@ class LLMClient:
                 raise ValueError(f"{name} must be a number >= 0 or None, got {price!r}")
 
         self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        self.endpoint = Endpoint(base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "unused"
         self.temperature = float(temperature)
         self.timeout = float(timeout)
@@ -150,8 +140,13 @@ class LLMClient:
 
     # --- identity and accounting ---------------------------------------------------------
 
+    @property
+    def base_url(self) -> str:
+        """The endpoint as it may be shown and stored (never its credentials: `endpoint`)."""
+        return self.endpoint.safe
+
     def __repr__(self) -> str:  # never the key
-        return (f"LLMClient(model={self.model!r}, base_url={safe_url(self.base_url)!r}, "
+        return (f"LLMClient(model={self.model!r}, base_url={self.base_url!r}, "
                 f"max_concurrency={self.max_concurrency}, max_retries={self.max_retries})")
 
     __str__ = __repr__
@@ -190,7 +185,7 @@ class LLMClient:
             if self._client is None:
                 from openai import OpenAI
 
-                self._client = OpenAI(base_url=self.base_url, api_key=self._api_key,
+                self._client = OpenAI(base_url=self.endpoint.for_client(), api_key=self._api_key,
                                       timeout=self.timeout, max_retries=0)
 
     def complete(self, messages: list[dict[str, str]], *, max_tokens: int | None = None) -> str:
@@ -246,7 +241,7 @@ class LLMClient:
             with self._lock:
                 self._retries += 1
             log.warning("LLM call to %s (model %s) failed: %s; retry %d/%d in %.2f s",
-                        safe_url(self.base_url), self.model, reason, attempts, self.max_retries, delay)
+                        self.base_url, self.model, reason, attempts, self.max_retries, delay)
             self._sleep(delay)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R | BaseException]:
@@ -311,7 +306,7 @@ class LLMClient:
             what = f"failed after {attempts} attempt(s) ({self.max_retries} retries)"
         else:
             what = "failed with a non-retryable error"
-        return LLMCallError(f"LLM call to {safe_url(self.base_url)} (model {self.model}) {what}: {reason}",
+        return LLMCallError(f"LLM call to {self.base_url} (model {self.model}) {what}: {reason}",
                             attempts=attempts, status_code=status, reason=reason, retryable=retryable)
 
 

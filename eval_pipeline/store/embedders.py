@@ -11,6 +11,8 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from eval_pipeline.common.endpoint import Endpoint
+
 if TYPE_CHECKING:
     from haystack_integrations.components.embedders.sentence_transformers import (
         SentenceTransformersDocumentEmbedder,
@@ -164,12 +166,17 @@ class OpenAIEmbedder:
                                                                           for t in input_types)):
             raise ValueError(f"input_types must be (document, query), two non-empty strings, got {input_types!r}")
         self.model = model
-        self.base_url = base_url
+        self.endpoint = Endpoint(base_url) if base_url else None
         self._api_key = api_key
         self.batch_size = batch_size
         self.timeout = timeout
         self.input_types = tuple(input_types) if input_types is not None else None
         self._client: OpenAI | None = None
+
+    @property
+    def base_url(self) -> str | None:
+        """The endpoint as it may be shown and stored (never its credentials: `endpoint`)."""
+        return self.endpoint.safe if self.endpoint is not None else None
 
     @property
     def model_id(self) -> str:
@@ -194,7 +201,8 @@ class OpenAIEmbedder:
         if self._client is None:
             from openai import OpenAI
 
-            self._client = OpenAI(base_url=self.base_url, api_key=self._api_key or "unused", timeout=self.timeout)
+            self._client = OpenAI(base_url=self.endpoint.for_client() if self.endpoint is not None else None,
+                                  api_key=self._api_key or "unused", timeout=self.timeout)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Documents (chunks)."""

@@ -63,6 +63,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.common.endpoint import safe_url
 from eval_pipeline.store.ingest import ChunkingConfig
 
 __all__ = ["BUNDLED_MODEL_ID", "DEFAULT_INDEX", "EMBEDDER_KINDS", "IndexSpec", "parse_indexes"]
@@ -144,14 +145,15 @@ class IndexSpec:
             return BUNDLED_MODEL_ID
         if self.embedder == "local":
             return BUNDLED_MODEL_ID if _is_bundled_folder(str(self.model)) else str(self.model)
-        return f"openai:{self.base_url or 'default'}:{self.model}"
+        return f"openai:{safe_url(self.base_url) if self.base_url else 'default'}:{self.model}"
 
     def identity(self) -> dict[str, Any]:
         """What the index is, for cache keys and provenance: the embedder (kind, model as
         `model_id` names it, endpoint) and the chunking. Not its key: renaming an index changes
         no table. Not the weights' content either: a table's fingerprint adds the embedder's
         `identity` (weights by content, see `eval_pipeline.store.ingest.store_fingerprint`)."""
-        out = {"embedder": self.embedder, "model": self.model_id, "base_url": self.base_url,
+        out = {"embedder": self.embedder, "model": self.model_id,
+               "base_url": safe_url(self.base_url) if self.base_url else None,
                "chunking": asdict(self.chunking)}
         if self.input_types is not None:
             out["input_type"] = {"document": self.input_types[0], "query": self.input_types[1]}
@@ -226,7 +228,7 @@ def parse_indexes(raw: Any, source: str = "<config>", *, base_dir: str | Path | 
             raise ValueError(f"{where}: key {spec.key!r} is the key of index {keys[spec.key]}; {how}")
         # what the table would be: the model as the embedder names it (a local folder that is the
         # bundled model is the bundled model), its endpoint and the chunking; not the kind
-        identity = repr([spec.model_id, spec.base_url, sorted(asdict(spec.chunking).items())])
+        identity = repr([spec.model_id, sorted(asdict(spec.chunking).items())])  # model_id names the endpoint
         if identity in identities:
             raise ValueError(f"{where}: the same embedder and chunking as index {identities[identity]} "
                              f"({specs[identities[identity] - 1].key!r}): one table would be measured twice; "
