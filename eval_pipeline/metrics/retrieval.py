@@ -65,6 +65,17 @@ Ties and ranking from scores
     ``trec_eval`` agree whenever scores are strictly decreasing with rank;
     for tied scores they may put the tied documents in opposite orders.
 
+The measure registry
+    :data:`MEASURES` is every measure the library scores, ``ir_measures``-style: a
+    :class:`Measure` is its name (the column it fills, ``ndcg@10``), its pure function, its
+    cutoff ``k`` (None: uncut) and its rules (what it follows). :func:`measure` looks a name
+    up (a family with a cutoff also at other cutoffs: ``ndcg@3``); :func:`score_queries`
+    computes :func:`scored_measures`. Every list of metric names in the library is derived
+    from it (:func:`metric_names`: the report's headline, the intervals, the paired comparison,
+    the gate's tolerances, a partition's numbers, the judged-holes check, the history's per
+    question columns; :data:`PRIMARY_METRIC`). Adding a metric is one function and its
+    registration in :data:`MEASURES`.
+
 Run-level scoring
     :func:`score_queries` yields one row per question in the qrels.
     Questions that are missing from the rankings, or that are listed as
@@ -76,7 +87,9 @@ Run-level scoring
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+import re
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from numbers import Integral
 
 import pandas as pd
@@ -84,18 +97,33 @@ import pandas as pd
 from eval_pipeline.common.checks import is_integer
 
 __all__ = [
+    "COMPARED",
     "DEFAULT_KS",
+    "GATED",
+    "HEADLINE",
+    "HISTORY",
+    "HOLES",
+    "INTERVAL",
+    "MEASURES",
+    "PARTITION",
+    "PRIMARY_METRIC",
+    "SLICED",
+    "Measure",
     "Qrels",
     "Ranking",
     "aggregate",
     "average_precision",
     "hit_at_k",
+    "is_metric",
+    "measure",
+    "metric_names",
     "ndcg_at_k",
     "precision_at_k",
     "rank_by_score",
     "recall_at_k",
     "reciprocal_rank",
     "score_queries",
+    "scored_measures",
 ]
 
 Ranking = Sequence[str]
@@ -105,8 +133,6 @@ DEFAULT_KS = (1, 3, 5, 10, 20)
 
 # Columns of score_queries() that are not metrics.
 _INFO_COLUMNS = ("qid", "answerable", "errored", "returned", "first_relevant_rank")
-# Fixed cutoff for the nDCG column of score_queries().
-_NDCG_K = 10
 
 
 # --------------------------------------------------------------------------
@@ -256,16 +282,141 @@ def ndcg_at_k(ranking: Ranking, qrels: Qrels, k: int) -> float:
 
 
 # --------------------------------------------------------------------------
-# run level
+# the measure registry
 # --------------------------------------------------------------------------
 
+# The named lists a measure can be on (Measure.lists); metric_names(list) derives each one.
+PRIMARY = "primary"  # the one measure variants are ranked and plotted by (PRIMARY_METRIC)
+HEADLINE = "headline"  # the report's summary table
+INTERVAL = "interval"  # a bootstrap interval per variant (the verdict)
+COMPARED = "compared"  # the paired comparison with the baseline variant
+GATED = "gated"  # the regression gate's default tolerances
+PARTITION = "partition"  # the numbers a variant's partition shows in the UI
+HOLES = "holes"  # re-scored with the judge's labels: only measures cut at the judged depth
+HISTORY = "history"  # kept per question in the run history
+SLICED = "sliced"  # the means by question slice
+_LISTS = (PRIMARY, HEADLINE, INTERVAL, COMPARED, GATED, PARTITION, HOLES, HISTORY, SLICED)
+# A list shows its measures in registry order, except where its order by family is given here
+# (the paired comparison leads with the rank-sensitive measures).
+_FAMILY_ORDER = {COMPARED: ("ndcg", "mrr", "hit")}
 
-def _metric_columns(ks: Sequence[int]) -> list[str]:
-    return (
-        [f"hit@{k}" for k in ks]
-        + [f"recall@{k}" for k in ks]
-        + ["mrr", f"ndcg@{_NDCG_K}", "map"]
-    )
+MeasureFunction = Callable[..., float]  # (ranking, qrels, k) -> float
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One measure, ``ir_measures``-style: ``family`` (``ndcg``) at cutoff ``k`` (None: uncut)
+    is the measure ``name`` (``ndcg@10``, ``mrr``), the column it fills; ``function`` is its
+    pure per-query function, called ``function(ranking, qrels, k)``; ``rules`` says what it
+    follows. ``per_k``: scored at every k of :func:`score_queries`' ``ks`` (registered at
+    :data:`DEFAULT_KS`). ``lists``: the named lists of metrics it is on (:func:`metric_names`).
+    """
+
+    family: str
+    function: MeasureFunction
+    k: int | None
+    rules: str
+    per_k: bool = False
+    lists: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def name(self) -> str:
+        return self.family if self.k is None else f"{self.family}@{self.k}"
+
+    def __call__(self, ranking: Ranking, qrels: Qrels) -> float:
+        return self.function(ranking, qrels, self.k)
+
+    def at(self, k: int) -> Measure:
+        """The same measure at cutoff ``k`` (on no list)."""
+        return replace(self, k=_check_k(k), lists=frozenset())
+
+
+def _at_ks(family: str, function: MeasureFunction, rules: str,
+           lists: Mapping[int, Collection[str]]) -> tuple[Measure, ...]:
+    """A family scored at every k of :data:`DEFAULT_KS`; ``lists``: by k, the lists each is on."""
+    return tuple(Measure(family, function, k, rules, per_k=True, lists=frozenset(lists.get(k, ())))
+                 for k in DEFAULT_KS)
+
+
+# Every measure the library scores, in the order the named lists show them. score_queries
+# puts the per-k families first (hit@k for each k, then recall@k), then the others.
+MEASURES: tuple[Measure, ...] = (
+    *_at_ks("hit", hit_at_k, "1.0 if a relevant document is in the top k, else 0.0 (trec_eval success_k)",
+            {1: (HEADLINE, INTERVAL, COMPARED, GATED, PARTITION, HOLES),
+             3: (HEADLINE,),
+             5: (HEADLINE, INTERVAL, COMPARED, GATED, PARTITION, HOLES, SLICED),
+             10: (HEADLINE, PARTITION, HOLES, HISTORY),
+             20: (HEADLINE,)}),
+    Measure("mrr", reciprocal_rank, None, "1 / rank of the first relevant document, uncut (trec_eval recip_rank)",
+            lists=frozenset({HEADLINE, INTERVAL, COMPARED, GATED, PARTITION, HISTORY, SLICED})),
+    *_at_ks("recall", recall_at_k, "relevant documents in the top k / all relevant (trec_eval recall_k)",
+            {10: (HEADLINE, PARTITION)}),
+    Measure("ndcg", ndcg_at_k, 10, "linear gain = grade, log2(rank + 1) discount, ideal from every judged "
+            "document with grade > 0 (trec_eval ndcg_cut_k)",
+            lists=frozenset({PRIMARY, HEADLINE, INTERVAL, COMPARED, GATED, PARTITION, HOLES, HISTORY})),
+    Measure("map", average_precision, None, "average precision, uncut; denominator all relevant (trec_eval map)"),
+)
+
+_BY_NAME = {m.name: m for m in MEASURES}
+_CUT = re.compile(r"^([a-z_]+)@([1-9][0-9]*)$")
+
+
+def measure(name: str) -> Measure:
+    """The registered measure ``name``, or a registered family with a cutoff at another cutoff
+    (``hit@7``, ``ndcg@3``); anything else raises ValueError naming the registered measures."""
+    if isinstance(name, str):
+        if name in _BY_NAME:
+            return _BY_NAME[name]
+        match = _CUT.match(name)
+        if match is not None:
+            family = next((m for m in MEASURES if m.family == match.group(1) and m.k is not None), None)
+            if family is not None:
+                return family.at(int(match.group(2)))
+    raise ValueError(f"{name!r} is not a registered measure; registered: {', '.join(_BY_NAME)} "
+                     "(a measure with a cutoff also at another: ndcg@K, hit@K, ...)")
+
+
+def is_metric(column: str) -> bool:
+    """Whether a column name is a measure (:func:`measure` knows it)."""
+    try:
+        measure(column)
+    except ValueError:
+        return False
+    return True
+
+
+def metric_names(list_name: str) -> tuple[str, ...]:
+    """The names of the measures on the named list (``HEADLINE``, ``COMPARED``, ...), in
+    registry order (by family first where the list's family order is given)."""
+    if list_name not in _LISTS:
+        raise ValueError(f"there is no list {list_name!r} of measures; lists: {', '.join(_LISTS)}")
+    families = _FAMILY_ORDER.get(list_name, ())
+    on = [m for m in MEASURES if list_name in m.lists]
+    on.sort(key=lambda m: families.index(m.family) if m.family in families else len(families))  # stable
+    return tuple(m.name for m in on)
+
+
+def _the_primary() -> str:
+    (name,) = metric_names(PRIMARY)  # exactly one
+    return name
+
+
+PRIMARY_METRIC = _the_primary()
+
+
+def scored_measures(ks: Sequence[int] = DEFAULT_KS) -> list[Measure]:
+    """What :func:`score_queries` computes, in its column order: every per-k family at each
+    of ``ks`` (in registry order of families), then the other measures as registered."""
+    per_k: list[Measure] = []
+    for m in MEASURES:
+        if m.per_k and all(p.family != m.family for p in per_k):
+            per_k += [m.at(k) for k in ks]
+    return per_k + [m for m in MEASURES if not m.per_k]
+
+
+# --------------------------------------------------------------------------
+# run level
+# --------------------------------------------------------------------------
 
 
 def score_queries(
@@ -304,7 +455,8 @@ def score_queries(
     if unknown_err:
         raise ValueError(f"qid(s) in errored but not in qrels: {unknown_err}")
 
-    metric_cols = _metric_columns(ks)
+    measures = scored_measures(ks)
+    metric_cols = [m.name for m in measures]
     rows = []
     for qid in sorted(qrels):
         q = qrels[qid]
@@ -323,13 +475,8 @@ def score_queries(
         if row["answerable"]:
             relevant = _relevant(q)
             row["first_relevant_rank"] = _first_relevant_rank(ranking, relevant)
-            for k in ks:
-                row[f"hit@{k}"] = hit_at_k(ranking, q, k)
-            for k in ks:
-                row[f"recall@{k}"] = recall_at_k(ranking, q, k)
-            row["mrr"] = reciprocal_rank(ranking, q)
-            row[f"ndcg@{_NDCG_K}"] = ndcg_at_k(ranking, q, _NDCG_K)
-            row["map"] = average_precision(ranking, q)
+            for m in measures:
+                row[m.name] = m(ranking, q)
         else:
             for col in metric_cols:
                 row[col] = math.nan

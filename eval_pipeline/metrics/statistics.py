@@ -33,6 +33,7 @@ import pandas as pd
 from scipy import stats
 
 from eval_pipeline.common.checks import check_resamples, check_seed, finite_values, is_real
+from eval_pipeline.metrics.retrieval import COMPARED, metric_names
 
 __all__ = [
     "DEFAULT_COMPARE_METRICS",
@@ -44,7 +45,7 @@ __all__ = [
     "win_tie_loss",
 ]
 
-DEFAULT_COMPARE_METRICS = ("ndcg@10", "mrr", "hit@1", "hit@5")
+DEFAULT_COMPARE_METRICS = metric_names(COMPARED)
 
 COMPARISON_COLUMNS = [
     "variant", "baseline", "metric", "n", "mean", "baseline_mean", "delta", "ci_low", "ci_high",

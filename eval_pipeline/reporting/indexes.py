@@ -27,8 +27,9 @@ import pandas as pd
 
 from eval_pipeline.common.checks import finite_number
 from eval_pipeline.common.formatting import markdown_table
+from eval_pipeline.metrics.retrieval import PRIMARY_METRIC
 
-QUALITY_METRIC = "ndcg@10"
+QUALITY_METRIC = PRIMARY_METRIC
 ANSWER_K = 5  # documents whose ranking chunk is read for the gist (the answer context's size)
 GIST_HELD = 0.75  # share of a gist's content words that must appear
 LEGS = ("keyword", "dense", "bm25")

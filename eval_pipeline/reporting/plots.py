@@ -26,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from eval_pipeline.common.atomic import atomic_write_bytes
-from eval_pipeline.metrics.retrieval import DEFAULT_KS
+from eval_pipeline.metrics.retrieval import DEFAULT_KS, PRIMARY_METRIC
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -123,7 +123,7 @@ def hit_at_k_curves(summary: pd.DataFrame, path: str | os.PathLike[str]) -> Path
         return _save(fig, path)
 
 
-def metric_bars(intervals: pd.DataFrame, path: str | os.PathLike[str], metric: str = "ndcg@10") -> Path:
+def metric_bars(intervals: pd.DataFrame, path: str | os.PathLike[str], metric: str = PRIMARY_METRIC) -> Path:
     """One bar per variant for ``metric`` with its bootstrap interval as an error bar.
 
     ``intervals`` is :func:`eval_pipeline.metrics.statistics.metric_intervals` output (``variant,
@@ -151,7 +151,7 @@ def metric_bars(intervals: pd.DataFrame, path: str | os.PathLike[str], metric: s
         return _save(fig, path)
 
 
-def baseline_deltas(comparison: pd.DataFrame, path: str | os.PathLike[str], metric: str = "ndcg@10") -> Path:
+def baseline_deltas(comparison: pd.DataFrame, path: str | os.PathLike[str], metric: str = PRIMARY_METRIC) -> Path:
     """Each variant's difference from the baseline on ``metric``, with its paired interval.
 
     ``comparison`` is :func:`eval_pipeline.metrics.statistics.compare_to_baseline` output.

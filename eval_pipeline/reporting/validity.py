@@ -20,15 +20,16 @@ import pandas as pd
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import missing
 from eval_pipeline.common.formatting import MISSING, fmt_number, markdown_table
+from eval_pipeline.metrics.retrieval import HOLES, PRIMARY_METRIC, metric_names
 from eval_pipeline.validity.audit import AuditResult, run_audit
 
 JUDGED_K = 10
 # With the LLM's labels, only metrics cut at the pool's depth: a document at rank 11-20 is graded
 # only if another variant had it in its top 10, so hit@20 or an uncut MRR would depend on which
 # other variants ran.
-HOLE_METRICS = ("hit@1", "hit@5", "hit@10", "ndcg@10")
+HOLE_METRICS = metric_names(HOLES)
 FLIP_K = 10  # the miss diagnosis's cutoff, and the hit the history keeps per question
-P_BEST_METRIC = "ndcg@10"
+P_BEST_METRIC = PRIMARY_METRIC
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common.metadata import frame_metadata, number
+from eval_pipeline.metrics.retrieval import PARTITION, PRIMARY_METRIC, metric_names
 
-PARTITION_METRICS = ("hit@1", "hit@5", "hit@10", "mrr", "recall@10", "ndcg@10")
+PARTITION_METRICS = metric_names(PARTITION)
 
 
 def score_partitions(ranked: Mapping[str, pd.DataFrame], keys: Sequence[str], questions) -> dict[str, pd.DataFrame]:
@@ -32,9 +33,10 @@ def partition_metrics(key: str, scored: pd.DataFrame) -> dict[str, Any]:
     from eval_pipeline.scoring.variant import summarize
 
     row = summarize({key: scored}).iloc[0]
-    interval = metric_intervals({key: scored}, ("ndcg@10",)).iloc[0]
+    interval = metric_intervals({key: scored}, (PRIMARY_METRIC,)).iloc[0]
     out: dict[str, Any] = {m: number(row[m]) for m in PARTITION_METRICS}
-    out.update({"ndcg@10 95% low": number(interval["low"]), "ndcg@10 95% high": number(interval["high"]),
+    out.update({f"{PRIMARY_METRIC} 95% low": number(interval["low"]),
+                f"{PRIMARY_METRIC} 95% high": number(interval["high"]),
                 "latency p50 ms": number(row["latency_p50_ms"]), "latency p95 ms": number(row["latency_p95_ms"]),
                 "n_errored": int(row["n_errored"]), "n_answerable": int(row["n_answerable"]),
                 "latency_ms_by_stage": stage_latency_summary(scored), "table": frame_metadata(scored)})

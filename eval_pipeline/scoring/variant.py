@@ -6,13 +6,21 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from eval_pipeline.metrics.retrieval import DEFAULT_KS, aggregate, score_queries
+from eval_pipeline.metrics.retrieval import (
+    DEFAULT_KS,
+    HEADLINE,
+    SLICED,
+    aggregate,
+    is_metric,
+    metric_names,
+    score_queries,
+)
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.ranking.diagnosis import MISS_CLASSES
 from eval_pipeline.ranking.results import PROVENANCE_COLUMNS, STAGE_COLUMNS
 
 _SCORE_COLUMNS = ("qid", "answerable", "errored", "returned", "first_relevant_rank")
-HEADLINE_METRICS = ["hit@1", "hit@3", "hit@5", "hit@10", "hit@20", "mrr", "recall@10", "ndcg@10"]
+HEADLINE_METRICS = list(metric_names(HEADLINE))
 
 
 def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAULT_KS) -> pd.DataFrame:
@@ -66,7 +74,7 @@ def summarize(per_query: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     rows = []
     for variant, frame in per_query.items():
         row = {"variant": variant,
-               **aggregate(frame[[c for c in frame.columns if c in _SCORE_COLUMNS or _is_metric(c)]])}
+               **aggregate(frame[[c for c in frame.columns if c in _SCORE_COLUMNS or is_metric(c)]])}
         row["latency_p50_ms"] = float(frame["latency_ms"].quantile(0.5)) if len(frame) else float("nan")
         row["latency_p95_ms"] = float(frame["latency_ms"].quantile(0.95)) if len(frame) else float("nan")
         row["n_rerank_fallback"] = int(frame["rerank_fallback"].fillna(False).astype(bool).sum()) \
@@ -78,11 +86,8 @@ def summarize(per_query: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _is_metric(column: str) -> bool:
-    return column.startswith(("hit@", "recall@", "ndcg@")) or column in ("mrr", "map")
-
-
-def slice_summary(per_query: pd.DataFrame, mask: pd.Series, metrics: Sequence[str] = ("hit@5", "mrr")) -> pd.DataFrame:
+def slice_summary(per_query: pd.DataFrame, mask: pd.Series,
+                  metrics: Sequence[str] = metric_names(SLICED)) -> pd.DataFrame:
     """Mean of `metrics` per variant over the answerable questions selected by `mask`."""
     sub = per_query[mask & per_query["answerable"]]
     out = sub.groupby("variant", sort=False)[list(metrics)].mean()
