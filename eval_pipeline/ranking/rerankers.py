@@ -15,6 +15,16 @@ Kinds:
   best first.  Its answer is parsed defensively and can only reorder, never add or drop.
 - `mmr`: maximal marginal relevance over the first stage's own embeddings (diversity).
 
+The registry (`RERANKERS`, issue #24): every kind declares its name, its class (whose
+keyword-only constructor arguments are its options, checked when the variants file is loaded),
+the value checks its constructor does not make, what it needs (`needs`: "llm", the LLM
+resource's client, given as `llm`; "second_model", an embedder built from the file's `model`,
+given as `embedder`; "model", a model the resource may default; "embeddings", the candidates'
+and the query's first-stage embeddings) and so how it is built (`build_reranker`, from the
+file's options and the services that supply what it needs). A new reranker is one file that
+defines its class and calls `RERANKERS.register(RerankerKind(...))`, plus the line that imports
+the file (`BUILTIN_RERANKER_MODULES`, or EVAL_PIPELINE_PLUGINS).
+
 Like the embedders, construction is cheap and models are loaded in `warm_up()`; `identity()`
 names the kind, the model (by the content of its weights, or the endpoint, model and sampling
 settings of an LLM) and a version that changes whenever the ranking could, so it is known
@@ -31,11 +41,12 @@ import math
 import os
 import re
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from eval_pipeline.common.checks import is_integer, is_real
+from eval_pipeline.common.registry import Names, Option, Registry, boolean, string
 
 if TYPE_CHECKING:
     from haystack_integrations.components.rankers.sentence_transformers import (
@@ -43,9 +54,6 @@ if TYPE_CHECKING:
     )
 
 log = logging.getLogger(__name__)
-
-RERANKER_KINDS: tuple[str, ...] = ("none", "cross-encoder", "bi-encoder", "llm", "mmr")
-
 
 class RerankError(RuntimeError):
     """A reranker could not rerank a query (its model or endpoint failed); the sweep records
@@ -461,20 +469,69 @@ class MMRReranker:
         return out
 
 
-# --- factory ---------------------------------------------------------------------------------
+# --- the registry ----------------------------------------------------------------------------
 
-_CLASSES: dict[str, type[Any]] = {
-    "none": NoReranker,
-    "cross-encoder": CrossEncoderReranker,
-    "bi-encoder": BiEncoderReranker,
-    "llm": LLMReranker,
-    "mmr": MMRReranker,
-}
+# What a kind may need: the LLM resource's client (given as `llm`), an embedder built from the
+# file's `model` (given as `embedder`), a model the resource may default (the `model` option),
+# the first-stage embeddings of the candidates and the query (the sweep passes them).
+NEEDS = ("llm", "second_model", "model", "embeddings")
+
+
+@dataclass(frozen=True)
+class RerankerKind:
+    """One reranker of the variants file's `reranker: {kind: ...}`."""
+
+    name: str
+    factory: Callable[..., Any]  # keyword-only arguments: the options (and what `needs` injects)
+    needs: frozenset[str] = frozenset()  # of NEEDS
+    checks: tuple[Option, ...] = ()  # value checks of file options the constructor does not make
+    description: str = ""
+
+    @property
+    def injected(self) -> tuple[str, ...]:
+        """The constructor arguments the services supply (never the file)."""
+        return (("llm",) if "llm" in self.needs else ()) + (("embedder",) if "second_model" in self.needs else ())
+
+    @property
+    def added(self) -> tuple[str, ...]:
+        """File options that are not constructor arguments (a second model's `model`)."""
+        return ("model",) if "second_model" in self.needs else ()
+
+
+BUILTIN_RERANKER_MODULES: tuple[str, ...] = ()  # one line per reranker kind defined in a file of its own
+
+
+RERANKERS: Registry[RerankerKind] = Registry("reranker", modules=BUILTIN_RERANKER_MODULES)
+
+
+RERANKER_KINDS: Sequence[str] = Names(RERANKERS)  # every registered kind, in registration order
+
+
+RERANKERS.register(RerankerKind("none", NoReranker, description="the first stage's order"))
+RERANKERS.register(RerankerKind("cross-encoder", CrossEncoderReranker, needs=frozenset({"model"}),
+                                checks=(string("device"), boolean("scale_score")),
+                                description="a sentence-transformers cross-encoder"))
+RERANKERS.register(RerankerKind("bi-encoder", BiEncoderReranker, needs=frozenset({"second_model"}),
+                                checks=(string("model", non_empty=True),),
+                                description="cosine under a second embedding model"))
+RERANKERS.register(RerankerKind("llm", LLMReranker, needs=frozenset({"llm"}), description="listwise, by an LLM"))
+RERANKERS.register(RerankerKind("mmr", MMRReranker, needs=frozenset({"embeddings"}),
+                                description="maximal marginal relevance over the first-stage embeddings"))
+
+
+class RerankerServices(Protocol):
+    """What builds a reranker's needs: the reranker resource, or stand-ins that load nothing."""
+
+    def llm(self) -> Any: ...
+
+    def embedder(self, model: str) -> Any: ...
+
+    def default_model(self, kind: str) -> str | None: ...
 
 
 def reranker_options(kind: str) -> dict[str, bool]:
     """The options a kind takes: name -> required."""
-    params = inspect.signature(_CLASSES[kind].__init__).parameters
+    params = inspect.signature(RERANKERS[kind].factory).parameters
     return {name: p.default is inspect.Parameter.empty
             for name, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
@@ -482,7 +539,7 @@ def reranker_options(kind: str) -> dict[str, bool]:
 def make_reranker(kind: str, **options: Any) -> Reranker:
     """The reranker of `kind` with `options`; a ValueError names an unknown kind (listing the
     valid ones), an unknown option or a missing required one (listing the kind's options)."""
-    if kind not in _CLASSES:
+    if kind not in RERANKERS:
         raise ValueError(f"unknown reranker {kind!r}; valid rerankers: {', '.join(RERANKER_KINDS)}")
     valid = reranker_options(kind)
     listing = ", ".join(f"{name} (required)" if req else name for name, req in valid.items()) or "none"
@@ -492,4 +549,42 @@ def make_reranker(kind: str, **options: Any) -> Reranker:
     missing = [name for name, req in valid.items() if req and name not in options]
     if missing:
         raise ValueError(f"reranker {kind!r} needs option(s) {missing}; valid options: {listing}")
-    return _CLASSES[kind](**options)
+    return RERANKERS[kind].factory(**options)
+
+
+def build_reranker(kind: str, options: Mapping[str, Any], services: RerankerServices) -> Reranker:
+    """The reranker a variants file names, its needs supplied by `services` (nothing is loaded:
+    `warm_up` does that)."""
+    spec = RERANKERS[kind]
+    kwargs = dict(options)
+    if "model" in spec.needs and "model" not in kwargs:
+        kwargs["model"] = services.default_model(kind)
+        if not kwargs["model"]:
+            raise ValueError(f"a {kind} variant needs a model: set reranker.model in the variants file")
+    if "second_model" in spec.needs:
+        model = kwargs.pop("model", None) or services.default_model(kind)
+        if not model:
+            raise ValueError(f"a {kind} variant needs a second-stage model: set reranker.model")
+        kwargs["embedder"] = services.embedder(model)
+    if "llm" in spec.needs:
+        kwargs["llm"] = services.llm()
+    return make_reranker(kind, **kwargs)
+
+
+@dataclass
+class ResourceServices:
+    """Services from plain values: an LLM client factory, an embedder factory and default models
+    by kind (the reranker resource builds one)."""
+
+    llm_client: Callable[[], Any]
+    make_embedder: Callable[[str], Any]
+    defaults: Mapping[str, str | None] = field(default_factory=dict)
+
+    def llm(self) -> Any:
+        return self.llm_client()
+
+    def embedder(self, model: str) -> Any:
+        return self.make_embedder(model)
+
+    def default_model(self, kind: str) -> str | None:
+        return self.defaults.get(kind)

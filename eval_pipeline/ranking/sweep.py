@@ -41,6 +41,7 @@ from eval_pipeline.ranking.engines import (
     fuse,
     leg_kind,
 )
+from eval_pipeline.ranking.rerankers import RERANKERS
 from eval_pipeline.ranking.results import RESULT_COLUMNS, STAGES, error_text, identity_json, variant_identity
 from eval_pipeline.ranking.variants import Variant, resolved_leg_settings
 
@@ -241,7 +242,7 @@ class Sweep:
             if error is None and reranker is not None and pool:
                 pre_rerank = [d.doc_id for d in pool[: v.depth]]
                 head = self._with_chunk_ids(pool[: v.rerank_depth])
-                needs_embeddings = v.reranker.kind == "mmr"
+                needs_embeddings = "embeddings" in RERANKERS[v.reranker.kind].needs
                 fallbacks_before = getattr(reranker, "fallbacks", 0)
                 timed = _timed(lambda: reranker.rerank(
                     q.question, self._candidates(head, needs_embeddings),

@@ -42,7 +42,13 @@ from eval_pipeline.common.checks import is_integer, is_real
 from eval_pipeline.ranking.engines import ENGINE_NAMES, ENGINES, LEGS, MAX_DENSE_TOP_K, leg_kind
 from eval_pipeline.ranking.engines import legs as leg_kinds
 from eval_pipeline.ranking.fusion_tuning import METHODS as TUNE_METHODS
-from eval_pipeline.ranking.rerankers import RERANKER_KINDS, make_reranker, reranker_options
+from eval_pipeline.ranking.rerankers import (
+    RERANKER_KINDS,
+    RERANKERS,
+    ResourceServices,
+    build_reranker,
+    reranker_options,
+)
 
 FUSION_MODES = ("rrf", "merge", "dbsf")
 
@@ -267,30 +273,16 @@ def _reranker(value: Any, where: str, item: Mapping[str, Any] | None = None) -> 
     return RerankerSpec(kind=kind, options=options)
 
 
-# The objects RerankerResource.build injects (not settable in a file), and the options it
-# adds: a bi-encoder's `model` becomes its embedder.  A cross-encoder's `model` may come
-# from RerankerResource.cross_encoder_model, so no option is required in the file.
-_INJECTED = {"llm": ("llm",), "bi-encoder": ("embedder",)}
-
-
-_ADDED = {"bi-encoder": ("model",)}
-
-
-# Value checks the reranker constructors do not make themselves.
-_NON_EMPTY_STRING, _STRING, _BOOL = "a non-empty string (a model name or local path)", "a string", "true or false"
-
-
-_VALUE_CHECKS = {
-    ("bi-encoder", "model"): _NON_EMPTY_STRING,
-    ("cross-encoder", "device"): _STRING,
-    ("cross-encoder", "scale_score"): _BOOL,
-}
+# What a reranker's options may be in a file: its constructor's options minus what the services
+# inject (its kind's `needs`: an LLM client, a second model's embedder), plus what they read (a
+# second model's `model`), each value checked by the kind's `checks`, then by its constructor,
+# built with stand-ins for what it needs (cheap, loads nothing).
 
 
 def file_reranker_options(kind: str) -> list[str]:
     """The options a variants file may give a reranker of `kind`."""
-    injected = _INJECTED.get(kind, ())
-    return [name for name in reranker_options(kind) if name not in injected] + list(_ADDED.get(kind, ()))
+    spec = RERANKERS[kind]
+    return [name for name in reranker_options(kind) if name not in spec.injected] + list(spec.added)
 
 
 class _StandInLLM:
@@ -307,6 +299,16 @@ class _StandInEmbedder:
         raise NotImplementedError
 
 
+class _StandIns(ResourceServices):
+    """A model the resource may default stands in as a name (RerankerResource.cross_encoder_model...)."""
+
+    def default_model(self, kind: str) -> str | None:
+        return "stand-in-model"
+
+
+_CHECK_SERVICES = _StandIns(llm_client=_StandInLLM, make_embedder=lambda model: _StandInEmbedder())
+
+
 def _label(where: str, item: Mapping[str, Any] | None, kind: str) -> str:
     """`where` plus the variant's name (given or derived), for messages about its reranker."""
     if item is None:
@@ -318,36 +320,25 @@ def _label(where: str, item: Mapping[str, Any] | None, kind: str) -> str:
 
 
 def _check_reranker_options(kind: str, options: Mapping[str, Any], where: str) -> None:
+    spec = RERANKERS[kind]
     valid = file_reranker_options(kind)
     listing = ", ".join(valid) or "none"
     unknown = sorted(set(options) - set(valid))
     if unknown:
-        injected = [u for u in unknown if u in _INJECTED.get(kind, ())]
+        injected = [u for u in unknown if u in spec.injected]
         note = f" ({', '.join(injected)}: supplied by the resource, not the file)" if injected else ""
         raise VariantConfigError(
             f"{where}: reranker {kind!r} has no option(s) {', '.join(repr(u) for u in unknown)}{note}; "
             f"valid options: {listing}"
         )
+    checks = {option.name: option for option in spec.checks}
     for name, value in options.items():
-        expected = _VALUE_CHECKS.get((kind, name))
-        ok = {
-            None: True,
-            _NON_EMPTY_STRING: isinstance(value, str) and bool(value.strip()),
-            _STRING: isinstance(value, str),
-            _BOOL: isinstance(value, bool),
-        }[expected]
-        if not ok:
-            raise VariantConfigError(f"{where}: reranker {kind!r} option {name!r} must be {expected}, got {value!r}")
+        if name in checks and not checks[name].test(value):
+            raise VariantConfigError(
+                f"{where}: reranker {kind!r} option {name!r} must be {checks[name].expected}, got {value!r}")
     # The constructors check the rest (ranges, types); they are cheap and load nothing.
-    kwargs = {k: v for k, v in options.items() if k not in _ADDED.get(kind, ())}
-    if kind == "llm":
-        kwargs["llm"] = _StandInLLM()
-    elif kind == "bi-encoder":
-        kwargs["embedder"] = _StandInEmbedder()
-    elif kind == "cross-encoder":
-        kwargs.setdefault("model", "stand-in-model")  # may come from RerankerResource.cross_encoder_model
     try:
-        make_reranker(kind, **kwargs)
+        build_reranker(kind, options, _CHECK_SERVICES)
     except (ValueError, TypeError) as exc:
         raise VariantConfigError(f"{where}: reranker {kind!r}: {exc}; valid options: {listing}") from None
 
