@@ -30,12 +30,12 @@ The fusion
     `(doc_id, score)` pairs (document-level: the doc id stands for the chunk id), best first.
 
 The metric
-    nDCG@k with graded gains, defined as `judging.metrics.ndcg_at_k` defines it (linear gain =
-    grade, grades <= 0 gain nothing, discount log2(rank + 1), the ideal from every judged
-    document with grade > 0).  The ranking stage may not import judging, so `_ndcg_at_k` is a
-    local copy; a parity test holds the two together.  A grid point's score is the mean over
-    the answerable tuning questions (abstention questions, with no grade > 0, cannot be scored
-    by nDCG and are skipped, as `judging.metrics.aggregate` leaves them out of the means).
+    nDCG@k with graded gains: the measure registry's (`eval_pipeline.metrics.retrieval.measure`,
+    whose `ndcg_at_k` scores a run: linear gain = grade, grades <= 0 gain nothing, discount
+    log2(rank + 1), the ideal from every judged document with grade > 0), imported, not copied.
+    A grid point's score is the mean over the answerable tuning questions (abstention
+    questions, with no grade > 0, cannot be scored by nDCG and are skipped, as
+    `metrics.retrieval.aggregate` leaves them out of the means).
 
 Ties
     Scores within `TIE_TOLERANCE` of the best count as tied.  Among tied points: `rrf_k`, the
@@ -52,13 +52,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from eval_pipeline.common.checks import is_finite, is_integer, is_real
+from eval_pipeline.metrics.retrieval import PRIMARY_METRIC, measure, ndcg_at_k
+from eval_pipeline.ranking.defaults import DEPTH, RRF_K, RRF_K_RANGE
 from eval_pipeline.ranking.engines import ChunkHit, RankedDoc, chunks_to_documents, fuse
 
 __all__ = [
@@ -78,12 +79,8 @@ __all__ = [
 
 SPLIT_SALT = "eval-pipeline/fusion-split"
 DEFAULT_RRF_K_GRID: tuple[int, ...] = (1, 5, 10, 20, 40, 60, 80, 100)
-DEFAULT_RRF_K = 61  # Variant's default rrf_k (Haystack DocumentJoiner's fixed k)
-DEFAULT_DEPTH = 20  # Variant's default depth
 METHODS = ("rrf_k", "weights")
 TIE_TOLERANCE = 1e-12
-RRF_K_RANGE = (1, 10_000)  # what a variants file accepts for rrf_k
-_METRIC = re.compile(r"^ndcg@([1-9][0-9]*)$")
 
 Method = Literal["rrf_k", "weights"]
 
@@ -203,8 +200,8 @@ def _as_hits(hits: object, where: str) -> list[ChunkHit]:
     return out
 
 
-def fused_ranking(legs_hits: Sequence[Sequence], *, fusion: str = "rrf", rrf_k: int = DEFAULT_RRF_K,
-                  weights: Sequence[float] | None = None, depth: int = DEFAULT_DEPTH) -> list[str]:
+def fused_ranking(legs_hits: Sequence[Sequence], *, fusion: str = "rrf", rrf_k: int = RRF_K,
+                  weights: Sequence[float] | None = None, depth: int = DEPTH) -> list[str]:
     """The doc ids a hybrid variant ranks for one question: `engines.fuse` then
     `engines.chunks_to_documents` cut at `depth`, as `Sweep.first_stage` does (no reranker)."""
     if not is_integer(depth) or depth < 1:
@@ -216,33 +213,22 @@ def fused_ranking(legs_hits: Sequence[Sequence], *, fusion: str = "rrf", rrf_k: 
 
 
 # --------------------------------------------------------------------------
-# the metric (a local copy of judging.metrics.ndcg_at_k; parity-tested)
+# the metric (the measure registry's nDCG)
 # --------------------------------------------------------------------------
 
 
 def _metric_k(metric: object) -> int:
-    match = _METRIC.match(metric) if isinstance(metric, str) else None
-    if match is None:
+    try:
+        found = measure(metric)  # type: ignore[arg-type]  # not a str: refused below
+    except ValueError:
+        found = None
+    if found is None or found.function is not ndcg_at_k or found.k is None:
         raise ValueError(f"metric {metric!r} is not supported; valid: ndcg@K for an integer K >= 1 (e.g. ndcg@10)")
-    return int(match.group(1))
+    return found.k
 
 
 def _answerable(qrels: Mapping[str, Any]) -> bool:
     return any(grade > 0 for grade in qrels.values())
-
-
-def _ndcg_at_k(ranking: Sequence[str], qrels: Mapping[str, Any], k: int) -> float:
-    """judging.metrics.ndcg_at_k: DCG@k / IDCG@k, gain = grade (grades <= 0 gain 0), discount
-    log2(rank + 1) with 1-based ranks, duplicates after their first occurrence dropped, the ideal
-    from all judged documents with grade > 0 sorted by grade descending and cut at k."""
-    dcg = 0.0
-    for rank, doc_id in enumerate(list(dict.fromkeys(ranking))[:k], start=1):
-        grade = qrels.get(doc_id, 0)
-        if grade > 0:
-            dcg += grade / math.log2(rank + 1)
-    ideal = sorted((g for g in qrels.values() if g > 0), reverse=True)[:k]
-    idcg = sum(g / math.log2(rank + 1) for rank, g in enumerate(ideal, start=1))
-    return dcg / idcg
 
 
 # --------------------------------------------------------------------------
@@ -338,7 +324,7 @@ class TuningResult:
     n_tuning: int  # answerable tuning questions the scores are means over
     n_tuning_abstention: int  # tuning questions skipped (no grade > 0)
     tuning_qids: tuple[str, ...] = field(repr=False)  # sorted
-    depth: int = DEFAULT_DEPTH
+    depth: int = DEPTH
     seed: int | None = None
     fraction: float | None = None
 
@@ -349,7 +335,7 @@ class TuningResult:
 
     def fusion_params(self) -> dict[str, Any]:
         """fusion, rrf_k and weights as `fused_ranking` / `fusion_score` take them."""
-        params = {"fusion": self.fusion, "rrf_k": DEFAULT_RRF_K, "weights": None, **self.fixed, **self.chosen}
+        params = {"fusion": self.fusion, "rrf_k": RRF_K, "weights": None, **self.fixed, **self.chosen}
         return {"fusion": params["fusion"], "rrf_k": params["rrf_k"], "weights": params["weights"]}
 
     def check_held_out(self, qids: Iterable[str]) -> None:
@@ -433,14 +419,14 @@ def _tuning_inputs(leg_runs, qrels, qids: list[str], legs: tuple[str, ...]):
 
 
 def _mean_metric(inputs, k: int, depth: int, **params) -> float:
-    values = [_ndcg_at_k(fused_ranking(hits, depth=depth, **params), judged, k) for hits, judged in inputs]
+    values = [ndcg_at_k(fused_ranking(hits, depth=depth, **params), judged, k) for hits, judged in inputs]
     return math.fsum(values) / len(values)  # fsum: exact, so equal multisets of values tie exactly
 
 
 def fusion_score(leg_runs: Mapping[str, Mapping[str, Sequence]], qrels: Mapping[str, Mapping[str, Any]],
-                 qids: Iterable[str], *, fusion: str = "rrf", rrf_k: int = DEFAULT_RRF_K,
+                 qids: Iterable[str], *, fusion: str = "rrf", rrf_k: int = RRF_K,
                  weights: Sequence[float] | None = None, legs: Sequence[str] | None = None,
-                 metric: str = "ndcg@10", depth: int = DEFAULT_DEPTH) -> float:
+                 metric: str = PRIMARY_METRIC, depth: int = DEPTH) -> float:
     """The mean `metric` of one fusion setting over the answerable questions of `qids`."""
     k = _metric_k(metric)
     names = _check_legs(leg_runs, legs)
@@ -457,12 +443,12 @@ def tune_fusion(
     *,
     method: Method,
     grid: Sequence | None = None,
-    metric: str = "ndcg@10",
+    metric: str = PRIMARY_METRIC,
     fusion: str = "rrf",
     rrf_k: int | None = None,
     weights: Sequence[float] | None = None,
     legs: Sequence[str] | None = None,
-    depth: int = DEFAULT_DEPTH,
+    depth: int = DEPTH,
     seed: int | None = None,
     fraction: float | None = None,
 ) -> TuningResult:
@@ -472,7 +458,7 @@ def tune_fusion(
         (doc_id, score) pairs); every tuning qid must be in every leg ([] when it found nothing).
     qrels: qid -> {doc_id: grade}; every tuning qid must be present ({} for abstention).
     method: "rrf_k" (fusion must be rrf; `weights` is held fixed, default equal) or "weights"
-        (fusion rrf, with `rrf_k` held fixed, default 61, or merge; dbsf ignores weights in
+        (fusion rrf, with `rrf_k` held fixed, default `defaults.RRF_K`, or merge; dbsf ignores weights in
         Haystack's DocumentJoiner, so there is nothing to tune).
     grid: the values to try (default `default_grid`): rrf_k integers in [1, 10000], or weight
         vectors, one non-negative entry per leg in `legs` order (default: leg_runs' order).
@@ -503,7 +489,7 @@ def tune_fusion(
         if weights is not None:
             raise ValueError("method 'weights' tunes the weights: do not also give weights")
         if fusion == "rrf":
-            fixed = {"rrf_k": DEFAULT_RRF_K if rrf_k is None else _check_rrf_k(rrf_k, "rrf_k")}
+            fixed = {"rrf_k": RRF_K if rrf_k is None else _check_rrf_k(rrf_k, "rrf_k")}
         elif rrf_k is not None:
             raise ValueError(f"rrf_k only applies to fusion 'rrf', got fusion {fusion!r}")
         else:
@@ -532,7 +518,7 @@ def tune_fusion(
 
     points = []
     for value in values:
-        params = {"fusion": fusion, "rrf_k": DEFAULT_RRF_K, "weights": None, **fixed, method: value}
+        params = {"fusion": fusion, "rrf_k": RRF_K, "weights": None, **fixed, method: value}
         points.append(GridPoint(value, _mean_metric(inputs, k, depth, **params)))
     best = max(p.score for p in points)
     tied = [p for p in points if p.score >= best - TIE_TOLERANCE]
