@@ -95,7 +95,9 @@ def validate_run_config(run_config: dict) -> None:
             settings = classes[op](**given)
             if isinstance(settings, StoreConfig):
                 settings.chunking()
-                chunking = sorted(set(given).intersection(CHUNKING_SETTINGS))
+                # the Launchpad pre-fills every default: only a value other than the default is the user's
+                defaults = {k: f.default for k, f in StoreConfig.model_fields.items()}
+                chunking = sorted(k for k in set(given).intersection(CHUNKING_SETTINGS) if given[k] != defaults[k])
                 if chunking and SWEEP.indexes_listed:
                     raise ValueError(f"ops.pgvector_store.config.{chunking[0]}: the variants file {SWEEP.source} lists "
                                      "indexes, and each index's chunking is set there; remove it from the run config")
