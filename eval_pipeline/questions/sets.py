@@ -400,6 +400,7 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
         if not p.exists():
             raise QuestionSetError(f"{p}: missing (BEIR folder {folder}, split {split!r})")
     qrels: dict[str, dict[str, int]] = {}
+    judged_on: dict[tuple[str, str], int] = {}  # (query id, document id) -> the line judging it
     with open(qrels_path, encoding="utf-8") as fh:
         for lineno, raw in enumerate(fh, start=1):
             line = raw.rstrip("\r\n")
@@ -414,7 +415,14 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
                 grade = int(parts[2])
             except ValueError:
                 raise QuestionSetError(f"{qrels_path}:{lineno}: score {parts[2]!r} is not an integer") from None
-            qrels.setdefault(parts[0], {})[parts[1]] = grade
+            judged = qrels.setdefault(parts[0], {})
+            if parts[1] in judged and judged[parts[1]] != grade:
+                raise QuestionSetError(
+                    f"{qrels_path}:{lineno}: query {parts[0]!r}, document {parts[1]!r} has grade {grade} here but "
+                    f"grade {judged[parts[1]]} on line {judged_on[(parts[0], parts[1])]}; keep one judgement per "
+                    f"(query-id, corpus-id)")
+            judged_on.setdefault((parts[0], parts[1]), lineno)
+            judged[parts[1]] = grade
     texts: dict[str, tuple[int, Any]] = {}  # query id -> (line, text)
     with open(queries_path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):

@@ -1,0 +1,44 @@
+"""BEIR question-set readers (queries.jsonl, qrels/<split>.tsv): bad input is a QuestionSetError
+naming the file and the line, never a silent change of the labels or a bare exception (#25)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from eval_pipeline.questions.sets import QuestionSetError, load_beir_questions
+
+DOCS = ["d1", "d2", "d3"]
+
+
+def _beir(folder: Path, qrels: bytes, queries: bytes | None = None) -> Path:
+    if queries is None:
+        queries = b"".join(json.dumps({"_id": q, "text": f"query {q}"}).encode() + b"\n" for q in ("1", "2"))
+    (folder / "queries.jsonl").write_bytes(queries)
+    (folder / "qrels").mkdir(exist_ok=True)
+    (folder / "qrels" / "test.tsv").write_bytes(qrels)
+    return folder
+
+
+def _load(folder: Path):
+    return load_beir_questions(folder, split="test", doc_ids=DOCS)
+
+
+def test_conflicting_duplicate_judgements_are_refused_naming_both_lines(tmp_path):
+    # The same (query, document) graded 1 on line 2 and 0 on line 4: taking the last one would
+    # silently turn query 1 into an abstention question.
+    _beir(tmp_path, b"query-id\tcorpus-id\tscore\n1\td1\t1\n2\td2\t1\n1\td1\t0\n")
+    with pytest.raises(QuestionSetError) as info:
+        _load(tmp_path)
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'qrels' / 'test.tsv'}:4: ")
+    assert "'1'" in message and "'d1'" in message and "line 2" in message
+    assert "grade 0" in message and "grade 1" in message
+
+
+def test_an_identical_duplicate_judgement_is_accepted(tmp_path):
+    _beir(tmp_path, b"query-id\tcorpus-id\tscore\n1\td1\t2\n2\td2\t1\n1\td1\t2\n")
+    by_id = {q.qid: q for q in _load(tmp_path).questions}
+    assert by_id["1"].qrels() == {"d1": 2} and by_id["2"].qrels() == {"d2": 1}
