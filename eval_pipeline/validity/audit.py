@@ -52,13 +52,22 @@ Shares of abstention questions, of each form (MATCH, GAP, none) and each hard cl
 A threshold is exceeded when its figure is strictly above it; `passed` says none is.  Whether a
 failed audit blocks the run is `AuditThresholds.blocking` (the variants file's `audit:` section);
 the audit itself only measures and says.
+
+Once per run
+    The question_set asset check and the report's validity section both ask `run_audit` for
+    the audit of the run's question set; the second gets what the first computed (kept in the
+    process, recognised by content: the questions in order, the corpus's signature and order,
+    the thresholds, `limited`), not a second computation.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import statistics
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
@@ -617,20 +626,57 @@ def _problems(counts: Mapping[str, int | float], t: AuditThresholds, with_ranks:
 # --- as the pipeline runs it -----------------------------------------------------------------
 
 
+# The audits this process computed, by what they read (`_audit_key`): the asset check's is the
+# report's. A few are kept, the most recently used last.
+_AUDITS: OrderedDict[str, AuditResult] = OrderedDict()
+_AUDITS_KEPT = 4
+_AUDITS_LOCK = threading.Lock()
+
+
+def _audit_key(questions: Sequence[Question], snapshot: CorpusSnapshot, thresholds: AuditThresholds) -> str:
+    """Everything the audit reads: the questions in order (labels included), the corpus (its
+    signature covers every text field an engine reads) in its order, the thresholds."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps([q.to_json() for q in questions], sort_keys=True, ensure_ascii=False).encode())
+    digest.update(b"\x00" + snapshot.signature.encode() + b"\x00")
+    digest.update("\t".join(d.doc_id for d in snapshot.documents).encode())
+    digest.update(b"\x00" + json.dumps(thresholds.to_dict(), sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def forget_audits() -> None:
+    """Drop the audits kept in this process (the next `run_audit` computes again)."""
+    with _AUDITS_LOCK:
+        _AUDITS.clear()
+
+
 def run_audit(questions: Sequence[Question], snapshot: CorpusSnapshot, thresholds: AuditThresholds, *,
               limited: bool = False) -> AuditResult:
     """The audit as the asset check and the report run it: the metadata engine's ranks
     computed directly, so the check needs only the question set and the corpus, and both give
     the same figures. A `limited` run (the first N questions) is audited on those questions,
     but the coverage of the corpus is not judged (a part of a set leaves documents unasked by
-    construction) and a failure never blocks the quick run."""
+    construction) and a failure never blocks the quick run.
+
+    Computed once per run: the same questions, corpus and thresholds asked again in this
+    process (the report after the asset check) get the result already computed."""
     from dataclasses import replace
 
     questions = list(questions)
     if limited:
         thresholds = replace(thresholds, max_uncovered_document_share=1.0, blocking=False)
-    return audit_question_set(questions, snapshot, metadata_ranks=metadata_engine_ranks(questions, snapshot),
-                              thresholds=thresholds)
+    key = _audit_key(questions, snapshot, thresholds)
+    with _AUDITS_LOCK:
+        if key in _AUDITS:
+            _AUDITS.move_to_end(key)
+            return _AUDITS[key]
+    result = audit_question_set(questions, snapshot, metadata_ranks=metadata_engine_ranks(questions, snapshot),
+                                thresholds=thresholds)
+    with _AUDITS_LOCK:
+        _AUDITS[key] = result
+        while len(_AUDITS) > _AUDITS_KEPT:
+            _AUDITS.popitem(last=False)
+    return result
 
 
 def audit_metadata(result: AuditResult) -> dict[str, Any]:
