@@ -33,13 +33,18 @@ from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.store.indexes import IndexStores
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
 
-class GraderName(str, Enum):
-    """The graders a run may choose; any other name is refused when the run is launched."""
+def _grader_enum() -> type[Enum]:
+    """The graders a run may choose, one member per registered grader (the registry, with the
+    plugins EVAL_PIPELINE_PLUGINS names, as the definitions load: eval_pipeline.grading.registry);
+    any other name is refused when the run is launched."""
+    from eval_pipeline.grading.judges import GRADERS
 
-    deterministic = "deterministic"
-    static = "static"
-    judge = "judge"
-    decision = "decision"
+    kind = Enum("GraderName", {name: name for name in GRADERS}, type=str)  # type: ignore[misc]
+    kind.__doc__ = "The graders a run may choose; any other name is refused when the run is launched."
+    return kind
+
+
+GraderName = _grader_enum()
 
 
 class GoldenPromptsConfig(Config):

@@ -1,8 +1,9 @@
 """The answer graders that spend tokens, ``judge`` and ``decision``, and the launch-time check
 of which graders a run uses.
 
-Graders (`GRADERS`): ``deterministic`` and ``static`` (`answer_grades`, no model call) and the
-two LLM graders here. Only the ones in `TOKEN_SPENDING` call a model, and only when a user
+Graders (`GRADERS`, the names of the grader registry, eval_pipeline.grading.registry):
+``deterministic`` and ``static`` (`answer_grades`, no model call), the two LLM graders here,
+and any grader registered since. Only the ones in `TOKEN_SPENDING` call a model, and only when a user
 chose them: `check_graders` refuses an unknown name (or one listed twice) at launch, before
 anything runs.
 
@@ -75,6 +76,7 @@ from eval_pipeline.grading.llm import (
     run_all,
     score_in_range,
 )
+from eval_pipeline.grading.registry import GRADER_NAMES, TOKEN_SPENDING_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +107,8 @@ __all__ = [
     "token_spending",
 ]
 
-GRADERS = ("deterministic", "static", "judge", "decision")
-TOKEN_SPENDING = frozenset({"judge", "decision"})
+GRADERS = GRADER_NAMES  # live: every grader of the registry (eval_pipeline.grading.registry)
+TOKEN_SPENDING = TOKEN_SPENDING_NAMES  # live: the registered graders that call a model
 GRADE_STATUSES = ("graded", "unparseable", "failed")
 JUDGE_CRITERIA = ("faithfulness", "relevance", "citations")
 MIN_LEVEL, MAX_LEVEL = 1, 5

@@ -51,6 +51,7 @@ from eval_pipeline.grading.judges import (
     judge_yardstick,
     token_spending,
 )
+from eval_pipeline.grading.registry import GRADER_KINDS, AnswerToGrade, GraderKind, GradingContext
 
 GRADE_COLUMNS = [
     "variant", "prompt_id", "grader", "status", "passed", "score", "assertion_types", "assertion_held",
@@ -58,6 +59,11 @@ GRADE_COLUMNS = [
 ]
 DEFAULT_GRADERS = ("deterministic", "static")
 _SEP = "\x1f"  # item ids of the LLM graders: variant + SEP + prompt id
+
+
+def grade_row(variant: str, prompt_id: str, grader: str, status: str, **fields: Any) -> dict[str, Any]:
+    """One grade row (`GRADE_COLUMNS`), the fields a grader does not give empty."""
+    return _row(variant, prompt_id, grader, status, **fields)
 
 
 def _row(variant: str, prompt_id: str, grader: str, status: str, **fields: Any) -> dict[str, Any]:
@@ -136,44 +142,60 @@ def grade_variants(
                              f"golden_prompts is {fingerprint!r}: "
                              "materialize answers again")
     keep_text = any(frame["answer"].notna().any() for frame in answers.values() if len(frame))
+    kinds = [kind for kind in GRADER_KINDS.kinds() if kind.name in graders]  # the registry's order
     rows: dict[str, list[dict[str, Any]]] = {v: [] for v in answers}
-    judge_items, decision_items, records = [], [], {}
+    todo: list[AnswerToGrade] = []
     for variant, frame in answers.items():
         for a in frame.itertuples(index=False):
-            prompt = prompts[a.prompt_id]
             record = _record(cache, a) if missing(a.error) else None
-            text = record["text"] if record is not None else None
-            records[(variant, a.prompt_id)] = record
-            if "deterministic" in graders:
-                rows[variant].append(_deterministic(variant, prompt, text, keep_text))
-            if "static" in graders:
-                rows[variant].append(_static(variant, prompt, text))
-            item_id = f"{variant}{_SEP}{a.prompt_id}"
-            if "judge" in graders and record is not None:
-                judge_items.append(JudgeItem(item_id, prompt.prompt, context_from_record(record), record["text"]))
-            if "decision" in graders and record is not None and prompt.reference is not None:
-                decision_items.append(DecisionItem(item_id, prompt.prompt, prompt.reference, record["text"],
-                                                   system_prompt=record.get("system_prompt")))
+            item = AnswerToGrade(variant, prompts[a.prompt_id], record, keep_text)
+            todo.append(item)
+            for kind in kinds:  # the graders without a model: each answer's grades together
+                if kind.grade_one is not None:
+                    rows[variant].append(kind.grade_one(item))
     yardsticks: dict[str, dict[str, str]] = {v: {} for v in answers}
     for v in answers:
-        if "deterministic" in graders:
-            yardsticks[v]["deterministic"] = f"deterministic:v{DETERMINISTIC_VERSION}+{grading_code()}"
-        if "static" in graders:
-            yardsticks[v]["static"] = f"static:v{STATIC_VERSION}+{grading_code()}"
+        for kind in kinds:
+            if kind.grade_one is not None and kind.yardstick is not None:
+                yardsticks[v][kind.name] = kind.yardstick()
     sampling = (f"t{llm.identity().get('temperature', '?')}" + (f",max_tokens={max_tokens}" if max_tokens else "")
                 if llm is not None and hasattr(llm, "identity") else "t?")
-    if "judge" in graders:
-        if grade_cache is None:  # refused above: the judge spends tokens
-            raise ValueError("grade_cache is None: the judge needs a grade cache")
-        grades = judge_answers(judge_items, llm=llm, cache_dir=grade_cache, max_tokens=max_tokens)
-        _llm_rows("judge", grades, answers, prompts, records, rows, yardsticks, judge_yardstick, keep_text, sampling)
-    if "decision" in graders:
-        if grade_cache is None:  # refused above: the decision grader spends tokens
-            raise ValueError("grade_cache is None: the decision grader needs a grade cache")
-        decisions = decide_answers(decision_items, llm=llm, cache_dir=grade_cache, max_tokens=max_tokens)
-        _llm_rows("decision", decisions, answers, prompts, records, rows, yardsticks, decision_yardstick, keep_text,
-                  sampling)
+    context = GradingContext(llm=llm, grade_cache=grade_cache, max_tokens=max_tokens, sampling=sampling,
+                             variants=tuple(answers))
+    for kind in kinds:
+        if kind.grade_all is None:
+            continue
+        if kind.spends_tokens and grade_cache is None:  # refused above: it spends tokens
+            raise ValueError(f"grade_cache is None: the {kind.name} grader needs a grade cache")
+        more, their_yardsticks = kind.grade_all(todo, context)
+        for v in answers:
+            rows[v] += more.get(v, [])
+            if v in their_yardsticks:
+                yardsticks[v][kind.name] = their_yardsticks[v]
     return {v: pd.DataFrame(r, columns=GRADE_COLUMNS) for v, r in rows.items()}, yardsticks
+
+
+def _judge_all(todo: Sequence[AnswerToGrade], context: GradingContext):
+    items = [JudgeItem(_item_id(a), a.prompt.prompt, context_from_record(a.record), a.record["text"])
+             for a in todo if a.record is not None]
+    if context.grade_cache is None:
+        raise ValueError("grade_cache is None: the judge needs a grade cache")
+    grades = judge_answers(items, llm=context.llm, cache_dir=context.grade_cache, max_tokens=context.max_tokens)
+    return _llm_rows("judge", grades, todo, judge_yardstick, context)
+
+
+def _decide_all(todo: Sequence[AnswerToGrade], context: GradingContext):
+    items = [DecisionItem(_item_id(a), a.prompt.prompt, a.prompt.reference, a.record["text"],
+                          system_prompt=a.record.get("system_prompt"))
+             for a in todo if a.record is not None and a.prompt.reference is not None]
+    if context.grade_cache is None:
+        raise ValueError("grade_cache is None: the decision grader needs a grade cache")
+    decisions = decide_answers(items, llm=context.llm, cache_dir=context.grade_cache, max_tokens=context.max_tokens)
+    return _llm_rows("decision", decisions, todo, decision_yardstick, context)
+
+
+def _item_id(answer: AnswerToGrade) -> str:
+    return f"{answer.variant}{_SEP}{answer.prompt.id}"
 
 
 def _record(cache: AnswerCache, answer) -> dict[str, Any]:
@@ -199,34 +221,51 @@ def _with_sampling(yardstick: str, sampling: str) -> str:
     return f"{yardstick}@{sampling}" if yardstick.count(":") >= 3 else yardstick
 
 
-def _llm_rows(grader: str, grades, answers, prompts, records, rows, yardsticks, yardstick_of, keep_text,
-              sampling) -> None:
+def _llm_rows(grader: str, grades, todo: Sequence[AnswerToGrade], yardstick_of, context: GradingContext):
+    """(rows by variant, yardstick by variant) of an LLM grader's grades, in the answers' order."""
     by_item = {g.item_id: g for g in grades}
-    for variant, frame in answers.items():
-        mine = []
-        for a in frame.itertuples(index=False):
-            prompt, record = prompts[a.prompt_id], records[(variant, a.prompt_id)]
-            if grader == "decision" and prompt.reference is None:
-                rows[variant].append(_row(variant, a.prompt_id, grader, "not_applicable", reason="no reference"))
-                continue
-            if record is None:
-                rows[variant].append(_row(variant, a.prompt_id, grader, "no_answer", passed=False, score=0.0))
-                continue
-            g = by_item[f"{variant}{_SEP}{a.prompt_id}"]
-            mine.append(g)
-            model = g.served.label() if g.served is not None else None
-            if not g.ok:
-                rows[variant].append(_row(variant, a.prompt_id, grader, g.status, reason=g.error or "",
-                                          grader_model=model))
-            elif grader == "judge":
-                rows[variant].append(_row(variant, a.prompt_id, grader, "graded", passed=g.overall >= PASS_SCORE,
-                                          score=g.overall, faithfulness=g.faithfulness, relevance=g.relevance,
-                                          citations=g.citations, reason=g.reason if keep_text else "",
-                                          grader_model=model))
-            else:
-                rows[variant].append(_row(variant, a.prompt_id, grader, "graded", passed=bool(g.passed),
-                                          score=g.score, reason=g.reason if keep_text else "", grader_model=model))
-        yardsticks[variant][grader] = _with_sampling(yardstick_of(mine), sampling)
+    rows: dict[str, list[dict[str, Any]]] = {v: [] for v in context.variants}
+    mine: dict[str, list[Any]] = {v: [] for v in context.variants}
+    for a in todo:
+        variant, prompt, record, keep_text = a.variant, a.prompt, a.record, a.keep_text
+        out = rows.setdefault(variant, [])
+        graded = mine.setdefault(variant, [])
+        if grader == "decision" and prompt.reference is None:
+            out.append(_row(variant, prompt.id, grader, "not_applicable", reason="no reference"))
+            continue
+        if record is None:
+            out.append(_row(variant, prompt.id, grader, "no_answer", passed=False, score=0.0))
+            continue
+        g = by_item[_item_id(a)]
+        graded.append(g)
+        model = g.served.label() if g.served is not None else None
+        if not g.ok:
+            out.append(_row(variant, prompt.id, grader, g.status, reason=g.error or "", grader_model=model))
+        elif grader == "judge":
+            out.append(_row(variant, prompt.id, grader, "graded", passed=g.overall >= PASS_SCORE,
+                            score=g.overall, faithfulness=g.faithfulness, relevance=g.relevance,
+                            citations=g.citations, reason=g.reason if keep_text else "", grader_model=model))
+        else:
+            out.append(_row(variant, prompt.id, grader, "graded", passed=bool(g.passed),
+                            score=g.score, reason=g.reason if keep_text else "", grader_model=model))
+    return rows, {variant: _with_sampling(yardstick_of(graded), context.sampling) for variant, graded in mine.items()}
+
+
+GRADER_KINDS.register(GraderKind(
+    "deterministic", needs=frozenset({"assertions"}),
+    grade_one=lambda a: _deterministic(a.variant, a.prompt, a.text, a.keep_text),
+    yardstick=lambda: f"deterministic:v{DETERMINISTIC_VERSION}+{grading_code()}",
+    description="the prompt's assertions (exact, contains, regex, json_schema...), no model"))
+GRADER_KINDS.register(GraderKind(
+    "static", needs=frozenset({"static"}), grade_one=lambda a: _static(a.variant, a.prompt, a.text),
+    yardstick=lambda: f"static:v{STATIC_VERSION}+{grading_code()}",
+    description="static checks of the answer's python block (imports, symbols), no model"))
+GRADER_KINDS.register(GraderKind(
+    "judge", needs=frozenset({"llm"}), grade_all=_judge_all,
+    description="an LLM scores faithfulness, relevance and citations against the context"))
+GRADER_KINDS.register(GraderKind(
+    "decision", needs=frozenset({"llm", "reference"}), grade_all=_decide_all,
+    description="an LLM decides on five levels how well the answer fulfils its task, the reference as evidence"))
 
 
 def grades_metadata(frame: pd.DataFrame) -> dict[str, Any]:
