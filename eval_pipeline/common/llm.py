@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from eval_pipeline.common import prices as pricing
 from eval_pipeline.common.checks import is_integer, is_real
 from eval_pipeline.common.endpoint import Endpoint
 from eval_pipeline.common.limiter import Limiter, LocalLimiter
@@ -169,11 +170,8 @@ class LLMClient:
                 "prompt_tokens": self._prompt_tokens,
                 "completion_tokens": self._completion_tokens,
             }
-        if self.price_per_1k_prompt is None and self.price_per_1k_completion is None:
-            out["cost"] = None
-        else:
-            out["cost"] = (out["prompt_tokens"] * (self.price_per_1k_prompt or 0.0)
-                           + out["completion_tokens"] * (self.price_per_1k_completion or 0.0)) / 1000.0
+        price = pricing.price_of(self.price_per_1k_prompt, self.price_per_1k_completion)
+        out["cost"] = None if price is None else pricing.cost(out["prompt_tokens"], out["completion_tokens"], price)
         return out
 
     # --- calls ---------------------------------------------------------------------------

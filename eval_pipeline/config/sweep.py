@@ -238,8 +238,8 @@ def _baseline(raw: Any, variant_keys: Mapping[str, int], indexes: tuple[IndexSpe
 def _answers(raw: Any, source: str, strict: bool) -> tuple[dict[str, float], bool, dict[str, dict[str, float]]]:
     """`answers: {gate: {max_pass_rate_drop, max_mean_score_drop, strict}, prices: {model: {prompt_per_1k,
     completion_per_1k}}}`; the answer gate's strictness defaults to the retrieval gate's."""
+    from eval_pipeline.common.prices import check_prices
     from eval_pipeline.gates.answers import validate_answer_tolerances
-    from eval_pipeline.grading.answer_metrics import check_prices
 
     where = f"{source}:{raw.line}" if getattr(raw, "line", None) else source
     if raw is None:

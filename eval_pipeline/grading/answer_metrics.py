@@ -84,7 +84,9 @@ Tokens and cost (``tokens``, ``cost``)
     price table (`check_prices`) under ``model_reported`` when the response named a model, else
     under ``model_sent`` (the reported model is the one that served and billed; falling back to
     the sent alias when the reported model has no price could price a routed request at another
-    model's rate). Cost = tokens / 1000 x the per-1k price, prompt and completion separately. A
+    model's rate). Cost = tokens / 1000 x the per-1k price, prompt and completion separately
+    (`eval_pipeline.common.prices`, the one home of prices and cost, which `check_prices` and
+    `PRICE_KEYS` come from). A
     row with zero tokens costs 0.0 and needs no price. If any row with tokens has no price, the
     cost over the rows it belongs to is None (unknown), never a partial sum presented as a
     total, and ``unpriced_models`` lists the missing names (None: a row that names no model).
@@ -109,6 +111,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from eval_pipeline.common import prices as pricing
 from eval_pipeline.common.checks import (
     check_resamples,
     check_seed,
@@ -116,6 +119,7 @@ from eval_pipeline.common.checks import (
     is_integer,
     is_real,
 )
+from eval_pipeline.common.prices import PRICE_KEYS, check_prices
 from eval_pipeline.grading.assertions import ASSERTION_TYPES
 from eval_pipeline.grading.judges import GRADERS, JUDGE_CRITERIA
 
@@ -141,7 +145,6 @@ GRADE_COLUMNS = (
 STATUSES = ("graded", "not_applicable", "no_answer", "failed", "unparseable")
 SCORED = frozenset({"graded", "no_answer"})
 GRADER_FAILED = frozenset({"failed", "unparseable"})
-PRICE_KEYS = ("prompt_per_1k", "completion_per_1k")
 UNKNOWN_FORM = "unknown"
 SUMMARY_COLUMNS = (
     "variant", "grader", "n", "pass_rate", "pass_rate_low", "pass_rate_high", "mean_score",
@@ -223,42 +226,6 @@ def _check_confidence(confidence: object) -> float:
     if not is_real(confidence) or not 0 < float(confidence) < 1:
         raise ValueError(f"confidence must be a number strictly between 0 and 1, got {confidence!r}")
     return float(confidence)
-
-
-# --------------------------------------------------------------------------
-# prices
-# --------------------------------------------------------------------------
-
-
-def check_prices(prices: object) -> dict[str, dict[str, float]]:
-    """The price table, checked: a new ``{model: {"prompt_per_1k": float, "completion_per_1k":
-    float}}``.
-
-    Checked at launch so that a typo in a price file fails before tokens are spent, not in the
-    report. Model names are non-empty strings; each entry has exactly the two keys (an extra
-    or misspelt key would otherwise be a price silently ignored), each a finite number >= 0
-    (a bool is not a number). ValueError names the model and the key. An empty table is
-    valid: every answer with tokens is then unpriced.
-    """
-    if not isinstance(prices, Mapping):
-        raise ValueError(f"prices must be a mapping of model -> per-1k prices, got {type(prices).__name__}")
-    checked: dict[str, dict[str, float]] = {}
-    for model, entry in prices.items():
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"prices: a model name must be a non-empty str, got {model!r}")
-        if not isinstance(entry, Mapping):
-            raise ValueError(f"prices[{model!r}] must be a mapping with keys {list(PRICE_KEYS)}, got {entry!r}")
-        extra = sorted(str(k) for k in entry if k not in PRICE_KEYS)
-        if extra:
-            raise ValueError(f"prices[{model!r}] has unknown key(s) {extra}; allowed: {list(PRICE_KEYS)}")
-        for key in PRICE_KEYS:
-            if key not in entry:
-                raise ValueError(f"prices[{model!r}] is missing key {key!r}")
-            value = entry[key]
-            if not is_finite(value) or float(value) < 0:
-                raise ValueError(f"prices[{model!r}][{key!r}] must be a finite number >= 0, got {value!r}")
-        checked[model] = {key: float(entry[key]) for key in PRICE_KEYS}
-    return checked
 
 
 # --------------------------------------------------------------------------
@@ -489,7 +456,7 @@ def _row_cost(answer: Mapping[str, Any], prices: Mapping[str, Mapping[str, float
     price = prices.get(model) if model is not None else None
     if price is None:
         return None, model
-    return p / 1000 * price["prompt_per_1k"] + c / 1000 * price["completion_per_1k"], model
+    return pricing.cost(p, c, price), model
 
 
 def _cost_sum(costs: list[float | None]) -> float | None:

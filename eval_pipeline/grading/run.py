@@ -33,6 +33,7 @@ import pandas as pd
 from eval_pipeline.answering.cache import AnswerCache
 from eval_pipeline.answering.prompts import CheckedGoldenSet
 from eval_pipeline.answering.run import context_from_record
+from eval_pipeline.common import prices as pricing
 from eval_pipeline.common.checks import missing
 from eval_pipeline.grading.assertions import (
     DETERMINISTIC_VERSION,
@@ -331,8 +332,7 @@ def grading_usage(before: Mapping[str, Any], after: Mapping[str, Any], model: st
     no price). Grading is not part of an answer's cost or latency; this is its own bill."""
     spent = {k: int(after[k]) - int(before[k]) for k in ("calls", "failures", "prompt_tokens", "completion_tokens")}
     price = (prices or {}).get(model)
-    cost = None if price is None else (spent["prompt_tokens"] * price["prompt_per_1k"]
-                                       + spent["completion_tokens"] * price["completion_per_1k"]) / 1000.0
+    cost = None if price is None else pricing.cost(spent["prompt_tokens"], spent["completion_tokens"], price)
     return {f"grading {k.replace('_', ' ')}": v for k, v in spent.items()} | {"grading cost": cost}
 
 
