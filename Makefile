@@ -51,7 +51,9 @@ redis-server:
 		|| echo "redis-server not installed: the Celery executor test will be skipped"
 
 # Lint (ruff, mypy: configured in pyproject.toml), then the fast unit lane (stops the run on its
-# first failure), then the integration lane; each lane prints its slowest tests.
+# first failure), then the integration lane; each lane prints its slowest tests. Lanes are markers,
+# not folders: tests/unit/<package>/ (one folder per eval_pipeline stage package),
+# tests/integration/ and tests/orchestration/ (the Dagster layer, whole-job runs) feed both.
 lint: $(STAMP)
 	$(BIN)/ruff check eval_pipeline
 	$(BIN)/mypy

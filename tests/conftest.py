@@ -1,5 +1,10 @@
 """Shared fixtures. Integration tests get one real embedded Postgres per session, in a fresh
-data dir, stopped by its PID at teardown (a leftover server would outlive the test run)."""
+data dir, stopped by its PID at teardown (a leftover server would outlive the test run).
+
+Layout: tests/unit/<package>/ for the library's stage packages (eval_pipeline/<package>),
+tests/integration/ for the library against the real database, model or subprocesses, and
+tests/orchestration/ for the Dagster layer (assets/, resources/, definitions.py) and whole-job
+runs. Helpers shared across folders stay at tests/ (and tests/integration/cli.py)."""
 
 import os
 import signal
@@ -48,6 +53,26 @@ def embedded_pg(pg_state_dir):
 @pytest.fixture(scope="session")
 def pg_uri(embedded_pg):
     return embedded_pg.uri("eval")
+
+
+@pytest.fixture
+def job_env(tmp_path, embedded_pg):
+    """Environment for `dagster job execute`: run storage in the session server; each named
+    state dir gets its own vector server, stopped after the test."""
+    from eval_pipeline.store.database import EmbeddedPostgres
+    from tests.integration.cli import job_environment
+
+    dagster_url = embedded_pg.uri("dagster", driver="psycopg2")
+    states = []
+
+    def make(name, **extra):
+        state = tmp_path / name
+        states.append(state)
+        return job_environment(state, dagster_url, **extra)
+
+    yield make
+    for state in states:
+        EmbeddedPostgres(state).stop()
 
 
 @pytest.fixture(scope="session")

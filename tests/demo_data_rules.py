@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Validate the bundled demo data (corpus.jsonl + questions.jsonl).
 
-Standard library only; run by tests/test_demo_data.py, or by hand:
+Standard library only; run by tests/unit/demo_data/test_demo_data.py, or by hand:
 
     python3 tests/demo_data_rules.py [DATA_DIR]
 

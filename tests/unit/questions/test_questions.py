@@ -23,7 +23,7 @@ from eval_pipeline.questions.sets import (
     write_question_set,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SIG = "abcdef0123456789"
 DOC_IDS = ("doc-a", "doc-b", "doc-c")
 
@@ -52,7 +52,7 @@ def write_lines(path: Path, objs) -> Path:
 
 def load(path, sig=SIG, ids=DOC_IDS) -> QuestionSet:
     """Hand-built files here have no fingerprint (they test other rules); the default,
-    strict, is tested in tests/test_preflight.py."""
+    strict, is tested in tests/unit/config/test_preflight.py."""
     return load_question_set(path, corpus_signature=sig, doc_ids=ids, require_fingerprint=False)
 
 

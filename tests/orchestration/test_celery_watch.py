@@ -1,5 +1,5 @@
 """The Celery executor's watch for dead workers (resources/celery_executor.py), on fakes: no broker,
-no worker. The real thing, with a worker SIGKILLed mid-task, is tests/integration/test_celery_executor.py."""
+no worker. The real thing, with a worker SIGKILLed mid-task, is tests/orchestration/test_celery_executor.py."""
 
 import pytest
 

@@ -24,9 +24,9 @@ from eval_pipeline.questions.cache import (
 )
 from eval_pipeline.questions.generation import PROMPT_VERSION
 from eval_pipeline.questions.sets import load_question_set
-from tests.test_generation import FakeLLM, make_units
+from tests.unit.questions.test_generation import FakeLLM, make_units
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 SIG = "0123456789abcdef"
 
 
@@ -209,7 +209,7 @@ KILL_UNITS = 30
 CHILD = r"""
 import os, sys, time
 from eval_pipeline.questions.cache import generate_question_set
-from tests.test_question_cache import kill_units, kill_reply, MARKER_RE
+from tests.unit.questions.test_question_cache import kill_units, kill_reply, MARKER_RE
 
 cache, log = sys.argv[1], sys.argv[2]
 log_fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -44,12 +44,12 @@ from eval_pipeline.reporting.answers import (
     answer_section,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TINY_GOLDEN = FIXTURES / "tiny_golden.jsonl"
 
 
 # --------------------------------------------------------------------------------------------
-# helpers (also used by tests/integration/test_answer_quality_job.py)
+# helpers (also used by tests/orchestration/test_answer_quality_job.py)
 # --------------------------------------------------------------------------------------------
 
 

@@ -27,7 +27,7 @@ import yaml
 
 from tests.cluster import BIN, REPO, Cluster, missing
 from tests.integration.cli import job_environment, metrics_table
-from tests.integration.test_secrets import forbidden
+from tests.orchestration.test_secrets import forbidden
 
 pytestmark = pytest.mark.integration
 

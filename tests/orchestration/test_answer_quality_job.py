@@ -287,7 +287,7 @@ def _run_metrics(tmp_path: Path, *, hits: int, set_id: str, n: int = 10):
     """Answer metrics of one variant on `n` prompts, `hits` of them answered right."""
     from eval_pipeline.answering.prompts import CheckedGoldenSet
     from eval_pipeline.questions.golden import Assertion, GoldenPrompt, GoldenPromptSet
-    from tests.test_answer_wiring import ScriptedGenerator, answer_chain
+    from tests.orchestration.test_answer_wiring import ScriptedGenerator, answer_chain
 
     prompts = tuple(GoldenPrompt(id=f"p{i:02d}", prompt=f"question number {i}", assertions=(Assertion.contains("right"),),
                                  gold=("doc-a",)) for i in range(n))
@@ -304,7 +304,7 @@ def answer_runs(pg_uri, tmp_path):
     (set id, corpus) of their own; their rows are deleted afterwards."""
     from eval_pipeline.verdict.answers import record_answers
     from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
-    from tests.test_answer_wiring import judge
+    from tests.orchestration.test_answer_wiring import judge
 
     recorded = []
     key = uuid.uuid4().hex[:10]
@@ -558,7 +558,7 @@ def test_a_bad_answer_tolerance_fails_the_code_location_load(tmp_path, job_env):
 
 
 def test_a_bad_golden_file_fails_in_the_first_step_naming_file_line_and_field(tmp_path, job_env):
-    from tests.test_answer_wiring import bad_golden_file
+    from tests.orchestration.test_answer_wiring import bad_golden_file
 
     path = bad_golden_file(tmp_path)
     run = run_job(tmp_path, "golden", job_env("state"), golden_config(tmp_path / "out", path=str(path)))
@@ -618,7 +618,7 @@ def test_a_grader_listed_twice_fails_in_the_first_step(tmp_path, in_process):
 
 
 def test_in_process_a_bad_golden_file_fails_in_the_first_step(tmp_path, in_process):
-    from tests.test_answer_wiring import bad_golden_file
+    from tests.orchestration.test_answer_wiring import bad_golden_file
 
     path = bad_golden_file(tmp_path)
     config = {"ops": {k: v for k, v in golden_config(tmp_path / "out", path=str(path))["ops"].items()

@@ -24,7 +24,7 @@ from eval_pipeline.reporting.publish import PublishError, owned_by, recover, sta
 from eval_pipeline.reporting.report import write_report
 from eval_pipeline.reporting.trec import write_trec_files
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

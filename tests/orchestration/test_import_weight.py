@@ -18,7 +18,7 @@ def test_loading_the_definitions_imports_no_heavy_library(tmp_path):
     code = ("import sys, definitions; "
             f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))")
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, env=env,
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "", f"imported at load time: {out.stdout.strip()}"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = PROJECT_ROOT / "eval_pipeline"
 
 STAGES = ("common", "metrics", "corpus", "store", "questions", "ranking", "answering", "grading", "scoring",

@@ -8,7 +8,7 @@ import pytest
 from eval_pipeline.config.sweep import load_sweep, parse_sweep
 from eval_pipeline.ranking.variants import VariantConfigError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_keys_are_derived_and_readable():

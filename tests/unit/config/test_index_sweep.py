@@ -16,7 +16,7 @@ from eval_pipeline.config.sweep import load_sweep, pair_key
 from eval_pipeline.ranking.variants import RerankerSpec, Variant, VariantConfigError
 from eval_pipeline.store.ingest import ChunkingConfig, StoreInfo
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 SWEEP = """\
 baseline: {baseline}

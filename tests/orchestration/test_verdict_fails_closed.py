@@ -37,9 +37,9 @@ from psycopg.rows import dict_row
 from eval_pipeline.questions.golden import Assertion, load_golden_prompts, write_golden_prompts
 from eval_pipeline.questions.sets import write_question_set
 from eval_pipeline.store.database import EmbeddedPostgres
-from tests.integration import verdict_runs
+from tests.orchestration import verdict_runs
 from tests.integration.cli import FIXTURES
-from tests.integration.verdict_runs import BM25, DENSE, REGRESSED
+from tests.orchestration.verdict_runs import BM25, DENSE, REGRESSED
 
 pytestmark = pytest.mark.integration
 

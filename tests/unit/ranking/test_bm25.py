@@ -192,7 +192,7 @@ def test_chunks_without_any_index_term():
 def test_importing_the_module_loads_neither_bm25s_nor_pystemmer():
     code = ("import sys, eval_pipeline.ranking.bm25 as m; m.check_settings(stemmer='none'); "
             "print(','.join(x for x in ('bm25s', 'Stemmer', 'numpy') if x in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == ""

@@ -31,8 +31,8 @@ from eval_pipeline.questions.sets import (
 from eval_pipeline.ranking import rerankers, variants
 from eval_pipeline.ranking.variants import VariantConfigError
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).resolve().parents[3]
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SIG = "abcdef0123456789"
 DOC_IDS = ("doc-a", "doc-b")
 

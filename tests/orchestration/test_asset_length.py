@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "assets").glob("*.py")) + [ROOT / "definitions.py"]
 DECORATORS = {"asset", "op", "asset_check", "graph_asset", "multi_asset_check", "multi_asset", "graph", "job"}
 MAX_LINES = 25

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration import verdict_runs
+from tests.orchestration import verdict_runs
 from tests.integration.cli import REPO
-from tests.integration.verdict_runs import BM25, DENSE, REGRESSED, Run
+from tests.orchestration.verdict_runs import BM25, DENSE, REGRESSED, Run
 
 pytestmark = pytest.mark.integration
 

@@ -536,5 +536,5 @@ def test_metrics_module_does_not_import_dagster():
     code = "import sys, eval_pipeline.metrics.retrieval; sys.exit(1 if 'dagster' in sys.modules else 0)"
     import pathlib
 
-    root = pathlib.Path(__file__).resolve().parents[1]
+    root = pathlib.Path(__file__).resolve().parents[3]
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
