@@ -44,7 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.common.checks import is_integer
-from eval_pipeline.questions.sets import Question, QuestionSetError, check_text, json_object_line, question_list
+from eval_pipeline.questions.sets import (
+    Question,
+    QuestionSetError,
+    check_text,
+    json_object_line,
+    jsonl_lines,
+    question_list,
+)
 
 __all__ = [
     "MAX_GRADE",
@@ -122,14 +129,14 @@ def read_review_rows(
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")  # an editor may have added a BOM
+        text = path.read_bytes().decode("utf-8-sig")  # an editor may have added a BOM
     except (OSError, UnicodeDecodeError) as exc:
         raise ExtraGoldsError(f"{path}: cannot read review file: {exc}") from None
     known_questions = None if questions is None else {q.qid: q.question for q in question_list(questions)}
     known_docs = None if doc_ids is None else _id_set(doc_ids, "doc_ids")
     rows: list[tuple[int, dict[str, Any]]] = []
     first_line: dict[tuple[str, str], int] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         row = _row_from(path, lineno, line)

@@ -167,7 +167,7 @@ def load_question_set(
     """
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = jsonl_lines(path.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise QuestionSetError(f"{path}: cannot read question set: {exc}") from exc
     if not lines:
@@ -283,6 +283,17 @@ def _require_answerable(where: str | Path, questions: Iterable[Question]) -> Non
         )
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL text, split on "\\n" only (a trailing "\\r" stripped), as JSON Lines
+    defines them: U+2028, U+2029, U+0085 and the other characters str.splitlines breaks on are
+    text inside a JSON string (json.dumps with ensure_ascii=False writes them as they are).
+    Like str.splitlines, a final line break does not start another line."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def json_object_line(path: Path, lineno: int, line: str, error: type[QuestionSetError] = QuestionSetError
                      ) -> dict[str, Any]:
     """One line of a JSONL file as a JSON object, or `error` naming the file and line: every
@@ -345,7 +356,7 @@ def stamp_question_file(questions_path: str | Path, corpus_signature: str, doc_i
     against the corpus first.  Returns the new fingerprint.
     """
     path = Path(questions_path)
-    numbered = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+    numbered = [(n, line) for n, line in enumerate(jsonl_lines(path.read_bytes().decode("utf-8")), start=1)
                 if line.strip()]
     if numbered and json_object_line(path, *numbered[0]).get("kind") == HEADER_KIND:
         numbered = numbered[1:]
