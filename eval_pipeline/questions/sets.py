@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -412,38 +412,36 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
             raise QuestionSetError(f"{p}: missing (BEIR folder {folder}, split {split!r})")
     qrels: dict[str, dict[str, int]] = {}
     judged_on: dict[tuple[str, str], int] = {}  # (query id, document id) -> the line judging it
-    with open(qrels_path, encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            line = raw.rstrip("\r\n")
-            if not line.strip():
-                continue
-            parts = line.split("\t")
-            if lineno == 1 and parts[0] == "query-id":
-                continue
-            if len(parts) != 3:
-                raise QuestionSetError(f"{qrels_path}:{lineno}: expected 3 tab-separated columns, got {len(parts)}")
-            try:
-                grade = int(parts[2])
-            except ValueError:
-                raise QuestionSetError(f"{qrels_path}:{lineno}: score {parts[2]!r} is not an integer") from None
-            judged = qrels.setdefault(parts[0], {})
-            if parts[1] in judged and judged[parts[1]] != grade:
-                raise QuestionSetError(
-                    f"{qrels_path}:{lineno}: query {parts[0]!r}, document {parts[1]!r} has grade {grade} here but "
-                    f"grade {judged[parts[1]]} on line {judged_on[(parts[0], parts[1])]}; keep one judgement per "
-                    f"(query-id, corpus-id)")
-            judged_on.setdefault((parts[0], parts[1]), lineno)
-            judged[parts[1]] = grade
+    for lineno, raw in _utf8_lines(qrels_path):
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if lineno == 1 and parts[0] == "query-id":
+            continue
+        if len(parts) != 3:
+            raise QuestionSetError(f"{qrels_path}:{lineno}: expected 3 tab-separated columns, got {len(parts)}")
+        try:
+            grade = int(parts[2])
+        except ValueError:
+            raise QuestionSetError(f"{qrels_path}:{lineno}: score {parts[2]!r} is not an integer") from None
+        judged = qrels.setdefault(parts[0], {})
+        if parts[1] in judged and judged[parts[1]] != grade:
+            raise QuestionSetError(
+                f"{qrels_path}:{lineno}: query {parts[0]!r}, document {parts[1]!r} has grade {grade} here but "
+                f"grade {judged[parts[1]]} on line {judged_on[(parts[0], parts[1])]}; keep one judgement per "
+                f"(query-id, corpus-id)")
+        judged_on.setdefault((parts[0], parts[1]), lineno)
+        judged[parts[1]] = grade
     texts: dict[str, tuple[int, Any]] = {}  # query id -> (line, text)
-    with open(queries_path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if line.strip():
-                obj = json_object_line(queries_path, lineno, line)
-                qid = str(obj.get("_id"))
-                if qid in texts:
-                    raise QuestionSetError(
-                        f"{queries_path}:{lineno}: duplicate _id {qid!r} (first at line {texts[qid][0]})")
-                texts[qid] = (lineno, obj.get("text"))
+    for lineno, line in _utf8_lines(queries_path):
+        if line.strip():
+            obj = json_object_line(queries_path, lineno, line)
+            qid = str(obj.get("_id"))
+            if qid in texts:
+                raise QuestionSetError(
+                    f"{queries_path}:{lineno}: duplicate _id {qid!r} (first at line {texts[qid][0]})")
+            texts[qid] = (lineno, obj.get("text"))
     known = set(doc_ids)
     unknown_docs = sorted({d for judged in qrels.values() for d in judged} - known)
     if unknown_docs:
@@ -472,6 +470,23 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
     header = {"kind": HEADER_KIND, "version": FORMAT_VERSION, "source": f"beir:{folder}:{split}",
               "corpus_signature": corpus_signature}
     return QuestionSet(questions=tuple(questions), header=header, path=f"{folder} ({split})")
+
+
+def _utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, line) of a text file, split on "\\n" only and decoded line by line, so that a
+    byte that is not UTF-8 is a QuestionSetError naming the file, the line and the byte."""
+    try:
+        with open(path, "rb") as fh:
+            offset = 0
+            for lineno, raw in enumerate(fh, start=1):
+                try:
+                    yield lineno, raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise QuestionSetError(f"{path}:{lineno}: invalid UTF-8 at byte {exc.start} of the line "
+                                           f"(byte {offset + exc.start} of the file)") from None
+                offset += len(raw)
+    except OSError as exc:
+        raise QuestionSetError(f"{path}: cannot read: {exc}") from exc
 
 
 def _natural_key(qid: str):

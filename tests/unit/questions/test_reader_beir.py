@@ -42,3 +42,22 @@ def test_an_identical_duplicate_judgement_is_accepted(tmp_path):
     _beir(tmp_path, b"query-id\tcorpus-id\tscore\n1\td1\t2\n2\td2\t1\n1\td1\t2\n")
     by_id = {q.qid: q for q in _load(tmp_path).questions}
     assert by_id["1"].qrels() == {"d1": 2} and by_id["2"].qrels() == {"d2": 1}
+
+
+QRELS = b"query-id\tcorpus-id\tscore\n1\td1\t1\n2\td2\t1\n"
+
+
+def test_a_non_utf8_byte_in_the_qrels_names_the_file_line_and_byte(tmp_path):
+    _beir(tmp_path, b"query-id\tcorpus-id\tscore\n1\td1\t1\n2\td\xff2\t1\n")
+    with pytest.raises(QuestionSetError) as info:
+        _load(tmp_path)
+    assert str(info.value) == (f"{tmp_path / 'qrels' / 'test.tsv'}:3: invalid UTF-8 at byte 3 of the line "
+                               f"(byte 35 of the file)")
+
+
+def test_a_non_utf8_byte_in_the_queries_names_the_file_line_and_byte(tmp_path):
+    _beir(tmp_path, QRELS, b'{"_id": "1", "text": "query 1"}\n{"_id": "2", "text": "caf\xe9"}\n')
+    with pytest.raises(QuestionSetError) as info:
+        _load(tmp_path)
+    assert str(info.value) == (f"{tmp_path / 'queries.jsonl'}:2: invalid UTF-8 at byte 25 of the line "
+                               f"(byte 57 of the file)")
