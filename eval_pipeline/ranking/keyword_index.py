@@ -14,7 +14,7 @@ default normalization over the same tsvector and the same `plainto_tsquery`), so
 scores are identical to Haystack's; ties are ordered by id, so the order is deterministic
 (Haystack leaves the order of equal scores to the executor).
 
-- `ensure_tsvector_column(conn_str, table)` (in `eval_pipeline.store.tsvector`, re-exported here): add
+- `ensure_tsvector_column(connection_string, table)` (in `eval_pipeline.store.tsvector`, re-exported here): add
   the column and its index, idempotently and safely under concurrent callers.
 - `IndexedKeywordRetriever`: a Haystack component (`run(query, top_k) -> {"documents": [...]}`).
 - `IndexedKeywordEngine`: the `pg-keyword` engine interface (`chunk_hits`, `search`) on top of it.

@@ -44,13 +44,13 @@ def identity_json(identity: Mapping) -> str:
     return json.dumps(identity, sort_keys=True, default=str)
 
 
-def error_text(exc: BaseException, conninfo: str | None = None) -> str:
+def error_text(exc: BaseException, connection_string: str | None = None) -> str:
     """A question's error as stored in results, history and reports: type and message, with
-    the password of `conninfo` (and its fragments, and any connection-string password) removed,
+    the password of `connection_string` (and its fragments, and any connection-string password) removed,
     cut to 500 characters."""
     from eval_pipeline.store.database import error_text as scrubbed
 
-    return scrubbed(exc, conninfo)[:500]
+    return scrubbed(exc, connection_string)[:500]
 
 
 def stage_latency_summary(results: pd.DataFrame) -> dict[str, dict[str, float]]:

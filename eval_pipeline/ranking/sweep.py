@@ -60,12 +60,12 @@ def _frozen(settings: Mapping[str, Any]) -> tuple:
     return tuple(sorted(settings.items()))
 
 
-def _timed(fn, *args, conninfo: str | None = None) -> _Timed:
+def _timed(fn, *args, connection_string: str | None = None) -> _Timed:
     started = time.perf_counter()
     try:
         value, error = fn(*args), None
     except Exception as exc:  # kept per question, never fatal for the run
-        value, error = None, error_text(exc, conninfo)
+        value, error = None, error_text(exc, connection_string)
     return _Timed(value, (time.perf_counter() - started) * 1000.0, error)
 
 
@@ -154,7 +154,7 @@ class Sweep:
                 return _Timed(None, 0.0, error_text(exc, self.connection_string))
             self.queries_by_stage[name] = self.queries_by_stage.get(name, 0) + 1
             self._leg_cache[key] = _timed(leg.chunk_hits, q.question, self.query_embeddings.get(q.qid),
-                                          conninfo=self.connection_string)
+                                          connection_string=self.connection_string)
         return self._leg_cache[key]
 
     # --- stages ---------------------------------------------------------------------------

@@ -13,13 +13,13 @@ Command line (used by the Makefile before Dagster loads its instance)::
     python -m eval_pipeline.store.database url  --state-dir .eval_state --database dagster --driver psycopg2
     python -m eval_pipeline.store.database stop --state-dir .eval_state
 
-Connecting: `connect(conninfo, ...)` is the one way this library opens a connection.  It adds a
+Connecting: `connect(connection_string, ...)` is the one way this library opens a connection.  It adds a
 connect timeout, an application_name, and it never lets the password out: libpq's errors echo
 the connection string, or pieces of it (``invalid percent-encoded token: "p%zz..."``), when the
 password holds ``%``, ``@``, ``/`` or ``:``, and such text would reach stdout, compute logs and the
 Dagster event log.  `redact(text)` removes passwords from URLs and ``password=`` settings in any
-text; `scrub(text, conninfo)` also removes the literal password (and its encoded forms and any
-fragment of it) that this module parses out of the conninfo itself, without libpq.
+text; `scrub(text, connection_string)` also removes the literal password (and its encoded forms and any
+fragment of it) that this module parses out of the connection string itself, without libpq.
 `advisory_lock(...)` takes a Postgres advisory lock without waiting silently: it logs who holds
 it and gives up after a timeout with an error that says what to do.
 """
@@ -138,7 +138,7 @@ _URL_COLON = re.compile(
     r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:@/?#\[\]'\"]*:)(?!\d{1,5}(?:[/?,#\s'\"]|$))(?!\*\*\*@)"
     r"((?:(?!://)[^\n@])*@|\S*)")
 _QUOTED_OR_BARE = r"""('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|[^\s,;}&]+)"""
-# password=..., PGPASSWORD=..., ?password=...&  (key/value conninfo, URL query, environment)
+# password=..., PGPASSWORD=..., ?password=...&  (key/value connection string, URL query, environment)
 _KV_PASSWORD = re.compile(r"(?i)(\w*passw(?:or)?d\s*=\s*)" + _QUOTED_OR_BARE)
 # 'password': '...', "password": "...", password: ...  (dict reprs, JSON, YAML)
 _MAP_PASSWORD = re.compile(r"""(?i)(['"]?\w*passw(?:or)?d['"]?\s*:\s*)""" + _QUOTED_OR_BARE)
@@ -185,46 +185,46 @@ def redact(text: str) -> str:
     return text
 
 
-def _parse_kv(conninfo: str) -> dict[str, str] | None:
-    """libpq key/value conninfo, parsed here (libpq's parser echoes the text in its errors);
+def _parse_kv(connection_string: str) -> dict[str, str] | None:
+    """libpq key/value connection string, parsed here (libpq's parser echoes the text in its errors);
     None when it is not well-formed."""
     out: dict[str, str] = {}
-    i, n = 0, len(conninfo)
+    i, n = 0, len(connection_string)
     while True:
-        while i < n and conninfo[i].isspace():
+        while i < n and connection_string[i].isspace():
             i += 1
         if i >= n:
             return out
-        m = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*").match(conninfo, i)
+        m = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*").match(connection_string, i)
         if not m:
             return None
         key, i = m.group(1).lower(), m.end()
         value = []
-        if i < n and conninfo[i] == "'":
+        if i < n and connection_string[i] == "'":
             i += 1
-            while i < n and conninfo[i] != "'":
-                if conninfo[i] == "\\" and i + 1 < n:
+            while i < n and connection_string[i] != "'":
+                if connection_string[i] == "\\" and i + 1 < n:
                     i += 1
-                value.append(conninfo[i])
+                value.append(connection_string[i])
                 i += 1
             if i >= n:
                 return None  # unterminated quote
             i += 1
         else:
-            while i < n and not conninfo[i].isspace():
-                if conninfo[i] == "\\" and i + 1 < n:
+            while i < n and not connection_string[i].isspace():
+                if connection_string[i] == "\\" and i + 1 < n:
                     i += 1
-                value.append(conninfo[i])
+                value.append(connection_string[i])
                 i += 1
         out[key] = "".join(value)
 
 
-def _is_url(conninfo: str) -> bool:
-    return re.match(r"(?i)^\s*[a-z][a-z0-9+.\-]*://", conninfo) is not None
+def _is_url(connection_string: str) -> bool:
+    return re.match(r"(?i)^\s*[a-z][a-z0-9+.\-]*://", connection_string) is not None
 
 
-def parse_conninfo(conninfo: str) -> dict[str, Any]:
-    """What this module needs from a conninfo, parsed without libpq and never failing:
+def parse_conninfo(connection_string: str) -> dict[str, Any]:
+    """What this module needs from a connection string, parsed without libpq and never failing:
     ``{"host", "port", "dbname", "user", "connect_timeout", "secrets"}``, where `secrets` are the
     strings that may be (or contain) the password.  Malformed input gives more secrets, not fewer:
     for a URL everything between ``user:`` and the last ``@`` counts, and so does the piece up
@@ -232,10 +232,10 @@ def parse_conninfo(conninfo: str) -> dict[str, Any]:
     info: dict[str, Any] = {"host": None, "port": None, "dbname": None, "user": None,
                             "connect_timeout": None, "secrets": []}
     secrets: list[str] = info["secrets"]
-    if not isinstance(conninfo, str):
+    if not isinstance(connection_string, str):
         return info
-    if _is_url(conninfo):
-        rest = conninfo.strip().split("://", 1)[1]
+    if _is_url(connection_string):
+        rest = connection_string.strip().split("://", 1)[1]
         at = rest.rfind("@")
         if at >= 0:
             userinfo, hostpart = rest[:at], rest[at + 1:]
@@ -284,10 +284,10 @@ def parse_conninfo(conninfo: str) -> dict[str, Any]:
             elif key in ("host", "port", "dbname", "user", "connect_timeout") and value:
                 info[key] = unquote(value)
     else:
-        parsed = _parse_kv(conninfo)
+        parsed = _parse_kv(connection_string)
         if parsed is None:  # malformed: everything after password= counts
-            for m in re.finditer(r"(?i)password\s*=\s*", conninfo):
-                tail = conninfo[m.end():]
+            for m in re.finditer(r"(?i)password\s*=\s*", connection_string):
+                tail = connection_string[m.end():]
                 secrets.extend([tail, tail.split()[0] if tail.split() else tail, tail.strip("'")])
             parsed = {}
         for key in ("host", "port", "dbname", "user", "connect_timeout"):
@@ -311,10 +311,10 @@ def _variants(secret: str) -> set[str]:
     return {f for f in forms if f}
 
 
-def secrets_of(conninfo: str | None = None, *, password: str | None = None) -> list[str]:
-    """Every string that must not appear in a message about `conninfo`: the password(s) it
+def secrets_of(connection_string: str | None = None, *, password: str | None = None) -> list[str]:
+    """Every string that must not appear in a message about `connection_string`: the password(s) it
     holds, the `password` keyword, PGPASSWORD, in all their encoded forms; longest first."""
-    raw = list(parse_conninfo(conninfo)["secrets"]) if conninfo else []
+    raw = list(parse_conninfo(connection_string)["secrets"]) if connection_string else []
     for extra in (password, os.environ.get("PGPASSWORD")):
         if extra:
             raw.append(extra)
@@ -361,31 +361,31 @@ def _scrub_known(text: str, secrets: Iterable[str]) -> str:
     return "".join(out)
 
 
-def scrub(text: str, conninfo: str | None = None, *, password: str | None = None,
+def scrub(text: str, connection_string: str | None = None, *, password: str | None = None,
           secrets: Iterable[str] | None = None) -> str:
-    """`redact(text)`, after removing the passwords that `conninfo` (and `password`, PGPASSWORD)
+    """`redact(text)`, after removing the passwords that `connection_string` (and `password`, PGPASSWORD)
     hold, their encoded forms and any fragment of them.  The safe way to show any text that
-    came back from libpq or a library that connected with `conninfo`."""
-    known = list(secrets) if secrets is not None else secrets_of(conninfo, password=password)
+    came back from libpq or a library that connected with `connection_string`."""
+    known = list(secrets) if secrets is not None else secrets_of(connection_string, password=password)
     return redact(_scrub_known(str(text), known))
 
 
-def error_text(exc: BaseException, conninfo: str | None = None, **kwargs: Any) -> str:
+def error_text(exc: BaseException, connection_string: str | None = None, **kwargs: Any) -> str:
     """``Type: message`` of `exc`, scrubbed, on one line (libpq's messages span lines)."""
     message = " ".join(str(exc).split())
-    return scrub(f"{type(exc).__name__}: {message}" if message else type(exc).__name__, conninfo, **kwargs)
+    return scrub(f"{type(exc).__name__}: {message}" if message else type(exc).__name__, connection_string, **kwargs)
 
 
-def is_clean(exc: BaseException, conninfo: str | None = None, **kwargs: Any) -> bool:
+def is_clean(exc: BaseException, connection_string: str | None = None, **kwargs: Any) -> bool:
     """True when the whole traceback of `exc` (causes and contexts included) shows no secret,
     so it may be chained (`raise ... from exc`) into what Dagster records."""
     text = "".join(traceback.format_exception(exc))
-    return scrub(text, conninfo, **kwargs) == text
+    return scrub(text, connection_string, **kwargs) == text
 
 
-def describe_target(conninfo: str) -> str:
+def describe_target(connection_string: str) -> str:
     """``host H port P database D user U`` (or ``socket DIR ...``), from our own parse: safe to show."""
-    info = parse_conninfo(conninfo)
+    info = parse_conninfo(connection_string)
     host = info["host"]
     if host and host.startswith("/"):
         where = f"socket {host}/.s.PGSQL.{info['port'] or 5432}"
@@ -394,16 +394,16 @@ def describe_target(conninfo: str) -> str:
     parts = [where, f"database {info['dbname'] or '(default)'}"]
     if info["user"]:
         parts.append(f"user {info['user']}")
-    return scrub(" ".join(parts), conninfo)
+    return scrub(" ".join(parts), connection_string)
 
 
-def _connect_timeout(explicit: float | None, conninfo: str) -> int:
-    """Seconds for libpq's connect_timeout: the argument, else the conninfo's own setting, else
+def _connect_timeout(explicit: float | None, connection_string: str) -> int:
+    """Seconds for libpq's connect_timeout: the argument, else the connection string's own setting, else
     EVAL_PIPELINE_DB_CONNECT_TIMEOUT, else 30.  libpq counts whole seconds, at least 2."""
     source = "connect_timeout"
     value: Any = explicit
     if value is None:
-        value = parse_conninfo(conninfo)["connect_timeout"]
+        value = parse_conninfo(connection_string)["connect_timeout"]
         source = "the connection string's connect_timeout"
     if value is None:
         value = os.environ.get(CONNECT_TIMEOUT_ENV)
@@ -419,9 +419,9 @@ def _connect_timeout(explicit: float | None, conninfo: str) -> int:
     return max(2, math.ceil(seconds))
 
 
-def connect(conninfo: str, *, connect_timeout: float | None = None, application_name: str | None = None,
+def connect(connection_string: str, *, connect_timeout: float | None = None, application_name: str | None = None,
             **kwargs: Any):
-    """`psycopg.connect(conninfo, **kwargs)` with a connect timeout and an application_name, whose
+    """`psycopg.connect(connection_string, **kwargs)` with a connect timeout and an application_name, whose
     errors never show the password.
 
     A server that accepts TCP connections but never answers would otherwise hang the step
@@ -431,19 +431,19 @@ def connect(conninfo: str, *, connect_timeout: float | None = None, application_
     its __cause__ nor its __context__ (Dagster and `traceback` follow both)."""
     import psycopg
 
-    if not isinstance(conninfo, str) or not conninfo.strip():
-        raise ValueError("conninfo must be a non-empty connection string")
-    timeout = _connect_timeout(connect_timeout, conninfo)
+    if not isinstance(connection_string, str) or not connection_string.strip():
+        raise ValueError("connection_string must be a non-empty string")
+    timeout = _connect_timeout(connect_timeout, connection_string)
     if application_name is not None:
         kwargs["application_name"] = application_name[:63]  # Postgres truncates at NAMEDATALEN-1
     error: DatabaseConnectionError | None = None
     try:
-        return psycopg.connect(conninfo, connect_timeout=timeout, **kwargs)
+        return psycopg.connect(connection_string, connect_timeout=timeout, **kwargs)
     except Exception as exc:  # noqa: BLE001 - every failure is rewritten, none may escape unredacted
-        secrets = secrets_of(conninfo, password=kwargs.get("password"))
-        target = describe_target(conninfo)
+        secrets = secrets_of(connection_string, password=kwargs.get("password"))
+        target = describe_target(connection_string)
         detail = error_text(exc, secrets=secrets)
-        ambiguous = _is_url(conninfo) and len(set(parse_conninfo(conninfo)["secrets"])) > 1
+        ambiguous = _is_url(connection_string) and len(set(parse_conninfo(connection_string)["secrets"])) > 1
         if ambiguous or isinstance(exc, psycopg.ProgrammingError):
             hint = ("the connection string is malformed: percent-encode special characters in the "
                     "password and user (% as %25, @ as %40, : as %3A, / as %2F)")
@@ -458,19 +458,20 @@ def connect(conninfo: str, *, connect_timeout: float | None = None, application_
     raise error from None
 
 
-def redacted_error(exc: BaseException, conninfo: str | None, what: str, **kwargs: Any) -> BaseException | None:
+def redacted_error(exc: BaseException, connection_string: str | None, what: str, **kwargs: Any) -> BaseException | None:
     """None when the whole traceback of `exc` is clean (chain it, re-raise it); else a
     `DatabaseError` with the scrubbed text, to raise `from None` outside the except block."""
-    if is_clean(exc, conninfo, **kwargs):
+    if is_clean(exc, connection_string, **kwargs):
         return None
-    return DatabaseError(f"{what} failed: {error_text(exc, conninfo, **kwargs)}")
+    return DatabaseError(f"{what} failed: {error_text(exc, connection_string, **kwargs)}")
 
 
-def call_redacted(conninfo: str | None, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def call_redacted(connection_string: str | None, what: str, fn: Callable[..., Any], /, *args: Any,
+                  **kwargs: Any) -> Any:
     """`fn(*args, **kwargs)` for code whose errors may quote the connection string (a library
     that connects on its own, like Haystack's PgvectorDocumentStore): an exception whose
-    traceback shows a secret of `conninfo` is replaced by a `DatabaseError` with the scrubbed
-    text, raised outside the except block, so the original is neither its __cause__ nor its
+    traceback shows a secret of `connection_string` is replaced by a `DatabaseError` with the
+    scrubbed text, raised outside the except block, so the original is neither its __cause__ nor its
     __context__; a clean exception propagates unchanged.  (A function, not a context manager:
     `__exit__` runs while the exception is being handled, so anything it raises gets the
     original as __context__.)"""
@@ -478,7 +479,7 @@ def call_redacted(conninfo: str | None, what: str, fn: Callable[..., Any], *args
     try:
         return fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001
-        error = redacted_error(exc, conninfo, what)
+        error = redacted_error(exc, connection_string, what)
         if error is None:
             raise
         del exc

@@ -71,7 +71,7 @@ def column_language(conn, schema: str, table: str) -> tuple[bool, str | None]:
     return True, expression[start:end] if end > start else None
 
 
-def ensure_tsvector_column(conn_str: str, table: str, language: str = "english", *, schema: str = "public",
+def ensure_tsvector_column(connection_string: str, table: str, language: str = "english", *, schema: str = "public",
                            lock_timeout: float | None = None, lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
                            log=None) -> bool:
     """Add `content_tsv tsvector GENERATED ALWAYS AS (to_tsvector(language, coalesce(content, ''))) STORED`
@@ -91,7 +91,8 @@ def ensure_tsvector_column(conn_str: str, table: str, language: str = "english",
     lock_key = f"eval_pipeline.ranking.keyword_index:{schema}.{table}"
     index = tsv_index_name(table)
     created = False
-    with connect(secret_value(conn_str), autocommit=True, application_name=f"eval-pipeline tsvector {table}") as conn:
+    with connect(secret_value(connection_string), autocommit=True,
+                 application_name=f"eval-pipeline tsvector {table}") as conn:
         check_language(conn, language)
         exists = conn.execute(
             "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = %s", (schema, table)
