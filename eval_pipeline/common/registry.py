@@ -82,6 +82,7 @@ class Registry(Generic[K]):
         name = kind.name
         if not isinstance(name, str) or not name:
             raise ValueError(f"a {self.what} needs a non-empty name, got {name!r}")
+        load_plugins(self._modules)  # the built-in kinds first, whoever registers first
         with _lock:
             if name in self._kinds and not replace and self._kinds[name] is not kind:
                 raise ValueError(f"{self.what} {name!r} is registered already")

@@ -1,10 +1,21 @@
-"""The markdown report and the per-question JSONL that other tools can read."""
+"""The markdown report and the per-question JSONL that other tools can read.
+
+The report's sections beyond the retrieval tables have one registry (`SECTIONS`, issue #24):
+each `ReportSection` declares its name, where it sits (`slot`), what it needs and how it is
+built: `build(inputs) -> SectionPart` (its lines, the files and plots it writes into the results
+folder, what it adds to the report asset's output, metadata and headline), or None when it has
+nothing to say. The built-in ones (validity, indexes, answers) are declared in
+eval_pipeline.reporting.sections. A new section is one file that defines its builder and calls
+``SECTIONS.register(ReportSection(...))``, plus the line that imports the file
+(`BUILTIN_SECTION_MODULES`, or EVAL_PIPELINE_PLUGINS): no signature changes.
+"""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +23,83 @@ import pandas as pd
 
 from eval_pipeline.common.atomic import atomic_write_bytes, atomic_write_text
 from eval_pipeline.common.formatting import markdown_table
+from eval_pipeline.common.registry import Registry
 from eval_pipeline.scoring.variant import HEADLINE_METRICS, slice_summary
+
+# Where a section sits: after the warnings, before the variants table (`before_variants`);
+# after the regression gate (`after_gate`); after the plots (`after_plots`); before the
+# provenance (`before_provenance`).
+SLOTS = ("before_variants", "after_gate", "after_plots", "before_provenance")
+
+# What a section may need: the LLM client (given only when the report's config asks for a
+# model: `inputs.llm`), the database, the variants file's indexes (built only when it lists them).
+SECTION_NEEDS = ("llm", "database", "indexes")
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything a section's builder may read: the verdict, each variant's per-question
+    metrics (in the verdict's order), the sweep (the variants file), the corpus, the index
+    stores, the questions, the database, the state dir, the LLM client's factory (None unless
+    asked), and each partition's index and table."""
+
+    verdict: Any
+    per_variant: Mapping[str, pd.DataFrame]
+    sweep: Any
+    snapshot: Any
+    stores: Any
+    question_set: Any
+    connection_string: str
+    state: Any
+    llm: Callable[[], Any] | None
+    index_of: Mapping[str, str]
+    tables: Mapping[str, str]
+
+
+@dataclass
+class SectionPart:
+    """What one section adds to one report. `lines` may be a function of the files its
+    `write` put into the staged results folder (name -> path)."""
+
+    lines: Sequence[str] | Callable[[Mapping[str, str]], Sequence[str]] = ()
+    write: Callable[[Path, str], Mapping[str, str]] | None = None  # (stage folder, suffix) -> files written
+    plots: Callable[[Path, str], Mapping[str, str]] | None = None  # (stage folder, suffix) -> PNGs, shown under Plots
+    output: Mapping[str, Any] = field(default_factory=dict)  # added to the report asset's value
+    metadata: Mapping[str, Any] = field(default_factory=dict)  # added to the report asset's metadata
+    headline: str | None = None  # added after the report's headline
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    name: str
+    slot: str  # of SLOTS
+    build: Callable[[ReportInputs], SectionPart | None]
+    needs: frozenset[str] = frozenset()  # of SECTION_NEEDS
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.slot not in SLOTS:
+            raise ValueError(f"report section {self.name!r}: slot {self.slot!r} is not valid; "
+                             f"valid: {', '.join(SLOTS)}")
+
+
+BUILTIN_SECTION_MODULES: tuple[str, ...] = ("eval_pipeline.reporting.sections",)
+
+
+SECTIONS: Registry[ReportSection] = Registry("report section", modules=BUILTIN_SECTION_MODULES)
+
+
+def build_sections(inputs: ReportInputs) -> list[tuple[ReportSection, SectionPart]]:
+    """Every registered section built on `inputs`, in registration order (a section that needs
+    the indexes only when the variants file lists them; None from a builder: nothing to add)."""
+    out = []
+    for section in SECTIONS.kinds():
+        if "indexes" in section.needs and not getattr(inputs.sweep, "indexes_listed", False):
+            continue
+        part = section.build(inputs)
+        if part is not None:
+            out.append((section, part))
+    return out
 
 HOW_TO_READ = """\
 ## How to read this
@@ -163,19 +250,17 @@ def render_report(
     verdict=None,
     baseline: str | None = None,
     plots: Mapping[str, str] | None = None,
-    validity: Sequence[str] = (),
-    answers: Sequence[str] = (),
-    indexes: Sequence[str] = (),
+    sections: Mapping[str, Sequence[str]] | None = None,
     recommendation: str | None = None,
 ) -> str:
     """The whole report. `per_query` holds every variant's rows (column `variant`);
     `latency` maps variant -> stage -> {p50, p95, max, mean}; `verdict` (a RunVerdict) adds
     intervals, significance against the baseline variant and the gate; `plots` maps names
-    to PNG file names beside the report; `validity` is the "How far the numbers can be trusted"
-    section (eval_pipeline.reporting.validity), shown before the rankings; `answers` the
-    "Answer quality" section (eval_pipeline.reporting.answers), after the retrieval gate;
-    `indexes` the "Indexes" section (eval_pipeline.reporting.indexes), before the variants,
-    whose `recommendation` is added to the headline."""
+    to PNG file names beside the report; `sections` maps a slot (`SLOTS`) to the lines of the
+    registered sections that sit there (`SECTIONS`: the "How far the numbers can be trusted"
+    and "Indexes" sections before the variants, "Answer quality" after the retrieval gate);
+    `recommendation` is added to the headline."""
+    slot = {name: list((sections or {}).get(name, ())) for name in SLOTS}
     best = _best(summary)
     lines = ["# Retrieval evaluation", ""]
     if verdict is not None:
@@ -194,8 +279,7 @@ def render_report(
                   f"on {listed} question(s); those questions were not reranked.", ""]
     if missing_variants:
         lines += [f"> **Warning:** no results yet for variant(s) {', '.join(missing_variants)}; materialize them.", ""]
-    lines += list(validity)
-    lines += list(indexes)
+    lines += slot["before_variants"]
     lines += ["## Variants", ""]
     table = summary.assign(errored=summary["n_errored"], **{"p50 ms": summary["latency_p50_ms"],
                                                             "p95 ms": summary["latency_p95_ms"]})
@@ -210,9 +294,10 @@ def render_report(
         lines += _baseline_section(verdict, baseline)
     if verdict is not None:
         lines += _gate_section(verdict)
-    lines += list(answers)
+    lines += slot["after_gate"]
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({file})" for name, file in plots.items()] + [""]
+    lines += slot["after_plots"]
 
     slices = [
         ("MATCH (shares the document's words)", per_query["form"] == "MATCH"),
@@ -240,8 +325,9 @@ def render_report(
         lines += [markdown_table(refusals, ["variant", "correct refusals", "false refusals"]), ""]
 
     if latency:
-        stage_names = [s for s in ("embed", "keyword", "dense", "bm25", "metadata", "fusion", "rerank", "total")
-                       if any(s in stages for stages in latency.values())]
+        from eval_pipeline.ranking.results import STAGES
+
+        stage_names = [s for s in (*STAGES, "total") if any(s in stages for stages in latency.values())]
         lat_rows = []
         for variant, stages in latency.items():
             row = {"variant": variant}
@@ -270,6 +356,7 @@ def render_report(
                          f"returned {got}; **{row['miss_class'].replace('_', ' ')}**")
         lines.append("")
 
+    lines += slot["before_provenance"]
     lines += ["## Provenance", ""]
     lines += [f"- {k}: `{v}`" for k, v in provenance.items()]
     lines += ["", HOW_TO_READ]
@@ -363,37 +450,35 @@ def publish_report(
     questions,
     plot_cache: Path | None,
     warn=print,
-    validity=None,
-    answers: Sequence[str] = (),
-    indexes=None,
+    sections: Sequence[tuple[ReportSection, SectionPart]] = (),
 ) -> tuple[dict[str, str], dict[str, str], str]:
     """Write the whole results folder of one run (plots, results.md, per_query.jsonl, TREC
     files) into a staging folder and swap it in only when all of it is written (see
     `eval_pipeline.reporting.publish`): a failure, such as a full disk, leaves the previous results
     intact and raises PublishError saying so. Returns (paths, plots, markdown), the paths
-    as published. `indexes` (an `eval_pipeline.reporting.run.IndexReport`) adds the Indexes
-    section, its Pareto plots and the recommendation in the headline."""
-    from eval_pipeline.reporting.indexes import index_plots
+    as published. `sections` (`build_sections`) add their plots, files, lines and headline."""
     from eval_pipeline.reporting.publish import final_paths, staged_results
     from eval_pipeline.reporting.trec import write_trec_files
-    from eval_pipeline.reporting.validity import validity_section, write_validity_files
 
     runs = {variant: dict(zip(f["qid"], f["doc_ids"])) for variant, f in per_query.groupby("variant", sort=False)}
     with staged_results(results_dir, suffix=suffix) as stage:
         plots = render_plots(verdict, stage, suffix, cache_dir=plot_cache)
-        if indexes is not None:
-            plots.update(index_plots(indexes.pairs, indexes.recommendation, stage, suffix))
-        extra = write_validity_files(validity, stage, suffix) if validity is not None else {}
+        for _, part in sections:
+            if part.plots is not None:
+                plots.update(part.plots(stage, suffix))
+        written = [dict(part.write(stage, suffix)) if part.write is not None else {} for _, part in sections]
+        by_slot: dict[str, list[str]] = {}
+        for (section, part), files in zip(sections, written):
+            lines = part.lines(files) if callable(part.lines) else part.lines
+            by_slot.setdefault(section.slot, []).extend(lines)
+        headlines = [part.headline for _, part in sections if part.headline]
         markdown = render_report(verdict.summary, per_query, provenance, latency=latency,
                                  missing_variants=missing_variants, verdict=verdict, baseline=baseline,
-                                 plots={k: Path(v).name for k, v in plots.items()},
-                                 validity=validity_section(validity, files=extra) if validity is not None else (),
-                                 answers=answers, indexes=indexes.lines if indexes is not None else (),
-                                 recommendation=indexes.headline if indexes is not None else None)
-        paths = {**write_report(stage, markdown, per_query, suffix=suffix), **extra}
-        if indexes is not None:  # the Indexes section's numbers, for scripts
-            atomic_write_text(stage / f"indexes{suffix}.json", json.dumps(indexes.data, indent=1, default=str) + "\n")
-            paths["indexes"] = str(stage / f"indexes{suffix}.json")
+                                 plots={k: Path(v).name for k, v in plots.items()}, sections=by_slot,
+                                 recommendation=" ".join(headlines) if headlines else None)
+        paths = write_report(stage, markdown, per_query, suffix=suffix)
+        for files in written:
+            paths.update(files)
         try:
             paths.update(write_trec_files(stage / f"trec{suffix}", runs, questions))
         except ValueError as exc:  # ids with whitespace cannot be written in TREC format

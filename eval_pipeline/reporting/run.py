@@ -52,11 +52,11 @@ def render_run(
     With `llm` (a function giving the LLM client), the unjudged documents of the pooled top 10
     are graded and every metric is also shown with those grades as labels.
 
-    With indexes listed, the report gains the Indexes section (eval_pipeline.reporting.indexes)."""
+    The report's sections beyond the retrieval tables are the registered ones
+    (eval_pipeline.reporting.report.SECTIONS: validity, indexes when the variants file lists
+    them, answers, and any registered since), each built on the same inputs."""
     from eval_pipeline.ranking.inputs import InconsistentInputs
-    from eval_pipeline.reporting.answers import answer_gate_output, answer_section
-    from eval_pipeline.reporting.report import headline, publish_report
-    from eval_pipeline.reporting.validity import assess, validity_metadata
+    from eval_pipeline.reporting.report import ReportInputs, build_sections, headline, publish_report
     from eval_pipeline.verdict.answers import record_answers
     from eval_pipeline.verdict.retrieval import record_verdict
     from eval_pipeline.verdict.run import metrics_digest
@@ -72,31 +72,30 @@ def render_run(
     index_of, tables = verdict.index_of, verdict.tables
     store = stores[index_of.get(sweep.baseline, next(iter(index_of.values())))]  # the run-level fields' index
     provenance = verdict.provenance
-    validity = assess(per_variant, questions=question_set.questions, snapshot=snapshot, sweep=sweep, verdict=verdict,
-                      connection_string=connection_string, llm=llm() if llm else None, hole_cache=state.hole_grades,
-                      limited=question_set.limited)
+    sections = build_sections(ReportInputs(  # the registered sections (eval_pipeline.reporting.report.SECTIONS)
+        verdict=verdict, per_variant=per_variant, sweep=sweep, snapshot=snapshot, stores=stores,
+        question_set=question_set, connection_string=connection_string, state=state, llm=llm, index_of=index_of,
+        tables=tables))
     suffix = f".limited-{len(question_set.questions)}" if question_set.limited else ""
     per_query = pd.concat(per_variant.values(), ignore_index=True)
-    indexes = (index_report(per_variant, verdict, sweep=sweep, stores=stores, index_of=index_of, tables=tables,
-                            questions=question_set.questions, connection_string=connection_string)
-               if sweep.indexes_listed else None)
     paths, plots, markdown = publish_report(
         Path(results_dir), suffix=suffix, verdict=verdict, per_query=per_query,
         provenance=shown_provenance(provenance, snapshot, store, question_set, sweep, run_id, stores=stores),
         latency=_latency(per_variant), missing_variants=[k for k in sweep.keys if k not in per_variant],
         baseline=sweep.baseline, questions=question_set.questions, plot_cache=state.plots, warn=warn,
-        validity=validity, answers=answer_section(verdict.answers), indexes=indexes)
+        sections=sections)
     if record_history:  # only once the results are published: a failed write records nothing
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant)
         record_answers(verdict.answers, connection_string, run_id, run_eligible=verdict.eligible)
     line = headline(verdict, sweep.baseline)  # once: the output's and the metadata's
-    return RunReport(output={**report_output(verdict, paths, plots, question_set.limited, headline=line),
-                             "answers": answer_gate_output(verdict.answers),
-                             **({"recommendation": indexes.output} if indexes is not None else {})},
-                     metadata={**report_metadata(verdict, paths, plots, markdown, headline=line,
-                                                 recommendation=indexes.headline if indexes is not None else None),
-                               **validity_metadata(validity), **(indexes.metadata if indexes is not None else {})},
-                     report_path=paths["report"], verdict=verdict)
+    headlines = [part.headline for _, part in sections if part.headline]
+    output = report_output(verdict, paths, plots, question_set.limited, headline=line)
+    metadata = report_metadata(verdict, paths, plots, markdown, headline=line,
+                               recommendation=" ".join(headlines) if headlines else None)
+    for _, part in sections:
+        output.update(part.output)
+        metadata.update(part.metadata)
+    return RunReport(output=output, metadata=metadata, report_path=paths["report"], verdict=verdict)
 
 
 @dataclass

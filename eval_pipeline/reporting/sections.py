@@ -1,0 +1,63 @@
+"""The report's built-in sections, registered in `eval_pipeline.reporting.report.SECTIONS`:
+
+- `validity` ("How far the numbers can be trusted", eval_pipeline.reporting.validity), before
+  the variants: its files beside the report, its metadata (needs the database; the LLM only
+  when the report grades the holes);
+- `indexes` ("Indexes", eval_pipeline.reporting.indexes), before the variants, when the
+  variants file lists indexes: its Pareto plots, indexes.json, its recommendation in the
+  headline, the output and metadata;
+- `answers` ("Answer quality", eval_pipeline.reporting.answers), after the retrieval gate: its
+  gate's output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from eval_pipeline.common.atomic import atomic_write_text
+from eval_pipeline.reporting.report import SECTIONS, ReportInputs, ReportSection, SectionPart
+
+
+def validity_part(inputs: ReportInputs) -> SectionPart:
+    from eval_pipeline.reporting.validity import assess, validity_metadata, validity_section, write_validity_files
+
+    validity = assess(inputs.per_variant, questions=inputs.question_set.questions, snapshot=inputs.snapshot,
+                      sweep=inputs.sweep, verdict=inputs.verdict, connection_string=inputs.connection_string,
+                      llm=inputs.llm() if inputs.llm else None, hole_cache=inputs.state.hole_grades,
+                      limited=inputs.question_set.limited)
+    return SectionPart(lines=lambda files: validity_section(validity, files=dict(files)),
+                       write=lambda stage, suffix: write_validity_files(validity, stage, suffix),
+                       metadata=validity_metadata(validity))
+
+
+def indexes_part(inputs: ReportInputs) -> SectionPart:
+    from eval_pipeline.reporting.indexes import index_plots
+    from eval_pipeline.reporting.run import index_report
+
+    report = index_report(inputs.per_variant, inputs.verdict, sweep=inputs.sweep, stores=inputs.stores,
+                          index_of=inputs.index_of, tables=inputs.tables, questions=inputs.question_set.questions,
+                          connection_string=inputs.connection_string)
+
+    def write(stage: Path, suffix: str) -> dict[str, str]:  # the Indexes section's numbers, for scripts
+        path = stage / f"indexes{suffix}.json"
+        atomic_write_text(path, json.dumps(report.data, indent=1, default=str) + "\n")
+        return {"indexes": str(path)}
+
+    return SectionPart(lines=report.lines, write=write,
+                       plots=lambda stage, suffix: index_plots(report.pairs, report.recommendation, stage, suffix),
+                       output={"recommendation": report.output}, metadata=report.metadata, headline=report.headline)
+
+
+def answers_part(inputs: ReportInputs) -> SectionPart:
+    from eval_pipeline.reporting.answers import answer_gate_output, answer_section
+
+    return SectionPart(lines=answer_section(inputs.verdict.answers),
+                       output={"answers": answer_gate_output(inputs.verdict.answers)})
+
+
+SECTIONS.register(ReportSection("validity", "before_variants", validity_part, needs=frozenset({"database", "llm"}),
+                                description="how far the numbers can be trusted"))
+SECTIONS.register(ReportSection("indexes", "before_variants", indexes_part, needs=frozenset({"database", "indexes"}),
+                                description="cost, quality and latency per index; the recommendation"))
+SECTIONS.register(ReportSection("answers", "after_gate", answers_part, description="answer quality and its gate"))
