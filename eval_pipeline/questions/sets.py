@@ -437,7 +437,7 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
     for lineno, line in _utf8_lines(queries_path):
         if line.strip():
             obj = json_object_line(queries_path, lineno, line)
-            qid = str(obj.get("_id"))
+            qid = _query_id(f"{queries_path}:{lineno}", obj.get("_id"))
             if qid in texts:
                 raise QuestionSetError(
                     f"{queries_path}:{lineno}: duplicate _id {qid!r} (first at line {texts[qid][0]})")
@@ -470,6 +470,20 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
     header = {"kind": HEADER_KIND, "version": FORMAT_VERSION, "source": f"beir:{folder}:{split}",
               "corpus_signature": corpus_signature}
     return QuestionSet(questions=tuple(questions), header=header, path=f"{folder} ({split})")
+
+
+def _query_id(loc: str, value: Any) -> str:
+    """A BEIR query's `_id` as a string (a number is read as its digits), or a QuestionSetError
+    naming the line: a query without one is not query 'None'."""
+    if value is None:
+        raise QuestionSetError(f"{loc}: missing field '_id'")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise QuestionSetError(f"{loc}: field '_id' must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise QuestionSetError(f"{loc}: field '_id' is empty")
+    return value
 
 
 def _utf8_lines(path: Path) -> Iterator[tuple[int, str]]:

@@ -61,3 +61,25 @@ def test_a_non_utf8_byte_in_the_queries_names_the_file_line_and_byte(tmp_path):
         _load(tmp_path)
     assert str(info.value) == (f"{tmp_path / 'queries.jsonl'}:2: invalid UTF-8 at byte 25 of the line "
                                f"(byte 57 of the file)")
+
+
+@pytest.mark.parametrize("query, why", [
+    ({"text": "no id"}, "missing field '_id'"),
+    ({"_id": None, "text": "null id"}, "missing field '_id'"),
+    ({"_id": "", "text": "empty id"}, "field '_id' is empty"),
+    ({"_id": ["1"], "text": "list id"}, "field '_id' must be a string, got list"),
+    ({"_id": True, "text": "bool id"}, "field '_id' must be a string, got bool"),
+])
+def test_a_query_without_a_usable_id_is_refused_naming_the_line(tmp_path, query, why):
+    # Once read as qid 'None' (str(None)): judged as such by a qrels row for "None", and otherwise dropped silently.
+    queries = (json.dumps({"_id": "1", "text": "query 1"}) + "\n" + json.dumps(query) + "\n"
+               + json.dumps({"_id": "2", "text": "query 2"}) + "\n")
+    _beir(tmp_path, QRELS + b"None\td3\t1\n", queries.encode())
+    with pytest.raises(QuestionSetError) as info:
+        _load(tmp_path)
+    assert str(info.value) == f"{tmp_path / 'queries.jsonl'}:2: {why}"
+
+
+def test_a_numeric_query_id_is_read_as_its_string(tmp_path):
+    _beir(tmp_path, QRELS, b'{"_id": 1, "text": "query 1"}\n{"_id": "2", "text": "query 2"}\n')
+    assert [q.qid for q in _load(tmp_path).questions] == ["1", "2"]
