@@ -504,7 +504,9 @@ def _utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def _natural_key(qid: str):
-    return (0, int(qid), "") if qid.isdigit() else (1, 0, qid)
+    """Numeric ids in numeric order, then the others as text. Only decimal digits are numeric:
+    "²" or "①" is str.isdigit() but not int()."""
+    return (0, int(qid), qid) if qid.isdecimal() else (1, 0, qid)
 
 
 QUESTION_SOURCES = ("file", "beir", "generate")

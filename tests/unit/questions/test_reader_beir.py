@@ -83,3 +83,12 @@ def test_a_query_without_a_usable_id_is_refused_naming_the_line(tmp_path, query,
 def test_a_numeric_query_id_is_read_as_its_string(tmp_path):
     _beir(tmp_path, QRELS, b'{"_id": 1, "text": "query 1"}\n{"_id": "2", "text": "query 2"}\n')
     assert [q.qid for q in _load(tmp_path).questions] == ["1", "2"]
+
+
+def test_query_ids_that_look_numeric_but_are_not_integers_are_ordered_as_text(tmp_path):
+    # "²" and "①" are str.isdigit() but not int(): once a bare ValueError from the sort.
+    ids = ["10", "²", "2", "①", "1"]
+    queries = "".join(json.dumps({"_id": q, "text": f"query {q}"}) + "\n" for q in ids)
+    qrels = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\td1\t1\n" for q in ids)
+    _beir(tmp_path, qrels.encode(), queries.encode())
+    assert [q.qid for q in _load(tmp_path).questions] == ["1", "2", "10", "²", "①"]
