@@ -1,18 +1,22 @@
 """Answers cached the moment they arrive, keyed by everything that decides them: the prompt,
 the exact context it was answered from, the generator's identity (model, endpoint, prompt
 version, settings) and the prompt version. A run killed half-way resumes: the answers it
-already had cost nothing the second time. Failed answers are never cached."""
+already had cost nothing the second time. Failed answers are never cached. A damaged entry
+(not JSON, not an object, no answer text) is answered again, with a warning naming the file."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from eval_pipeline.answering.context import ContextEntry
 from eval_pipeline.common.atomic import atomic_write_text
+
+_logger = logging.getLogger("eval_pipeline.answering.cache")
 
 
 def answer_key(prompt: str, context: Sequence[ContextEntry], generator: Mapping[str, Any]) -> str:
@@ -22,17 +26,34 @@ def answer_key(prompt: str, context: Sequence[ContextEntry], generator: Mapping[
 
 
 class AnswerCache:
-    def __init__(self, folder: str | Path):
+    def __init__(self, folder: str | Path, log: Callable[[str], None] | None = None):
+        """`log` (default: the `eval_pipeline.answering.cache` logger's warning) hears of each
+        damaged entry, answered again."""
         self.folder = Path(folder)
+        self.log = log or _logger.warning
 
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The cached record, or None when it is absent or damaged (then it is answered again)."""
+        path = self._path(key)
         try:
-            return json.loads(self._path(key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None  # absent, or damaged: answered again
+            record = json.loads(path.read_bytes().decode("utf-8"))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            why = f"unreadable: {exc.strerror or exc}"
+        except UnicodeDecodeError as exc:
+            why = f"not UTF-8 at byte {exc.start}"
+        except ValueError:
+            why = "invalid JSON"
+        else:
+            if isinstance(record, dict) and isinstance(record.get("text"), str):
+                return record
+            why = "not a JSON object" if not isinstance(record, dict) else "no 'text' string"
+        self.log(f"{path}: damaged answer cache entry ({why}); answering again")
+        return None
 
     def put(self, key: str, record: Mapping[str, Any]) -> None:
         atomic_write_text(self._path(key), json.dumps(dict(record), ensure_ascii=False, sort_keys=True))
