@@ -217,3 +217,109 @@ def test_a_variant_added_while_the_tolerances_are_loosened_is_not_gated_with_the
     assert regressed.previous["b"]["run_id"] == "r1"
     assert not regressed.gates["b"].passed, regressed.gates["b"].message
     assert not regressed.eligible
+
+
+# --------------------------------------------------------------------------------------------
+# answers (judge_answer_run reads and record_answers writes eval_answer_runs: no prefix)
+# --------------------------------------------------------------------------------------------
+
+ANSWER_TOL = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
+ANSWER_LOOSE = {"max_pass_rate_drop": 1.0, "max_mean_score_drop": 1.0}
+
+
+def answer_frame(variant, pass_rate, *, grader="deterministic", errored=0, generator="extractive:v1"):
+    """One answer_metrics row, as the answer_metrics asset gives it."""
+    row = {"variant": variant, "grader": grader, "set_id": "team.tiny", "set_name": "team.tiny",
+           "set_fingerprint": "fp-1", "limited": False, "generator": generator, "yardstick": f"{grader}:v1",
+           "n_prompts": 20, "n_errored": errored, "n_scored": 20 - errored, "pass_rate": pass_rate,
+           "pass_rate_low": 0.0, "pass_rate_high": 1.0, "mean_score": pass_rate, "mean_low": 0.0, "mean_high": 1.0,
+           "n_grader_failed": 0, "corpus_signature": "corpus-1", "store_table": "t",
+           "variant_config": json.dumps({"engine": "bm25"}), "treatment_json": json.dumps({"context_k": 5}),
+           "metrics_json": json.dumps({})}
+    return pd.DataFrame([row])
+
+
+def graded(variant, **pass_rates) -> pd.DataFrame:
+    """A variant's answer_metrics with one row per grader: graded("bm25", deterministic=0.9)."""
+    return pd.concat([answer_frame(variant, p, grader=g) for g, p in pass_rates.items()], ignore_index=True)
+
+
+# the same lock as tests/integration/test_verdict_attacks.py: nothing else may use the answer
+# table (no prefix, project-wide) or the default history meanwhile
+_ANSWER_TABLE_LOCK = zlib.crc32(b"tests.integration.test_verdict_attacks:eval_answer_runs")
+
+
+@pytest.fixture
+def answers(pg_uri):
+    """judge_answer_run + record_answers as the report does (a row is a yardstick only when the
+    run's verdict passed), on a fresh `eval_answer_runs` and default (`eval_*`) history, dropped
+    before and after, under an advisory lock. ``retrieval`` also records a retrieval run of the
+    same id in the default history (so it can be accepted as the CLI does)."""
+    tables = [answer_table_name("eval"), *reversed(list(table_names("eval").values()))]
+    lock = psycopg.connect(pg_uri, autocommit=True)
+    lock.execute("SELECT pg_advisory_lock(%s)", (_ANSWER_TABLE_LOCK,))
+
+    def drop():
+        for table in tables:
+            lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+
+    try:
+        drop()
+
+        def run(run_id, frames, *, tolerances=ANSWER_TOL, strict=False, retrieval=None):
+            if retrieval is not None:
+                judge_run({v: frame(v, h) for v, h in retrieval.items()}, baseline=next(iter(retrieval)),
+                          provenance=provenance("B1", {v: "good" for v in retrieval}), tolerances=TOL,
+                          strict=False, run_id=run_id, limited=False, connection_string=pg_uri)
+            verdict = judge_answer_run(frames, order=list(frames), corpus_signature="corpus-1",
+                                       tolerances=tolerances, strict=strict, connection_string=pg_uri,
+                                       run_id=run_id)
+            record_answers(verdict, pg_uri, run_id, run_eligible=verdict.passed)
+            return verdict
+
+        run.uri = pg_uri
+        yield run
+        drop()
+    finally:
+        lock.execute("SELECT pg_advisory_unlock(%s)", (_ANSWER_TABLE_LOCK,))
+        lock.close()
+
+
+def astates(verdict) -> dict[str, dict[str, tuple[str, bool]]]:
+    return {v: {g: (r.state, r.passed) for g, r in gs.items()} for v, gs in verdict.gates.items()}
+
+
+def test_a_grader_added_while_the_answer_tolerances_are_loosened_is_not_gated_with_the_loose_ones(answers):
+    """HOLE (answers). The same as the retrieval one: answers.gate loosened to 1.0 (never
+    accepted) in the same change as a new grader `static`; `deterministic` is pinned at 0.1 and the
+    run passes; `static`'s first row records "judged with 1.0", so its drop 0.9 -> 0.2 next run
+    passes. Expected: it fails (never looser than the yardstick's, until a run is accepted)."""
+    assert answers("a0", {"bm25": graded("bm25", deterministic=0.9)}).passed
+    added = answers("a1", {"bm25": graded("bm25", deterministic=0.9, static=0.9)}, tolerances=ANSWER_LOOSE)
+    assert astates(added) == {"bm25": {"deterministic": ("comparable", True), "static": ("first_run", True)}}
+    dropped = answers("a2", {"bm25": graded("bm25", deterministic=0.9, static=0.2)}, tolerances=ANSWER_LOOSE)
+    assert astates(dropped)["bm25"]["static"] == ("comparable", False), dropped.gates["bm25"]["static"].message
+    assert not dropped.passed
+
+
+def test_accepting_a_run_whose_answers_could_not_be_accepted_does_not_acknowledge_a_grader_removal(answers):
+    """HOLE? (answers). r1 is a deliberate retrieval trade-off whose answers had one errored answer
+    (a flaky generator): its answer gate fails. The team accepts r1 the way the CLI does
+    (`accept_reference`, then `accept_answer_run`, which refuses every answer row: errored). The
+    next run drops the `static` grader (and its regression with it): `answer_graders_of` counts
+    only rows since the variant's latest acceptance, by time, and r1's rows (refused) predate it,
+    so nothing of `static` is "missing". Expected: r1 measured `static` (it did not leave it out),
+    so its acceptance does not acknowledge `static`'s removal: the next run fails, not_compared."""
+    from eval_pipeline.history.answers import accept_answer_run
+
+    both = {"bm25": graded("bm25", deterministic=0.9, static=0.9)}
+    assert answers("r0", both, retrieval={"bm25": 100}).passed
+    flaky = {"bm25": pd.concat([answer_frame("bm25", 0.9, errored=1),
+                                answer_frame("bm25", 0.9, grader="static", errored=1)], ignore_index=True)}
+    assert not answers("r1", flaky, retrieval={"bm25": 90}).passed
+    assert accept_reference(answers.uri, "r1") == ["bm25"]
+    accepted, refused = accept_answer_run(answers.uri, "r1")
+    assert accepted == [] and len(refused) == 2
+    without_static = answers("r2", {"bm25": graded("bm25", deterministic=0.9)}, retrieval={"bm25": 90})
+    assert without_static.missing == [("bm25", "static", "r0")]
+    assert not without_static.passed
