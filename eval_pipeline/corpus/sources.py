@@ -368,6 +368,10 @@ def _read_folder(root: Path) -> Iterator[_Item]:
     files = sorted(p for p in root.rglob("*") if p.is_file())
     for path in files:
         rel = path.relative_to(root).as_posix()
+        if _undecodable(rel):  # Python reads a name that is not UTF-8 with surrogates no text can hold
+            yield CorpusError(f"{_escaped(str(root))}/{_escaped(rel)}: the file name is not valid UTF-8 (bytes shown "
+                              f"as \\xNN); rename the file")
+            continue
         if path.suffix.lower() not in FOLDER_SUFFIXES:
             yield CorpusError(f"{path}: unsupported file type (expected {', '.join(FOLDER_SUFFIXES)})")
             continue
@@ -399,6 +403,22 @@ def _read_folder(root: Path) -> Iterator[_Item]:
             yield CorpusError(f"{path}: empty content")
             continue
         yield Document(doc_id, title, "", rel, text, {"_location": str(path)})
+
+
+def _undecodable(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _escaped(name: str) -> str:
+    """A file name as text: the bytes of a name that is not UTF-8 shown as \\xNN."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file system byte gives: shown as \\udXXX
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _first_heading(text: str) -> str:
