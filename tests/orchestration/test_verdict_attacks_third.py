@@ -135,6 +135,40 @@ def test_code_regressions_straddling_a_benchmark_change_fail_against_the_pinned_
     assert not step2.eligible
 
 
+def test_re_accepting_an_older_run_does_not_undo_a_tightening_made_since(judge):
+    """HOLE. The tolerances were 1.0 in the project's early days (r0), then tightened to 0.05 (r1,
+    eligible, judged with 0.05). The team re-accepts r0 (a documented roll-back of the reference:
+    re-accepting an older run makes it the reference and the previous run again), and the
+    attacker sets the tolerances back to 1.0 with a drop of 0.50 (r2). The tolerances are
+    pinned only from the two yardstick runs, both now r0, which "stands for the tolerances it
+    asked for" (1.0): r2 passes, eligible, with no "loosened" note.
+
+    `strict` is pinned otherwise (`_pinned_policy`): from the accepted run on, every later
+    yardstick run counts with what it was judged with, so re-accepting r0 keeps a strict turned on
+    since. Expected for the tolerances likewise: r1's 0.05 still applies and r2 fails."""
+    loose = {"hit@1": 1.0, "mrr": 1.0}
+    assert judge("r0", "B1", {"a": "good"}, tolerances=loose).gate_passed
+    tightened = judge("r1", "B1", {"a": "good"})
+    assert tightened.gate_passed and tightened.provenance["effective_tolerances"]["a"] == TOL
+    accept_reference(judge.uri, "r0", note="back to r0", prefix=judge.prefix)
+    regressed = judge("r2", "B1", {"a": "bad"}, tolerances=loose)
+    assert regressed.previous["a"]["run_id"] == "r0" and regressed.reference["a"]["run_id"] == "r0"
+    assert not regressed.gate_passed, regressed.gates["a"].message
+    assert not regressed.eligible
+
+
+def test_re_accepting_an_older_run_keeps_strict_turned_on_since(judge):
+    """HELD (the counterpart of the test above, for `strict`). r0 asked no strict; r1 and r2 did
+    (eligible); r0 is re-accepted; r3 turns strict off and adds a variant: still strict, `b` fails."""
+    assert judge("r0", "B1", {"a": "good"}).gate_passed
+    assert judge("r1", "B1", {"a": "good"}, strict=True).gate_passed
+    assert judge("r2", "B1", {"a": "good"}, strict=True).gate_passed
+    accept_reference(judge.uri, "r0", prefix=judge.prefix)
+    added = judge("r3", "B1", {"a": "good", "b": "bad"}, strict=False)
+    assert added.policy["strict"] is True
+    assert states(added) == {"a": ("comparable", True), "b": ("not_compared", False)}
+
+
 # --------------------------------------------------------------------------------------------
 # held (kept as regression tests)
 # --------------------------------------------------------------------------------------------
