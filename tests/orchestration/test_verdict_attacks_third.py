@@ -357,3 +357,27 @@ def test_accepting_a_run_whose_answers_could_not_be_accepted_does_not_acknowledg
     without_static = answers("r2", {"bm25": graded("bm25", deterministic=0.9)}, retrieval={"bm25": 90})
     assert without_static.missing == [("bm25", "static", "r0")]
     assert not without_static.passed
+
+
+def test_re_accepting_an_older_run_keeps_the_graders_measured_since(answers):
+    """HOLE (answers). r0 graded `deterministic` only; r1 added `static` (a new measurement,
+    passes, eligible). The team re-accepts r0 as the CLI does (a documented roll-back of the
+    reference). The next run leaves `static` out (and whatever it would have caught):
+    `answer_graders_of` counts rows since the variant's latest acceptance *by time*, and r1's rows
+    predate the acceptance, so `static` is not "missing" and the answer gate passes.
+
+    The retrieval side counts the variants known *from the accepted run on* (by seq), so
+    re-accepting an older run keeps the variants added since (tests/integration/
+    test_verdict_attacks_second.py::test_accepting_an_older_run_for_one_variant_keeps_the_variants_known_since).
+    Expected here likewise: r0 lacks `static` because it predates it, not because it was removed;
+    the run without `static` fails, not_compared."""
+    from eval_pipeline.history.answers import accept_answer_run
+
+    assert answers("r0", {"bm25": graded("bm25", deterministic=0.9)}, retrieval={"bm25": 100}).passed
+    added = answers("r1", {"bm25": graded("bm25", deterministic=0.9, static=0.9)}, retrieval={"bm25": 100})
+    assert astates(added)["bm25"]["static"] == ("first_run", True) and added.passed
+    assert accept_reference(answers.uri, "r0") == ["bm25"]
+    assert accept_answer_run(answers.uri, "r0")[0] == [("bm25", "deterministic")]
+    without_static = answers("r2", {"bm25": graded("bm25", deterministic=0.9)}, retrieval={"bm25": 100})
+    assert without_static.missing == [("bm25", "static", "r1")]
+    assert not without_static.passed
