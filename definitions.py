@@ -31,12 +31,18 @@ from dagster import (
     multiprocess_executor,
 )
 
-import assets
-from assets.partitions import SWEEP
-from assets.reference import accept_reference_job
-from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
-from resources.celery_executor import watched_celery_executor
-from resources.io import RunScopedPickleIOManager, VariantParquetIOManager
+from eval_pipeline.common.registry import load_plugins
+
+# The kinds EVAL_PIPELINE_PLUGINS names (engines, rerankers, graders, report sections, metrics:
+# eval_pipeline.common.registry), imported before anything reads a registry or the variants file.
+load_plugins()
+
+import assets  # noqa: E402
+from assets.partitions import SWEEP  # noqa: E402
+from assets.reference import accept_reference_job  # noqa: E402
+from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource  # noqa: E402
+from resources.celery_executor import watched_celery_executor  # noqa: E402
+from resources.io import RunScopedPickleIOManager, VariantParquetIOManager  # noqa: E402
 
 STATE = StateResource()  # EVAL_PIPELINE_STATE_DIR, else .eval_state/ in the checkout
 
