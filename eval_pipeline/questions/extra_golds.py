@@ -49,8 +49,8 @@ from eval_pipeline.questions.sets import (
     QuestionSetError,
     check_text,
     json_object_line,
-    jsonl_lines,
     question_list,
+    read_jsonl,
 )
 
 __all__ = [
@@ -128,15 +128,12 @@ def read_review_rows(
     review file that is not there should not silently import nothing.
     """
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8-sig")  # an editor may have added a BOM
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ExtraGoldsError(f"{path}: cannot read review file: {exc}") from None
+    lines = read_jsonl(path, "review file", ExtraGoldsError, bom=True)  # an editor may have added a BOM
     known_questions = None if questions is None else {q.qid: q.question for q in question_list(questions)}
     known_docs = None if doc_ids is None else _id_set(doc_ids, "doc_ids")
     rows: list[tuple[int, dict[str, Any]]] = []
     first_line: dict[tuple[str, str], int] = {}
-    for lineno, line in enumerate(jsonl_lines(text), start=1):
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         row = _row_from(path, lineno, line)

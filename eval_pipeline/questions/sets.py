@@ -166,10 +166,7 @@ def load_question_set(
     one, is an error saying how to stamp the file.
     """
     path = Path(path)
-    try:
-        lines = jsonl_lines(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise QuestionSetError(f"{path}: cannot read question set: {exc}") from exc
+    lines = read_jsonl(path, "question set")
     if not lines:
         raise QuestionSetError(f"{path}: empty file (expected a header line)")
     header = json_object_line(path, 1, lines[0])
@@ -294,6 +291,25 @@ def jsonl_lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+def read_jsonl(path: Path, what: str, error: type[QuestionSetError] = QuestionSetError, *,
+               bom: bool = False) -> list[str]:
+    """The lines of a UTF-8 JSONL file (`jsonl_lines`), or `error`: "cannot read `what`" naming the
+    file, or a byte that is not UTF-8 naming the file, the line and the byte. With `bom`, a
+    leading UTF-8 byte order mark (an editor's) is dropped."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what}: {exc}") from exc
+    skip = 3 if bom and data.startswith(b"\xef\xbb\xbf") else 0
+    try:
+        return jsonl_lines(data[skip:].decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        at = skip + exc.start
+        lineno = data.count(b"\n", 0, at) + 1
+        column = at - (data.rfind(b"\n", 0, at) + 1)
+        raise error(f"{path}:{lineno}: invalid UTF-8 at byte {column} of the line (byte {at} of the file)") from None
+
+
 def json_object_line(path: Path, lineno: int, line: str, error: type[QuestionSetError] = QuestionSetError
                      ) -> dict[str, Any]:
     """One line of a JSONL file as a JSON object, or `error` naming the file and line: every
@@ -356,8 +372,7 @@ def stamp_question_file(questions_path: str | Path, corpus_signature: str, doc_i
     against the corpus first.  Returns the new fingerprint.
     """
     path = Path(questions_path)
-    numbered = [(n, line) for n, line in enumerate(jsonl_lines(path.read_bytes().decode("utf-8")), start=1)
-                if line.strip()]
+    numbered = [(n, line) for n, line in enumerate(read_jsonl(path, "question set"), start=1) if line.strip()]
     if numbered and json_object_line(path, *numbered[0]).get("kind") == HEADER_KIND:
         numbered = numbered[1:]
     known = set(doc_ids)
