@@ -120,6 +120,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from eval_pipeline.common.patterns import bounded_search, compile_pattern
+
 __all__ = [
     "ASSERTION_TYPES",
     "JSON_TYPES",
@@ -146,7 +148,6 @@ STATIC_VERSION = 2  # 2: a prompt with static options whose answer has no code f
 JSON_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 PYTHON_TAGS = frozenset({"python", "py", "python3"})
 
-_REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 _SCHEMA_KEYWORDS = frozenset({"type", "required", "properties", "items"})
 _SCHEMA_ANNOTATIONS = frozenset({"title", "description", "$comment", "$schema"})
 _SPEC_FIELDS = {
@@ -341,28 +342,12 @@ def check_contains(answer: str, value: str, *, case_sensitive: bool = False) -> 
     return _fold(value) in _fold(text)
 
 
-def _regex_flags(flags: object) -> int:
-    out = 0
-    for flag in _string_list(flags, "flags"):
-        if flag not in _REGEX_FLAGS:
-            raise ValueError(f"flags may hold only 'i', 'm' and 's', got {flag!r}")
-        out |= _REGEX_FLAGS[flag]
-    return out
-
-
-def _compile(pattern: object, flags: object) -> re.Pattern[str]:
-    pattern = _check_value(pattern, "pattern")
-    bits = _regex_flags(flags)
-    try:
-        return re.compile(pattern, bits)
-    except re.error as exc:
-        raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
-
-
 def check_regex(answer: str, pattern: str, flags: Sequence[str] = ()) -> bool:
-    """``re.search(pattern, answer)`` on the trimmed NFC answer; ``flags`` from ``i``, ``m``, ``s``."""
-    compiled = _compile(pattern, flags)
-    return compiled.search(_prepared(answer)) is not None
+    """A bounded search of ``pattern`` in the trimmed NFC answer; ``flags`` from ``i``, ``m``, ``s``.
+    A pattern that runs over its time bound raises `PatternTimeout` (a golden set refuses such
+    patterns at load; one given here directly is stopped, never left to hang)."""
+    pattern = _check_value(pattern, "pattern")
+    return bounded_search(compile_pattern(pattern, _string_list(flags, "flags")), _prepared(answer))
 
 
 # --------------------------------------------------------------------------

@@ -30,9 +30,11 @@ Assertion specs (the graders implement them; this module only checks the specs):
 - `{"type": "exact", "value": str}`: the answer, trimmed, equals the value, trimmed.
 - `{"type": "contains", "value": str, "case_sensitive": bool}`: the answer contains the value
   (`case_sensitive` defaults to false).
-- `{"type": "regex", "pattern": str, "flags": ["i", "m", "s"]}`: Python `re.search` finds the
-  pattern (flags optional).  The pattern is compiled at load, so a bad one is a load error;
-  so is one not in Unicode NFC (answers are NFC-normalised before they are matched).
+- `{"type": "regex", "pattern": str, "flags": ["i", "m", "s"]}`: a search finds the pattern
+  (Python `re` syntax, flags optional), bounded in time (`eval_pipeline.common.patterns`).  The
+  pattern is compiled and probed at load, so a bad one is a load error; so is one that
+  backtracks catastrophically, and one not in Unicode NFC (answers are NFC-normalised before
+  they are matched).
 - `{"type": "json_schema", "schema": {...}}`: the answer parses as JSON matching a structural
   subset of JSON Schema: `type` (a name, or a list of names, among object, array, string,
   number, integer, boolean, null), `required` and `properties` (beside an object type),
@@ -79,6 +81,13 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.common.atomic import atomic_write_text
+from eval_pipeline.common.patterns import (
+    REGEX_FLAGS,
+    CompiledPattern,
+    PatternTimeout,
+    check_bounded,
+    compile_pattern,
+)
 from eval_pipeline.questions.sets import (
     FORMS,
     QuestionSetError,
@@ -119,7 +128,6 @@ _ASSERTION_FIELDS = {  # type -> (required, optional)
     "regex": (("pattern",), ("flags",)),
     "json_schema": (("schema",), ()),
 }
-REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 SCHEMA_KEYWORDS = ("type", "required", "properties", "items")
 SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 STATIC_FIELDS = ("allowed_imports", "symbols")
@@ -208,21 +216,15 @@ class Assertion:
         schema = self.params.get("schema")
         return copy.deepcopy(schema) if schema is not None else None
 
-    def compiled(self) -> re.Pattern[str]:
-        """The compiled pattern of a regex assertion (with its flags)."""
+    def compiled(self) -> CompiledPattern:
+        """The compiled pattern of a regex assertion (with its flags); search it with
+        `eval_pipeline.common.patterns.bounded_search`."""
         if self.type != "regex":
             raise ValueError(f"a {self.type} assertion has no pattern")
-        return _compile(self.params["pattern"], self.flags)
+        return compile_pattern(self.params["pattern"], self.flags)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, **copy.deepcopy(dict(self.params))}
-
-
-def _compile(pattern: str, flags: Iterable[str]) -> re.Pattern[str]:
-    bits = 0
-    for f in flags:
-        bits |= REGEX_FLAGS[f]
-    return re.compile(pattern, bits)
 
 
 def _assertion_params(obj: Any, loc: str, where: str) -> dict[str, Any]:
@@ -274,8 +276,10 @@ def _assertion_params(obj: Any, loc: str, where: str) -> dict[str, Any]:
         if bad:
             raise _error(loc, name("flags"), f"unknown flag(s) {bad}; valid: {', '.join(REGEX_FLAGS)}")
         try:
-            _compile(pattern, flags)
-        except re.error as exc:
+            check_bounded(compile_pattern(pattern, flags), pattern)
+        except PatternTimeout as exc:
+            raise _error(loc, name("pattern"), str(exc)) from None
+        except ValueError as exc:
             raise _error(loc, name("pattern"), f"invalid regular expression {pattern!r}: {exc}") from None
         out["pattern"] = pattern
         if flags:
