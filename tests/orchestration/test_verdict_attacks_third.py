@@ -253,6 +253,31 @@ def test_a_variant_added_while_the_tolerances_are_loosened_is_not_gated_with_the
     assert not regressed.eligible
 
 
+def test_a_rename_with_a_question_edit_and_a_code_change_in_one_run_is_not_compared(judge):
+    """HELD. Three changes at once, with a drop of 0.50: `a` renamed `a2` (same configuration: it
+    keeps `a`'s history), the questions edited (B2) and the code changed (E2). A paired ranking
+    would run today's code on both sides, so nothing can judge it: not_compared, strict or not."""
+    assert judge("r0", "B1", {"a": "good", "b": "other"}).gate_passed
+    run = judge("r1", "B2", {"a2": "good", "b": "other"}, engine="E2", hits={"a2": 50})
+    assert run.previous["a2"]["variant"] == "a"
+    assert states(run)["a2"] == ("not_compared", False)
+    assert not run.gate_passed and not run.eligible
+
+
+def test_variant_keys_that_differ_only_in_case_space_unicode_or_punctuation_cannot_share_a_check():
+    """HELD. Keys differing only in case, white space or Unicode normalization are refused by the
+    variants file; keys differing only in punctuation get distinct check names (a failing variant
+    cannot be hidden behind a passing one's check)."""
+    from eval_pipeline.ranking.variants import VariantConfigError, parse_variant
+    from eval_pipeline.reporting.run import gate_check_names
+
+    for name in ("Dense", "dense ", "de\u0301nse", "d\u00e9nse", "dense\u200b", "\uff44ense"):
+        with pytest.raises(VariantConfigError):
+            parse_variant({"engine": "pg-dense", "name": name}, "attack")
+    names = gate_check_names(["hybrid-mmr", "hybrid_mmr", "hybrid.mmr", "hybrid+mmr"])
+    assert len(set(names.values())) == 4
+
+
 # --------------------------------------------------------------------------------------------
 # answers (judge_answer_run reads and record_answers writes eval_answer_runs: no prefix)
 # --------------------------------------------------------------------------------------------
