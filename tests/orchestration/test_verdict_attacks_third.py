@@ -34,12 +34,14 @@ pytestmark = pytest.mark.integration
 
 N = 100
 TOL = {"hit@1": 0.05, "mrr": 0.05}
-QUALITY = {"good": 100, "other": 100, "fresh": 100, "minus3": 97, "minus6": 94, "bad": 50}
+QUALITY = {"good": 100, "other": 100, "fresh": 100, "minus3": 97, "minus6": 94, "bad": 50, "second": 50}
+SECOND = ("second",)  # knobs whose misses at rank 1 have the gold at rank 2 (hit@5 stays 1.0)
 
 
-def frame(variant: str, hits: int) -> pd.DataFrame:
+def frame(variant: str, hits: int, *, second: bool = False) -> pd.DataFrame:
+    """Question i is a hit at rank 1 for i < hits; else a miss (``second``: the gold at rank 2)."""
     qrels = {f"q{i:03d}": {f"d{i}": 1} for i in range(N)}
-    rankings = {q: ([f"d{i}"] if i < hits else ["x"]) for i, q in enumerate(qrels)}
+    rankings = {q: ([f"d{i}"] if i < hits else ["x", f"d{i}"] if second else ["x"]) for i, q in enumerate(qrels)}
     df = score_queries(rankings, qrels, errored=[])
     df.insert(0, "variant", variant)
     df["doc_ids"] = [list(rankings[q]) for q in df["qid"]]
@@ -74,13 +76,13 @@ def judge(pg_uri):
     def run(run_id, bench, configs, *, engine="E1", hits=None, today=None, tolerances=TOL, strict=False,
             answer_strict=False, record=True, limited=False, sweep=None):
         hits = hits or {}
-        per_variant = {v: frame(v, hits.get(v, QUALITY[k])) for v, k in configs.items()}
+        per_variant = {v: frame(v, hits.get(v, QUALITY[k]), second=k in SECOND) for v, k in configs.items()}
         # today's code on these configurations (and on the knobs in `today`)
         today = {**{k: hits[v] for v, k in configs.items() if v in hits}, **(today or {})}
 
         def rank_reference(variant, reference):
             knob = reference["variant"]["knob"]
-            return frame(variant, today.get(knob, QUALITY[knob]))
+            return frame(variant, today.get(knob, QUALITY[knob]), second=knob in SECOND)
 
         return judge_run(per_variant, baseline=next(iter(configs)),
                          provenance=provenance(bench, configs, engine=engine), tolerances=tolerances,
@@ -230,52 +232,31 @@ def test_a_limited_run_in_between_is_no_yardstick_even_when_it_passed(judge):
     assert full.previous["a"]["run_id"] == "r0" and not full.gate_passed
 
 
-def test_a_variant_added_while_the_tolerances_are_loosened_is_not_gated_with_the_loose_ones(judge):
-    """HOLE. The attacker loosens the tolerances to 1.0 (never accepted) in the same change as a
-    new variant `b`; `a` is judged with its pinned 0.05 and the run passes, eligible. `b`'s first
-    run records that it was "judged with" 1.0, so from then on `b` is gated with 1.0:
+@pytest.mark.parametrize("change", ["loosened", "metrics dropped"])
+def test_a_variant_added_while_the_tolerances_are_loosened_is_not_gated_with_the_loose_ones(judge, change):
+    """HOLE. The attacker loosens the gate (never accepted) in the same change as a new variant
+    `b`: the tolerances raised to 1.0, or hit@1 and mrr no longer gated (only hit@5). `a` is judged
+    with its pinned tolerances and the run passes, eligible. `b`'s first run records that it was
+    "judged with" the loose gate, so from then on `b` is gated with it:
 
-    r0  {a}      tolerances 0.05
-    r1  {a, b}   tolerances 1.0 (loosened: `a` pinned at 0.05; `b` first_run, recorded 1.0)
-    r2  {a, b}   tolerances 1.0, `b` drops 1.00 -> 0.50: passes, no "loosened" note, eligible.
+    r0  {a}      tolerances hit@1/mrr 0.05
+    r1  {a, b}   loosened (`a` pinned at 0.05, `loosened` noted; `b` first_run, recorded loose)
+    r2  {a, b}   the same loose gate, `b` drops hit@1 1.00 -> 0.50 (its gold now at rank 2, so
+                 hit@5 holds): passes, no "loosened" note, eligible.
 
     Expected: the project's tolerances stay in force for a variant that never had a run judged
     under stricter ones, until a run under the loose ones is accepted (the README: "a tolerance
-    raised ... is judged with the tolerances the yardstick run was judged with, until a run under
-    the new ones is accepted")."""
-    loose = {"hit@1": 1.0, "mrr": 1.0}
+    raised, or a metric no longer gated ... is judged with the tolerances the yardstick run was
+    judged with, until a run under the new ones is accepted"); `strict` is pinned project-wide
+    for the same reason."""
+    loose = {"hit@1": 1.0, "mrr": 1.0} if change == "loosened" else {"hit@5": 0.05}
     assert judge("r0", "B1", {"a": "good"}).gate_passed
     added = judge("r1", "B1", {"a": "good", "b": "fresh"}, tolerances=loose)
     assert added.gate_passed and added.eligible and "a" in added.loosened
-    regressed = judge("r2", "B1", {"a": "good", "b": "bad"}, tolerances=loose)
+    regressed = judge("r2", "B1", {"a": "good", "b": "second"}, tolerances=loose)
     assert regressed.previous["b"]["run_id"] == "r1"
     assert not regressed.gates["b"].passed, regressed.gates["b"].message
     assert not regressed.eligible
-
-
-def test_a_rename_with_a_question_edit_and_a_code_change_in_one_run_is_not_compared(judge):
-    """HELD. Three changes at once, with a drop of 0.50: `a` renamed `a2` (same configuration: it
-    keeps `a`'s history), the questions edited (B2) and the code changed (E2). A paired ranking
-    would run today's code on both sides, so nothing can judge it: not_compared, strict or not."""
-    assert judge("r0", "B1", {"a": "good", "b": "other"}).gate_passed
-    run = judge("r1", "B2", {"a2": "good", "b": "other"}, engine="E2", hits={"a2": 50})
-    assert run.previous["a2"]["variant"] == "a"
-    assert states(run)["a2"] == ("not_compared", False)
-    assert not run.gate_passed and not run.eligible
-
-
-def test_variant_keys_that_differ_only_in_case_space_unicode_or_punctuation_cannot_share_a_check():
-    """HELD. Keys differing only in case, white space or Unicode normalization are refused by the
-    variants file; keys differing only in punctuation get distinct check names (a failing variant
-    cannot be hidden behind a passing one's check)."""
-    from eval_pipeline.ranking.variants import VariantConfigError, parse_variant
-    from eval_pipeline.reporting.run import gate_check_names
-
-    for name in ("Dense", "dense ", "de\u0301nse", "d\u00e9nse", "dense\u200b", "\uff44ense"):
-        with pytest.raises(VariantConfigError):
-            parse_variant({"engine": "pg-dense", "name": name}, "attack")
-    names = gate_check_names(["hybrid-mmr", "hybrid_mmr", "hybrid.mmr", "hybrid+mmr"])
-    assert len(set(names.values())) == 4
 
 
 # --------------------------------------------------------------------------------------------
