@@ -97,6 +97,11 @@ def load_sweep(path: str | Path) -> SweepConfig:
             f"{path}:{exc.line}: duplicate key {exc.key!r} (first at line {exc.first_line}); "
             f"YAML would keep only the last one: remove one of them"
         ) from None
+    except _TooLarge:
+        raise VariantConfigError(
+            f"{path}: the file expands, through YAML aliases (*name), to more than {MAX_EXPANDED_VALUES} values: "
+            "refused (an alias bomb would exhaust memory); use fewer aliases"
+        ) from None
     except yaml.YAMLError as exc:
         raise VariantConfigError(f"{path}: invalid YAML: {exc}") from exc
     return parse_sweep(data, source=str(path))
@@ -114,19 +119,56 @@ class _DuplicateKey(Exception):
         self.key, self.line, self.first_line = key, line, first_line
 
 
+class _TooLarge(Exception):
+    """The document expands, through aliases, to more values than a variants file can hold."""
+
+
+# No real variants file comes near this; an alias bomb (9 anchors of 9 aliases each: 9^9 values)
+# passes it in its first levels and would otherwise hang whatever walks or prints the value.
+MAX_EXPANDED_VALUES = 100_000
+
 _LOADER = None
+
+
+def _expanded_values(root: Any) -> int:
+    """How many values the composed document holds once every alias is expanded (capped just
+    above the limit); each node is counted once however many aliases point to it, so this
+    is linear in the file."""
+    import yaml
+
+    memo: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        if id(node) in memo:
+            return memo[id(node)]
+        memo[id(node)] = 1  # a recursive alias counts once
+        if isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(key) + size(value) for key, value in node.value)
+        else:
+            total = 1
+        memo[id(node)] = min(total, MAX_EXPANDED_VALUES + 1)
+        return memo[id(node)]
+
+    return size(root) if root is not None else 0
 
 
 def _strict_loader():
     """A yaml.SafeLoader that refuses a key given twice in one mapping (merge keys, `<<`, may
-    still be overridden, as YAML intends) and records each mapping's line."""
+    still be overridden, as YAML intends), records each mapping's line, and refuses a document
+    that expands through aliases beyond `MAX_EXPANDED_VALUES` before anything is constructed."""
     global _LOADER
     if _LOADER is not None:
         return _LOADER
     import yaml
 
     class StrictSafeLoader(yaml.SafeLoader):
-        pass
+        def compose_document(self):
+            node = super().compose_document()
+            if _expanded_values(node) > MAX_EXPANDED_VALUES:
+                raise _TooLarge()
+            return node
 
     def construct_map(loader, node):
         data = _Mapping()
