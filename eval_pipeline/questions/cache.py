@@ -18,6 +18,7 @@ say who it waits for (every `lock_log_every` seconds), and its timeout error say
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -139,10 +140,19 @@ class QuestionCache:
         with self._mutex:
             if self._fd is None:
                 raise QuestionCacheError(f"{self.path}: cache is not open")
-            written = os.write(self._fd, data)
-            if written != len(data):  # regular files only write short on a full disk
-                raise QuestionCacheError(f"{self.path}: short write ({written} of {len(data)} bytes)")
-            os.fsync(self._fd)
+            end = os.lseek(self._fd, 0, os.SEEK_END)
+            try:
+                written = os.write(self._fd, data)
+                if written != len(data):  # regular files only write short on a full disk
+                    raise QuestionCacheError(f"{self.path}: short write ({written} of {len(data)} bytes): "
+                                             "is the disk full?")
+                os.fsync(self._fd)
+            except (OSError, QuestionCacheError) as exc:
+                with contextlib.suppress(OSError):  # the file ends with whole records, as before
+                    os.ftruncate(self._fd, end)
+                if isinstance(exc, QuestionCacheError):
+                    raise
+                raise QuestionCacheError(f"{self.path}: writing a record failed: {exc.strerror or exc}") from exc
             self._records[key] = rec
             self._lines_on_disk += 1
             self.stats["appended"] += 1

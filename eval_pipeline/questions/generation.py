@@ -815,20 +815,23 @@ def generate_questions(
             outcomes[unit.unit_id] = outcome
     result.units_cached = len(outcomes)
 
+    writer = _StoreWriter(store, store_lock)
+
     def work(unit: Unit) -> UnitOutcome:
+        writer.check()
         outcome = generate_unit(unit, counting, k=p.k, model=p.model, masking=p.masking)
-        if store is not None:
-            with store_lock:
-                store.put(outcome.to_record(model=p.model, k=p.k, masking=p.masking))
+        writer.put(outcome.to_record(model=p.model, k=p.k, masking=p.masking))
         return outcome
 
-    for unit, got in zip(pending, _run_map(map_fn, work, pending)):
+    got_all = _run_map(map_fn, work, pending)
+    for unit, got in zip(pending, got_all):
         if isinstance(got, UnitOutcome):
             outcomes[unit.unit_id] = got
             result.units_generated += 1
-        else:
+        elif not writer.failed:
             result.failed_units.append(unit.unit_id)
             result.warnings.append(f"unit {unit.unit_id!r} failed (retried next run): {_describe(got)}")
+    writer.stop_if_failed(stored=f"{result.units_generated} unit(s)", results=got_all)
 
     # 3. Assemble gold questions in unit order, dropping near-duplicates across units.
     dedup = NearDuplicateFilter()
@@ -891,6 +894,47 @@ def _run_map(map_fn: MapFn, fn: Callable[[Any], Any], items: list[Any]) -> list[
     return results
 
 
+class _NotAsked(Exception):
+    """A call left unmade: the store could not be written, so its reply would be lost."""
+
+
+class _StoreWriter:
+    """Puts finished records into the store (None: no store). The first failed write (a full
+    disk) stops every later call, which would be paid for and its reply thrown away."""
+
+    def __init__(self, store: UnitStore | None, lock: threading.Lock):
+        self.store, self.lock = store, lock
+        self.failed: list[BaseException] = []
+
+    def check(self) -> None:
+        if self.failed:
+            raise _NotAsked()
+
+    def put(self, record: Mapping[str, Any]) -> None:
+        if self.store is None:
+            return
+        with self.lock:
+            try:
+                self.store.put(record)
+            except Exception as exc:
+                self.failed.append(exc)
+                raise
+
+    def stop_if_failed(self, *, stored: str, results: Sequence[Any]) -> None:
+        if not self.failed:
+            return
+        from eval_pipeline.questions.cache import QuestionCacheError
+
+        exc = self.failed[0]
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        where = f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
+        not_asked = sum(isinstance(got, _NotAsked) for got in results)
+        raise QuestionCacheError(
+            f"writing the question cache failed{where}: {why}. Generation stopped at the first failed write: "
+            f"{stored} stored whole before it (not asked again), {not_asked} not asked; the reply whose write "
+            "failed is lost. Free space and run again: it resumes from the cache") from exc
+
+
 def _describe(exc: Any) -> str:
     return f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else repr(exc)[:200]
 
@@ -913,7 +957,10 @@ def _abstentions(
         key = cache_key("abstention", theme_hash, p.model, PROMPT_VERSION, index, size)
         batches.append((index, size, key))
 
+    writer = _StoreWriter(store, store_lock)
+
     def work(batch: tuple[int, int, str]) -> dict[str, Any]:
+        writer.check()
         index, size, key = batch
         parsed = parse_reply(ask(abstention_prompt(titles, size, index)), (ABSTENTION_LABEL,))
         record = {
@@ -921,9 +968,7 @@ def _abstentions(
             "prompt_version": PROMPT_VERSION, "batch": index, "size": size,
             "questions": [q for _, q in parsed.items], "unparseable": parsed.unparseable,
         }
-        if store is not None:
-            with store_lock:
-                store.put(record)
+        writer.put(record)
         return record
 
     replies: dict[int, Mapping[str, Any]] = {}
@@ -934,12 +979,14 @@ def _abstentions(
             replies[batch[0]] = record
         else:
             pending.append(batch)
-    for batch, got in zip(pending, _run_map(map_fn, work, pending)):
+    got_all = _run_map(map_fn, work, pending)
+    for batch, got in zip(pending, got_all):
         if isinstance(got, Mapping):
             replies[batch[0]] = got
-        else:
+        elif not writer.failed:
             result.abstention_failed_batches += 1
             result.warnings.append(f"abstention batch {batch[0]} failed (retried next run): {_describe(got)}")
+    writer.stop_if_failed(stored=f"every unit and {len(replies)} abstention batch(es)", results=got_all)
 
     corpus_names = NameMatcher.for_names(*titles)
     out: list[Question] = []
