@@ -159,6 +159,38 @@ def test_re_accepting_an_older_run_does_not_undo_a_tightening_made_since(judge):
     assert not regressed.eligible
 
 
+@pytest.mark.parametrize("change", ["loosened", "metrics dropped"])
+def test_a_variant_added_while_the_tolerances_are_loosened_is_not_gated_with_the_loose_ones(judge, change):
+    """HOLE. The attacker loosens the gate (never accepted) in the same change as a new variant
+    `b`: the tolerances raised to 1.0, or hit@1 and mrr no longer gated (only hit@5). `a` is judged
+    with its pinned tolerances and the run passes, eligible. `b`'s first run records that it was
+    "judged with" the loose gate, so from then on `b` is gated with it:
+
+    r0  {a}      tolerances hit@1/mrr 0.05
+    r1  {a, b}   loosened (`a` pinned at 0.05, `loosened` noted; `b` first_run, recorded loose)
+    r2  {a, b}   the same loose gate, `b` drops hit@1 1.00 -> 0.50 (its gold now at rank 2, so
+                 hit@5 holds): passes, no "loosened" note, eligible.
+
+    Expected: the project's tolerances stay in force for a variant that never had a run judged
+    under stricter ones, until a run under the loose ones is accepted (the README: "a tolerance
+    raised, or a metric no longer gated ... is judged with the tolerances the yardstick run was
+    judged with, until a run under the new ones is accepted"); `strict` is pinned project-wide
+    for the same reason."""
+    loose = {"hit@1": 1.0, "mrr": 1.0} if change == "loosened" else {"hit@5": 0.05}
+    assert judge("r0", "B1", {"a": "good"}).gate_passed
+    added = judge("r1", "B1", {"a": "good", "b": "fresh"}, tolerances=loose)
+    assert added.gate_passed and added.eligible and "a" in added.loosened
+    regressed = judge("r2", "B1", {"a": "good", "b": "second"}, tolerances=loose)
+    assert regressed.previous["b"]["run_id"] == "r1"
+    assert not regressed.gates["b"].passed, regressed.gates["b"].message
+    assert not regressed.eligible
+
+
+# --------------------------------------------------------------------------------------------
+# held (kept as regression tests)
+# --------------------------------------------------------------------------------------------
+
+
 def test_re_accepting_an_older_run_keeps_strict_turned_on_since(judge):
     """HELD (the counterpart of the test above, for `strict`). r0 asked no strict; r1 and r2 did
     (eligible); r0 is re-accepted; r3 turns strict off and adds a variant: still strict, `b` fails."""
@@ -169,11 +201,6 @@ def test_re_accepting_an_older_run_keeps_strict_turned_on_since(judge):
     added = judge("r3", "B1", {"a": "good", "b": "bad"}, strict=False)
     assert added.policy["strict"] is True
     assert states(added) == {"a": ("comparable", True), "b": ("not_compared", False)}
-
-
-# --------------------------------------------------------------------------------------------
-# held (kept as regression tests)
-# --------------------------------------------------------------------------------------------
 
 
 def test_gating_another_metric_instead_of_the_regressed_one_still_judges_it(judge):
@@ -232,31 +259,29 @@ def test_a_limited_run_in_between_is_no_yardstick_even_when_it_passed(judge):
     assert full.previous["a"]["run_id"] == "r0" and not full.gate_passed
 
 
-@pytest.mark.parametrize("change", ["loosened", "metrics dropped"])
-def test_a_variant_added_while_the_tolerances_are_loosened_is_not_gated_with_the_loose_ones(judge, change):
-    """HOLE. The attacker loosens the gate (never accepted) in the same change as a new variant
-    `b`: the tolerances raised to 1.0, or hit@1 and mrr no longer gated (only hit@5). `a` is judged
-    with its pinned tolerances and the run passes, eligible. `b`'s first run records that it was
-    "judged with" the loose gate, so from then on `b` is gated with it:
+def test_a_rename_with_a_question_edit_and_a_code_change_in_one_run_is_not_compared(judge):
+    """HELD. Three changes at once, with a drop of 0.50: `a` renamed `a2` (same configuration: it
+    keeps `a`'s history), the questions edited (B2) and the code changed (E2). A paired ranking
+    would run today's code on both sides, so nothing can judge it: not_compared, strict or not."""
+    assert judge("r0", "B1", {"a": "good", "b": "other"}).gate_passed
+    run = judge("r1", "B2", {"a2": "good", "b": "other"}, engine="E2", hits={"a2": 50})
+    assert run.previous["a2"]["variant"] == "a"
+    assert states(run)["a2"] == ("not_compared", False)
+    assert not run.gate_passed and not run.eligible
 
-    r0  {a}      tolerances hit@1/mrr 0.05
-    r1  {a, b}   loosened (`a` pinned at 0.05, `loosened` noted; `b` first_run, recorded loose)
-    r2  {a, b}   the same loose gate, `b` drops hit@1 1.00 -> 0.50 (its gold now at rank 2, so
-                 hit@5 holds): passes, no "loosened" note, eligible.
 
-    Expected: the project's tolerances stay in force for a variant that never had a run judged
-    under stricter ones, until a run under the loose ones is accepted (the README: "a tolerance
-    raised, or a metric no longer gated ... is judged with the tolerances the yardstick run was
-    judged with, until a run under the new ones is accepted"); `strict` is pinned project-wide
-    for the same reason."""
-    loose = {"hit@1": 1.0, "mrr": 1.0} if change == "loosened" else {"hit@5": 0.05}
-    assert judge("r0", "B1", {"a": "good"}).gate_passed
-    added = judge("r1", "B1", {"a": "good", "b": "fresh"}, tolerances=loose)
-    assert added.gate_passed and added.eligible and "a" in added.loosened
-    regressed = judge("r2", "B1", {"a": "good", "b": "second"}, tolerances=loose)
-    assert regressed.previous["b"]["run_id"] == "r1"
-    assert not regressed.gates["b"].passed, regressed.gates["b"].message
-    assert not regressed.eligible
+def test_variant_keys_that_differ_only_in_case_space_unicode_or_punctuation_cannot_share_a_check():
+    """HELD. Keys differing only in case, white space or Unicode normalization are refused by the
+    variants file; keys differing only in punctuation get distinct check names (a failing variant
+    cannot be hidden behind a passing one's check)."""
+    from eval_pipeline.ranking.variants import VariantConfigError, parse_variant
+    from eval_pipeline.reporting.run import gate_check_names
+
+    for name in ("Dense", "dense ", "de\u0301nse", "d\u00e9nse", "dense\u200b", "\uff44ense"):
+        with pytest.raises(VariantConfigError):
+            parse_variant({"engine": "pg-dense", "name": name}, "attack")
+    names = gate_check_names(["hybrid-mmr", "hybrid_mmr", "hybrid.mmr", "hybrid+mmr"])
+    assert len(set(names.values())) == 4
 
 
 # --------------------------------------------------------------------------------------------
