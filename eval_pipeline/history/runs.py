@@ -694,7 +694,7 @@ def project_history(conn_str: str, *, before_run_id: str | None = None, prefix: 
     * ``established``: the variants of the run of the latest acceptance (else of the first
       eligible run). While a variant has vanished, a variant that is not established, whether
       new today or added since, cannot be told from the vanished one renamed and changed;
-    * ``policy``: the gate settings in force (:func:`_pinned_policy`)."""
+    * ``policy``, ``tolerances``: the gate in force (:func:`_pinned_gate`)."""
     from psycopg import sql
 
     names = table_names(prefix)
@@ -708,7 +708,8 @@ def project_history(conn_str: str, *, before_run_id: str | None = None, prefix: 
                   " AND f.aspect = 'retrieval')) AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)")
         variants = ("SELECT r.seq, r.provenance->'sweep_keys', (SELECT array_agg(DISTINCT m.variant) FROM {metrics} m"
                     " WHERE m.run_id = r.run_id), r.provenance->'configurations', r.provenance->'gate_policy',"
-                    " r.provenance->'effective_gate_policy' FROM {runs} r WHERE " + usable)
+                    " r.provenance->'effective_gate_policy', r.run_id, r.provenance->'tolerances',"
+                    " r.provenance->'effective_tolerances' FROM {runs} r WHERE " + usable)
         accepted = conn.execute(sql.SQL(
             "SELECT r.seq FROM {references} f JOIN {runs} r ON r.run_id = f.run_id WHERE f.aspect = 'retrieval'"
             " AND (%(before)s::text IS NULL OR f.run_id <> %(before)s::text) ORDER BY f.seq DESC LIMIT 1").format(
@@ -727,19 +728,31 @@ def project_history(conn_str: str, *, before_run_id: str | None = None, prefix: 
     # established by name, or by configuration (a rename with the same configuration is the same variant)
     return {"has_yardstick": True, "known": known,
             "established": list(dict.fromkeys([*named(rows[0]), *map(str, configurations.values())])),
-            "policy": _pinned_policy(rows, accepted_seq=accepted[0] if accepted else None)}
+            **_pinned_gate(rows, accepted_seq=accepted[0] if accepted else None)}
 
 
-def _pinned_policy(rows: list[tuple], *, accepted_seq: int | None) -> dict[str, bool]:
-    """The gate settings in force (``strict``, ``answer_strict``): like the tolerances, a setting
-    is never relaxed by the change it judges. The accepted run stands for the settings it asked
-    for (accepting it accepts them); every later yardstick run for those it was judged with."""
-    pinned: dict[str, bool] = {}
-    for seq, *_, asked, effective in rows:  # ordered by seq, from the accepted run on
-        settings = asked if seq == accepted_seq else effective
+def _pinned_gate(rows: list[tuple], *, accepted_seq: int | None) -> dict[str, Any]:
+    """The gate in force for the whole project, so a setting is never relaxed by the change it
+    judges, not even for a variant new today: the accepted run stands for the settings it asked
+    for (accepting it accepts them), every later yardstick run for those it was judged with.
+
+    * ``policy``: ``strict`` and ``answer_strict``, on when any of those runs had them on;
+    * ``tolerances``: metric -> (the smallest tolerance any of them gated it with, that run's id)."""
+    policy: dict[str, bool] = {}
+    tolerances: dict[str, tuple[float, str]] = {}
+    for seq, _keys, _names, _configurations, asked, effective, run_id, asked_tol, effective_tol in rows:
+        accepted = seq == accepted_seq  # rows are ordered by seq, from the accepted run on
+        settings = asked if accepted else effective
         for key, value in (settings if isinstance(settings, dict) else {}).items():
-            pinned[key] = pinned.get(key, False) or value is True
-    return pinned
+            policy[key] = policy.get(key, False) or value is True
+        gated = [asked_tol] if accepted else list((effective_tol or {}).values()) if isinstance(effective_tol, dict) \
+            else []
+        for each in gated:
+            for metric, value in (each if isinstance(each, dict) else {}).items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                        (metric not in tolerances or value < tolerances[metric][0]):
+                    tolerances[metric] = (float(value), str(run_id))
+    return {"policy": policy, "tolerances": tolerances}
 
 
 def accept_reference(

@@ -332,7 +332,7 @@ def judge_run(
         ever = prev or own or (previous_run(connection_string, **lookup) if connection_string else None)
         ref = (reference_run(connection_string, identity=None, **lookup)  # ever is None without a connection string
                if connection_string and ever is not None else None)
-        effective, loosened = pinned_tolerances(asked, [ever, ref])
+        effective, loosened = pinned_tolerances(asked, [ever, ref], project.get("tolerances"))
         loosened += relaxed
         provenance["effective_tolerances"][variant] = effective
         current = {m: float(row[m]) for m in effective}
@@ -395,17 +395,21 @@ def _decided_by(gate: GateResult) -> str:
             "first_run": "nothing (a first run)", "not_compared": "nothing (not compared)"}.get(gate.state, gate.state)
 
 
-def pinned_tolerances(asked: Mapping[str, float], yardsticks: Sequence[Mapping[str, Any] | None]
-                      ) -> tuple[dict[str, float], list[str]]:
+def pinned_tolerances(asked: Mapping[str, float], yardsticks: Sequence[Mapping[str, Any] | None],
+                      project: Mapping[str, tuple[float, str]] | None = None) -> tuple[dict[str, float], list[str]]:
     """The tolerances a variant is judged with: the variants file's (``asked``), but never looser
     than those its yardstick runs were judged with: a metric's tolerance raised, or a gated
     metric dropped, in the same change as a regression would let it through. A yardstick run
     recorded the tolerances it was judged with (``effective_tolerances``); an accepted run
-    stands for the tolerances it asked for (accepting it accepts its gate too). Returns
-    (tolerances, what was loosened)."""
+    stands for the tolerances it asked for (accepting it accepts its gate too). ``project``: the
+    project's gate in force (metric -> (tolerance, run id), ``project_history``), which binds a
+    variant new today as well. Returns (tolerances, what was loosened)."""
     effective = dict(asked)
     loosened: list[str] = []
-    for run in yardsticks:
+    pinned_runs: list[Mapping[str, Any]] = [
+        {"run_id": run_id, "accepted": True, "provenance": {"tolerances": {metric: value}}}
+        for metric, (value, run_id) in (project or {}).items()]
+    for run in [*yardsticks, *pinned_runs]:
         provenance = (run or {}).get("provenance") or {}
         recorded = provenance.get("tolerances")
         judged_with = (provenance.get("effective_tolerances") or {}).get((run or {}).get("variant"))
