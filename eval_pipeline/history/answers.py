@@ -65,7 +65,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eval_pipeline.common.checks import as_flag, is_integer, is_text, unit_value
+from eval_pipeline.common.checks import as_flag, is_integer, is_real, is_text, unit_value
 from eval_pipeline.grading.judges import GRADERS, comparable_yardstick
 from eval_pipeline.history.runs import ensure_tables, table_names, who_accepts
 from eval_pipeline.store.database import call_redacted, connect
@@ -503,13 +503,45 @@ def answer_history_of(conn_str: str, *, variant: str, grader: str, configuration
     return call_redacted(conn_str, "looking up the answer history", find)
 
 
+def _since_acceptance(conn: Any, table: str, prefix: str, variant: str | None) -> dict[str, Any]:
+    """Where "since the latest acceptance" starts in the answer table, in recording order (not
+    by time: re-accepting an older run must not forget what was measured after it): the latest
+    acceptance of ``variant`` (None: of any variant), its run, and the first answer row of that
+    run (``since_seq``), else the time that run was recorded (``since_time``). All None when
+    nothing was ever accepted."""
+    from psycopg import sql
+
+    names = table_names(prefix)
+    none: dict[str, Any] = {"accepted_run": None, "since_seq": None, "since_time": None}
+    if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (names["references"],)).fetchone()[0]:
+        return none
+    found = conn.execute(sql.SQL("SELECT run_id FROM {} WHERE (%(variant)s::text IS NULL OR variant = %(variant)s)"
+                                 " ORDER BY seq DESC LIMIT 1").format(sql.Identifier(names["references"])),
+                         {"variant": variant}).fetchone()
+    if found is None:
+        return none
+    accepted_run = found[0]
+    since_seq = conn.execute(sql.SQL("SELECT min(seq) FROM {} WHERE run_id = %s").format(sql.Identifier(table)),
+                             (accepted_run,)).fetchone()[0]
+    since_time = None if since_seq is not None else conn.execute(sql.SQL(
+        "SELECT created_at FROM {} WHERE run_id = %s").format(sql.Identifier(names["runs"])),
+        (accepted_run,)).fetchone()
+    return {"accepted_run": accepted_run, "since_seq": since_seq,
+            "since_time": since_time[0] if since_time else None}
+
+
+_SINCE = (" AND ((%(since_seq)s::bigint IS NULL AND %(since_time)s::timestamptz IS NULL)"
+          " OR seq >= %(since_seq)s::bigint OR created_at >= %(since_time)s::timestamptz)")
+
+
 def answer_graders_of(conn_str: str, *, variant: str, configuration: str | None = None,
                       before_run_id: str | None = None, prefix: str = "eval") -> dict[str, str]:
     """{grader: the run id of its latest yardstick row} for ``variant`` (by name or
     configuration), counting only rows recorded since the variant's latest acceptance (of its
-    retrieval or answers; accepting a run without a measurement acknowledges its removal)."""
+    retrieval or answers; accepting a run without a measurement acknowledges its removal), in
+    recording order, the accepted run's own rows included even when they could not be accepted
+    (that run measured them: accepting it acknowledges no removal)."""
     table = answer_table_name(prefix)
-    references = table_names(prefix)["references"]
 
     def find() -> dict[str, str]:
         from psycopg import sql
@@ -517,21 +549,48 @@ def answer_graders_of(conn_str: str, *, variant: str, configuration: str | None 
         with connect(conn_str) as conn:
             if not _table_exists(conn, table):
                 return {}
-            since = None
-            if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (references,)).fetchone()[0]:
-                since = conn.execute(sql.SQL("SELECT max(accepted_at) FROM {} WHERE variant = %s").format(
-                    sql.Identifier(references)), (variant,)).fetchone()[0]
+            since = _since_acceptance(conn, table, prefix, variant)
             rows = conn.execute(sql.SQL(
-                "SELECT DISTINCT ON (grader) grader, run_id FROM {} WHERE (eligible OR accepted) AND "
-                + _SAME_VARIANT + " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
-                " AND (%(since)s::timestamptz IS NULL OR GREATEST(created_at, COALESCE(accepted_at, created_at))"
-                "      >= %(since)s::timestamptz)"
-                " ORDER BY grader, seq DESC").format(sql.Identifier(table)),
-                {"variant": variant, "configuration": configuration, "before": before_run_id,
-                 "since": since}).fetchall()
+                "SELECT DISTINCT ON (grader) grader, run_id FROM {} WHERE (eligible OR accepted"
+                " OR run_id = %(accepted_run)s::text) AND " + _SAME_VARIANT
+                + " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)" + _SINCE
+                + " ORDER BY grader, seq DESC").format(sql.Identifier(table)),
+                {"variant": variant, "configuration": configuration, "before": before_run_id, **since}).fetchall()
         return {grader: run_id for grader, run_id in rows}
 
     return call_redacted(conn_str, "looking up the answer history", find)
+
+
+def answer_tolerance_floor(conn_str: str, *, before_run_id: str | None = None,
+                           prefix: str = "eval") -> dict[str, tuple[float, str]]:
+    """The answer gate's tolerances in force for the whole project (metric tolerance -> (value,
+    run id)): from the latest acceptance on, the accepted run's rows for the tolerances they
+    asked for, every later yardstick row for those it was judged with; the smallest wins. A
+    grader or variant new today is bound by them too, so loosening the gate in the same change
+    as a new measurement does not judge it loosely (the retrieval gate's rule, `_pinned_gate`)."""
+    table = answer_table_name(prefix)
+
+    def find() -> dict[str, tuple[float, str]]:
+        from psycopg import sql
+
+        with connect(conn_str) as conn:
+            if not _table_exists(conn, table):
+                return {}
+            since = _since_acceptance(conn, table, prefix, None)
+            rows = conn.execute(sql.SQL(
+                "SELECT run_id, run_id = %(accepted_run)s::text, provenance->'tolerances',"
+                " provenance->'effective_tolerances' FROM {} WHERE (eligible OR accepted)"
+                " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)" + _SINCE
+                + " ORDER BY seq").format(sql.Identifier(table)), {"before": before_run_id, **since}).fetchall()
+        floor: dict[str, tuple[float, str]] = {}
+        for run_id, accepted, asked, judged in rows:
+            for each in [asked] if accepted else list(judged.values()) if isinstance(judged, dict) else []:
+                for name, value in (each if isinstance(each, dict) else {}).items():
+                    if is_real(value) and (name not in floor or float(value) < floor[name][0]):
+                        floor[name] = (float(value), str(run_id))
+        return floor
+
+    return call_redacted(conn_str, "looking up the answer gate in force", find)
 
 
 def answer_history_exists(conn_str: str, *, before_run_id: str | None = None, prefix: str = "eval") -> bool:

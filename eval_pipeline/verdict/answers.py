@@ -33,6 +33,7 @@ from eval_pipeline.history.answers import (
     answer_graders_of,
     answer_history_exists,
     answer_history_of,
+    answer_tolerance_floor,
     previous_answer_run,
     record_answer_run,
     reference_answer_run,
@@ -127,6 +128,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
     if not frames:
         return verdict
     project_has_history = bool(connection_string and answer_history_exists(connection_string, before_run_id=run_id))
+    floor = answer_tolerance_floor(connection_string, before_run_id=run_id) if connection_string else {}
     for row in pd.concat(frames, ignore_index=True).to_dict(orient="records"):
         metrics = json.loads(row["metrics_json"])
         current = {"run_id": run_id, "variant": row["variant"], "grader": row["grader"], "set_id": row["set_id"],
@@ -154,7 +156,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                                  before_run_id=run_id)
             history = answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
                                         configuration=configuration, before_run_id=run_id)
-        effective, loosened = pinned_tolerances(tolerances, [_as_run(previous), _as_run(reference)])
+        effective, loosened = pinned_tolerances(tolerances, [_as_run(previous), _as_run(reference)], floor)
         gate = evaluate_answer_gate({**current, "grader_failed": int(row.get("n_grader_failed") or 0),
                                      "configuration": configuration}, previous,
                                     reference, effective, strict=strict, history=history,

@@ -8,6 +8,7 @@ notebook gets the same verdict without Dagster.
 from __future__ import annotations
 
 import hashlib
+import math
 import pickle
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common.atomic import atomic_write_bytes
+from eval_pipeline.common.formatting import fmt_number
 from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate
 from eval_pipeline.history.identity import configuration_fingerprint, scoring_protocol
 from eval_pipeline.history.runs import (
@@ -367,6 +369,13 @@ def judge_run(
             gate, previous_gate, ref_gate = _judge_against(
                 variant, current, effective, strict, yardsticks, provenance=provenance, scores=per_variant[variant],
                 rank=rank_reference, ranked=ranked, reference_run_id=ref["run_id"] if ref is not None else None)
+            if gate.state in ("comparable", "paired") and ref is not None:
+                reference_direct = (prev is not None) if same_ref else yardsticks[1][2] == "direct"
+                drift = carried_drift(ever, ref, previous_gate, ref_gate, reference_direct=reference_direct)
+                if drift is not None:
+                    provenance.setdefault("drift", {})[variant] = {"reference": ref["run_id"], "metrics": drift}
+                    if not reference_direct:
+                        gate = _check_drift(gate, drift, effective, ref["run_id"], ever["run_id"])
         if loosened:
             verdict.loosened[variant] = loosened
             gate = replace(gate, message=f"{gate.message} (the gate was loosened since its yardstick: "
@@ -493,6 +502,46 @@ def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mappi
         combined = replace(combined, message=combined.message + " (the pinned reference measured another "
                            "benchmark: its configuration was ranked on today's questions)")
     return replace(combined, state=state), previous, reference
+
+
+def carried_drift(previous: Mapping[str, Any], reference: Mapping[str, Any], previous_gate: GateResult,
+                  reference_gate: GateResult | None, *, reference_direct: bool) -> dict[str, float] | None:
+    """How far this run's metrics are from its pinned reference's (metric -> delta), as a ledger
+    carried run to run: exact when the reference measured today's benchmark (``reference_direct``);
+    else the previous run's recorded drift plus today's step from the previous run. A paired
+    ranking of the reference's configuration runs today's code, so it cannot see a regression
+    the code made before the benchmark changed; the ledger does (two code steps of 0.03 around
+    a question edit are 0.06 from the reference). None when the previous run recorded no drift
+    against this reference (a history from before the ledger)."""
+    if reference_direct:
+        rows = (reference_gate or previous_gate).rows
+        return {r["metric"]: r["delta"] for r in rows if r.get("delta") is not None}
+    if previous["run_id"] == reference["run_id"]:
+        carried: Mapping[str, Any] = {}
+    else:
+        entry = ((previous.get("provenance") or {}).get("drift") or {}).get(previous.get("variant"))
+        if not isinstance(entry, Mapping) or entry.get("reference") != reference["run_id"]:
+            return None
+        carried = entry.get("metrics") or {}
+    steps = {r["metric"]: r["delta"] for r in previous_gate.rows if r.get("delta") is not None}
+    return {m: float(carried.get(m, 0.0)) + step for m, step in steps.items()
+            if previous["run_id"] == reference["run_id"] or m in carried}
+
+
+def _check_drift(gate: GateResult, drift: Mapping[str, float], tolerances: Mapping[str, float], reference_run_id: str,
+                 previous_run_id: str) -> GateResult:
+    """The gate, failed when the drift carried from the pinned reference exceeds a tolerance."""
+    rows = [{"metric": m, "actual": math.nan, "yardstick": None, "delta": drift[m], "tolerance": tolerances[m],
+             "passed": drift[m] >= -(tolerances[m] + EPSILON), "against": "reference (carried)"}
+            for m in tolerances if m in drift]
+    failures = [r for r in rows if not r["passed"]]
+    if not failures:
+        return replace(gate, rows=gate.rows + rows)
+    why = "; ".join(f"{r['metric']} {fmt_number(r['delta'], 4, signed=True)} (tolerance {r['tolerance']:g})"
+                    for r in failures)
+    return replace(gate, passed=False, rows=gate.rows + rows, message=(
+        f"FAILED: drifted beyond tolerance from the pinned reference {reference_run_id}, counted run to run "
+        f"through {previous_run_id} across the benchmark change: {why}; {gate.message}"))
 
 
 def record_verdict(verdict: RunVerdict, connection_string: str, *, run_id: str,

@@ -386,7 +386,7 @@ def test_accepting_a_run_whose_answers_could_not_be_accepted_does_not_acknowledg
     accepted, refused = accept_answer_run(answers.uri, "r1")
     assert accepted == [] and len(refused) == 2
     without_static = answers("r2", {"bm25": graded("bm25", deterministic=0.9)}, retrieval={"bm25": 90})
-    assert without_static.missing == [("bm25", "static", "r0")]
+    assert without_static.missing == [("bm25", "static", "r1")]  # r1 measured it (its row was refused)
     assert not without_static.passed
 
 
