@@ -54,12 +54,18 @@ def _database() -> DatabaseResource:
     return DatabaseResource(kind=kind, state=STATE)
 
 
+def _base_url() -> EnvVar | None:
+    """OPENAI_BASE_URL as an EnvVar, never its value: a resource's config is saved in every job
+    snapshot (and shown in the Launchpad), and the URL may carry a proxy's credentials."""
+    return EnvVar("OPENAI_BASE_URL") if os.environ.get("OPENAI_BASE_URL") else None
+
+
 def _embedder() -> EmbedderResource:
     if os.environ.get("EVAL_PIPELINE_EMBEDDER", "local") == "openai":
         return EmbedderResource(
             kind="openai",
             model=EnvVar("EVAL_PIPELINE_EMBEDDER_MODEL"),
-            base_url=os.environ.get("OPENAI_BASE_URL"),
+            base_url=_base_url(),
             api_key=EnvVar("OPENAI_API_KEY"),
         )
     return EmbedderResource(kind="local", model=os.environ.get("EVAL_PIPELINE_EMBEDDER_MODEL"))
@@ -71,7 +77,7 @@ def _llm() -> LLMResource:
     through the database (for the multiprocess job, or workers)."""
     shared = os.environ.get("EVAL_PIPELINE_LLM_SHARED_LIMIT", "0").strip().lower() in ("1", "true", "yes")
     return LLMResource(
-        base_url=os.environ.get("OPENAI_BASE_URL"),
+        base_url=_base_url(),
         model=os.environ.get("EVAL_PIPELINE_LLM_MODEL"),
         api_key=EnvVar("OPENAI_API_KEY") if "OPENAI_API_KEY" in os.environ else None,
         shared_limit=shared,
