@@ -202,6 +202,20 @@ def _stem(spec: IndexSpec, room: int) -> str:
     return stem or spec.embedder
 
 
+_SECRET_PARAMETER = re.compile(r"key|token|secret|sig|password|auth|credential", re.IGNORECASE)
+
+
+def _carries_credentials(url: str) -> bool:
+    """A user or password, a fragment, or a query parameter whose name says it holds a secret
+    (``api-key``, ``token``, ``sig``...); ``?api-version=...`` is fine."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    parts = urlsplit(url)
+    names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    return bool(parts.username or parts.password or parts.fragment
+                or any(_SECRET_PARAMETER.search(name) for name in names))
+
+
 def parse_indexes(raw: Any, source: str = "<config>", *, base_dir: str | Path | None = None) -> tuple[IndexSpec, ...]:
     """The `indexes:` list of a variants file (None: the one default index).
 
@@ -306,9 +320,11 @@ def _embedder(raw: Any, where: str, source: str, number: int, base_dir: Path | N
     if kind == "openai":
         base_url = raw.get("base_url")
         if base_url is not None and not (isinstance(base_url, str) and re.match(r"^https?://[^\s/]+", base_url)):
-            raise ValueError(f"{where}: embedder.base_url must be an http(s):// URL, got {base_url!r}")
-        if isinstance(base_url, str) and re.match(r"^https?://[^/\s]*@", base_url):
-            raise ValueError(f"{where}: embedder.base_url carries credentials: secrets come only from the environment "
+            shown = safe_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
+            raise ValueError(f"{where}: embedder.base_url must be an http(s):// URL, got {shown!r}")
+        if isinstance(base_url, str) and _carries_credentials(base_url):
+            raise ValueError(f"{where}: embedder.base_url carries credentials (a user and password, a key or token "
+                             "in its query, or a fragment): secrets come only from the environment "
                              "(embedder.api_key_env); remove them from the URL")
         env = raw.get("api_key_env", DEFAULT_API_KEY_ENV)
         if not isinstance(env, str) or not _ENV_NAME.match(env):
