@@ -38,6 +38,7 @@ from typing import Any, Literal, Protocol
 from eval_pipeline.common.registry import Names, Option, Registry, boolean, choice, integer
 from eval_pipeline.common.text import TOKEN
 from eval_pipeline.corpus.sources import CorpusSnapshot, Document
+from eval_pipeline.ranking.defaults import RRF_K
 
 EngineName = Literal["pg-keyword", "pg-dense", "hybrid", "bm25", "metadata"]  # the built-in ones
 
@@ -77,7 +78,7 @@ def _hits(documents) -> list[ChunkHit]:
     return [ChunkHit(d.id, d.meta["doc_id"], float(d.score if d.score is not None else 0.0)) for d in documents]
 
 
-def fuse(legs: Sequence[Sequence[ChunkHit]], *, mode: str = "rrf", rrf_k: int = 61,
+def fuse(legs: Sequence[Sequence[ChunkHit]], *, mode: str = "rrf", rrf_k: int = RRF_K,
          weights: Sequence[float] | None = None) -> list[ChunkHit]:
     """Fuse ranked chunk lists.
 

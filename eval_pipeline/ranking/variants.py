@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eval_pipeline.common.checks import is_integer, is_real
+from eval_pipeline.ranking.defaults import DEPTH, RRF_K, RRF_K_RANGE
 from eval_pipeline.ranking.engines import ENGINE_NAMES, ENGINES, LEGS, MAX_DENSE_TOP_K, leg_kind
 from eval_pipeline.ranking.engines import legs as leg_kinds
 from eval_pipeline.ranking.fusion_tuning import METHODS as TUNE_METHODS
@@ -95,12 +96,12 @@ class RerankerSpec:
 class Variant:
     key: str
     engine: str
-    depth: int = 20
+    depth: int = DEPTH
     chunk_top_k: int = 100
-    rerank_depth: int = 20
+    rerank_depth: int = DEPTH
     abstain_below: float | None = None
     fusion: str = "rrf"
-    rrf_k: int = 61
+    rrf_k: int = RRF_K
     weights: tuple[float, ...] | None = None
     legs: tuple[str, ...] = ("keyword", "dense")
     reranker: RerankerSpec = field(default_factory=RerankerSpec)
@@ -166,7 +167,7 @@ def parse_variant(item: Any, where: str) -> Variant:
         raise VariantConfigError(
             f"{where} ({engine}): unknown setting(s) {unknown}; valid: {', '.join(sorted(allowed))}")
 
-    depth = _int(item, "depth", 20, where, lo=1, hi=1000)
+    depth = _int(item, "depth", DEPTH, where, lo=1, hi=1000)
     kwargs: dict[str, Any] = {
         "engine": engine,
         "depth": depth,
@@ -193,8 +194,8 @@ def parse_variant(item: Any, where: str) -> Variant:
             weights = tuple(float(w) for w in weights)
         if "rrf_k" in item and fusion != "rrf":
             raise VariantConfigError(f"{where}: rrf_k only applies to fusion: rrf (got fusion: {fusion})")
-        kwargs.update(fusion=fusion, rrf_k=_int(item, "rrf_k", 61, where, lo=1, hi=10_000), weights=weights,
-                      legs=tuple(legs), tune=_tune(item, fusion, where))
+        rrf_k = _int(item, "rrf_k", RRF_K, where, lo=RRF_K_RANGE[0], hi=RRF_K_RANGE[1])
+        kwargs.update(fusion=fusion, rrf_k=rrf_k, weights=weights, legs=tuple(legs), tune=_tune(item, fusion, where))
     kwargs["leg_knobs"] = _leg_knobs(item, where)
     for leg in legs_used:
         deepest = by_leg[leg].max_top_k
