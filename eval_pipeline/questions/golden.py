@@ -94,6 +94,7 @@ from eval_pipeline.questions.sets import (
     check_text,
     json_object_line,
     question_list,
+    read_jsonl,
 )
 
 __all__ = [
@@ -508,10 +509,9 @@ def _parse_line(path: Path, lineno: int, line: str) -> dict[str, Any]:
 
 
 def _read_lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GoldenPromptError(f"{path}: cannot read golden prompt set: {exc}") from exc
+    """The set's JSONL lines, split on "\n" only: U+2028 and the other separators str.splitlines
+    breaks on are text inside a prompt or a reference."""
+    return read_jsonl(path, "golden prompt set", GoldenPromptError)
 
 
 def _check_set_id(loc: str, set_id: Any) -> str:
