@@ -12,7 +12,7 @@ import sys
 
 from eval_pipeline.common.state import default_state_dir
 from eval_pipeline.history.answers import accept_answer_run
-from eval_pipeline.history.runs import accept_reference, recent_runs
+from eval_pipeline.history.runs import accept_reference, project_history, recent_runs
 from eval_pipeline.store.database import EmbeddedPostgres
 
 
@@ -68,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"answers accepted: {', '.join(f'{v} {g}' for v, g in answers) or 'none'}")
     for reason in refused:
         print(f"answers not accepted: {reason}")
+    gate = project_history(conn_str, prefix=args.prefix)
+    policy = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in sorted((gate.get("policy") or {}).items()))
+    tolerances = ", ".join(f"{m} {v:g}" for m, (v, _) in sorted((gate.get("tolerances") or {}).items()))
+    print(f"the gate in force for the whole project from now on (the accepted run's settings, every variant): "
+          f"{policy or 'strict off'}; tolerances {tolerances or 'none recorded'}")
     return 0
 
 

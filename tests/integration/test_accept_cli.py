@@ -1,0 +1,40 @@
+"""`python -m eval_pipeline.history accept RUN_ID` says what the acceptance puts in force for the
+whole project: the accepted run's gate settings (strict, tolerances) bind every variant from
+then on, also when only one variant was accepted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from eval_pipeline.history.runs import table_names
+from eval_pipeline.verdict.retrieval import judge_run
+from tests.integration.test_verdict_integrity import TOLERANCES, frame, provenance
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_accept_prints_the_gate_in_force(pg_uri):
+    prefix = f"cli_{uuid.uuid4().hex[:12]}"
+    try:
+        judge_run({"a": frame("a", 90)}, baseline="a", provenance=provenance(), tolerances=TOLERANCES, strict=True,
+                  run_id="r0", limited=False, connection_string=pg_uri, history_prefix=prefix)
+        out = subprocess.run([sys.executable, "-m", "eval_pipeline.history", "--url-env", "ACCEPT_TEST_URL",
+                              "--prefix", prefix, "accept", "r0", "--variant", "a", "--note", "first"],
+                             cwd=REPO, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "ACCEPT_TEST_URL": pg_uri})
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "run r0 is now the pinned reference of: a" in out.stdout
+        line = next(line for line in out.stdout.splitlines() if line.startswith("the gate in force"))
+        assert "strict on" in line and "hit@1 0.05" in line and "mrr 0.05" in line
+    finally:
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            for table in (f"{prefix}_answer_runs", *reversed(list(table_names(prefix).values()))):
+                conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
