@@ -34,7 +34,7 @@ from typing import Any
 
 from eval_pipeline.common.checks import finite_number
 from eval_pipeline.common.formatting import fmt_number
-from eval_pipeline.metrics.retrieval import DEFAULT_KS
+from eval_pipeline.metrics.retrieval import GATED, MEASURES, metric_names
 
 __all__ = [
     "COMPARISON_STATES",
@@ -46,16 +46,12 @@ __all__ = [
     "validate_tolerances",
 ]
 
-DEFAULT_TOLERANCES: dict[str, float] = {"hit@1": 0.05, "hit@5": 0.05, "mrr": 0.05, "ndcg@10": 0.05}
+DEFAULT_TOLERANCE = 0.05
+# The measures gated by default (the registry's GATED list), each with DEFAULT_TOLERANCE.
+DEFAULT_TOLERANCES: dict[str, float] = dict.fromkeys(metric_names(GATED), DEFAULT_TOLERANCE)
 
-# The per-question metric columns of eval_pipeline.metrics.retrieval.score_queries (default ks).
-GATEABLE_METRICS: tuple[str, ...] = (
-    *(f"hit@{k}" for k in DEFAULT_KS),
-    *(f"recall@{k}" for k in DEFAULT_KS),
-    "mrr",
-    "ndcg@10",
-    "map",
-)
+# Every measure a gate may name: the registry's, as score_queries fills them (default ks).
+GATEABLE_METRICS: tuple[str, ...] = tuple(m.name for m in MEASURES)
 
 COMPARISON_STATES = ("first_run", "comparable", "paired", "not_compared", "mismatch", "unknown")
 

@@ -45,9 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     accept.add_argument("--note", default="", help="why it was accepted (kept with the reference)")
     accept.add_argument("--by", default=None, help="who accepts (default: $USER)")
     args = parser.parse_args(argv)
-    conn_str = _connection_from_args(args)
+    connection_string = _connection_from_args(args)
     if args.command == "runs":
-        for r in recent_runs(conn_str, limit=args.limit, prefix=args.prefix):
+        for r in recent_runs(connection_string, limit=args.limit, prefix=args.prefix):
             flags = ["limited"] if r["limited"] else []
             flags += ["eligible" if r["eligible"] else "not eligible"]
             if r["gate_failed"]:
@@ -57,18 +57,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r['run_id']}  {r['created_at']:%Y-%m-%d %H:%M:%S}  {'; '.join(flags)}")
         return 0
     try:
-        accepted = accept_reference(conn_str, args.run_id, variants=args.variants, note=args.note,
+        accepted = accept_reference(connection_string, args.run_id, variants=args.variants, note=args.note,
                                     accepted_by=args.by, prefix=args.prefix)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    answers, refused = accept_answer_run(conn_str, args.run_id, variants=args.variants, note=args.note,
+    answers, refused = accept_answer_run(connection_string, args.run_id, variants=args.variants, note=args.note,
                                          accepted_by=args.by, prefix=args.prefix)
     print(f"run {args.run_id} is now the pinned reference of: {', '.join(accepted)}")
     print(f"answers accepted: {', '.join(f'{v} {g}' for v, g in answers) or 'none'}")
     for reason in refused:
         print(f"answers not accepted: {reason}")
-    gate = project_history(conn_str, prefix=args.prefix)
+    gate = project_history(connection_string, prefix=args.prefix)
     policy = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in sorted((gate.get("policy") or {}).items()))
     tolerances = ", ".join(f"{m} {v:g}" for m, (v, _) in sorted((gate.get("tolerances") or {}).items()))
     print(f"the gate in force for the whole project from now on (the accepted run's settings, every variant): "

@@ -313,7 +313,7 @@ def _check_row(run_id: str, raw: object, index: int) -> dict[str, Any]:
     return row
 
 
-def record_answer_run(conn_str: str, run_id: str, rows: Sequence[Mapping[str, Any]], *,
+def record_answer_run(connection_string: str, run_id: str, rows: Sequence[Mapping[str, Any]], *,
                       prefix: str = "eval") -> None:
     """Record one answer run's rows, one per (variant, grader), all or nothing, in one
     transaction; the table is created on first write.
@@ -364,7 +364,7 @@ def record_answer_run(conn_str: str, run_id: str, rows: Sequence[Mapping[str, An
         )
         params = [{**r, "variant_config": Jsonb(r["variant_config"]), "provenance": Jsonb(r["provenance"])}
                   for r in checked]
-        with connect(conn_str) as conn, conn.transaction(), conn.cursor() as cur:
+        with connect(connection_string) as conn, conn.transaction(), conn.cursor() as cur:
             _create_table(cur, table)
             cur.executemany(upsert, params)
             cur.execute(
@@ -373,7 +373,7 @@ def record_answer_run(conn_str: str, run_id: str, rows: Sequence[Mapping[str, An
                 (run_id, [p[0] for p in pairs], [p[1] for p in pairs]),
             )
 
-    call_redacted(conn_str, f"recording answer run {run_id!r}", write)
+    call_redacted(connection_string, f"recording answer run {run_id!r}", write)
 
 
 # --------------------------------------------------------------------------
@@ -401,7 +401,7 @@ _SAME_VARIANT = ("(variant = %(variant)s OR (%(configuration)s::text IS NOT NULL
                  " AND provenance->>'configuration' = %(configuration)s::text))")
 
 
-def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix: str,
+def _lookup(connection_string: str, key: Mapping[str, Any], before_run_id: object, prefix: str,
             order: str, configuration: str | None = None) -> dict[str, Any] | None:
     for name, value in key.items():
         if value is not None and not isinstance(value, str):
@@ -417,7 +417,7 @@ def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix
     def find() -> dict[str, Any] | None:
         from psycopg import sql
 
-        with connect(conn_str) as conn:
+        with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return None
             cutoff = None
@@ -446,10 +446,10 @@ def _lookup(conn_str: str, key: Mapping[str, Any], before_run_id: object, prefix
                     break
         return None if found is None else _as_dict(found)
 
-    return call_redacted(conn_str, "looking up the answer history", find)
+    return call_redacted(connection_string, "looking up the answer history", find)
 
 
-def previous_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
+def previous_answer_run(connection_string: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
                         corpus_signature: str | None, yardstick: str, generator: str | None = None,
                         configuration: str | None = None,
                         before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
@@ -463,10 +463,10 @@ def previous_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str
     :func:`read_answer_runs` does."""
     key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
            "corpus_signature": corpus_signature, "yardstick": yardstick}
-    return _lookup(conn_str, key, before_run_id, prefix, "latest", configuration)
+    return _lookup(connection_string, key, before_run_id, prefix, "latest", configuration)
 
 
-def reference_answer_run(conn_str: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
+def reference_answer_run(connection_string: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
                          corpus_signature: str | None, yardstick: str, generator: str | None = None,
                          configuration: str | None = None,
                          before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
@@ -475,10 +475,10 @@ def reference_answer_run(conn_str: str, *, variant: str, grader: str, set_id: st
     eligible row with exactly this key. Same rules and shape as :func:`previous_answer_run`."""
     key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
            "corpus_signature": corpus_signature, "yardstick": yardstick}
-    return _lookup(conn_str, key, before_run_id, prefix, "first", configuration)
+    return _lookup(connection_string, key, before_run_id, prefix, "first", configuration)
 
 
-def answer_history_of(conn_str: str, *, variant: str, grader: str, configuration: str | None = None,
+def answer_history_of(connection_string: str, *, variant: str, grader: str, configuration: str | None = None,
                       before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any] | None:
     """The latest row of (``variant``, ``grader``) that was ever a yardstick (eligible or
     accepted), whatever its set, corpus or yardstick; None when there is none (a genuinely
@@ -489,7 +489,7 @@ def answer_history_of(conn_str: str, *, variant: str, grader: str, configuration
     def find() -> dict[str, Any] | None:
         from psycopg import sql
 
-        with connect(conn_str) as conn:
+        with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return None
             found = conn.execute(sql.SQL(
@@ -500,7 +500,7 @@ def answer_history_of(conn_str: str, *, variant: str, grader: str, configuration
                                              "before": before_run_id}).fetchone()
         return None if found is None else _as_dict(found)
 
-    return call_redacted(conn_str, "looking up the answer history", find)
+    return call_redacted(connection_string, "looking up the answer history", find)
 
 
 def _since_acceptance(conn: Any, table: str, prefix: str, variant: str | None) -> dict[str, Any]:
@@ -534,7 +534,7 @@ _SINCE = (" AND ((%(since_seq)s::bigint IS NULL AND %(since_time)s::timestamptz 
           " OR seq >= %(since_seq)s::bigint OR created_at >= %(since_time)s::timestamptz)")
 
 
-def answer_graders_of(conn_str: str, *, variant: str, configuration: str | None = None,
+def answer_graders_of(connection_string: str, *, variant: str, configuration: str | None = None,
                       before_run_id: str | None = None, prefix: str = "eval") -> dict[str, str]:
     """{grader: the run id of its latest yardstick row} for ``variant`` (by name or
     configuration), counting only rows recorded since the variant's latest acceptance (of its
@@ -546,7 +546,7 @@ def answer_graders_of(conn_str: str, *, variant: str, configuration: str | None 
     def find() -> dict[str, str]:
         from psycopg import sql
 
-        with connect(conn_str) as conn:
+        with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return {}
             since = _since_acceptance(conn, table, prefix, variant)
@@ -558,10 +558,10 @@ def answer_graders_of(conn_str: str, *, variant: str, configuration: str | None 
                 {"variant": variant, "configuration": configuration, "before": before_run_id, **since}).fetchall()
         return {grader: run_id for grader, run_id in rows}
 
-    return call_redacted(conn_str, "looking up the answer history", find)
+    return call_redacted(connection_string, "looking up the answer history", find)
 
 
-def answer_tolerance_floor(conn_str: str, *, before_run_id: str | None = None,
+def answer_tolerance_floor(connection_string: str, *, before_run_id: str | None = None,
                            prefix: str = "eval") -> dict[str, tuple[float, str]]:
     """The answer gate's tolerances in force for the whole project (metric tolerance -> (value,
     run id)): from the latest acceptance on, the accepted run's rows for the tolerances they
@@ -573,7 +573,7 @@ def answer_tolerance_floor(conn_str: str, *, before_run_id: str | None = None,
     def find() -> dict[str, tuple[float, str]]:
         from psycopg import sql
 
-        with connect(conn_str) as conn:
+        with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return {}
             since = _since_acceptance(conn, table, prefix, None)
@@ -590,10 +590,10 @@ def answer_tolerance_floor(conn_str: str, *, before_run_id: str | None = None,
                         floor[name] = (float(value), str(run_id))
         return floor
 
-    return call_redacted(conn_str, "looking up the answer gate in force", find)
+    return call_redacted(connection_string, "looking up the answer gate in force", find)
 
 
-def answer_history_exists(conn_str: str, *, before_run_id: str | None = None, prefix: str = "eval") -> bool:
+def answer_history_exists(connection_string: str, *, before_run_id: str | None = None, prefix: str = "eval") -> bool:
     """Whether any answer row was ever a yardstick (eligible or accepted): a project with answer
     history, where ``strict`` judges a new measurement only once it is accepted."""
     table = answer_table_name(prefix)
@@ -601,17 +601,17 @@ def answer_history_exists(conn_str: str, *, before_run_id: str | None = None, pr
     def find() -> bool:
         from psycopg import sql
 
-        with connect(conn_str) as conn:
+        with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return False
             return bool(conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE (eligible OR accepted) AND "
                                              "(%(before)s::text IS NULL OR run_id <> %(before)s::text))").format(
                 sql.Identifier(table)), {"before": before_run_id}).fetchone()[0])
 
-    return call_redacted(conn_str, "looking up the answer history", find)
+    return call_redacted(connection_string, "looking up the answer history", find)
 
 
-def read_answer_runs(conn_str: str, *, variant: str | None = None, run_id: str | None = None,
+def read_answer_runs(connection_string: str, *, variant: str | None = None, run_id: str | None = None,
                      prefix: str = "eval") -> list[dict[str, Any]]:
     """Every recorded row (of ``variant`` / ``run_id`` when given), in insertion order: dicts
     with ``run_id, variant, grader, seq, created_at`` and the stored fields of
@@ -624,7 +624,7 @@ def read_answer_runs(conn_str: str, *, variant: str | None = None, run_id: str |
     def read() -> list[dict[str, Any]]:
         from psycopg import sql
 
-        with connect(conn_str) as conn:
+        with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return []
             rows = conn.execute(
@@ -633,10 +633,10 @@ def read_answer_runs(conn_str: str, *, variant: str | None = None, run_id: str |
                     _select(table)), {"variant": variant, "run_id": run_id}).fetchall()
         return [_as_dict(r) for r in rows]
 
-    return call_redacted(conn_str, "reading the answer history", read)
+    return call_redacted(connection_string, "reading the answer history", read)
 
 
-def accept_answer_run(conn_str: str, run_id: str, *, variants: Sequence[str] | None = None, note: str = "",
+def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence[str] | None = None, note: str = "",
                       accepted_by: str | None = None,
                       prefix: str = "eval") -> tuple[list[tuple[str, str]], list[str]]:
     """Accept a recorded run's answer rows (of `variants`, default all) as the pinned
@@ -647,7 +647,7 @@ def accept_answer_run(conn_str: str, run_id: str, *, variants: Sequence[str] | N
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     table = answer_table_name(prefix)
-    rows = [r for r in read_answer_runs(conn_str, run_id=run_id, prefix=prefix)
+    rows = [r for r in read_answer_runs(connection_string, run_id=run_id, prefix=prefix)
             if variants is None or r["variant"] in set(variants)]
     accepted, refused = [], []
     for r in rows:
@@ -661,9 +661,9 @@ def accept_answer_run(conn_str: str, run_id: str, *, variants: Sequence[str] | N
     def write() -> None:
         from psycopg import sql
 
-        ensure_tables(conn_str, prefix=prefix)
+        ensure_tables(connection_string, prefix=prefix)
         references = table_names(prefix)
-        with connect(conn_str) as conn, conn.transaction():
+        with connect(connection_string) as conn, conn.transaction():
             for variant, grader in accepted:
                 conn.execute(sql.SQL("UPDATE {} SET accepted = true, accepted_at = clock_timestamp() "
                                      "WHERE run_id = %s AND variant = %s AND grader = %s")
@@ -676,5 +676,5 @@ def accept_answer_run(conn_str: str, run_id: str, *, variants: Sequence[str] | N
                              (variant, run_id, str(note), f"answers:{grader}", accepted_by or who_accepts(), run_id))
 
     if accepted:
-        call_redacted(conn_str, f"accepting answer run {run_id!r}", write)
+        call_redacted(connection_string, f"accepting answer run {run_id!r}", write)
     return accepted, refused

@@ -64,6 +64,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common.formatting import float_or_none
+from eval_pipeline.metrics.retrieval import HISTORY, metric_names
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.store.database import connect
 
@@ -112,7 +113,7 @@ PROVENANCE_FIELDS = (
 )
 
 # Per-question metrics kept in the history (the full per-question file stays on disk).
-QUESTION_METRICS = ("hit@10", "mrr", "ndcg@10")
+QUESTION_METRICS = metric_names(HISTORY)  # kept per question (the registry's HISTORY list)
 
 _PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,29}$")
 
@@ -262,10 +263,10 @@ def _create_tables(conn: Any, names: Mapping[str, str]) -> None:
             references=references, column=sql.Identifier(column)))
 
 
-def ensure_tables(conn_str: str, *, prefix: str = "eval") -> None:
+def ensure_tables(connection_string: str, *, prefix: str = "eval") -> None:
     """Create the history tables if they do not exist (idempotent, safe concurrently)."""
     names = table_names(prefix)
-    with connect(conn_str) as conn, conn.transaction():
+    with connect(connection_string) as conn, conn.transaction():
         _create_tables(conn, names)
 
 
@@ -371,7 +372,7 @@ def _insert_question_rows(cur: Any, table: str, rows: list[tuple]) -> None:
 
 
 def record_run(
-    conn_str: str,
+    connection_string: str,
     *,
     run_id: str,
     provenance: Mapping[str, Any],
@@ -482,7 +483,7 @@ def record_run(
         ),
     )
 
-    with connect(conn_str) as conn:
+    with connect(connection_string) as conn:
         with conn.transaction(), conn.cursor() as cur:
             _create_tables(cur, names)
             cur.execute(upsert, run_row)
@@ -614,7 +615,7 @@ def _check_lookup(variant: object, before_run_id: object) -> None:
 
 
 def previous_run(
-    conn_str: str,
+    connection_string: str,
     *,
     variant: str,
     identity: Mapping[str, Any] | None = None,
@@ -646,7 +647,7 @@ def previous_run(
     """
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
-    with connect(conn_str) as conn:
+    with connect(connection_string) as conn:
         if not _tables_exist(conn, names):
             return None
         found = _candidates(conn, names, variant=variant, configuration=configuration, identity=identity,
@@ -655,7 +656,7 @@ def previous_run(
 
 
 def reference_run(
-    conn_str: str,
+    connection_string: str,
     *,
     variant: str,
     identity: Mapping[str, Any] | None,
@@ -672,7 +673,7 @@ def reference_run(
     (whose ``"accepted"`` says whether it was accepted)."""
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
-    with connect(conn_str) as conn:
+    with connect(connection_string) as conn:
         if not _tables_exist(conn, names):
             return None
         kwargs: dict[str, Any] = dict(variant=variant, configuration=configuration, identity=identity,
@@ -683,7 +684,8 @@ def reference_run(
         return _run_with_metrics(conn, names, found)
 
 
-def project_history(conn_str: str, *, before_run_id: str | None = None, prefix: str = "eval") -> dict[str, Any]:
+def project_history(connection_string: str, *, before_run_id: str | None = None,
+                    prefix: str = "eval") -> dict[str, Any]:
     """What the history says about the project as a whole:
 
     * ``has_yardstick``: any run eligible or accepted;
@@ -699,7 +701,7 @@ def project_history(conn_str: str, *, before_run_id: str | None = None, prefix: 
 
     names = table_names(prefix)
     empty: dict[str, Any] = {"has_yardstick": False, "known": [], "established": []}
-    with connect(conn_str) as conn:
+    with connect(connection_string) as conn:
         if not _tables_exist(conn, names):
             return empty
         ident = {"runs": sql.Identifier(names["runs"]), "questions": sql.Identifier(names["questions"]),
@@ -756,7 +758,7 @@ def _pinned_gate(rows: list[tuple], *, accepted_seq: int | None) -> dict[str, An
 
 
 def accept_reference(
-    conn_str: str,
+    connection_string: str,
     run_id: str,
     *,
     variants: Iterable[str] | None = None,
@@ -780,7 +782,7 @@ def accept_reference(
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     names = table_names(prefix)
     who = accepted_by or who_accepts()
-    with connect(conn_str) as conn:
+    with connect(connection_string) as conn:
         if not _tables_exist(conn, names):
             raise ValueError(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
         run = conn.execute(
@@ -830,7 +832,7 @@ def who_accepts() -> str:
     return os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
 
 
-def read_run(conn_str: str, run_id: str, *, prefix: str = "eval") -> dict[str, Any] | None:
+def read_run(connection_string: str, run_id: str, *, prefix: str = "eval") -> dict[str, Any] | None:
     """Everything recorded for ``run_id``, or None: ``{"run_id", "created_at", "limited",
     "eligible", "provenance", "metrics": DataFrame(variant, metric, value, ci_low, ci_high),
     "questions": DataFrame(variant, qid, answerable, errored, hit@10, mrr, ndcg@10,
@@ -838,7 +840,7 @@ def read_run(conn_str: str, run_id: str, *, prefix: str = "eval") -> dict[str, A
     from psycopg import sql
 
     names = table_names(prefix)
-    with connect(conn_str) as conn:
+    with connect(connection_string) as conn:
         if not _tables_exist(conn, names):
             return None
         run = conn.execute(
@@ -879,13 +881,13 @@ def read_run(conn_str: str, run_id: str, *, prefix: str = "eval") -> dict[str, A
     }
 
 
-def recent_runs(conn_str: str, *, limit: int = 20, prefix: str = "eval") -> list[dict[str, Any]]:
+def recent_runs(connection_string: str, *, limit: int = 20, prefix: str = "eval") -> list[dict[str, Any]]:
     """The latest runs, newest first: run id, time, limited, eligible, failed gates and the
     variants accepted from it (for `python -m eval_pipeline.history runs`)."""
     from psycopg import sql
 
     names = table_names(prefix)
-    with connect(conn_str) as conn:
+    with connect(connection_string) as conn:
         if not _tables_exist(conn, names):
             return []
         rows = conn.execute(

@@ -32,15 +32,16 @@ from eval_pipeline.history.runs import (
     record_run,
     reference_run,
 )
+from eval_pipeline.metrics.retrieval import COMPARED, INTERVAL, metric_names
 from eval_pipeline.ranking.caches import CODE_PATHS, engine_identity
 from eval_pipeline.ranking.inputs import InconsistentInputs
 from eval_pipeline.scoring.variant import summarize
 from eval_pipeline.verdict.paired import RankConfiguration, paired_counts, paired_reference
 
-INTERVAL_METRICS = ("hit@1", "hit@5", "mrr", "ndcg@10")
+INTERVAL_METRICS = metric_names(INTERVAL)  # a bootstrap interval per variant
 
 
-COMPARE_METRICS = ("ndcg@10", "mrr", "hit@1", "hit@5")  # compared with the baseline variant (paired tests)
+COMPARE_METRICS = metric_names(COMPARED)  # compared with the baseline variant (paired tests)
 
 
 _STATISTICS_SOURCE = Path(__file__).resolve().parents[1] / "metrics" / "statistics.py"

@@ -1,9 +1,6 @@
 """The measure registry (eval_pipeline.metrics.retrieval.MEASURES), ir_measures-style: each
 measure is a name (``ndcg@10``), its pure function, its cutoff and its rules, and every list of
-metric names in the library is derived from it. Issue #24: one home per shared idea.
-
-The lists that live in files this change could not touch (the gate, the verdict, the history)
-are held equal to the registry's here, until they import it."""
+metric names in the library is derived from it. Issue #24: one home per shared idea."""
 
 from __future__ import annotations
 
@@ -131,9 +128,8 @@ def test_the_library_lists_are_the_registry_lists():
     assert not hasattr(fusion_tuning, "_ndcg_at_k")
 
 
-def test_the_lists_in_files_not_yet_deriving_them_agree_with_the_registry():
-    """The gate's, the verdict's and the history's lists are still written out (their files are
-    owned elsewhere); they must name the same measures as the registry until they import it."""
+def test_the_gate_s_the_verdict_s_and_the_history_s_lists_are_the_registry_s():
+    """The gate's, the verdict's and the history's lists are derived from the registry."""
     from eval_pipeline.gates.retrieval import DEFAULT_TOLERANCES, GATEABLE_METRICS
     from eval_pipeline.history.runs import QUESTION_METRICS
     from eval_pipeline.verdict.retrieval import COMPARE_METRICS, INTERVAL_METRICS
