@@ -15,6 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from eval_pipeline.common.checks import is_finite, is_integer
+from eval_pipeline.common.prices import check_prices
+from eval_pipeline.gates.answers import validate_answer_tolerances
+from eval_pipeline.gates.retrieval import DEFAULT_TOLERANCES, validate_tolerances
 from eval_pipeline.ranking.variants import Variant, VariantConfigError, parse_variant
 from eval_pipeline.recommend import Budgets, parse_budgets
 from eval_pipeline.store.indexes import DEFAULT_INDEX, IndexSpec, parse_indexes
@@ -85,7 +91,6 @@ class SweepConfig:
 
 
 def load_sweep(path: str | Path) -> SweepConfig:
-    import yaml
 
     path = Path(path)
     try:
@@ -134,7 +139,6 @@ def _expanded_values(root: Any) -> int:
     """How many values the composed document holds once every alias is expanded (capped just
     above the limit); each node is counted once however many aliases point to it, so this
     is linear in the file."""
-    import yaml
 
     memo: dict[int, int] = {}
 
@@ -161,7 +165,6 @@ def _strict_loader():
     global _LOADER
     if _LOADER is not None:
         return _LOADER
-    import yaml
 
     class StrictSafeLoader(yaml.SafeLoader):
         def compose_document(self):
@@ -239,7 +242,6 @@ DEFAULT_TUNING = (0.3, 0)
 def _tuning(raw: Any, tuned: list[Variant], source: str) -> tuple[float, int] | None:
     """`tuning: {fraction, seed}`, the split of fusion tuning (default 0.3 and 0); None when no
     variant tunes (a `tuning:` section that nothing uses is an error, not silently ignored)."""
-    from eval_pipeline.common.checks import is_finite, is_integer
 
     where = f"{source}:{raw.line}" if getattr(raw, "line", None) else source
     if raw is None:
@@ -280,8 +282,6 @@ def _baseline(raw: Any, variant_keys: Mapping[str, int], indexes: tuple[IndexSpe
 def _answers(raw: Any, source: str, strict: bool) -> tuple[dict[str, float], bool, dict[str, dict[str, float]]]:
     """`answers: {gate: {max_pass_rate_drop, max_mean_score_drop, strict}, prices: {model: {prompt_per_1k,
     completion_per_1k}}}`; the answer gate's strictness defaults to the retrieval gate's."""
-    from eval_pipeline.common.prices import check_prices
-    from eval_pipeline.gates.answers import validate_answer_tolerances
 
     where = f"{source}:{raw.line}" if getattr(raw, "line", None) else source
     if raw is None:
@@ -313,8 +313,6 @@ def _audit(raw: Any, source: str) -> AuditThresholds:
 
 
 def _gate(raw: Any, source: str) -> tuple[dict[str, float], bool, float]:
-    from eval_pipeline.common.checks import is_finite
-    from eval_pipeline.gates.retrieval import DEFAULT_TOLERANCES, validate_tolerances
 
     if raw is None:
         return dict(DEFAULT_TOLERANCES), False, DEFAULT_EFFECT

@@ -70,6 +70,9 @@ from eval_pipeline.grading.judges import GRADERS, comparable_yardstick
 from eval_pipeline.history.runs import ensure_tables, table_names, who_accepts
 from eval_pipeline.store.database import call_redacted, connect
 
+# psycopg (and its sql and Jsonb helpers) is imported inside the functions that talk to the database:
+# importing it costs ~0.3 s, which every process that loads the definitions would pay otherwise.
+
 __all__ = [
     "ANSWER_METRICS",
     "ROW_FIELDS",

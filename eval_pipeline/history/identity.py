@@ -31,6 +31,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from eval_pipeline.common.versions import source_digest
 from eval_pipeline.questions.sets import Question
 
 __all__ = ["benchmark_fingerprint", "configuration_fingerprint", "normalized_text",
@@ -110,6 +111,5 @@ SCORING_SOURCES = ("eval_pipeline/metrics/retrieval.py", "eval_pipeline/scoring/
 
 def scoring_protocol(version: str) -> str:
     """``version`` (the hand-kept protocol version) and a digest of the scoring code's bytes."""
-    from eval_pipeline.common.versions import source_digest
 
     return f"{version}+{source_digest(*SCORING_SOURCES)}"

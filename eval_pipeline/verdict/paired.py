@@ -17,6 +17,8 @@ comparison, and the verdict is ``not_compared`` (it fails until a run is accepte
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,10 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.history.identity import configuration_fingerprint, variant_configuration
+from eval_pipeline.metrics.retrieval import PRIMARY_METRIC
+from eval_pipeline.ranking.steps import rank_in_one_step
+from eval_pipeline.ranking.variants import parse_variant
+from eval_pipeline.scoring.variant import score_variant
 
 __all__ = ["PairedReference", "RankConfiguration", "paired_reference", "rank_configuration"]
 
@@ -100,7 +106,7 @@ def _unsound(scores: pd.DataFrame) -> str:
     return " and ".join(problems)
 
 
-def paired_counts(current: pd.DataFrame, reference: pd.DataFrame, metric: str = "ndcg@10") -> tuple[int, int, int]:
+def paired_counts(current: pd.DataFrame, reference: pd.DataFrame, metric: str = PRIMARY_METRIC) -> tuple[int, int, int]:
     """(worse, tied, better) answerable questions of ``current`` against ``reference`` on
     ``metric``, question by question."""
     cur = current[current["answerable"]].set_index("qid")[metric]
@@ -115,17 +121,12 @@ def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot,
     """A recorded configuration (:func:`variant_configuration`'s ``variant`` part) ranked on
     today's questions, on ``store``, through the same plan, caches and Sweep as the ranking
     asset, and scored: per-question scores."""
-    import json
 
-    from eval_pipeline.ranking.steps import rank_in_one_step
-    from eval_pipeline.ranking.variants import parse_variant
-    from eval_pipeline.scoring.variant import score_variant
 
     recorded = dict(configuration["variant"])
     # the settings as the variants file gives them; the rest of the record is derived from them
     given = {k: v for k, v in recorded.items() if k not in _DERIVED}
     variant = parse_variant({**given, "name": name}, f"the reference configuration {name}")
-    import time
 
     log(f"paired comparison: ranking {name} ({variant.describe()}) on today's questions")
     started = time.perf_counter()

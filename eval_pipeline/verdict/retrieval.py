@@ -8,11 +8,13 @@ notebook gets the same verdict without Dagster.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import pickle
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import pandas as pd
 
 from eval_pipeline.common.atomic import atomic_write_bytes
 from eval_pipeline.common.formatting import fmt_number
+from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate
 from eval_pipeline.history.identity import configuration_fingerprint, scoring_protocol
 from eval_pipeline.history.runs import (
@@ -32,7 +35,7 @@ from eval_pipeline.history.runs import (
     record_run,
     reference_run,
 )
-from eval_pipeline.metrics.retrieval import COMPARED, INTERVAL, metric_names
+from eval_pipeline.metrics.retrieval import COMPARED, INTERVAL, PRIMARY_METRIC, metric_names
 from eval_pipeline.ranking.caches import CODE_PATHS, engine_identity
 from eval_pipeline.ranking.inputs import InconsistentInputs
 from eval_pipeline.scoring.variant import summarize
@@ -120,7 +123,6 @@ def results_provenance(
     (`tables`: partition key -> table) and for
     the questions `questions_fingerprint`. The configuration that produced a partition
     travels with it: the current variants file may say something else."""
-    import json
 
     configs: dict[str, Any] = {}
     code_versions: dict[str, str] = {}
@@ -163,7 +165,6 @@ def code_version(repo: Path | None = None) -> str:
     if repo is not None:
         return checkout_version(repo)
     if "version" not in _LOADED:
-        from eval_pipeline.common.state import PROJECT_ROOT
 
         _LOADED["version"] = checkout_version(PROJECT_ROOT)
     return _LOADED["version"]
@@ -202,7 +203,6 @@ def statistics_key(per_variant: Mapping[str, pd.DataFrame], baseline: str) -> st
     in order, the baseline, the answerable questions' qids and metric values, the metrics, and
     the source of `eval_pipeline.metrics.statistics` and the numpy and scipy versions (a change there
     invalidates every entry)."""
-    from importlib.metadata import version
 
     metrics = sorted(set(INTERVAL_METRICS) | set(COMPARE_METRICS))
     digest = hashlib.sha256()
@@ -482,7 +482,7 @@ def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mappi
         metrics = summarize({variant: paired.scores}).iloc[0]
         gate = evaluate_gate(current, {m: float(metrics[m]) for m in tolerances}, tolerances, "paired", strict=strict)
         worse, tied, better = paired_counts(scores, paired.scores)
-        gates[against] = replace(gate, message=(f"{gate.message} ({paired.why}; ndcg@10 question by question: "
+        gates[against] = replace(gate, message=(f"{gate.message} ({paired.why}; {PRIMARY_METRIC} question by question: "
                                                 f"{worse} worse, {tied} tied, {better} better)"))
     if problems:
         failed = GateResult(False, "not_compared", [], (

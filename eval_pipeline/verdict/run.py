@@ -13,6 +13,7 @@ report renders it and records it; the checks on the verdict asset read it.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
@@ -109,7 +110,6 @@ def decide_run(
 def metrics_digest(per_variant: Mapping[str, pd.DataFrame]) -> str:
     """A digest of the per-question scores a verdict was decided on: the report refuses to
     render a verdict next to other scores (a partition materialized again after it)."""
-    import hashlib
 
     digest = hashlib.sha256()
     for key, frame in per_variant.items():
