@@ -41,6 +41,7 @@ from eval_pipeline.questions.generation import (
     Ask,
     GenerationResult,
     MapFn,
+    UnitStoreError,
     generate_questions,
     theme_signature,
     validate_params,
@@ -53,7 +54,7 @@ DEFAULT_LOCK_LOG_EVERY = 30.0
 _logger = logging.getLogger("eval_pipeline.questions.cache")
 
 
-class QuestionCacheError(RuntimeError):
+class QuestionCacheError(UnitStoreError):
     """The cache cannot be used (locked by another process, unwritable, ...)."""
 
 

@@ -580,6 +580,10 @@ def generate_unit(unit: Unit, ask: Ask, *, k: int, model: str = "", masking: boo
 # --- the whole run -------------------------------------------------------------------------
 
 
+class UnitStoreError(RuntimeError):
+    """The unit store cannot be used or written (the question cache's errors are these too)."""
+
+
 class UnitStore(Protocol):
     """Where finished units and abstention batches are kept between runs (see question_cache)."""
 
@@ -923,13 +927,11 @@ class _StoreWriter:
     def stop_if_failed(self, *, stored: str, results: Sequence[Any]) -> None:
         if not self.failed:
             return
-        from eval_pipeline.questions.cache import QuestionCacheError
-
         exc = self.failed[0]
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         where = f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
         not_asked = sum(isinstance(got, _NotAsked) for got in results)
-        raise QuestionCacheError(
+        raise UnitStoreError(
             f"writing the question cache failed{where}: {why}. Generation stopped at the first failed write: "
             f"{stored} stored whole before it (not asked again), {not_asked} not asked; the reply whose write "
             "failed is lost. Free space and run again: it resumes from the cache") from exc

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from eval_pipeline.questions.cache import QuestionCache, QuestionCacheError
+from eval_pipeline.questions.generation import UnitStoreError
 from eval_pipeline.questions.generation import generate_questions
 from tests.unit.questions.test_generation import FakeLLM, make_units
 
@@ -34,7 +35,7 @@ class FullDiskStore:
 
 def test_the_first_failed_write_stops_the_generation():
     llm, store = FakeLLM(), FullDiskStore(room=3)
-    with pytest.raises(QuestionCacheError) as err:
+    with pytest.raises(UnitStoreError) as err:
         generate_questions(make_units(40), ask=llm, store=store, frac=0.0)
     assert llm.calls == 4  # three stored, the fourth's reply could not be: nothing more was asked
     message = str(err.value)
@@ -46,7 +47,7 @@ def test_the_first_failed_write_stops_the_generation():
 def test_with_parallel_calls_only_those_in_flight_are_lost():
     llm, store = FakeLLM(), FullDiskStore(room=5)
     with ThreadPoolExecutor(4) as pool:
-        with pytest.raises(QuestionCacheError):
+        with pytest.raises(UnitStoreError):
             generate_questions(make_units(60), ask=llm, store=store, frac=0.0,
                                map_fn=lambda fn, items: list(pool.map(_caught(fn), items)))
     assert llm.calls <= 5 + 4  # the stored ones and at most one in flight per worker
