@@ -11,9 +11,12 @@ and recorded as a `SkippedRecord`, which the pipeline counts and reports.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,16 +191,22 @@ def load_corpus(
     *,
     lenient: bool = False,
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS,
+    follow_outside_links: bool = False,
 ) -> CorpusSnapshot:
     """Load a corpus from one of the supported sources.
 
     A document longer than `max_document_chars` is bad input (an export gone wrong, a log
     file): it would dominate chunking and embedding time, so it is refused (or skipped in
     lenient mode) with its location, rather than silently eating the run.
+
+    In a folder, a symbolic link loop, a dangling link, a FIFO, a device or a socket is bad
+    input too (an error in strict mode, a skipped record in lenient mode), and so is a link to
+    a file or folder outside the folder (`/etc/passwd` is not a document) unless
+    `follow_outside_links`.
     """
     if not isinstance(max_document_chars, int) or max_document_chars < 1:
         raise CorpusError(f"max_document_chars must be a positive integer, got {max_document_chars!r}")
-    return _cap(_load(kind, path, lenient), max_document_chars, lenient)
+    return _cap(_load(kind, path, lenient, follow_outside_links), max_document_chars, lenient)
 
 
 def _cap(snapshot: CorpusSnapshot, limit: int, lenient: bool) -> CorpusSnapshot:
@@ -215,7 +224,7 @@ def _cap(snapshot: CorpusSnapshot, limit: int, lenient: bool) -> CorpusSnapshot:
     return CorpusSnapshot(documents=kept, source=snapshot.source, skipped=snapshot.skipped + tuple(reasons))
 
 
-def _load(kind: SourceKind, path: str | None, lenient: bool) -> CorpusSnapshot:
+def _load(kind: SourceKind, path: str | None, lenient: bool, follow_outside_links: bool = False) -> CorpusSnapshot:
     if kind not in ("demo", "folder", "jsonl", "beir"):
         raise CorpusError(f"unknown corpus source {kind!r}; valid: demo, folder, jsonl, beir")
     if kind == "demo":
@@ -226,7 +235,7 @@ def _load(kind: SourceKind, path: str | None, lenient: bool) -> CorpusSnapshot:
     if not p.exists():
         raise CorpusError(f"{p}: corpus path does not exist")
     if kind == "folder":
-        return _snapshot(_read_folder(p), f"folder:{p}", lenient)
+        return _snapshot(_read_folder(p, follow_outside_links), f"folder:{p}", lenient)
     if kind == "jsonl":
         return _snapshot(_read_jsonl_records(p, _our_record), f"jsonl:{p}", lenient)
     if kind == "beir":
@@ -362,11 +371,65 @@ def _beir_record(obj: dict, loc: str) -> _Item:
     )
 
 
-def _read_folder(root: Path) -> Iterator[_Item]:
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
+
+
+def _walk_folder(root: Path, follow_outside_links: bool) -> Iterator[Path | CorpusError]:
+    """The regular files under `root` in sorted path order, following symbolic links inside it,
+    or a CorpusError for each entry that is not one: a link loop, a dangling link, a FIFO, a
+    device or a socket, and a link leaving the folder unless `follow_outside_links`. Nothing is
+    opened (a FIFO would block the reader)."""
+    real_root = Path(os.path.realpath(root))
+
+    def visit(folder: Path, ancestors: tuple[str, ...]) -> Iterator[Path | CorpusError]:
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError as exc:
+            yield CorpusError(f"{_escaped(str(folder))}: unreadable folder: {exc.strerror or exc}")
+            return
+        for name in names:
+            path = folder / name
+            shown = _escaped(str(path))
+            try:
+                info = os.stat(path)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    yield CorpusError(f"{shown}: symbolic link loop")
+                elif os.path.islink(path) and exc.errno == errno.ENOENT:
+                    yield CorpusError(f"{shown}: dangling symbolic link (to {_escaped(os.readlink(path))})")
+                else:
+                    yield CorpusError(f"{shown}: unreadable: {exc.strerror or exc}")
+                continue
+            is_dir = stat.S_ISDIR(info.st_mode)
+            if not is_dir and not stat.S_ISREG(info.st_mode):
+                kind = next((k for test, k in _FILE_KINDS if test(info.st_mode)), "a special file")
+                yield CorpusError(f"{shown}: not a regular file ({kind})")
+                continue
+            real = os.path.realpath(path)
+            if os.path.islink(path) and not follow_outside_links and not Path(real).is_relative_to(real_root):
+                what = "folder" if is_dir else "file"
+                yield CorpusError(f"{shown}: symbolic link to a {what} outside the folder ({_escaped(real)}); "
+                                  "set follow_outside_links to read it")
+                continue
+            if is_dir:
+                if real in ancestors:
+                    yield CorpusError(f"{shown}: symbolic link loop (to {_escaped(real)}, a folder above it)")
+                    continue
+                yield from visit(path, (*ancestors, real))
+            else:
+                yield path
+
+    yield from visit(root, (str(real_root),))
+
+
+def _read_folder(root: Path, follow_outside_links: bool = False) -> Iterator[_Item]:
     if not root.is_dir():
         raise CorpusError(f"{root}: not a folder")
-    files = sorted(p for p in root.rglob("*") if p.is_file())
-    for path in files:
+    for path in _walk_folder(root, follow_outside_links):
+        if isinstance(path, CorpusError):
+            yield path
+            continue
         rel = path.relative_to(root).as_posix()
         if _undecodable(rel):  # Python reads a name that is not UTF-8 with surrogates no text can hold
             yield CorpusError(f"{_escaped(str(root))}/{_escaped(rel)}: the file name is not valid UTF-8 (bytes shown "
