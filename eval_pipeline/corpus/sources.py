@@ -318,6 +318,8 @@ def _json_object(text: str, loc: str, *, multiline: bool = False) -> dict | Corp
     except json.JSONDecodeError as exc:
         where = f"{loc}:{exc.lineno}" if multiline else loc
         return CorpusError(f"{where}: invalid JSON: {exc.msg} at column {exc.colno}")
+    except RecursionError:
+        return CorpusError(f"{loc}: invalid JSON: nested too deeply to read")
     if not isinstance(obj, dict):
         return CorpusError(f"{loc}: expected a JSON object, got {type(obj).__name__}")
     return obj

@@ -58,7 +58,8 @@ The answer, before every deterministic check
     * The annotation keywords ``title``, ``description``, ``$comment`` and ``$schema`` are
       ignored; any other keyword, an unknown type name or a malformed keyword raises
       ``ValueError`` naming where it is (the whole schema is checked before the answer, so
-      a bad schema fails whatever the answer).
+      a bad schema fails whatever the answer). A schema nested deeper than ``MAX_SCHEMA_DEPTH``
+      (32) levels is malformed; an answer nested too deeply to read or check fails with a reason.
 
     :func:`json_schema_problems` says why an answer fails, one line per problem, at a path
     such as ``$.approver`` or ``$.steps[1].id`` (keys that are not identifiers are quoted:
@@ -121,6 +122,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from eval_pipeline.common.patterns import bounded_search, compile_pattern
+from eval_pipeline.questions.golden import MAX_SCHEMA_DEPTH
 
 __all__ = [
     "ASSERTION_TYPES",
@@ -372,8 +374,11 @@ def _type_names(schema: Mapping[str, Any], where: str) -> tuple[str, ...] | None
     return tuple(names)
 
 
-def _check_schema(schema: object, where: str = "$") -> None:
-    """Raise ValueError naming the place of the first malformed part of ``schema``."""
+def _check_schema(schema: object, where: str = "$", depth: int = 1) -> None:
+    """Raise ValueError naming the place of the first malformed part of ``schema``, or of the
+    first part nested deeper than MAX_SCHEMA_DEPTH levels (the golden file loader's limit)."""
+    if depth > MAX_SCHEMA_DEPTH:
+        raise ValueError(f"schema at {where}: nested deeper than {MAX_SCHEMA_DEPTH} levels")
     if not isinstance(schema, Mapping):
         raise ValueError(f"schema at {where} must be a mapping, got {schema!r}")
     for keyword in schema:
@@ -394,9 +399,9 @@ def _check_schema(schema: object, where: str = "$") -> None:
         for key, sub in properties.items():
             if not isinstance(key, str):
                 raise ValueError(f"schema at {where}: property names must be strings, got {key!r}")
-            _check_schema(sub, _child(where, key))
+            _check_schema(sub, _child(where, key), depth + 1)
     if "items" in schema:
-        _check_schema(schema["items"], f"{where}[*]")
+        _check_schema(schema["items"], f"{where}[*]", depth + 1)
 
 
 def _json_type(value: object) -> str:
@@ -484,7 +489,10 @@ def json_schema_problems(answer: str, schema: Mapping[str, Any]) -> list[str]:
     if not found:
         return [problem]
     problems: list[str] = []
-    _validate(document, schema, "$", problems)
+    try:
+        _validate(document, schema, "$", problems)  # as deep as the schema, at most MAX_SCHEMA_DEPTH
+    except RecursionError:  # a caller's stack already deep: a failed check, never a crash
+        return ["$: the answer's JSON is too deeply nested to check"]
     return problems
 
 

@@ -38,9 +38,10 @@ Assertion specs (the graders implement them; this module only checks the specs):
 - `{"type": "json_schema", "schema": {...}}`: the answer parses as JSON matching a structural
   subset of JSON Schema: `type` (a name, or a list of names, among object, array, string,
   number, integer, boolean, null), `required` and `properties` (beside an object type),
-  `items` (beside an array type, one schema for every item), nested to any depth.  The top-level
-  schema must have a `type`.  Any other keyword is a load error naming it (a grader that silently
-  ignored `enum` or `minimum` would pass wrong answers).
+  `items` (beside an array type, one schema for every item), nested at most `MAX_SCHEMA_DEPTH`
+  (32) levels (a deeper one is a load error naming the path).  The top-level schema must have a
+  `type`.  Any other keyword is a load error naming it (a grader that silently ignored `enum` or
+  `minimum` would pass wrong answers).
 
 A set is loaded strictly: any problem is a `GoldenPromptError` (a `QuestionSetError`) naming
 the file, the line and the field, before any model is called.  Text Postgres cannot store (NUL,
@@ -102,6 +103,7 @@ __all__ = [
     "ASSERTION_TYPES",
     "FORMAT_VERSION",
     "HEADER_KIND",
+    "MAX_SCHEMA_DEPTH",
     "SCHEMA_KEYWORDS",
     "SCHEMA_TYPES",
     "SET_ID_PATTERN",
@@ -131,6 +133,10 @@ _ASSERTION_FIELDS = {  # type -> (required, optional)
 }
 SCHEMA_KEYWORDS = ("type", "required", "properties", "items")
 SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+# The deepest json_schema accepted (the top-level schema is level 1; each `properties` or `items`
+# adds one): a structural check of an answer needs no more, and a deeper one would exhaust the
+# interpreter's stack (RecursionError) in the loader and the grader.
+MAX_SCHEMA_DEPTH = 32
 STATIC_FIELDS = ("allowed_imports", "symbols")
 _DOTTED_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 ABSTENTION_REFERENCE = "The documents do not answer this question."
@@ -292,8 +298,11 @@ def _assertion_params(obj: Any, loc: str, where: str) -> dict[str, Any]:
     return out
 
 
-def _check_schema(schema: Any, loc: str, where: str, *, top: bool = False) -> None:
-    """The structural JSON Schema subset: type / required / properties / items, nothing else."""
+def _check_schema(schema: Any, loc: str, where: str, *, top: bool = False, depth: int = 1) -> None:
+    """The structural JSON Schema subset: type / required / properties / items, nothing else,
+    nested at most MAX_SCHEMA_DEPTH levels."""
+    if depth > MAX_SCHEMA_DEPTH:
+        raise _error(loc, where, f"the schema is nested deeper than {MAX_SCHEMA_DEPTH} levels (MAX_SCHEMA_DEPTH)")
     if not isinstance(schema, dict):
         raise _error(loc, where, f"a schema must be an object, got {schema!r:.60}")
     unknown = [k for k in schema if k not in SCHEMA_KEYWORDS]
@@ -328,9 +337,9 @@ def _check_schema(schema: Any, loc: str, where: str, *, top: bool = False) -> No
             raise _error(loc, f"{where}.properties", f"must map property names to schemas, got {props!r:.60}")
         for k, sub in props.items():
             _check_text(loc, f"{where}.properties", k)
-            _check_schema(sub, loc, f"{where}.properties.{k}")
+            _check_schema(sub, loc, f"{where}.properties.{k}", depth=depth + 1)
     if "items" in schema:
-        _check_schema(schema["items"], loc, f"{where}.items")
+        _check_schema(schema["items"], loc, f"{where}.items", depth=depth + 1)
 
 
 # --- prompts ----------------------------------------------------------------------------------
