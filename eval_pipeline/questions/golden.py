@@ -92,6 +92,7 @@ from eval_pipeline.common.patterns import (
 from eval_pipeline.questions.sets import (
     FORMS,
     QuestionSetError,
+    check_length,
     check_text,
     json_object_line,
     question_list,
@@ -151,10 +152,13 @@ def _error(loc: str, field_name: str | None, message: str) -> GoldenPromptError:
     return GoldenPromptError(f"{where}: {message}")
 
 
-def _check_text(loc: str, field_name: str, value: Any) -> None:
-    """check_text's test, in this module's error format ("loc: field 'name': why")."""
+def _check_text(loc: str, field_name: str, value: Any, *, searched: bool = False) -> None:
+    """check_text's test (and check_length's, for a text the engines search with), in this
+    module's error format ("loc: field 'name': why")."""
     try:
         check_text(loc, field_name, value)
+        if searched:
+            check_length(loc, field_name, value)
     except QuestionSetError as exc:
         why = str(exc).removeprefix(f"{loc}: field {field_name!r} ")
         raise _error(loc, field_name, why) from None
@@ -481,7 +485,7 @@ def _prompt_from(obj: Any, loc: str) -> GoldenPrompt:
         value = obj.get(key)
         if not isinstance(value, str) or not value.strip():
             raise _error(loc, key, "missing" if key not in obj else f"must be a non-empty string, got {value!r:.60}")
-        _check_text(loc, key, value)
+        _check_text(loc, key, value, searched=key == "prompt")  # each variant retrieves the prompt
     if "assertions" not in obj:
         raise _error(loc, "assertions", "missing (a list of assertions; [] when the prompt has a reference)")
     raw = obj["assertions"]

@@ -37,6 +37,10 @@ from eval_pipeline.common.checks import is_integer
 HEADER_KIND = "eval-pipeline/question-set"
 FORMAT_VERSION = 1
 FORMS = ("MATCH", "GAP")
+# The longest question (or golden prompt) a set may hold. Every engine searches with the question's
+# text; Postgres refuses a tsquery this long only after ingest and ranking (ProgramLimitExceeded), so
+# the loaders refuse it first. A question is a sentence or a paragraph, not a document.
+MAX_QUESTION_CHARS = 10_000
 
 
 class QuestionSetError(ValueError):
@@ -261,9 +265,18 @@ def check_text(loc: str, field: str, value: Any) -> None:
             raise QuestionSetError(f"{loc}: field {field!r} contains {why}")
 
 
+def check_length(loc: str, field: str, value: Any) -> None:
+    """A QuestionSetError naming `loc` and `field` if the string `value`, a text the engines search
+    with, is longer than MAX_QUESTION_CHARS."""
+    if isinstance(value, str) and len(value) > MAX_QUESTION_CHARS:
+        raise QuestionSetError(f"{loc}: field {field!r} is {len(value):,} characters, more than MAX_QUESTION_CHARS "
+                               f"({MAX_QUESTION_CHARS:,}); keyword search cannot take a query this long")
+
+
 def _check_question_text(loc: str, q: Question) -> None:
     check_text(loc, "qid", q.qid)
     check_text(loc, "question", q.question)
+    check_length(loc, "question", q.question)  # a written set always loads
     for doc_id in q.gold:
         check_text(loc, "gold", doc_id)
     check_text(loc, "hard_class", q.hard_class)
@@ -334,6 +347,7 @@ def _question_from(path: Path, lineno: int, obj: dict[str, Any]) -> Question:
         raise QuestionSetError(f"{loc}: field 'qid' must be a non-empty string")
     if not isinstance(text, str) or not text.strip():
         raise QuestionSetError(f"{loc}: field 'question' must be a non-empty string")
+    check_length(loc, "question", text)
     if not isinstance(gold, list) or not all(isinstance(g, str) and g for g in gold):
         raise QuestionSetError(f"{loc}: field 'gold' must be a list of document ids ([] for abstention)")
     form = obj.get("form")
@@ -478,6 +492,7 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
         if text is None or not text.strip():
             raise QuestionSetError(f"{loc}: query {qid!r} has empty text")
         check_text(loc, "text", text)
+        check_length(loc, "text", text)
         # Every judgement, grade 0 too: a judged non-relevant document is not a hole in the labels.
         questions.append(Question(qid=qid, question=text, gold=gold, relevance=dict(grades)))
     if not questions:
