@@ -206,7 +206,7 @@ def load_corpus(
     """
     if not isinstance(max_document_chars, int) or max_document_chars < 1:
         raise CorpusError(f"max_document_chars must be a positive integer, got {max_document_chars!r}")
-    return _cap(_load(kind, path, lenient, follow_outside_links), max_document_chars, lenient)
+    return _cap(_load(kind, path, lenient, follow_outside_links, max_document_chars), max_document_chars, lenient)
 
 
 def _cap(snapshot: CorpusSnapshot, limit: int, lenient: bool) -> CorpusSnapshot:
@@ -224,7 +224,8 @@ def _cap(snapshot: CorpusSnapshot, limit: int, lenient: bool) -> CorpusSnapshot:
     return CorpusSnapshot(documents=kept, source=snapshot.source, skipped=snapshot.skipped + tuple(reasons))
 
 
-def _load(kind: SourceKind, path: str | None, lenient: bool, follow_outside_links: bool = False) -> CorpusSnapshot:
+def _load(kind: SourceKind, path: str | None, lenient: bool, follow_outside_links: bool = False,
+          max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS) -> CorpusSnapshot:
     if kind not in ("demo", "folder", "jsonl", "beir"):
         raise CorpusError(f"unknown corpus source {kind!r}; valid: demo, folder, jsonl, beir")
     if kind == "demo":
@@ -235,7 +236,7 @@ def _load(kind: SourceKind, path: str | None, lenient: bool, follow_outside_link
     if not p.exists():
         raise CorpusError(f"{p}: corpus path does not exist")
     if kind == "folder":
-        return _snapshot(_read_folder(p, follow_outside_links), f"folder:{p}", lenient)
+        return _snapshot(_read_folder(p, follow_outside_links, max_document_chars), f"folder:{p}", lenient)
     if kind == "jsonl":
         return _snapshot(_read_jsonl_records(p, _our_record), f"jsonl:{p}", lenient)
     if kind == "beir":
@@ -425,7 +426,8 @@ def _walk_folder(root: Path, follow_outside_links: bool) -> Iterator[Path | Corp
     yield from visit(root, (str(real_root),))
 
 
-def _read_folder(root: Path, follow_outside_links: bool = False) -> Iterator[_Item]:
+def _read_folder(root: Path, follow_outside_links: bool = False,
+                 max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS) -> Iterator[_Item]:
     if not root.is_dir():
         raise CorpusError(f"{root}: not a folder")
     for path in _walk_folder(root, follow_outside_links):
@@ -440,7 +442,13 @@ def _read_folder(root: Path, follow_outside_links: bool = False) -> Iterator[_It
         if path.suffix.lower() not in FOLDER_SUFFIXES:
             yield CorpusError(f"{path}: unsupported file type (expected {', '.join(FOLDER_SUFFIXES)})")
             continue
-        try:
+        try:  # a UTF-8 character is at most 4 bytes: a file larger than this is too long, so it is not read
+            size = path.stat().st_size
+            if size > 4 * max_document_chars:
+                yield CorpusError(f"{path}: {size:,} bytes on disk, more than 4 × max_document_chars "
+                                  f"({4 * max_document_chars:,} bytes), so more than {max_document_chars:,} "
+                                  "characters; split it or raise the limit")
+                continue
             raw = path.read_bytes()
         except OSError as exc:
             yield CorpusError(f"{path}: unreadable: {exc}")
