@@ -15,6 +15,7 @@ import errno
 import gzip
 import hashlib
 import json
+import logging
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -26,6 +27,33 @@ DEMO_DATA_DIR = Path(__file__).resolve().parent.parent / "demo_data"  # eval_pip
 FOLDER_SUFFIXES = (".md", ".txt", ".json")
 
 SourceKind = Literal["demo", "folder", "jsonl", "beir"]
+_logger = logging.getLogger(__name__)
+
+# Characters that show as nothing: zero-width space/joiners, the directional marks, embeddings,
+# overrides and isolates, and U+FEFF inside a text (at its start it is a byte order mark).
+# Glued to a word they make it another token, so keyword search does not find the word.
+INVISIBLE_CHARACTERS = frozenset(chr(c) for c in (*range(0x200B, 0x2010), *range(0x202A, 0x202F),
+                                                  *range(0x2066, 0x206A), 0xFEFF))
+
+
+def invisible_characters(text: str) -> dict[str, int]:
+    """How many of each INVISIBLE_CHARACTERS `text` holds ({"U+200B": 2}), in code point order; a
+    U+FEFF at the very start (a byte order mark) is not counted."""
+    counts: dict[str, int] = {}
+    if not INVISIBLE_CHARACTERS.isdisjoint(text):
+        for i, ch in enumerate(text):
+            if ch in INVISIBLE_CHARACTERS and not (i == 0 and ch == "\ufeff"):
+                name = f"U+{ord(ch):04X}"
+                counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def invisible_note(counts: dict[str, int]) -> str:
+    """What a text holding `counts` (invisible_characters) is told: the counts and why they matter."""
+    n = sum(counts.values())
+    shown = ", ".join(f"{name} ×{k}" for name, k in counts.items())
+    return (f"{n} invisible character{'s' if n != 1 else ''} ({shown}: zero-width or bidi controls) in the text; "
+            "keyword search does not match a word they touch (the text is kept as it is)")
 
 
 class CorpusError(ValueError):
@@ -68,10 +96,16 @@ class CorpusSnapshot:
     written is refused rather than embedded under the old signature.
     """
 
-    def __init__(self, documents: Iterable[Document], source: str, skipped: Iterable[SkippedRecord] = ()):
+    notes: tuple[SkippedRecord, ...] = ()  # a snapshot pickled before notes existed has none
+
+    def __init__(self, documents: Iterable[Document], source: str, skipped: Iterable[SkippedRecord] = (),
+                 notes: Iterable[SkippedRecord] = ()):
         self._documents: tuple[Document, ...] | None = tuple(documents)
         self.source = source
         self.skipped = tuple(skipped)
+        # Documents kept but worth a warning (location, reason), as skipped records are shaped:
+        # invisible characters (zero-width, bidi controls) that keyword search trips on.
+        self.notes = tuple(notes)
         self._signature: str | None = None
         self._count = len(self._documents)
         self.spool: Path | None = None
@@ -122,7 +156,7 @@ class CorpusSnapshot:
             with atomic_writer(path) as fh:
                 for d in self.iter_sorted():
                     fh.write((json.dumps(_record(d), ensure_ascii=False) + "\n").encode("utf-8"))
-        spooled = CorpusSnapshot((), self.source, self.skipped)
+        spooled = CorpusSnapshot((), self.source, self.skipped, self.notes)
         spooled._documents, spooled._signature, spooled._count, spooled.spool = None, self.signature, self.count, path
         return spooled
 
@@ -221,7 +255,8 @@ def _cap(snapshot: CorpusSnapshot, limit: int, lenient: bool) -> CorpusSnapshot:
     kept = tuple(d for d in snapshot.documents if len(d.content) <= limit)
     if not kept:
         raise CorpusError(f"{snapshot.source}: the corpus has no usable documents ({len(reasons)} too long)")
-    return CorpusSnapshot(documents=kept, source=snapshot.source, skipped=snapshot.skipped + tuple(reasons))
+    return CorpusSnapshot(documents=kept, source=snapshot.source, skipped=snapshot.skipped + tuple(reasons),
+                          notes=snapshot.notes)
 
 
 def _load(kind: SourceKind, path: str | None, lenient: bool, follow_outside_links: bool = False,
@@ -261,6 +296,7 @@ _Item = Document | CorpusError
 def _snapshot(items: Iterator[_Item], source: str, lenient: bool) -> CorpusSnapshot:
     docs: list[Document] = []
     skipped: list[SkippedRecord] = []
+    notes: list[SkippedRecord] = []
     seen: dict[str, str] = {}
     for item in items:
         if isinstance(item, Document):
@@ -271,6 +307,14 @@ def _snapshot(items: Iterator[_Item], source: str, lenient: bool) -> CorpusSnaps
                 seen[item.doc_id] = loc
                 meta = {k: v for k, v in item.metadata.items() if k != "_location"}
                 docs.append(Document(item.doc_id, item.title, item.description, item.filename, item.content, meta))
+                counts: dict[str, int] = {}
+                for text in (item.title, item.description, item.content):
+                    for name, k in invisible_characters(text).items():
+                        counts[name] = counts.get(name, 0) + k
+                counts = dict(sorted(counts.items()))
+                if counts:
+                    notes.append(SkippedRecord(location=loc, reason=invisible_note(counts)))
+                    _logger.warning("%s: %s", loc, notes[-1].reason)
                 continue
         if not lenient:
             raise item
@@ -279,7 +323,7 @@ def _snapshot(items: Iterator[_Item], source: str, lenient: bool) -> CorpusSnaps
     if not docs:
         raise CorpusError(f"{source}: the corpus has no usable documents"
                           + (f" ({len(skipped)} skipped)" if skipped else ""))
-    return CorpusSnapshot(documents=tuple(docs), source=source, skipped=tuple(skipped))
+    return CorpusSnapshot(documents=tuple(docs), source=source, skipped=tuple(skipped), notes=tuple(notes))
 
 
 def _read_jsonl_records(path: Path, convert) -> Iterator[_Item]:
