@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +34,12 @@ from typing import Any
 
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import is_integer
+from eval_pipeline.corpus.sources import invisible_characters, invisible_note
 
 HEADER_KIND = "eval-pipeline/question-set"
 FORMAT_VERSION = 1
 FORMS = ("MATCH", "GAP")
+_logger = logging.getLogger(__name__)
 # The longest question (or golden prompt) a set may hold. Every engine searches with the question's
 # text; Postgres refuses a tsquery this long only after ingest and ranking (ProgramLimitExceeded), so
 # the loaders refuse it first. A question is a sentence or a paragraph, not a document.
@@ -91,6 +94,9 @@ class QuestionSet:
     # tuned on, never scored; `questions` is then the held-out rest, which every variant is scored on.
     tuning: tuple[Question, ...] = ()
     split: Mapping[str, Any] | None = None  # {"fraction", "seed", "n_tuning", "n_held_out"}
+    # What the loader noticed but did not refuse, one line each naming the file and line: a question
+    # holding invisible characters (zero-width, bidi controls) that keyword search trips on.
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def limited(self) -> bool:
@@ -115,7 +121,7 @@ class QuestionSet:
                 f"metric would be a mean over nothing; raise the limit"
             )
         return QuestionSet(questions=self.questions[:n], header=self.header, path=self.path,
-                           limited_from=len(self.questions))
+                           limited_from=len(self.questions), warnings=self.warnings)
 
     @property
     def fingerprint(self) -> str:
@@ -191,6 +197,7 @@ def load_question_set(
     questions: list[Question] = []
     seen: dict[str, int] = {}
     unknown: list[str] = []
+    warnings: list[str] = []
     for lineno, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
@@ -198,6 +205,7 @@ def load_question_set(
         if q.qid in seen:
             raise QuestionSetError(f"{path}:{lineno}: duplicate qid {q.qid!r} (first at line {seen[q.qid]})")
         seen[q.qid] = lineno
+        _warn_invisible(warnings, f"{path}:{lineno}: question {q.qid!r}", q.question)
         unknown.extend(f"{d!r} (line {lineno})" for d in q.gold if d not in known)
         questions.append(q)
     if unknown:
@@ -206,7 +214,7 @@ def load_question_set(
     if not questions:
         raise QuestionSetError(f"{path}: the question set has a header but no questions")
     _require_answerable(path, questions)
-    qs = QuestionSet(questions=tuple(questions), header=header, path=str(path))
+    qs = QuestionSet(questions=tuple(questions), header=header, path=str(path), warnings=tuple(warnings))
     if header.get("fingerprint") is None and require_fingerprint:
         raise QuestionSetError(
             f"{path}:1: the header has no fingerprint (a hash of the questions and labels, so that a hand edit "
@@ -244,6 +252,14 @@ def write_question_set(
     body = [json.dumps(header, ensure_ascii=False)] + [json.dumps(q.to_json(), ensure_ascii=False) for q in qs]
     atomic_write_text(Path(path), "\n".join(body) + "\n")
     return fingerprint
+
+
+def _warn_invisible(warnings: list[str], where: str, text: str) -> None:
+    """Append (and log) a warning naming `where` if `text` holds invisible characters."""
+    counts = invisible_characters(text)
+    if counts:
+        warnings.append(f"{where}: {invisible_note(counts)}")
+        _logger.warning("%s", warnings[-1])
 
 
 def _unstorable(value: str) -> str | None:
@@ -481,6 +497,7 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
     if missing:
         raise QuestionSetError(f"{qrels_path}: judged query ids not in {queries_path.name}: {missing[:20]}")
     questions = []
+    warnings: list[str] = []
     for qid in sorted(qrels, key=_natural_key):
         grades = qrels[qid]
         gold = tuple(sorted(d for d, g in grades.items() if g > 0))
@@ -493,6 +510,7 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
             raise QuestionSetError(f"{loc}: query {qid!r} has empty text")
         check_text(loc, "text", text)
         check_length(loc, "text", text)
+        _warn_invisible(warnings, f"{loc}: query {qid!r}", text)
         # Every judgement, grade 0 too: a judged non-relevant document is not a hole in the labels.
         questions.append(Question(qid=qid, question=text, gold=gold, relevance=dict(grades)))
     if not questions:
@@ -501,7 +519,8 @@ def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str
     # The judgements were checked against these documents: the header records which corpus.
     header = {"kind": HEADER_KIND, "version": FORMAT_VERSION, "source": f"beir:{folder}:{split}",
               "corpus_signature": corpus_signature}
-    return QuestionSet(questions=tuple(questions), header=header, path=f"{folder} ({split})")
+    return QuestionSet(questions=tuple(questions), header=header, path=f"{folder} ({split})",
+                       warnings=tuple(warnings))
 
 
 def _query_id(loc: str, value: Any) -> str:
