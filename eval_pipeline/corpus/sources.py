@@ -365,6 +365,8 @@ def _json_object(text: str, loc: str, *, multiline: bool = False) -> dict | Corp
         return CorpusError(f"{where}: invalid JSON: {exc.msg} at column {exc.colno}")
     except RecursionError:
         return CorpusError(f"{loc}: invalid JSON: nested too deeply to read")
+    except ValueError as exc:  # a number past Python's limit on integer digits (4,300)
+        return CorpusError(f"{loc}: invalid JSON: {exc}")
     if not isinstance(obj, dict):
         return CorpusError(f"{loc}: expected a JSON object, got {type(obj).__name__}")
     return obj

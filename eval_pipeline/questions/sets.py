@@ -349,6 +349,8 @@ def json_object_line(path: Path, lineno: int, line: str, error: type[QuestionSet
         raise error(f"{path}:{lineno}: invalid JSON: {exc.msg} at column {exc.colno}") from exc
     except RecursionError:
         raise error(f"{path}:{lineno}: invalid JSON: nested too deeply to read") from None
+    except ValueError as exc:  # a number past Python's limit on integer digits (4,300)
+        raise error(f"{path}:{lineno}: invalid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise error(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
     return obj
