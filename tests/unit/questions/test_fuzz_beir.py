@@ -18,7 +18,7 @@ from eval_pipeline.questions.sets import QuestionSetError, load_beir_questions
 DOCS = ["d1", "d2", "10"]
 SPECIAL = ["\u2028", "\u0085", "\x00", "\r", "\n", "\t", "\u200b", "\u202e", "\ufeff", "\ud800", "\udfff", "²", "①",
            "01", "1", '"']
-TEXT = st.lists(st.one_of(st.characters(), st.sampled_from(SPECIAL)), max_size=20).map("".join)
+TEXT = st.lists(st.one_of(st.characters(), st.sampled_from(SPECIAL)), max_size=10).map("".join)
 IDS = st.one_of(st.sampled_from(["1", "2", "01", "²", "10"]), TEXT)
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), TEXT)
 VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
