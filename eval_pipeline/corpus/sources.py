@@ -36,6 +36,9 @@ INVISIBLE_CHARACTERS = frozenset(chr(c) for c in (*range(0x200B, 0x2010), *range
                                                   *range(0x2066, 0x206A), 0xFEFF))
 
 
+_LOGGED_NOTES = 20  # notes logged one by one; the rest are counted in one line
+
+
 def invisible_characters(text: str) -> dict[str, int]:
     """How many of each INVISIBLE_CHARACTERS `text` holds ({"U+200B": 2}), in code point order; a
     U+FEFF at the very start (a byte order mark) is not counted."""
@@ -314,12 +317,16 @@ def _snapshot(items: Iterator[_Item], source: str, lenient: bool) -> CorpusSnaps
                 counts = dict(sorted(counts.items()))
                 if counts:
                     notes.append(SkippedRecord(location=loc, reason=invisible_note(counts)))
-                    _logger.warning("%s: %s", loc, notes[-1].reason)
+                    if len(notes) <= _LOGGED_NOTES:
+                        _logger.warning("%s: %s", loc, notes[-1].reason)
                 continue
         if not lenient:
             raise item
         location, _, reason = str(item).partition(": ")
         skipped.append(SkippedRecord(location=location, reason=reason))
+    if len(notes) > _LOGGED_NOTES:
+        _logger.warning("%s: %d more documents hold invisible characters (CorpusSnapshot.notes lists every one)",
+                        source, len(notes) - _LOGGED_NOTES)
     if not docs:
         raise CorpusError(f"{source}: the corpus has no usable documents"
                           + (f" ({len(skipped)} skipped)" if skipped else ""))

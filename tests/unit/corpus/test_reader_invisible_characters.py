@@ -62,3 +62,15 @@ def test_a_leading_byte_order_mark_of_a_file_is_not_noted(tmp_path):
     root.mkdir()
     (root / "a.md").write_bytes("\ufeff# A\nvisible".encode("utf-8"))
     assert load_corpus("folder", str(root)).notes == ()
+
+
+def test_the_log_is_bounded_and_every_document_noted(tmp_path, caplog):
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"doc_id": f"d{i}", "content": f"w\u200bx {i}"}) + "\n" for i in range(50)),
+                    encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="eval_pipeline.corpus.sources"):
+        snapshot = load_corpus("jsonl", str(path))
+    assert len(snapshot.notes) == 50
+    assert len(caplog.records) == 21
+    assert caplog.records[-1].getMessage() == (f"jsonl:{path}: 30 more documents hold invisible characters "
+                                               "(CorpusSnapshot.notes lists every one)")
