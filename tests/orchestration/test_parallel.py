@@ -56,14 +56,17 @@ def _rank_steps(step_keys):
     return sorted(k for k in step_keys if k.startswith(RANK_STEP + "["))
 
 
-def test_parallel_job_ranks_in_separate_processes_and_agrees_with_in_process(tmp_path, job_env, monkeypatch):
-    env = job_env("state")
+def test_parallel_job_ranks_in_separate_processes_and_agrees_with_in_process(tmp_path, job_env, monkeypatch,
+                                                                              clean_run):
+    # The in-process ("serial") run is the session's clean run (tests/orchestration/conftest.py,
+    # shared with test_reliability.py); the parallel run continues from a copy of its state dir.
+    clean_run = clean_run.get()
+    assert clean_run.code == 0, clean_run.log[-3000:]
+    env = job_env(clean_run.copy_state(tmp_path / "state").name)
     instance = _instance(monkeypatch, env)
-
-    before = _run_ids(instance, "retrieval_eval")
-    serial = start_job(tmp_path, "serial", env, tiny_job_config(tmp_path / "serial"))
-    assert serial.wait(timeout=600) == 0, (tmp_path / "serial.log").read_text()[-3000:]
-    serial_id = _new_run(instance, "retrieval_eval", before)
+    serial_id = clean_run.run_id
+    serial_run = instance.get_run_by_id(serial_id)
+    assert serial_run.job_name == "retrieval_eval" and serial_run.status == DagsterRunStatus.SUCCESS
 
     config = tiny_job_config(tmp_path / "parallel")
     # reuse: false, or every variant would come from the serial run's results cache
@@ -98,4 +101,4 @@ def test_parallel_job_ranks_in_separate_processes_and_agrees_with_in_process(tmp
     assert len(rank_pids) == 3  # each batch in its own process
     assert started[COLLECT_STEP] not in rank_pids  # and none of them the collect step's
 
-    assert metrics_table(tmp_path / "parallel") == metrics_table(tmp_path / "serial")
+    assert metrics_table(tmp_path / "parallel") == metrics_table(clean_run.results)

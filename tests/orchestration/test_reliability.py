@@ -154,9 +154,9 @@ def test_ids_with_quotes_and_sql_reach_postgres_as_data(own_pg, local_embedder, 
 # --- whole-job faults: SIGKILL, concurrency, secrets --------------------------------------
 
 @pytest.mark.parametrize("step", ['"pgvector_store.ingest_shard[', '"ranked_results.rank_variants['])
-def test_sigkill_then_rerun_gives_the_same_metrics(tmp_path, job_env, step):
-    clean = start_job(tmp_path, "clean", job_env("state-clean"), tiny_job_config(tmp_path / "clean"))
-    assert clean.wait(timeout=600) == 0, (tmp_path / "clean.log").read_text()[-3000:]
+def test_sigkill_then_rerun_gives_the_same_metrics(tmp_path, job_env, clean_run, step):
+    clean_run = clean_run.get()  # a fresh state dir of its own, the session's: shared with test_parallel.py
+    assert clean_run.code == 0, clean_run.log[-3000:]
 
     env = job_env("state")  # cold, like a first nightly run
     killed = start_job(tmp_path, "killed", env, tiny_job_config(tmp_path / "killed"))
@@ -171,7 +171,7 @@ def test_sigkill_then_rerun_gives_the_same_metrics(tmp_path, job_env, step):
 
     rerun = start_job(tmp_path, "rerun", env, tiny_job_config(tmp_path / "rerun"))
     assert rerun.wait(timeout=600) == 0, (tmp_path / "rerun.log").read_text()[-3000:]
-    assert metrics_table(tmp_path / "rerun") == metrics_table(tmp_path / "clean")
+    assert metrics_table(tmp_path / "rerun") == metrics_table(clean_run.results)
 
 
 def test_two_runs_at_once(tmp_path, job_env):

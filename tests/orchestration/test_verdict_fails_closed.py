@@ -2,7 +2,8 @@
 ever had an eligible run is never passed for lack of a comparison.
 
 Each test is a sequence of `dagster job execute` runs on the tiny fixture (tests/fixtures/tiny_*),
-in a state dir (and history) of its own, asserting the exit code, each variant's gate line in
+in a state dir (and history) of its own (all but 5. continue from a copy of one shared first run,
+`started`: a brand-new project's run of `dense` and `bm25`, made once per session), asserting the exit code, each variant's gate line in
 results.md (`- `V`: **passed|FAILED** (STATE)`) and, where the contract names them, the history
 rows (`eval_runs`, `eval_answer_runs`). The retrieval tests run without answers (`golden_prompts:
 source: none`), so only the retrieval gate decides their exit code. A deterministic regression:
@@ -78,6 +79,14 @@ def project(tmp_path, job_env):
     return Project(tmp_path, job_env("state"))
 
 
+@pytest.fixture
+def started(tmp_path, job_env, first_run):
+    """(project, its first run): a brand-new project's first run (`dense` and `bm25`, no answers),
+    made once per session; the project continues from a copy of the state it left."""
+    first = first_run.get()
+    return verdict_runs.continue_after(first, tmp_path, job_env, Project), first.run
+
+
 def rewritten_questions(path: Path, tiny_questions, tiny_snapshot, *, prefix: str = "",
                         gold: dict[str, tuple[str, ...]] | None = None) -> Path:
     """The tiny question set with every text prefixed and/or some golds replaced, re-stamped."""
@@ -105,8 +114,8 @@ def assert_paired_or_closed(state: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_a_new_project_passes_as_first_run(project):
-    run = project.run("base", project.variants("good", DENSE, BM25))
+def test_a_new_project_passes_as_first_run(started):
+    project, run = started
     assert run.code == 0, run.log[-3000:]
     assert run.gates == {"dense": ("passed", "first_run"), "bm25": ("passed", "first_run")}
     row = project.history_row(run.run_id)
@@ -120,9 +129,9 @@ def test_a_new_project_passes_as_first_run(project):
 # --------------------------------------------------------------------------------------------
 
 
-def test_reworded_questions_are_paired_and_a_regression_fails(project, tmp_path, tiny_questions, tiny_snapshot):
+def test_reworded_questions_are_paired_and_a_regression_fails(started, tmp_path, tiny_questions, tiny_snapshot):
+    project, base = started
     good = project.variants("good", DENSE, BM25)
-    base = project.run("base", good)
     assert base.code == 0, base.log[-3000:]
 
     reworded = rewritten_questions(tmp_path / "reworded.jsonl", tiny_questions, tiny_snapshot,
@@ -145,8 +154,8 @@ def test_reworded_questions_are_paired_and_a_regression_fails(project, tmp_path,
 # --------------------------------------------------------------------------------------------
 
 
-def test_an_edited_gold_does_not_hide_a_regression(project, tmp_path, tiny_questions, tiny_snapshot):
-    base = project.run("base", project.variants("good", DENSE, BM25))
+def test_an_edited_gold_does_not_hide_a_regression(started, tmp_path, tiny_questions, tiny_snapshot):
+    project, base = started
     assert base.code == 0, base.log[-3000:]
 
     relabelled = rewritten_questions(tmp_path / "relabelled.jsonl", tiny_questions, tiny_snapshot,
@@ -165,8 +174,8 @@ def test_an_edited_gold_does_not_hide_a_regression(project, tmp_path, tiny_quest
 # --------------------------------------------------------------------------------------------
 
 
-def test_a_tuned_hybrid_added_does_not_hide_a_regression(project):
-    base = project.run("base", project.variants("good", DENSE, BM25))
+def test_a_tuned_hybrid_added_does_not_hide_a_regression(started):
+    project, base = started
     assert base.code == 0, base.log[-3000:]
 
     variants = project.variants("tuned-bad", REGRESSED, BM25, TUNED_HYBRID, tuning={"fraction": 0.5, "seed": 0})
@@ -184,8 +193,8 @@ def test_a_tuned_hybrid_added_does_not_hide_a_regression(project):
 # --------------------------------------------------------------------------------------------
 
 
-def test_a_renamed_regressed_variant_fails_until_accepted(project):
-    base = project.run("base", project.variants("good", DENSE, BM25))
+def test_a_renamed_regressed_variant_fails_until_accepted(started):
+    project, base = started
     assert base.code == 0, base.log[-3000:]
     renamed = {**REGRESSED, "name": "dense-v2"}
 
@@ -209,8 +218,8 @@ def test_a_renamed_regressed_variant_fails_until_accepted(project):
     assert same_config.gates == {"dense-v2": ("passed", "comparable"), "lexical": ("passed", "comparable")}
 
 
-def test_a_rename_with_the_same_configuration_keeps_its_history(project):
-    base = project.run("base", project.variants("good", DENSE, BM25))
+def test_a_rename_with_the_same_configuration_keeps_its_history(started):
+    project, base = started
     assert base.code == 0, base.log[-3000:]
     run = project.run("renamed", project.variants("renamed", {**DENSE, "name": "dense-renamed"}, BM25))
     assert run.code == 0, run.log[-3000:]
@@ -257,8 +266,8 @@ def test_a_loosened_golden_set_is_not_compared_and_fails(project, tmp_path):
 # --------------------------------------------------------------------------------------------
 
 
-def test_re_accepting_an_older_run_makes_it_the_reference(project):
-    run_a = project.run("a", project.variants("good", DENSE, BM25))
+def test_re_accepting_an_older_run_makes_it_the_reference(started):
+    project, run_a = started
     assert run_a.code == 0, run_a.log[-3000:]
     bad = project.variants("bad", REGRESSED, BM25)
     run_b = project.run("b", bad)

@@ -9,7 +9,8 @@ regression: `abstain_below: 5.0` on the dense variant (every answerable question
   variant_metrics for one partition, then the verdict) fails through the verdict's blocking
   check `verdict_gate` when the verdict failed, and passes when it passed.
 
-Seven Dagster runs in all: four `dagster job execute`, two `dagster asset materialize` and one
+Seven Dagster runs in all: four `dagster job execute` (the first test's first run is the
+session's shared one, tests/orchestration/conftest.py), two `dagster asset materialize` and one
 re-execution.
 """
 
@@ -102,12 +103,22 @@ def project(tmp_path, job_env):
     return Project(tmp_path, job_env("state"))
 
 
-def test_re_executing_a_regressed_run_from_failure_after_a_good_run_stays_failed(project):
+@pytest.fixture
+def started(tmp_path, job_env, first_run):
+    """(project, its first run): a brand-new project's first run (`dense` and `bm25`, no answers),
+    made once per session (tests/orchestration/conftest.py); the project continues from a copy of
+    the state it left. (Not for `dagster asset materialize`: the assets it does not select are read
+    from their latest materializations, by then another project's.)"""
+    first = first_run.get()
+    return verdict_runs.continue_after(first, tmp_path, job_env, Project), first.run
+
+
+def test_re_executing_a_regressed_run_from_failure_after_a_good_run_stays_failed(started):
     """A regressed run fails in the report's blocking check `verdict_passed` (a step of its
     own). Re-executed from failure after a later run passed, that step must read the failed
     run's report, not the latest materialization (the passing run's)."""
+    project, base = started
     good, bad = project.variants("good", DENSE, BM25), project.variants("bad", REGRESSED, BM25)
-    base = project.run("base", good)
     assert base.code == 0, base.log[-3000:]
     regressed = project.run("regressed", bad)
     assert regressed.code == 1, regressed.log[-3000:]

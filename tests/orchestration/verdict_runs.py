@@ -1,7 +1,12 @@
 """Whole-job runs of a project through a sequence of changes, for the tests of the verdict
 (test_verdict_fails_closed.py, test_verdict_reruns.py): one state dir (and history) per
 project, `dagster job execute` on the tiny fixture without answers unless a golden set is given,
-and what a run left: its exit code, report, gate lines, checks and materializations."""
+and what a run left: its exit code, report, gate lines, checks and materializations.
+
+Most of those tests start the same way: a brand-new project's first run (`dense` and `bm25`, no
+answers). That run is made once per session (`first_run`, tests/orchestration/conftest.py) and
+each such test continues from a copy of its state dir (`continue_after`): its own history and
+vector server, holding exactly what the first run left."""
 
 from __future__ import annotations
 
@@ -92,3 +97,40 @@ class Project:
         evaluations = [r.event_log_entry.dagster_event.event_specific_data
                        for r in self.events(run_id, "ASSET_CHECK_EVALUATION")]
         return {e.check_name: e for e in evaluations}
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    """A project's first run, made once: the state dir it left (its server stopped) and the run."""
+
+    state: Path
+    run: Run
+
+
+def make_first_run(root: Path, dagster_url: str) -> FirstRun:
+    """A brand-new project in `root`, run once with `dense` and `bm25` (no answers); its vector
+    server is stopped so that the state dir can be copied."""
+    from eval_pipeline.store.database import EmbeddedPostgres
+    from tests.integration.cli import job_environment
+
+    state = root / "state"
+    project = Project(root, job_environment(state, dagster_url))
+    try:
+        run = project.run("base", project.variants("good", DENSE, BM25))
+    finally:
+        EmbeddedPostgres(state).stop()
+    return FirstRun(state, run)
+
+
+def continue_after(first: FirstRun, tmp_path: Path, job_env, cls: type[Project] = Project) -> Project:
+    """A project of this test's own (state dir `tmp_path/state`) holding a copy of what `first`
+    left: the same history, tables and caches, as if its first run had just been made here."""
+    copy_state(first.state, tmp_path / "state")
+    return cls(tmp_path, job_env("state"))
+
+
+def copy_state(state: Path, to: Path) -> Path:
+    """A copy of a state dir whose vector server is stopped, owners and modes kept: run as root,
+    the embedded Postgres runs as a user of its own, which must still own the copied data dir."""
+    subprocess.run(["cp", "-a", str(state), str(to)], check=True)
+    return to
