@@ -81,6 +81,8 @@ class CorpusConfig(Config):
     path: Optional[str] = Field(default=None, description="folder, JSONL file, or BEIR folder / corpus.jsonl[.gz]")
     lenient: bool = Field(default=False, description="skip bad records (counted and reported) instead of failing")
     max_document_chars: int = Field(default=5_000_000, ge=1, description="longer documents are bad input")
+    follow_outside_links: bool = Field(default=False, description="a folder corpus may follow symbolic links to files "
+                                       "outside the folder (refused by default: a link is not a document)")
 
 
 def validate_run_config(run_config: dict) -> None:
@@ -119,7 +121,7 @@ def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedd
         if report_config.grade_holes:
             llm.get()  # grading the holes needs a model: fail now, not after the ranking
     snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
-                           max_document_chars=config.max_document_chars)
+                           max_document_chars=config.max_document_chars, follow_outside_links=config.follow_outside_links)
     preflight_answers(context, snapshot, llm)
     builds_questions = AssetKey("question_set") in selected_assets(context)
     context.add_output_metadata(preflight_run(

@@ -39,7 +39,10 @@ def preflight_run(
             reranker_identity(v.reranker)
     for skipped in snapshot.skipped:
         warn(f"skipped {skipped.location}: {skipped.reason}")
-    return {"documents": len(snapshot.documents), "skipped": len(snapshot.skipped), "signature": snapshot.signature,
+    for note in snapshot.notes:  # kept as they are, but keyword search may not match them
+        warn(f"{note.location}: {note.reason}")
+    return {"documents": len(snapshot.documents), "skipped": len(snapshot.skipped), "notes": len(snapshot.notes),
+            "signature": snapshot.signature,
             "source": snapshot.source, "characters": sum(len(d.content) for d in snapshot.documents)}
 
 
@@ -73,7 +76,10 @@ def build_question_set(
     if getattr(settings, "extra_golds", None):  # on the whole set: an accepted gold may be past the limit
         qs, metadata = _with_extra_golds(qs, settings.extra_golds, doc_ids, metadata)
     qs = qs.limit(settings.limit) if settings.limit is not None else qs
-    return qs, {**metadata, **qs.counts(), "fingerprint": qs.fingerprint, "path": str(qs.path),
+    for warning in qs.warnings:  # e.g. invisible characters glued to words: kept, but named
+        warn(warning)
+    return qs, {**metadata, "warnings": len(qs.warnings), **qs.counts(), "fingerprint": qs.fingerprint,
+                "path": str(qs.path),
                 "limited_from": qs.limited_from}
 
 
