@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from eval_pipeline.common.checks import is_finite, is_integer
 from eval_pipeline.common.text import TOKEN
-from eval_pipeline.ranking.engines import ChunkHit, chunks_to_documents
+from eval_pipeline.ranking.hits import ChunkHit, chunks_to_documents
 
 StemmerName = Literal["english", "none"]
 StopwordsName = Literal["english", "none"]

@@ -48,7 +48,7 @@ from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
 
 from eval_pipeline.common.checks import is_integer
-from eval_pipeline.ranking.engines import ChunkHit, RankedDoc, chunks_to_documents
+from eval_pipeline.ranking.hits import ChunkHit, RankedDoc, chunks_to_documents
 from eval_pipeline.store.database import connect
 from eval_pipeline.store.tsvector import secret_value
 

@@ -31,47 +31,18 @@ module in `BUILTIN_ENGINE_MODULES` here, or in EVAL_PIPELINE_PLUGINS (eval_pipel
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from eval_pipeline.common.registry import Names, Option, Registry, boolean, choice, integer
 from eval_pipeline.common.text import TOKEN
 from eval_pipeline.corpus.sources import CorpusSnapshot, Document
+from eval_pipeline.ranking import bm25  # light: bm25s and PyStemmer load only when an engine is built
 from eval_pipeline.ranking.defaults import RRF_K
+from eval_pipeline.ranking.hits import ChunkHit, RankedDoc, chunks_to_documents
 
 EngineName = Literal["pg-keyword", "pg-dense", "hybrid", "bm25", "metadata"]  # the built-in ones
-
-
-@dataclass(frozen=True)
-class RankedDoc:
-    doc_id: str
-    score: float
-    chunk_id: str | None = field(default=None, compare=False)  # the chunk that gave the rank
-
-
-@dataclass(frozen=True)
-class ChunkHit:
-    chunk_id: str
-    doc_id: str
-    score: float
-
-
-def chunks_to_documents(chunks: Iterable, depth: int) -> list[RankedDoc]:
-    """Chunk hits, best first -> documents, first occurrence wins, cut at depth.
-
-    Accepts ChunkHit objects or (doc id, score) pairs.  Equal scores are re-ordered by doc id
-    so that the database's arbitrary order among ties cannot change a metric between runs.
-    """
-    items = [(c.doc_id, c.score, c.chunk_id) if isinstance(c, ChunkHit) else (c[0], c[1], None) for c in chunks]
-    ordered = sorted(enumerate(items), key=lambda item: (-item[1][1], item[1][0], item[0]))
-    seen: dict[str, RankedDoc] = {}
-    for _, (doc_id, score, chunk_id) in ordered:
-        if doc_id not in seen:
-            seen[doc_id] = RankedDoc(doc_id, score, chunk_id)
-            if len(seen) == depth:
-                break
-    return list(seen.values())
 
 
 def _hits(documents) -> list[ChunkHit]:
@@ -282,9 +253,7 @@ def _keyword_resolved(given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _bm25_resolved(given: Mapping[str, Any]) -> dict[str, Any]:
-    from eval_pipeline.ranking.bm25 import check_settings
-
-    return dict(check_settings(**given))
+    return dict(bm25.check_settings(**given))
 
 
 def _keyword_choices(name: str) -> Callable[[], Sequence[str]]:
@@ -297,8 +266,6 @@ def _keyword_choices(name: str) -> Callable[[], Sequence[str]]:
 
 def _bm25_choices(name: str) -> Callable[[], Sequence[str]]:
     def listed() -> Sequence[str]:
-        from eval_pipeline.ranking import bm25  # its module imports this one: read when checked
-
         return getattr(bm25, name)
     return listed
 

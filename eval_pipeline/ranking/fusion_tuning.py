@@ -60,7 +60,8 @@ from typing import Any, Literal
 from eval_pipeline.common.checks import is_finite, is_integer, is_real
 from eval_pipeline.metrics.retrieval import PRIMARY_METRIC, measure, ndcg_at_k
 from eval_pipeline.ranking.defaults import DEPTH, RRF_K, RRF_K_RANGE
-from eval_pipeline.ranking.engines import ChunkHit, RankedDoc, chunks_to_documents, fuse
+from eval_pipeline.ranking.engines import fuse
+from eval_pipeline.ranking.hits import ChunkHit, RankedDoc, chunks_to_documents
 
 __all__ = [
     "DEFAULT_RRF_K_GRID",

@@ -9,7 +9,7 @@ import pytest
 from psycopg import sql
 
 from eval_pipeline.corpus.sources import load_corpus
-from eval_pipeline.ranking.engines import ChunkHit, chunks_to_documents
+from eval_pipeline.ranking.hits import ChunkHit, chunks_to_documents
 from eval_pipeline.ranking.keyword_index import (
     TSV_COLUMN,
     IndexedKeywordEngine,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.ranking.bm25 import Analyzer, BM25Engine, check_settings
-from eval_pipeline.ranking.engines import ChunkHit, RankedDoc
+from eval_pipeline.ranking.hits import ChunkHit, RankedDoc
 
 # Three documents; "The", "and" and "with" are English stopwords and are not counted.
 TOY = [

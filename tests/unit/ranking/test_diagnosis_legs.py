@@ -15,7 +15,7 @@ from eval_pipeline.corpus.sources import CorpusSnapshot, Document
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.ranking import sweep as sweep_mod
 from eval_pipeline.ranking.diagnosis import diagnose_miss
-from eval_pipeline.ranking.engines import ChunkHit
+from eval_pipeline.ranking.hits import ChunkHit
 from eval_pipeline.ranking.sweep import Sweep
 
 K = 3

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import pytest
 
 from eval_pipeline.metrics.retrieval import ndcg_at_k, score_queries
-from eval_pipeline.ranking.engines import ChunkHit, RankedDoc
+from eval_pipeline.ranking.hits import ChunkHit, RankedDoc
 from eval_pipeline.ranking.fusion_tuning import (
     DEFAULT_RRF_K_GRID,
     TIE_TOLERANCE,

@@ -15,7 +15,7 @@ from eval_pipeline.config.sweep import parse_sweep
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.ranking import sweep as sweep_mod
 from eval_pipeline.ranking.caches import ResultsCache
-from eval_pipeline.ranking.engines import ChunkHit
+from eval_pipeline.ranking.hits import ChunkHit
 from eval_pipeline.ranking.rerankers import RerankError
 from eval_pipeline.ranking.sweep import Sweep
 
