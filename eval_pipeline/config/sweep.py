@@ -91,7 +91,6 @@ class SweepConfig:
 
 
 def load_sweep(path: str | Path) -> SweepConfig:
-
     path = Path(path)
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_strict_loader())  # noqa: S506 - a SafeLoader
@@ -313,7 +312,6 @@ def _audit(raw: Any, source: str) -> AuditThresholds:
 
 
 def _gate(raw: Any, source: str) -> tuple[dict[str, float], bool, float]:
-
     if raw is None:
         return dict(DEFAULT_TOLERANCES), False, DEFAULT_EFFECT
     if not isinstance(raw, dict) or set(raw) - {"tolerances", "strict", "effect"}:

@@ -165,7 +165,6 @@ def code_version(repo: Path | None = None) -> str:
     if repo is not None:
         return checkout_version(repo)
     if "version" not in _LOADED:
-
         _LOADED["version"] = checkout_version(PROJECT_ROOT)
     return _LOADED["version"]
 
