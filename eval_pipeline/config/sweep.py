@@ -108,6 +108,14 @@ def load_sweep(path: str | Path) -> SweepConfig:
         ) from None
     except yaml.YAMLError as exc:
         raise VariantConfigError(f"{path}: invalid YAML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise VariantConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except RecursionError:
+        raise VariantConfigError(f"{path}: nested too deeply to read") from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        # PyYAML's constructors raise these for a value they cannot convert: an explicitly tagged
+        # scalar (!!int x, !!timestamp 2001-13-45) or an integer over Python's 4,300 digits
+        raise VariantConfigError(f"{path}: a value YAML cannot read ({type(exc).__name__}: {str(exc)[:200]})") from None
     return parse_sweep(data, source=str(path))
 
 
@@ -202,7 +210,7 @@ def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     unknown = set(data) - set(settings)
     if unknown:
         raise VariantConfigError(
-            f"{source}: unknown top-level setting(s) {sorted(unknown)}; valid: {', '.join(settings)}"
+            f"{source}: unknown top-level setting(s) {sorted(unknown, key=str)}; valid: {', '.join(settings)}"
         )
     raw = data.get("variants")
     if not isinstance(raw, list) or not raw:

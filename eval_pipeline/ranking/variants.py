@@ -162,7 +162,7 @@ def parse_variant(item: Any, where: str) -> Variant:
     leg_knobs = {knob for leg in legs_used if isinstance(leg, str) and leg in by_leg
                  for knob in by_leg[leg].option_names}
     allowed = COMMON_KNOBS | set(kind.engine_options) | leg_knobs
-    unknown = sorted(set(item) - allowed)
+    unknown = sorted(set(item) - allowed, key=str)  # keys of any type (1, null): sorted as text
     if unknown:
         raise VariantConfigError(
             f"{where} ({engine}): unknown setting(s) {unknown}; valid: {', '.join(sorted(allowed))}")
@@ -324,7 +324,7 @@ def _check_reranker_options(kind: str, options: Mapping[str, Any], where: str) -
     spec = RERANKERS[kind]
     valid = file_reranker_options(kind)
     listing = ", ".join(valid) or "none"
-    unknown = sorted(set(options) - set(valid))
+    unknown = sorted(set(options) - set(valid), key=str)
     if unknown:
         injected = [u for u in unknown if u in spec.injected]
         note = f" ({', '.join(injected)}: supplied by the resource, not the file)" if injected else ""
