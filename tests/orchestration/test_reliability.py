@@ -122,12 +122,18 @@ def test_huge_document_is_refused_or_skipped(tmp_path):
     folder = tmp_path / "kb"
     folder.mkdir()
     (folder / "ok.md").write_text("# Fine\nA normal page about the coffee machine.")
-    (folder / "dump.txt").write_text("log line " * 6_000_000)  # ~54 MB
-    with pytest.raises(CorpusError, match=r"doc 'dump': 54,000,000 characters, more than max_document_chars"):
+    (folder / "dump.txt").write_text("log line " * 600_000)  # 5.4 MB: over the cap by its characters
+    with pytest.raises(CorpusError, match=r"doc 'dump': 5,400,000 characters, more than max_document_chars"):
         load_corpus("folder", str(folder))
     snapshot = load_corpus("folder", str(folder), lenient=True)
     assert [d.doc_id for d in snapshot.documents] == ["ok"]
     assert [s.location for s in snapshot.skipped] == ["doc 'dump'"]
+    (folder / "dump.txt").write_text("log line " * 6_000_000)  # ~54 MB: refused from its size, before it is read
+    with pytest.raises(CorpusError, match=r"dump.txt: 54,000,000 bytes on disk, more than 4 × max_document_chars"):
+        load_corpus("folder", str(folder))
+    snapshot = load_corpus("folder", str(folder), lenient=True)
+    assert [d.doc_id for d in snapshot.documents] == ["ok"]
+    assert [s.location for s in snapshot.skipped] == [str(folder / "dump.txt")]
 
 
 def test_hundred_thousand_tiny_documents(tmp_path):
