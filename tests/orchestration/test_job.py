@@ -9,7 +9,6 @@ import yaml
 from dagster import DagsterInstance, materialize
 
 from resources import DatabaseResource, EmbedderResource, StateResource
-from tests.integration.cli import job_environment
 
 pytestmark = pytest.mark.integration
 
@@ -40,10 +39,23 @@ def _tiny_config(results_dir):
 
 
 @pytest.fixture
-def resources(pg_state_dir, embedded_pg, tmp_path):
+def own_state(tmp_path_factory):
+    """A state dir of this test's own: its own vector server and run history. The session's
+    server holds history other tests wrote under the same variant names; a job run against it
+    would be judged against their runs (and, the verdict failing closed, fail)."""
+    from eval_pipeline.store.database import EmbeddedPostgres
+
+    state = tmp_path_factory.mktemp("state")  # beside tmp_path, which the tests publish results into
+    yield state
+    EmbeddedPostgres(state).stop()
+
+
+@pytest.fixture
+def resources(own_state, tmp_path):
     from resources import LLMResource, RerankerResource
     from resources.io import RunScopedPickleIOManager, VariantParquetIOManager
 
+    pg_state_dir = own_state
     return {
         "io_manager": RunScopedPickleIOManager(base_dir=str(tmp_path / "assets")),
         "state": StateResource(path=str(pg_state_dir)),
@@ -130,11 +142,11 @@ def test_demo_job_body_only_questions(tmp_path, resources):
     assert (summary["n_errored"] == 0).all()
 
 
-def test_dagster_job_execute_cli(tmp_path, pg_state_dir, embedded_pg):
+def test_dagster_job_execute_cli(tmp_path, job_env):
     """The command CI and the README use, with run storage in the embedded Postgres."""
     config_file = tmp_path / "run.yaml"
     config_file.write_text(yaml.safe_dump(_tiny_config(tmp_path / "results")))
-    env = job_environment(pg_state_dir, embedded_pg.uri("dagster", driver="psycopg2"))
+    env = job_env("state")
     cmd = [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval"]
     ok = subprocess.run([*cmd, "-c", str(config_file)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0, ok.stderr[-3000:]
