@@ -27,6 +27,7 @@ This module is pure (no database, no Dagster), so an asset check can call it dir
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from numbers import Real
@@ -78,11 +79,24 @@ class GateResult:
         return [row for row in self.rows if row["passed"] is False]
 
 
+# A scientific literal as PyYAML leaves it a string: digits, an optional fraction, an exponent.
+# ASCII only; not "nan", "inf", "0x1", "1_0", nor a literal without its exponent.
+_SCIENTIFIC = re.compile(r"[+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][+-]?[0-9]+")
+
+
+def _scientific(text: str) -> object:
+    """The number a scientific literal (``1e-2``) means, or the text unchanged (refused by the caller)."""
+    return float(text) if _SCIENTIFIC.fullmatch(text.strip()) else text
+
+
 def validate_tolerances(raw: Mapping[str, object]) -> dict[str, float]:
     """Validated tolerances as a new ``{metric: float}`` dict (input order kept).
 
-    Each value must be a real number (not a bool, not a string — a config value of
-    ``"0.05"`` is a typo to fix, not a number to guess), finite and in [0, 1]. 0 means no
+    Each value must be a real number (not a bool), finite and in [0, 1], or a string holding a
+    scientific literal with an exponent (``1e-2``, ``5E-2``, ``+1e-2``): PyYAML reads ``1e-2``
+    without a dot as the string ``"1e-2"``, which the file's author meant as a number (the answer
+    gate accepts it too). Any other string stays an error (``"0.05"`` was quoted on purpose: a
+    typo to fix, not a number to guess). 0 means no
     drop at all is allowed; ``-0.0`` is accepted as 0 and normalized to ``0.0`` so it
     prints and compares as the 0 it means. Metric names must be per-question metric
     columns (:data:`GATEABLE_METRICS`): a misspelled name would otherwise gate nothing.
@@ -102,14 +116,15 @@ def validate_tolerances(raw: Mapping[str, object]) -> dict[str, float]:
             raise ValueError(
                 f"gate tolerance names unknown metric {metric!r}; valid metrics: {', '.join(GATEABLE_METRICS)}"
             )
+        number = _scientific(value) if isinstance(value, str) else value
         if (
-            isinstance(value, bool)
-            or not isinstance(value, Real)
-            or not math.isfinite(float(value))
-            or not 0.0 <= float(value) <= 1.0
+            isinstance(number, bool)
+            or not isinstance(number, Real)
+            or not math.isfinite(float(number))
+            or not 0.0 <= float(number) <= 1.0
         ):
             raise ValueError(f"gate tolerance for {metric!r} must be a finite number in [0, 1], got {value!r}")
-        out[metric] = float(value) + 0.0  # -0.0 + 0.0 == 0.0 (positive zero)
+        out[metric] = float(number) + 0.0  # -0.0 + 0.0 == 0.0 (positive zero)
     return out
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 from eval_pipeline.common.atomic import atomic_write_bytes, atomic_write_text
 from eval_pipeline.common.formatting import markdown_table
 from eval_pipeline.common.registry import Registry
-from eval_pipeline.scoring.variant import HEADLINE_METRICS, slice_summary
+from eval_pipeline.scoring.variant import CLASS_METRICS, HEADLINE_METRICS, class_breakdown
 
 # Where a section sits: after the warnings, before the variants table (`before_variants`);
 # after the regression gate (`after_gate`); after the plots (`after_plots`); before the
@@ -299,21 +299,7 @@ def render_report(
         lines += ["## Plots", ""] + [f"![{name}]({file})" for name, file in plots.items()] + [""]
     lines += slot["after_plots"]
 
-    slices = [
-        ("MATCH (shares the document's words)", per_query["form"] == "MATCH"),
-        ("GAP (everyday rewording)", per_query["form"] == "GAP"),
-        ("body-only (facts only in the body)", per_query["hard_class"] == "body-only"),
-        ("deep-chunk (answer deep in a long document)", per_query["hard_class"] == "deep-chunk"),
-        ("multi-gold (two documents answer)", per_query["hard_class"] == "multi-gold"),
-    ]
-    rows = []
-    for label, mask in slices:
-        part = slice_summary(per_query, mask, metrics=("hit@5",))
-        if len(part) and int(part["n"].max()) > 0:
-            rows.append({"slice": label, "n": int(part["n"].max()), **dict(zip(part["variant"], part["hit@5"]))})
-    if rows:
-        lines += ["## hit@5 by question kind", ""]
-        lines += [markdown_table(pd.DataFrame(rows), ["slice", "n", *summary["variant"]]), ""]
+    lines += class_lines(per_query, list(summary["variant"]))
 
     n_abst = int(summary["n_abstention"].iloc[0])
     if n_abst:
@@ -361,6 +347,30 @@ def render_report(
     lines += [f"- {k}: `{v}`" for k, v in provenance.items()]
     lines += ["", HOW_TO_READ]
     return "\n".join(lines)
+
+
+# What a class is called in the report, by field (any other field: its name).
+_FIELD_LABELS = {"form": "form", "hard_class": "hard class"}
+
+
+def class_lines(per_query: pd.DataFrame, variants: Sequence[str]) -> list[str]:
+    """Two sections over every class present (`class_breakdown`): hit@5 per class and variant
+    in one compact table, then every class's hit@1, hit@5, MRR and nDCG@10 per variant with
+    its number of answerable (n) and abstention questions. Nothing when no question has a class."""
+    table = class_breakdown(per_query)
+    if not len(table):
+        return []
+    compact = []
+    for (name, cls), part in table.groupby(["field", "class"], sort=False):
+        compact.append({"slice": f"{_FIELD_LABELS.get(str(name), str(name))}: {cls}", "n": int(part["n"].max()),
+                        **dict(zip(part["variant"], part["hit@5"]))})
+    lines = ["## hit@5 by question kind", "",
+             markdown_table(pd.DataFrame(compact), ["slice", "n", *variants]), ""]
+    detail = table.assign(**{"class": [f"{_FIELD_LABELS.get(str(f), str(f))}: {c}"
+                                       for f, c in zip(table["field"], table["class"])]})
+    lines += ["## Every question class (means over its answerable questions)", "",
+              markdown_table(detail, ["class", "variant", "n", "n_abstention", *CLASS_METRICS]), ""]
+    return lines
 
 
 def _with_intervals_and_marks(table: pd.DataFrame, verdict, baseline: str | None) -> pd.DataFrame:

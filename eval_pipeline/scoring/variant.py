@@ -93,3 +93,48 @@ def slice_summary(per_query: pd.DataFrame, mask: pd.Series,
     out = sub.groupby("variant", sort=False)[list(metrics)].mean()
     out["n"] = sub.groupby("variant", sort=False).size()
     return out.reset_index()
+
+
+# The question fields a breakdown is made by, and what each class row shows.
+CLASS_FIELDS = ("form", "hard_class")
+CLASS_METRICS = ("hit@1", "hit@5", "mrr", "ndcg@10")
+UNLABELLED = "(none)"  # a question with no value for a field: its own class, never dropped
+
+
+def class_breakdown(per_query: pd.DataFrame, fields: Sequence[str] = CLASS_FIELDS,
+                    metrics: Sequence[str] = CLASS_METRICS) -> pd.DataFrame:
+    """Every class present in the question set, per field (any `form`, any `hard_class`
+    value, not a fixed list), per variant: the mean of `metrics` over the class's answerable
+    questions and how many it has.
+
+    Columns: field, class, variant, n (answerable questions of the class), n_abstention (the
+    class's abstention questions, which have no ranking metric), then `metrics`. A question
+    with no value for a field (None, NaN, "") is in the class :data:`UNLABELLED`; a field
+    whose every question is unlabelled is left out (it says nothing). A class with no
+    answerable question has NaN means and n 0. Rows are ordered by field (as given), class
+    (sorted, UNLABELLED last), then variant (first appearance). An empty frame gives an
+    empty table with these columns."""
+    columns = ["field", "class", "variant", "n", "n_abstention", *metrics]
+    rows: list[dict] = []
+    if not len(per_query):
+        return pd.DataFrame(rows, columns=columns)
+    variants = list(dict.fromkeys(per_query["variant"]))
+    answerable = per_query["answerable"].astype(bool)
+    for name in fields:
+        if name not in per_query:
+            continue
+        labels = per_query[name].map(lambda v: UNLABELLED if v is None or v != v or v == "" else str(v))
+        if (labels == UNLABELLED).all():
+            continue
+        classes = sorted(set(labels) - {UNLABELLED}) + ([UNLABELLED] if (labels == UNLABELLED).any() else [])
+        for cls in classes:
+            in_class = labels == cls
+            for variant in variants:
+                mine = in_class & (per_query["variant"] == variant)
+                scored = per_query[mine & answerable]
+                row = {"field": name, "class": cls, "variant": variant, "n": int(len(scored)),
+                       "n_abstention": int((mine & ~answerable).sum())}
+                for m in metrics:
+                    row[m] = float(scored[m].astype("float64").mean()) if len(scored) else float("nan")
+                rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
