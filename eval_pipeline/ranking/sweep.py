@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from eval_pipeline.ranking.engines import (
     fuse,
     leg_kind,
 )
+from eval_pipeline.ranking.microscope import answer_chunk, miss_record
 from eval_pipeline.ranking.rerankers import RERANKERS
 from eval_pipeline.ranking.results import RESULT_COLUMNS, STAGES, error_text, identity_json, variant_identity
 from eval_pipeline.ranking.variants import Variant, resolved_leg_settings
@@ -96,6 +98,7 @@ class Sweep:
         self._chunk_text: dict[str, str] | None = None
         self._first_chunk: dict[str, str] | None = None
         self._chunk_embeddings: dict[str, np.ndarray] | None = None
+        self._evidence_failed: str | None = None  # why the microscope could not read the store's chunks
         self._legs: dict[tuple[str, int, tuple], Any] = {}  # (leg, top_k, settings) -> its engine
         self._leg_cache: dict[tuple[str, int, tuple, str], _Timed] = {}
         self._pool_cache: dict[tuple, tuple[list[RankedDoc], dict[str, float], str | None, bool]] = {}
@@ -233,6 +236,7 @@ class Sweep:
         sides = {leg: leg_kind(leg).side for leg in diag_legs}
         diagnosed: dict[str, dict[str, list[str]]] = {}
         rows = []
+        misses: list[dict[str, Any] | None] = []  # the microscope's record of each miss (None: a hit)
         for q in questions:
             pool, stage_ms, error, fused = self.first_stage(v, q)
             stage_ms = dict(stage_ms)
@@ -257,6 +261,7 @@ class Sweep:
                     reranked = [RankedDoc(c.doc_id, float(c.score), chunk_of.get(c.doc_id)) for c in timed.value]
                     final = reranked + list(pool[v.rerank_depth:])
             final = final[: v.depth] if error is None else []
+            unrefused = list(final)
             abstained = False
             if error is None and v.abstain_below is not None and (not final or final[0].score < v.abstain_below):
                 final, abstained = [], True
@@ -286,6 +291,8 @@ class Sweep:
                 "rerank_fallback": fallback,
                 "diagnosis_error": diagnosis_error,
             })
+            misses.append(self._microscope(v, q, final=final, unrefused=unrefused, pool=pool, pre_rerank=pre_rerank,
+                                           abstained=abstained, errored=error is not None, fused=fused))
         frame = pd.DataFrame(rows, columns=RESULT_COLUMNS)
         resolved = {leg: resolved_leg_settings(leg, v.leg_settings(leg)) for leg in v.used_legs}
         frame["variant_config"] = identity_json(variant_identity(v, reranker, resolved))
@@ -298,7 +305,78 @@ class Sweep:
                           abstained=r["abstained"], errored=r["error"] is not None)
             for q, (_, r) in zip(questions, frame.iterrows())
         ]
+        frame["triage"] = [m["triage"] if m else None for m in misses]
+        frame["dense_cause"] = [m["dense_cause"] if m else None for m in misses]
+        frame["microscope"] = [json.dumps(m, sort_keys=True) if m else None for m in misses]
         return frame
+
+    # --- the microscope -------------------------------------------------------------------
+
+    def _microscope(self, v: Variant, q: Question, *, final: Sequence[RankedDoc], unrefused: Sequence[RankedDoc],
+                    pool: Sequence[RankedDoc], pre_rerank: Sequence[str] | None, abstained: bool, errored: bool,
+                    fused: bool) -> dict[str, Any] | None:
+        """The microscope's record of a miss of `v` on `q` (eval_pipeline.ranking.microscope), None for a
+        hit. Its legs are the variant's own (`used_legs`; an engine without legs is its own "leg": its
+        first-stage list), each leg's candidates as the sweep queried them (cached: no new query). The
+        cosines and the answer chunk read the store's chunks and embeddings once per sweep, only for a
+        miss that needs them; a failure there is kept in the record (`evidence_error`), never raised."""
+        k = self.miss_k
+        gold = list(q.gold)
+        if not gold or any(d.doc_id in set(gold) for d in final[:k]):
+            return None
+        legs: dict[str, list[RankedDoc]] = {}
+        for leg in v.used_legs:
+            timed = self.leg_hits(leg, v.chunk_top_k, q, v.leg_settings(leg))
+            legs[leg] = chunks_to_documents(timed.value or [], 10**9)
+        if not v.used_legs:
+            legs[v.engine] = list(pool)
+        dense_leg = next((leg for leg in v.used_legs if leg_kind(leg).side == "dense"), None)
+        gold_cosine = kth_cosine = None
+        answer = None
+        evidence_error = self._evidence_failed  # the store's chunks could not be read once: not again per miss
+        in_leg: list[float] = []
+        if dense_leg is not None:  # the dense leg's own scores are cosines
+            dense_docs = legs[dense_leg]
+            kth_cosine = float(dense_docs[k - 1].score) if len(dense_docs) >= k else None
+            in_leg = [float(d.score) for d in dense_docs if d.doc_id in set(gold)]
+            gold_cosine = max(in_leg) if in_leg else None
+        if evidence_error is None:
+            try:
+                if dense_leg is not None and not in_leg:
+                    gold_cosine = self._gold_cosine(q, gold)
+                if q.gist:
+                    texts = self.chunk_text()
+                    gold_chunks = {cid: texts[cid] for cid, doc_id, _ in self.chunks() if doc_id in set(gold)}
+                    answer = answer_chunk(q.gist, gold_chunks)
+            except Exception as exc:  # the evidence is incomplete, the miss is still recorded
+                evidence_error = self._evidence_failed = error_text(exc, self.connection_string)
+        record = miss_record(variant=v.key, qid=q.qid, gold=gold, k=k, final=final, legs=legs, fused=fused,
+                             pre_rerank=pre_rerank, unrefused=unrefused, abstained=abstained, errored=errored,
+                             gold_cosine=gold_cosine, kth_cosine=kth_cosine, dense_leg=dense_leg, answer=answer)
+        if record is not None:
+            record["evidence_error"] = evidence_error
+        return record
+
+    def _gold_cosine(self, q: Question, gold: Sequence[str]) -> float | None:
+        """The best cosine of a gold document's chunks to the question's embedding (None without an
+        embedding or a chunk)."""
+        query = self.query_embeddings.get(q.qid)
+        if query is None:
+            return None
+        embeddings = self.chunk_embeddings()
+        wanted = set(gold)
+        vectors = [embeddings[cid] for cid, doc_id, _ in self.chunks() if doc_id in wanted and cid in embeddings]
+        if not vectors:
+            return None
+        qv = np.asarray(query, dtype=np.float64)
+        qn = float(np.linalg.norm(qv))
+        best = None
+        for vec in vectors:
+            vn = float(np.linalg.norm(vec))
+            if qn and vn:
+                cos = float(np.dot(qv, vec) / (qn * vn))
+                best = cos if best is None else max(best, cos)
+        return best
 
     @staticmethod
     def diagnosis_legs(v: Variant) -> list[str]:

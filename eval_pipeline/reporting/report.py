@@ -331,6 +331,8 @@ def render_report(
         lines += [markdown_table(renamed, ["variant", *[c.removeprefix("miss_").replace("_", " ")
                                                         for c in miss_columns]]), ""]
 
+    lines += microscope_lines(summary, per_query, baseline)
+
     answerable = per_query[per_query["answerable"]]
     best_rows = answerable[answerable["variant"] == best["variant"]]
     worst = best_rows[best_rows["miss_class"].notna()].sort_values("qid").head(10)
@@ -501,14 +503,74 @@ def publish_report(
 
 def write_report(results_dir: str | Path, markdown: str, per_query: pd.DataFrame, *,
                  suffix: str = "") -> dict[str, str]:
-    """Writes results.md and per_query.jsonl atomically (a limited run adds a suffix to the
-    names, so it never overwrites a full run's results); returns their paths."""
+    """Writes results.md, per_query.jsonl and misses.jsonl atomically (a limited run adds a
+    suffix to the names, so it never overwrites a full run's results); returns their paths.
+    The microscope's records (`microscope` column) go to misses.jsonl, one line per miss
+    (variant and question, with the question's text), not into per_query.jsonl."""
     out = Path(results_dir)
     md_path, pq_path = out / f"results{suffix}.md", out / f"per_query{suffix}.jsonl"
+    misses_path = out / f"misses{suffix}.jsonl"
     atomic_write_text(md_path, markdown)
-    records = per_query.to_dict(orient="records")
+    records = per_query.drop(columns=["microscope"], errors="ignore").to_dict(orient="records")
     atomic_write_text(pq_path, "".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n" for r in records))
-    return {"report": str(md_path), "per_query": str(pq_path)}
+    atomic_write_text(misses_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in miss_records(per_query)))
+    return {"report": str(md_path), "per_query": str(pq_path), "misses": str(misses_path)}
+
+
+def miss_records(per_query: pd.DataFrame) -> list[dict[str, Any]]:
+    """The microscope's record of every miss, in the frame's order (variant, then question), each
+    with the question's text: what misses.jsonl holds."""
+    if "microscope" not in per_query:
+        return []
+    out = []
+    for _, row in per_query[per_query["microscope"].notna()].iterrows():
+        record = json.loads(row["microscope"])
+        out.append({"variant": row["variant"], "qid": row["qid"], "question": row.get("question"),
+                    **{k: v for k, v in record.items() if k not in ("variant", "qid")}})
+    return out
+
+
+def _fmt_cos(value: Any) -> str:
+    from eval_pipeline.common.formatting import fmt_number
+
+    return fmt_number(value, 3)
+
+
+def microscope_lines(summary: pd.DataFrame, per_query: pd.DataFrame, baseline: str | None,
+                     first: int = 5) -> list[str]:
+    """The microscope in the report: the misses per triage label (and dense cause) per variant,
+    and the first `first` misses of the baseline variant (else the first variant) with their
+    evidence; the whole of it is in misses.jsonl."""
+    from eval_pipeline.ranking.microscope import CROWDING_MARGIN, DENSE_CAUSES, TRIAGE_LABELS
+
+    columns = [f"triage_{t}" for t in TRIAGE_LABELS] + [f"dense_{c}" for c in DENSE_CAUSES]
+    if not all(c in summary for c in columns) or not int(summary[columns].to_numpy().sum()):
+        return []
+    names = {c: c.removeprefix("triage_").replace("_", " ") for c in columns[:len(TRIAGE_LABELS)]}
+    names.update({c: f"dense: {c.removeprefix('dense_')}" for c in columns[len(TRIAGE_LABELS):]})
+    lines = ["## Microscope: where each miss was lost (misses.jsonl)", "",
+             "Per variant, its misses (no gold document in the top 10) by the latest stage that lost the gold "
+             "document, and, for the misses its dense leg missed too, *crowding* (the gold's cosine to the question "
+             f"within {CROWDING_MARGIN:g} of the 10th dense candidate's: a deeper pool finds it) or *embedding* "
+             "(further: only document-side work helps).", "",
+             markdown_table(summary.rename(columns=names), ["variant", *names.values()]), ""]
+    who = baseline if baseline in set(per_query["variant"]) else (per_query["variant"].iloc[0] if len(per_query)
+                                                                   else None)
+    mine = [r for r in miss_records(per_query) if r["variant"] == who][:first]
+    if mine:
+        lines += [f"First {len(mine)} misses of `{who}`:", ""]
+        for r in mine:
+            legs = "; ".join(f"{leg}: gold rank {e['gold_rank'] if e['gold_rank'] is not None else 'none'} "
+                             f"of {e['candidates']}" + (f" (score {_fmt_cos(e['gold_score'])})"
+                                                        if e["gold_score"] is not None else "")
+                             for leg, e in r["legs"].items())
+            top = ", ".join(f"{d} {_fmt_cos(sc)}" for d, sc in r["top"][:3]) or "nothing"
+            cause = f", {r['dense_cause']}" if r.get("dense_cause") else ""
+            lines.append(f"- `{r['qid']}` {r['question']} — **{r['triage'].replace('_', ' ')}{cause}**; gold "
+                         f"{', '.join(r['gold'])}; {legs}; cosine gold {_fmt_cos(r['gold_cosine'])} vs 10th "
+                         f"{_fmt_cos(r['kth_cosine'])}; top: {top}")
+        lines.append("")
+    return lines
 
 
 def _jsonable(record: dict) -> dict:

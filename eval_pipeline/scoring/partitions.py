@@ -26,8 +26,9 @@ def score_partitions(ranked: Mapping[str, pd.DataFrame], keys: Sequence[str], qu
 
 def partition_metrics(key: str, scored: pd.DataFrame) -> dict[str, Any]:
     """One partition's own numbers, as floats and ints the UI plots over time: hit@1/5/10,
-    MRR, recall@10, nDCG@10 with its 95% bootstrap interval, latency p50/p95 and errored
-    questions; with the frame's row count and column schema."""
+    MRR, recall@10, nDCG@10 with its 95% bootstrap interval, latency p50/p95, errored
+    questions and the microscope's counts of misses per triage label and dense cause; with the
+    frame's row count and column schema."""
     from eval_pipeline.metrics.statistics import metric_intervals  # scipy: imported only when a run scores
     from eval_pipeline.ranking.results import stage_latency_summary
     from eval_pipeline.scoring.variant import summarize
@@ -39,5 +40,10 @@ def partition_metrics(key: str, scored: pd.DataFrame) -> dict[str, Any]:
                 f"{PRIMARY_METRIC} 95% high": number(interval["high"]),
                 "latency p50 ms": number(row["latency_p50_ms"]), "latency p95 ms": number(row["latency_p95_ms"]),
                 "n_errored": int(row["n_errored"]), "n_answerable": int(row["n_answerable"]),
+                # the microscope's counts (misses.jsonl beside the report holds each miss's evidence)
+                "misses by triage": {k.removeprefix("triage_"): int(v) for k, v in row.items()
+                                     if str(k).startswith("triage_")},
+                "dense misses by cause": {k.removeprefix("dense_"): int(v) for k, v in row.items()
+                                          if str(k).startswith("dense_")},
                 "latency_ms_by_stage": stage_latency_summary(scored), "table": frame_metadata(scored)})
     return out

@@ -17,6 +17,7 @@ from eval_pipeline.metrics.retrieval import (
 )
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.ranking.diagnosis import MISS_CLASSES
+from eval_pipeline.ranking.microscope import DENSE_CAUSES, TRIAGE_LABELS
 from eval_pipeline.ranking.results import PROVENANCE_COLUMNS, STAGE_COLUMNS
 
 _SCORE_COLUMNS = ("qid", "answerable", "errored", "returned", "first_relevant_rank")
@@ -60,7 +61,8 @@ def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAU
         }
     )
     keep = ["qid", "doc_ids", "chunk_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained", "miss_class",
-            "rerank_fallback", "diagnosis_error", "index", "tuning_fingerprint", *PROVENANCE_COLUMNS]
+            "triage", "dense_cause", "microscope", "rerank_fallback", "diagnosis_error", "index", "tuning_fingerprint",
+            *PROVENANCE_COLUMNS]
     scored = scored.merge(info, on="qid", how="left").merge(results[[c for c in keep if c in results]], on="qid",
                                                             how="left")
     variant = results["variant"].iloc[0] if len(results) else ""
@@ -82,8 +84,19 @@ def summarize(per_query: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         misses = frame["miss_class"].value_counts() if "miss_class" in frame else pd.Series(dtype=int)
         for cls in MISS_CLASSES:
             row[f"miss_{cls}"] = int(misses.get(cls, 0))
+        row.update(triage_counts(frame))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def triage_counts(frame: pd.DataFrame) -> dict[str, int]:
+    """The microscope's counts for one variant's per-question rows: `triage_<label>` for every
+    triage label and `dense_<cause>` for every dense cause (0 when none; all 0 for results ranked
+    before the microscope existed, which have no `triage` column)."""
+    labels = frame["triage"].value_counts() if "triage" in frame else pd.Series(dtype=int)
+    causes = frame["dense_cause"].value_counts() if "dense_cause" in frame else pd.Series(dtype=int)
+    return {**{f"triage_{label}": int(labels.get(label, 0)) for label in TRIAGE_LABELS},
+            **{f"dense_{cause}": int(causes.get(cause, 0)) for cause in DENSE_CAUSES}}
 
 
 def slice_summary(per_query: pd.DataFrame, mask: pd.Series,
