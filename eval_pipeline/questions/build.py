@@ -59,12 +59,18 @@ def build_question_set(
 
     `generate` asks the LLM (`llm_client()` is called first, so an unconfigured model fails
     before any call), caches every unit's questions in the state dir's question cache and
-    writes the set to `settings.path` or the state dir's `generated_questions_<signature>.jsonl`."""
+    writes the set to `settings.path` or the state dir's `generated_questions_<signature>.jsonl`.
+    With `settings.generator` "ict" it calls no model: the inverse cloze task
+    (eval_pipeline.questions.ict), cached in `ict_question_cache.jsonl`, written to
+    `generated_questions_ict_<signature>.jsonl` by default."""
     from eval_pipeline.questions.sets import load_question_set, preflight_question_set
 
     doc_ids = [d.doc_id for d in snapshot.documents]
     metadata: dict[str, Any] = {}
-    if settings.source == "generate":
+    if settings.source == "generate" and generator_of(settings) == "ict":  # no model: nothing to configure
+        path, metadata = _generate_ict(settings, snapshot, state, warn)
+        qs = load_question_set(path, corpus_signature=snapshot.signature, doc_ids=doc_ids)
+    elif settings.source == "generate":
         path, metadata = _generate(settings, snapshot, llm_client(), state, warn)
         qs = load_question_set(path, corpus_signature=snapshot.signature, doc_ids=doc_ids)
     else:
@@ -121,3 +127,43 @@ def _generate(settings: Any, snapshot: CorpusSnapshot, client: Any, state: State
         warn(warning)
     write_generated_question_set(path, result, allow_partial=settings.allow_partial)
     return path, {**{f"generation_{k}": v for k, v in result.counts().items()}, "llm_usage": dict(client.usage)}
+
+
+GENERATORS = ("llm", "ict")
+
+
+def generator_of(settings: Any) -> str:
+    """The generator a `generate` source names (`settings.generator`, "llm" when the settings have
+    none); a ValueError naming the setting for any other value."""
+    generator = getattr(settings, "generator", None) or "llm"
+    if generator not in GENERATORS:
+        raise ValueError(f"question_set.generator {generator!r} is not valid; valid: {', '.join(GENERATORS)}")
+    return generator
+
+
+def _generate_ict(settings: Any, snapshot: CorpusSnapshot, state: StateDir,
+                  warn: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
+    """The ICT set for the corpus: per document (or per chunk of the default chunking), `seed`
+    from the settings (0 without one), the same k, abstention share, masking and cap settings as
+    the LLM path; every unit cached as it is done."""
+    from eval_pipeline.questions.cache import write_generated_question_set
+    from eval_pipeline.questions.generation import chunk_units, document_units
+    from eval_pipeline.questions.ict import generate_ict_question_set, ict_cache_path, ict_set_path
+
+    path = Path(settings.path or ict_set_path(state.generated_questions(snapshot.signature)))
+    if settings.unit == "chunk":
+        from eval_pipeline.store.ingest import ChunkingConfig, chunk_documents
+
+        chunks = chunk_documents(snapshot, ChunkingConfig())
+        units = chunk_units([(c.id, c.meta["doc_id"], c.content) for c in chunks], snapshot.documents)
+    else:
+        units = document_units(snapshot.documents)
+    result = generate_ict_question_set(
+        units, documents=snapshot.documents, k=settings.k, frac=settings.abstention_frac, masking=settings.masking,
+        max_units=settings.max_units, seed=getattr(settings, "seed", 0) or 0,
+        cache_path=ict_cache_path(state.question_cache), corpus_signature=snapshot.signature, log=warn,
+    )
+    for warning in result.warnings:
+        warn(warning)
+    write_generated_question_set(path, result, allow_partial=settings.allow_partial)
+    return path, {f"generation_{k}": v for k, v in result.counts().items()}

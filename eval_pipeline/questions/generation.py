@@ -792,20 +792,7 @@ def generate_questions(
     )
 
     # 1. Select units: sorted by id, too-short ones skipped, then the max_units cap.
-    eligible: list[Unit] = []
-    for unit in sorted(p.units, key=lambda u: u.unit_id):
-        if len(unit.text.strip()) < p.min_chars:
-            result.skipped["too_short"] += 1
-            result.warnings.append(
-                f"unit {unit.unit_id!r} skipped: text has {len(unit.text.strip())} characters (< {p.min_chars})"
-            )
-        else:
-            eligible.append(unit)
-    if p.max_units is not None and len(eligible) > p.max_units:
-        result.skipped["max_units"] = len(eligible) - p.max_units
-        eligible = eligible[: p.max_units]
-    result.units_skipped = result.skipped["too_short"]
-    result.units_capped = result.skipped["max_units"]
+    eligible = select_units(p, result)
 
     # 2. Cached units cost nothing; the rest are mapped.
     outcomes: dict[str, UnitOutcome] = {}
@@ -875,6 +862,29 @@ def generate_questions(
         ABSTENTION_CLASS: sum(not q.gold for q in questions),
     }
     return result
+
+
+def select_units(p: GenerationParams, result: GenerationResult) -> list[Unit]:
+    """The units a run generates from, in unit-id order: those shorter than `min_chars` skipped
+    (counted and named in a warning), then the first `max_units`. Every generator selects so
+    (the LLM's and `eval_pipeline.questions.ict`), so the same settings cover the same units."""
+    result.skipped.setdefault("too_short", 0)
+    result.skipped.setdefault("max_units", 0)
+    eligible: list[Unit] = []
+    for unit in sorted(p.units, key=lambda u: u.unit_id):
+        if len(unit.text.strip()) < p.min_chars:
+            result.skipped["too_short"] += 1
+            result.warnings.append(
+                f"unit {unit.unit_id!r} skipped: text has {len(unit.text.strip())} characters (< {p.min_chars})"
+            )
+        else:
+            eligible.append(unit)
+    if p.max_units is not None and len(eligible) > p.max_units:
+        result.skipped["max_units"] = len(eligible) - p.max_units
+        eligible = eligible[: p.max_units]
+    result.units_skipped = result.skipped["too_short"]
+    result.units_capped = result.skipped["max_units"]
+    return eligible
 
 
 def _outcome_from(record: Mapping[str, Any] | None, unit: Unit) -> UnitOutcome | None:
