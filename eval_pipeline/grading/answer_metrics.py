@@ -69,6 +69,14 @@ Judge dimensions (``dimensions``, judge only)
     each row's mean of the three. ``no_answer`` rows are not in it: there is no text to be
     faithful to, and the failure already counts in the judge's score. No rows: NaN.
 
+Grounding (``grounding``, grounding only)
+    When the grades frame has a ``details_json`` column, the ``grounding`` grader's rows with an
+    answer text (``graded`` and ``not_applicable``: an answer with no checkable item still
+    counts for citations) give `eval_pipeline.grading.grounding.grounding_rates`: pooled
+    ``grounded_rate`` (items in the context / items), ``corpus_rate`` (in the corpus / items;
+    NaN when the corpus was not probed), ``citations_per_answer``, the counts. Without the
+    column (frames written before it), the section is absent.
+
 Latency (``latency_ms``)
     ``retrieval`` over answers with ``retrieval_ms``, ``generation`` over those with
     ``generation_ms``, ``total`` (``retrieval_ms + generation_ms``) over those with both. The
@@ -149,6 +157,7 @@ UNKNOWN_FORM = "unknown"
 SUMMARY_COLUMNS = (
     "variant", "grader", "n", "pass_rate", "pass_rate_low", "pass_rate_high", "mean_score",
     "mean_low", "mean_high", "pass_rate_hit", "pass_rate_miss", "p50_ms", "p95_ms", "cost_total",
+    "grounded_rate", "corpus_rate", "citations_per_answer",
 )
 
 NAN = math.nan
@@ -428,6 +437,23 @@ def _grader_metrics(
     return out
 
 
+def _grounding(grades: pd.DataFrame) -> dict[str, Any]:
+    """The grounding section (module docstring) from the grounding rows' ``details_json``."""
+    import json
+
+    from eval_pipeline.grading.grounding import grounding_rates
+
+    details = []
+    for row in grades.itertuples(index=False):
+        if row.grader == "grounding" and row.status in ("graded", "not_applicable"):
+            if not isinstance(row.details_json, str) or not row.details_json:
+                raise ValueError(f"{_where('grades', row.prompt_id, 'grounding')}: details_json is empty")
+            details.append(json.loads(row.details_json))
+    out = grounding_rates(details)
+    out["corpus_rate"] = float(out["corpus_rate"])
+    return out
+
+
 def _latency(values: list[float]) -> dict[str, Any]:
     if not values:
         return {"n": 0, "p50": NAN, "p95": NAN, "max": NAN, "mean": NAN}
@@ -537,6 +563,8 @@ def answer_metrics(
         for grader in GRADERS
         if any(g["grader"] == grader for g in parsed)
     }
+    if "grounding" in graders and isinstance(grades, pd.DataFrame) and "details_json" in grades.columns:
+        graders["grounding"]["grounding"] = _grounding(grades)
     rows = list(by_prompt.values())
     tokens, cost = _tokens_and_cost(rows, table)
     return {
@@ -596,5 +624,7 @@ def answer_summary_row(metrics: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             "p50_ms": p50,
             "p95_ms": p95,
             "cost_total": cost_total,
+            **{k: g("grounding", k) if grader == "grounding" and "grounding" in metrics["graders"][grader] else NAN
+               for k in ("grounded_rate", "corpus_rate", "citations_per_answer")},
         }
     return rows

@@ -22,7 +22,7 @@ the file (`BUILTIN_GRADER_MODULES`, or EVAL_PIPELINE_PLUGINS).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +49,16 @@ class AnswerToGrade:
 class GradingContext:
     """What a `grade_all` grader may use: the LLM client (None unless a chosen grader needs one),
     the grade cache's folder, the reply's token budget, the client's sampling settings, the
-    variants (a yardstick for each, even one without answers)."""
+    variants (a yardstick for each, even one without answers), and for grounding the corpus
+    probe (None: items are looked up in the context only) with each variant's store table."""
 
     llm: Any
     grade_cache: str | Path | None
     max_tokens: int | None
     sampling: str
     variants: tuple[str, ...] = ()  # every variant graded (some may have no answers)
+    corpus: Any = None  # a grounding.CorpusProbe: where the grounding grader looks items up beyond the context
+    tables: Mapping[str, str] = field(default_factory=dict)  # variant -> the store table its answers came from
 
 
 RowsAndYardsticks = tuple[Mapping[str, list[dict[str, Any]]], Mapping[str, str]]

@@ -41,6 +41,7 @@ from eval_pipeline.grading.assertions import (
     grade_deterministic,
     grade_static,
 )
+from eval_pipeline.grading.grounding import GROUNDING_VERSION
 from eval_pipeline.grading.judges import (
     PASS_SCORE,
     DecisionItem,
@@ -56,7 +57,7 @@ from eval_pipeline.grading.registry import GRADER_KINDS, AnswerToGrade, GraderKi
 
 GRADE_COLUMNS = [
     "variant", "prompt_id", "grader", "status", "passed", "score", "assertion_types", "assertion_held",
-    "faithfulness", "relevance", "citations", "reason", "grader_model",
+    "faithfulness", "relevance", "citations", "reason", "grader_model", "details_json",
 ]
 DEFAULT_GRADERS = ("deterministic", "static")
 _SEP = "\x1f"  # item ids of the LLM graders: variant + SEP + prompt id
@@ -71,7 +72,7 @@ def _row(variant: str, prompt_id: str, grader: str, status: str, **fields: Any) 
     row: dict[str, Any] = {
         "variant": variant, "prompt_id": prompt_id, "grader": grader, "status": status, "passed": None,
         "score": None, "assertion_types": [], "assertion_held": [], "faithfulness": None, "relevance": None,
-        "citations": None, "reason": "", "grader_model": None}
+        "citations": None, "reason": "", "grader_model": None, "details_json": ""}
     row.update(fields)
     return row
 
@@ -123,9 +124,13 @@ def grade_variants(
     llm: Any = None,
     grade_cache: str | Path | None = None,
     max_tokens: int | None = None,
+    corpus_probe: Any = None,
 ) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, str]]]:
     """(one grades frame per variant, {variant: {grader: yardstick}}). `llm` is needed only
-    when a chosen grader spends tokens (checked before any grading).
+    when a chosen grader spends tokens (checked before any grading). `corpus_probe` (a
+    `grounding.CorpusProbe`, e.g. `KeywordCorpusProbe(connection_string)`) lets the grounding
+    grader look items up in the corpus, in each variant's store table; without it only the
+    context is searched and the corpus rate is not measured.
 
     The answer text is kept only when the user asked (the answers frames hold it): otherwise
     no grade quotes it (an `exact` reason says only that the answer differs, and the LLM
@@ -161,8 +166,10 @@ def grade_variants(
                 yardsticks[v][kind.name] = kind.yardstick()
     sampling = (f"t{llm.identity().get('temperature', '?')}" + (f",max_tokens={max_tokens}" if max_tokens else "")
                 if llm is not None and hasattr(llm, "identity") else "t?")
+    tables = {v: str(frame["store_table"].iloc[0]) for v, frame in answers.items()
+              if len(frame) and "store_table" in frame and not missing(frame["store_table"].iloc[0])}
     context = GradingContext(llm=llm, grade_cache=grade_cache, max_tokens=max_tokens, sampling=sampling,
-                             variants=tuple(answers))
+                             variants=tuple(answers), corpus=corpus_probe, tables=tables)
     for kind in kinds:
         if kind.grade_all is None:
             continue
@@ -261,6 +268,45 @@ GRADER_KINDS.register(GraderKind(
     "static", needs=frozenset({"static"}), grade_one=lambda a: _static(a.variant, a.prompt, a.text),
     yardstick=lambda: f"static:v{STATIC_VERSION}+{grading_code()}",
     description="static checks of the answer's python block (imports, symbols), no model"))
+def _ground_all(todo: Sequence[AnswerToGrade], context: GradingContext):
+    """The grounding grader (eval_pipeline.grading.grounding): per answer, the share of its items
+    found in its context (passed: all of them), the corpus lookups through `context.corpus`;
+    the details (counts, citations, the ungrounded items) in `details_json`."""
+    import json
+
+    from eval_pipeline.grading.grounding import ground_answer
+
+    rows: dict[str, list[dict[str, Any]]] = {v: [] for v in context.variants}
+    for a in todo:
+        out = rows.setdefault(a.variant, [])
+        if a.record is None:
+            out.append(_row(a.variant, a.prompt.id, "grounding", "no_answer", passed=False, score=0.0))
+            continue
+        g = ground_answer(a.record["text"], context_from_record(a.record), probe=context.corpus,
+                          table=context.tables.get(a.variant))
+        details = json.dumps(g.to_json(), sort_keys=True, ensure_ascii=False)
+        if not g.items:
+            out.append(_row(a.variant, a.prompt.id, "grounding", "not_applicable", reason="nothing checkable",
+                            details_json=details))
+            continue
+        missing_items = [u["item"] for u in g.ungrounded()]
+        reason = (f"{len(missing_items)} of {len(g.items)} item(s) not in the context: "
+                  + ", ".join(repr(i) for i in missing_items[:5]) + (", ..." if len(missing_items) > 5 else "")
+                  if missing_items else "")
+        out.append(_row(a.variant, a.prompt.id, "grounding", "graded", passed=not missing_items, score=g.rate,
+                        reason=reason[:300], details_json=details))
+    probe = "corpus" if context.corpus is not None else "context-only"
+    from eval_pipeline.common.versions import source_digest
+
+    code = source_digest("eval_pipeline/grading/grounding.py")
+    yardstick = f"grounding:v{GROUNDING_VERSION}+{code}+{probe}"
+    return rows, {v: yardstick for v in rows}
+
+
+GRADER_KINDS.register(GraderKind(
+    "grounding", grade_all=_ground_all,
+    description="the answer's symbols, calls, quoted phrases and numbers looked up in its context and the corpus's "
+                "keyword index, no model"))
 GRADER_KINDS.register(GraderKind(
     "judge", needs=frozenset({"llm"}), grade_all=_judge_all,
     description="an LLM scores faithfulness, relevance and citations against the context"))
@@ -281,8 +327,8 @@ def grades_metadata(frame: pd.DataFrame) -> dict[str, Any]:
 
 METRIC_COLUMNS = ["variant", "grader", "set_id", "set_name", "set_fingerprint", "limited", "generator", "yardstick",
                   "n_prompts", "n_errored", "n_scored", "pass_rate", "pass_rate_low", "pass_rate_high", "mean_score",
-                  "mean_low", "mean_high", "n_grader_failed", "corpus_signature", "store_table", "variant_config",
-                  "treatment_json", "metrics_json"]
+                  "mean_low", "mean_high", "n_grader_failed", "grounded_rate", "corpus_rate", "citations_per_answer",
+                  "corpus_signature", "store_table", "variant_config", "treatment_json", "metrics_json"]
 
 
 def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[str, pd.DataFrame],

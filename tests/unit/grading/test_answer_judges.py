@@ -38,7 +38,7 @@ from eval_pipeline.grading.judges import (
 
 
 def test_the_graders_and_which_spend_tokens():
-    assert GRADERS == ("deterministic", "static", "judge", "decision")
+    assert GRADERS == ("deterministic", "static", "grounding", "judge", "decision")
     assert TOKEN_SPENDING == {"judge", "decision"}
     assert check_graders(["static", "decision"], "answer_graders") == ("static", "decision")
     assert check_graders((), "answer_graders") == ()
@@ -50,6 +50,7 @@ def test_the_graders_and_which_spend_tokens():
     "names, message",
     [
         (["deterministic", "jduge"], ("answer_graders: unknown grader 'jduge'; valid graders: deterministic, static, "
+                                     "grounding, "
                                      "judge, decision")),
         (["Judge"], "unknown grader 'Judge'"),
         ([" judge"], "unknown grader ' judge'"),

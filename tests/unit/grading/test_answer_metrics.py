@@ -436,6 +436,8 @@ def test_answer_summary_row_flattens_one_row_per_grader():
     row = rows["decision"]
     assert tuple(row) == SUMMARY_COLUMNS
     ci, mci = m["graders"]["decision"]["pass_rate_ci"], m["graders"]["decision"]["mean_score_ci"]
+    grounding = {k: row.pop(k) for k in ("grounded_rate", "corpus_rate", "citations_per_answer")}
+    assert all(nan(v) for v in grounding.values())  # only the grounding grader's row has them
     assert row == {
         "variant": V, "grader": "decision", "n": 2, "pass_rate": 0.5, "pass_rate_low": ci[0],
         "pass_rate_high": ci[1], "mean_score": 0.75, "mean_low": mci[0], "mean_high": mci[1],
