@@ -65,7 +65,7 @@ def test_occurs_is_casefolded_whitespace_collapsed_and_word_bounded():
     assert occurs("Match:  ANY", "the setting match: any ORs")
     assert not occurs("log", "the catalog")
     assert occurs("a.b", "x = a.b(1)")
-    assert not occurs("nn.Linear", "use torch.nn.Linear") is False  # a suffix occurs (it is a substring, bounded)
+    assert occurs("nn.Linear", "use torch.nn.Linear")  # a dotted suffix is there, bounded by a dot
     assert not occurs("torch.nn.Linear", "use nn.Linear")
     assert not occurs("150 words", "150-word chunks")
     assert not occurs("", "anything")
