@@ -219,11 +219,14 @@ def make_generator(kind: str, *, embedder, llm: Callable[[], Any], sentences: in
 def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapshot, store, state,
                     connection_string: str, embedder, build_reranker: Callable[..., Any], generator, k: int,
                     keep_text: bool, code_version: str, log: Callable[[str], None],
-                    tuning_from=None) -> dict[str, pd.DataFrame]:
+                    tuning_from=None, repair_check: Callable[[Any, str], Any] | None = None,
+                    ) -> dict[str, pd.DataFrame]:
     """The answers asset: each variant retrieves the golden prompts (ranked as a question set,
     with the ranking's caches), then the generator answers from each top-`k` context. No
     golden set: an empty frame per variant (the report says why). A variant that tunes its
-    fusion is tuned on `tuning_from`'s tuning part (the question set's), as when it was ranked."""
+    fusion is tuned on `tuning_from`'s tuning part (the question set's), as when it was ranked.
+    With `repair_check` (answers.repair: the static grader's `static_failures`), each answer that
+    fails it is asked for once more (eval_pipeline.answering.repair)."""
     from eval_pipeline.ranking.steps import rank_in_one_step
     from eval_pipeline.store.ingest import fetch_chunk_texts
 
@@ -240,8 +243,13 @@ def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapsh
                               build_reranker=build_reranker, miss_k=10, reuse=True, code_version=code_version,
                               log=log)
     texts = fetch_chunk_texts(connection_string, store.table, context_chunks(frames, k))
-    answers = answer_variants(frames, golden, texts=texts, generator=generator, cache=AnswerCache(state.answers), k=k,
+    cache = AnswerCache(state.answers)
+    answers = answer_variants(frames, golden, texts=texts, generator=generator, cache=cache, k=k,
                               keep_text=keep_text, log=log)
+    if repair_check is not None:
+        from eval_pipeline.answering.repair import repair_answers
+
+        answers = repair_answers(answers, golden, generator=generator, cache=cache, check=repair_check, log=log)
     return {v: frame.assign(corpus_signature=store.corpus_signature, store_table=store.table,
                             variant_config=_one(frames[v]["variant_config"])) for v, frame in answers.items()}
 

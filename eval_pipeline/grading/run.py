@@ -115,6 +115,18 @@ def _static(variant: str, prompt, text: str | None) -> dict[str, Any]:
     return _row(variant, prompt.id, "static", "graded", passed=grade.passed, score=grade.score, reason=reasons[:300])
 
 
+def static_failures(prompt, text: str) -> list[str] | None:
+    """The static checks an answer fails, one reason each, as the static grader sees them: None
+    when the prompt declares none (nothing to repair), [] when it passes. What `answers.repair`
+    tells the generator (eval_pipeline.answering.repair)."""
+    if prompt.static is None:
+        return None
+    grade = grade_static(text, allowed_imports=prompt.static.allowed_imports, symbols=prompt.static.symbols)
+    if grade.passed is None:
+        return ["no python block: the task asks for code in a ```python fence"]
+    return [c.reason for c in grade.checks if not c.held]
+
+
 def grade_variants(
     answers: Mapping[str, pd.DataFrame],
     golden: CheckedGoldenSet,
