@@ -1,0 +1,160 @@
+"""How far a judge's numbers can be believed: its agreement with people on a labelled calibration
+set, and prediction-powered intervals for its pass rate.
+
+A judge's pass rate is the judge's opinion, biased by however the judge errs (lenient, harsh,
+blind to one failure). A small set of answers graded by people measures that: *agreement*
+(accuracy, Cohen's κ, the confusion matrix) says how often and how the judge disagrees, and
+*prediction-powered inference* (PPI; Angelopoulos, Bates, Fannjiang, Jordan and Zrnic,
+"Prediction-powered inference", Science 2023; the interval ARES reports for its judges) turns
+the many judge grades plus the few human ones into an interval for the rate people would give.
+
+Agreement (:func:`agreement`)
+    Pairs (human label, judge label), labels any hashable values (bools for pass/fail, levels).
+    ``accuracy`` = share of pairs where they agree. Cohen's κ = (p_o - p_e) / (1 - p_e), p_o the
+    observed agreement and p_e the agreement expected by chance from the two marginal
+    distributions. When p_e = 1 (both gave one and the same label to every pair) κ is undefined:
+    NaN, never 1 or 0. ``confusion[h][j]``: pairs the human labelled h and the judge j, over
+    `labels` (default: every label seen, sorted) in both directions, zeros included. No pairs:
+    ``n`` 0, NaN accuracy and κ, an all-zero confusion matrix. Unequal lengths: ValueError.
+
+PPI for a mean (:func:`ppi_mean_interval`)
+    Y the human label (0/1, or a score in [0, 1]), f the judge's. On N unlabelled answers the
+    judge alone gives mean(f); the labelled n answers measure its bias, the *rectifier*
+    mean(f - Y). The estimate is θ̂ = mean(f_unlabelled) - mean(f_labelled - Y_labelled), and
+    its interval θ̂ ± z · sqrt(var(f_unlabelled)/N + var(f_labelled - Y_labelled)/n) (sample
+    variances, ddof 1; z the normal quantile of the two-sided `confidence`): the classical PPI
+    interval for a mean (the paper's Example: the mean estimation). It is valid whatever the
+    judge's errors, and narrower than the labelled set alone when the judge is good. The bounds
+    are clipped to [0, 1] for a rate (``clipped`` says whether they were); the estimate is not.
+    n and N must be at least 2 (a variance needs two); values must be finite and in [0, 1].
+    Returned beside it: the judge-only rate and the labelled set's own (classical) interval, so a
+    report can show what PPI changed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CALIBRATION_FIELDS", "agreement", "cohen_kappa", "load_calibration", "ppi_mean_interval"]
+
+CALIBRATION_FIELDS = ("id", "question", "text", "human")
+
+
+def _pairs(human: Sequence[Any], judge: Sequence[Any]) -> list[tuple[Any, Any]]:
+    if len(human) != len(judge):
+        raise ValueError(f"human and judge labels differ in length: {len(human)} and {len(judge)}")
+    return list(zip(human, judge))
+
+
+def cohen_kappa(human: Sequence[Hashable], judge: Sequence[Hashable]) -> float:
+    """Cohen's κ of two raters over the same items (module docstring); NaN when undefined."""
+    pairs = _pairs(human, judge)
+    n = len(pairs)
+    if n == 0:
+        return math.nan
+    observed = sum(h == j for h, j in pairs) / n
+    labels = set(human) | set(judge)
+    expected = sum((sum(h == label for h in human) / n) * (sum(j == label for j in judge) / n) for label in labels)
+    if expected == 1.0:
+        return math.nan
+    return (observed - expected) / (1.0 - expected)
+
+
+def agreement(human: Sequence[Hashable], judge: Sequence[Hashable], *,
+              labels: Sequence[Hashable] | None = None) -> dict[str, Any]:
+    """``{"n", "accuracy", "kappa", "labels", "confusion"}`` (module docstring)."""
+    pairs = _pairs(human, judge)
+    seen = sorted(set(human) | set(judge), key=lambda v: (str(type(v)), v))
+    order = list(labels) if labels is not None else seen
+    unknown = [v for v in seen if v not in order]
+    if unknown:
+        raise ValueError(f"labels {unknown!r} are not among the given labels {order!r}")
+    confusion = {h: {j: 0 for j in order} for h in order}
+    for h, j in pairs:
+        confusion[h][j] += 1
+    n = len(pairs)
+    return {"n": n, "accuracy": sum(h == j for h, j in pairs) / n if n else math.nan,
+            "kappa": cohen_kappa(human, judge), "labels": order, "confusion": confusion}
+
+
+def _unit_values(values: Sequence[Any], name: str) -> list[float]:
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool):
+            v = float(v)
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or not 0.0 <= float(v) <= 1.0:
+            raise ValueError(f"{name}[{i}] must be a number in [0, 1] or a bool, got {v!r}")
+        out.append(float(v))
+    return out
+
+
+def _mean_var(values: Sequence[float]) -> tuple[float, float]:
+    n = len(values)
+    mean = sum(values) / n
+    return mean, sum((v - mean) ** 2 for v in values) / (n - 1)
+
+
+def ppi_mean_interval(judge_unlabelled: Sequence[Any], judge_labelled: Sequence[Any], human_labelled: Sequence[Any],
+                      *, confidence: float = 0.95) -> dict[str, Any]:
+    """The prediction-powered estimate and interval of the rate people would give (module
+    docstring), with the judge-only rate and the labelled set's classical interval."""
+    from scipy.stats import norm
+
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
+        raise ValueError(f"confidence must be a number strictly between 0 and 1, got {confidence!r}")
+    f_u = _unit_values(judge_unlabelled, "judge_unlabelled")
+    f_l = _unit_values(judge_labelled, "judge_labelled")
+    y_l = _unit_values(human_labelled, "human_labelled")
+    if len(f_l) != len(y_l):
+        raise ValueError(f"judge_labelled and human_labelled differ in length: {len(f_l)} and {len(y_l)}")
+    if len(f_l) < 2 or len(f_u) < 2:
+        raise ValueError(f"PPI needs at least 2 labelled and 2 unlabelled answers, got {len(f_l)} and {len(f_u)}")
+    z = float(norm.ppf(0.5 + confidence / 2))
+    mean_f, var_f = _mean_var(f_u)
+    mean_r, var_r = _mean_var([f - y for f, y in zip(f_l, y_l)])
+    estimate = mean_f - mean_r
+    half = z * math.sqrt(var_f / len(f_u) + var_r / len(f_l))
+    low, high = estimate - half, estimate + half
+    mean_y, var_y = _mean_var(y_l)
+    classical = z * math.sqrt(var_y / len(y_l))
+    return {"estimate": estimate, "low": max(0.0, low), "high": min(1.0, high), "clipped": low < 0 or high > 1,
+            "half_width": half, "rectifier": mean_r, "judge_rate": mean_f, "n_labelled": len(f_l),
+            "n_unlabelled": len(f_u), "confidence": float(confidence),
+            "classical": {"estimate": mean_y, "low": max(0.0, mean_y - classical), "high": min(1.0, mean_y + classical),
+                          "half_width": classical}}
+
+
+def load_calibration(path: str | Path) -> list[dict[str, Any]]:
+    """A calibration file: JSON lines of ``{"id", "question", "text", "human"}`` (`text`: the
+    passage or answer graded; `human`: the person's grade, a bool pass/fail or an integer level;
+    other keys, such as ``"source"`` or ``"grader"``, kept). Blank lines are skipped. A bad line
+    is a ValueError naming the file, the line and the field; ids must be unique."""
+    path = Path(path)
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{where}: invalid JSON: {exc}") from None
+            if not isinstance(row, Mapping):
+                raise ValueError(f"{where}: a calibration row must be a JSON object")
+            for field in ("id", "question", "text"):
+                if not isinstance(row.get(field), str) or not row[field].strip():
+                    raise ValueError(f"{where}: {field} must be a non-empty string, got {row.get(field)!r}")
+            human = row.get("human")
+            if not isinstance(human, (bool, int)):
+                raise ValueError(f"{where}: human must be true/false or an integer level, got {human!r}")
+            if row["id"] in seen:
+                raise ValueError(f"{where}: id {row['id']!r} appears twice")
+            seen.add(row["id"])
+            rows.append(dict(row))
+    return rows

@@ -1,0 +1,103 @@
+"""Judge agreement with people: accuracy, Cohen's kappa and the confusion matrix, hand-computed;
+the PPI interval hand-computed, and its coverage over seeds with a scripted judge of known error
+rates (no network)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from eval_pipeline.grading.agreement import agreement, cohen_kappa, load_calibration, ppi_mean_interval
+
+T, F = True, False
+HUMAN = [T, T, T, T, F, F, F, F, T, F]
+JUDGE = [T, T, T, F, F, F, T, F, T, T]
+
+
+def test_accuracy_kappa_and_confusion_by_hand():
+    # agree on 7 of 10: p_o 0.7. Human passes 5/10, judge 6/10: p_e = .5*.6 + .5*.4 = 0.5.
+    # kappa = (0.7 - 0.5) / (1 - 0.5) = 0.4.
+    got = agreement(HUMAN, JUDGE)
+    assert got["n"] == 10 and got["accuracy"] == pytest.approx(0.7) and got["kappa"] == pytest.approx(0.4)
+    assert got["labels"] == [F, T]
+    assert got["confusion"] == {T: {T: 4, F: 1}, F: {T: 2, F: 3}}
+
+
+def test_kappa_of_levels_and_its_edges():
+    # three levels, 6 items: agree on 5 (p_o 5/6); human marginals 1:2,2:2,3:2, judge 1:1,2:3,3:2:
+    # p_e = (2*1 + 2*3 + 2*2)/36 = 1/3; kappa = (5/6 - 1/3)/(2/3) = 0.75
+    assert cohen_kappa([1, 1, 2, 2, 3, 3], [1, 2, 2, 2, 3, 3]) == pytest.approx(0.75)
+    assert cohen_kappa([T, F], [F, T]) == pytest.approx(-1.0)  # p_o 0, p_e 0.5
+    assert math.isnan(cohen_kappa([T, T, T], [T, T, T]))  # p_e = 1: undefined, not 1
+    empty = agreement([], [])
+    assert empty["n"] == 0 and math.isnan(empty["accuracy"]) and math.isnan(empty["kappa"])
+    assert agreement([], [], labels=[F, T])["confusion"] == {F: {F: 0, T: 0}, T: {F: 0, T: 0}}
+    with pytest.raises(ValueError, match="differ in length: 2 and 1"):
+        agreement([T, F], [T])
+    with pytest.raises(ValueError, match="not among the given labels"):
+        agreement([T, F], [T, T], labels=[T])
+
+
+def test_the_ppi_interval_by_hand():
+    # unlabelled f = 1,1,0,1: mean .75, var .25. Labelled f - y = 0,1,0: mean 1/3, var 1/3.
+    # estimate .75 - 1/3 = 5/12; half = z * sqrt(.25/4 + (1/3)/3) = 1.959964 * 0.416667
+    got = ppi_mean_interval([1, 1, 0, 1], [1, 1, 0], [1, 0, 0])
+    assert got["estimate"] == pytest.approx(5 / 12) and got["rectifier"] == pytest.approx(1 / 3)
+    assert got["half_width"] == pytest.approx(1.959964 * 5 / 12, rel=1e-6)
+    assert (got["low"], got["high"], got["clipped"]) == (0.0, 1.0, True)
+    assert got["judge_rate"] == 0.75 and got["classical"]["estimate"] == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("args, message", [
+    (([1, 0], [1], [1]), "at least 2 labelled"),
+    (([1, 0], [1, 0], [1]), "differ in length"),
+    (([1, 2], [1, 0], [1, 0]), r"judge_unlabelled\[1\] must be a number in \[0, 1\]"),
+    (([1, float("nan")], [1, 0], [1, 0]), "must be a number"),
+])
+def test_ppi_refuses_bad_inputs(args, message):
+    with pytest.raises(ValueError, match=message):
+        ppi_mean_interval(*args)
+    with pytest.raises(ValueError, match="confidence"):
+        ppi_mean_interval([1, 0], [1, 0], [1, 0], confidence=1.0)
+
+
+def scripted_judge(truth, rng, *, miss=0.05, lenient=0.30):
+    """A judge of known error rates: fails a true pass with probability `miss`, passes a true
+    failure with probability `lenient` (a lenient judge: its raw pass rate is biased up)."""
+    u = rng.random(len(truth))
+    return np.where(truth == 1, u >= miss, u < lenient).astype(float)
+
+
+def coverage(seeds, *, rate=0.6, n=100, big_n=2000, confidence=0.95):
+    ppi = naive = 0
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        truth_l, truth_u = (rng.random(n) < rate).astype(float), (rng.random(big_n) < rate).astype(float)
+        judged_l, judged_u = scripted_judge(truth_l, rng), scripted_judge(truth_u, rng)
+        got = ppi_mean_interval(judged_u.tolist(), judged_l.tolist(), truth_l.tolist(), confidence=confidence)
+        ppi += got["low"] <= rate <= got["high"]
+        half = 1.959964 * math.sqrt(judged_u.var(ddof=1) / big_n)
+        naive += abs(judged_u.mean() - rate) <= half
+    return ppi / seeds, naive / seeds
+
+
+def test_the_ppi_interval_covers_the_true_rate_at_its_nominal_level_over_seeds():
+    # true pass rate 0.6; the judge's own rate is 0.6*0.95 + 0.4*0.30 = 0.69: biased by 0.09
+    ppi, naive = coverage(400)
+    assert 0.92 <= ppi <= 0.98  # nominal 0.95; 400 seeds: standard error about 0.011
+    assert naive < 0.05  # the judge alone is confidently wrong
+
+
+def test_load_calibration_names_file_and_line(tmp_path):
+    path = tmp_path / "cal.jsonl"
+    rows = [{"id": "a", "question": "q", "text": "t", "human": True, "source": "hand"},
+            {"id": "b", "question": "q", "text": "t", "human": 3}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n", encoding="utf-8")
+    assert load_calibration(path) == rows
+    path.write_text(json.dumps(rows[0]) + "\n" + json.dumps({**rows[1], "human": "yes"}) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"cal.jsonl:2: human must be"):
+        load_calibration(path)
+    path.write_text(json.dumps(rows[0]) + "\n" + json.dumps(rows[0]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"cal.jsonl:2: id 'a' appears twice"):
+        load_calibration(path)
