@@ -29,6 +29,15 @@ PPI for a mean (:func:`ppi_mean_interval`)
     n and N must be at least 2 (a variance needs two); values must be finite and in [0, 1].
     Returned beside it: the judge-only rate and the labelled set's own (classical) interval, so a
     report can show what PPI changed.
+
+Calibrating a judge (:func:`calibrate_judge`, :func:`judge_rate_with_ppi`)
+    The run's LLM grader (``decision``: each row needs a ``reference``; ``judge``: a ``context``,
+    the list of passages the answer was written from) grades the calibration rows through the
+    same cached calls as the run's answers; the judge's pass is the grader's (level 4 or 5 /
+    overall >= ``PASS_SCORE``), a person's is `human_passed` (a bool, or a level 1..5 passing at
+    4 and 5, the decision grader's mark). Rows the judge could not grade (failed, unparseable) are
+    counted (``n_not_graded``) and left out of the agreement, never guessed. Then
+    `judge_rate_with_ppi` gives the run's judge pass rate with its PPI interval from those pairs.
 """
 
 from __future__ import annotations
@@ -39,7 +48,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CALIBRATION_FIELDS", "agreement", "cohen_kappa", "load_calibration", "ppi_mean_interval"]
+__all__ = ["CALIBRATION_FIELDS", "agreement", "calibrate_judge", "cohen_kappa", "human_passed", "judge_rate_with_ppi",
+           "load_calibration", "ppi_mean_interval"]
 
 CALIBRATION_FIELDS = ("id", "question", "text", "human")
 
@@ -158,3 +168,61 @@ def load_calibration(path: str | Path) -> list[dict[str, Any]]:
             seen.add(row["id"])
             rows.append(dict(row))
     return rows
+
+
+def human_passed(value: Any) -> bool:
+    """A person's grade as pass/fail: a bool as it is; a level 1..5 passes at 4 or 5 (the
+    decision grader's mark, ``(level - 1) / 4 >= PASS_SCORE``)."""
+    from eval_pipeline.grading.judges import PASS_SCORE, normalize_level
+
+    if isinstance(value, bool):
+        return value
+    return normalize_level(value) >= PASS_SCORE
+
+
+def calibrate_judge(rows: Sequence[Mapping[str, Any]], *, grader: str, llm: Any, cache_dir: str | Path,
+                    max_tokens: int | None = None) -> dict[str, Any]:
+    """The judge's grades of a calibration set and its agreement with the people's (module
+    docstring): ``{"grader", "n", "n_not_graded", "ids", "human", "judge", "agreement",
+    "graded_by"}``; ``human``/``judge`` the pass values of the graded rows, in row order."""
+    from eval_pipeline.answering.context import ContextEntry
+    from eval_pipeline.grading.judges import PASS_SCORE, DecisionItem, JudgeItem, decide_answers, judge_answers
+
+    if grader not in ("decision", "judge"):
+        raise ValueError(f"calibration grader must be 'decision' or 'judge', got {grader!r}")
+    need = "reference" if grader == "decision" else "context"
+    for row in rows:
+        value = row.get(need)
+        if grader == "decision" and (not isinstance(value, str) or not value.strip()):
+            raise ValueError(f"calibration row {row.get('id')!r}: the decision grader needs a reference, got {value!r}")
+        if grader == "judge" and (not isinstance(value, list) or not all(isinstance(t, str) for t in value)):
+            raise ValueError(f"calibration row {row.get('id')!r}: the judge needs a context (a list of passages), "
+                             f"got {value!r}")
+    if grader == "decision":
+        grades: list[Any] = decide_answers([DecisionItem(r["id"], r["question"], r["reference"], r["text"])
+                                            for r in rows], llm=llm, cache_dir=cache_dir, max_tokens=max_tokens)
+        passes = [g.passed if g.ok else None for g in grades]
+    else:
+        grades = judge_answers([JudgeItem(r["id"], r["question"],
+                                          tuple(ContextEntry(i, f"cal:{i}", f"cal:{i}", t)
+                                                for i, t in enumerate(r["context"], start=1)), r["text"])
+                                for r in rows], llm=llm, cache_dir=cache_dir, max_tokens=max_tokens)
+        passes = [g.overall >= PASS_SCORE if g.ok and g.overall is not None else None for g in grades]
+    kept = [(r, p) for r, p in zip(rows, passes) if p is not None]
+    human = [human_passed(r["human"]) for r, _ in kept]
+    judge = [bool(p) for _, p in kept]
+    graded_by = sorted({g.served.label() for g in grades if g.ok and g.served is not None})
+    return {"grader": grader, "n": len(kept), "n_not_graded": len(rows) - len(kept),
+            "ids": [r["id"] for r, _ in kept], "human": human, "judge": judge,
+            "agreement": agreement(human, judge, labels=[False, True]), "graded_by": graded_by}
+
+
+def judge_rate_with_ppi(run_passes: Sequence[Any], calibration: Mapping[str, Any], *,
+                        confidence: float = 0.95) -> dict[str, Any]:
+    """The run's judge pass rate (`run_passes`: the judge's pass on each of the run's graded
+    answers) with the PPI interval from a `calibrate_judge` result, and its agreement numbers
+    beside it (what the report shows next to every judge number)."""
+    ppi = ppi_mean_interval([float(bool(p)) for p in run_passes], [float(j) for j in calibration["judge"]],
+                            [float(h) for h in calibration["human"]], confidence=confidence)
+    a = calibration["agreement"]
+    return {**ppi, "accuracy": a["accuracy"], "kappa": a["kappa"], "n_calibration": calibration["n"]}

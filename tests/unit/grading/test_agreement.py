@@ -101,3 +101,74 @@ def test_load_calibration_names_file_and_line(tmp_path):
     path.write_text(json.dumps(rows[0]) + "\n" + json.dumps(rows[0]) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"cal.jsonl:2: id 'a' appears twice"):
         load_calibration(path)
+
+
+# --- a judge calibrated through the real openai client against the test server ---------------------
+
+
+def calibration_rows():
+    """20 answers graded by people: 12 pass (GOOD), 8 fail (BAD)."""
+    rows = []
+    for i in range(20):
+        good = i < 12
+        rows.append({"id": f"c{i}", "question": f"Task {i}?", "reference": "The reference.",
+                     "text": f"answer {i} {'GOOD' if good else 'BAD'}", "human": good if i % 2 else (5 if good else 2)})
+    return rows
+
+
+def scripted_decision(body):
+    """Level 5 for GOOD and 2 for BAD, except three known errors: lenient on answers 12 and 13
+    (bad, judged 5), harsh on answer 0 (good, judged 2); garbage on answer 19 (not graded)."""
+    import re
+
+    answer = re.search(r"<answer>\n(.*?)\n</answer>", body["messages"][-1]["content"], re.S).group(1)
+    number = int(answer.split()[1])
+    if number == 19:
+        return "I cannot grade this."
+    good = "GOOD" in answer
+    if number in (12, 13):
+        good = True
+    if number == 0:
+        good = False
+    return json.dumps({"level": 5 if good else 2, "reason": "scripted"})
+
+
+def test_a_scripted_judge_of_known_errors_is_calibrated_through_the_test_server(tmp_path):
+    from eval_pipeline.common.llm import LLMClient
+    from eval_pipeline.grading.agreement import calibrate_judge, judge_rate_with_ppi
+    from tests.openai_stub import OpenAIStub
+
+    with OpenAIStub(chat=scripted_decision) as stub:
+        llm = LLMClient(model="judge-model", base_url=stub.base_url, api_key="sk-test", max_retries=0)
+        got = calibrate_judge(calibration_rows(), grader="decision", llm=llm, cache_dir=tmp_path)
+        calls = len(stub.chat_requests())
+        again = calibrate_judge(calibration_rows(), grader="decision", llm=llm, cache_dir=tmp_path)
+        assert len(stub.chat_requests()) == calls + 1  # cached, but the unparseable one is asked again
+    # 19 graded (answer 19 unparseable): people pass 12 of 19, the judge 11 + 2 = 13.
+    # agree on 11 + 5 = 16: accuracy 16/19. p_e = (12/19)(13/19) + (7/19)(6/19) = 198/361;
+    # kappa = (16/19 - 198/361) / (1 - 198/361) = (304 - 198) / (361 - 198) = 106/163
+    assert (got["n"], got["n_not_graded"]) == (19, 1) and again["human"] == got["human"]
+    a = got["agreement"]
+    assert a["accuracy"] == pytest.approx(16 / 19) and a["kappa"] == pytest.approx(106 / 163)
+    assert a["confusion"] == {True: {True: 11, False: 1}, False: {True: 2, False: 5}}
+    assert got["graded_by"] == ["127.0.0.1:judge-model->judge-model"]
+    # the run's 40 judge passes (30 pass) with the PPI interval from the calibration
+    run = [True] * 30 + [False] * 10
+    ppi = judge_rate_with_ppi(run, got)
+    # rectifier: mean(judge - human) over 19 = (2 - 1)/19; estimate 0.75 - 1/19
+    assert ppi["estimate"] == pytest.approx(0.75 - 1 / 19) and ppi["judge_rate"] == 0.75
+    assert ppi["kappa"] == pytest.approx(106 / 163) and ppi["n_calibration"] == 19
+    assert ppi["low"] < ppi["estimate"] < ppi["high"]
+
+
+def test_calibration_refuses_rows_the_grader_cannot_read(tmp_path):
+    from eval_pipeline.grading.agreement import calibrate_judge
+
+    with pytest.raises(ValueError, match="'c0': the decision grader needs a reference"):
+        calibrate_judge([{"id": "c0", "question": "q", "text": "t", "human": True}], grader="decision",
+                        llm=None, cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="'c0': the judge needs a context"):
+        calibrate_judge([{"id": "c0", "question": "q", "text": "t", "human": True}], grader="judge",
+                        llm=None, cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="must be 'decision' or 'judge'"):
+        calibrate_judge([], grader="static", llm=None, cache_dir=tmp_path)
