@@ -406,3 +406,55 @@ def _treatment(frame: pd.DataFrame) -> dict[str, Any]:
         out["table"] = str(frame["store_table"].iloc[0])
     return out
 
+
+
+GRADING_LINE_FIELDS = ("variant", "prompt_id", "grader", "status", "passed", "score", "reason", "grader_model",
+                       "yardstick", "answer_key", "answer_prompt_tokens", "answer_completion_tokens", "answer_cost",
+                       "cached", "repair", "answer")
+
+
+def grading_lines(answers: Mapping[str, pd.DataFrame], grades: Mapping[str, pd.DataFrame], *,
+                  prices: Mapping[str, Mapping[str, float]] | None = None) -> list[dict[str, Any]]:
+    """The per-prompt gradings a run keeps (``answers.jsonl``): one line per (variant, prompt,
+    grader), `GRADING_LINE_FIELDS`, in variant, then grade-row order. The reason is the grade
+    row's (the graders already leave out what would quote an answer without keep_text); the
+    answer's text only when the answers frame holds it (keep_text), else None. Tokens and cost
+    are the answer's (generation and any repair; grading has its own bill, `grading_usage`):
+    the cost at the model's price (reported model, else sent), None when it has no price, 0.0
+    without tokens. Missing values are None (JSON null), never NaN."""
+    out: list[dict[str, Any]] = []
+    for variant, graded in grades.items():
+        frame = answers.get(variant)
+        by_prompt = {r["prompt_id"]: r for r in frame.to_dict("records")} if frame is not None else {}
+        for g in graded.to_dict("records"):
+            a = by_prompt.get(g["prompt_id"], {})
+            p, c = int(a.get("prompt_tokens") or 0), int(a.get("completion_tokens") or 0)
+            model = a.get("model_reported") if not missing(a.get("model_reported")) else a.get("model_sent")
+            price = (prices or {}).get(model) if not missing(model) else None
+            cost = 0.0 if p == 0 and c == 0 else (None if price is None else pricing.cost(p, c, price))
+            line = {"variant": variant, "prompt_id": g["prompt_id"], "grader": g["grader"], "status": g["status"],
+                    "passed": g.get("passed"), "score": g.get("score"), "reason": g.get("reason") or "",
+                    "grader_model": g.get("grader_model"), "yardstick": g.get("yardstick"),
+                    "answer_key": a.get("answer_key"), "answer_prompt_tokens": p, "answer_completion_tokens": c,
+                    "answer_cost": cost, "cached": a.get("cached"), "repair": a.get("repair"),
+                    "answer": a.get("answer")}
+            out.append({k: None if missing(v) else (bool(v) if k in ("passed", "cached") else v)
+                        for k, v in line.items()})
+    return out
+
+
+def hallucinations_of(answers: Mapping[str, pd.DataFrame], grades: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """The run's hallucination log (`grounding.hallucination_log`) from its answers and grades
+    frames: each item the grounding grader did not find in its answer's context, named by
+    variant, prompt and answer key; the answer's text only when the frames keep it."""
+    from eval_pipeline.grading.grounding import hallucination_log
+
+    keys: dict[tuple[str, str], str] = {}
+    texts: dict[tuple[str, str], str] = {}
+    for variant, frame in answers.items():
+        for r in frame.to_dict("records"):
+            keys[(variant, r["prompt_id"])] = r["answer_key"]
+            if not missing(r.get("answer")):
+                texts[(variant, r["prompt_id"])] = r["answer"]
+    rows = [{**r, "variant": variant} for variant, graded in grades.items() for r in graded.to_dict("records")]
+    return hallucination_log(rows, answer_keys=keys, answer_texts=texts or None)

@@ -194,3 +194,27 @@ def test_extract_refuses_a_non_string():
     with pytest.raises(TypeError, match="answer must be a str"):
         extract_items(None)  # type: ignore[arg-type]
     assert Item("call", "f") == Item("call", "f")
+
+
+def test_grading_lines_and_the_run_hallucination_log_from_frames():
+    from eval_pipeline.grading.run import GRADE_COLUMNS, GRADING_LINE_FIELDS, grading_lines, hallucinations_of
+
+    todo = [AnswerToGrade("v", _prompt("p2"), _record("Call `magic.fix()` and `answers.keep_text`."), False)]
+    rows, yardsticks = _grade(todo, TextCorpusProbe([]))
+    grades = {"v": pd.DataFrame(rows["v"], columns=GRADE_COLUMNS).assign(yardstick=yardsticks["v"])}
+
+    def answers(text):
+        return {"v": pd.DataFrame([{"prompt_id": "p2", "answer_key": "k2", "prompt_tokens": 1000,
+                                    "completion_tokens": 500, "model_sent": "m", "model_reported": None,
+                                    "cached": False, "answer": text}])}
+
+    (line,) = grading_lines(answers(None), grades, prices={"m": {"prompt_per_1k": 1.0, "completion_per_1k": 2.0}})
+    assert tuple(line) == GRADING_LINE_FIELDS
+    assert (line["grader"], line["status"], line["passed"], line["score"]) == ("grounding", "graded", False, 0.5)
+    assert line["answer_cost"] == 2.0 and line["answer"] is None and line["repair"] is None  # 1000/1000*1 + 500/1000*2
+    assert line["yardstick"] == yardsticks["v"]
+    assert grading_lines(answers(None), grades)[0]["answer_cost"] is None  # no price for m: unknown, not 0
+    log = hallucinations_of(answers(None), grades)
+    assert [(e["answer_key"], e["item"], e["answer"]) for e in log] == [("k2", "magic.fix", None)]
+    kept = hallucinations_of(answers("Call magic.fix()"), grades)
+    assert kept[0]["answer"] == "Call magic.fix()"
