@@ -133,3 +133,35 @@ def test_compare_sets_default_metrics_and_variant_mismatch():
     assert result.notes == ("2 variant(s): τ says little with fewer than 3",)
     with pytest.raises(ValueError, match="only on B \\['v3'\\]"):
         compare_sets(a, {**b, "v3": b["v1"]})
+
+
+# --- the report section --------------------------------------------------------------------------
+
+
+def test_report_section_tables_metadata_and_weak_label(tmp_path):
+    from types import SimpleNamespace
+
+    from eval_pipeline.reporting.report import SECTIONS
+    from eval_pipeline.reporting.set_validity import ComparedSet, set_validity_part
+
+    human = SimpleNamespace(header={"source": "hand-written"})
+    ict_set = SimpleNamespace(header={"source": "generated", "generator": "ict", "generator_strength": "weak"})
+    a = frames({"v1": [1, 1], "v2": [1, 0], "v3": [0, 0]})
+    b = frames({"v1": [1, 1, 1], "v2": [0, 1, 1], "v3": [0, 0, 1]})  # same order: tau 1
+    inputs = SimpleNamespace(per_variant=a, question_set=human,
+                             compared_sets=[ComparedSet("ict", ict_set, b)])
+    part = set_validity_part(inputs, n_resamples=50)
+    assert part is not None
+    files = part.write(tmp_path, "") if part.write else {}
+    lines = "\n".join(part.lines(files) if callable(part.lines) else part.lines)
+    assert "## Do the question sets agree?" in lines
+    assert "A: hand-written" in lines and "B: ict (generated (ict, weak))" in lines
+    assert "B is a weak generated set" in lines
+    assert "| ndcg@10 | 2 | 3 | 1.000 |" in lines
+    assert "set_validity.json" in lines
+    assert part.metadata["set tau ndcg@10"] == 1.0
+    assert -1.0 <= part.metadata["set tau ndcg@10 low"] <= 1.0
+    assert part.output["set_validity"][0]["metrics"]["ndcg@10"]["flips"] == []
+    # nothing to compare: no section
+    assert set_validity_part(SimpleNamespace(per_variant=a, question_set=human)) is None
+    assert "set_validity" in SECTIONS
