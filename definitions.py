@@ -16,6 +16,12 @@ without code changes:
   EVAL_PIPELINE_CELERY_LOST_RETRIES (1): how a task whose worker died is noticed and submitted
   again (resources/celery_executor.py). Every worker needs the same environment as the run
   (EVAL_PIPELINE_STATE_DIR on storage they all mount, EVAL_PIPELINE_DB=external and its URL).
+
+The variants file (EVAL_PIPELINE_VARIANTS, else variants.yaml) is read here, once, into a typed
+`SweepConfig`; the assets, checks, jobs and schedule are built from that value
+(`assets.build_assets`, `build_jobs`, `build_schedule`), so every op reads the sweep it was
+built with, never a global. A bad file fails the load with one line
+(`Error: bad variants file: ...`, assets.partitions.VariantsFileError).
 """
 
 import os
@@ -25,6 +31,7 @@ from dagster import (
     DefaultScheduleStatus,
     Definitions,
     EnvVar,
+    ExecutorDefinition,
     ScheduleDefinition,
     define_asset_job,
     in_process_executor,
@@ -38,8 +45,9 @@ from eval_pipeline.common.registry import load_plugins
 load_plugins()
 
 import assets  # noqa: E402
-from assets.partitions import SWEEP  # noqa: E402
+from assets.partitions import read_sweep, variants_file  # noqa: E402
 from assets.reference import accept_reference_job  # noqa: E402
+from eval_pipeline.config.sweep import SweepConfig  # noqa: E402
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource  # noqa: E402
 from resources.celery_executor import watched_celery_executor  # noqa: E402
 from resources.io import RunScopedPickleIOManager, VariantParquetIOManager  # noqa: E402
@@ -85,53 +93,46 @@ def _llm() -> LLMResource:
     )
 
 
-ALL_ASSETS = [
-    assets.corpus_snapshot,
-    assets.pgvector_store,
-    assets.question_set,
-    assets.ranked_results,
-    assets.variant_metrics,
-    assets.golden_prompts,
-    assets.answers,
-    assets.graded_answers,
-    assets.answer_metrics,
-    assets.verdict,
-    assets.report,
-]
+# The variants file, read once as the code location loads; everything below is built from it.
+SWEEP: SweepConfig = read_sweep(variants_file())
+GRAPH = assets.build_assets(SWEEP)
+ALL_ASSETS = list(GRAPH.assets.values())
+ALL_CHECKS = list(GRAPH.checks.values())
+GATE_CHECKS = GRAPH.gate_checks  # partition key -> regression gate check, e.g. hybrid+mmr -> gate__hybrid_mmr
 
-# One run materializes the chain and every variant: `dagster job execute` has no partition
-# flag, so the job carries the full partition range as tags, and the partitioned assets
-# (single-run backfill policy) receive every key in one run.
-WHOLE_SWEEP = {
-    "dagster/asset_partition_range_start": SWEEP.keys[0],
-    "dagster/asset_partition_range_end": SWEEP.keys[-1],
-}
 
-# In-process: the steps share one loaded model and ranked_results ranks every variant in one
-# step, sharing every leg; the multiprocess executor re-imports torch per step.
-retrieval_eval = define_asset_job(
-    "retrieval_eval", selection=AssetSelection.all(), executor_def=in_process_executor, tags=WHOLE_SWEEP
-)
+def whole_sweep_tags(sweep: SweepConfig) -> dict[str, str]:
+    """One run materializes the chain and every variant: `dagster job execute` has no partition
+    flag, so the job carries the full partition range as tags, and the partitioned assets
+    (single-run backfill policy) receive every key in one run."""
+    return {"dagster/asset_partition_range_start": sweep.keys[0], "dagster/asset_partition_range_end": sweep.keys[-1]}
 
-# The same run with the multiprocess executor: ranked_results splits the variants into as many
-# steps as the executor runs at once (`execution: config: max_concurrent`, default the CPU
-# count; or `ops: ranked_results: config: workers`), and they run in parallel. Variants that
-# share a candidate pool stay in one step, and so do all API-backed rerankers (one client, one
-# concurrency limit). Pays off with more cores than variants' shared work, or slow rerankers.
-retrieval_eval_parallel = define_asset_job(
-    "retrieval_eval_parallel", selection=AssetSelection.all(), executor_def=multiprocess_executor, tags=WHOLE_SWEEP
-)
 
-# The same run on a Celery worker pool (dagster-celery's executor, which this one wraps to resubmit
-# a task whose worker died): every step is a task, and ranked_results' batches (2 unless `ops:
-# ranked_results: config: workers` says more) run on different workers. Broker from the run
-# config (`execution: config: broker`) or EVAL_PIPELINE_CELERY_BROKER.
-retrieval_eval_celery = define_asset_job(
-    "retrieval_eval_celery", selection=AssetSelection.all(), executor_def=watched_celery_executor, tags=WHOLE_SWEEP
-)
+def build_jobs(sweep: SweepConfig) -> list:
+    """The three whole-sweep jobs, one per executor (the same assets, the same partition range).
 
-# The nightly run: the whole sweep (the job's tags carry the partition range); cron from the
-# variants file.
+    - retrieval_eval, in-process: the steps share one loaded model and ranked_results ranks
+      every variant in one step, sharing every leg; the multiprocess executor re-imports torch
+      per step.
+    - retrieval_eval_parallel, the multiprocess executor: ranked_results splits the variants into
+      as many steps as the executor runs at once (`execution: config: max_concurrent`, default
+      the CPU count; or `ops: ranked_results: config: workers`), and they run in parallel.
+      Variants that share a candidate pool stay in one step, and so do all API-backed rerankers
+      (one client, one concurrency limit). Pays off with more cores than variants' shared work,
+      or slow rerankers.
+    - retrieval_eval_celery, on a Celery worker pool (dagster-celery's executor, which this one
+      wraps to resubmit a task whose worker died): every step is a task, and ranked_results'
+      batches (2 unless `ops: ranked_results: config: workers` says more) run on different
+      workers. Broker from the run config (`execution: config: broker`) or
+      EVAL_PIPELINE_CELERY_BROKER.
+    """
+    executors: dict[str, ExecutorDefinition] = {"retrieval_eval": in_process_executor,
+                                                 "retrieval_eval_parallel": multiprocess_executor,
+                                                 "retrieval_eval_celery": watched_celery_executor}
+    return [define_asset_job(name, selection=AssetSelection.all(), executor_def=executor, tags=whole_sweep_tags(sweep))
+            for name, executor in executors.items()]
+
+
 # Stopped unless EVAL_PIPELINE_SCHEDULE=running (or turned on in the UI: Automation).
 def _schedule_status() -> DefaultScheduleStatus:
     value = os.environ.get("EVAL_PIPELINE_SCHEDULE", "stopped").strip().lower()
@@ -140,16 +141,21 @@ def _schedule_status() -> DefaultScheduleStatus:
     return DefaultScheduleStatus.RUNNING if value == "running" else DefaultScheduleStatus.STOPPED
 
 
-nightly = ScheduleDefinition(
-    name="nightly_retrieval_eval", job=retrieval_eval, cron_schedule=SWEEP.cron, execution_timezone="UTC",
-    default_status=_schedule_status(),
-)
+def build_schedule(job, sweep: SweepConfig) -> ScheduleDefinition:
+    """The nightly run of `job` (the whole sweep: the job's tags carry the partition range), on
+    the variants file's cron."""
+    return ScheduleDefinition(name="nightly_retrieval_eval", job=job, cron_schedule=sweep.cron,
+                              execution_timezone="UTC", default_status=_schedule_status())
+
+
+WHOLE_SWEEP = whole_sweep_tags(SWEEP)
+retrieval_eval, retrieval_eval_parallel, retrieval_eval_celery = build_jobs(SWEEP)
+nightly = build_schedule(retrieval_eval, SWEEP)
 
 
 defs = Definitions(
     assets=ALL_ASSETS,
-    asset_checks=[assets.question_set_audit, assets.no_errored_questions, assets.verdict_passed, assets.verdict_gate,
-                  assets.regression_gate, assets.answer_gate],
+    asset_checks=ALL_CHECKS,
     jobs=[retrieval_eval, retrieval_eval_parallel, retrieval_eval_celery, accept_reference_job],
     schedules=[nightly],
     executor=in_process_executor,  # also for materializations from the UI and `dagster asset materialize`

@@ -10,22 +10,31 @@ ranked_results is a small graph of its own (assets/ranking.py), and so is pgvect
 table per index written in one or more shards (assets/store.py).
 
 Each asset reads its inputs, calls one eval_pipeline function and attaches metadata.
+
+The variants file is read once, by definitions.py, and passed to `build_assets(sweep)`: every
+asset, op and check that depends on the sweep is built by a factory from that value and reads
+it through its closure, never from a global. The checks that do not depend on it
+(no_errored_questions, verdict_passed, verdict_gate) are plain module-level definitions.
 """
 
+from dataclasses import dataclass
 from typing import Literal, Optional
 
 import pandas as pd
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
+    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
     AssetKey,
+    AssetsDefinition,
     BackfillPolicy,
     Config,
     MetadataValue,
+    PartitionsDefinition,
     asset,
     asset_check,
     multi_asset_check,
@@ -36,31 +45,21 @@ from assets.answer_quality import (  # noqa: F401  (the answer-quality assets: p
     AnswersConfig,
     GoldenPromptsConfig,
     GradedAnswersConfig,
-    answer_metrics,
-    answers,
+    build_answer_assets,
     golden_prompts,
-    graded_answers,
     preflight_answers,
 )
 from assets.metadata import to_metadata
-from assets.partitions import SWEEP, sweep_partitions
+from assets.partitions import partitions_of
+from assets.ranking import RankingConfig, build_ranked_results, index_embedder_of, reference_ranker
 from assets.run import op_config, safe_results_dir, selected_assets
-from assets.ranking import (  # noqa: F401  (ranked_results: in the graph)
-    RankingConfig,
-    index_embedder_of,
-    ranked_results,
-    reference_ranker,
-)
-from assets.store import StoreConfig, pgvector_store  # noqa: F401  (pgvector_store: part of the graph)
+from assets.store import StoreConfig, build_pgvector_store
 from eval_pipeline.common.state import PROJECT_ROOT
+from eval_pipeline.config.sweep import SweepConfig
 from eval_pipeline.corpus.sources import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
-from eval_pipeline.validity.audit import audit_metadata, run_audit
-from eval_pipeline.scoring.partitions import partition_metrics, score_partitions
 from eval_pipeline.questions.build import build_question_set, preflight_run
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.fusion_tuning import split_question_set
-from eval_pipeline.verdict.run import decide_run
-from eval_pipeline.verdict.retrieval import RunVerdict
 from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
 from eval_pipeline.reporting.run import (
     gate_check_names,
@@ -70,7 +69,11 @@ from eval_pipeline.reporting.run import (
     verdict_metadata,
     verdict_output,
 )
+from eval_pipeline.scoring.partitions import partition_metrics, score_partitions
 from eval_pipeline.store.indexes import CHUNKING_SETTINGS, IndexStores
+from eval_pipeline.validity.audit import audit_metadata, run_audit
+from eval_pipeline.verdict.retrieval import RunVerdict
+from eval_pipeline.verdict.run import decide_run
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
 
 DEMO_QUESTIONS = DEMO_DATA_DIR / "questions.jsonl"
@@ -85,7 +88,7 @@ class CorpusConfig(Config):
                                        "outside the folder (refused by default: a link is not a document)")
 
 
-def validate_run_config(run_config: dict) -> None:
+def validate_run_config(run_config: dict, sweep: SweepConfig) -> None:
     """Check every asset's settings (types, ranges, cross-field rules) in the run's first step,
     so a negative depth or a bad overlap fails in a second, not after the embedding."""
     classes = {"corpus_snapshot": CorpusConfig, "pgvector_store": StoreConfig, "question_set": QuestionSetConfig,
@@ -100,35 +103,9 @@ def validate_run_config(run_config: dict) -> None:
                 # the Launchpad pre-fills every default: only a value other than the default is the user's
                 defaults = {k: f.default for k, f in StoreConfig.model_fields.items()}
                 chunking = sorted(k for k in set(given).intersection(CHUNKING_SETTINGS) if given[k] != defaults[k])
-                if chunking and SWEEP.indexes_listed:
-                    raise ValueError(f"ops.pgvector_store.config.{chunking[0]}: the variants file {SWEEP.source} lists "
+                if chunking and sweep.indexes_listed:
+                    raise ValueError(f"ops.pgvector_store.config.{chunking[0]}: the variants file {sweep.source} lists "
                                      "indexes, and each index's chunking is set there; remove it from the run config")
-
-
-@asset(group_name="retrieval_eval")
-def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedder: EmbedderResource,
-                    rerankers: RerankerResource, llm: LLMResource, state: StateResource) -> CorpusSnapshot:
-    """The documents to search, with an order-independent signature over ids and content hashes,
-    spooled to the state dir: the steps after it get a reference, and ingest streams the file.
-
-    Also the run's preflight, before anything is embedded: every asset's settings, the
-    question set (when this run builds it), every reranker's model or endpoint, and the results
-    folder the report will publish into (never one holding the state dir or the code)."""
-    validate_run_config(context.run.run_config)
-    if AssetKey("report") in selected_assets(context):
-        report_config = op_config(context, "report", ReportConfig)
-        safe_results_dir(context, report_config.results_dir, state.dir())
-        if report_config.grade_holes:
-            llm.get()  # grading the holes needs a model: fail now, not after the ranking
-    snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
-                           max_document_chars=config.max_document_chars, follow_outside_links=config.follow_outside_links)
-    preflight_answers(context, snapshot, llm)
-    builds_questions = AssetKey("question_set") in selected_assets(context)
-    context.add_output_metadata(preflight_run(
-        snapshot, questions=op_config(context, "question_set", QuestionSetConfig) if builds_questions else None,
-        variants=SWEEP.variants, warn=context.log.warning,
-        reranker_identity=lambda spec: rerankers.build(spec, embedder=embedder.get(), warm=False).identity()))
-    return snapshot.spool_to(state.dir().corpus_spools)
 
 
 class QuestionSetConfig(Config):
@@ -151,45 +128,6 @@ class QuestionSetConfig(Config):
                                  "results get a suffixed name and never serve as a baseline")
 
 
-@asset(group_name="retrieval_eval")
-def question_set(
-    context: AssetExecutionContext,
-    config: QuestionSetConfig,
-    corpus_snapshot: CorpusSnapshot,
-    state: StateResource,
-    llm: LLMResource,
-) -> QuestionSet:
-    """The question set, checked against the corpus it was written for (generated ones are cached per
-    document): eval_pipeline.questions.build.build_question_set. When a variant tunes its fusion,
-    split into the tuning part and the held-out rest that every variant is scored on
-    (eval_pipeline.ranking.fusion_tuning.split_question_set)."""
-    qs, metadata = build_question_set(config, corpus_snapshot, llm_client=llm.get, state=state.dir(),
-                                      warn=context.log.warning)
-    if SWEEP.tuning is not None:  # a variant tunes its fusion: tuned on one part, every variant scored on the rest
-        fraction, seed = SWEEP.tuning
-        qs = split_question_set(qs, fraction=fraction, seed=seed)
-        metadata = {**metadata, "tuning_questions": qs.split["n_tuning"], "held_out_questions": qs.split["n_held_out"]}
-    context.add_output_metadata(to_metadata(metadata))
-    return qs
-
-
-@asset(
-    group_name="retrieval_eval",
-    partitions_def=sweep_partitions,
-    backfill_policy=BackfillPolicy.single_run(),
-    io_manager_key="variant_io_manager",
-)
-def variant_metrics(
-    context: AssetExecutionContext, ranked_results: dict[str, pd.DataFrame], question_set: QuestionSet
-) -> dict[str, pd.DataFrame]:
-    """Per-question scores of each variant (hit@k, MRR, recall, nDCG@10, miss class, latency); each
-    partition carries its own numbers (eval_pipeline.scoring.partitions.partition_metrics)."""
-    scored = score_partitions(ranked_results, context.partition_keys, question_set.questions)
-    for key, frame in scored.items():  # each partition's own numbers, plotted over time on the asset page
-        context.add_asset_metadata(to_metadata(partition_metrics(key, frame)), partition_key=key)
-    return scored
-
-
 class ReportConfig(Config):
     results_dir: str = Field(default=str(PROJECT_ROOT / "results"), description="where results.md and per_query.jsonl go")
     record_history: bool = Field(default=True, description="record the run in the Postgres history tables "
@@ -199,61 +137,11 @@ class ReportConfig(Config):
                               "labels, and candidate golds go to hole_review.jsonl")
 
 
-@asset(group_name="retrieval_eval")
-def verdict(
-    context: AssetExecutionContext,
-    variant_metrics: dict[str, pd.DataFrame],
-    answer_metrics: dict[str, pd.DataFrame],
-    corpus_snapshot: CorpusSnapshot,
-    pgvector_store: IndexStores,
-    question_set: QuestionSet,
-    database: DatabaseResource,
-    state: StateResource,
-    embedder: EmbedderResource,
-    rerankers: RerankerResource,
-) -> RunVerdict:
-    """Whether the run passes, decided in one place, retrieval and answers, failing closed: each
-    variant against its history of the same benchmark, else against its reference configuration
-    ranked on today's questions (paired), else not compared, which fails until a run is accepted
-    (eval_pipeline.verdict.run.decide_run). The report renders it; the gate checks read it."""
-    decided = decide_run(
-        variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, stores=pgvector_store, question_set=question_set,
-        embedder_for=index_embedder_of(embedder), connection_string=database.connection_string(), run_id=context.run_id,
-        statistics_cache=state.dir().statistics, answer_metrics=answer_metrics,
-        rank_reference=reference_ranker(context, corpus_snapshot, pgvector_store, question_set, database, state,
-                                        embedder, rerankers))
-    context.add_output_metadata(to_metadata(verdict_metadata(decided, SWEEP.baseline)))
-    return decided
-
-
-@asset(group_name="retrieval_eval")
-def report(
-    context: AssetExecutionContext,
-    config: ReportConfig,
-    verdict: RunVerdict,
-    variant_metrics: dict[str, pd.DataFrame],
-    corpus_snapshot: CorpusSnapshot,
-    pgvector_store: IndexStores,
-    question_set: QuestionSet,
-    database: DatabaseResource,
-    state: StateResource,
-    llm: LLMResource,
-) -> dict:
-    """results.md with intervals, significance, the verdict, answer quality and plots;
-    per_query.jsonl and TREC run files; the run recorded in the Postgres history tables, once
-    published (eval_pipeline.reporting.run.render_run). It decides nothing: the verdict did."""
-    run = render_run(
-        verdict, variant_metrics, sweep=SWEEP, snapshot=corpus_snapshot, stores=pgvector_store,
-        question_set=question_set, connection_string=database.connection_string(), state=state.dir(),
-        run_id=context.run_id, results_dir=safe_results_dir(context, config.results_dir, state.dir()), record_history=config.record_history,
-        warn=context.log.warning, llm=llm.get if config.grade_holes else None)
-    context.log.info(f"report written to {run.report_path}")
-    context.add_output_metadata(to_metadata(run.metadata))
-    return run.output
+# The checks that do not depend on the sweep.
 
 
 @asset_check(
-    asset=report,
+    asset="report",
     blocking=True,
     description="Every question was answered without an engine error; otherwise the metrics are not "
     "complete and the run fails (after the report is written, so it can be read).",
@@ -270,24 +158,7 @@ def no_errored_questions(report: dict) -> AssetCheckResult:
 
 
 @asset_check(
-    asset=question_set,
-    additional_ins={"corpus_snapshot": AssetIn("corpus_snapshot")},
-    blocking=SWEEP.audit.blocking,
-    description="The question set is a fair test: few questions answerable by surface overlap alone, few "
-    "near-duplicates, most documents asked about (thresholds: the variants file's audit section). A warning "
-    "unless the variants file says `audit: {blocking: true}`.",
-)
-def question_set_audit(context: AssetCheckExecutionContext, question_set: QuestionSet,
-                       corpus_snapshot: CorpusSnapshot) -> AssetCheckResult:
-    result = run_audit(question_set.questions, corpus_snapshot, SWEEP.audit, limited=question_set.limited)
-    for problem in result.problems:
-        context.log.warning(f"question set audit: {problem}")
-    return AssetCheckResult(passed=result.passed, metadata=to_metadata(audit_metadata(result)),
-                            severity=AssetCheckSeverity.ERROR if result.thresholds.blocking else AssetCheckSeverity.WARN)
-
-
-@asset_check(
-    asset=report,
+    asset="report",
     blocking=True,
     description="The run's verdict passed: every variant's retrieval gate and answer gate (the checks on the "
     "verdict asset say which failed and why). Runs after the report is written, so it can be read; a failure "
@@ -301,7 +172,7 @@ def verdict_passed(report: dict) -> AssetCheckResult:
 
 
 @asset_check(
-    asset=verdict,
+    asset="verdict",
     blocking=True,
     description="The run's verdict passed, when this run does not render the report too: materializing the "
     "verdict alone must not pass a failed gate. With the report in the run, the report's blocking "
@@ -314,43 +185,252 @@ def verdict_gate(context: AssetCheckExecutionContext, verdict: RunVerdict) -> As
                                       "failed": ", ".join(verdict_failures(verdict)) or "none"})
 
 
-GATE_CHECKS = gate_check_names(SWEEP.keys)  # variant key -> check name, e.g. hybrid+mmr -> gate__hybrid_mmr
+# The assets and checks that depend on the sweep: each built from it, reading it by closure.
 
 
-@multi_asset_check(
-    specs=[AssetCheckSpec(name, asset=verdict, blocking=False,
-                          description=f"Variant {key}: no gated metric dropped by more than its tolerance against its "
-                          "previous eligible run and its pinned reference on the same benchmark, or, where the "
-                          "benchmark changed, against its reference configuration ranked on today's questions; "
-                          "fails when nothing could judge it (not_compared). The run fails through verdict_passed.")
-           for key, name in GATE_CHECKS.items()],
-    description="The regression gate, one check per variant, as the verdict decided it.",
-)
-def regression_gate(verdict: RunVerdict):
-    """One result per variant of the variants file (eval_pipeline.reporting.run.variant_gate_checks):
-    a failing variant is its own failed check, with every failing metric, the runs or
-    configurations compared, what decided and the treatment change."""
-    for key, (passed, metadata) in variant_gate_checks(verdict_output(verdict), list(GATE_CHECKS)).items():
-        yield AssetCheckResult(check_name=GATE_CHECKS[key], asset_key="verdict", passed=passed,
-                               severity=AssetCheckSeverity.ERROR, metadata=to_metadata(metadata))
+def corpus_snapshot_asset(sweep: SweepConfig) -> AssetsDefinition:
+    """corpus_snapshot, whose preflight checks the run config and the sweep's rerankers."""
+
+    @asset(group_name="retrieval_eval")
+    def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedder: EmbedderResource,
+                        rerankers: RerankerResource, llm: LLMResource, state: StateResource) -> CorpusSnapshot:
+        """The documents to search, with an order-independent signature over ids and content hashes,
+        spooled to the state dir: the steps after it get a reference, and ingest streams the file.
+
+        Also the run's preflight, before anything is embedded: every asset's settings, the
+        question set (when this run builds it), every reranker's model or endpoint, and the results
+        folder the report will publish into (never one holding the state dir or the code)."""
+        validate_run_config(context.run.run_config, sweep)
+        if AssetKey("report") in selected_assets(context):
+            report_config = op_config(context, "report", ReportConfig)
+            safe_results_dir(context, report_config.results_dir, state.dir())
+            if report_config.grade_holes:
+                llm.get()  # grading the holes needs a model: fail now, not after the ranking
+        snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
+                               max_document_chars=config.max_document_chars,
+                               follow_outside_links=config.follow_outside_links)
+        preflight_answers(context, snapshot, llm)
+        builds_questions = AssetKey("question_set") in selected_assets(context)
+        context.add_output_metadata(preflight_run(
+            snapshot, questions=op_config(context, "question_set", QuestionSetConfig) if builds_questions else None,
+            variants=sweep.variants, warn=context.log.warning,
+            reranker_identity=lambda spec: rerankers.build(spec, embedder=embedder.get(), warm=False).identity()))
+        return snapshot.spool_to(state.dir().corpus_spools)
+
+    return corpus_snapshot
 
 
-ANSWER_GATE_CHECKS = {key: name.replace("gate__", "answer_gate__", 1) for key, name in GATE_CHECKS.items()}
+def question_set_asset(sweep: SweepConfig) -> AssetsDefinition:
+    """question_set, split for fusion tuning when the sweep tunes a variant."""
+
+    @asset(group_name="retrieval_eval")
+    def question_set(
+        context: AssetExecutionContext,
+        config: QuestionSetConfig,
+        corpus_snapshot: CorpusSnapshot,
+        state: StateResource,
+        llm: LLMResource,
+    ) -> QuestionSet:
+        """The question set, checked against the corpus it was written for (generated ones are cached per
+        document): eval_pipeline.questions.build.build_question_set. When a variant tunes its fusion,
+        split into the tuning part and the held-out rest that every variant is scored on
+        (eval_pipeline.ranking.fusion_tuning.split_question_set)."""
+        qs, metadata = build_question_set(config, corpus_snapshot, llm_client=llm.get, state=state.dir(),
+                                          warn=context.log.warning)
+        if sweep.tuning is not None:  # a variant tunes its fusion: tuned on one part, every variant scored on the rest
+            fraction, seed = sweep.tuning
+            qs = split_question_set(qs, fraction=fraction, seed=seed)
+            metadata = {**metadata, "tuning_questions": qs.split["n_tuning"],
+                        "held_out_questions": qs.split["n_held_out"]}
+        context.add_output_metadata(to_metadata(metadata))
+        return qs
+
+    return question_set
 
 
-@multi_asset_check(
-    specs=[AssetCheckSpec(name, asset=verdict, blocking=False,
-                          description=f"Variant {key}: answer pass rate and mean score, per grader, did not drop by "
-                          "more than the variants file's answers.gate tolerances since the previous eligible run and "
-                          "the pinned reference of the same golden set, corpus and grading yardstick; fails closed "
-                          "when that measurement has a history but nothing comparable; every answer was generated.")
-           for key, name in ANSWER_GATE_CHECKS.items()],
-    description="The answer gate, one check per variant, as the verdict decided it.",
-)
-def answer_gate(verdict: RunVerdict):
-    """One result per variant (eval_pipeline.reporting.answers.answer_gate_checks): a variant
-    fails when any grader's gate fails."""
-    output = {"answers": answer_gate_output(verdict.answers)}
-    for key, (passed, metadata) in answer_gate_checks(output, list(ANSWER_GATE_CHECKS)).items():
-        yield AssetCheckResult(check_name=ANSWER_GATE_CHECKS[key], asset_key="verdict", passed=passed,
-                               severity=AssetCheckSeverity.ERROR, metadata=to_metadata(metadata))
+def variant_metrics_asset(partitions: PartitionsDefinition) -> AssetsDefinition:
+    """variant_metrics, on the sweep's partitions."""
+
+    @asset(
+        group_name="retrieval_eval",
+        partitions_def=partitions,
+        backfill_policy=BackfillPolicy.single_run(),
+        io_manager_key="variant_io_manager",
+    )
+    def variant_metrics(
+        context: AssetExecutionContext, ranked_results: dict[str, pd.DataFrame], question_set: QuestionSet
+    ) -> dict[str, pd.DataFrame]:
+        """Per-question scores of each variant (hit@k, MRR, recall, nDCG@10, miss class, latency); each
+        partition carries its own numbers (eval_pipeline.scoring.partitions.partition_metrics)."""
+        scored = score_partitions(ranked_results, context.partition_keys, question_set.questions)
+        for key, frame in scored.items():  # each partition's own numbers, plotted over time on the asset page
+            context.add_asset_metadata(to_metadata(partition_metrics(key, frame)), partition_key=key)
+        return scored
+
+    return variant_metrics
+
+
+def verdict_asset(sweep: SweepConfig) -> AssetsDefinition:
+    """verdict, judged with the sweep's gates, baseline and tolerances."""
+
+    @asset(group_name="retrieval_eval")
+    def verdict(
+        context: AssetExecutionContext,
+        variant_metrics: dict[str, pd.DataFrame],
+        answer_metrics: dict[str, pd.DataFrame],
+        corpus_snapshot: CorpusSnapshot,
+        pgvector_store: IndexStores,
+        question_set: QuestionSet,
+        database: DatabaseResource,
+        state: StateResource,
+        embedder: EmbedderResource,
+        rerankers: RerankerResource,
+    ) -> RunVerdict:
+        """Whether the run passes, decided in one place, retrieval and answers, failing closed: each
+        variant against its history of the same benchmark, else against its reference configuration
+        ranked on today's questions (paired), else not compared, which fails until a run is accepted
+        (eval_pipeline.verdict.run.decide_run). The report renders it; the gate checks read it."""
+        decided = decide_run(
+            variant_metrics, sweep=sweep, snapshot=corpus_snapshot, stores=pgvector_store, question_set=question_set,
+            embedder_for=index_embedder_of(embedder, sweep), connection_string=database.connection_string(),
+            run_id=context.run_id, statistics_cache=state.dir().statistics, answer_metrics=answer_metrics,
+            rank_reference=reference_ranker(context, corpus_snapshot, pgvector_store, question_set, database, state,
+                                            embedder, rerankers, sweep))
+        context.add_output_metadata(to_metadata(verdict_metadata(decided, sweep.baseline)))
+        return decided
+
+    return verdict
+
+
+def report_asset(sweep: SweepConfig) -> AssetsDefinition:
+    """report, rendering the verdict with the sweep's settings."""
+
+    @asset(group_name="retrieval_eval")
+    def report(
+        context: AssetExecutionContext,
+        config: ReportConfig,
+        verdict: RunVerdict,
+        variant_metrics: dict[str, pd.DataFrame],
+        corpus_snapshot: CorpusSnapshot,
+        pgvector_store: IndexStores,
+        question_set: QuestionSet,
+        database: DatabaseResource,
+        state: StateResource,
+        llm: LLMResource,
+    ) -> dict:
+        """results.md with intervals, significance, the verdict, answer quality and plots;
+        per_query.jsonl and TREC run files; the run recorded in the Postgres history tables, once
+        published (eval_pipeline.reporting.run.render_run). It decides nothing: the verdict did."""
+        run = render_run(
+            verdict, variant_metrics, sweep=sweep, snapshot=corpus_snapshot, stores=pgvector_store,
+            question_set=question_set, connection_string=database.connection_string(), state=state.dir(),
+            run_id=context.run_id, results_dir=safe_results_dir(context, config.results_dir, state.dir()),
+            record_history=config.record_history, warn=context.log.warning, llm=llm.get if config.grade_holes else None)
+        context.log.info(f"report written to {run.report_path}")
+        context.add_output_metadata(to_metadata(run.metadata))
+        return run.output
+
+    return report
+
+
+def question_set_audit_check(sweep: SweepConfig) -> AssetChecksDefinition:
+    """question_set_audit, with the variants file's audit thresholds (blocking when it says so)."""
+
+    @asset_check(
+        asset="question_set",
+        additional_ins={"corpus_snapshot": AssetIn("corpus_snapshot")},
+        blocking=sweep.audit.blocking,
+        description="The question set is a fair test: few questions answerable by surface overlap alone, few "
+        "near-duplicates, most documents asked about (thresholds: the variants file's audit section). A warning "
+        "unless the variants file says `audit: {blocking: true}`.",
+    )
+    def question_set_audit(context: AssetCheckExecutionContext, question_set: QuestionSet,
+                           corpus_snapshot: CorpusSnapshot) -> AssetCheckResult:
+        result = run_audit(question_set.questions, corpus_snapshot, sweep.audit, limited=question_set.limited)
+        for problem in result.problems:
+            context.log.warning(f"question set audit: {problem}")
+        severity = AssetCheckSeverity.ERROR if result.thresholds.blocking else AssetCheckSeverity.WARN
+        return AssetCheckResult(passed=result.passed, metadata=to_metadata(audit_metadata(result)), severity=severity)
+
+    return question_set_audit
+
+
+def answer_gate_names(gate_checks: dict[str, str]) -> dict[str, str]:
+    """variant key -> the answer gate's check name, e.g. hybrid+mmr -> answer_gate__hybrid_mmr."""
+    return {key: name.replace("gate__", "answer_gate__", 1) for key, name in gate_checks.items()}
+
+
+def regression_gate_check(gate_checks: dict[str, str]) -> AssetChecksDefinition:
+    """regression_gate: one check per partition key (`gate_checks`: key -> check name)."""
+
+    @multi_asset_check(
+        specs=[AssetCheckSpec(name, asset="verdict", blocking=False,
+                              description=f"Variant {key}: no gated metric dropped by more than its tolerance against its "
+                              "previous eligible run and its pinned reference on the same benchmark, or, where the "
+                              "benchmark changed, against its reference configuration ranked on today's questions; "
+                              "fails when nothing could judge it (not_compared). The run fails through verdict_passed.")
+               for key, name in gate_checks.items()],
+        description="The regression gate, one check per variant, as the verdict decided it.",
+    )
+    def regression_gate(verdict: RunVerdict):
+        """One result per variant of the variants file (eval_pipeline.reporting.run.variant_gate_checks):
+        a failing variant is its own failed check, with every failing metric, the runs or
+        configurations compared, what decided and the treatment change."""
+        for key, (passed, metadata) in variant_gate_checks(verdict_output(verdict), list(gate_checks)).items():
+            yield AssetCheckResult(check_name=gate_checks[key], asset_key="verdict", passed=passed,
+                                   severity=AssetCheckSeverity.ERROR, metadata=to_metadata(metadata))
+
+    return regression_gate
+
+
+def answer_gate_check(answer_checks: dict[str, str]) -> AssetChecksDefinition:
+    """answer_gate: one check per partition key (`answer_checks`: key -> check name)."""
+
+    @multi_asset_check(
+        specs=[AssetCheckSpec(name, asset="verdict", blocking=False,
+                              description=f"Variant {key}: answer pass rate and mean score, per grader, did not drop by "
+                              "more than the variants file's answers.gate tolerances since the previous eligible run and "
+                              "the pinned reference of the same golden set, corpus and grading yardstick; fails closed "
+                              "when that measurement has a history but nothing comparable; every answer was generated.")
+               for key, name in answer_checks.items()],
+        description="The answer gate, one check per variant, as the verdict decided it.",
+    )
+    def answer_gate(verdict: RunVerdict):
+        """One result per variant (eval_pipeline.reporting.answers.answer_gate_checks): a variant
+        fails when any grader's gate fails."""
+        output = {"answers": answer_gate_output(verdict.answers)}
+        for key, (passed, metadata) in answer_gate_checks(output, list(answer_checks)).items():
+            yield AssetCheckResult(check_name=answer_checks[key], asset_key="verdict", passed=passed,
+                                   severity=AssetCheckSeverity.ERROR, metadata=to_metadata(metadata))
+
+    return answer_gate
+
+
+@dataclass(frozen=True)
+class AssetGraph:
+    """The assets and checks of one sweep, by name (a check by its function's name, e.g.
+    question_set_audit, regression_gate), in the order the definitions list them."""
+
+    assets: dict[str, AssetsDefinition]
+    checks: dict[str, AssetChecksDefinition]
+    gate_checks: dict[str, str]  # partition key -> regression gate check, e.g. hybrid+mmr -> gate__hybrid_mmr
+    answer_gate_checks: dict[str, str]  # partition key -> answer gate check, e.g. answer_gate__hybrid_mmr
+
+
+def build_assets(sweep: SweepConfig) -> AssetGraph:
+    """Every asset and check of the graph for `sweep` (definitions.py reads the variants file
+    once and calls this): the partitioned assets share one partitions definition, and every op
+    that reads the sweep reads this value."""
+    partitions = partitions_of(sweep)
+    gate_checks = gate_check_names(sweep.keys)
+    answer_checks = answer_gate_names(gate_checks)
+    built: list[AssetsDefinition] = [
+        corpus_snapshot_asset(sweep), build_pgvector_store(sweep), question_set_asset(sweep),
+        build_ranked_results(sweep, partitions), variant_metrics_asset(partitions), golden_prompts,
+        *build_answer_assets(sweep, partitions), verdict_asset(sweep), report_asset(sweep),
+    ]
+    checks = {"question_set_audit": question_set_audit_check(sweep), "no_errored_questions": no_errored_questions,
+              "verdict_passed": verdict_passed, "verdict_gate": verdict_gate,
+              "regression_gate": regression_gate_check(gate_checks), "answer_gate": answer_gate_check(answer_checks)}
+    return AssetGraph(assets={a.key.to_user_string(): a for a in built}, checks=checks, gate_checks=gate_checks,
+                      answer_gate_checks=answer_checks)

@@ -5,21 +5,32 @@ answers, graded_answers and answer_metrics are partitioned like ranked_results (
 by (index, variant) pair): a whole sweep is one run, and one partition can be re-run from the
 UI. Each asset calls one eval_pipeline function and attaches metadata; nothing spends tokens
 unless the run chose the `llm` generator or a grader that calls a model (`judge`, `decision`).
+
+golden_prompts does not depend on the sweep; `build_answer_assets(sweep, partitions)` builds the
+three partitioned assets for one sweep (definitions.py reads the variants file once and passes it).
 """
 
 from enum import Enum
 from typing import Literal, Optional
 
 import pandas as pd
-from dagster import AssetExecutionContext, AssetKey, BackfillPolicy, Config, asset
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetsDefinition,
+    BackfillPolicy,
+    Config,
+    PartitionsDefinition,
+    asset,
+)
 from pydantic import Field
 
 from assets.metadata import to_metadata
-from assets.partitions import SWEEP, sweep_partitions
 from assets.ranking import index_embedder_of, reranker_builder, run_pairs
 from assets.run import op_config, selected_assets
 from eval_pipeline.answering.prompts import CheckedGoldenSet, resolve_golden
 from eval_pipeline.answering.run import answers_metadata, make_generator, produce_pair_answers
+from eval_pipeline.config.sweep import SweepConfig
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.grading.run import (
     DEFAULT_GRADERS,
@@ -28,10 +39,11 @@ from eval_pipeline.grading.run import (
     grades_metadata,
     grading_usage,
 )
-from eval_pipeline.verdict.retrieval import code_version
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.store.indexes import IndexStores
+from eval_pipeline.verdict.retrieval import code_version
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
+
 
 def _grader_enum() -> type[Enum]:
     """The graders a run may choose, one member per registered grader (the registry, with the
@@ -94,63 +106,67 @@ def golden_prompts(context: AssetExecutionContext, config: GoldenPromptsConfig, 
     return golden
 
 
-@asset(group_name="answer_quality", partitions_def=sweep_partitions, backfill_policy=BackfillPolicy.single_run(),
-       io_manager_key="variant_io_manager")
-def answers(context: AssetExecutionContext, config: AnswersConfig, golden_prompts: CheckedGoldenSet,
-            corpus_snapshot: CorpusSnapshot, pgvector_store: IndexStores, question_set: QuestionSet,
-            database: DatabaseResource,
-            state: StateResource, embedder: EmbedderResource, rerankers: RerankerResource,
-            llm: LLMResource) -> dict[str, pd.DataFrame]:
-    """Each variant retrieves every golden prompt and answers it from its top-k context, cached
-    as each answer arrives (eval_pipeline.answering.run.produce_answers)."""
-    generator = make_generator(config.generator, embedder=embedder.get(), llm=llm.get, sentences=config.sentences,
-                               max_tokens=config.max_tokens)
-    embedder_for = index_embedder_of(embedder)
-    frames = produce_pair_answers(
-        run_pairs(context.partition_keys, pgvector_store), golden_prompts, snapshot=corpus_snapshot, stores=pgvector_store,
-        state=state.dir(), connection_string=database.connection_string(), embedder_for=embedder_for,
-        builder_for=lambda index: reranker_builder(rerankers, embedder_for(index)), generator=generator,
-        tuning_from=question_set, k=config.context_k, keep_text=config.keep_text, code_version=code_version(),
-        log=context.log.info)
-    for key, frame in frames.items():
-        context.add_asset_metadata(to_metadata(answers_metadata(frame)), partition_key=key)
-    return frames
+def build_answer_assets(sweep: SweepConfig, partitions: PartitionsDefinition) -> list[AssetsDefinition]:
+    """answers, graded_answers and answer_metrics of `sweep`, on its partitions."""
 
+    @asset(group_name="answer_quality", partitions_def=partitions, backfill_policy=BackfillPolicy.single_run(),
+           io_manager_key="variant_io_manager")
+    def answers(context: AssetExecutionContext, config: AnswersConfig, golden_prompts: CheckedGoldenSet,
+                corpus_snapshot: CorpusSnapshot, pgvector_store: IndexStores, question_set: QuestionSet,
+                database: DatabaseResource,
+                state: StateResource, embedder: EmbedderResource, rerankers: RerankerResource,
+                llm: LLMResource) -> dict[str, pd.DataFrame]:
+        """Each variant retrieves every golden prompt and answers it from its top-k context, cached
+        as each answer arrives (eval_pipeline.answering.run.produce_answers)."""
+        generator = make_generator(config.generator, embedder=embedder.get(), llm=llm.get, sentences=config.sentences,
+                                   max_tokens=config.max_tokens)
+        embedder_for = index_embedder_of(embedder, sweep)
+        frames = produce_pair_answers(
+            run_pairs(context.partition_keys, pgvector_store, sweep), golden_prompts, snapshot=corpus_snapshot,
+            stores=pgvector_store, state=state.dir(), connection_string=database.connection_string(),
+            embedder_for=embedder_for, builder_for=lambda index: reranker_builder(rerankers, embedder_for(index)),
+            generator=generator, tuning_from=question_set, k=config.context_k, keep_text=config.keep_text,
+            code_version=code_version(), log=context.log.info)
+        for key, frame in frames.items():
+            context.add_asset_metadata(to_metadata(answers_metadata(frame)), partition_key=key)
+        return frames
 
-@asset(group_name="answer_quality", partitions_def=sweep_partitions, backfill_policy=BackfillPolicy.single_run(),
-       io_manager_key="variant_io_manager")
-def graded_answers(context: AssetExecutionContext, config: GradedAnswersConfig, answers: dict[str, pd.DataFrame],
-                   golden_prompts: CheckedGoldenSet, state: StateResource,
-                   llm: LLMResource) -> dict[str, pd.DataFrame]:
-    """Every chosen grader on every answer (eval_pipeline.grading.run.grade_variants); a
-    grader that calls a model runs only when chosen."""
-    from eval_pipeline.answering.cache import AnswerCache
-    from eval_pipeline.grading.judges import token_spending
+    @asset(group_name="answer_quality", partitions_def=partitions, backfill_policy=BackfillPolicy.single_run(),
+           io_manager_key="variant_io_manager")
+    def graded_answers(context: AssetExecutionContext, config: GradedAnswersConfig, answers: dict[str, pd.DataFrame],
+                       golden_prompts: CheckedGoldenSet, state: StateResource,
+                       llm: LLMResource) -> dict[str, pd.DataFrame]:
+        """Every chosen grader on every answer (eval_pipeline.grading.run.grade_variants); a
+        grader that calls a model runs only when chosen."""
+        from eval_pipeline.answering.cache import AnswerCache
+        from eval_pipeline.grading.judges import token_spending
 
-    client = llm.get() if token_spending(config.grader_names()) else None
-    before = client.usage if client is not None else None
-    frames, yardsticks = grade_variants(answers, golden_prompts, graders=config.grader_names(),
-                                        cache=AnswerCache(state.dir().answers), llm=client,
-                                        grade_cache=state.dir().answer_grades, max_tokens=config.max_tokens)
-    if client is not None:
-        context.add_output_metadata(to_metadata(grading_usage(before, client.usage, client.model, SWEEP.prices)))
-    for key, frame in frames.items():
-        frames[key] = frame.assign(yardstick=frame["grader"].map(yardsticks[key]))
-        context.add_asset_metadata(to_metadata(grades_metadata(frames[key])), partition_key=key)
-    return frames
+        client = llm.get() if token_spending(config.grader_names()) else None
+        before = client.usage if client is not None else None
+        frames, yardsticks = grade_variants(answers, golden_prompts, graders=config.grader_names(),
+                                            cache=AnswerCache(state.dir().answers), llm=client,
+                                            grade_cache=state.dir().answer_grades, max_tokens=config.max_tokens)
+        if client is not None:
+            context.add_output_metadata(to_metadata(grading_usage(before, client.usage, client.model, sweep.prices)))
+        for key, frame in frames.items():
+            frames[key] = frame.assign(yardstick=frame["grader"].map(yardsticks[key]))
+            context.add_asset_metadata(to_metadata(grades_metadata(frames[key])), partition_key=key)
+        return frames
 
+    @asset(group_name="answer_quality", partitions_def=partitions, backfill_policy=BackfillPolicy.single_run(),
+           io_manager_key="variant_io_manager")
+    def answer_metrics(context: AssetExecutionContext, answers: dict[str, pd.DataFrame],
+                       graded_answers: dict[str, pd.DataFrame],
+                       golden_prompts: CheckedGoldenSet) -> dict[str, pd.DataFrame]:
+        """Per variant and grader: pass rate and mean score with intervals, by assertion type and
+        question form, on retrieval hits and misses, latency, tokens and cost; the generator's
+        identity and the grading yardstick (eval_pipeline.grading.run.answer_metric_frames)."""
+        frames, metadata = answer_metric_frames(answers, graded_answers, golden_prompts, prices=sweep.prices)
+        for key, values in metadata.items():
+            context.add_asset_metadata(to_metadata(values), partition_key=key)
+        return frames
 
-@asset(group_name="answer_quality", partitions_def=sweep_partitions, backfill_policy=BackfillPolicy.single_run(),
-       io_manager_key="variant_io_manager")
-def answer_metrics(context: AssetExecutionContext, answers: dict[str, pd.DataFrame],
-                   graded_answers: dict[str, pd.DataFrame], golden_prompts: CheckedGoldenSet) -> dict[str, pd.DataFrame]:
-    """Per variant and grader: pass rate and mean score with intervals, by assertion type and
-    question form, on retrieval hits and misses, latency, tokens and cost; the generator's
-    identity and the grading yardstick (eval_pipeline.grading.run.answer_metric_frames)."""
-    frames, metadata = answer_metric_frames(answers, graded_answers, golden_prompts, prices=SWEEP.prices)
-    for key, values in metadata.items():
-        context.add_asset_metadata(to_metadata(values), partition_key=key)
-    return frames
+    return [answers, graded_answers, answer_metrics]
 
 
 def preflight_answers(context: AssetExecutionContext, snapshot: CorpusSnapshot, llm: LLMResource) -> None:

@@ -1,4 +1,5 @@
-"""The sweep's partitions, read from the variants file when definitions load: one per variant;
+"""The variants file, read once when definitions load (definitions.py), and the sweep's
+partitions built from it: one per variant;
 or, when the file lists `indexes:`, one per (index, variant) pair, a two-dimensional partition
 whose key reads `minilm-w150-o20|hybrid+mmr` (dimensions `index` and `variant`: the UI
 filters by either).
@@ -35,14 +36,11 @@ def variants_file() -> Path:
 
 
 def read_sweep(path: Path) -> SweepConfig:
+    """The sweep of the variants file at `path`; a bad file is one line (`VariantsFileError`)."""
     try:
         return load_sweep(path)
     except VariantConfigError as exc:
         raise VariantsFileError(f"bad variants file: {exc}") from None
-
-
-VARIANTS_FILE = variants_file()
-SWEEP: SweepConfig = read_sweep(VARIANTS_FILE)
 
 
 def partitions_of(sweep: SweepConfig) -> PartitionsDefinition:
@@ -52,5 +50,3 @@ def partitions_of(sweep: SweepConfig) -> PartitionsDefinition:
     return MultiPartitionsDefinition({"index": StaticPartitionsDefinition([i.key for i in sweep.indexes]),
                                       "variant": StaticPartitionsDefinition([v.key for v in sweep.variants])})
 
-
-sweep_partitions = partitions_of(SWEEP)

@@ -15,6 +15,9 @@ With the in-process executor (job `retrieval_eval`) there is one batch: the whol
 every leg.  With the multiprocess executor (job `retrieval_eval_parallel`) there are as many
 batches as the executor runs at once, and they run in parallel; with the Celery executor (job
 `retrieval_eval_celery`) each batch is a task on the worker pool (2 batches unless `workers` is set).
+
+`build_ranked_results(sweep, partitions)` builds the asset for one sweep (definitions.py reads
+the variants file once and passes it): its ops read the sweep they were built with.
 """
 
 import os
@@ -23,6 +26,7 @@ from typing import Optional
 import pandas as pd
 from dagster import (
     AssetExecutionContext,
+    AssetsDefinition,
     BackfillPolicy,
     Config,
     ConfigMapping,
@@ -31,23 +35,24 @@ from dagster import (
     OpExecutionContext,
     Out,
     Output,
+    PartitionsDefinition,
     graph_asset,
     op,
 )
 from pydantic import Field
 
 from assets.metadata import to_metadata
-from assets.partitions import SWEEP, sweep_partitions
 from assets.run import op_config
+from eval_pipeline.config.sweep import SweepConfig
 from eval_pipeline.corpus.sources import CorpusSnapshot
-from eval_pipeline.verdict.retrieval import code_version
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.partitions import ranked_partition_metadata
 from eval_pipeline.ranking.steps import Batch, RankedBatch, mapping_key, merge_ranked_batches, plan_pairs, rank_batch
 from eval_pipeline.store.indexes import IndexStores
+from eval_pipeline.verdict.retrieval import code_version
 from resources import DatabaseResource, EmbedderResource, RerankerResource, StateResource
 
-__all__ = ["Batch", "RankedBatch", "RankingConfig", "mapping_key", "ranked_results"]
+__all__ = ["Batch", "RankedBatch", "RankingConfig", "build_ranked_results", "mapping_key"]
 
 
 class RankingConfig(Config):
@@ -87,38 +92,38 @@ def reranker_builder(rerankers: RerankerResource, embedder):
     return lambda spec, warm: rerankers.build(spec, embedder=embedder, warm=warm)
 
 
-def run_pairs(keys, stores: IndexStores) -> list[tuple[str, str, object]]:
+def run_pairs(keys, stores: IndexStores, sweep: SweepConfig) -> list[tuple[str, str, object]]:
     """(partition key, index key, variant) of each of the run's partition keys, after checking
     that `stores` holds these indexes as the variants file describes them now."""
     out = []
     for key in keys:
-        spec, variant = SWEEP.pair(key)
+        spec, variant = sweep.pair(key)
         out.append((str(key), spec.key, variant))
-    if SWEEP.indexes_listed:
-        stores.check_current(SWEEP.index_by_key(), [index for _, index, _ in out])
+    if sweep.indexes_listed:
+        stores.check_current(sweep.index_by_key(), [index for _, index, _ in out])
     return out
 
 
-def index_embedder_of(embedder: EmbedderResource):
+def index_embedder_of(embedder: EmbedderResource, sweep: SweepConfig):
     """index key -> that index's embedder (EmbedderResource.for_index)."""
-    specs = SWEEP.index_by_key()
-    return lambda index: embedder.for_index(specs[index], listed=SWEEP.indexes_listed)
+    specs = sweep.index_by_key()
+    return lambda index: embedder.for_index(specs[index], listed=sweep.indexes_listed)
 
 
 def reference_ranker(context, corpus_snapshot: CorpusSnapshot, stores: IndexStores, question_set: QuestionSet,
                      database: DatabaseResource, state: StateResource, embedder: EmbedderResource,
-                     rerankers: RerankerResource):
+                     rerankers: RerankerResource, sweep: SweepConfig):
     """(partition key, recorded configuration) -> that configuration's per-question scores on
     today's questions, ranked on the partition's index as the ranking asset ranks (for the
     verdict's paired comparison: eval_pipeline.verdict.paired.rank_configuration)."""
     from eval_pipeline.history.identity import configuration_fingerprint
     from eval_pipeline.verdict.paired import rank_configuration
 
-    embedder_for = index_embedder_of(embedder)
+    embedder_for = index_embedder_of(embedder, sweep)
     miss_k = op_config(context, "ranked_results", RankingConfig).miss_k
 
     def rank(key: str, configuration: dict):
-        index = SWEEP.pair(key)[0].key
+        index = sweep.pair(key)[0].key
         name = "reference-" + configuration_fingerprint({"variants": {"v": configuration["variant"]}}, "v")[:8]
         return rank_configuration(configuration, name=name, snapshot=corpus_snapshot, store=stores[index],
                                   question_set=question_set, state=state.dir(),
@@ -127,54 +132,6 @@ def reference_ranker(context, corpus_snapshot: CorpusSnapshot, stores: IndexStor
                                   code_version=code_version(), log=context.log.info)
 
     return rank
-
-
-@op(out={"batches": DynamicOut(Batch), "aliases": Out(dict)})
-def plan_ranking(
-    context: OpExecutionContext,
-    config: RankingConfig,
-    corpus_snapshot: CorpusSnapshot,
-    pgvector_store: IndexStores,
-    question_set: QuestionSet,
-    database: DatabaseResource,
-    state: StateResource,
-    embedder: EmbedderResource,
-    rerankers: RerankerResource,
-):
-    """Split the run's pairs into batches, index by index; embed the questions once per index
-    for all of them (eval_pipeline.ranking.steps.plan_pairs)."""
-    embedder_for = index_embedder_of(embedder)
-    planned, aliases = plan_pairs(
-        run_pairs(context.partition_keys, pgvector_store), stores=pgvector_store, embedder_for=embedder_for,
-        corpus_signature=corpus_snapshot.signature, question_set=question_set, state=state.dir(),
-        connection_string=database.connection_string(),
-        builder_for=lambda index: reranker_builder(rerankers, embedder_for(index)),
-        miss_k=config.miss_k, reuse=config.reuse, workers=config.workers or executor_concurrency(context),
-        code_version=code_version(), log=context.log.info)
-    yield Output(aliases, output_name="aliases")
-    for key, batch in planned:
-        yield DynamicOutput(batch, mapping_key=key, output_name="batches")
-
-
-@op
-def rank_variants(
-    config: RankingConfig,
-    batch: Batch,
-    corpus_snapshot: CorpusSnapshot,
-    pgvector_store: IndexStores,
-    question_set: QuestionSet,
-    database: DatabaseResource,
-    state: StateResource,
-    embedder: EmbedderResource,
-    rerankers: RerankerResource,
-) -> RankedBatch:
-    """Rank one batch, on its index's table with its index's embedder, with one Sweep
-    (eval_pipeline.ranking.steps.rank_batch)."""
-    index_embedder = index_embedder_of(embedder)(batch.index)
-    return rank_batch(batch, [SWEEP.by_key()[key] for key in batch.results_keys], snapshot=corpus_snapshot,
-                      store=pgvector_store[batch.index], question_set=question_set, state=state.dir(),
-                      connection_string=database.connection_string(), embedder=index_embedder,
-                      build_reranker=reranker_builder(rerankers, index_embedder), miss_k=config.miss_k)
 
 
 @op(out=Out(io_manager_key="variant_io_manager"))
@@ -199,21 +156,72 @@ def _to_ops(values: dict) -> dict:
 _ranking_config = ConfigMapping(config_fn=_to_ops, config_schema=RankingConfig.to_config_schema())
 
 
-@graph_asset(
-    group_name="retrieval_eval",
-    partitions_def=sweep_partitions,
-    backfill_policy=BackfillPolicy.single_run(),
-    config=_ranking_config,
-)
-def ranked_results(corpus_snapshot: CorpusSnapshot, pgvector_store: IndexStores, question_set: QuestionSet):
-    """Each variant's ranked documents, scores, latency by stage and miss diagnosis for every question.
+def build_ranked_results(sweep: SweepConfig, partitions: PartitionsDefinition) -> AssetsDefinition:
+    """The ranked_results asset of `sweep`, on its partitions (assets.partitions.partitions_of)."""
 
-    One partition per variant, or per (index, variant) pair when the variants file lists
-    indexes: each index's pairs rank on its table with its embedder. A run over several
-    partitions (the whole sweep) embeds the questions once per embedder; variants ranked in one
-    step share first-stage legs and candidate pools; a variant whose table, questions,
-    configuration and code are unchanged since it was last computed is reused, not re-queried.
-    """
-    batches, aliases = plan_ranking(corpus_snapshot, pgvector_store, question_set)
-    ranked = batches.map(lambda batch: rank_variants(batch, corpus_snapshot, pgvector_store, question_set))
-    return collect_ranked_results(ranked.collect(), aliases)
+    @op(out={"batches": DynamicOut(Batch), "aliases": Out(dict)})
+    def plan_ranking(
+        context: OpExecutionContext,
+        config: RankingConfig,
+        corpus_snapshot: CorpusSnapshot,
+        pgvector_store: IndexStores,
+        question_set: QuestionSet,
+        database: DatabaseResource,
+        state: StateResource,
+        embedder: EmbedderResource,
+        rerankers: RerankerResource,
+    ):
+        """Split the run's pairs into batches, index by index; embed the questions once per index
+        for all of them (eval_pipeline.ranking.steps.plan_pairs)."""
+        embedder_for = index_embedder_of(embedder, sweep)
+        planned, aliases = plan_pairs(
+            run_pairs(context.partition_keys, pgvector_store, sweep), stores=pgvector_store, embedder_for=embedder_for,
+            corpus_signature=corpus_snapshot.signature, question_set=question_set, state=state.dir(),
+            connection_string=database.connection_string(),
+            builder_for=lambda index: reranker_builder(rerankers, embedder_for(index)),
+            miss_k=config.miss_k, reuse=config.reuse, workers=config.workers or executor_concurrency(context),
+            code_version=code_version(), log=context.log.info)
+        yield Output(aliases, output_name="aliases")
+        for key, batch in planned:
+            yield DynamicOutput(batch, mapping_key=key, output_name="batches")
+
+    @op
+    def rank_variants(
+        config: RankingConfig,
+        batch: Batch,
+        corpus_snapshot: CorpusSnapshot,
+        pgvector_store: IndexStores,
+        question_set: QuestionSet,
+        database: DatabaseResource,
+        state: StateResource,
+        embedder: EmbedderResource,
+        rerankers: RerankerResource,
+    ) -> RankedBatch:
+        """Rank one batch, on its index's table with its index's embedder, with one Sweep
+        (eval_pipeline.ranking.steps.rank_batch)."""
+        index_embedder = index_embedder_of(embedder, sweep)(batch.index)
+        return rank_batch(batch, [sweep.by_key()[key] for key in batch.results_keys], snapshot=corpus_snapshot,
+                          store=pgvector_store[batch.index], question_set=question_set, state=state.dir(),
+                          connection_string=database.connection_string(), embedder=index_embedder,
+                          build_reranker=reranker_builder(rerankers, index_embedder), miss_k=config.miss_k)
+
+    @graph_asset(
+        group_name="retrieval_eval",
+        partitions_def=partitions,
+        backfill_policy=BackfillPolicy.single_run(),
+        config=_ranking_config,
+    )
+    def ranked_results(corpus_snapshot: CorpusSnapshot, pgvector_store: IndexStores, question_set: QuestionSet):
+        """Each variant's ranked documents, scores, latency by stage and miss diagnosis for every question.
+
+        One partition per variant, or per (index, variant) pair when the variants file lists
+        indexes: each index's pairs rank on its table with its embedder. A run over several
+        partitions (the whole sweep) embeds the questions once per embedder; variants ranked in one
+        step share first-stage legs and candidate pools; a variant whose table, questions,
+        configuration and code are unchanged since it was last computed is reused, not re-queried.
+        """
+        batches, aliases = plan_ranking(corpus_snapshot, pgvector_store, question_set)
+        ranked = batches.map(lambda batch: rank_variants(batch, corpus_snapshot, pgvector_store, question_set))
+        return collect_ranked_results(ranked.collect(), aliases)
+
+    return ranked_results

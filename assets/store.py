@@ -18,6 +18,9 @@ its metadata shows every index's cost. Adding an index to the file builds that i
 With the in-process executor (job `retrieval_eval`) there is one shard per index. With the
 multiprocess executor (job `retrieval_eval_parallel`) there are as many shards per index as the
 executor runs at once (`shards` overrides it), at most one per batch.
+
+`build_pgvector_store(sweep)` builds the asset for one sweep (definitions.py reads the variants
+file once and passes it): its ops read the sweep they were built with.
 """
 
 import re
@@ -26,6 +29,7 @@ from typing import Literal, Optional
 
 from dagster import (
     AssetExecutionContext,
+    AssetsDefinition,
     Config,
     ConfigMapping,
     DynamicOut,
@@ -39,8 +43,8 @@ from dagster import (
 from pydantic import Field
 
 from assets.metadata import to_metadata
-from assets.partitions import SWEEP
 from assets.ranking import executor_concurrency, index_embedder_of
+from eval_pipeline.config.sweep import SweepConfig
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.store import ingest as store_ingest
 from eval_pipeline.store.indexes import IndexSpec, IndexStores
@@ -72,68 +76,18 @@ def _waits(context: OpExecutionContext, config: StoreConfig) -> dict:
     return {"log": context.log.info, "lock_timeout": config.lock_timeout_s}
 
 
-def index_chunking(spec: IndexSpec, config: StoreConfig) -> ChunkingConfig:
+def index_chunking(spec: IndexSpec, config: StoreConfig, sweep: SweepConfig) -> ChunkingConfig:
     """An index's chunking: the variants file's when it lists indexes, else this asset's config."""
-    return spec.chunking if SWEEP.indexes_listed else config.chunking()
+    return spec.chunking if sweep.indexes_listed else config.chunking()
 
 
-def described(spec: IndexSpec, info: StoreInfo) -> dict:
+def described(spec: IndexSpec, info: StoreInfo, sweep: SweepConfig) -> dict:
     """What an index is, for reports: the file's description, or for the one index of a file
     without `indexes:` what the table was built with (the embedder resource and this config)."""
-    if SWEEP.indexes_listed:
+    if sweep.indexes_listed:
         return spec.describe()
     return {"key": spec.key, "embedder": "resource", "model": info.embedder, "base_url": None,
             "chunking": asdict(info.chunking)}
-
-
-@op(out={"plans": Out(dict), "shards": DynamicOut(tuple)})
-def plan_ingest(context: OpExecutionContext, config: StoreConfig, corpus_snapshot: CorpusSnapshot,
-                database: DatabaseResource, embedder: EmbedderResource):
-    """For every index of the variants file: reuse its complete table, or split its build into
-    shards (eval_pipeline.store.ingest.plan_ingest). One dynamic output per (index, shard)."""
-    plans: dict[str, IngestPlan] = {}
-    embedder_for = index_embedder_of(embedder)
-    for spec in SWEEP.indexes:
-        plans[spec.key] = store_ingest.plan_ingest(
-            corpus_snapshot, connection_string=database.connection_string(), embedder=embedder_for(spec.key),
-            chunking=index_chunking(spec, config), batch_chunks=config.batch_chunks,
-            shards=config.shards or executor_concurrency(context), **_waits(context, config))
-    yield Output(plans, output_name="plans")
-    for number, (key, plan) in enumerate(plans.items()):
-        for shard in plan.shards:  # numbered: unique even when two keys differ only by punctuation
-            handle = f"{number}_" + re.sub(r"[^A-Za-z0-9_]", "_", key) + "__" if SWEEP.indexes_listed else ""
-            yield DynamicOutput((key, shard), mapping_key=f"{handle}shard_{shard.index + 1}_of_{shard.count}",
-                                output_name="shards")
-
-
-@op
-def ingest_shard(context: OpExecutionContext, config: StoreConfig, plans: dict, shard: tuple,
-                 corpus_snapshot: CorpusSnapshot, database: DatabaseResource,
-                 embedder: EmbedderResource) -> ShardResult:
-    """Chunk, embed and write one shard of one index; nothing when it is written
-    (eval_pipeline.store.ingest.ingest_shard)."""
-    key, part = shard
-    return store_ingest.ingest_shard(corpus_snapshot, plans[key], part, connection_string=database.connection_string(),
-                                     embedder=index_embedder_of(embedder)(key),
-                                     **_waits(context, config))
-
-
-@op
-def finish_ingest(context: AssetExecutionContext, config: StoreConfig, plans: dict,
-                  written: list[ShardResult], database: DatabaseResource) -> IndexStores:
-    """Index every table and mark it complete once its shards are in
-    (eval_pipeline.store.ingest.finish_ingest); each index's cost as metadata."""
-    tables = {key: store_ingest.finish_ingest(
-        plan, connection_string=database.connection_string(),
-        shard_seconds=store_ingest.shards_wall_seconds([w for w in written if w.table == plan.table]),
-        **_waits(context, config))
-        for key, plan in plans.items()}
-    stores = IndexStores(tables=tables,
-                         described={key: described(SWEEP.index_by_key()[key], info) for key, info in tables.items()},
-                         storage_bytes=store_ingest.storage_bytes(database.connection_string(),
-                                                                  [info.table for info in tables.values()]))
-    context.add_output_metadata(to_metadata(index_set_metadata(stores, database.describe(), shards=len(written))))
-    return stores
 
 
 def _to_ops(values: dict) -> dict:
@@ -145,11 +99,64 @@ def _to_ops(values: dict) -> dict:
 _store_config = ConfigMapping(config_fn=_to_ops, config_schema=StoreConfig.to_config_schema())
 
 
-@graph_asset(group_name="retrieval_eval", config=_store_config)
-def pgvector_store(corpus_snapshot: CorpusSnapshot) -> IndexStores:
-    """One pgvector table per index of the variants file (embedder × chunking), each named by
-    (corpus, chunking, embedder) and reused when unchanged: adding an index builds that one
-    alone. Written in one or more shards, each marked complete when its shards are in."""
-    plans, shards = plan_ingest(corpus_snapshot)
-    written = shards.map(lambda shard: ingest_shard(plans, shard, corpus_snapshot))
-    return finish_ingest(plans, written.collect())
+def build_pgvector_store(sweep: SweepConfig) -> AssetsDefinition:
+    """The pgvector_store asset of `sweep`: one table per index of the variants file."""
+
+    @op(out={"plans": Out(dict), "shards": DynamicOut(tuple)})
+    def plan_ingest(context: OpExecutionContext, config: StoreConfig, corpus_snapshot: CorpusSnapshot,
+                    database: DatabaseResource, embedder: EmbedderResource):
+        """For every index of the variants file: reuse its complete table, or split its build into
+        shards (eval_pipeline.store.ingest.plan_ingest). One dynamic output per (index, shard)."""
+        plans: dict[str, IngestPlan] = {}
+        embedder_for = index_embedder_of(embedder, sweep)
+        for spec in sweep.indexes:
+            plans[spec.key] = store_ingest.plan_ingest(
+                corpus_snapshot, connection_string=database.connection_string(), embedder=embedder_for(spec.key),
+                chunking=index_chunking(spec, config, sweep), batch_chunks=config.batch_chunks,
+                shards=config.shards or executor_concurrency(context), **_waits(context, config))
+        yield Output(plans, output_name="plans")
+        for number, (key, plan) in enumerate(plans.items()):
+            for shard in plan.shards:  # numbered: unique even when two keys differ only by punctuation
+                handle = f"{number}_" + re.sub(r"[^A-Za-z0-9_]", "_", key) + "__" if sweep.indexes_listed else ""
+                yield DynamicOutput((key, shard), mapping_key=f"{handle}shard_{shard.index + 1}_of_{shard.count}",
+                                    output_name="shards")
+
+    @op
+    def ingest_shard(context: OpExecutionContext, config: StoreConfig, plans: dict, shard: tuple,
+                     corpus_snapshot: CorpusSnapshot, database: DatabaseResource,
+                     embedder: EmbedderResource) -> ShardResult:
+        """Chunk, embed and write one shard of one index; nothing when it is written
+        (eval_pipeline.store.ingest.ingest_shard)."""
+        key, part = shard
+        return store_ingest.ingest_shard(corpus_snapshot, plans[key], part,
+                                         connection_string=database.connection_string(),
+                                         embedder=index_embedder_of(embedder, sweep)(key), **_waits(context, config))
+
+    @op
+    def finish_ingest(context: AssetExecutionContext, config: StoreConfig, plans: dict,
+                      written: list[ShardResult], database: DatabaseResource) -> IndexStores:
+        """Index every table and mark it complete once its shards are in
+        (eval_pipeline.store.ingest.finish_ingest); each index's cost as metadata."""
+        tables = {key: store_ingest.finish_ingest(
+            plan, connection_string=database.connection_string(),
+            shard_seconds=store_ingest.shards_wall_seconds([w for w in written if w.table == plan.table]),
+            **_waits(context, config))
+            for key, plan in plans.items()}
+        specs = sweep.index_by_key()
+        stores = IndexStores(tables=tables,
+                             described={key: described(specs[key], info, sweep) for key, info in tables.items()},
+                             storage_bytes=store_ingest.storage_bytes(database.connection_string(),
+                                                                      [info.table for info in tables.values()]))
+        context.add_output_metadata(to_metadata(index_set_metadata(stores, database.describe(), shards=len(written))))
+        return stores
+
+    @graph_asset(group_name="retrieval_eval", config=_store_config)
+    def pgvector_store(corpus_snapshot: CorpusSnapshot) -> IndexStores:
+        """One pgvector table per index of the variants file (embedder × chunking), each named by
+        (corpus, chunking, embedder) and reused when unchanged: adding an index builds that one
+        alone. Written in one or more shards, each marked complete when its shards are in."""
+        plans, shards = plan_ingest(corpus_snapshot)
+        written = shards.map(lambda shard: ingest_shard(plans, shard, corpus_snapshot))
+        return finish_ingest(plans, written.collect())
+
+    return pgvector_store

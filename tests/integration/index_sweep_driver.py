@@ -19,7 +19,7 @@ def main(state: str, results: str, pair: str | None = None) -> dict:
     from dagster import DagsterInstance, materialize
 
     import definitions
-    from assets.partitions import SWEEP
+    from definitions import SWEEP
     from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
     from resources.io import RunScopedPickleIOManager, VariantParquetIOManager
 
@@ -39,8 +39,8 @@ def main(state: str, results: str, pair: str | None = None) -> dict:
         "golden_prompts": {"config": {"source": "file", "path": str(FIXTURES / "tiny_golden.jsonl")}},
         "report": {"config": {"results_dir": results}},
     }}
-    everything = [*definitions.ALL_ASSETS, definitions.assets.no_errored_questions, definitions.assets.regression_gate,
-                  definitions.assets.answer_gate]
+    everything = [*definitions.ALL_ASSETS, definitions.assets.no_errored_questions, definitions.GRAPH.checks["regression_gate"],
+                  definitions.GRAPH.checks["answer_gate"]]
     instance = DagsterInstance.ephemeral()
     whole = materialize(everything, resources=resources, run_config=config, instance=instance,
                         tags=dict(definitions.WHOLE_SWEEP), raise_on_error=False)

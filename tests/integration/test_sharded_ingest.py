@@ -300,7 +300,7 @@ def _one_step_reference(tiny_snapshot, pg_uri, local_embedder):
 def test_the_asset_writes_each_shard_in_its_own_step(tmp_path, tiny_snapshot, pg_uri, local_embedder):
     from dagster import DagsterInstance, materialize
 
-    import assets
+    import definitions
     from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
     from resources.io import RunScopedPickleIOManager
 
@@ -314,7 +314,7 @@ def test_the_asset_writes_each_shard_in_its_own_step(tmp_path, tiny_snapshot, pg
     config = {"ops": {"corpus_snapshot": {"config": {"source": "jsonl", "path": str(tiny_snapshot.source[6:])}},
                       "pgvector_store": {"config": {**STORE_SETTINGS, "shards": 3}}}}
     try:
-        result = materialize([assets.corpus_snapshot, assets.pgvector_store], resources=resources, run_config=config,
+        result = materialize([definitions.GRAPH.assets["corpus_snapshot"], definitions.GRAPH.assets["pgvector_store"]], resources=resources, run_config=config,
                              instance=DagsterInstance.ephemeral())
         assert result.success
         steps = sorted(e.step_key for e in result.get_step_success_events() if e.step_key.startswith("pgvector_store."))

@@ -575,7 +575,7 @@ def in_process(tmp_path, pg_state_dir, embedded_pg):
     from dagster import DagsterInstance, materialize
 
     import definitions
-    from assets.partitions import SWEEP
+    from definitions import SWEEP
     from resources import (
         DatabaseResource,
         EmbedderResource,

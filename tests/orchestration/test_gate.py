@@ -66,7 +66,7 @@ def test_nightly_schedule_requests_the_whole_sweep():
     from dagster import build_schedule_context
 
     import definitions
-    from assets.partitions import SWEEP
+    from definitions import SWEEP
 
     schedule = definitions.nightly
     assert schedule.cron_schedule == SWEEP.cron == "0 2 * * *"

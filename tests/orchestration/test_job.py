@@ -19,11 +19,11 @@ FIXTURES = REPO / "tests" / "fixtures"
 def _defs_assets():
     import definitions
 
-    return [*definitions.ALL_ASSETS, definitions.assets.no_errored_questions, definitions.assets.regression_gate]
+    return [*definitions.ALL_ASSETS, definitions.assets.no_errored_questions, definitions.GRAPH.checks["regression_gate"]]
 
 
 def _whole_sweep_tags():
-    from assets.partitions import SWEEP
+    from definitions import SWEEP
 
     return {"dagster/asset_partition_range_start": SWEEP.keys[0], "dagster/asset_partition_range_end": SWEEP.keys[-1]}
 
@@ -69,7 +69,7 @@ def resources(own_state, tmp_path):
 
 def test_whole_sweep_in_one_run_then_one_partition(tmp_path, resources):
     """The whole sweep in one in-process run; then one variant re-materialized on its own."""
-    from assets.partitions import SWEEP
+    from definitions import SWEEP
 
     instance = DagsterInstance.ephemeral()
     result = materialize(_defs_assets(), resources=resources, run_config=_tiny_config(tmp_path),
@@ -84,9 +84,9 @@ def test_whole_sweep_in_one_run_then_one_partition(tmp_path, resources):
     lines = (tmp_path / "per_query.jsonl").read_text().splitlines()
     assert len(lines) == len(SWEEP.keys) * 6  # every variant x every question, abstention included
     checks = result.get_asset_check_evaluations()
-    import assets as asset_module
+    from definitions import GATE_CHECKS
 
-    expected = [("no_errored_questions", True), *((name, True) for name in asset_module.GATE_CHECKS.values())]
+    expected = [("no_errored_questions", True), *((name, True) for name in GATE_CHECKS.values())]
     assert sorted((c.check_name, c.passed) for c in checks) == sorted(expected)  # one gate check per variant
     per_query = __import__("pandas").read_json(tmp_path / "per_query.jsonl", lines=True)
     _assert_trec_parity(tmp_path / "trec", per_query)
@@ -151,7 +151,7 @@ def test_dagster_job_execute_cli(tmp_path, job_env):
     ok = subprocess.run([*cmd, "-c", str(config_file)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0, ok.stderr[-3000:]
     report = (tmp_path / "results" / "results.md").read_text()
-    from assets.partitions import SWEEP
+    from definitions import SWEEP
 
     assert all(f"| {key} |" in report for key in SWEEP.keys)  # every partition in one run
 
