@@ -35,10 +35,11 @@ from typing import Any
 
 from eval_pipeline.common.checks import finite_number
 from eval_pipeline.common.formatting import fmt_number
-from eval_pipeline.metrics.retrieval import GATED, MEASURES, metric_names
+from eval_pipeline.metrics.retrieval import GATED, all_metric_names, measure, metric_names
 
 __all__ = [
     "COMPARISON_STATES",
+    "lower_is_better",
     "DEFAULT_TOLERANCES",
     "EPSILON",
     "GATEABLE_METRICS",
@@ -48,11 +49,24 @@ __all__ = [
 ]
 
 DEFAULT_TOLERANCE = 0.05
-# The measures gated by default (the registry's GATED list), each with DEFAULT_TOLERANCE.
+
+
+# The measures gated by default (the registry's GATED list at import: the built-in ones), each
+# with DEFAULT_TOLERANCE; a plain dict, as the variants file's reader wants it. A measure registered
+# by a plugin is gated by naming it in `gate.tolerances` (GATEABLE_METRICS is live).
 DEFAULT_TOLERANCES: dict[str, float] = dict.fromkeys(metric_names(GATED), DEFAULT_TOLERANCE)
 
-# Every measure a gate may name: the registry's, as score_queries fills them (default ks).
-GATEABLE_METRICS: tuple[str, ...] = tuple(m.name for m in MEASURES)
+# Every measure a gate may name: the registry's (question measures as score_queries fills them at
+# the default ks, run measures such as the refusal rates), live.
+GATEABLE_METRICS = all_metric_names()
+
+
+def lower_is_better(metric: str) -> bool:
+    """Whether a rise of `metric` is the regression (false_refusal_rate, aurc): its measure says so."""
+    try:
+        return not measure(metric).higher_is_better
+    except ValueError:
+        return False
 
 COMPARISON_STATES = ("first_run", "comparable", "paired", "not_compared", "mismatch", "unknown")
 
@@ -143,7 +157,10 @@ def evaluate_gate(
 
     A metric passes when ``actual - yardstick >= -(tolerance + EPSILON)``: an improvement
     always passes, a drop equal to the tolerance passes, a drop just over it fails (see
-    :data:`EPSILON`). The gate passes when every judged metric passes.
+    :data:`EPSILON`). The gate passes when every judged metric passes. For a measure whose rise
+    is the regression (``false_refusal_rate``, ``aurc``: its measure's ``higher_is_better`` is
+    False) the row's ``delta`` is ``yardstick - actual`` (the change toward better, as for
+    every other row), so a rise by more than the tolerance fails.
 
     * ``current`` must contain every gated metric (ValueError otherwise). A current value
       that is NaN (e.g. no answerable questions) fails its row in a comparable run.
@@ -176,7 +193,11 @@ def evaluate_gate(
     for metric, tolerance in tolerances.items():
         actual = finite_number(current[metric])
         base = finite_number(yardstick.get(metric)) if yardstick is not None else None
-        delta = actual - base if actual is not None and base is not None else None
+        # the change toward better: actual - yardstick, or yardstick - actual for a measure whose
+        # rise is the regression, so "delta >= -tolerance" passes (here, and wherever the rows'
+        # deltas are carried, such as the verdict's drift ledger)
+        sign = -1.0 if lower_is_better(metric) else 1.0
+        delta = sign * (actual - base) if actual is not None and base is not None else None
         if not judged or base is None:
             passed = None
         else:

@@ -95,6 +95,7 @@ from numbers import Integral
 import pandas as pd
 
 from eval_pipeline.common.checks import is_integer
+from eval_pipeline.common.registry import Registry
 
 __all__ = [
     "COMPARED",
@@ -105,6 +106,10 @@ __all__ = [
     "HOLES",
     "INTERVAL",
     "MEASURES",
+    "SCOPES",
+    "MeasureRegistry",
+    "MetricNames",
+    "all_metric_names",
     "PARTITION",
     "PRIMARY_METRIC",
     "SLICED",
@@ -133,6 +138,9 @@ DEFAULT_KS = (1, 3, 5, 10, 20)
 
 # Columns of score_queries() that are not metrics.
 _INFO_COLUMNS = ("qid", "answerable", "errored", "returned", "first_relevant_rank")
+# Per-question inputs of the run measures (eval_pipeline.metrics.selective) that aggregate must not
+# average: the variant's confidence, and the hits of its list before any refusal.
+_RUN_INPUTS = ("confidence", "hit@10 without refusal")
 
 
 # --------------------------------------------------------------------------
@@ -300,7 +308,8 @@ _LISTS = (PRIMARY, HEADLINE, INTERVAL, COMPARED, GATED, PARTITION, HOLES, HISTOR
 # (the paired comparison leads with the rank-sensitive measures).
 _FAMILY_ORDER = {COMPARED: ("ndcg", "mrr", "hit")}
 
-MeasureFunction = Callable[..., float]  # (ranking, qrels, k) -> float
+MeasureFunction = Callable[..., float]  # (ranking, qrels, k) -> float; a run measure's: (per_query) -> float
+SCOPES = ("question", "run")
 
 
 @dataclass(frozen=True)
@@ -318,6 +327,18 @@ class Measure:
     rules: str
     per_k: bool = False
     lists: frozenset[str] = field(default_factory=frozenset)
+    # "question": scored per question by score_queries (function(ranking, qrels, k)) and averaged
+    # over the answerable questions; "run": computed once per variant from its per-question rows
+    # by aggregate (function(per_query) -> float: the selective-retrieval measures).
+    scope: str = "question"
+    higher_is_better: bool = True  # False: a rise is a regression (the gate reads it so)
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise ValueError(f"measure {self.family!r}: scope {self.scope!r} is not valid; valid: {', '.join(SCOPES)}")
+        unknown = sorted(set(self.lists) - set(_LISTS))
+        if unknown:
+            raise ValueError(f"measure {self.family!r}: list(s) {unknown} are not valid; valid: {', '.join(_LISTS)}")
 
     @property
     def name(self) -> str:
@@ -338,9 +359,34 @@ def _at_ks(family: str, function: MeasureFunction, rules: str,
                  for k in DEFAULT_KS)
 
 
-# Every measure the library scores, in the order the named lists show them. score_queries
+class MeasureRegistry(Registry[Measure]):
+    """The measure registry: a :class:`eval_pipeline.common.registry.Registry` whose iteration
+    yields the measures themselves (``for m in MEASURES: m.name``), in registration order. A
+    new measure is one file that defines its function and calls ``MEASURES.register(Measure(...))``,
+    and the line that imports the file (`BUILTIN_MEASURE_MODULES`, or EVAL_PIPELINE_PLUGINS for
+    one outside the package): every list of names (:func:`metric_names`), the score columns, the
+    gate's valid tolerances and the summary pick it up, because each is read from the registry
+    when used, never copied at import time."""
+
+    def __iter__(self):  # the measures, not their names
+        return iter(self.kinds())
+
+    def builtin(self, measures: Sequence[Measure]) -> None:
+        """The measures this module defines, first in registration order; added without importing
+        the other built-in modules (which import this one)."""
+        for m in measures:
+            self._kinds[m.name] = m
+
+
+# The built-in measure modules beside this one, imported the first time the registry is read
+# (the selective-retrieval measures of eval_pipeline.metrics.selective).
+BUILTIN_MEASURE_MODULES: tuple[str, ...] = ("eval_pipeline.metrics.selective",)
+
+MEASURES: MeasureRegistry = MeasureRegistry("measure", modules=BUILTIN_MEASURE_MODULES)
+
+# Every measure this module scores, in the order the named lists show them. score_queries
 # puts the per-k families first (hit@k for each k, then recall@k), then the others.
-MEASURES: tuple[Measure, ...] = (
+_BUILTIN: tuple[Measure, ...] = (
     *_at_ks("hit", hit_at_k, "1.0 if a relevant document is in the top k, else 0.0 (trec_eval success_k)",
             {1: (HEADLINE, INTERVAL, COMPARED, GATED, PARTITION, HOLES),
              3: (HEADLINE,),
@@ -356,8 +402,8 @@ MEASURES: tuple[Measure, ...] = (
             lists=frozenset({PRIMARY, HEADLINE, INTERVAL, COMPARED, GATED, PARTITION, HOLES, HISTORY})),
     Measure("map", average_precision, None, "average precision, uncut; denominator all relevant (trec_eval map)"),
 )
+MEASURES.builtin(_BUILTIN)
 
-_BY_NAME = {m.name: m for m in MEASURES}
 _CUT = re.compile(r"^([a-z_]+)@([1-9][0-9]*)$")
 
 
@@ -365,14 +411,16 @@ def measure(name: str) -> Measure:
     """The registered measure ``name``, or a registered family with a cutoff at another cutoff
     (``hit@7``, ``ndcg@3``); anything else raises ValueError naming the registered measures."""
     if isinstance(name, str):
-        if name in _BY_NAME:
-            return _BY_NAME[name]
+        found = MEASURES.get(name)
+        if found is not None:
+            return found
         match = _CUT.match(name)
         if match is not None:
-            family = next((m for m in MEASURES if m.family == match.group(1) and m.k is not None), None)
+            family = next((m for m in MEASURES if m.family == match.group(1) and m.k is not None
+                           and m.scope == "question"), None)
             if family is not None:
                 return family.at(int(match.group(2)))
-    raise ValueError(f"{name!r} is not a registered measure; registered: {', '.join(_BY_NAME)} "
+    raise ValueError(f"{name!r} is not a registered measure; registered: {', '.join(MEASURES.names())} "
                      "(a measure with a cutoff also at another: ndcg@K, hit@K, ...)")
 
 
@@ -385,19 +433,67 @@ def is_metric(column: str) -> bool:
     return True
 
 
-def metric_names(list_name: str) -> tuple[str, ...]:
-    """The names of the measures on the named list (``HEADLINE``, ``COMPARED``, ...), in
-    registry order (by family first where the list's family order is given)."""
-    if list_name not in _LISTS:
-        raise ValueError(f"there is no list {list_name!r} of measures; lists: {', '.join(_LISTS)}")
+def _names_on(list_name: str) -> tuple[str, ...]:
     families = _FAMILY_ORDER.get(list_name, ())
     on = [m for m in MEASURES if list_name in m.lists]
     on.sort(key=lambda m: families.index(m.family) if m.family in families else len(families))  # stable
     return tuple(m.name for m in on)
 
 
+class MetricNames(Sequence[str]):
+    """The names on one list of the registry, read from it whenever used: a module may keep it
+    in a constant at import time (``HEADLINE_METRICS = metric_names(HEADLINE)``) and still see a
+    measure registered later (a plugin's). Compares equal to the tuple (or list) of its names."""
+
+    def __init__(self, list_name: str | None):
+        self._list = list_name
+
+    def _names(self) -> tuple[str, ...]:
+        return MEASURES.names() if self._list is None else _names_on(self._list)
+
+    def __getitem__(self, index):
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (tuple, list, MetricNames)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._names())
+
+    def __add__(self, other):
+        return tuple(self) + tuple(other)
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+def metric_names(list_name: str) -> MetricNames:
+    """The names of the measures on the named list (``HEADLINE``, ``COMPARED``, ...), in
+    registry order (by family first where the list's family order is given): a live view of the
+    registry (:class:`MetricNames`), equal to the tuple of its names."""
+    if list_name not in _LISTS:
+        raise ValueError(f"there is no list {list_name!r} of measures; lists: {', '.join(_LISTS)}")
+    return MetricNames(list_name)
+
+
+def all_metric_names() -> MetricNames:
+    """Every registered measure's name (question and run measures), live."""
+    return MetricNames(None)
+
+
 def _the_primary() -> str:
-    (name,) = metric_names(PRIMARY)  # exactly one
+    (name,) = [m.name for m in _BUILTIN if PRIMARY in m.lists]  # exactly one, a built-in
     return name
 
 
@@ -408,10 +504,11 @@ def scored_measures(ks: Sequence[int] = DEFAULT_KS) -> list[Measure]:
     """What :func:`score_queries` computes, in its column order: every per-k family at each
     of ``ks`` (in registry order of families), then the other measures as registered."""
     per_k: list[Measure] = []
-    for m in MEASURES:
+    question = [m for m in MEASURES if m.scope == "question"]
+    for m in question:
         if m.per_k and all(p.family != m.family for p in per_k):
             per_k += [m.at(k) for k in ks]
-    return per_k + [m for m in MEASURES if not m.per_k]
+    return per_k + [m for m in question if not m.per_k]
 
 
 # --------------------------------------------------------------------------
@@ -513,7 +610,9 @@ def aggregate(per_query: pd.DataFrame) -> dict[str, float | int]:
       (``returned == 0``) and that did not error — an engine error is not a
       correct abstention;
     * ``abstention_rate``: ``abstention_correct / n_abstention`` (NaN if
-      there are no abstention questions).
+      there are no abstention questions);
+    * every run measure of the registry (``scope == "run"``: the selective-retrieval
+      measures, eval_pipeline.metrics.selective), computed from the whole frame.
     """
     missing = [c for c in ("answerable", "errored", "returned") if c not in per_query.columns]
     if missing:
@@ -521,7 +620,7 @@ def aggregate(per_query: pd.DataFrame) -> dict[str, float | int]:
 
     answerable = per_query["answerable"].astype(bool)
     errored = per_query["errored"].astype(bool)
-    metric_cols = [c for c in per_query.columns if c not in _INFO_COLUMNS]
+    metric_cols = [c for c in per_query.columns if c not in _INFO_COLUMNS and c not in _RUN_INPUTS]
 
     out: dict[str, float | int] = {}
     answerable_rows = per_query.loc[answerable, metric_cols]
@@ -543,4 +642,7 @@ def aggregate(per_query: pd.DataFrame) -> dict[str, float | int]:
     out["abstention_rate"] = (
         abstention_correct / n_abstention if n_abstention else math.nan
     )
+    for m in MEASURES:  # the run measures (eval_pipeline.metrics.selective, a plugin's)
+        if m.scope == "run":
+            out[m.name] = float(m.function(per_query))
     return out

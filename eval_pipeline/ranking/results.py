@@ -16,7 +16,7 @@ STAGE_COLUMNS = [f"ms_{s}" for s in STAGES]  # NaN where the variant has no such
 
 RESULT_COLUMNS = [
     "variant", "qid", "doc_ids", "chunk_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained",
-    "pre_rerank", "keyword_docs", "dense_docs", "rerank_fallback", "diagnosis_error",
+    "pre_rerank", "keyword_docs", "dense_docs", "rerank_fallback", "diagnosis_error", "confidence", "unrefused_doc_ids",
 ]
 
 

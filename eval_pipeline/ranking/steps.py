@@ -144,9 +144,60 @@ def results_questions(question_set, variant) -> str:
     """The questions a variant's results depend on: the scored ones, and for a tuned variant
     also the tuning part (a changed tuning question can change the chosen values while the
     scored questions stay the same)."""
-    if getattr(variant, "tune", None):
+    if getattr(variant, "tune", None) or chooses_threshold(variant):
         return f"{question_set.fingerprint}+tuning:{question_set.tuning_fingerprint}"
     return question_set.fingerprint
+
+
+def chooses_threshold(variant) -> bool:
+    """Whether the variant's refusal threshold is chosen on the tuning questions (`abstain: auto`)."""
+    abstain = getattr(variant, "abstain", None)
+    return abstain is not None and abstain.policy == "auto"
+
+
+def tune_abstention(variants: Sequence[Any], question_set, *, snapshot, connection_string: str, table: str, embedder,
+                    state: StateDir, miss_k: int, code_version: str,
+                    rerankers: Mapping[str, Any]) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """variant key -> (the variant with its chosen refusal threshold, how it was chosen) for each
+    variant with `abstain: {policy: auto}` (eval_pipeline.ranking.abstention): the variant as it
+    will be scored (its fusion already tuned, its reranker) ranked on the question set's tuning part
+    only, without refusing, its confidence per question, then
+    `eval_pipeline.metrics.selective.choose_threshold`. The scored questions are never read. A
+    question set without a tuning part, a tuning part without abstention questions and a tuning
+    question that errored are refused, naming the variant."""
+    from dataclasses import replace
+
+    from eval_pipeline.metrics.selective import choose_threshold
+
+    auto = [v for v in variants if chooses_threshold(v)]
+    if not auto:
+        return {}
+    tuning = list(question_set.tuning)
+    if not tuning:
+        raise ValueError(f"variant {auto[0].key!r} chooses its refusal threshold (abstain: {{policy: auto}}) on the "
+                         "tuning part of the question set, and the set has no tuning part: the variants file's split "
+                         "(tuning: {fraction, seed}) is applied when a variant tunes (tune: rrf_k or weights); "
+                         "tune one, or give a fixed threshold (abstain: {policy: threshold, below: X})")
+    embeddings, _, _ = QueryEmbeddingCache(state.query_embeddings).get_or_compute(embedder, tuning)
+    sweep = Sweep(snapshot=snapshot, connection_string=connection_string, table=table, query_embeddings=embeddings,
+                  embed_ms_per_query=0.0, rerankers=dict(rerankers), miss_k=miss_k, code_version=code_version)
+    out = {}
+    for v in auto:
+        probe = replace(v, abstain=replace(v.abstain, policy="none", below=None))  # ranks, never refuses
+        frame = sweep.run_variant(probe, tuning)
+        failed = frame[frame["error"].notna()]
+        if len(failed):
+            raise RuntimeError(f"choosing the refusal threshold of variant {v.key!r}: tuning question "
+                               f"{failed['qid'].iloc[0]} errored: {failed['error'].iloc[0]}")
+        by_qid = dict(zip(frame["qid"], frame["confidence"]))
+        choice = choose_threshold([by_qid[q.qid] for q in tuning], [q.answerable for q in tuning],
+                                  objective=v.abstain.objective, max_false_refusal=v.abstain.max_false_refusal,
+                                  where=f"variant {v.key!r}: the {len(tuning)} tuning questions")
+        chosen = replace(v, abstain=replace(v.abstain, below=choice.threshold))
+        out[v.key] = (chosen, {"score": v.abstain.score, **choice.provenance(), "rule": "refused when the "
+                               "confidence is below the threshold (equal is answered); no confidence (an empty "
+                               "list) is refused"})
+    return out
 
 
 def tune_variants(variants: Sequence[Any], question_set, *, snapshot, connection_string: str, table: str, embedder,
@@ -292,11 +343,16 @@ def rank_batch(
         tuned = tune_variants(todo, question_set, snapshot=snapshot, connection_string=connection_string,
                               table=store.table, embedder=embedder, state=state, miss_k=miss_k,
                               code_version=batch.code_version)
+        to_rank = [tuned[v.key][0] if v.key in tuned else v for v in todo]
+        refusing = tune_abstention(to_rank, question_set, snapshot=snapshot, connection_string=connection_string,
+                                   table=store.table, embedder=embedder, state=state, miss_k=miss_k,
+                                   code_version=batch.code_version, rerankers=built)
+        to_rank = [refusing[v.key][0] if v.key in refusing else v for v in to_rank]
         embeddings, _, _ = QueryEmbeddingCache(state.query_embeddings).get_or_compute(embedder, questions)
         sweep = Sweep(snapshot=snapshot, connection_string=connection_string, table=store.table,
                       query_embeddings=embeddings, embed_ms_per_query=batch.embed_ms_per_query, rerankers=built,
                       miss_k=miss_k, code_version=batch.code_version)
-        computed = sweep.run([tuned[v.key][0] if v.key in tuned else v for v in todo], questions)
+        computed = sweep.run(to_rank, questions)
         engine = engine_identity(store_environment(connection_string))
         for frame in computed.values():  # what ranked it: a partition of another engine is refused by the verdict
             frame["engine_identity"] = engine
@@ -304,6 +360,10 @@ def rank_batch(
             config = json.loads(computed[key]["variant_config"].iloc[0])
             computed[key]["variant_config"] = identity_json({**config, "tuned": provenance})
             computed[key]["tuning_fingerprint"] = question_set.tuning_fingerprint  # checked by the report
+        for key, (_, provenance) in refusing.items():  # the chosen threshold, its score, what it did on tuning
+            config = json.loads(computed[key]["variant_config"].iloc[0])
+            computed[key]["variant_config"] = identity_json({**config, "abstain_tuned": provenance})
+            computed[key]["tuning_fingerprint"] = question_set.tuning_fingerprint
         result.not_cached = [key for key, frame in computed.items() if not ResultsCache.cacheable(frame)]
         for key, frame in computed.items():
             cache.put(keys[key], frame)  # refuses errored results

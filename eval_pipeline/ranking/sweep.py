@@ -33,6 +33,7 @@ import pandas as pd
 
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.questions.sets import Question
+from eval_pipeline.ranking.abstention import confidence, refuses
 from eval_pipeline.ranking.diagnosis import diagnose_miss
 from eval_pipeline.ranking.engines import (
     ENGINES,
@@ -263,7 +264,8 @@ class Sweep:
             final = final[: v.depth] if error is None else []
             unrefused = list(final)
             abstained = False
-            if error is None and v.abstain_below is not None and (not final or final[0].score < v.abstain_below):
+            conf = self._confidence(v, q, final) if error is None else float("nan")
+            if error is None and v.abstain.policy != "none" and refuses(v.abstain, conf):
                 final, abstained = [], True
             diag_docs: dict[str, list[str]] = {}
             diagnosis_error = None
@@ -290,6 +292,9 @@ class Sweep:
                 "dense_docs": dense_docs,
                 "rerank_fallback": fallback,
                 "diagnosis_error": diagnosis_error,
+                "confidence": conf,
+                # what a refused question would have returned: its metrics without the refusal
+                "unrefused_doc_ids": [d.doc_id for d in unrefused] if abstained else None,
             })
             misses.append(self._microscope(v, q, final=final, unrefused=unrefused, pool=pool, pre_rerank=pre_rerank,
                                            abstained=abstained, errored=error is not None, fused=fused))
@@ -309,6 +314,15 @@ class Sweep:
         frame["dense_cause"] = [m["dense_cause"] if m else None for m in misses]
         frame["microscope"] = [json.dumps(m, sort_keys=True) if m else None for m in misses]
         return frame
+
+    def _confidence(self, v: Variant, q: Question, final: Sequence[RankedDoc]) -> float:
+        """The question's confidence under the variant's abstention score (its policy's, or the
+        default one for a variant that never refuses: every variant gets a risk-coverage curve).
+        `dense_cosine` reads the dense leg's hits the first stage queried (cached)."""
+        dense_hits = None
+        if v.abstain.score == "dense_cosine" and v.dense_leg is not None and final:
+            dense_hits = self.leg_hits(v.dense_leg, v.chunk_top_k, q, v.leg_settings(v.dense_leg)).value
+        return confidence(v.abstain.score, final, dense_hits)
 
     # --- the microscope -------------------------------------------------------------------
 

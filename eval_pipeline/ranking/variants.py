@@ -27,6 +27,9 @@ is constructed with the file's options, which loads nothing).
       - engine: hybrid
         reranker: {kind: cross-encoder, model: /path/to/model}
         name: hybrid+ce-mini
+      - engine: hybrid
+        abstain: {policy: auto}  # refuses below a threshold chosen on the tuning questions
+        name: hybrid-refuses     # (eval_pipeline.ranking.abstention)
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eval_pipeline.common.checks import is_integer, is_real
+from eval_pipeline.ranking.abstention import AbstainSpec, parse_abstain
 from eval_pipeline.ranking.defaults import DEPTH, RRF_K, RRF_K_RANGE
 from eval_pipeline.ranking.engines import ENGINE_NAMES, ENGINES, LEGS, MAX_DENSE_TOP_K, leg_kind
 from eval_pipeline.ranking.engines import legs as leg_kinds
@@ -60,7 +64,7 @@ __all__ = ["ENGINE_NAMES", "LEGS", "MAX_DENSE_TOP_K", "RerankerSpec", "Variant",
 _KEY = re.compile(r"^[a-z0-9][a-z0-9+._@-]{0,63}$")
 
 
-COMMON_KNOBS = {"engine", "name", "reranker", "depth", "chunk_top_k", "rerank_depth", "abstain_below"}
+COMMON_KNOBS = {"engine", "name", "reranker", "depth", "chunk_top_k", "rerank_depth", "abstain_below", "abstain"}
 
 
 # Settings of each first-stage leg (its kind's `options`, eval_pipeline.ranking.engines.ENGINES),
@@ -109,6 +113,20 @@ class Variant:
     # hybrid: choose rrf_k or the leg weights by grid search on the sweep's tuning questions
     # (eval_pipeline.ranking.fusion_tuning); every variant is then scored on the held-out rest
     tune: str | None = None
+    # when the variant refuses (eval_pipeline.ranking.abstention): `abstain:` in the file, or the
+    # legacy `abstain_below` (a threshold on the top score); `auto` has its `below` chosen on the
+    # tuning questions before the scored ones are ranked
+    abstain: AbstainSpec = field(default_factory=AbstainSpec)
+
+    @property
+    def refusal_threshold(self) -> float | None:
+        """The threshold the variant refuses below (None: it refuses only an empty list)."""
+        return self.abstain.below if self.abstain.policy != "none" else None
+
+    @property
+    def dense_leg(self) -> str | None:
+        """The first of its legs on the dense side (its confidence `dense_cosine` reads it)."""
+        return next((leg for leg in self.used_legs if leg_kind(leg).side == "dense"), None)
 
     @property
     def used_legs(self) -> tuple[str, ...]:
@@ -141,6 +159,8 @@ class Variant:
             out["rerank_depth"] = self.rerank_depth
         if self.abstain_below is not None:
             out["abstain_below"] = self.abstain_below
+        elif self.abstain.policy != "none":
+            out["abstain"] = self.abstain.describe()
         for _, knobs in self.leg_knobs:
             out.update(knobs)
         return out
@@ -197,6 +217,13 @@ def parse_variant(item: Any, where: str) -> Variant:
         rrf_k = _int(item, "rrf_k", RRF_K, where, lo=RRF_K_RANGE[0], hi=RRF_K_RANGE[1])
         kwargs.update(fusion=fusion, rrf_k=rrf_k, weights=weights, legs=tuple(legs), tune=_tune(item, fusion, where))
     kwargs["leg_knobs"] = _leg_knobs(item, where)
+    has_dense = any(leg_kind(leg).side == "dense" for leg in (kwargs["legs"] if kind.fuses else legs_used)
+                    if isinstance(leg, str) and leg in by_leg)
+    try:
+        kwargs["abstain"] = parse_abstain(item.get("abstain"), where, has_dense=has_dense,
+                                          legacy_below=kwargs["abstain_below"])
+    except ValueError as exc:
+        raise VariantConfigError(str(exc)) from None
     for leg in legs_used:
         deepest = by_leg[leg].max_top_k
         if deepest is not None and kwargs["chunk_top_k"] > deepest:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.typing import RcKeyType
 
-__all__ = ["baseline_deltas", "hit_at_k_curves", "metric_bars"]
+__all__ = ["baseline_deltas", "hit_at_k_curves", "metric_bars", "risk_coverage_curves"]
 
 _DPI = 120
 # Fixed style so a user's matplotlibrc cannot change the bytes between two renders.
@@ -182,4 +182,30 @@ def baseline_deltas(comparison: pd.DataFrame, path: str | os.PathLike[str], metr
         _rotate(ax, labels)
         ax.set_ylabel(f"Δ {metric} vs {baseline} (paired bootstrap CI)")
         ax.set_title(f"{metric}: difference from baseline {baseline!r} (* = significant, Holm)")
+        return _save(fig, path)
+
+
+def risk_coverage_curves(per_query: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Risk against coverage, one line per variant (eval_pipeline.metrics.selective): answering
+    its most confident questions first, the share of answered questions that are wrong. The
+    legend gives each curve's area (AURC, lower is better). ``per_query`` holds every variant's
+    per-question rows with ``confidence``."""
+    from eval_pipeline.metrics.selective import losses, risk_coverage, risk_coverage_points
+
+    _require(per_query, "per_query", ["variant", "answerable", "errored", "confidence"])
+    with matplotlib.rc_context(_STYLE):
+        fig, ax = _figure(0)
+        for variant, frame in per_query.groupby("variant", sort=False):
+            loss = losses(frame)
+            confidence = frame["confidence"].astype("float64").to_numpy()
+            points = risk_coverage_points(confidence, loss)
+            area = risk_coverage(confidence, loss)
+            ax.step([0.0] + [c for c, _ in points], [points[0][1]] + [r for _, r in points], where="post",
+                    label=f"{variant} (AURC {area:.3f})")
+        ax.set_xlim(0, 1.0)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("coverage (share of questions answered, most confident first)")
+        ax.set_ylabel("risk (share of answered questions that are wrong)")
+        ax.set_title("risk-coverage by variant")
+        ax.legend(loc="upper left", frameon=False, fontsize=8)
         return _save(fig, path)

@@ -301,14 +301,7 @@ def render_report(
 
     lines += class_lines(per_query, list(summary["variant"]))
 
-    n_abst = int(summary["n_abstention"].iloc[0])
-    if n_abst:
-        lines += ["## Abstention questions", "",
-                  f"{n_abst} questions have no answer in the corpus. A correct refusal is an empty result; "
-                  "a variant refuses only when its score threshold (`abstain_below`) says so.", ""]
-        refusals = summary.assign(**{"correct refusals": summary["abstention_correct"],
-                                     "false refusals": summary["miss_abstained"]})
-        lines += [markdown_table(refusals, ["variant", "correct refusals", "false refusals"]), ""]
+    lines += abstention_lines(summary, per_query)
 
     if latency:
         from eval_pipeline.ranking.results import STAGES
@@ -475,6 +468,10 @@ def publish_report(
     runs = {variant: dict(zip(f["qid"], f["doc_ids"])) for variant, f in per_query.groupby("variant", sort=False)}
     with staged_results(results_dir, suffix=suffix) as stage:
         plots = render_plots(verdict, stage, suffix, cache_dir=plot_cache)
+        if "confidence" in per_query and per_query["confidence"].notna().any():
+            from eval_pipeline.reporting.plots import risk_coverage_curves
+
+            plots["risk_coverage"] = str(risk_coverage_curves(per_query, stage / f"risk_coverage{suffix}.png"))
         for _, part in sections:
             if part.plots is not None:
                 plots.update(part.plots(stage, suffix))
@@ -528,6 +525,65 @@ def miss_records(per_query: pd.DataFrame) -> list[dict[str, Any]]:
         out.append({"variant": row["variant"], "qid": row["qid"], "question": row.get("question"),
                     **{k: v for k, v in record.items() if k not in ("variant", "qid")}})
     return out
+
+
+def _thresholds(per_query: pd.DataFrame) -> dict[str, str]:
+    """variant -> its refusal policy as the report shows it: the chosen threshold of an `auto`
+    variant (read from its results' provenance, `abstain_tuned`), a fixed one, or none."""
+    out: dict[str, str] = {}
+    if "variant_config" not in per_query:
+        return out
+    for variant, frame in per_query.groupby("variant", sort=False):
+        configs = frame["variant_config"].dropna()
+        config = json.loads(configs.iloc[0]) if len(configs) else {}
+        tuned, spec = config.get("abstain_tuned"), config.get("abstain") or {}
+        if tuned:
+            threshold = "none" if tuned.get("threshold") is None else f"{tuned['threshold']:.4f}"
+            goal = (f"false refusals <= {tuned['max_false_refusal']:g}" if tuned.get("max_false_refusal") is not None
+                    else "best F1")
+            out[str(variant)] = (f"auto: {tuned['score']} < {threshold} (chosen on {tuned['n_answerable']} + "
+                                 f"{tuned['n_abstention']} tuning questions, {goal})")
+        elif spec.get("policy") == "threshold":
+            out[str(variant)] = f"threshold: {spec.get('score')} < {spec.get('below')}"
+        elif config.get("abstain_below") is not None:
+            out[str(variant)] = f"threshold: top_score < {config['abstain_below']}"
+        else:
+            out[str(variant)] = "none"
+    return out
+
+
+def abstention_lines(summary: pd.DataFrame, per_query: pd.DataFrame) -> list[str]:
+    """The abstention section: per variant its policy (and the chosen threshold), correct and
+    false refusals (counts and rates), the area under its risk-coverage curve and its nAUC, and
+    nDCG@10 and hit@5 over the answerable questions with its refusals and without them."""
+    if "n_abstention" not in summary or not len(summary):
+        return []
+    n_abst = int(summary["n_abstention"].iloc[0])
+    policies = _thresholds(per_query)
+    table = summary.assign(**{
+        "policy": [policies.get(v, "none") for v in summary["variant"]],
+        "correct refusals": summary["abstention_correct"],
+        "false refusals": [int(round(r * a)) if r == r else 0 for r, a in
+                           zip(summary.get("false_refusal_rate", pd.Series([float("nan")] * len(summary))),
+                               summary["n_answerable"])],
+    })
+    columns = ["variant", "policy", "correct refusals", "false refusals"]
+    for name in ("correct_refusal_rate", "false_refusal_rate", "aurc", "rc_nauc", "ndcg@10",
+                 "ndcg@10 without refusal", "hit@5", "hit@5 without refusal"):
+        if name in table:
+            columns.append(name)
+    lines = ["## Abstention questions", "",
+             f"{n_abst} questions have no answer in the corpus. A correct refusal is an empty result for one of them; "
+             "a false refusal, for an answerable question. A variant refuses by its abstention policy (`abstain:`; "
+             "`auto` chooses its threshold on the tuning questions, never on the scored ones), or when its engine "
+             "finds nothing. **aurc**: area under the risk-coverage curve of its confidence (lower is better); "
+             "**rc_nauc**: 1 is a perfect confidence, 0 chance. The answerable metrics are shown with the policy "
+             "and without it.", ""] if n_abst else [
+             "## Abstention questions", "",
+             "The question set has no abstention question: nothing measures whether a variant knows when to say "
+             "\"I don't know\" (refusals of answerable questions are still counted).", ""]
+    lines += [markdown_table(table, columns), ""]
+    return lines
 
 
 def _fmt_cos(value: Any) -> str:

@@ -21,7 +21,7 @@ from eval_pipeline.ranking.microscope import DENSE_CAUSES, TRIAGE_LABELS
 from eval_pipeline.ranking.results import PROVENANCE_COLUMNS, STAGE_COLUMNS
 
 _SCORE_COLUMNS = ("qid", "answerable", "errored", "returned", "first_relevant_rank")
-HEADLINE_METRICS = list(metric_names(HEADLINE))
+HEADLINE_METRICS = metric_names(HEADLINE)  # live: a measure registered later is in
 
 
 def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAULT_KS) -> pd.DataFrame:
@@ -51,6 +51,7 @@ def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAU
     rankings = dict(zip(results["qid"], results["doc_ids"]))
     errored = set(results.loc[results["error"].notna(), "qid"])
     scored = score_queries(rankings, qrels, errored=errored, ks=ks)
+    scored = _without_refusal(scored, results, qrels, errored, ks)
     info = pd.DataFrame(
         {
             "qid": [q.qid for q in questions],
@@ -60,7 +61,8 @@ def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAU
             "hard_class": [q.hard_class for q in questions],
         }
     )
-    keep = ["qid", "doc_ids", "chunk_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained", "miss_class",
+    keep = ["qid", "doc_ids", "chunk_ids", "scores", "latency_ms", *STAGE_COLUMNS, "error", "abstained", "confidence",
+            "miss_class",
             "triage", "dense_cause", "microscope", "rerank_fallback", "diagnosis_error", "index", "tuning_fingerprint",
             *PROVENANCE_COLUMNS]
     scored = scored.merge(info, on="qid", how="left").merge(results[[c for c in keep if c in results]], on="qid",
@@ -70,13 +72,47 @@ def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAU
     return scored
 
 
+# The answerable metrics reported both with the variant's refusals and without them (its list
+# before the refusal), and the per-question column each "without" lands in.
+UNREFUSED_METRICS = ("hit@1", "hit@5", "hit@10", "mrr", "ndcg@10")
+WITHOUT_REFUSAL = " without refusal"
+
+
+def _without_refusal(scored: pd.DataFrame, results: pd.DataFrame, qrels, errored, ks) -> pd.DataFrame:
+    """`scored` with a `<metric> without refusal` column per UNREFUSED_METRICS: the metric of the
+    list the variant would have returned had it not refused (`unrefused_doc_ids`); equal to the
+    metric for every question it did not refuse (and NaN for abstention questions, as the metric)."""
+    out = scored.copy()
+    for m in UNREFUSED_METRICS:
+        out[m + WITHOUT_REFUSAL] = out[m]
+    if "unrefused_doc_ids" not in results:
+        return out
+    refused = {qid: docs for qid, docs in zip(results["qid"], results["unrefused_doc_ids"])
+               if docs is not None and not (isinstance(docs, float) and pd.isna(docs))}
+    if not refused:
+        return out
+    again = score_queries({q: list(d) for q, d in refused.items()}, {q: qrels[q] for q in refused},
+                          errored=[q for q in refused if q in errored], ks=ks).set_index("qid")
+    rows = out["qid"].isin(list(refused))
+    for m in UNREFUSED_METRICS:
+        out.loc[rows, m + WITHOUT_REFUSAL] = out.loc[rows, "qid"].map(again[m]).to_numpy()
+    return out
+
+
 def summarize(per_query: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per variant (in the given order): metric means over answerable questions
     (errored ones count as misses), counts, abstention slice, latency and miss classes."""
     rows = []
     for variant, frame in per_query.items():
-        row = {"variant": variant,
-               **aggregate(frame[[c for c in frame.columns if c in _SCORE_COLUMNS or is_metric(c)]])}
+        kept = [c for c in frame.columns if c in _SCORE_COLUMNS or is_metric(c) or c == "confidence"
+                or c == "hit@10" + WITHOUT_REFUSAL]
+        row = {"variant": variant, **aggregate(frame[kept])}
+        answerable = frame["answerable"].astype(bool) if "answerable" in frame else pd.Series(dtype=bool)
+        for m in UNREFUSED_METRICS:  # the answerable metrics without the variant's refusals
+            column = m + WITHOUT_REFUSAL
+            values = frame.loc[answerable, column] if column in frame else frame.loc[answerable, m] \
+                if m in frame else pd.Series(dtype=float)
+            row[column] = float(values.astype("float64").mean()) if len(values) else float("nan")
         row["latency_p50_ms"] = float(frame["latency_ms"].quantile(0.5)) if len(frame) else float("nan")
         row["latency_p95_ms"] = float(frame["latency_ms"].quantile(0.95)) if len(frame) else float("nan")
         row["n_rerank_fallback"] = int(frame["rerank_fallback"].fillna(False).astype(bool).sum()) \
