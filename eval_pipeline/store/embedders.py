@@ -58,6 +58,10 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
+    # Optional, read with getattr: `content_addressed = True` says `identity` pins everything the
+    # vectors depend on, so ingest may reuse a vector stored under it for the same text
+    # (eval_pipeline.store.vectors). Absent or false: every text is embedded.
+
 
 class LocalEmbedder:
     """sentence-transformers through Haystack's SentenceTransformersDocumentEmbedder.
@@ -74,6 +78,12 @@ class LocalEmbedder:
         self.batch_size = batch_size
         self.device = device
         self._component: SentenceTransformersDocumentEmbedder | None = None
+        self._loaded_digest: str | None = None  # the weights the component was loaded from
+
+    # The identity pins the weights by content and the runtime; the batch a text is embedded in
+    # moves its vector by under 1e-6 (bundled model, CPU: 1.8e-7), and the vector store keys on
+    # the device too (eval_pipeline.store.vectors.store_identity).
+    content_addressed = True
 
     @property
     def model_id(self) -> str:
@@ -107,8 +117,16 @@ class LocalEmbedder:
         return content_digest(model_folder(self.model))
 
     def warm_up(self) -> None:
-        if self._component is not None:
+        """Load the model; again when the folder's weights changed since it was loaded (the
+        identity follows the bytes, so the vectors must too: a long-lived process that keeps
+        this embedder, or Haystack's per-path cache of loaded models, would otherwise embed with
+        the old weights under the new identity, and store those vectors under it)."""
+        digest = self._digest()
+        if self._component is not None and self._loaded_digest == digest:
             return
+        if self._loaded_digest is not None or _LOADED_DIGESTS.get(self.model, digest) != digest:
+            _forget_loaded_model(self.model)
+        self._component = None
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from haystack.utils import ComponentDevice
@@ -127,6 +145,8 @@ class LocalEmbedder:
         )
         component.warm_up()
         self._component = component
+        self._loaded_digest = digest
+        _LOADED_DIGESTS[self.model] = digest
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         from haystack import Document
@@ -140,6 +160,27 @@ class LocalEmbedder:
         out = self._component.run(documents=docs)["documents"]
         # the embedder sets every document's embedding (Document.embedding is Optional before)
         return [list(cast("list[float]", d.embedding)) for d in out]
+
+
+_LOADED_DIGESTS: dict[str, str] = {}  # model path -> the weights Haystack's cache last loaded from it
+
+
+def _forget_loaded_model(model: str) -> None:
+    """Drop Haystack's cached backends of `model` (its factory keeps one per path and
+    settings, whatever the bytes at the path are now)."""
+    import json
+
+    from haystack_integrations.components.embedders.sentence_transformers.embedding_backend import backend
+
+    instances = getattr(getattr(backend, "_SentenceTransformersEmbeddingBackendFactory", None), "_instances", None)
+    if not isinstance(instances, dict):
+        return
+    for key in list(instances):
+        try:
+            if json.loads(key).get("model") == model:
+                del instances[key]
+        except (ValueError, AttributeError):
+            continue
 
 
 class OpenAIEmbedder:
@@ -172,6 +213,11 @@ class OpenAIEmbedder:
         self.timeout = timeout
         self.input_types = tuple(input_types) if input_types is not None else None
         self._client: OpenAI | None = None
+
+    # A hosted model's identity is its endpoint, name and input types: what its tables are already
+    # reused by; a model changed behind the same name needs its store dropped
+    # (`python -m eval_pipeline.store.vectors drop`), as its tables do.
+    content_addressed = True
 
     @property
     def base_url(self) -> str | None:

@@ -47,6 +47,8 @@ from eval_pipeline.store.database import (
 )
 from eval_pipeline.store.embedders import Embedder
 from eval_pipeline.store.tsvector import ensure_tsvector_column
+from eval_pipeline.store.vectors import Reuse, VectorStore, embed_through_store, store_identity
+from eval_pipeline.store.vectors import prepare as _prepare_vector_stores
 
 MANIFEST_TABLE = "eval_ingest_manifest"
 
@@ -111,6 +113,11 @@ class StoreInfo:
     # What building the table took, wall time, as its build recorded it in the manifest: this
     # run's `seconds` when it built the table; None for a table built before builds were timed.
     build_seconds: float | None = None
+    # What the table's build took from the model and from the vector store
+    # (eval_pipeline.store.vectors), counted with each batch and kept in the manifest, whichever
+    # run built it (a resumed build's batches included); None for a table built before they were counted.
+    chunks_embedded: int | None = None
+    chunks_from_store: int | None = None
 
     @property
     def chunks_per_second(self) -> float:
@@ -277,6 +284,7 @@ def ingest(
     lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
     batch_chunks: int = BATCH_CHUNKS,
     shards: int = 1,
+    reuse_vectors: bool = True,
 ) -> StoreInfo:
     """Build the table for this configuration, or reuse it when the manifest says it is complete.
 
@@ -297,7 +305,7 @@ def ingest(
     (default: EVAL_PIPELINE_LOCK_TIMEOUT, else one hour: a large corpus embeds for long)."""
     waits = {"log": log, "lock_timeout": lock_timeout, "lock_log_every": lock_log_every}
     plan = plan_ingest(snapshot, connection_string=connection_string, embedder=embedder, chunking=chunking,
-                       batch_chunks=batch_chunks, shards=shards, **waits)
+                       batch_chunks=batch_chunks, shards=shards, reuse_vectors=reuse_vectors, **waits)
     for shard in plan.shards:
         ingest_shard(snapshot, plan, shard, connection_string=connection_string, embedder=embedder, **waits)
     return finish_ingest(plan, connection_string=connection_string, **waits)
@@ -343,13 +351,19 @@ class IngestPlan:
     shards: tuple[Shard, ...]
     key: str  # the batch size and every shard's range, digested: recorded with each shard's progress
     started_at: float  # wall clock (time.time()), so finish_ingest can tell the build's seconds in another process
-    # (chunks, dims, build seconds) of a table already complete: nothing to write
-    complete: tuple[int, int, float | None] | None = None
+    # (chunks, dims, build seconds, chunks embedded, chunks from the store) of a table already
+    # complete: nothing to write
+    complete: tuple[int, int, float | None, int | None, int | None] | None = None
+    # Ask the vector store before embedding (when the embedder is content-addressed: see
+    # eval_pipeline.store.vectors.store_identity), and put what is embedded there.
+    reuse_vectors: bool = True
 
 
 @dataclass(frozen=True)
 class ShardResult:
-    """What `ingest_shard` did: `embedded` chunks now, of the `chunks` the shard holds."""
+    """What `ingest_shard` did, of the `chunks` the shard holds: `embedded` chunks embedded by
+    the model now and `from_store` chunks written now with vectors from the vector store (a
+    resumed shard's earlier batches are neither)."""
 
     index: int
     chunks: int
@@ -357,6 +371,7 @@ class ShardResult:
     seconds: float
     table: str = ""  # the table the shard belongs to
     started: float = 0.0  # when the step began (epoch seconds): a build's wall span is over its shards
+    from_store: int = 0
 
 
 def shards_wall_seconds(results) -> float | None:
@@ -390,6 +405,7 @@ def plan_ingest(
     lock_timeout: float | None = None,
     lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
     batch_chunks: int = BATCH_CHUNKS,
+    reuse_vectors: bool = True,
 ) -> IngestPlan:
     """The build's shards, recorded in the progress table under the table's advisory lock; or a
     plan with nothing to write when the manifest says the table is complete.
@@ -414,7 +430,8 @@ def plan_ingest(
     def planned(layout, complete=None) -> IngestPlan:
         key = hashlib.sha256(json.dumps([batch_chunks, [[s.first_doc, s.docs] for s in layout]]).encode()).hexdigest()
         return IngestPlan(table, fingerprint, snapshot.signature, embedder.model_id, embedder.identity,
-                          embedder.revision, chunking, batch_chunks, tuple(layout), key[:16], started_at, complete)
+                          embedder.revision, chunking, batch_chunks, tuple(layout), key[:16], started_at, complete,
+                          reuse_vectors=reuse_vectors)
 
     with connect(connection_string, autocommit=True, application_name=f"eval-pipeline ingest {table}") as conn:
         _prepare_database(conn, lock_timeout=lock_timeout, lock_log_every=lock_log_every, log=log)
@@ -481,15 +498,16 @@ def ingest_shard(
             if progress.batches_done:
                 log(f"resuming the build of {label} after batch {progress.batches_done} "
                     f"({progress.chunks_written} chunks already written)")
+            reuse = Reuse()
             count, batches = _write_batches(snapshot, plan, shard, progress, connection_string=connection_string,
-                                            embedder=embedder, log=log)
+                                            embedder=embedder, log=log, reuse=reuse)
             if shard.chunks is not None and count != shard.chunks:
                 raise IngestError(f"{label} wrote {count} chunks, the plan counted {shard.chunks}: the chunking is "
                                   "not deterministic; the table is not marked complete")
             conn.execute(f"UPDATE {PROGRESS_TABLE} SET done = true, updated_at = now()"
                          " WHERE table_name = %s AND shard = %s AND plan = %s", (table, shard.index, plan.key))
-            return ShardResult(shard.index, count, count - progress.chunks_written, time.perf_counter() - started,
-                               table, began)
+            return ShardResult(shard.index, count, reuse.embedded, time.perf_counter() - started, table, began,
+                               from_store=reuse.from_store)
         finally:
             _unlock_quietly(conn, key)
 
@@ -510,7 +528,10 @@ def finish_ingest(
 
     The build's seconds, recorded in the manifest: `shard_seconds` (what writing the shards
     took, wall time: `shards_wall_seconds`; a step that builds several tables one after the
-    other gives each its own) plus this step's, else the wall time since the plan was made."""
+    other gives each its own) plus this step's, else the wall time since the plan was made.
+
+    The chunks embedded and the chunks whose vectors came from the vector store, counted by
+    each batch in its shard's progress row, are summed into the manifest and the StoreInfo."""
     lock_timeout = lock_timeout_default(lock_timeout)
     lock_log_every = positive_seconds(lock_log_every, "lock_log_every")
     table = plan.table
@@ -521,11 +542,12 @@ def finish_ingest(
             return max(0.0, time.time() - plan.started_at)
         return max(0.0, shard_seconds + time.time() - finishing)
 
-    def info(count: int, dims: int, build_seconds: float | None, reused: bool) -> StoreInfo:
+    def info(count: int, dims: int, build_seconds: float | None, embedded: int | None, from_store: int | None,
+             reused: bool) -> StoreInfo:
         seconds = max(0.0, time.time() - plan.started_at)
         return StoreInfo(table, plan.fingerprint, plan.corpus_signature, plan.embedder, plan.chunking, count, dims,
                          seconds, reused=reused, embedder_revision=plan.embedder_revision,
-                         build_seconds=build_seconds)
+                         build_seconds=build_seconds, chunks_embedded=embedded, chunks_from_store=from_store)
 
     if plan.complete is not None:
         return info(*plan.complete, reused=True)
@@ -536,19 +558,20 @@ def finish_ingest(
             if done is not None:
                 log(f"reusing complete table {table} ({done[0]} chunks)")
                 return info(*done, reused=True)
-            count, dims = _check_every_shard_in(conn, plan)
+            count, dims, embedded, from_store = _check_every_shard_in(conn, plan)
             _finish_table(connection_string, table, dims, count, lock_timeout=lock_timeout,
                           lock_log_every=lock_log_every, log=log)
             built = build_time()
             with conn.transaction():
                 conn.execute(
                     f"INSERT INTO {MANIFEST_TABLE} (table_name, fingerprint, corpus_signature, embedder, chunking,"
-                    " chunk_count, dims, build_seconds) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    " chunk_count, dims, build_seconds, chunks_embedded, chunks_from_store)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     (table, plan.fingerprint, plan.corpus_signature, plan.embedder,
-                     json.dumps(asdict(plan.chunking)), count, dims, built),
+                     json.dumps(asdict(plan.chunking)), count, dims, built, embedded, from_store),
                 )
                 conn.execute(f"DELETE FROM {PROGRESS_TABLE} WHERE table_name = %s", (table,))
-            return info(count, dims, built, reused=False)
+            return info(count, dims, built, embedded, from_store, reused=False)
         finally:
             _unlock_quietly(conn, table)
 
@@ -636,10 +659,11 @@ def _shard_documents(snapshot: CorpusSnapshot, shard: Shard):
             yield document
 
 
-def _manifest_row(conn, table: str) -> tuple[int, int, float | None] | None:
-    """(chunks, dims, build seconds) of a complete table, else None."""
-    return conn.execute(f"SELECT chunk_count, dims, build_seconds FROM {MANIFEST_TABLE} WHERE table_name = %s",
-                        (table,)).fetchone()
+def _manifest_row(conn, table: str) -> tuple[int, int, float | None, int | None, int | None] | None:
+    """(chunks, dims, build seconds, chunks embedded, chunks from the vector store) of a complete
+    table, else None."""
+    return conn.execute(f"SELECT chunk_count, dims, build_seconds, chunks_embedded, chunks_from_store FROM "
+                        f"{MANIFEST_TABLE} WHERE table_name = %s", (table,)).fetchone()
 
 
 def _unlock_quietly(conn, key: str) -> None:
@@ -725,11 +749,13 @@ def _shard_progress(conn, plan: IngestPlan, shard: Shard) -> _Progress:
     return _Progress(row[1], row[2], row[3], row[4])
 
 
-def _check_every_shard_in(conn, plan: IngestPlan) -> tuple[int, int]:
-    """(chunks, dims) once every shard of the plan is written; else IngestError naming what is missing."""
+def _check_every_shard_in(conn, plan: IngestPlan) -> tuple[int, int, int, int]:
+    """(chunks, dims, chunks embedded, chunks from the vector store) once every shard of the plan
+    is written; else IngestError naming what is missing."""
     table = plan.table
     rows = {r[0]: r[1:] for r in conn.execute(
-        f"SELECT shard, plan, done, batches_done, chunks_written, dims FROM {PROGRESS_TABLE} WHERE table_name = %s",
+        f"SELECT shard, plan, done, batches_done, chunks_written, dims, embedded, from_store FROM {PROGRESS_TABLE}"
+        " WHERE table_name = %s",
         (table,)).fetchall()}
     missing = []
     for shard in plan.shards:
@@ -753,56 +779,77 @@ def _check_every_shard_in(conn, plan: IngestPlan) -> tuple[int, int]:
         raise IngestError(f"the corpus gave no chunk to embed for {table}")
     if len(dims) != 1:
         raise IngestError(f"the shards of {table} were embedded with different dimensions {sorted(dims)}")
-    return count, dims.pop()
+    return count, dims.pop(), sum(row[5] for row in rows.values()), sum(row[6] for row in rows.values())
 
 
 def _write_batches(snapshot, plan: IngestPlan, shard: Shard, progress: _Progress, *, connection_string: str,
-                   embedder: Embedder, log) -> tuple[int, int]:
-    """Embed and write every batch of the shard after `progress`; (chunks the shard holds, batches)."""
+                   embedder: Embedder, log, reuse: Reuse) -> tuple[int, int]:
+    """Embed and write every batch of the shard after `progress`; (chunks the shard holds, batches).
+    Each batch's vectors are asked of the vector store first (`reuse` counts what was embedded
+    and what came from it)."""
     table, label, batch_chunks = plan.table, shard.label(plan.table), plan.batch_chunks
     count, dims, index = progress.chunks_written, progress.dims, progress.batches_done
     where = "" if shard.count == 1 else f" ({shard.name} of {table})"
     log(f"embedding the chunks of {shard.docs} documents{where} with {embedder.model_id} "
         f"in batches of about {batch_chunks}" + (f", after batch {index}" if index else ""))
     last_log = time.monotonic()
-    with connect(connection_string, application_name=_app_name(plan, shard)) as conn:
-        batches = chunk_batches(snapshot, plan.chunking, batch_chunks, _shard_documents(snapshot, shard))
-        for number, chunks in enumerate(batches):
-            if number < progress.batches_done:
-                continue  # written by an earlier run
-            what = f"batch {number + 1} of {label}"
-            state = (f"{count} chunks in {number} batches are written and the next run resumes after them; "
-                     "the table is not marked complete") if number else "nothing is written yet"
-            vectors = _embed_batch(embedder, chunks, plan.chunking, what, state, connection_string)
-            try:
-                if dims is None:
-                    dims = len(vectors[0])
-                    _create_table(connection_string, table, dims, application_name=_app_name(plan, shard))
-                _write_batch(conn, table, chunks, vectors, batches_done=number + 1, chunks_written=count + len(chunks),
-                             shard=shard.index, plan=plan.key)
-            except Exception as exc:
-                raise _scrubbed(f"writing {what} failed", exc, state, connection_string) from (
-                    exc if is_clean(exc, connection_string) else None)
-            count += len(chunks)
-            index = number + 1
-            if time.monotonic() - last_log >= PROGRESS_LOG_EVERY:
-                log(f"{label}: {count} chunks written in {index} batches")
-                last_log = time.monotonic()
+    identity = store_identity(embedder) if plan.reuse_vectors else None
+    vector_store = None
+    if identity is not None:
+        try:
+            vector_store = VectorStore(connection_string, identity, embedder.model_id)
+        except Exception as exc:
+            raise _scrubbed(f"opening the vector store of {label} failed", exc, "nothing is written by this step",
+                            connection_string) from (exc if is_clean(exc, connection_string) else None)
+    try:
+        with connect(connection_string, application_name=_app_name(plan, shard)) as conn:
+            batches = chunk_batches(snapshot, plan.chunking, batch_chunks, _shard_documents(snapshot, shard))
+            for number, chunks in enumerate(batches):
+                if number < progress.batches_done:
+                    continue  # written by an earlier run
+                what = f"batch {number + 1} of {label}"
+                state = (f"{count} chunks in {number} batches are written and the next run resumes after them; "
+                         "the table is not marked complete") if number else "nothing is written yet"
+                vectors, done = _embed_batch(embedder, chunks, plan.chunking, what, state, connection_string,
+                                             vector_store)
+                try:
+                    if dims is None:
+                        dims = vectors[0].count(",") + 1
+                        _create_table(connection_string, table, dims, application_name=_app_name(plan, shard))
+                    _write_batch(conn, table, chunks, vectors, batches_done=number + 1,
+                                 chunks_written=count + len(chunks), shard=shard.index, plan=plan.key, reuse=done)
+                except Exception as exc:
+                    raise _scrubbed(f"writing {what} failed", exc, state, connection_string) from (
+                        exc if is_clean(exc, connection_string) else None)
+                reuse.add(done)
+                count += len(chunks)
+                index = number + 1
+                if time.monotonic() - last_log >= PROGRESS_LOG_EVERY:
+                    log(f"{label}: {count} chunks written in {index} batches")
+                    last_log = time.monotonic()
+    finally:
+        if vector_store is not None:
+            vector_store.close()
     if dims is None:
         raise IngestError(f"the corpus {snapshot.source} gave no chunk to embed for {label}")
+    if vector_store is not None:
+        log(f"{label}: {reuse.embedded} chunks embedded, {reuse.from_store} from the vector store "
+            f"{vector_store.table}")
     return count, index
 
 
 def _embed_batch(embedder: Embedder, chunks, chunking: ChunkingConfig, what: str, state: str,
-                 connection_string: str):
+                 connection_string: str, vector_store: VectorStore | None) -> tuple[list[str], Reuse]:
+    """The batch's vectors in pgvector's text form, from the vector store, or embedded (the
+    misses, in one call) and put there; and how many of each."""
     try:
-        vectors = embedder.embed([embedding_text(c, chunking) for c in chunks])
+        vectors, done = embed_through_store(embedder, [embedding_text(c, chunking) for c in chunks], vector_store)
     except Exception as exc:
         raise _scrubbed(f"embedding {what} failed", exc, state, connection_string) from (
             exc if is_clean(exc, connection_string) else None)
     if len(vectors) != len(chunks):
         raise IngestError(f"embedder returned {len(vectors)} vectors for {len(chunks)} chunks in {what}; {state}")
-    return vectors
+    return vectors, done
 
 
 def _scrubbed(message: str, exc: Exception, state: str, connection_string: str) -> IngestError:
@@ -829,7 +876,7 @@ def _create_table(connection_string: str, table: str, dims: int, *, application_
 
 
 def _write_batch(conn, table: str, chunks, vectors, *, batches_done: int, chunks_written: int, shard: int,
-                 plan: str) -> None:
+                 plan: str, reuse: Reuse) -> None:
     """One batch's rows and its count in the shard's progress row, in one transaction: both or
     neither (and neither if the build was planned again meanwhile)."""
     from psycopg import sql
@@ -837,13 +884,14 @@ def _write_batch(conn, table: str, chunks, vectors, *, batches_done: int, chunks
     with conn.transaction():
         with conn.cursor().copy(sql.SQL("COPY {} (id, embedding, content, meta) FROM STDIN").format(
                 sql.Identifier(table))) as copy:
-            for chunk, vector in zip(chunks, vectors):
-                copy.write_row((chunk.id, "[" + ",".join(map(str, vector)) + "]", chunk.content,
-                                json.dumps(chunk.meta)))
+            for chunk, vector in zip(chunks, vectors):  # vectors in pgvector's text form
+                copy.write_row((chunk.id, vector, chunk.content, json.dumps(chunk.meta)))
         updated = conn.execute(
-            f"UPDATE {PROGRESS_TABLE} SET batches_done = %s, chunks_written = %s, dims = %s, updated_at = now()"
+            f"UPDATE {PROGRESS_TABLE} SET batches_done = %s, chunks_written = %s, dims = %s, updated_at = now(),"
+            " embedded = embedded + %s, from_store = from_store + %s"
             " WHERE table_name = %s AND shard = %s AND plan = %s",
-            (batches_done, chunks_written, len(vectors[0]), table, shard, plan)).rowcount
+            (batches_done, chunks_written, vectors[0].count(",") + 1, reuse.embedded, reuse.from_store, table, shard,
+             plan)).rowcount
         if updated != 1:
             raise IngestError(f"{table}: the progress row of shard {shard + 1} is gone (the build was planned again)")
 
@@ -925,6 +973,7 @@ def _prepare_database(conn, *, lock_timeout: float | None = None, lock_log_every
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         _create_manifest(conn)
         _create_progress(conn)
+        _prepare_vector_stores(conn)
     finally:
         advisory_unlock(conn, MANIFEST_TABLE)
 
@@ -944,6 +993,9 @@ def _create_manifest(conn) -> None:
     # The build's wall time (a sweep reports what each index cost to build, even when reused);
     # added to manifests created before it, NULL for their tables.
     conn.execute(f"ALTER TABLE {MANIFEST_TABLE} ADD COLUMN IF NOT EXISTS build_seconds double precision")
+    # What the build embedded and what it took from the vector store (NULL: built before they were counted).
+    conn.execute(f"ALTER TABLE {MANIFEST_TABLE} ADD COLUMN IF NOT EXISTS chunks_embedded integer")
+    conn.execute(f"ALTER TABLE {MANIFEST_TABLE} ADD COLUMN IF NOT EXISTS chunks_from_store integer")
 
 
 def _create_progress(conn) -> None:
@@ -968,6 +1020,9 @@ def _create_progress(conn) -> None:
             updated_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (table_name, shard))"""
     )
+    # Chunks the shard's batches embedded, and took from the vector store (added to tables made before).
+    conn.execute(f"ALTER TABLE {PROGRESS_TABLE} ADD COLUMN IF NOT EXISTS embedded integer NOT NULL DEFAULT 0")
+    conn.execute(f"ALTER TABLE {PROGRESS_TABLE} ADD COLUMN IF NOT EXISTS from_store integer NOT NULL DEFAULT 0")
 
 
 def storage_bytes(connection_string: str, tables: list[str]) -> dict[str, int]:
