@@ -42,6 +42,7 @@ from eval_pipeline.grading.assertions import (
     grade_static,
 )
 from eval_pipeline.grading.grounding import GROUNDING_VERSION
+from eval_pipeline.grading.independence import SELF_JUDGED_LABEL
 from eval_pipeline.grading.judges import (
     PASS_SCORE,
     DecisionItem,
@@ -137,12 +138,17 @@ def grade_variants(
     grade_cache: str | Path | None = None,
     max_tokens: int | None = None,
     corpus_probe: Any = None,
+    self_judged: bool = False,
 ) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, str]]]:
     """(one grades frame per variant, {variant: {grader: yardstick}}). `llm` is needed only
     when a chosen grader spends tokens (checked before any grading). `corpus_probe` (a
     `grounding.CorpusProbe`, e.g. `KeywordCorpusProbe(connection_string)`) lets the grounding
     grader look items up in the corpus, in each variant's store table; without it only the
     context is searched and the corpus rate is not measured.
+    `self_judged` (the judge is the generator, allowed by answers.allow_self_judging:
+    `independence.judge_independence`) labels the yardstick of every grader that calls a model
+    ``+self-judged``: such a number is shown labelled and never compared with an independent
+    judge's.
 
     The answer text is kept only when the user asked (the answers frames hold it): otherwise
     no grade quotes it (an `exact` reason says only that the answer differs, and the LLM
@@ -188,10 +194,11 @@ def grade_variants(
         if kind.spends_tokens and grade_cache is None:  # refused above: it spends tokens
             raise ValueError(f"grade_cache is None: the {kind.name} grader needs a grade cache")
         more, their_yardsticks = kind.grade_all(todo, context)
+        label = f"+{SELF_JUDGED_LABEL}" if self_judged and kind.spends_tokens else ""
         for v in answers:
             rows[v] += more.get(v, [])
             if v in their_yardsticks:
-                yardsticks[v][kind.name] = their_yardsticks[v]
+                yardsticks[v][kind.name] = their_yardsticks[v] + label
     return {v: pd.DataFrame(r, columns=GRADE_COLUMNS) for v, r in rows.items()}, yardsticks
 
 

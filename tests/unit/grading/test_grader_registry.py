@@ -70,3 +70,44 @@ def test_a_kind_that_needs_an_llm_is_refused_without_one(answers, batch_grader):
     with pytest.raises(ValueError, match="graders toy_batch call a model: an LLM and a grade cache are needed"):
         grade_variants(frames, golden, graders=["toy_batch"], cache=cache)
     assert batch_grader == []
+
+
+def test_self_judged_labels_the_yardsticks_of_the_graders_that_call_a_model(answers, batch_grader, tmp_path):
+    frames, golden, cache = answers
+
+    class LLM:
+        def identity(self):
+            return {"temperature": 0.0}
+
+    _, yardsticks = grade_variants(frames, golden, graders=["toy_batch", "deterministic", "grounding"], cache=cache,
+                                   llm=LLM(), grade_cache=tmp_path / "grades", self_judged=True)
+    assert yardsticks["v1"]["toy_batch"] == "toy_batch:t0.0+self-judged"
+    assert not yardsticks["v1"]["deterministic"].endswith("self-judged")  # no model: nothing to label
+    assert yardsticks["v1"]["grounding"].endswith("+context-only")
+
+
+def test_grade_variants_hands_the_corpus_probe_and_tables_to_the_grounding_grader(answers, tmp_path):
+    from eval_pipeline.grading.grounding import TextCorpusProbe
+
+    _, golden, _ = answers
+    snapshot = load_corpus("jsonl", str(FIXTURES / "tiny_corpus.jsonl"))
+    texts = tiny_texts(snapshot)
+    cache = AnswerCache(tmp_path / "invented")
+    frames = answer_variants({v: ranked_frame(golden, texts) for v in ("v1", "v2")}, golden, texts=texts,
+                             generator=ScriptedGenerator(lambda prompt, context: "Call `made.up()` [1]."),
+                             cache=cache, k=3)
+    asked = []
+
+    class Probe(TextCorpusProbe):
+        def contains(self, table, items):
+            asked.append((table, tuple(items)))
+            return super().contains(table, items)
+
+    tabled = {v: f.assign(store_table=f"table_{v}") for v, f in frames.items()}
+    graded, yardsticks = grade_variants(tabled, golden, graders=["grounding"], cache=cache,
+                                        corpus_probe=Probe(["made.up is real"]))
+    assert yardsticks["v1"]["grounding"].endswith("+corpus")
+    assert set(asked) == {("table_v1", ("made.up",)), ("table_v2", ("made.up",))}
+    g = graded["v1"]
+    assert set(g["status"]) == {"graded"} and not g["passed"].any()  # not in the context: not grounded...
+    assert all('"n_in_corpus": 1' in d for d in g["details_json"])  # ...though the corpus has it
