@@ -39,6 +39,10 @@ one item:
     ``2.4 GB``, ``20-word``). A bare number is not an item: it is too often a list index or a
     year to be a claim.
 
+An answer whose prose is as a whole a JSON object or array (a JSON-format answer) is read
+without the ``quoted`` and ``number`` rules: its keys and strings are data the task asked for,
+not quotations of the documents.
+
 In python blocks (fences tagged ``python``, ``py``, ``python3``; any other fence is read like
 prose, without quotes or numbers): the ``import`` items (every imported module, ``import a.b``
 → ``a.b``; ``from a import b`` → ``a`` and the symbol ``a.b``), and the calls and dotted names
@@ -267,6 +271,18 @@ def _python_items(body: str) -> list[tuple[int, Item]] | None:
             if not (i.kind == "symbol" and any(n != i.text and n.startswith(i.text + ".") for n in names))]
 
 
+def _is_json(text: str) -> bool:
+    """Whether the whole text is a JSON object or array (an answer in a JSON format)."""
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[")):
+        return False
+    try:
+        json.loads(stripped)
+    except ValueError:
+        return False
+    return True
+
+
 def extract_items(answer: str) -> tuple[Item, ...]:
     """The checkable items of an answer, by the rules of the module docstring, in order of first
     appearance (fenced blocks after the prose), deduplicated by casefolded text."""
@@ -275,7 +291,7 @@ def extract_items(answer: str) -> tuple[Item, ...]:
     if not isinstance(answer, str):
         raise TypeError(f"answer must be a str, got {type(answer).__name__}")
     fences, prose = _split_fences(_nfc(answer))
-    found = sorted(_prose_items(prose), key=lambda pair: pair[0])
+    found = sorted(_prose_items(prose, quotes_and_numbers=not _is_json(prose)), key=lambda pair: pair[0])
     for fence in fences:
         python = _python_items(fence.body) if fence.tag in _PYTHON_TAGS else None
         block = python if python is not None else _prose_items(fence.body, quotes_and_numbers=False)

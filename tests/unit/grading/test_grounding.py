@@ -41,6 +41,8 @@ def kinds(answer):
      [("number", "150 words"), ("number", "1.7 ms"), ("number", "95%"), ("number", "20-word"),
       ("number", "1,000 chunks")]),
     ("Year 2026 and item 3 are bare numbers [1].", []),
+    ('{"approver": "finance team", "limit": "150 words"}', []),  # a JSON answer: data, not quotations
+    ('Not JSON: {"approver": "finance team"', [("quoted", "approver"), ("quoted", "finance team")]),
     ("`ab.c` and ab.c and AB.C are one item.", [("symbol", "ab.c")]),
     ("`a.b` has no part of two characters: code, not a symbol.", [("code", "a.b")]),
 ])
