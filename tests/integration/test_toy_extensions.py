@@ -1,11 +1,10 @@
-"""Issue #24's proof: a toy engine (and leg), a toy reranker, a toy grader and a toy report
-section, each one new file under tests/toys/ plus its registration (the one line below that
-names the files in EVAL_PIPELINE_PLUGINS), run through the whole job (`dagster job execute -j
-retrieval_eval`) on the tiny corpus with the tiny golden set, beside built-in ones.
-
-A toy metric joins later, on the measure registry (eval_pipeline.metrics.retrieval): its file
-goes into `TOY_PLUGINS` like the others (the plugins are imported before the variants file is
-read, in every process of the run)."""
+"""Issue #24's proof: a toy engine (and leg), a toy reranker, a toy grader, a toy report section
+and a toy metric, each one new file under tests/toys/ plus its registration (the one line below
+that names the files in EVAL_PIPELINE_PLUGINS), run through the whole job (`dagster job execute
+-j retrieval_eval`) on the tiny corpus with the tiny golden set, beside built-in ones. The toy
+metric registers itself in the measure registry (eval_pipeline.metrics.retrieval.MEASURES): it is
+scored for every question, shown in the report's variants table and gated by its tolerance (the
+plugins are imported before the variants file is read, in every process of the run)."""
 
 from __future__ import annotations
 
@@ -21,7 +20,8 @@ from tests.integration.cli import FIXTURES, start_job, tiny_job_config
 pytestmark = pytest.mark.integration
 
 # The registration line of each toy: its file, imported by every process that reads a registry.
-TOY_PLUGINS = ["tests.toys.toy_engine", "tests.toys.toy_reranker", "tests.toys.toy_grader", "tests.toys.toy_section"]
+TOY_PLUGINS = ["tests.toys.toy_engine", "tests.toys.toy_reranker", "tests.toys.toy_grader", "tests.toys.toy_section",
+               "tests.toys.toy_metric"]
 
 VARIANTS = {
     "baseline": "hybrid-toy",
@@ -31,7 +31,8 @@ VARIANTS = {
         {"engine": "pg-dense", "reranker": {"kind": "reverse", "keep_first": True}},  # the toy reranker
         {"engine": "bm25"},
     ],
-    "gate": {"tolerances": {"hit@1": 0.05, "hit@5": 0.05, "mrr": 0.05, "ndcg@10": 0.05}},
+    # the toy metric gated beside the built-in ones (in scientific notation, as PyYAML leaves it text)
+    "gate": {"tolerances": {"hit@1": 0.05, "hit@5": 0.05, "mrr": 0.05, "ndcg@10": 0.05, "toy_found": "5e-2"}},
 }
 
 
@@ -51,6 +52,7 @@ def test_the_whole_job_runs_with_a_toy_of_every_extension_point(tmp_path, job_en
     table = report[report.index("## Variants"):report.index("\n## ", report.index("## Variants") + 1)]
     for key in ("toy-overlap", "hybrid-toy (baseline variant)", "pg-dense+reverse", "bm25"):
         assert f"| {key} " in table, table
+    assert " toy_found |" in table.splitlines()[2], table  # the toy metric's column in the headline table
     # the toy section, in its slot: before the provenance, after the retrieval sections
     assert report.index("## Toy section") < report.index("## Provenance")
     assert "4 variants on" in report and "- `toy-overlap`:" in report
@@ -67,6 +69,12 @@ def test_the_whole_job_runs_with_a_toy_of_every_extension_point(tmp_path, job_en
     assert config_of["pg-dense+reverse"]["reranker_identity"]["kind"] == "reverse"
     for r in rows:  # every question ranked and diagnosed, none errored
         assert r["error"] is None and r["diagnosis_error"] is None, r
+    answerable = [r for r in rows if r["answerable"]]
+    assert answerable and all(r["toy_found"] in (0.0, 1.0) for r in answerable)  # the toy metric, per question
+    assert (results / "misses.jsonl").exists()  # the microscope beside the report, whatever the legs
+    for miss in map(json.loads, (results / "misses.jsonl").read_text().splitlines()):
+        if miss["variant"] == "hybrid-toy":  # the toy leg is seen like the built-in ones
+            assert set(miss["legs"]) == {"keyword", "dense", "overlap"}, miss
     partitions = (tmp_path / "toys" / "variants" / "ranked_results").rglob("*.parquet")
     ranked = pd.concat(pd.read_parquet(f) for f in partitions)
     reranked = ranked[ranked["variant"] == "pg-dense+reverse"]
