@@ -40,6 +40,28 @@ class ComparedSet:
     per_variant: Mapping[str, pd.DataFrame]
 
 
+def rank_compared_set(name: str, question_set: Any, variants: Sequence[Any], *, snapshot: Any, store: Any,
+                      state: Any, connection_string: str, embedder: Any, build_reranker: Any, code_version: str,
+                      log: Any, tuning_from: Any = None, miss_k: int = 10) -> ComparedSet:
+    """A second question set ranked by every variant on `store` in this process, with the ranking's
+    plan, caches and Sweep (`eval_pipeline.ranking.steps.rank_in_one_step`, as the answers asset
+    ranks the golden prompts), and scored. A variant that tunes its fusion is tuned on
+    `tuning_from`'s tuning part (the run's set), as when it was ranked, so only its scoring set
+    changes. One index: an index sweep compares the sets per index, calling this per store."""
+    from dataclasses import replace
+
+    from eval_pipeline.ranking.steps import rank_in_one_step
+    from eval_pipeline.scoring.variant import score_variant
+
+    if tuning_from is not None and getattr(tuning_from, "tuning", None) and any(getattr(v, "tune", None)
+                                                                                 for v in variants):
+        question_set = replace(question_set, tuning=tuning_from.tuning, split=tuning_from.split)
+    frames = rank_in_one_step(variants, snapshot=snapshot, store=store, question_set=question_set, state=state,
+                              connection_string=connection_string, embedder=embedder, build_reranker=build_reranker,
+                              miss_k=miss_k, reuse=True, code_version=code_version, log=log)
+    return ComparedSet(name, question_set, {k: score_variant(f, question_set.questions) for k, f in frames.items()})
+
+
 def describe_set(question_set: Any) -> str:
     """What a set is, from its header: "generated (ict, weak)", "hand-written", "beir:...:train"."""
     header = dict(getattr(question_set, "header", None) or {})
