@@ -142,7 +142,7 @@ def test_atomic_module_imports_only_the_standard_library():
     ("hit_at_k.limited-50.png", False, True), ("trec.limited-50", False, True),
     ("results.limited-5.md", False, False), ("trec.limited-500", False, False), ("NOTES.txt", False, False),
     ("results.md.bak", False, False), ("indexes.json", True, False), ("indexes.limited-50.json", False, True),
-    ("pareto_latency.png", True, False),
+    ("pareto_latency.png", True, False), ("misses.jsonl", True, False), ("misses.limited-50.jsonl", False, True),
 ])
 def test_ownership_by_suffix(name, full, limited):
     assert owned_by(name, "") is full
@@ -161,8 +161,8 @@ def test_first_run_creates_the_folder_with_ordinary_permissions(tmp_path, umask)
         assert not results.exists()  # nothing visible before the block completes
     assert mode(results) == 0o755 and mode(results / "trec") == 0o755
     assert {p.name: mode(p) for p in results.rglob("*") if p.is_file()} == {
-        "results.md": 0o644, "per_query.jsonl": 0o644, "hit_at_k.png": 0o644, "ndcg_intervals.png": 0o644,
-        "hybrid.run": 0o644, "qrels.txt": 0o644}
+        "results.md": 0o644, "per_query.jsonl": 0o644, "misses.jsonl": 0o644, "hit_at_k.png": 0o644,
+        "ndcg_intervals.png": 0o644, "hybrid.run": 0o644, "qrels.txt": 0o644}
     assert leftovers(results.parent) == []
 
 
