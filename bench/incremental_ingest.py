@@ -160,8 +160,8 @@ def main() -> None:
           + (f" ({incremental_seconds / figures['cold_two_seconds']:.1%} of today's cold build of it)"
              if args.verify else ""))
     if args.verify:
-        print(f"version two from the store vs cold: ids, content and metadata equal row for row: {figures['rows_equal']}; "
-              f"largest vector difference {figures['max_vector_difference']:.2e} (1e-6 required)")
+        print("version two from the store vs cold: ids, content and metadata equal row for row: "
+              f"{figures['rows_equal']}; largest vector difference {figures['max_vector_difference']:.2e} (1e-6 required)")
     for s in stores:
         print(f"vector store {s['table']}: {s['rows']} vectors, {s['bytes'] / 1e6:.1f} MB "
               f"({s['bytes'] / max(1, s['rows']):.0f} bytes per vector, {s['dims']} dims)")
