@@ -208,11 +208,25 @@ def _flips(per_variant: Mapping[str, pd.DataFrame], verdict, connection_string: 
     return out
 
 
+def no_abstention_warning(counts: Mapping[str, Any]) -> list[str]:
+    """The trust section's warning for a question set without an abstention slice (an imported or
+    BEIR set, a hand-written one without any): nothing in the run can say whether a variant
+    refuses when it should. Empty when the set has one, or when the audit did not count it."""
+    share = counts.get("abstention_share")
+    if share is None or missing(share) or float(share) > 0:
+        return []
+    return ["The question set has no abstention question (no question without an answer in the corpus, as an "
+            "imported or BEIR set often has none): the refusal rates and the risk-coverage curves cannot say whether "
+            "a variant knows when to say \"I don't know\"; add an abstention slice (a generated set's "
+            "abstention_frac) to measure it."]
+
+
 def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
     """The report's "How far the numbers can be trusted" section (markdown lines)."""
     a = v.audit.counts
     lines = ["## How far the numbers can be trusted", ""]
     warnings = list(v.audit.problems) + ([v.judged_warning] if v.judged_warning else []) + _power_warning(v.power)
+    warnings += no_abstention_warning(a)
     lines += [f"> **Warning:** {w}" for w in warnings] + ([""] if warnings else [])
     lines += ["**The question set** (audit; flagged questions in "
               f"`{Path(files.get('question_audit', 'question_audit.jsonl')).name}`):", ""]
