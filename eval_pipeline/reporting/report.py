@@ -83,7 +83,7 @@ class ReportSection:
                              f"valid: {', '.join(SLOTS)}")
 
 
-BUILTIN_SECTION_MODULES: tuple[str, ...] = ("eval_pipeline.reporting.sections",)
+BUILTIN_SECTION_MODULES: tuple[str, ...] = ("eval_pipeline.reporting.sections", "eval_pipeline.reporting.set_validity")
 
 
 SECTIONS: Registry[ReportSection] = Registry("report section", modules=BUILTIN_SECTION_MODULES)

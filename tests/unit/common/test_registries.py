@@ -48,8 +48,8 @@ def test_the_built_in_kinds_in_their_order():
     assert ENGINE_NAMES == ("pg-keyword", "pg-dense", "hybrid", "bm25", "metadata")
     assert LEGS == ("keyword", "dense", "bm25")
     assert RERANKER_KINDS == ("none", "cross-encoder", "bi-encoder", "llm", "mmr")
-    assert GRADERS == ("deterministic", "static", "judge", "decision") and set(TOKEN_SPENDING) == {"judge", "decision"}
-    assert SECTIONS.names() == ("validity", "indexes", "answers")
+    assert GRADERS == ("deterministic", "static", "grounding", "judge", "decision") and set(TOKEN_SPENDING) == {"judge", "decision"}
+    assert SECTIONS.names() == ("validity", "indexes", "answers", "set_validity")
 
 
 def test_a_registered_toy_is_in_every_list_and_leaves_no_trace(toys):
