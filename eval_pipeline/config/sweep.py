@@ -82,20 +82,23 @@ def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
                        strict=strict, cron=_cron(data.get("schedule"), source), audit=_audit(data.get("audit"), source),
                        effect=effect, answer_tolerances=answer_tolerances, answer_strict=answer_strict, prices=prices,
                        indexes=indexes, indexes_listed=listed, budgets=budgets,
-                       tuning=_tuning(data.get("tuning"), [v for v in variants if v.tune], source))
-
+                       tuning=_tuning(data.get("tuning"), [v for v in variants if v.tune or v.abstain.policy == "auto"],
+                                      source))
 
 
 def _tuning(raw: Any, tuned: list[Variant], source: str) -> TuningSplit | None:
-    """`tuning: {fraction, seed}`, the split of fusion tuning (default 0.3 and 0); None when no
-    variant tunes (a `tuning:` section that nothing uses is an error, not silently ignored)."""
+    """`tuning: {fraction, seed}`, the split the tuning questions come from (default 0.3 and 0):
+    fusion tuning (`tune:`) and the refusal threshold of `abstain: {policy: auto}` are both chosen
+    on its tuning part, never on the scored questions. None when no variant tunes either (a
+    `tuning:` section that nothing uses is an error, not silently ignored)."""
 
     where = f"{source}:{line_of(raw)}" if line_of(raw) else source
     if raw is None:
         return DEFAULT_TUNING if tuned else None
     if not tuned:
-        raise VariantConfigError(f"{where}: tuning is set but no variant has `tune: rrf_k` or `tune: weights`; "
-                                 "remove it, or tune a hybrid variant")
+        raise VariantConfigError(f"{where}: tuning is set but no variant has `tune: rrf_k` or `tune: weights` "
+                                 "nor `abstain: {policy: auto}`; remove it, or tune a hybrid variant or a "
+                                 "variant's refusal threshold")
     if not isinstance(raw, dict) or set(raw) - {"fraction", "seed"}:
         raise VariantConfigError(f"{where}: tuning must be a mapping with 'fraction' and/or 'seed'")
     fraction, seed = raw.get("fraction", DEFAULT_TUNING[0]), raw.get("seed", DEFAULT_TUNING[1])
