@@ -224,24 +224,28 @@ def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapsh
     """The answers asset: each variant retrieves the golden prompts (ranked as a question set,
     with the ranking's caches), then the generator answers from each top-`k` context. No
     golden set: an empty frame per variant (the report says why). A variant that tunes its
-    fusion is tuned on `tuning_from`'s tuning part (the question set's), as when it was ranked.
+    fusion or chooses its refusal threshold (`abstain: {policy: auto}`) does so on `tuning_from`'s
+    tuning part (the question set's), as when it was ranked.
     With `repair_check` (answers.repair: the static grader's `static_failures`), each answer that
     fails it is asked for once more (eval_pipeline.answering.repair)."""
-    from eval_pipeline.ranking.steps import rank_in_one_step
+    from eval_pipeline.ranking import steps
     from eval_pipeline.store.ingest import fetch_chunk_texts
 
     if golden.golden is None:
         return {v.key: pd.DataFrame(columns=ANSWER_COLUMNS) for v in variants}
     prompts = golden.as_question_set()
-    if tuning_from is not None and tuning_from.tuning and any(getattr(v, "tune", None) for v in variants):
+    # a variant that chooses its fusion (tune:) or its refusal threshold (abstain: auto) chooses it on the
+    # question set's tuning part, as when it was ranked: without that part an auto threshold has nothing to go on
+    if tuning_from is not None and tuning_from.tuning and any(getattr(v, "tune", None) or steps.chooses_threshold(v)
+                                                              for v in variants):
         from dataclasses import replace
 
         check_prompts_held_out(prompts, tuning_from)
         prompts = replace(prompts, tuning=tuning_from.tuning, split=tuning_from.split)
-    frames = rank_in_one_step(variants, snapshot=snapshot, store=store, question_set=prompts,
-                              state=state, connection_string=connection_string, embedder=embedder,
-                              build_reranker=build_reranker, miss_k=10, reuse=True, code_version=code_version,
-                              log=log)
+    frames = steps.rank_in_one_step(variants, snapshot=snapshot, store=store, question_set=prompts,
+                                    state=state, connection_string=connection_string, embedder=embedder,
+                                    build_reranker=build_reranker, miss_k=10, reuse=True,
+                                    code_version=code_version, log=log)
     texts = fetch_chunk_texts(connection_string, store.table, context_chunks(frames, k))
     cache = AnswerCache(state.answers)
     answers = answer_variants(frames, golden, texts=texts, generator=generator, cache=cache, k=k,
