@@ -92,6 +92,7 @@ def render_run(
     output = report_output(verdict, paths, plots, question_set.limited, headline=line)
     metadata = report_metadata(verdict, paths, plots, markdown, headline=line,
                                recommendation=" ".join(headlines) if headlines else None)
+    metadata.update(microscope_metadata(per_variant, paths))
     for _, part in sections:
         output.update(part.output)
         metadata.update(part.metadata)
@@ -237,6 +238,25 @@ def report_metadata(verdict, paths: Mapping[str, str], plots: Mapping[str, str],
     return {"headline": line, "report": Markdown(inline_plots(markdown, plots)),
             "plots": Markdown(embedded_images(plots)), "path": Path(paths["report"]),
             "gate_passed": verdict.gate_passed}
+
+
+def microscope_metadata(per_variant: Mapping[str, pd.DataFrame], paths: Mapping[str, str]) -> dict[str, Any]:
+    """The microscope on the report asset's page: misses.jsonl (every miss with its evidence) as a
+    path, the run's misses per triage label and per dense cause as numbers (plotted over runs), and
+    the same counts per variant."""
+    from eval_pipeline.scoring.variant import triage_counts
+
+    by_variant = {key: triage_counts(frame) for key, frame in per_variant.items()}
+    totals: dict[str, int] = {}
+    for counts in by_variant.values():
+        for name, n in counts.items():
+            totals[name] = totals.get(name, 0) + n
+    out: dict[str, Any] = {"misses": Path(paths["misses"])} if paths.get("misses") else {}
+    out.update({f"misses {n.removeprefix('triage_')}": v for n, v in totals.items() if n.startswith("triage_")})
+    out.update({f"dense misses {n.removeprefix('dense_')}": v for n, v in totals.items() if n.startswith("dense_")})
+    out["misses by variant"] = {key: {n.removeprefix("triage_"): v for n, v in counts.items()
+                                      if n.startswith("triage_") and v} for key, counts in by_variant.items()}
+    return out
 
 
 def inline_plots(markdown: str, plots: Mapping[str, str]) -> str:
