@@ -8,7 +8,11 @@ Pure functions over a frame of pairs, one row per (index, variant):
     quality_low    its interval's bounds (optional columns; shown, never judged on)
     quality_high
     p95_ms         the pair's p95 query latency in milliseconds
+    p95_low        its interval's bounds, the run's measured noise on it (optional columns; a
+    p95_high       difference inside them never decides: see below)
     storage_bytes  the index's table plus index size in bytes
+    results_digest a digest of the pair's ranked documents for every question (optional; pairs
+                   with the same digest returned identical results: one candidate)
 
 NaN or None means *not measured*. A pair is never recommended on a measurement it lacks: the
 best overall needs its quality, the best within budgets also each measurement a budget is set
@@ -27,6 +31,13 @@ Order, used by `recommend` and stated in every reason: higher quality first (qua
 bits), then lower p95, then lower storage (a measured value before an unmeasured one), then the
 pair's key order (index, then variant, as strings). The same order on the same numbers always
 gives the same pick.
+
+Noise never decides (the machines' timings vary 2.5x run to run). Among the pairs tied on
+quality, pairs with identical results are one candidate (represented by the lower storage, then
+key order; latency never splits them), and p95 decides only when the fastest candidate's p95
+interval lies wholly below every other candidate's; otherwise the candidates are a tie on
+latency too, broken by storage, then key order, and the pick and the headline say it was a tie.
+Without intervals (the `p95_low`/`p95_high` columns absent or NaN) p95 decides as measured.
 
 `pareto_front` gives the pairs no other pair beats on both axes (lower x, higher quality); pairs
 at the same point are all kept, and each names the others (`tied_with`). The plot is
@@ -57,9 +68,10 @@ __all__ = [
     "recommend",
 ]
 
-PAIR_COLUMNS = ("index", "variant", "quality", "quality_low", "quality_high", "p95_ms", "storage_bytes")
+PAIR_COLUMNS = ("index", "variant", "quality", "quality_low", "quality_high", "p95_ms", "p95_low", "p95_high",
+                "storage_bytes", "results_digest")
 REQUIRED_COLUMNS = ("index", "variant", "quality", "p95_ms", "storage_bytes")
-_NUMERIC = ("quality", "quality_low", "quality_high", "p95_ms", "storage_bytes")
+_NUMERIC = ("quality", "quality_low", "quality_high", "p95_ms", "p95_low", "p95_high", "storage_bytes")
 QUALITY_DECIMALS = 9
 BYTES_PER_MB = 1_000_000
 BUDGET_SETTINGS = ("max_p95_ms", "max_storage_mb", "min_quality")
@@ -118,6 +130,8 @@ class Pick:
     p95_ms: float | None
     storage_bytes: float | None
     reason: str
+    identical: tuple[str, ...] = ()  # pairs whose results were identical: one candidate with this one
+    tied_with: tuple[str, ...] = ()  # pairs it tied with on quality and (within noise) latency: chosen by key order
 
     @property
     def label(self) -> str:
@@ -155,9 +169,12 @@ def _pairs(frame: Any) -> pd.DataFrame:
     if missing:
         raise ValueError(f"pairs are missing column(s) {missing}; has {list(frame.columns)}")
     df = frame.copy()
-    for column in ("quality_low", "quality_high"):
+    for column in ("quality_low", "quality_high", "p95_low", "p95_high"):
         if column not in df.columns:
             df[column] = np.nan
+    if "results_digest" not in df.columns:
+        df["results_digest"] = None
+    df["results_digest"] = [d if isinstance(d, str) and d else None for d in df["results_digest"]]
     for column in ("index", "variant"):
         bad = [v for v in df[column] if not isinstance(v, str) or not v]
         if bad:
@@ -173,7 +190,7 @@ def _pairs(frame: Any) -> pd.DataFrame:
         if np.isinf(values).any():
             raise ValueError(f"pairs column {column!r} holds an infinite value: a measurement is finite, or NaN "
                              "when not measured")
-        if column in ("p95_ms", "storage_bytes") and (values < 0).any():
+        if column in ("p95_ms", "p95_low", "p95_high", "storage_bytes") and (values < 0).any():
             raise ValueError(f"pairs column {column!r} holds a negative value")
         df[column] = values
     duplicated = df.duplicated(["index", "variant"], keep=False)
@@ -295,34 +312,90 @@ def _label_key(df: pd.DataFrame):
 
 
 def _pick(ranked: pd.DataFrame, rows: list[int], labels: list[str], pool: str, metric: str) -> Pick:
-    first = ranked.iloc[rows[0]]
-    quality = round(float(first["quality"]), QUALITY_DECIMALS)
+    quality = round(float(ranked.iloc[rows[0]]["quality"]), QUALITY_DECIMALS)
+    tied = [k for k in rows if round(float(ranked.iloc[k]["quality"]), QUALITY_DECIMALS) == quality]
+    winner, how, tied_with = _break_tie(ranked, tied, labels)
+    first = ranked.iloc[winner]
+    identical = tuple(labels[k] for k in tied if k != winner and _same_results(first, ranked.iloc[k]))
     reason = f"highest {metric} ({_quality(first)}) of {pool}"
-    tied = [k for k in rows[1:] if round(float(ranked.iloc[k]["quality"]), QUALITY_DECIMALS) == quality]
-    if tied:
-        other = ranked.iloc[tied[0]]
-        names = ", ".join(labels[k] for k in tied)
-        reason += f"; tied on {metric} with {names}, chosen by {_tie_break(first, other)}"
-    elif len(rows) > 1:
-        runner = ranked.iloc[rows[1]]
+    if identical:
+        reason += f"; identical results to {', '.join(identical)}: one candidate"
+    others = [k for k in tied if k != winner and labels[k] not in identical]
+    if others:
+        reason += f"; tied on {metric} with {', '.join(labels[k] for k in others)}, chosen by {how}"
+    runners = [k for k in rows if k not in tied]
+    if not others and runners:
+        runner = ranked.iloc[runners[0]]
         low = first["quality_low"]
         if not math.isnan(low) and runner["quality"] >= low:
-            reason += (f"; the runner-up {labels[rows[1]]} ({float(runner['quality']):.3f}) lies within its interval: "
-                       "the order between them is not settled")
+            reason += (f"; the runner-up {labels[runners[0]]} ({float(runner['quality']):.3f}) lies within its "
+                       "interval: the order between them is not settled")
     return Pick(index=str(first["index"]), variant=str(first["variant"]), quality=float(first["quality"]),
                 quality_low=_opt(first["quality_low"]), quality_high=_opt(first["quality_high"]),
-                p95_ms=_opt(first["p95_ms"]), storage_bytes=_opt(first["storage_bytes"]), reason=reason)
+                p95_ms=_opt(first["p95_ms"]), storage_bytes=_opt(first["storage_bytes"]), reason=reason,
+                identical=identical, tied_with=tied_with)
 
 
-def _tie_break(first: pd.Series, other: pd.Series) -> str:
-    """Which rule of the order put `first` before `other` (equal quality)."""
-    for column, name, show in (("p95_ms", "p95", _ms), ("storage_bytes", "storage", _size)):
-        a, b = first[column], other[column]
-        if math.isnan(a) != math.isnan(b):
-            return f"its measured {name} ({show(a)}; {pair_label(other['index'], other['variant'])} has none)"
-        if not math.isnan(a) and a != b:
-            return f"lower {name} ({show(a)} against {show(b)})"
-    return "key order (index, then variant)"
+def _same_results(a: pd.Series, b: pd.Series) -> bool:
+    return a["results_digest"] is not None and a["results_digest"] == b["results_digest"]
+
+
+def _measured(row: pd.Series, column: str) -> bool:
+    return not math.isnan(row[column])
+
+
+def _static_key(row: pd.Series) -> tuple:
+    """The order once latency cannot decide: a measured p95 first, then lower storage (measured
+    first), then the key."""
+    return (not _measured(row, "p95_ms"), not _measured(row, "storage_bytes"),
+            row["storage_bytes"] if _measured(row, "storage_bytes") else 0.0, row["index"], row["variant"])
+
+
+def _faster_beyond_noise(a: pd.Series, b: pd.Series) -> bool:
+    """Whether `a`'s p95 is lower than `b`'s by more than the run's measured noise (their
+    intervals apart); without intervals, whether it is lower. A measured p95 beats none."""
+    if not _measured(a, "p95_ms"):
+        return False
+    if not _measured(b, "p95_ms"):
+        return True
+    if all(_measured(r, c) for r in (a, b) for c in ("p95_low", "p95_high")):
+        return bool(a["p95_high"] < b["p95_low"])
+    return bool(a["p95_ms"] < b["p95_ms"])
+
+
+def _break_tie(ranked: pd.DataFrame, tied: list[int], labels: list[str]) -> tuple[int, str, tuple[str, ...]]:
+    """(the winner among pairs tied on quality, the rule that chose it, the pairs it is a tie
+    with): identical results are one candidate; p95 decides only beyond the measured noise (see
+    the module docstring); then storage, then key order (a tie, named)."""
+    if len(tied) == 1:
+        return tied[0], "", ()
+    candidates: list[int] = []  # one row per distinct results: its group's lowest storage, then key
+    for k in sorted(tied, key=lambda k: _static_key(ranked.iloc[k])):
+        if not any(_same_results(ranked.iloc[k], ranked.iloc[c]) for c in candidates):
+            candidates.append(k)
+    if len(candidates) == 1:
+        return candidates[0], "", ()
+    rows = {k: ranked.iloc[k] for k in candidates}
+    for k in candidates:
+        if all(_faster_beyond_noise(rows[k], rows[c]) for c in candidates if c != k):
+            a = rows[k]
+            timed = [rows[c] for c in candidates if c != k and _measured(rows[c], "p95_ms")]
+            if not timed:
+                other = rows[next(c for c in candidates if c != k)]
+                return k, (f"its measured p95 ({_ms(a['p95_ms'])}; {pair_label(other['index'], other['variant'])} "
+                           "has none)"), ()
+            b = min(timed, key=lambda r: r["p95_ms"])
+            noise = ", beyond its measured noise" if _measured(a, "p95_high") and _measured(b, "p95_low") else ""
+            return k, f"lower p95 ({_ms(a['p95_ms'])} against {_ms(b['p95_ms'])}{noise})", ()
+    winner, runner = rows[candidates[0]], rows[candidates[1]]
+    p95s = [r["p95_ms"] for r in rows.values() if _measured(r, "p95_ms")]
+    noise = (f": p95 {_ms(min(p95s))} against {_ms(max(p95s))} is within its measured noise"
+             if len(p95s) > 1 and min(p95s) != max(p95s) else "")
+    if _measured(winner, "storage_bytes") and _measured(runner, "storage_bytes") \
+            and winner["storage_bytes"] != runner["storage_bytes"]:
+        return candidates[0], (f"lower storage ({_size(winner['storage_bytes'])} against "
+                               f"{_size(runner['storage_bytes'])}){noise}"), ()
+    return candidates[0], f"key order (index, then variant){noise}", tuple(labels[c] for c in candidates[1:])
 
 
 def _nobody(df: pd.DataFrame, metric: str, min_quality: float | None) -> str:
@@ -389,20 +462,31 @@ def parse_budgets(raw: Any, source: str = "<config>") -> Budgets:
 
 def headline(rec: Recommendation) -> str:
     """One sentence: the pick within the budgets, and the best overall when it is another
-    pair (or when nothing fits), with their numbers."""
+    pair (or when nothing fits), with their numbers; a pick that stands for pairs with
+    identical results, or won a tie by key order alone, says so."""
     within, best, metric = rec.within_budget, rec.best_overall, rec.metric
     if best is None:
         return f"No pair can be recommended: {rec.overall_reason}."
     if within is not None and within.pair == best.pair:
         scope = (f"the best overall and within the budgets ({rec.budgets.describe(metric)})" if rec.budgets.any
                  else "the best overall (no budgets set)")
-        return f"Recommended: {best.label} ({_numbers(best, metric)}), {scope}."
+        return f"Recommended: {best.label} ({_numbers(best, metric)}), {scope}{_caveats(best, metric)}."
     if within is not None:
         outside = dict(rec.excluded).get(best.label, "outside the budgets")
-        return (f"Recommended within the budgets: {within.label} ({_numbers(within, metric)}); the best overall, "
-                f"{best.label} ({_numbers(best, metric)}), is outside them ({outside}).")
+        return (f"Recommended within the budgets: {within.label} ({_numbers(within, metric)}){_caveats(within, metric)}"
+                f"; the best overall, {best.label} ({_numbers(best, metric)}), is outside them ({outside}).")
     return (f"No pair is recommended: {rec.within_reason}; the best overall is {best.label} "
-            f"({_numbers(best, metric)}).")
+            f"({_numbers(best, metric)}){_caveats(best, metric)}.")
+
+
+def _caveats(pick: Pick, metric: str) -> str:
+    out = ""
+    if pick.identical:
+        out += f"; identical results to {', '.join(pick.identical)} (one candidate)"
+    if pick.tied_with:
+        out += (f"; a tie with {', '.join(pick.tied_with)} on {metric} and, within its measured noise, p95 "
+                "(chosen by key order)")
+    return out
 
 
 def _numbers(pick: Pick, metric: str) -> str:

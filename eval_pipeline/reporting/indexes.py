@@ -86,11 +86,45 @@ def leg_latency(frames: Sequence[pd.DataFrame]) -> dict[str, dict[str, float]]:
     return out
 
 
+P95_RESAMPLES = 1000
+
+
+def pair_evidence(per_variant: Mapping[str, pd.DataFrame], *, n_resamples: int = P95_RESAMPLES, seed: int = 0,
+                  confidence: float = 0.95) -> dict[str, dict[str, Any]]:
+    """Per partition key, what keeps noise from deciding the recommendation: `p95_low` and
+    `p95_high`, the p95 latency's seeded bootstrap interval over the run's questions (NaN with
+    fewer than two timed questions), and `results_digest`, a digest of every question's ranked
+    document ids (None without them): two pairs with the same digest returned the same lists."""
+    import hashlib
+    import json
+
+    import numpy as np
+
+    tail = (1 - confidence) / 2
+    out: dict[str, dict[str, Any]] = {}
+    for key, frame in per_variant.items():
+        low = high = float("nan")
+        if "latency_ms" in frame:
+            values = pd.to_numeric(frame["latency_ms"], errors="coerce").dropna().to_numpy(dtype="float64")
+            if len(values) >= 2:
+                rng = np.random.default_rng(seed)
+                p95s = np.quantile(rng.choice(values, size=(n_resamples, len(values)), replace=True), 0.95, axis=1)
+                low, high = (float(v) for v in np.quantile(p95s, [tail, 1 - tail]))
+        digest = None
+        if "doc_ids" in frame and "qid" in frame:
+            lists = sorted((str(qid), None if docs is None or isinstance(docs, float) else [str(d) for d in docs])
+                           for qid, docs in zip(frame["qid"], frame["doc_ids"]))
+            digest = hashlib.sha256(json.dumps(lists).encode()).hexdigest()[:16]
+        out[key] = {"p95_low": low, "p95_high": high, "results_digest": digest}
+    return out
+
+
 def pair_frame(summary: pd.DataFrame, intervals: pd.DataFrame, pairs: Mapping[str, tuple[str, str]],
-               storage: Mapping[str, float | None], contexts: Mapping[str, Mapping[str, Any]] | None = None
-               ) -> pd.DataFrame:
+               storage: Mapping[str, float | None], contexts: Mapping[str, Mapping[str, Any]] | None = None,
+               evidence: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
     """One row per pair (the frame `eval_pipeline.recommend` reads): `pairs` maps a
-    partition key to (index key, variant key), `storage` an index key to its bytes."""
+    partition key to (index key, variant key), `storage` an index key to its bytes, `evidence`
+    a key to its `pair_evidence` (the p95's interval and the results' digest)."""
     by_key = summary.set_index("variant")
     iv = intervals[intervals["metric"] == QUALITY_METRIC].set_index("variant") if len(intervals) else None
     rows = []
@@ -103,7 +137,8 @@ def pair_frame(summary: pd.DataFrame, intervals: pd.DataFrame, pairs: Mapping[st
             low, high = float(iv.loc[key, "low"]), float(iv.loc[key, "high"])
         rows.append({"pair": key, "index": index, "variant": variant, "quality": float(row[QUALITY_METRIC]),
                      "quality_low": low, "quality_high": high, "p95_ms": finite_number(row.get("latency_p95_ms")),
-                     "storage_bytes": finite_number(storage.get(index)), **(contexts or {}).get(key, {})})
+                     "storage_bytes": finite_number(storage.get(index)), **(evidence or {}).get(key, {}),
+                     **(contexts or {}).get(key, {})})
     return pd.DataFrame(rows)
 
 
