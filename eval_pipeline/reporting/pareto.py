@@ -73,7 +73,8 @@ def pareto_plot(frame: pd.DataFrame, path: str | os.PathLike[str], x: str = "p95
         ax.step(fx, fy, where="post", color=_FRONT, linewidth=1.2, label="Pareto front", zorder=4)
         last = len(fx) - 1  # the rightmost front pair is labelled to its left, inside the axes
         for k, (xi, yi, i, v) in enumerate(zip(fx, fy, front["index"], front["variant"])):
-            ax.annotate(pair_label(i, v), (xi, yi), xytext=(-6 if k == last and last else 4, 4),
+            # staggered heights: neighbouring front pairs' labels do not print over each other
+            ax.annotate(pair_label(i, v), (xi, yi), xytext=(-6 if k == last and last else 4, 4 + 9 * (k % 3)),
                         textcoords="offset points", ha="right" if k == last and last else "left", fontsize=7,
                         zorder=5)
         if recommendation is not None:

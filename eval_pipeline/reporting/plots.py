@@ -72,9 +72,14 @@ def _rows_for(df: pd.DataFrame, name: str, metric: object) -> pd.DataFrame:
     return rows
 
 
+MAX_WIDTH_INCHES = 12.0  # wider plots are cut off in the UI's markdown dialog (30 pairs drew 2,400 px)
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+_LINESTYLES = ("-", "--", "-.", ":")
+
+
 def _figure(n_items: int) -> tuple[Figure, Axes]:
-    # Grow with the number of variants so labels stay readable.
-    fig = Figure(figsize=(max(6.0, 1.0 + 0.8 * n_items), 4.5), dpi=_DPI)
+    # Grow with the number of variants so labels stay readable, up to a width a dialog shows.
+    fig = Figure(figsize=(min(MAX_WIDTH_INCHES, max(6.0, 1.0 + 0.8 * n_items)), 4.5), dpi=_DPI)
     FigureCanvasAgg(fig)
     return fig, fig.add_subplot()
 
@@ -93,7 +98,9 @@ def _save(fig: Figure, path: str | os.PathLike[str]) -> Path:
 
 def _rotate(ax: Axes, labels: list[str]) -> None:
     long = max((len(s) for s in labels), default=0) > 8 or len(labels) > 4
-    ax.set_xticks(range(len(labels)), labels, rotation=30 if long else 0, ha="right" if long else "center")
+    crowded = len(labels) > 14  # the width is capped: many labels stand upright, smaller
+    ax.set_xticks(range(len(labels)), labels, rotation=90 if crowded else 30 if long else 0,
+                  ha="center" if crowded or not long else "right", fontsize=7 if crowded else None)
 
 
 def hit_at_k_curves(summary: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
@@ -101,7 +108,9 @@ def hit_at_k_curves(summary: pd.DataFrame, path: str | os.PathLike[str]) -> Path
 
     ``summary`` is :func:`eval_pipeline.scoring.variant.summarize` output (``variant`` and
     ``hit@k`` columns; ks missing from it are left out, at least one is required). The x
-    axis is logarithmic so the top ranks, where users look, are not squeezed together.
+    axis is logarithmic so the top ranks, where users look, are not squeezed together. Lines
+    that coincide stay visible: each variant has its own marker and dash and a small offset
+    along k, and the legend sits outside the axes.
     """
     _require(summary, "summary", ["variant"])
     ks = [k for k in DEFAULT_KS if f"hit@{k}" in summary.columns]
@@ -109,9 +118,13 @@ def hit_at_k_curves(summary: pd.DataFrame, path: str | os.PathLike[str]) -> Path
         raise ValueError(f"summary has no hit@k columns (expected some of {[f'hit@{k}' for k in DEFAULT_KS]})")
     with matplotlib.rc_context(_STYLE):
         fig, ax = _figure(0)
-        for _, row in summary.iterrows():
+        n = len(summary)
+        for i, (_, row) in enumerate(summary.iterrows()):
             values = [float(row[f"hit@{k}"]) for k in ks]
-            ax.plot(ks, values, marker="o", label=str(row["variant"]))
+            shift = 1.0 + 0.025 * (i - (n - 1) / 2)  # a few percent along the log axis: no line hides another
+            ax.plot([k * shift for k in ks], values, marker=_MARKERS[i % len(_MARKERS)],
+                    linestyle=_LINESTYLES[(i // len(_MARKERS)) % len(_LINESTYLES)], markersize=5,
+                    label=str(row["variant"]))
         ax.set_xscale("log")
         ax.set_xticks(ks, [str(k) for k in ks])
         ax.minorticks_off()
@@ -119,7 +132,7 @@ def hit_at_k_curves(summary: pd.DataFrame, path: str | os.PathLike[str]) -> Path
         ax.set_xlabel("k (cutoff rank)")
         ax.set_ylabel("hit@k (share of answerable questions)")
         ax.set_title("hit@k by variant")
-        ax.legend(loc="lower right", frameon=False)
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
         return _save(fig, path)
 
 
