@@ -17,26 +17,33 @@ from pathlib import Path
 
 UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 LATENCY_SECTION = "## Latency by stage"
+# Columns of timings, masked as <ms> wherever a table has them: in every table (the answers
+# table's "p50 / p95 ms"), and in the Variants table (its "p50 ms" and "p95 ms").
+TIMING_COLUMNS = {"p50 / p95 ms"}
+VARIANTS_TIMING_COLUMNS = {"p50 ms", "p95 ms"}
 
 
 def normalize(text: str) -> list[str]:
     out = []
     section = ""
-    header: list[str] = []
+    header: list[str] = []  # the current table's column names; empty outside a table
     for line in text.splitlines():
         if line.startswith("## "):
-            section, header = line, []
+            section = line
+        if not line.startswith("|"):
+            header = []
         line = UUID.sub("<run id>", line)
         line = re.sub(r"code version: `[^`]*`", "code version: `<code>`", line)
         line = re.sub(r"/[^`\s()]*/([^/`\s()]+\.(?:md|jsonl|yaml))\b", r"<path>/\1", line)
         if section.startswith(LATENCY_SECTION) and line.startswith("| ") and not line.startswith("| variant"):
             line = re.sub(r"\d+\.\d+", "<ms>", line)
-        if section == "## Variants" and line.startswith("|"):
-            cells = line.strip("|").split("|")
+        if line.startswith("|"):
+            cells = line.strip().strip("|").split("|")
             if not header:
                 header = [c.strip() for c in cells]
-            elif len(cells) == len(header) and not set(line) <= set("|-: "):
-                cells = [("<ms>" if h in ("p50 ms", "p95 ms") else c) for h, c in zip(header, cells)]
+            elif len(cells) == len(header) and not set(line.strip()) <= set("|-: "):
+                masked = TIMING_COLUMNS | (VARIANTS_TIMING_COLUMNS if section == "## Variants" else set())
+                cells = [("<ms>" if h in masked else c) for h, c in zip(header, cells)]
                 line = "|" + "|".join(cells) + "|"
         out.append(line)
     return out
