@@ -16,6 +16,9 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# The jobs' console shows Dagster's event lines (which tests read: check results, step events)
+# only at DEBUG; a user's default is INFO (resources/console.py).
+os.environ.setdefault("EVAL_PIPELINE_LOG_LEVEL", "DEBUG")
 
 
 def _wait_gone(pid: int, seconds: float) -> bool:

@@ -1,0 +1,109 @@
+"""The run's verdict as a CI log shows it: a compact table at the end of the run's output
+(the variant, its headline metrics with their change against what it was compared with, its
+gate and why), one verdict line a script can find, and the exit codes.
+
+`dagster job execute` exits 0 when every step and blocking check passed and 1 otherwise, a
+failed gate and a crashed step alike; `scripts/run_job.sh` (what `make demo` runs) tells them
+apart with the verdict line this module writes: 0 every gate passed, 1 a gate failed (a
+regression, or a variant that could not be compared), 2 the run broke before a verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["EXIT_BROKEN", "EXIT_FAILED", "EXIT_PASSED", "VERDICT_PREFIX", "console_summary", "verdict_line"]
+
+EXIT_PASSED, EXIT_FAILED, EXIT_BROKEN = 0, 1, 2
+VERDICT_PREFIX = "eval-pipeline verdict:"  # the line scripts/run_job.sh reads
+HEADLINE_METRICS = (("ndcg@10", "nDCG@10"), ("hit@5", "hit@5"), ("mrr", "MRR"))
+_STATE_WORDS = {"comparable": "vs history", "paired": "paired", "first_run": "first run",
+                "not_compared": "not compared", "mismatch": "mismatch", "unknown": "unknown"}
+_WHY_WIDTH = 70
+
+
+def verdict_line(verdict: Any) -> str:
+    """`eval-pipeline verdict: PASSED (...)` or `... FAILED (...)`: the run's one verdict."""
+    failed = [v for v, g in verdict.gates.items() if not g.passed]
+    answers = getattr(verdict, "answers", None)
+    answer_failed = [] if answers is None else [
+        f"{v} {grader}" for v, graders in answers.gates.items() for grader, g in graders.items() if not g.passed]
+    n = len(verdict.gates)
+    if not failed and not answer_failed:
+        return f"{VERDICT_PREFIX} PASSED ({n} of {n} variant(s) passed their gates)"
+    parts = []
+    if failed:
+        parts.append(f"{len(failed)} of {n} variant(s) failed: {', '.join(failed)}")
+    if answer_failed:
+        parts.append(f"answer gate failed: {', '.join(answer_failed)}")
+    return f"{VERDICT_PREFIX} FAILED ({'; '.join(parts)})"
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def _cell(actual: float | None, delta: float | None) -> str:
+    if actual is None:
+        return "–"
+    return f"{actual:.3f}" + ("" if delta is None else f" ({delta:+.3f})")
+
+
+def _deltas(gate: Any) -> dict[str, float | None]:
+    """metric -> the change the gate measured (against its yardstick), when it measured one."""
+    return {str(row.get("metric")): _number(row.get("delta")) for row in getattr(gate, "rows", [])}
+
+
+def _why(gate: Any) -> str:
+    failures = [r for r in getattr(gate, "rows", []) if r.get("passed") is False]
+    if failures:
+        worst = failures[0]
+        text = (f"{worst['metric']} {_number(worst.get('delta')) or 0:+.3f} beyond its tolerance "
+                f"{_number(worst.get('tolerance')) or 0:.3f}")
+        if len(failures) > 1:
+            text += f" (+{len(failures) - 1} more)"
+        return text
+    message = " ".join(str(getattr(gate, "message", "") or "").split())
+    return message if len(message) <= _WHY_WIDTH else message[:_WHY_WIDTH - 1] + "…"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [line.format(*header).rstrip(), line.format(*("-" * w for w in widths)).rstrip(),
+            *(line.format(*row).rstrip() for row in rows)]
+
+
+def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_METRICS) -> str:
+    """The table and the verdict line (see the module docstring). `verdict` is a
+    `eval_pipeline.verdict.retrieval.RunVerdict`: its summary (one row per variant), its gates
+    (a state, rows of metric, actual, delta, tolerance, passed, and a message) and its answer
+    verdict."""
+    summary = verdict.summary.set_index("variant") if len(verdict.summary) else None
+    shown = [(m, label) for m, label in metrics if summary is not None and m in summary.columns]
+    rows = []
+    for variant, gate in verdict.gates.items():
+        deltas = _deltas(gate)
+        values: Mapping[str, Any] = summary.loc[variant] if summary is not None and variant in summary.index else {}
+        cells = [_cell(_number(values.get(m)), deltas.get(m)) for m, _ in shown]
+        state = _STATE_WORDS.get(gate.state, gate.state)
+        rows.append([variant, *cells, f"{'passed' if gate.passed else 'FAILED'} ({state})", _why(gate)])
+    lines = [f"eval-pipeline: {len(rows)} variant(s), run {str(getattr(verdict, 'run_id', ''))[:8] or '?'}"
+             + (" (limited: not a baseline)" if getattr(verdict, "limited", False) else ""), ""]
+    lines += _table(["variant", *(f"{label} (Δ)" for _, label in shown), "gate", "why"], rows)
+    answers = getattr(verdict, "answers", None)
+    if answers is not None and answers.gates:
+        graded = [(v, grader, g) for v, graders in answers.gates.items() for grader, g in graders.items()]
+        failed = [f"{v} {grader}" for v, grader, g in graded if not g.passed]
+        lines += ["", f"answers: {len(graded)} (variant, grader) gate(s), "
+                  + (f"{len(failed)} failed: {', '.join(failed)}" if failed else "all passed")]
+    lines += ["", verdict_line(verdict),
+              f"exit codes: {EXIT_PASSED} every gate passed, {EXIT_FAILED} a gate failed, "
+              f"{EXIT_BROKEN} the run broke before a verdict (scripts/run_job.sh)"]
+    return "\n".join(lines)
