@@ -68,13 +68,16 @@ def _same_place(a: Endpoint, b: Endpoint) -> bool:
 def judge_independence(generator_endpoint: Endpoint | str | None, generator_model: str | None,
                        judge_endpoint: Endpoint | str | None, judge_model: str, *,
                        allow_self_judging: bool = False, graders: tuple[str, ...] = ("judge",),
-                       environ: Mapping[str, str] | None = None) -> Independence:
+                       environ: Mapping[str, str] | None = None, allow_setting: str = "answers.allow_self_judging",
+                       judge_settings: str = "judge_llm.model (or judge_llm.base_url)") -> Independence:
     """The judge's independence from the generator (module docstring). `graders` names the
-    LLM graders in the messages. Raises ValueError for ``self`` without `allow_self_judging`."""
+    LLM graders in the messages; `allow_setting` and `judge_settings` name, in them, where a
+    user sets `allow_self_judging` and the judge's model and endpoint (the run config's path,
+    the environment variables). Raises ValueError for ``self`` without `allow_self_judging`."""
     if not isinstance(judge_model, str) or not judge_model.strip():
         raise ValueError(f"judge_llm.model must be a non-empty model name, got {judge_model!r}")
     if not isinstance(allow_self_judging, bool):
-        raise ValueError(f"answers.allow_self_judging must be true or false, got {allow_self_judging!r}")
+        raise ValueError(f"{allow_setting} must be true or false, got {allow_self_judging!r}")
     if generator_model is None:
         return Independence("independent", "")
     env = os.environ if environ is None else environ
@@ -86,10 +89,10 @@ def judge_independence(generator_endpoint: Endpoint | str | None, generator_mode
             raise ValueError(
                 f"the {which} grader would grade answers with the model that wrote them ({where}: llm.base_url/"
                 "llm.model and judge_llm.base_url/judge_llm.model are the same): a model is lenient with its own "
-                "answers. Set judge_llm.model (or judge_llm.base_url) to another model, or set "
-                "answers.allow_self_judging: true to run it anyway, every judge number labelled 'self-judged'")
+                f"answers. Set {judge_settings} to another model, or set "
+                f"{allow_setting}: true to run it anyway, every judge number labelled 'self-judged'")
         return Independence("self", f"self-judged: the {which} grader is the generator ({where}); "
-                                    "answers.allow_self_judging is true", SELF_JUDGED_LABEL)
+                                    f"{allow_setting} is true", SELF_JUDGED_LABEL)
     if (gen.hostname or "").lower() == (judge.hostname or "").lower():
         return Independence("same_family", (
             f"the {which} grader ({judge.safe} model {judge_model.strip()!r}) and the generator ({gen.safe} model "

@@ -347,7 +347,8 @@ def grades_metadata(frame: pd.DataFrame) -> dict[str, Any]:
 METRIC_COLUMNS = ["variant", "grader", "set_id", "set_name", "set_fingerprint", "limited", "generator", "yardstick",
                   "n_prompts", "n_errored", "n_scored", "pass_rate", "pass_rate_low", "pass_rate_high", "mean_score",
                   "mean_low", "mean_high", "n_grader_failed", "grounded_rate", "corpus_rate", "citations_per_answer",
-                  "corpus_signature", "store_table", "variant_config", "treatment_json", "metrics_json"]
+                  "corpus_signature", "store_table", "variant_config", "treatment_json", "metrics_json",
+                  "self_judged", "repair_json", "agreement_json", "gradings_json", "hallucinations_json"]
 
 
 def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[str, pd.DataFrame],
@@ -355,7 +356,17 @@ def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[st
                          ) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, Any]]]:
     """({variant: one row per grader, `METRIC_COLUMNS`}, {variant: metadata}). The generator is
     the one every generated answer reports (`run_generator`), else None (unknown: never
-    compared); `metrics_json` holds the whole `answer_metrics` result."""
+    compared); `metrics_json` holds the whole `answer_metrics` result.
+
+    What the report shows and writes beside the numbers, per row (JSON, "" when it does not
+    apply): ``self_judged`` (the grader's yardstick carries the self-judged label),
+    ``repair_json`` (`repair.repair_summary` of the variant's answers, when the run repaired:
+    every row of the variant), ``agreement_json`` (the grader's pass rate with its PPI interval
+    and agreement, when graded_answers calibrated it: `calibration_json` in the grades),
+    ``gradings_json`` (the row's answers.jsonl lines, `grading_lines`) and
+    ``hallucinations_json`` (the grounding row's log, `hallucinations_of`). The metadata adds
+    the grounding rates, the repair pass rates and, when calibrated, kappa and the PPI bounds
+    as numbers."""
     import json
 
     from eval_pipeline.answering.served import ServedBy, run_generator
@@ -368,7 +379,9 @@ def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[st
             metadata[variant] = {"evaluated": False, "reason": golden.reason}
             continue
         graded = grades[variant]
-        metrics = answer_metrics(frame, graded.drop(columns=["yardstick"], errors="ignore"), prices=prices)
+        metrics = answer_metrics(frame, graded.drop(columns=["yardstick", "calibration_json"], errors="ignore"),
+                                 prices=prices)
+        extras = _row_extras(variant, frame, graded, prices)
         ok = frame[frame["error"].isna()]
         generator = run_generator(ServedBy(r.provider, r.model_sent, r.model_reported) for r in ok.itertuples())
         yardsticks = dict(zip(graded["grader"], graded["yardstick"])) if "yardstick" in graded else {}
@@ -382,12 +395,107 @@ def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[st
                          "treatment_json": json.dumps(_treatment(frame), sort_keys=True),
                          "n_grader_failed": int(metrics["graders"][summary["grader"]].get("n_grader_failed", 0)),
                          **{c: frame[c].iloc[0] for c in ("corpus_signature", "store_table", "variant_config")},
-                         "metrics_json": json.dumps(metrics, sort_keys=True)})
+                         "metrics_json": json.dumps(metrics, sort_keys=True), **extras(summary["grader"])})
         frames[variant] = pd.DataFrame(rows, columns=METRIC_COLUMNS)
         metadata[variant] = {"evaluated": True, "generator": generator or "unknown",
                              **{f"{r['grader']} pass_rate": r["pass_rate"] for r in rows},
-                             **{f"{r['grader']} mean_score": r["mean_score"] for r in rows}}
+                             **{f"{r['grader']} mean_score": r["mean_score"] for r in rows},
+                             **_extra_metadata(rows)}
     return frames, metadata
+
+
+def _generator_price(frame: pd.DataFrame, prices: Mapping[str, Any] | None) -> Mapping[str, float] | None:
+    """The price of the model that wrote the answers (reported, else sent), None without one."""
+    for column in ("model_reported", "model_sent"):
+        if column in frame:
+            for model in frame[column].dropna():
+                if model in (prices or {}):
+                    return (prices or {})[model]
+    return None
+
+
+def _row_extras(variant: str, frame: pd.DataFrame, graded: pd.DataFrame, prices: Mapping[str, Any] | None):
+    """grader -> the extra columns of its metric row (`answer_metric_frames`)."""
+    import json
+
+    from eval_pipeline.answering.repair import repair_summary
+    from eval_pipeline.common.checks import finite_number
+
+    def clean(value: Any) -> Any:  # JSON without NaN (a rate over nothing is null)
+        if isinstance(value, float):
+            return finite_number(value)
+        if isinstance(value, Mapping):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        return value
+
+    repair = (json.dumps(clean(repair_summary(frame, price=_generator_price(frame, prices))), sort_keys=True)
+              if "repair" in frame and frame["repair"].notna().any() else "")
+    lines = grading_lines({variant: frame}, {variant: graded}, prices=prices)
+    log = hallucinations_of({variant: frame}, {variant: graded}) if "grounding" in set(graded["grader"]) else []
+    yardsticks = dict(zip(graded["grader"], graded["yardstick"])) if "yardstick" in graded else {}
+
+    def extras(grader: str) -> dict[str, Any]:
+        agreement = ""
+        if "calibration_json" in graded:
+            mine = graded[graded["grader"] == grader]
+            calibration = next((c for c in mine["calibration_json"] if isinstance(c, str) and c), "")
+            if calibration:
+                agreement = json.dumps(clean(calibrated_rate(mine, json.loads(calibration))), sort_keys=True)
+        return {"self_judged": str(yardsticks.get(grader) or "").endswith(f"+{SELF_JUDGED_LABEL}"),
+                "repair_json": repair, "agreement_json": agreement,
+                "gradings_json": json.dumps([line for line in lines if line["grader"] == grader], sort_keys=True,
+                                            default=str),
+                "hallucinations_json": json.dumps(log, sort_keys=True, default=str) if grader == "grounding" else ""}
+
+    return extras
+
+
+def calibrated_rate(grades: pd.DataFrame, calibration: Mapping[str, Any]) -> dict[str, Any]:
+    """One grader's pass rate on a variant's graded answers with the prediction-powered interval
+    from its calibration (`agreement.judge_rate_with_ppi`) and the agreement numbers (accuracy,
+    kappa, the confusion matrix); PPI needs two graded answers and two calibration rows: else
+    the agreement alone, and ``error`` says why."""
+    from eval_pipeline.grading.agreement import judge_rate_with_ppi
+
+    passes = [bool(p) for p, s in zip(grades["passed"], grades["status"]) if s == "graded"]
+    base = {"grader": calibration.get("grader"), "n_calibration": calibration.get("n"),
+            "n_not_graded": calibration.get("n_not_graded"), "accuracy": calibration["agreement"]["accuracy"],
+            "kappa": calibration["agreement"]["kappa"], "confusion": calibration["agreement"]["confusion"],
+            "graded_by": calibration.get("graded_by", []), "source": calibration.get("source")}
+    try:
+        return {**base, **judge_rate_with_ppi(passes, calibration)}
+    except ValueError as exc:
+        return {**base, "error": str(exc)}
+
+
+def _extra_metadata(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The metric rows' grounding, repair and agreement figures as numbers for the asset page."""
+    import json
+
+    out: dict[str, Any] = {}
+    for r in rows:
+        if r["grader"] == "grounding":
+            for k in ("grounded_rate", "corpus_rate", "citations_per_answer"):
+                value = r.get(k)
+                out[k] = float(value) if value is not None and not missing(value) else float("nan")
+        if r.get("self_judged"):
+            out[f"{r['grader']} self-judged"] = True
+        if r.get("agreement_json"):
+            a = json.loads(r["agreement_json"])
+            for k in ("kappa", "accuracy", "estimate", "low", "high"):
+                if k in a:
+                    out[f"{r['grader']} {'ppi ' if k in ('estimate', 'low', 'high') else ''}{k}"] = (
+                        float("nan") if a[k] is None else float(a[k]))
+    repair = next((r["repair_json"] for r in rows if r.get("repair_json")), "")
+    if repair:
+        summary = json.loads(repair)
+        for k in ("pass_rate_before", "pass_rate_after"):
+            out[f"repair {k}"] = float("nan") if summary[k] is None else float(summary[k])
+        out["repair kept"] = int(summary["n_kept"])
+        out["repair asked"] = int(summary["n_repairs_asked"])
+    return out
 
 
 def grading_usage(before: Mapping[str, Any], after: Mapping[str, Any], model: str,
@@ -465,3 +573,41 @@ def hallucinations_of(answers: Mapping[str, pd.DataFrame], grades: Mapping[str, 
                 texts[(variant, r["prompt_id"])] = r["answer"]
     rows = [{**r, "variant": variant} for variant, graded in grades.items() for r in graded.to_dict("records")]
     return hallucination_log(rows, answer_keys=keys, answer_texts=texts or None)
+
+
+def calibrate_graders(path: str | Path, graders: Sequence[str], *, llm: Any, grade_cache: str | Path,
+                      max_tokens: int | None = None) -> dict[str, dict[str, Any]]:
+    """{grader: `agreement.calibrate_judge` result, with ``source`` the file} for each chosen LLM
+    grader the calibration file has rows for: ``decision`` the rows with a ``reference``,
+    ``judge`` those with a ``context`` (a row's ``grader`` field, when given, names its grader).
+    A file with no row for any chosen LLM grader is refused (a ValueError naming it): a
+    calibration that calibrates nothing would show no agreement and say nothing."""
+    from eval_pipeline.grading.agreement import calibrate_judge
+
+    rows = check_calibration(path, graders)
+    out: dict[str, dict[str, Any]] = {}
+    for grader, mine in rows.items():
+        out[grader] = {**calibrate_judge(mine, grader=grader, llm=llm, cache_dir=grade_cache, max_tokens=max_tokens),
+                       "source": str(path)}
+    return out
+
+
+def check_calibration(path: str | Path, graders: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """The calibration file's rows by the chosen LLM grader they calibrate (`calibrate_graders`),
+    read and checked without a model call (the run's preflight): a bad line names file and
+    line; a file that fits no chosen LLM grader is a ValueError."""
+    from eval_pipeline.grading.agreement import load_calibration
+
+    rows = load_calibration(path)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for grader, need in (("judge", "context"), ("decision", "reference")):
+        if grader in graders:
+            mine = [r for r in rows if r.get("grader", grader) == grader and need in r]
+            if mine:
+                out[grader] = mine
+    if not out:
+        chosen = [g for g in graders if g in ("judge", "decision")]
+        raise ValueError(f"{path}: no calibration row for the chosen LLM grader(s) "
+                         f"{', '.join(chosen) or '(none: choose judge or decision)'} (judge rows need a 'context', "
+                         "a list of passages; decision rows a 'reference')")
+    return out

@@ -1,9 +1,21 @@
 """The report's answer-quality section and what the answer_gate checks show, rendered from the
-answer verdict (`eval_pipeline.verdict.answers`), which decides."""
+answer verdict (`eval_pipeline.verdict.answers`), which decides.
+
+Beside the pass rates: a grader whose judge is the generator (allowed by
+``allow_self_judging``) is shown "<grader> (self-judged)"; the grounding grader's rates (in
+context, in the corpus, citations per answer, the items not found); the repair's pass rate
+before and after, with its counts and cost; and, when the run calibrated its judge, the
+judge's agreement with people (accuracy, Cohen's kappa) and the prediction-powered interval
+of its pass rate. `write_answer_files` writes the per-prompt gradings (``answers.jsonl``) and
+the hallucination log (``hallucinations.md`` / ``.jsonl``) beside the report, from the metric
+rows the verdict carries (`eval_pipeline.grading.run.answer_metric_frames`).
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -26,8 +38,9 @@ def _gate_cell(gate) -> str:
                                                                                                     gate.state)
 
 
-def answer_section(verdict: AnswerVerdict) -> list[str]:
-    """The report's "Answer quality" section (markdown lines)."""
+def answer_section(verdict: AnswerVerdict, files: Mapping[str, str] | None = None) -> list[str]:
+    """The report's "Answer quality" section (markdown lines); `files` (what `write_answer_files`
+    wrote: name -> path) are named at its end."""
     lines = ["## Answer quality", ""]
     missing_lines = [f"- `{v}` {g}: **FAILED** (not_compared): measured in run `{last}`, missing from this run."
                      for v, g, last in verdict.missing]
@@ -49,7 +62,7 @@ def answer_section(verdict: AnswerVerdict) -> list[str]:
     for r in verdict.rows:
         m, total = r["metrics"], r["metrics"]["latency_ms"]["total"]
         g = m["graders"].get(r["grader"], {}).get("by_retrieval", {})
-        table.append({"variant": r["variant"], "grader": r["grader"], "n": r["n_scored"],
+        table.append({"variant": r["variant"], "grader": _grader_cell(r), "n": r["n_scored"],
                       "pass rate": _interval(r["pass_rate"], r["pass_rate_low"], r["pass_rate_high"]),
                       "mean score": _interval(r["mean_score"], r["mean_low"], r["mean_high"]),
                       "hit / miss": f"{fmt_number(g.get('hit', {}).get('pass_rate'))} / "
@@ -60,7 +73,12 @@ def answer_section(verdict: AnswerVerdict) -> list[str]:
     columns = ["variant", "grader", "n", "pass rate", "mean score", "hit / miss", "p50 / p95 ms", "tokens", "cost",
                "errored", "gate"]
     lines += [markdown_table(pd.DataFrame(table), columns), ""]
-    lines += (_by_type(verdict) + _by_form(verdict) + _dimensions(verdict))
+    if any(_self_judged(r) for r in verdict.rows):
+        lines += ["*(self-judged)*: the grader's model wrote the answers (allow_self_judging): a model is lenient "
+                  "with its own answers, so the number is shown labelled and never compared with an independent "
+                  "judge's.", ""]
+    lines += (_grounding(verdict) + _repair(verdict) + _agreement(verdict) + _by_type(verdict) + _by_form(verdict)
+              + _dimensions(verdict) + _files(verdict, files or {}))
     notes = [f"- `{r['variant']}` {r['grader']}: {r['gate'].message}" for r in verdict.rows if r["gate"].message]
     notes += [f"- `{r['variant']}` {r['grader']}: compared across a treatment change: "
               f"{'; '.join(r['treatment_changes'])}"
@@ -68,6 +86,147 @@ def answer_section(verdict: AnswerVerdict) -> list[str]:
     if notes:
         lines += ["### Answer gate", "", *notes, ""]
     return lines
+
+
+def _self_judged(row: Mapping[str, Any]) -> bool:
+    value = row.get("self_judged")
+    if not missing(value) and bool(value):
+        return True
+    return str(row.get("yardstick") or "").endswith("+self-judged")
+
+
+def _grader_cell(row: Mapping[str, Any]) -> str:
+    return f"{row['grader']} (self-judged)" if _self_judged(row) else str(row["grader"])
+
+
+def _json(row: Mapping[str, Any], column: str) -> Any:
+    value = row.get(column)
+    if missing(value) or not isinstance(value, str) or not value:
+        return None
+    return json.loads(value)
+
+
+def _per_variant(verdict: AnswerVerdict, column: str) -> dict[str, Any]:
+    """variant -> the first non-empty JSON value of `column` among its rows."""
+    out: dict[str, Any] = {}
+    for r in verdict.rows:
+        value = _json(r, column)
+        if value is not None and r["variant"] not in out:
+            out[r["variant"]] = value
+    return out
+
+
+def _grounding(verdict: AnswerVerdict) -> list[str]:
+    rows = []
+    for r in verdict.rows:
+        if r["grader"] != "grounding":
+            continue
+        g = r["metrics"]["graders"].get("grounding", {}).get("grounding") or {}
+        rows.append({"variant": r["variant"], "grounded rate": fmt_number(r.get("grounded_rate")),
+                     "corpus rate": fmt_number(r.get("corpus_rate")),
+                     "citations / answer": fmt_number(r.get("citations_per_answer"), 2),
+                     "items": g.get("n_items", MISSING),
+                     "not in context": g.get("n_ungrounded", MISSING),
+                     "not in corpus": MISSING if g.get("n_not_in_corpus") is None else g["n_not_in_corpus"],
+                     "unknown citations": g.get("unknown_citations", MISSING)})
+    if not rows:
+        return []
+    return ["### Grounding (items an answer names, found in its context / anywhere in the corpus)", "",
+            "*grounded rate*: of the symbols, calls, quoted phrases and numbers the answers use, the share found in "
+            "their own context; *corpus rate*: found anywhere in the corpus through the keyword index "
+            f"({MISSING}: the corpus was not probed). Items in neither are listed in the hallucination log: targets "
+            "to read, not verdicts.", "",
+            markdown_table(pd.DataFrame(rows), list(rows[0])), ""]
+
+
+def _repair(verdict: AnswerVerdict) -> list[str]:
+    rows = []
+    for variant, s in _per_variant(verdict, "repair_json").items():
+        rows.append({"variant": variant, "checked": s["n_checked"],
+                     "static pass rate before → after": f"{fmt_number(s['pass_rate_before'])} → "
+                                                        f"{fmt_number(s['pass_rate_after'])}",
+                     "asked": s["n_repairs_asked"], "kept": s["n_kept"], "rejected": s["n_rejected"],
+                     "failed": s["n_failed"], "no-op": s["n_no_op"],
+                     "tokens": int(s["repair_prompt_tokens"]) + int(s["repair_completion_tokens"]),
+                     "cost": fmt_number(s["repair_cost"], 4)})
+    if not rows:
+        return []
+    return ["### Repair (one more call for an answer failing its static checks)", "",
+            "A repair is kept only when it fails strictly fewer checks; its tokens are billed kept or not. "
+            "*no-op*: the extractive generator writes no text of its own and cannot be asked again.", "",
+            markdown_table(pd.DataFrame(rows), list(rows[0])), ""]
+
+
+def _agreement(verdict: AnswerVerdict) -> list[str]:
+    rows, sources = [], set()
+    for r in verdict.rows:
+        a = _json(r, "agreement_json")
+        if a is None:
+            continue
+        sources.add(str(a.get("source")))
+        ppi = (f"{fmt_number(a['estimate'])} [{fmt_number(a['low'])}, {fmt_number(a['high'])}]"
+               if "estimate" in a else f"{MISSING} ({a.get('error', 'not computed')})")
+        rows.append({"variant": r["variant"], "grader": _grader_cell(r), "judge pass rate": fmt_number(r["pass_rate"]),
+                     "PPI estimate [95%]": ppi, "kappa": fmt_number(a.get("kappa")),
+                     "accuracy": fmt_number(a.get("accuracy")),
+                     "calibration rows": f"{a.get('n_calibration')} ({a.get('n_not_graded') or 0} not graded)"})
+    if not rows:
+        return []
+    return ["### Judge agreement with people", "",
+            f"The judge graded the calibration set {', '.join(f'`{s}`' for s in sorted(sources))}; *kappa*: Cohen's "
+            "kappa with the people's grades (1 agrees fully, 0 no better than chance); *PPI*: the prediction-powered "
+            "estimate and interval of the pass rate people would give (Angelopoulos et al. 2023, as ARES uses it), "
+            "from the judge's grades of this run and its errors on the calibration set.", "",
+            markdown_table(pd.DataFrame(rows), list(rows[0])), ""]
+
+
+def _files(verdict: AnswerVerdict, files: Mapping[str, str]) -> list[str]:
+    out = []
+    if "answers" in files:
+        out.append("- `answers.jsonl`: every grading, one line per (variant, prompt, grader): status, pass, score, "
+                   "reason, the answer's tokens and cost (its text only when the run kept it).")
+    log = _hallucinations(verdict)
+    if log is not None and "hallucinations" in files:
+        absent = sum(1 for e in log if e.get("in_corpus") is False)
+        out.append(f"- `hallucinations.md` / `hallucinations.jsonl`: {len(log)} item(s) not in their answer's "
+                   f"context, {absent} of them nowhere in the corpus.")
+    return ["Files beside this report:", "", *out, ""] if out else []
+
+
+def _hallucinations(verdict: AnswerVerdict) -> list[dict[str, Any]] | None:
+    """The run's hallucination log (every grounding row's), None when no grounding grader ran."""
+    found = False
+    log: list[dict[str, Any]] = []
+    for r in verdict.rows:
+        entries = _json(r, "hallucinations_json") if r["grader"] == "grounding" else None
+        if entries is not None:
+            found = True
+            log += entries
+    return log if found else None
+
+
+def write_answer_files(verdict: AnswerVerdict, stage: Path, suffix: str = "") -> dict[str, str]:
+    """``answers<suffix>.jsonl`` (every grading line) and, when the grounding grader ran,
+    ``hallucinations<suffix>.md`` / ``.jsonl`` into the staged results folder; name -> path of
+    what was written (nothing without answer metrics that carry them)."""
+    from eval_pipeline.common.atomic import atomic_write_text
+    from eval_pipeline.grading.grounding import hallucinations_jsonl, hallucinations_markdown
+
+    out: dict[str, str] = {}
+    lines = [line for r in verdict.rows for line in (_json(r, "gradings_json") or [])]
+    if lines:
+        order = {v: i for i, v in enumerate(dict.fromkeys(r["variant"] for r in verdict.rows))}
+        lines.sort(key=lambda x: (order.get(x["variant"], len(order)), str(x["prompt_id"]), str(x["grader"])))
+        path = Path(stage) / f"answers{suffix}.jsonl"
+        atomic_write_text(path, "".join(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n" for line in lines))
+        out["answers"] = str(path)
+    log = _hallucinations(verdict)
+    if log is not None:
+        md, jl = Path(stage) / f"hallucinations{suffix}.md", Path(stage) / f"hallucinations{suffix}.jsonl"
+        atomic_write_text(md, hallucinations_markdown(log))
+        atomic_write_text(jl, hallucinations_jsonl(log))
+        out.update({"hallucinations": str(md), "hallucinations_jsonl": str(jl)})
+    return out
 
 
 def _by_type(verdict: AnswerVerdict) -> list[str]:
@@ -116,6 +275,7 @@ def answer_gate_output(verdict: AnswerVerdict) -> dict[str, Any]:
         entry = out["variants"].setdefault(r["variant"], {"passed": True, "graders": {}})
         entry["passed"] = entry["passed"] and bool(g.passed)
         entry["graders"][r["grader"]] = {"passed": bool(g.passed), "state": g.state, "message": g.message,
+                                         "self_judged": _self_judged(r),
                                          "pass_rate": finite_number(r["pass_rate"]),
                                          "mean_score": finite_number(r["mean_score"]),
                                          "generator": "unknown" if missing(r["generator"]) else r["generator"],
@@ -151,6 +311,8 @@ def answer_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[s
             metadata[f"{grader} pass_rate"] = g["pass_rate"] if g["pass_rate"] is not None else float("nan")
             metadata[f"{grader} mean_score"] = g["mean_score"] if g["mean_score"] is not None else float("nan")
             metadata[f"{grader} yardstick"] = g["yardstick"] or ""
+            if g.get("self_judged"):
+                metadata[f"{grader} self-judged"] = True
             if g["message"]:
                 metadata[f"{grader} message"] = g["message"]
             if g["treatment_changes"]:

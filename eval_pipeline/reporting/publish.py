@@ -92,10 +92,11 @@ def check_results_dir(results_dir: str | os.PathLike[str], protected: Mapping[st
 def owned_by(name: str, suffix: str = "") -> bool:
     """Whether the results-folder entry `name` belongs to the run with `suffix` ('' for a full run,
     '.limited-50' for a quick run on 50 questions): results<s>.md, per_query<s>.jsonl,
-    misses<s>.jsonl (the microscope's), indexes<s>.json, <plot><s>.png and the trec<s>/ folder."""
+    misses<s>.jsonl (the microscope's), indexes<s>.json, answers<s>.jsonl (the gradings),
+    hallucinations<s>.md and .jsonl, <plot><s>.png and the trec<s>/ folder."""
     s = re.escape(suffix)
     return bool(re.fullmatch(rf"results{s}\.md|per_query{s}\.jsonl|misses{s}\.jsonl|indexes{s}\.json|trec{s}|"
-                             rf"{_PLOT_NAME}{s}\.png", name))
+                             rf"answers{s}\.jsonl|hallucinations{s}\.(?:md|jsonl)|{_PLOT_NAME}{s}\.png", name))
 
 
 def final_paths(paths: Mapping[str, str], stage: Path, results_dir: Path) -> dict[str, str]:
