@@ -18,6 +18,7 @@ it through its closure, never from a global. The checks that do not depend on it
 """
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Optional
 
 import pandas as pd
@@ -51,13 +52,26 @@ from assets.answer_quality import (  # noqa: F401  (the answer-quality assets: p
 )
 from assets.metadata import to_metadata
 from assets.partitions import partitions_of
-from assets.ranking import RankingConfig, build_ranked_results, index_embedder_of, reference_ranker
+from assets.ranking import (
+    RankingConfig,
+    build_ranked_results,
+    index_embedder_of,
+    reference_ranker,
+    reranker_builder,
+    run_pairs,
+)
 from assets.run import op_config, safe_results_dir, selected_assets
 from assets.store import StoreConfig, build_pgvector_store
 from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.config.sweep import SweepConfig
 from eval_pipeline.corpus.sources import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
-from eval_pipeline.questions.build import build_question_set, preflight_run
+from eval_pipeline.questions.build import (
+    build_compared_set,
+    build_question_set,
+    load_compared_sets,
+    preflight_run,
+    record_compared_set,
+)
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.fusion_tuning import split_question_set
 from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
@@ -72,7 +86,7 @@ from eval_pipeline.reporting.run import (
 from eval_pipeline.scoring.partitions import partition_metrics, score_partitions
 from eval_pipeline.store.indexes import CHUNKING_SETTINGS, IndexStores
 from eval_pipeline.validity.audit import audit_metadata, run_audit
-from eval_pipeline.verdict.retrieval import RunVerdict
+from eval_pipeline.verdict.retrieval import RunVerdict, code_version
 from eval_pipeline.verdict.run import decide_run
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource
 
@@ -108,11 +122,37 @@ def validate_run_config(run_config: dict, sweep: SweepConfig) -> None:
                                      "indexes, and each index's chunking is set there; remove it from the run config")
 
 
+class ComparedSetConfig(Config):
+    """A second question set on the same corpus (`question_set.compare_with`): every variant is
+    ranked on it too, and the report's set_validity section says whether the two sets rank the
+    variants alike (Kendall's τ with its interval, the pairs whose order flips)."""
+
+    name: str = Field(default="ict", description="its label in the report and the metadata (letters, digits, "
+                      "'.', '_', '-')")
+    source: Literal["file", "beir", "generate"] = Field(
+        default="generate", description="file: a JSONL set with header; beir: queries.jsonl + qrels/<split>.tsv; "
+        "generate: made from the corpus by `generator`, cached per document")
+    generator: Literal["llm", "ict"] = Field(default="ict", description="generate: ict (no model: sentences of the "
+                                             "documents, a weak set) or llm (back-translation with the LLM resource)")
+    path: Optional[str] = Field(default=None, description="file: the JSONL; beir: the folder; generate: output file "
+                                "(default: compared_questions_<name>_<corpus signature>.jsonl in the state dir)")
+    beir_split: str = Field(default="test", description="beir: qrels/<split>.tsv")
+    seed: int = Field(default=0, ge=0, description="generate with ict: which sentences are drawn")
+    k: Optional[int] = Field(default=None, ge=1, le=50, description="generate: questions per document (default 5)")
+    abstention_frac: float = Field(default=0.15, ge=0.0, lt=1.0, description="generate: share of abstention questions")
+    masking: bool = Field(default=True, description="generate: hide the document's name and identifiers")
+    unit: Literal["document", "chunk"] = Field(default="document", description="generate: per document or per chunk")
+    max_units: Optional[int] = Field(default=None, ge=1, description="generate: cap on units, in id order")
+
+
 class QuestionSetConfig(Config):
     source: Literal["file", "beir", "generate"] = Field(
         default="file", description="file: a JSONL set with header (default: the committed demo set); "
-        "beir: queries.jsonl + qrels/<split>.tsv; generate: back-translation with the LLM resource, cached"
+        "beir: queries.jsonl + qrels/<split>.tsv; generate: made from the corpus by `generator`, cached"
     )
+    generator: Literal["llm", "ict"] = Field(default="llm", description="generate: llm (back-translation with the "
+                                             "LLM resource) or ict (no model: sentences of the documents, a weak set)")
+    seed: int = Field(default=0, ge=0, description="generate with ict: which sentences are drawn")
     path: Optional[str] = Field(default=None, description="file: the JSONL; beir: the folder; generate: output file")
     beir_split: str = Field(default="test", description="beir: qrels/<split>.tsv")
     k: Optional[int] = Field(default=None, ge=1, le=50, description="generate: questions per document (default 5)")
@@ -126,6 +166,9 @@ class QuestionSetConfig(Config):
     allow_partial: bool = Field(default=False, description="generate: write the set even if some units failed")
     limit: Optional[int] = Field(default=None, ge=1, description="a quick run on the first N questions; its "
                                  "results get a suffixed name and never serve as a baseline")
+    compare_with: Optional[ComparedSetConfig] = Field(
+        default=None, description="a second question set on the same corpus (e.g. {source: generate, generator: "
+        "ict}): every variant is ranked on it too and the report shows whether the two sets rank the variants alike")
 
 
 class ReportConfig(Config):
@@ -232,16 +275,29 @@ def question_set_asset(sweep: SweepConfig) -> AssetsDefinition:
         llm: LLMResource,
     ) -> QuestionSet:
         """The question set, checked against the corpus it was written for (generated ones are cached per
-        document): eval_pipeline.questions.build.build_question_set. When a variant tunes its fusion,
-        split into the tuning part and the held-out rest that every variant is scored on
-        (eval_pipeline.ranking.fusion_tuning.split_question_set)."""
+        document): eval_pipeline.questions.build.build_question_set. When a variant tunes its fusion
+        or chooses its refusal threshold (`abstain: auto`), split into the tuning part and the
+        held-out rest that every variant is scored on
+        (eval_pipeline.ranking.fusion_tuning.split_question_set). With `compare_with`, the second
+        set is built (and cached) the same way and recorded in this one's header, for the report
+        to rank and compare (eval_pipeline.questions.build.build_compared_set)."""
         qs, metadata = build_question_set(config, corpus_snapshot, llm_client=llm.get, state=state.dir(),
                                           warn=context.log.warning)
-        if sweep.tuning is not None:  # a variant tunes its fusion: tuned on one part, every variant scored on the rest
+        if sweep.tuning is not None:  # tuned on one part (fusion, refusal thresholds), every variant scored on the rest
             fraction, seed = sweep.tuning
             qs = split_question_set(qs, fraction=fraction, seed=seed)
             metadata = {**metadata, "tuning_questions": qs.split["n_tuning"],
                         "held_out_questions": qs.split["n_held_out"]}
+        if config.compare_with is not None:
+            name = config.compare_with.name
+            other, other_metadata = build_compared_set(config, corpus_snapshot, llm_client=llm.get,
+                                                       state=state.dir(), warn=context.log.warning)
+            qs = record_compared_set(qs, name, other)
+            metadata = {**metadata, "compare_with": name, "compare_with path": Path(other.path),
+                        "compare_with questions": len(other.questions),
+                        "compare_with fingerprint": other.fingerprint,
+                        **{f"compare_with {k}": v for k, v in other_metadata.items()
+                           if k.startswith("generation_") and isinstance(v, (int, float))}}
         context.add_output_metadata(to_metadata(metadata))
         return qs
 
@@ -317,15 +373,32 @@ def report_asset(sweep: SweepConfig) -> AssetsDefinition:
         database: DatabaseResource,
         state: StateResource,
         llm: LLMResource,
+        embedder: EmbedderResource,
+        rerankers: RerankerResource,
     ) -> dict:
         """results.md with intervals, significance, the verdict, answer quality and plots;
         per_query.jsonl and TREC run files; the run recorded in the Postgres history tables, once
-        published (eval_pipeline.reporting.run.render_run). It decides nothing: the verdict did."""
+        published (eval_pipeline.reporting.run.render_run). It decides nothing: the verdict did.
+        A second question set (`question_set.compare_with`) is ranked here by every variant of the
+        run, index by index (eval_pipeline.reporting.set_validity.rank_compared_sets), for the
+        report's "Do the question sets agree?" section."""
+        compared = load_compared_sets(question_set, corpus_snapshot)
+        if compared:
+            from eval_pipeline.reporting.set_validity import rank_compared_sets
+
+            embedder_for = index_embedder_of(embedder, sweep)
+            compared = rank_compared_sets(
+                compared, run_pairs(list(verdict.gates), pgvector_store, sweep), stores=pgvector_store,
+                embedder_for=embedder_for, builder_for=lambda index: reranker_builder(rerankers, embedder_for(index)),
+                snapshot=corpus_snapshot, state=state.dir(), connection_string=database.connection_string(),
+                code_version=code_version(), log=context.log.info, tuning_from=question_set,
+                miss_k=op_config(context, "ranked_results", RankingConfig).miss_k)
         run = render_run(
             verdict, variant_metrics, sweep=sweep, snapshot=corpus_snapshot, stores=pgvector_store,
             question_set=question_set, connection_string=database.connection_string(), state=state.dir(),
             run_id=context.run_id, results_dir=safe_results_dir(context, config.results_dir, state.dir()),
-            record_history=config.record_history, warn=context.log.warning, llm=llm.get if config.grade_holes else None)
+            record_history=config.record_history, warn=context.log.warning, llm=llm.get if config.grade_holes else None,
+            compared_sets=compared)
         context.log.info(f"report written to {run.report_path}")
         context.add_output_metadata(to_metadata(run.metadata))
         return run.output

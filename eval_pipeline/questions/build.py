@@ -1,10 +1,15 @@
 """The corpus_snapshot asset's preflight and the question_set asset: a file, a BEIR split, or
-a set generated with an LLM, checked against the corpus before anything is embedded."""
+a generated set (an LLM's, or the inverse cloze task's without a model), checked against the
+corpus before anything is embedded; and the second set a run may compare it with
+(`compare_with`), built the same way and recorded in the first set's header, from which the report
+reloads it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from eval_pipeline.common.state import StateDir
@@ -27,9 +32,13 @@ def preflight_run(
     from eval_pipeline.questions.sets import preflight_question_set
 
     if questions is not None:
+        if questions.source == "generate":
+            generator_of(questions)
         preflight_question_set(questions.source, questions.path, corpus_signature=snapshot.signature,
                                beir_split=questions.beir_split, doc_ids=[d.doc_id for d in snapshot.documents],
                                corpus_source=snapshot.source, limit=questions.limit)
+        if getattr(questions, "compare_with", None) is not None:
+            preflight_compared_set(questions, snapshot)
         if getattr(questions, "extra_golds", None):  # a bad review file fails now, naming its line
             from eval_pipeline.questions.extra_golds import load_extra_golds
 
@@ -132,12 +141,12 @@ def _generate(settings: Any, snapshot: CorpusSnapshot, client: Any, state: State
 GENERATORS = ("llm", "ict")
 
 
-def generator_of(settings: Any) -> str:
+def generator_of(settings: Any, setting: str = "question_set.generator") -> str:
     """The generator a `generate` source names (`settings.generator`, "llm" when the settings have
     none); a ValueError naming the setting for any other value."""
     generator = getattr(settings, "generator", None) or "llm"
     if generator not in GENERATORS:
-        raise ValueError(f"question_set.generator {generator!r} is not valid; valid: {', '.join(GENERATORS)}")
+        raise ValueError(f"{setting} {generator!r} is not valid; valid: {', '.join(GENERATORS)}")
     return generator
 
 
@@ -167,3 +176,87 @@ def _generate_ict(settings: Any, snapshot: CorpusSnapshot, state: StateDir,
         warn(warning)
     write_generated_question_set(path, result, allow_partial=settings.allow_partial)
     return path, {f"generation_{k}": v for k, v in result.counts().items()}
+
+
+# The second question set of a run (`question_set.compare_with`): built and cached by the
+# question_set asset like the first, recorded in the first set's header under this key (name, path,
+# fingerprint), and reloaded from there by the report, which ranks it with every variant.
+COMPARED_SETS = "compared_sets"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def _compared_settings(settings: Any, snapshot: CorpusSnapshot, state: StateDir | None) -> SimpleNamespace:
+    """`settings.compare_with` as the settings build_question_set reads (the first set's own fields
+    that a compared set has no say in: no extra golds, no limit, nothing partial)."""
+    other = settings.compare_with
+    path = other.path
+    if other.source == "generate" and not path and state is not None:  # never the first set's file
+        path = str(state.root / f"compared_questions_{other.name}_{snapshot.signature}.jsonl")
+    return SimpleNamespace(source=other.source, path=path, beir_split=other.beir_split, generator=other.generator,
+                           seed=other.seed, k=other.k, abstention_frac=other.abstention_frac, masking=other.masking,
+                           unit=other.unit, max_units=other.max_units, allow_partial=False, limit=None,
+                           extra_golds=None)
+
+
+def preflight_compared_set(settings: Any, snapshot: CorpusSnapshot) -> None:
+    """`question_set.compare_with` checked before anything is embedded: its name, its generator,
+    and a file or BEIR set loaded against the corpus. Every error names the setting."""
+    from eval_pipeline.questions.sets import QuestionSetError, preflight_question_set
+
+    other = settings.compare_with
+    if not _NAME.match(str(other.name)):
+        raise ValueError(f"question_set.compare_with.name {other.name!r} is not valid: letters, digits, '.', '_' "
+                         "and '-' (it names a file and the report's metadata)")
+    if other.source == "generate":
+        generator_of(other, "question_set.compare_with.generator")
+        return
+    if other.source == settings.source and other.path and other.path == settings.path:
+        raise ValueError(f"question_set.compare_with names the run's own question set ({other.path}): compare with "
+                         "another set")
+    if other.source == "file" and not other.path:
+        raise ValueError("question_set.compare_with.path must name the JSONL set when its source is 'file'")
+    try:
+        preflight_question_set(other.source, other.path, corpus_signature=snapshot.signature,
+                               beir_split=other.beir_split, doc_ids=[d.doc_id for d in snapshot.documents],
+                               corpus_source=snapshot.source)
+    except QuestionSetError as exc:
+        raise QuestionSetError(f"question_set.compare_with: {exc}") from None
+
+
+def build_compared_set(settings: Any, snapshot: CorpusSnapshot, *, llm_client: Callable[[], Any], state: StateDir,
+                       warn: Callable[[str], None]) -> tuple[QuestionSet, dict[str, Any]]:
+    """The second set `settings.compare_with` names, built (and cached, when generated) as the
+    first is, and its metadata; `record_compared_set` puts it in the first set's header."""
+    preflight_compared_set(settings, snapshot)
+    return build_question_set(_compared_settings(settings, snapshot, state), snapshot, llm_client=llm_client,
+                              state=state, warn=warn)
+
+
+def record_compared_set(qs: QuestionSet, name: str, other: QuestionSet) -> QuestionSet:
+    """`qs` with `other` recorded in its header (name, path, fingerprint, size): the report
+    reloads it from there. The header is no part of the set's fingerprint: its results and
+    history are those of the same questions."""
+    from dataclasses import replace
+
+    record = {"name": name, "path": str(other.path), "fingerprint": other.fingerprint,
+              "questions": len(other.questions), "source": (other.header or {}).get("source"),
+              "generator": (other.header or {}).get("generator")}
+    kept = [r for r in (qs.header or {}).get(COMPARED_SETS, ()) if r.get("name") != name]
+    return replace(qs, header={**qs.header, COMPARED_SETS: [*kept, record]})
+
+
+def load_compared_sets(qs: QuestionSet, snapshot: CorpusSnapshot) -> list[tuple[str, QuestionSet]]:
+    """The second sets recorded in `qs`'s header, reloaded and checked: the same corpus and the
+    questions the question_set asset built (a file changed since fails, naming it)."""
+    from eval_pipeline.questions.sets import load_question_set
+
+    out = []
+    for record in (qs.header or {}).get(COMPARED_SETS, ()):
+        other = load_question_set(record["path"], corpus_signature=snapshot.signature,
+                                  doc_ids=[d.doc_id for d in snapshot.documents])
+        if other.fingerprint != record["fingerprint"]:
+            raise ValueError(f"question_set.compare_with {record['name']!r}: {record['path']} changed since the "
+                             f"question set was built (fingerprint {record['fingerprint']}, now {other.fingerprint}): "
+                             "materialize question_set again")
+        out.append((str(record["name"]), other))
+    return out

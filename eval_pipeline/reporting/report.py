@@ -41,7 +41,8 @@ class ReportInputs:
     """Everything a section's builder may read: the verdict, each variant's per-question
     metrics (in the verdict's order), the sweep (the variants file), the corpus, the index
     stores, the questions, the database, the state dir, the LLM client's factory (None unless
-    asked), and each partition's index and table."""
+    asked), each partition's index and table, and any second question set ranked by the same
+    variants."""
 
     verdict: Any
     per_variant: Mapping[str, pd.DataFrame]
@@ -54,6 +55,9 @@ class ReportInputs:
     llm: Callable[[], Any] | None
     index_of: Mapping[str, str]
     tables: Mapping[str, str]
+    # a second question set of the run on the same corpus (`question_set.compare_with`), ranked by
+    # every variant: eval_pipeline.reporting.set_validity.ComparedSet, read by the set_validity section
+    compared_sets: Sequence[Any] = ()
 
 
 @dataclass

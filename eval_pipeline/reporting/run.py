@@ -44,13 +44,16 @@ def render_run(
     record_history: bool,
     warn: Callable[[str], None],
     llm: Callable[[], Any] | None = None,
+    compared_sets: Sequence[Any] = (),
 ) -> RunReport:
     """The report asset: render what the verdict asset decided (`verdict`, a
     `eval_pipeline.verdict.run.decide_run` result: intervals, the baseline-variant
     comparison, every variant's retrieval and answer gate), publish the results folder, then
     record the run in the history (only once published: a failed write records nothing).
     With `llm` (a function giving the LLM client), the unjudged documents of the pooled top 10
-    are graded and every metric is also shown with those grades as labels.
+    are graded and every metric is also shown with those grades as labels. `compared_sets`: a
+    second question set ranked by the same variants (eval_pipeline.reporting.set_validity
+    .rank_compared_sets), which the set_validity section compares with this one.
 
     The report's sections beyond the retrieval tables are the registered ones
     (eval_pipeline.reporting.report.SECTIONS: validity, indexes when the variants file lists
@@ -75,7 +78,7 @@ def render_run(
     sections = build_sections(ReportInputs(  # the registered sections (eval_pipeline.reporting.report.SECTIONS)
         verdict=verdict, per_variant=per_variant, sweep=sweep, snapshot=snapshot, stores=stores,
         question_set=question_set, connection_string=connection_string, state=state, llm=llm, index_of=index_of,
-        tables=tables))
+        tables=tables, compared_sets=tuple(compared_sets)))
     suffix = f".limited-{len(question_set.questions)}" if question_set.limited else ""
     per_query = pd.concat(per_variant.values(), ignore_index=True)
     paths, plots, markdown = publish_report(

@@ -47,19 +47,40 @@ def rank_compared_set(name: str, question_set: Any, variants: Sequence[Any], *, 
     plan, caches and Sweep (`eval_pipeline.ranking.steps.rank_in_one_step`, as the answers asset
     ranks the golden prompts), and scored. A variant that tunes its fusion is tuned on
     `tuning_from`'s tuning part (the run's set), as when it was ranked, so only its scoring set
-    changes. One index: an index sweep compares the sets per index, calling this per store."""
+    changes; so does a variant that chooses its refusal threshold there (`abstain: auto`). One
+    index: an index sweep compares the sets per index, calling this per store
+    (`rank_compared_sets`)."""
     from dataclasses import replace
 
-    from eval_pipeline.ranking.steps import rank_in_one_step
+    from eval_pipeline.ranking.steps import chooses_threshold, rank_in_one_step
     from eval_pipeline.scoring.variant import score_variant
 
-    if tuning_from is not None and getattr(tuning_from, "tuning", None) and any(getattr(v, "tune", None)
-                                                                                 for v in variants):
+    if tuning_from is not None and getattr(tuning_from, "tuning", None) and any(
+            getattr(v, "tune", None) or chooses_threshold(v) for v in variants):
         question_set = replace(question_set, tuning=tuning_from.tuning, split=tuning_from.split)
     frames = rank_in_one_step(variants, snapshot=snapshot, store=store, question_set=question_set, state=state,
                               connection_string=connection_string, embedder=embedder, build_reranker=build_reranker,
                               miss_k=miss_k, reuse=True, code_version=code_version, log=log)
     return ComparedSet(name, question_set, {k: score_variant(f, question_set.questions) for k, f in frames.items()})
+
+
+def rank_compared_sets(compared: Sequence[tuple[str, Any]], pairs: Sequence[tuple[str, str, Any]], *, stores: Any,
+                       embedder_for: Any, builder_for: Any, **common: Any) -> list[ComparedSet]:
+    """Each (name, question set) of `compared` ranked by the run's partitions `pairs` (partition
+    key, index key, variant), index by index on that index's store, embedder and rerankers
+    (`rank_compared_set`), its per-question frames keyed by partition key as the run's own are.
+    `common`: rank_compared_set's other arguments (snapshot, state, connection_string,
+    code_version, log, tuning_from, miss_k)."""
+    out = []
+    for name, question_set in compared:
+        per_variant: dict[str, pd.DataFrame] = {}
+        for index in dict.fromkeys(index for _, index, _ in pairs):
+            mine = [(key, variant) for key, i, variant in pairs if i == index]
+            ranked = rank_compared_set(name, question_set, [v for _, v in mine], store=stores[index],
+                                       embedder=embedder_for(index), build_reranker=builder_for(index), **common)
+            per_variant.update({key: ranked.per_variant[variant.key] for key, variant in mine})
+        out.append(ComparedSet(name, question_set, {key: per_variant[key] for key, _, _ in pairs}))
+    return out
 
 
 def describe_set(question_set: Any) -> str:
