@@ -7,6 +7,11 @@ without code changes:
   OPENAI_BASE_URL, OPENAI_API_KEY)
 - EVAL_PIPELINE_LLM_SHARED_LIMIT=0 (default) | 1: the LLM's concurrency limit per process, or
   shared by every process and run through the database
+- the judge (`judge_llm`: the model of the `judge` and `decision` graders), apart from the
+  generator's: EVAL_PIPELINE_JUDGE_BASE_URL, EVAL_PIPELINE_JUDGE_MODEL, EVAL_PIPELINE_JUDGE_API_KEY,
+  EVAL_PIPELINE_JUDGE_TEMPERATURE (a setting left unset is the generator's; none set: the judge is
+  the generator's `llm`, and a run whose LLM grader would grade the LLM generator's answers is
+  refused unless `ops.graded_answers.config.allow_self_judging`, then labelled self-judged)
 - EVAL_PIPELINE_SCHEDULE=stopped (default) | running: the nightly schedule's state when the
   code location first loads (a state set in the UI afterwards wins)
 - job retrieval_eval_celery (needs the `celery` extra and running workers, see the README):
@@ -93,6 +98,40 @@ def _llm() -> LLMResource:
     )
 
 
+JUDGE_ENV = ("EVAL_PIPELINE_JUDGE_BASE_URL", "EVAL_PIPELINE_JUDGE_MODEL", "EVAL_PIPELINE_JUDGE_API_KEY",
+             "EVAL_PIPELINE_JUDGE_TEMPERATURE")
+
+
+def _judge_llm() -> LLMResource:
+    """The judge's model, apart from the generator's (the `judge` and `decision` graders call
+    it): EVAL_PIPELINE_JUDGE_BASE_URL, _MODEL, _API_KEY and _TEMPERATURE, each unset one the
+    generator's (OPENAI_BASE_URL, EVAL_PIPELINE_LLM_MODEL, 0). The URL, model and key stay
+    EnvVars (never their values in a job snapshot or the Launchpad). The key: the judge's own;
+    without it the generator's OPENAI_API_KEY only when the judge calls the generator's endpoint,
+    never another one (a third party must not receive it). None of the variables set: the
+    generator's resource itself, which graded_answers refuses as self-judging (or labels it,
+    when allowed) whenever the generator is that model."""
+    if not any(os.environ.get(name) for name in JUDGE_ENV):
+        return _llm()
+    own_endpoint = bool(os.environ.get("EVAL_PIPELINE_JUDGE_BASE_URL"))
+    if os.environ.get("EVAL_PIPELINE_JUDGE_API_KEY"):
+        key: EnvVar | None = EnvVar("EVAL_PIPELINE_JUDGE_API_KEY")
+    else:
+        key = EnvVar("OPENAI_API_KEY") if not own_endpoint and "OPENAI_API_KEY" in os.environ else None
+    raw = os.environ.get("EVAL_PIPELINE_JUDGE_TEMPERATURE", "").strip()
+    try:
+        temperature = float(raw) if raw else 0.0
+    except ValueError:
+        temperature = float("nan")
+    if not 0.0 <= temperature <= 2.0:
+        raise ValueError(f"EVAL_PIPELINE_JUDGE_TEMPERATURE must be a number in [0, 2], got {raw!r}")
+    return LLMResource(
+        base_url=EnvVar("EVAL_PIPELINE_JUDGE_BASE_URL") if own_endpoint else _base_url(),
+        model=(EnvVar("EVAL_PIPELINE_JUDGE_MODEL") if os.environ.get("EVAL_PIPELINE_JUDGE_MODEL")
+               else os.environ.get("EVAL_PIPELINE_LLM_MODEL")),
+        api_key=key, inherit_openai_key=not own_endpoint, temperature=temperature)
+
+
 # The variants file, read once as the code location loads; everything below is built from it.
 SWEEP: SweepConfig = read_sweep(variants_file())
 GRAPH = assets.build_assets(SWEEP)
@@ -164,6 +203,7 @@ defs = Definitions(
         "database": _database(),
         "embedder": _embedder(),
         "llm": _llm(),
+        "judge_llm": _judge_llm(),
         "rerankers": RerankerResource(llm=_llm()),
         "io_manager": RunScopedPickleIOManager(base_dir=str(STATE.dir().asset_outputs)),
         "variant_io_manager": VariantParquetIOManager(base_dir=str(STATE.dir().variant_outputs)),

@@ -124,6 +124,7 @@ class EmbedderResource(ConfigurableResource):
 
 
 _LLM_CACHE: dict[tuple, object] = {}
+_NO_KEY = "unused"  # the placeholder the client sends when it has no key (local servers ignore it)
 
 
 class LLMResource(ConfigurableResource):
@@ -152,18 +153,22 @@ class LLMResource(ConfigurableResource):
     shared_limit_timeout: float = Field(default=600.0, gt=0, description="shared_limit: seconds to wait for a free "
                                         "slot before the call fails, naming who holds them")
     database: Optional[DatabaseResource] = Field(default=None, description="shared_limit: where the slots live")
+    inherit_openai_key: bool = Field(default=True, description="without api_key: send OPENAI_API_KEY (the client's "
+                                     "default); false: send no key (a judge on another endpoint must never "
+                                     "receive the generator's key)")
 
     def get(self):
         from eval_pipeline.common.llm import LLMClient
 
         if not self.model:
             raise ValueError("llm.model is not set (EVAL_PIPELINE_LLM_MODEL); an LLM step needs a model name")
+        api_key = self.api_key if self.api_key or self.inherit_openai_key else _NO_KEY
         key = (self.base_url, self.model, self.temperature, self.timeout, self.max_concurrency, self.max_retries,
-               self.price_per_1k_prompt, self.price_per_1k_completion, hash(self.api_key), self.shared_limit,
+               self.price_per_1k_prompt, self.price_per_1k_completion, hash(api_key), self.shared_limit,
                self.shared_limit_timeout)
         if key not in _LLM_CACHE:  # one client per process: all LLM calls share its concurrency limit
             _LLM_CACHE[key] = LLMClient(
-                model=self.model, base_url=self.base_url, api_key=self.api_key, temperature=self.temperature,
+                model=self.model, base_url=self.base_url, api_key=api_key, temperature=self.temperature,
                 timeout=self.timeout, max_concurrency=self.max_concurrency, max_retries=self.max_retries,
                 price_per_1k_prompt=self.price_per_1k_prompt, price_per_1k_completion=self.price_per_1k_completion,
                 limiter=self._shared_limiter() if self.shared_limit else None,

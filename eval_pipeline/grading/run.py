@@ -611,3 +611,46 @@ def check_calibration(path: str | Path, graders: Sequence[str]) -> dict[str, lis
                          f"{', '.join(chosen) or '(none: choose judge or decision)'} (judge rows need a 'context', "
                          "a list of passages; decision rows a 'reference')")
     return out
+
+
+def grade_run(answers: Mapping[str, pd.DataFrame], golden: CheckedGoldenSet, *, graders: Sequence[str], state: Any,
+              llm: Any, connection_string: str | None, max_tokens: int | None = None, self_judged: bool = False,
+              calibration: str | Path | None = None, prices: Mapping[str, Any] | None = None,
+              log: Any = lambda _: None) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """The graded_answers asset without Dagster: (grades frames with their ``yardstick`` and,
+    when calibrated, ``calibration_json`` columns; the grading bill, {} without a model).
+    `llm` is the judge's client (None unless a chosen grader calls a model), `state` the state
+    dir (its answer cache and grade cache). The grounding grader probes the corpus through the
+    keyword index of each variant's store (`KeywordCorpusProbe` on `connection_string`). With
+    `calibration` (a file) the judge grades it too (`calibrate_graders`); its agreement rides on
+    the grader's rows to the metrics (`answer_metric_frames`)."""
+    import json
+
+    from eval_pipeline.grading.grounding import KeywordCorpusProbe
+
+    before = llm.usage if llm is not None else None
+    probe = KeywordCorpusProbe(connection_string) if "grounding" in graders and connection_string else None
+    try:
+        frames, yardsticks = grade_variants(answers, golden, graders=graders, cache=AnswerCache(state.answers),
+                                            llm=llm, grade_cache=state.answer_grades, max_tokens=max_tokens,
+                                            corpus_probe=probe, self_judged=self_judged)
+    finally:
+        if probe is not None:
+            probe.close()
+    calibrations: dict[str, dict[str, Any]] = {}
+    if calibration and llm is not None:
+        calibrations = calibrate_graders(calibration, graders, llm=llm, grade_cache=state.answer_grades,
+                                         max_tokens=max_tokens)
+        for grader, result in calibrations.items():
+            a = result["agreement"]
+            log(f"calibration of the {grader} grader on {result['source']}: {result['n']} row(s) graded "
+                f"({result['n_not_graded']} not), accuracy {a['accuracy']:.3f}, kappa {a['kappa']:.3f}")
+    out = {}
+    for key, frame in frames.items():
+        frame = frame.assign(yardstick=frame["grader"].map(yardsticks[key]))
+        if calibrations:
+            encoded = {g: json.dumps(c, sort_keys=True, default=str) for g, c in calibrations.items()}
+            frame = frame.assign(calibration_json=frame["grader"].map(encoded).fillna(""))
+        out[key] = frame
+    usage = grading_usage(before, llm.usage, llm.model, prices) if llm is not None else {}
+    return out, usage

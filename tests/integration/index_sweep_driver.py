@@ -30,6 +30,7 @@ def main(state: str, results: str, pair: str | None = None) -> dict:
         "database": DatabaseResource(kind="embedded", state=state_resource),
         "embedder": EmbedderResource(),
         "llm": LLMResource(),
+        "judge_llm": LLMResource(),
         "rerankers": RerankerResource(llm=LLMResource()),
         "variant_io_manager": VariantParquetIOManager(base_dir=str(Path(state) / "variants")),
     }

@@ -590,7 +590,7 @@ def in_process(tmp_path, pg_state_dir, embedded_pg):
         "io_manager": RunScopedPickleIOManager(base_dir=str(tmp_path / "assets")),
         "variant_io_manager": VariantParquetIOManager(base_dir=str(tmp_path / "variants")),
         "state": state, "database": DatabaseResource(kind="embedded", state=state), "embedder": EmbedderResource(),
-        "llm": LLMResource(), "rerankers": RerankerResource(llm=LLMResource()),
+        "llm": LLMResource(), "judge_llm": LLMResource(), "rerankers": RerankerResource(llm=LLMResource()),
     }
     tags = {"dagster/asset_partition_range_start": SWEEP.keys[0], "dagster/asset_partition_range_end": SWEEP.keys[-1]}
 

@@ -62,6 +62,7 @@ def resources(own_state, tmp_path):
         "database": DatabaseResource(kind="embedded", state=StateResource(path=str(pg_state_dir))),
         "embedder": EmbedderResource(),
         "llm": LLMResource(),
+        "judge_llm": LLMResource(),
         "rerankers": RerankerResource(llm=LLMResource()),
         "variant_io_manager": VariantParquetIOManager(base_dir=str(tmp_path / "variants")),
     }

@@ -9,7 +9,9 @@ The places:
 - the userinfo of OPENAI_BASE_URL (``http://user:<secret>@127.0.0.1:<port>/v1``), which the
   HTTP client sends as basic auth;
 - the query of OPENAI_BASE_URL (``?api-key=<secret>``, Azure-style);
-- OPENAI_API_KEY.
+- OPENAI_API_KEY;
+- EVAL_PIPELINE_JUDGE_API_KEY, the key of the judge's own model (`judge_llm`, #27): the judge
+  and decision graders call another model than the generator's (a self-judging run is refused).
 
 The run (`dagster job execute` on the tiny fixture) calls the OpenAI-compatible test server
 (tests/openai_stub.py, wrapped here so that a query string on its URL is accepted) for every
@@ -60,6 +62,7 @@ SECRETS = {
     "base URL userinfo password": "Uq4öP:zäL@küT%béW/8ß",
     "base URL query api-key": "Qk5ëRm!ïXj2õ+WvçHs9å",
     "OPENAI_API_KEY": "Yh6Jd9Ng3Fc0WsKp7Rx2",  # a header value: ASCII only
+    "EVAL_PIPELINE_JUDGE_API_KEY": "Jq8Vt4Lm1Zb6Hn3Cs5Pw",  # a header value: ASCII only
 }
 CHAT_KINDS = ("rerank", "hole", "judge", "decision", "answer", "generate")
 
@@ -282,6 +285,8 @@ def run(tmp_path_factory, embedded_pg):
                 EVAL_PIPELINE_DB="external", EVAL_PIPELINE_DATABASE_URL=db_url,
                 OPENAI_BASE_URL=base_url, OPENAI_API_KEY=SECRETS["OPENAI_API_KEY"],
                 EVAL_PIPELINE_LLM_MODEL="stub-model", EVAL_PIPELINE_LLM_SHARED_LIMIT="1",
+                EVAL_PIPELINE_JUDGE_MODEL="stub-judge",
+                EVAL_PIPELINE_JUDGE_API_KEY=SECRETS["EVAL_PIPELINE_JUDGE_API_KEY"],
                 EVAL_PIPELINE_EMBEDDER="openai", EVAL_PIPELINE_EMBEDDER_MODEL="stub-embedder",
                 EVAL_PIPELINE_VARIANTS=str(variants))
             config = tiny_job_config(results, source="generate", k=2)
@@ -325,7 +330,8 @@ def test_the_job_ran_with_every_secret_in_play(run):
         if scheme == "Basic":
             assert base64.b64decode(value).decode() == f"{BASIC_USER}:{userinfo}", r
         else:
-            assert (scheme, value) == ("Bearer", SECRETS["OPENAI_API_KEY"]), r
+            keys = (SECRETS["OPENAI_API_KEY"], SECRETS["EVAL_PIPELINE_JUDGE_API_KEY"])
+            assert scheme == "Bearer" and value in keys, r
 
     # The job wrote its history through the URL with the password: the role that owns the tables.
     with psycopg.connect(run.history_uri) as conn:
