@@ -384,8 +384,11 @@ def report_asset(sweep: SweepConfig) -> AssetsDefinition:
         report's "Do the question sets agree?" section."""
         compared = load_compared_sets(question_set, corpus_snapshot)
         if compared:
+            import time
+
             from eval_pipeline.reporting.set_validity import rank_compared_sets
 
+            started = time.perf_counter()
             embedder_for = index_embedder_of(embedder, sweep)
             compared = rank_compared_sets(
                 compared, run_pairs(list(verdict.gates), pgvector_store, sweep), stores=pgvector_store,
@@ -393,6 +396,8 @@ def report_asset(sweep: SweepConfig) -> AssetsDefinition:
                 snapshot=corpus_snapshot, state=state.dir(), connection_string=database.connection_string(),
                 code_version=code_version(), log=context.log.info, tuning_from=question_set,
                 miss_k=op_config(context, "ranked_results", RankingConfig).miss_k)
+            context.log.info(f"compare_with: {', '.join(c.name for c in compared)} ranked by {len(verdict.gates)} "
+                             f"partition(s) in {time.perf_counter() - started:.1f} s")
         run = render_run(
             verdict, variant_metrics, sweep=sweep, snapshot=corpus_snapshot, stores=pgvector_store,
             question_set=question_set, connection_string=database.connection_string(), state=state.dir(),

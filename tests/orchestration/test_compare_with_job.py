@@ -46,6 +46,9 @@ def test_compare_with_an_ict_set_adds_the_set_validity_section(tmp_path_factory,
     report = _metadata(project, first.run_id, "report")
     tau = report["set tau ndcg@10"]
     assert tau is None or -1.0 <= tau <= 1.0
+    # the microscope on the same page (#26): misses.jsonl as a path, the counts per triage label as numbers
+    assert str(report["misses"]).endswith("misses.jsonl")
+    assert isinstance(report["misses never_candidate"], int)
     questions = _metadata(project, first.run_id, "question_set")
     assert questions["compare_with"] == "ict" and questions["compare_with questions"] > 0
     assert questions["compare_with generation_units_generated"] > 0
