@@ -21,9 +21,13 @@ loader puts the file, line and variant in front (`path:line: variant N: ...`).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
+import inspect
 import math
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +39,69 @@ PLUGINS_ENV = "EVAL_PIPELINE_PLUGINS"
 
 _loaded: set[str] = set()
 _lock = threading.RLock()
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # eval_pipeline/
+_REGISTRIES: list[Registry] = []  # every registry made, for `plugin_code_digest`
+
+
+def _outside_package(path: str) -> bool:
+    return not os.path.abspath(path).startswith(_PACKAGE + os.sep)
+
+
+def _module_file(module_name: object) -> tuple[str, str] | None:
+    """(module name, its source file) of a loaded module with a `.py` file, else None."""
+    module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    path = getattr(module, "__file__", None)
+    return (str(module_name), os.path.abspath(path)) if isinstance(path, str) and path.endswith(".py") else None
+
+
+def _defining_modules(kind: Any, caller: tuple[str, str] | None) -> tuple[tuple[str, str], ...]:
+    """The modules (name, source file) that define `kind`: the module that registered it
+    (`caller`) and those of the callables and classes it holds (its dataclass fields or
+    attributes, the function of a partial); only those outside the package, whose code the
+    package's source digest does not cover."""
+    values: list[Any] = [kind]
+    if dataclasses.is_dataclass(kind) and not isinstance(kind, type):
+        values += [getattr(kind, f.name, None) for f in dataclasses.fields(kind)]
+    else:
+        values += list(getattr(kind, "__dict__", {}).values())
+    found = [caller]
+    for value in values:
+        while isinstance(value, functools.partial):
+            value = value.func
+        if callable(value) or isinstance(value, type):
+            module = getattr(value, "__module__", None) or getattr(type(value), "__module__", None)
+            found.append(_module_file(module))
+    return tuple(sorted({m for m in found if m is not None and _outside_package(m[1])}))
+
+
+def modules_code_digest(modules: Sequence[tuple[str, str]]) -> str:
+    """A digest of the code of ``modules`` ((name, source file at any absolute path)), each
+    file read as code (`eval_pipeline.common.versions.code_digest_of_file`) under its module
+    name (not its path: the same plugin checked out elsewhere is the same code); '' for none."""
+    if not modules:
+        return ""
+    import hashlib
+
+    from eval_pipeline.common.versions import code_digest_of_file
+
+    digest = hashlib.sha256()
+    for name, path in sorted(set(modules)):
+        digest.update(name.encode() + b"\0" + code_digest_of_file(path).encode() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def plugin_code_digest(*whats: str) -> str:
+    """A digest of the code of every kind registered from outside the package, in the
+    registries named ``whats`` (their `what`: "engine", "reranker", "measure"...); '' when
+    there is none, so the identities of a project without plugins are what they were. The
+    plugins named by `EVAL_PIPELINE_PLUGINS` are imported first."""
+    load_plugins()
+    parts = [f"{r.what}={r.code_digest()}" for r in _REGISTRIES if r.what in whats and r.code_digest()]
+    if not parts:
+        return ""
+    import hashlib
+
+    return hashlib.sha256(";".join(sorted(parts)).encode()).hexdigest()[:12]
 
 
 def plugin_modules() -> tuple[str, ...]:
@@ -76,23 +143,55 @@ class Registry(Generic[K]):
         self.what, self.plural = what, plural or f"{what}s"
         self._modules = tuple(modules)
         self._kinds: dict[str, K] = {}
+        # name -> (source files outside the package, the digest of their code when registered)
+        self._sources: dict[str, tuple[tuple[str, ...], str]] = {}
+        _REGISTRIES.append(self)
 
     def register(self, kind: K, *, replace: bool = False) -> K:
-        """Add `kind`; a second kind under a registered name is refused unless `replace`."""
+        """Add `kind`; a second kind under a registered name is refused unless `replace`.
+
+        A kind defined outside the package (a plugin) has its source files and a digest of
+        their code recorded (`code_digest`): the identities that use the kind (the engine's,
+        the results cache's, the scoring protocol, a grader's yardstick) change with its code,
+        as they change with the package's own (`eval_pipeline.common.versions.source_digest`)."""
         name = kind.name
         if not isinstance(name, str) or not name:
             raise ValueError(f"a {self.what} needs a non-empty name, got {name!r}")
+        frame = inspect.currentframe()
+        caller = frame.f_back.f_globals.get("__name__") if frame is not None and frame.f_back is not None else None
+        del frame
+        modules = _defining_modules(kind, _module_file(caller))
         load_plugins(self._modules)  # the built-in kinds first, whoever registers first
         with _lock:
             if name in self._kinds and not replace and self._kinds[name] is not kind:
                 raise ValueError(f"{self.what} {name!r} is registered already")
             self._kinds[name] = kind
+            if modules:
+                self._sources[name] = (tuple(path for _, path in modules), modules_code_digest(modules))
+            else:
+                self._sources.pop(name, None)
         return kind
 
     def unregister(self, name: str) -> None:
         """Remove a kind (tests that register a toy undo it)."""
         with _lock:
             self._kinds.pop(name, None)
+            self._sources.pop(name, None)
+
+    def external_sources(self, names: Sequence[str] | None = None) -> dict[str, tuple[str, ...]]:
+        """name -> the source files outside the package that define it, for the kinds registered
+        from plugins (of ``names``, default every one); built-in kinds are not listed."""
+        return {n: files for n, (files, _) in self._sources.items() if names is None or n in names}
+
+    def code_digest(self, names: Sequence[str] | None = None) -> str:
+        """A digest of the code of the plugin kinds (of ``names``, default every one), as it
+        was when each registered; '' when none is a plugin."""
+        chosen = sorted((n, d) for n, (_, d) in self._sources.items() if names is None or n in names)
+        if not chosen:
+            return ""
+        import hashlib
+
+        return hashlib.sha256(repr(chosen).encode()).hexdigest()[:12]
 
     def _ready(self) -> dict[str, K]:
         load_plugins(self._modules)

@@ -36,6 +36,24 @@ def _code_of(text: str) -> str:
     return ast.dump(tree, annotate_fields=False, include_attributes=False)
 
 
+def code_digest_of_file(path: str) -> str:
+    """A digest of one Python file's code (`_code_of`), at any absolute path (a plugin's file
+    outside the project); the digest of its bytes when it does not parse, 'absent' when it
+    cannot be read. Read each time it is asked: callers take it when the code is loaded."""
+    import hashlib
+    from pathlib import Path
+
+    try:
+        raw = Path(path).read_bytes()
+    except OSError:
+        return "absent"
+    try:
+        text = _code_of(raw.decode("utf-8"))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return hashlib.sha256(raw).hexdigest()[:12]
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def source_digest(*paths: str) -> str:
     """A digest of the code of the project's source files under ``paths`` (files, or folders
     whose ``.py`` files count), relative to the project root, read as syntax trees

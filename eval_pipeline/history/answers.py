@@ -21,11 +21,13 @@ Comparable (:func:`answer_comparable`): the generator is known (``run_generator`
 single one), the yardstick names a single grader under one version, the run is not limited,
 and the set id, set fingerprint and corpus signature are known. Yardsticks:
 
-* ``deterministic:v<version>``, ``static:v<version>``: comparable;
-* ``judge:<provider>:<model>:v<version>``, ``decision:<provider>:<model>:v<version>``:
-  comparable (the rules of :func:`eval_pipeline.grading.judges.comparable_yardstick`);
-* bare ``judge``/``decision`` (no single grader), ``judge:failed``/``decision:failed``, a
-  yardstick of another grader than the row's, or anything else: never.
+* an offline registered grader's ``<grader>:v<version>…`` (``deterministic:v1+…``,
+  ``static:v2+…``, ``grounding:v1+…``, a plugin's ``toy_length:v1+60``): comparable;
+* a token-spending grader's ``<grader>:<provider>:<model>:v<version>…`` (``judge``,
+  ``decision``: the rules of :func:`eval_pipeline.grading.judges.comparable_yardstick`):
+  comparable;
+* a bare name (no single grader), ``<grader>:failed``, a yardstick of another grader than the
+  row's, an unregistered grader's, or anything else: never.
 
 Eligible: a row may be a later run's yardstick only when it is comparable, no answer
 errored, it scored at least one answer with finite pass rate and mean score, and (the
@@ -105,8 +107,10 @@ _STORED = ("run_id", "variant", "grader", "set_id", "set_fingerprint", "corpus_s
 _READ = ("run_id", "variant", "grader", "seq", "created_at", *_STORED[3:], "accepted", "accepted_at")
 _FLOATS = ("pass_rate", "mean_score", *_CI_FIELDS)
 
-_VERSIONED = re.compile(r"(?P<grader>deterministic|static):v[^:\s]+")
-_LLM_GRADED = re.compile(r"(?P<grader>judge|decision):(?P<who>.+):v(?P<version>[^:\s]+)")
+# An offline grader's yardstick: `<name>:v<version>…` (the version and whatever else it holds, no
+# colon after it); a grader that calls a model: `<name>:<provider>:<model>:v<version>…`.
+_OFFLINE = r"(?P<grader>[^:\s]+):v[^:\s]+"
+_MODEL_GRADED = r"(?P<grader>[^:\s]+):(?P<who>.+):v(?P<version>[^:\s]+)"
 
 
 # --------------------------------------------------------------------------
@@ -115,20 +119,37 @@ _LLM_GRADED = re.compile(r"(?P<grader>judge|decision):(?P<who>.+):v(?P<version>[
 
 
 def _yardstick_problem(yardstick: object, grader: object) -> str | None:
-    """Why ``yardstick`` cannot be compared for ``grader``, or None when it can."""
+    """Why ``yardstick`` cannot be compared for ``grader``, or None when it can. The grader
+    must be registered (`eval_pipeline.grading.registry.GRADER_KINDS`, a plugin's too): an
+    offline one's yardstick is ``<grader>:v<version>…``; one that spends tokens needs the
+    ``<grader>:<provider>:<model>:v<version>…`` form naming a single grading model (not
+    ``failed``, not a bare name)."""
+    from eval_pipeline.grading.registry import GRADER_KINDS
+
     if not is_text(yardstick):
         return f"the yardstick is missing or invalid ({yardstick!r})"
-    versioned = _VERSIONED.fullmatch(yardstick)
-    graded = _LLM_GRADED.fullmatch(yardstick)
-    match = versioned or graded
+    owner = yardstick.partition(":")[0]
+    if isinstance(grader, str) and owner != grader and owner in GRADER_KINDS:
+        return f"the yardstick {yardstick!r} does not belong to grader {grader!r}"
+    kind = GRADER_KINDS.get(grader)
+    if kind is None:
+        return f"the yardstick {yardstick!r} is of grader {grader!r}, which is not registered: it is never compared"
+    if not kind.spends_tokens:
+        match = re.fullmatch(_OFFLINE, yardstick)
+    else:
+        match = re.fullmatch(_MODEL_GRADED, yardstick)
+        if match is not None:
+            provider, _, model = match["who"].partition(":")
+            if not provider or not model or match["who"] == "failed":
+                match = None
     if match is None:
         return (f"the yardstick {yardstick!r} names no single grader under one version (a grading model "
                 "failed, changed between calls or is unknown): it is never compared")
     if match["grader"] != grader:
         return f"the yardstick {yardstick!r} does not belong to grader {grader!r}"
-    # answer_judges' rules (a provider and a model), asked in the decision form so that they
-    # hold for the judge whether or not comparable_yardstick knows the judge prefix
-    if graded is not None and not comparable_yardstick(f"decision:{graded['who']}:v{graded['version']}"):
+    # answer_judges' rules for the built-in model graders (a provider and a model)
+    if kind.spends_tokens and grader in ("judge", "decision") and \
+            not comparable_yardstick(f"decision:{match['who']}:v{match['version']}"):
         return f"the yardstick {yardstick!r} names no single grading model: it is never compared"
     return None
 

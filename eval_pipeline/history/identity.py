@@ -110,6 +110,10 @@ SCORING_SOURCES = ("eval_pipeline/metrics/retrieval.py", "eval_pipeline/scoring/
 
 
 def scoring_protocol(version: str) -> str:
-    """``version`` (the hand-kept protocol version) and a digest of the scoring code's bytes."""
+    """``version`` (the hand-kept protocol version), a digest of the scoring code's bytes and,
+    with plugin metrics, of their code (`eval_pipeline.common.registry.plugin_code_digest`)."""
 
-    return f"{version}+{source_digest(*SCORING_SOURCES)}"
+    from eval_pipeline.common.registry import plugin_code_digest
+
+    plugins = plugin_code_digest("measure")  # a metric registered from outside the package
+    return f"{version}+{source_digest(*SCORING_SOURCES)}" + (f"+plugins-{plugins}" if plugins else "")

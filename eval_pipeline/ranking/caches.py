@@ -86,12 +86,25 @@ RESULT_PACKAGES = ("numpy", "torch", "transformers", "sentence-transformers", "t
                    "openai")
 
 
+# The registries whose kinds rank or score a result: a plugin kind of one of them (a team's engine
+# or leg, reranker or metric, registered from outside the package) is code that decides a result.
+RESULT_REGISTRIES = ("engine", "reranker", "measure")
+
+
 def result_environment() -> dict[str, str]:
     """Versions of the installed packages that decide rankings ('absent' when not installed):
-    a results cache entry from before an upgrade is not reused after it."""
+    a results cache entry from before an upgrade is not reused after it. With plugin kinds
+    (`RESULT_REGISTRIES`), ``plugin-code``: the digest of their source files, which the
+    checkout's version and the package's source digest do not cover (a plugin lives outside
+    them), so its edit is not replayed from the cache and is part of the engine identity."""
+    from eval_pipeline.common.registry import plugin_code_digest
     from eval_pipeline.common.versions import package_versions
 
-    return package_versions(RESULT_PACKAGES)
+    environment = package_versions(RESULT_PACKAGES)
+    plugins = plugin_code_digest(*RESULT_REGISTRIES)
+    if plugins:
+        environment["plugin-code"] = plugins
+    return environment
 
 
 # Where importable code lives (relative to the project root): a change here, tracked or not,
@@ -101,11 +114,12 @@ CODE_PATHS = ("eval_pipeline", "assets", "resources", "definitions.py")
 
 def engine_identity(database: Mapping[str, str] | None = None) -> str:
     """What ranked a result, beyond its configuration: the code (its syntax, under the code
-    paths, taken once per process), the versions of the packages that decide a ranking and,
-    given, the database server's and vector extension's (``database``: `store_environment`);
-    16 hex characters. Recorded with every ranked result: a paired comparison re-ranks a
-    reference configuration with today's engine, which only stands for the reference when it is
-    the same engine, and a partition ranked by another engine is not this run's measurement."""
+    paths, taken once per process; a plugin kind's, `result_environment`), the versions of the
+    packages that decide a ranking and, given, the database server's and vector extension's
+    (``database``: `store_environment`); 16 hex characters. Recorded with every ranked result:
+    a paired comparison re-ranks a reference configuration with today's engine, which only
+    stands for the reference when it is the same engine, and a partition ranked by another
+    engine is not this run's measurement."""
     import json
 
     from eval_pipeline.common.versions import source_digest
