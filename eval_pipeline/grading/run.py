@@ -234,11 +234,26 @@ def _record(cache: AnswerCache, answer) -> dict[str, Any]:
 
 
 def grading_code() -> str:
-    """The bytes of the grading code, in the code-graded yardsticks: a grader changed without
-    a bumped version grades another way (another yardstick, never compared)."""
-    from eval_pipeline.common.versions import source_digest
+    """The code that decides a code-graded pass, in the code-graded yardsticks: a grader changed
+    without a bumped version grades another way (another yardstick, never compared). The rules
+    (assertions.py, answer_metrics.py), this module (which routes an answer to them), the
+    pattern engine's wrapper (common/patterns.py) and the `regex` package's version (a `regex`
+    assertion's match), the golden set's limits (questions/golden.py), and the Python that
+    parses a static check's code (`ast`) and normalizes text (`unicodedata`)."""
+    import hashlib
+    import sys
+    import unicodedata
 
-    return source_digest("eval_pipeline/grading/assertions.py", "eval_pipeline/grading/answer_metrics.py")
+    import regex
+
+    from eval_pipeline.common import versions
+
+    code = versions.source_digest("eval_pipeline/grading/assertions.py", "eval_pipeline/grading/answer_metrics.py",
+                                  "eval_pipeline/grading/run.py", "eval_pipeline/common/patterns.py",
+                                  "eval_pipeline/questions/golden.py")
+    runtime = f"regex {getattr(regex, '__version__', 'unknown')}; python {sys.version_info[:3]}; " \
+              f"unicode {unicodedata.unidata_version}"
+    return hashlib.sha256(f"{code};{runtime}".encode()).hexdigest()[:12]
 
 
 def _with_sampling(yardstick: str, sampling: str) -> str:
