@@ -667,5 +667,5 @@ def grade_run(answers: Mapping[str, pd.DataFrame], golden: CheckedGoldenSet, *, 
             encoded = {g: json.dumps(c, sort_keys=True, default=str) for g, c in calibrations.items()}
             frame = frame.assign(calibration_json=frame["grader"].map(encoded).fillna(""))
         out[key] = frame
-    usage = grading_usage(before, llm.usage, llm.model, prices) if llm is not None else {}
+    usage = grading_usage(before, llm.usage, llm.model, prices) if llm is not None and before is not None else {}
     return out, usage
