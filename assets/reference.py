@@ -18,7 +18,8 @@ from resources import DatabaseResource
 
 class AcceptConfig(Config):
     run_id: str = Field(description="the run to accept (its Dagster run id, as recorded in eval_runs)")
-    variants: Optional[list[str]] = Field(default=None, description="only these variants (default: all of the run's)")
+    variants: Optional[list[str]] = Field(default=None, description="only these variants (default: all of the run's; "
+                                          "a variant that failed against a comparable yardstick must be named)")
     note: str = Field(default="", description="why it was accepted; kept with the reference")
     accepted_by: str = Field(default="", description="who accepts (default: the launching user's name, or $USER)")
 
@@ -26,7 +27,9 @@ class AcceptConfig(Config):
 @op
 def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, database: DatabaseResource) -> list:
     """Refuses a limited run or variants with errored questions or reranker fallbacks, naming
-    why; records who accepted, when and why (eval_references)."""
+    why, and, unless `variants` names them, variants that failed their gate against a comparable
+    yardstick (a measured regression is accepted only deliberately, by name); records who
+    accepted, when and why (eval_references)."""
     who = config.accepted_by or context.run.tags.get("dagster/user") or None
     accepted = accept_reference(database.connection_string(), config.run_id, variants=config.variants,
                                 note=config.note, accepted_by=who)

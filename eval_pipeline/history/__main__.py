@@ -41,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     runs.add_argument("--limit", type=int, default=20)
     accept = sub.add_parser("accept", help="accept a run as the pinned reference of its variants")
     accept.add_argument("run_id")
-    accept.add_argument("--variant", action="append", dest="variants", help="only this variant (repeatable)")
+    accept.add_argument("--variant", action="append", dest="variants",
+                        help="only this variant (repeatable); a variant that failed its gate against a comparable "
+                        "yardstick (a measured regression) is accepted only when named")
     accept.add_argument("--note", default="", help="why it was accepted (kept with the reference)")
     accept.add_argument("--by", default=None, help="who accepts (default: $USER)")
     args = parser.parse_args(argv)

@@ -57,7 +57,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +83,7 @@ __all__ = [
     "accept_reference",
     "benchmark_identity",
     "previous_run",
+    "recorded_run_of",
     "read_run",
     "reference_run",
     "record_run",
@@ -554,7 +555,10 @@ def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple | None) 
 
 # Which earlier runs stand for a variant: its own name, or any name under which it ran with the
 # same configuration (a rename keeps its history). ``m`` is one (run, variant) of the history.
+# With ``heirs`` (the names a renamed variant may inherit from: names vanished in this run), only
+# those names count for the configuration match: a live variant's history is its own.
 _SAME_VARIANT = ("(m.variant = %(variant)s OR (%(configuration)s::text IS NOT NULL"
+                 " AND (%(heirs)s::text[] IS NULL OR m.variant = ANY(%(heirs)s::text[]))"
                  " AND r.provenance->'configurations'->>m.variant = %(configuration)s::text))")
 # The latest acceptance of that (run, variant) for retrieval, if any.
 _ACCEPTED_SEQ = ("(SELECT max(f.seq) FROM {references} f WHERE f.run_id = r.run_id AND f.variant = m.variant"
@@ -572,7 +576,8 @@ _ORDERS = {
 
 
 def _candidates(conn: Any, names: Mapping[str, str], *, variant: str, configuration: str | None,
-                identity: Mapping[str, Any] | None, before_run_id: str | None, order: str) -> tuple | None:
+                identity: Mapping[str, Any] | None, before_run_id: str | None, order: str,
+                heirs: Sequence[str] | None = None) -> tuple | None:
     """The first (run, variant name), in ``order`` (see _ORDERS), that stands for ``variant``
     (its name, or its ``configuration`` fingerprint under another name), is eligible or was
     accepted for it (only accepted, for ``order="accepted"``), matches ``identity`` when
@@ -603,11 +608,50 @@ def _candidates(conn: Any, names: Mapping[str, str], *, variant: str, configurat
     ).format(runs=sql.Identifier(names["runs"]), metrics=sql.Identifier(names["metrics"]),
              questions=sql.Identifier(names["questions"]), references=sql.Identifier(names["references"]))
     params = {"variant": variant, "configuration": configuration, "identity": identity is not None,
+              "heirs": None if heirs is None else [str(h) for h in heirs],
               "before": before_run_id, "cutoff": cutoff,
               **{k: ident.get(k) if isinstance(ident.get(k), str) else None for k in COMPARABILITY_FIELDS}}
     if identity is not None and any(params[k] is None for k in COMPARABILITY_FIELDS):
         return None  # an incomplete identity matches nothing: such a run is never judged as comparable
     return conn.execute(query, params).fetchone()
+
+
+def _cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> int | None:
+    """The position (seq) of ``before_run_id`` when it is recorded: only runs before it count."""
+    from psycopg import sql
+
+    if before_run_id is None:
+        return None
+    row = conn.execute(sql.SQL("SELECT seq FROM {} WHERE run_id = %s").format(sql.Identifier(names["runs"])),
+                       (before_run_id,)).fetchone()
+    return row[0] if row else None
+
+
+def recorded_run_of(connection_string: str, *, variant: str, configuration: str | None = None,
+                    heirs: Sequence[str] = (), before_run_id: str | None = None,
+                    prefix: str = "eval") -> str | None:
+    """The latest full run recorded with ``variant`` at all (eligible or not), by its name or,
+    with ``configuration``, under one of ``heirs`` with that configuration; None when there is
+    none: only then is it a genuinely new variant (a variant added in a run that failed has a
+    history, with no yardstick in it). A limited run (a subset of the questions, a smoke run)
+    does not count: it measured nothing a full run could be compared with."""
+    from psycopg import sql
+
+    _check_lookup(variant, before_run_id)
+    names = table_names(prefix)
+    with connect(connection_string) as conn:
+        if not _tables_exist(conn, names):
+            return None
+        query = sql.SQL(
+            "SELECT r.run_id FROM {runs} r JOIN (SELECT DISTINCT run_id, variant FROM {metrics}) m"
+            " ON m.run_id = r.run_id WHERE NOT r.limited AND " + _SAME_VARIANT +
+            " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
+            " AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint) ORDER BY r.seq DESC LIMIT 1").format(
+                runs=sql.Identifier(names["runs"]), metrics=sql.Identifier(names["metrics"]))
+        row = conn.execute(query, {"variant": variant, "configuration": configuration if heirs else None,
+                                   "heirs": [str(h) for h in heirs], "before": before_run_id,
+                                   "cutoff": _cutoff(conn, names, before_run_id)}).fetchone()
+    return row[0] if row else None
 
 
 def _check_lookup(variant: object, before_run_id: object) -> None:
@@ -625,12 +669,14 @@ def previous_run(
     configuration: str | None = None,
     before_run_id: str | None = None,
     prefix: str = "eval",
+    heirs: Sequence[str] | None = None,
 ) -> dict[str, Any] | None:
     """The latest earlier run that can be ``variant``'s yardstick, or None.
 
     Candidates have the variant, by name or, with ``configuration`` (its
     :func:`eval_pipeline.history.identity.configuration_fingerprint`), under another name
-    with the same configuration; are eligible (not limited, no errored question, every gate
+    with the same configuration (with ``heirs``, only under one of those names: the names a
+    rename may inherit from); are eligible (not limited, no errored question, every gate
     passed: a regression or an incomplete run must not become the yardstick of the next
     run) or were accepted for it by a user; and, with ``identity`` (see
     :func:`benchmark_identity`), measured the same benchmark: a run on other questions in
@@ -654,7 +700,7 @@ def previous_run(
         if not _tables_exist(conn, names):
             return None
         found = _candidates(conn, names, variant=variant, configuration=configuration, identity=identity,
-                            before_run_id=before_run_id, order="latest")
+                            before_run_id=before_run_id, order="latest", heirs=heirs)
         return _run_with_metrics(conn, names, found)
 
 
@@ -666,6 +712,7 @@ def reference_run(
     configuration: str | None = None,
     before_run_id: str | None = None,
     prefix: str = "eval",
+    heirs: Sequence[str] | None = None,
 ) -> dict[str, Any] | None:
     """The pinned reference of ``variant``: the run a user accepted for it most recently
     (:func:`accept_reference`; by when it was accepted, not when it ran), else the first
@@ -680,7 +727,7 @@ def reference_run(
         if not _tables_exist(conn, names):
             return None
         kwargs: dict[str, Any] = dict(variant=variant, configuration=configuration, identity=identity,
-                                      before_run_id=before_run_id)
+                                      before_run_id=before_run_id, heirs=heirs)
         found = _candidates(conn, names, order="accepted", **kwargs)
         if found is None:
             found = _candidates(conn, names, order="first", **kwargs)
@@ -691,7 +738,10 @@ def project_history(connection_string: str, *, before_run_id: str | None = None,
                     prefix: str = "eval") -> dict[str, Any]:
     """What the history says about the project as a whole:
 
-    * ``has_yardstick``: any run eligible or accepted;
+    * ``has_yardstick``: any run eligible or accepted; ``has_runs``: any full run recorded at
+      all (eligible or not; a limited run does not count): a project is new only without one;
+    * ``configurations_of``: each known name's configuration fingerprint in its latest run (a
+      new name inherits only from a vanished name with its configuration);
     * ``known``: the variants of every eligible or accepted run recorded from the run of the
       latest acceptance on (by name and by the variants file's keys; the whole history when
       nothing was ever accepted). A known variant missing from today's variants file has
@@ -703,10 +753,18 @@ def project_history(connection_string: str, *, before_run_id: str | None = None,
     from psycopg import sql
 
     names = table_names(prefix)
-    empty: dict[str, Any] = {"has_yardstick": False, "known": [], "established": []}
+    empty: dict[str, Any] = {"has_yardstick": False, "has_runs": False, "known": [], "established": [],
+                             "configurations_of": {}}
     with connect(connection_string) as conn:
         if not _tables_exist(conn, names):
             return empty
+        has_runs = conn.execute(sql.SQL(
+            "SELECT EXISTS (SELECT 1 FROM {runs} r WHERE NOT r.limited"
+            " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
+            " AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint))").format(
+                runs=sql.Identifier(names["runs"])),
+            {"before": before_run_id, "cutoff": _cutoff(conn, names, before_run_id)}).fetchone()[0]
+        empty["has_runs"] = bool(has_runs)
         ident = {"runs": sql.Identifier(names["runs"]), "questions": sql.Identifier(names["questions"]),
                  "references": sql.Identifier(names["references"]), "metrics": sql.Identifier(names["metrics"])}
         usable = ("((" + _ELIGIBLE + ") OR EXISTS (SELECT 1 FROM {references} f WHERE f.run_id = r.run_id"
@@ -730,8 +788,11 @@ def project_history(connection_string: str, *, before_run_id: str | None = None,
 
     known = list(dict.fromkeys(n for row in rows for n in named(row)))
     configurations = rows[0][3] if isinstance(rows[0][3], dict) else {}
+    configurations_of: dict[str, str] = {}  # each known name's configuration in its latest run
+    for row in rows:
+        configurations_of.update({str(k): str(v) for k, v in (row[3] if isinstance(row[3], dict) else {}).items()})
     # established by name, or by configuration (a rename with the same configuration is the same variant)
-    return {"has_yardstick": True, "known": known,
+    return {"has_yardstick": True, "has_runs": True, "known": known, "configurations_of": configurations_of,
             "established": list(dict.fromkeys([*named(rows[0]), *map(str, configurations.values())])),
             **_pinned_gate(rows, accepted_seq=accepted[0] if accepted else None)}
 
@@ -773,8 +834,10 @@ def accept_reference(
     variants) on its benchmark, for example after a deliberate trade-off the gate failed.
     The run then also serves as the previous run. Refused, with a ValueError naming why: an
     unknown run, a limited run (its means are over other questions), a variant the run does
-    not have, or a variant with errored questions (its metrics are incomplete). Returns the
-    variants accepted.
+    not have, or a variant with errored questions (its metrics are incomplete); and, unless
+    ``variants`` names them, a run whose variants failed their gate against a comparable
+    yardstick (:func:`failed_against_yardstick`: accepting the whole run must not accept a
+    measured regression unnoticed). Returns the variants accepted.
 
     The acceptance is recorded with who accepted (``accepted_by``, else the ``USER`` of the
     environment) and when; the latest acceptance wins, whatever the order the runs ran in."""
@@ -789,12 +852,12 @@ def accept_reference(
         if not _tables_exist(conn, names):
             raise ValueError(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
         run = conn.execute(
-            sql.SQL("SELECT limited, corpus_signature, labels_fingerprint, scoring_protocol, benchmark_fingerprint "
-                    "FROM {} WHERE run_id = %s")
+            sql.SQL("SELECT limited, corpus_signature, labels_fingerprint, scoring_protocol, benchmark_fingerprint, "
+                    "provenance->'gate' FROM {} WHERE run_id = %s")
             .format(sql.Identifier(names["runs"])), (run_id,)).fetchone()
         if run is None:
             raise ValueError(f"no recorded run {run_id!r} in {names['runs']}")
-        limited, *identity = run
+        limited, *identity, gate = run
         if limited:
             raise ValueError(f"run {run_id!r} is a limited run (a subset of the questions): it cannot be a reference")
         have = [r[0] for r in conn.execute(
@@ -804,6 +867,13 @@ def accept_reference(
         absent = [v for v in chosen if v not in have]
         if absent or not chosen:
             raise ValueError(f"run {run_id!r} has no variant(s) {absent or chosen}; it has: {', '.join(have)}")
+        regressed = failed_against_yardstick(gate, have)
+        if variants is None and regressed:
+            command = " ".join(f"--variant {v}" for v in regressed)
+            raise ValueError(
+                f"run {run_id!r}: {', '.join(regressed)} failed the gate against a comparable yardstick (a measured "
+                f"regression, not a missing comparison); accepting the whole run would accept it unnoticed. Name each "
+                f"variant to accept: python -m eval_pipeline.history accept {run_id} {command} (and any others)")
         errored = [r[0] for r in conn.execute(
             sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s AND errored AND variant = ANY(%s) "
                     "ORDER BY variant").format(sql.Identifier(names["questions"])), (run_id, chosen)).fetchall()]
@@ -828,6 +898,16 @@ def accept_reference(
         except psycopg.Error as exc:
             raise RuntimeError(f"accepting run {run_id!r} failed: {type(exc).__name__}") from None
     return chosen
+
+
+def failed_against_yardstick(gate: object, variants: Iterable[str]) -> list[str]:
+    """The ``variants`` whose recorded gate (a run's ``provenance["gate"]``) failed against a
+    comparable yardstick (state ``comparable`` or ``paired``): a regression the verdict measured,
+    which only an acceptance naming the variant may accept."""
+    if not isinstance(gate, Mapping):
+        return []
+    return sorted(v for v in variants if isinstance(gate.get(v), Mapping) and gate[v].get("passed") is False
+                  and gate[v].get("state") in ("comparable", "paired"))
 
 
 def who_accepts() -> str:

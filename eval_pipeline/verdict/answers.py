@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,7 +40,7 @@ from eval_pipeline.history.answers import (
     yardstick_problems,
 )
 from eval_pipeline.ranking.inputs import InconsistentInputs
-from eval_pipeline.verdict.retrieval import pinned_tolerances
+from eval_pipeline.verdict.retrieval import pinned_tolerances, with_exact_command
 
 
 @dataclass
@@ -96,17 +96,20 @@ def _ranked_config(config: Any) -> Any:
 def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Sequence[str], corpus_signature: str,
                      tolerances: Mapping[str, float], strict: bool, connection_string: str | None,
                      run_id: str, configurations: Mapping[str, str] | None = None,
-                     vanished: Sequence[str] = ()) -> AnswerVerdict:
+                     vanished: Sequence[str] = (), renamed: Collection[str] | None = None) -> AnswerVerdict:
     """The answer gate of every (variant, grader) in `answer_metrics` (the answer_metrics
     asset's frames, checked with `check_answers_belong` first), looked up in the history at
     `connection_string` (None: no history, every comparable run is a first run), by variant
     name or by its retrieval configuration (`configurations`: partition key -> fingerprint, a
-    rename keeps the history). Fails closed: a measurement with a history and nothing
+    rename keeps the history; with `renamed`, only those variants, the new names the retrieval
+    verdict found inheriting a vanished name's history, `RunVerdict.inherits`: a new name never
+    takes a live variant's history). Fails closed: a measurement with a history and nothing
     comparable; a variant of this run whose measurement (a grader) has a history since its last
     acceptance but is missing from this run; a new measurement while variants `vanished`.
     The tolerances are never looser than the yardstick rows' (`pinned_tolerances`)."""
 
-    configurations = dict(configurations or {})
+    recorded_configurations = dict(configurations or {})  # recorded with every row, for a later rename
+    configurations = {v: c for v, c in recorded_configurations.items() if renamed is None or v in renamed}
     tolerances = validate_answer_tolerances(tolerances, "answers.gate")  # the defaults filled in, as recorded
     frames = [answer_metrics[v] for v in order if v in answer_metrics and len(answer_metrics[v])]
     verdict = AnswerVerdict(bool(frames), "" if frames else "no variant has answer metrics (no golden prompt set, "
@@ -119,11 +122,12 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                   before_run_id=run_id)
             for grader, last in graders.items():
                 if (variant, grader) not in measured:
-                    verdict.gates.setdefault(variant, {})[grader] = GateResult(False, "not_compared", [], (
+                    verdict.gates.setdefault(variant, {})[grader] = with_exact_command(GateResult(
+                        False, "not_compared", [], (
                         f"FAILED (not compared): the {grader} grades of this variant were measured (run {last}) and "
                         "are missing from this run (no golden prompts, another grader list, answers not "
                         "materialized?); accept a run without them (python -m eval_pipeline.history accept "
-                        "RUN_ID) to acknowledge their removal"))
+                        "RUN_ID) to acknowledge their removal")), run_id, variant)
                     verdict.missing.append((variant, grader, last))
     if not frames:
         return verdict
@@ -134,7 +138,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         current = {"run_id": run_id, "variant": row["variant"], "grader": row["grader"], "set_id": row["set_id"],
                    "set_fingerprint": row["set_fingerprint"], "corpus_signature": corpus_signature,
                    "generator": None if missing(row["generator"]) else row["generator"],
-                   "yardstick": row["yardstick"], "limited": bool(row["limited"]),
+                   "yardstick": recorded_yardstick(row["grader"], row["yardstick"]), "limited": bool(row["limited"]),
                    "errored": int(row["n_errored"]), "n_scored": int(row["n_scored"]),
                    "pass_rate": finite_number(row["pass_rate"]), "mean_score": finite_number(row["mean_score"]),
                    "pass_rate_ci_low": finite_number(row["pass_rate_low"]),
@@ -164,13 +168,15 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         if loosened:
             gate = replace(gate, message=f"{gate.message} (the answer gate was loosened since its yardstick: "
                            f"{'; '.join(loosened)}; judged with the stricter tolerances until a run is accepted)")
+        gate = with_exact_command(gate, run_id, row["variant"])  # the exact command, this run and variant
         verdict.gates.setdefault(row["variant"], {})[row["grader"]] = gate
         eligible = bool(gate.passed and not yardstick_problems(current))
         treatment = json.loads(row["treatment_json"])
         config = {} if missing(row.get("variant_config")) else json.loads(row["variant_config"])
         verdict.records.append({**current, "eligible": eligible, "variant_config": config,
                                 "provenance": {"set_name": row["set_name"], "treatment": treatment,
-                                               "metrics": _no_nan(metrics), "configuration": configuration,
+                                               "metrics": _no_nan(metrics),
+                                               "configuration": recorded_configurations.get(row["variant"]),
                                                "tolerances": dict(tolerances),
                                                "effective_tolerances": {row["variant"]: effective}}})
         generator_change = ([f"generator {previous['generator']!r} -> {current['generator']!r}"]
@@ -178,6 +184,18 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         verdict.rows.append({**row, "metrics": metrics, "gate": gate, "previous": previous, "reference": reference,
                              "treatment_changes": generator_change + treatment_changes(treatment, previous)})
     return verdict
+
+
+def recorded_yardstick(grader: str, yardstick: Any) -> Any:
+    """The yardstick a row is judged and recorded under: a plugin grader's (registered from
+    outside the package) with the digest of its code appended (``+plugin-<digest>``): its
+    own yardstick says only what its author wrote, so an edit of its code is another
+    measurement, never compared with the grades before it. A built-in grader's (its code is in
+    its yardstick already) and a yardstick that is not a text are kept as they are."""
+    from eval_pipeline.grading.registry import GRADER_KINDS
+
+    digest = GRADER_KINDS.code_digest([grader]) if isinstance(yardstick, str) and grader in GRADER_KINDS else ""
+    return f"{yardstick}+plugin-{digest}" if digest else yardstick
 
 
 def _as_run(row: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

@@ -33,6 +33,7 @@ from eval_pipeline.history.runs import (
     previous_run,
     project_history,
     record_run,
+    recorded_run_of,
     reference_run,
 )
 from eval_pipeline.metrics.retrieval import COMPARED, INTERVAL, PRIMARY_METRIC, metric_names
@@ -81,6 +82,15 @@ class RunVerdict:
     index_of: dict[str, str] = field(default_factory=dict)  # partition key -> its index's key
     tables: dict[str, str] = field(default_factory=dict)  # partition key -> its vector table
     metrics_digest: str = ""  # of the per-question scores it was decided on (run_verdict.metrics_digest)
+    inherits: dict[str, str] = field(default_factory=dict)  # a renamed variant -> the vanished name it inherits
+
+    @property
+    def accept_command(self) -> str | None:
+        """The command that accepts this run for every variant whose gate failed (None when
+        none did); accepting a variant that failed against a comparable yardstick is a
+        deliberate acceptance of its regression, so each is named."""
+        failed = [v for v, g in self.gates.items() if not g.passed]
+        return accept_command(self.run_id, failed) if failed and self.run_id else None
 
     @property
     def gate_passed(self) -> bool:
@@ -309,11 +319,18 @@ def judge_run(
     provenance["tolerances"] = asked
     provenance["effective_tolerances"] = {}
     verdict = RunVerdict(summary=summary, intervals=intervals, baseline_comparison=comparison, limited=limited,
-                         provenance=provenance)
+                         provenance=provenance, run_id=run_id)
     identity = benchmark_identity(provenance)
     incomplete = [k for k, v in identity.items() if not (isinstance(v, str) and v.strip())]
-    project: dict[str, Any] = (project_history(connection_string, before_run_id=run_id, prefix=history_prefix)
-                               if connection_string else {"has_yardstick": False, "known": [], "established": []})
+    history_errors = _history_errors() if connection_string else ()
+    unreadable: str | None = None  # why the history could not be read: every variant fails closed
+    project: dict[str, Any] = {"has_yardstick": False, "has_runs": False, "known": [], "established": [],
+                               "configurations_of": {}}
+    if connection_string:
+        try:
+            project = project_history(connection_string, before_run_id=run_id, prefix=history_prefix)
+        except history_errors as exc:
+            unreadable = f"{type(exc).__name__}: {exc}"
     verdict.vanished = [k for k in project["known"] if k not in keys]
     asked_policy = {"strict": strict, "answer_strict": answer_strict}
     pinned = project.get("policy") or {}
@@ -324,35 +341,64 @@ def judge_run(
     ranked: dict[str, pd.DataFrame] = {}
     for _, row in summary.iterrows():
         variant = row["variant"]
-        # its own name's history first; another name's only when its name has none (a rename)
-        own = previous_run(connection_string, variant=variant, before_run_id=run_id,
-                           prefix=history_prefix) if connection_string else None
-        lookup = dict(variant=variant, configuration=None if own is not None else configurations[variant],
-                      before_run_id=run_id, prefix=history_prefix)
-        prev = previous_run(connection_string, identity=identity, **lookup) if connection_string else None
-        # its name's latest yardstick is `own` already; another name's only when its name has none
-        ever = prev or own or (previous_run(connection_string, **lookup) if connection_string else None)
-        ref = (reference_run(connection_string, identity=None, **lookup)  # ever is None without a connection string
-               if connection_string and ever is not None else None)
+        hint = accept_hint(run_id, [variant])
+        ever = ref = prev = None
+        heirs: list[str] = []
+        recorded: str | None = None
+        if connection_string and unreadable is None:
+            try:
+                # a name with a recorded run keeps its own history; a new name inherits only from a name
+                # that vanished in this run with its configuration (a rename), never from a live variant's
+                # nor a retired one's
+                recorded = recorded_run_of(connection_string, variant=variant, before_run_id=run_id,
+                                           prefix=history_prefix)
+                if recorded is None and configurations[variant] is not None:
+                    heirs = [n for n in verdict.vanished
+                             if project["configurations_of"].get(n) == configurations[variant]]
+                lookup = dict(variant=variant, configuration=configurations[variant] if heirs else None,
+                              heirs=heirs or None, before_run_id=run_id, prefix=history_prefix)
+                if heirs:
+                    recorded = recorded_run_of(connection_string, variant=variant, heirs=heirs,
+                                               configuration=configurations[variant], before_run_id=run_id,
+                                               prefix=history_prefix)
+                prev = previous_run(connection_string, identity=identity, **lookup)
+                ever = prev or previous_run(connection_string, **lookup)
+                ref = reference_run(connection_string, identity=None, **lookup) if ever is not None else None
+            except history_errors as exc:
+                unreadable = f"{type(exc).__name__}: {exc}"
+        if heirs:
+            verdict.inherits[variant] = heirs[0]
         effective, loosened = pinned_tolerances(asked, [ever, ref], project.get("tolerances"))
         loosened += relaxed
         provenance["effective_tolerances"][variant] = effective
         current = {m: float(row[m]) for m in effective}
-        if ever is None:
-            gate = previous_gate = _first_run(variant, project["has_yardstick"], verdict.vanished, strict)
+        if unreadable is not None:
+            gate = previous_gate = GateResult(False, "not_compared", [], (
+                f"FAILED (not compared): the history could not be read ({unreadable}): an unreadable history is not "
+                "an empty one, so nothing can say whether this run regressed; fix the database (or its URL) and run "
+                "again"))
+            ref_gate = None
+        elif ever is None and recorded is not None:
+            gate = previous_gate = GateResult(False, "not_compared", [], (
+                f"FAILED (not compared): {variant!r} has recorded runs (the latest {recorded}) but none was eligible "
+                "or accepted (a failed gate, an errored question, a reranker fallback or a limited run): it is not "
+                f"a new variant, and nothing can judge it; {hint}"))
+            ref_gate = None
+        elif ever is None:
+            gate = previous_gate = _first_run(variant, project["has_runs"], verdict.vanished, strict, hint)
             ref_gate = None
         elif verdict.vanished and variant not in project["established"] and \
                 configurations[variant] not in project["established"]:
             gate = previous_gate = GateResult(False, "not_compared", [], (
                 f"FAILED (not compared): {variant!r} was added since the last acceptance and "
                 f"{', '.join(map(repr, verdict.vanished))} vanished from the variants file since: a rename done as "
-                f"an addition and a removal cannot be told from a new variant, so nothing can judge it; {ACCEPT_HINT} "
+                f"an addition and a removal cannot be told from a new variant, so nothing can judge it; {hint} "
                 "(accepting a run without the vanished variants acknowledges their removal)"))
             ref_gate = None
         elif prev is None and incomplete:
             gate = previous_gate = GateResult(False, "not_compared", [], (
                 f"FAILED (not compared): this run's benchmark identity is incomplete ({', '.join(incomplete)} "
-                f"missing or invalid): no run can be compared with it, nor paired by configuration; {ACCEPT_HINT}"))
+                f"missing or invalid): no run can be compared with it, nor paired by configuration; {hint}"))
             ref_gate = None
         else:
             same_ref = ref is not None and ref["run_id"] == ever["run_id"] and ref["variant"] == ever["variant"]
@@ -368,7 +414,8 @@ def judge_run(
                         yardsticks.append(("anchor", anchor, "direct"))
             gate, previous_gate, ref_gate = _judge_against(
                 variant, current, effective, strict, yardsticks, provenance=provenance, scores=per_variant[variant],
-                rank=rank_reference, ranked=ranked, reference_run_id=ref["run_id"] if ref is not None else None)
+                rank=rank_reference, ranked=ranked, reference_run_id=ref["run_id"] if ref is not None else None,
+                hint=hint)
             if gate.state in ("comparable", "paired") and ref is not None:
                 reference_direct = (prev is not None) if same_ref else yardsticks[1][2] == "direct"
                 drift = carried_drift(ever, ref, previous_gate, ref_gate, reference_direct=reference_direct)
@@ -381,6 +428,7 @@ def judge_run(
             gate = replace(gate, message=f"{gate.message} (the gate was loosened since its yardstick: "
                            f"{'; '.join(loosened)}; judged with the stricter settings until a run under the new "
                            "ones is accepted)")
+        gate = with_exact_command(gate, run_id, variant)
         verdict.decided_by[variant] = _decided_by(gate)
         verdict.previous[variant] = ever
         verdict.history[variant] = compare_provenance(provenance, ever, variant)
@@ -396,6 +444,35 @@ def judge_run(
 
 
 ACCEPT_HINT = "accept a run to make it the reference: python -m eval_pipeline.history accept RUN_ID"
+_GENERIC_COMMAND = "python -m eval_pipeline.history accept RUN_ID"
+
+
+def accept_command(run_id: str, variants: Sequence[str]) -> str:
+    """The exact command that accepts ``run_id`` for ``variants``."""
+    return " ".join(["python -m eval_pipeline.history accept", run_id or "RUN_ID",
+                     *(f"--variant {v}" for v in variants)])
+
+
+def accept_hint(run_id: str, variants: Sequence[str]) -> str:
+    """What a not-compared gate tells the user: the exact command for this run and variant."""
+    return f"to make this run the reference once its numbers are intended: {accept_command(run_id, variants)}"
+
+
+def with_exact_command(gate: GateResult, run_id: str, variant: str) -> GateResult:
+    """``gate`` with the generic ``accept RUN_ID`` of a gate's message made the exact command."""
+    if _GENERIC_COMMAND not in gate.message:
+        return gate
+    return replace(gate, message=gate.message.replace(_GENERIC_COMMAND, accept_command(run_id, [variant])))
+
+
+def _history_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a history that cannot be read (a refused connection, a permission, a damaged
+    table): the verdict fails closed on them, it never takes them for an empty history."""
+    import psycopg
+
+    from eval_pipeline.store.database import DatabaseError
+
+    return (DatabaseError, psycopg.Error, OSError)
 
 
 def _decided_by(gate: GateResult) -> str:
@@ -438,30 +515,34 @@ def pinned_tolerances(asked: Mapping[str, float], yardsticks: Sequence[Mapping[s
     return effective, loosened
 
 
-def _first_run(variant: str, project_has_history: bool, vanished: Sequence[str], strict: bool) -> GateResult:
-    """The gate of a variant with no history by name or configuration."""
+def _first_run(variant: str, project_has_history: bool, vanished: Sequence[str], strict: bool,
+               hint: str = ACCEPT_HINT) -> GateResult:
+    """The gate of a variant never recorded, by name or by a vanished name's configuration;
+    ``project_has_history``: any run recorded at all (eligible or not)."""
     if not project_has_history:
         if strict:
             return GateResult(False, "not_compared", [], (
                 "FAILED (strict): the project's first run (an empty history: a new state dir or database?) "
-                f"is judged only once accepted; {ACCEPT_HINT}"))
+                f"is judged only once accepted; {hint}"))
         return GateResult(True, "first_run", [], "the project's first run: nothing to compare with, gate passes")
     if vanished:
         return GateResult(False, "not_compared", [], (
-            f"FAILED (not compared): {variant!r} is new (no run of it or of its configuration) while "
+            f"FAILED (not compared): {variant!r} is new (never recorded, and no vanished variant had its "
+            "configuration) while "
             f"{', '.join(map(repr, vanished))} vanished from the variants file since the last acceptance: a rename "
-            f"that also changed the configuration carries no history, so nothing can judge it; {ACCEPT_HINT} "
+            f"that also changed the configuration carries no history, so nothing can judge it; {hint} "
             "(accepting a run without the vanished variants acknowledges their removal)"))
     if strict:
         return GateResult(False, "not_compared", [], f"FAILED (strict): {variant!r} is a new variant, judged only "
-                          f"once a run of it is accepted; {ACCEPT_HINT}")
-    return GateResult(True, "first_run", [], f"{variant!r} is a new variant: its first run, nothing to compare with")
+                          f"once a run of it is accepted; {hint}")
+    return GateResult(True, "first_run", [], f"{variant!r} is a new variant (never recorded under this name, and no "
+                      "vanished variant had its configuration): its first run, nothing to compare with")
 
 
 def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mapping[str, float], strict: bool,
                    yardsticks: Sequence[tuple[str, Mapping[str, Any], str]], *, provenance: Mapping[str, Any],
                    scores: pd.DataFrame, rank: RankConfiguration | None, ranked: dict[str, pd.DataFrame],
-                   reference_run_id: str | None) -> tuple[GateResult, GateResult, GateResult | None]:
+                   reference_run_id: str | None, hint: str = "") -> tuple[GateResult, GateResult, GateResult | None]:
     """(combined, previous, reference) gates of a variant against its yardsticks, each
     (against, run, how): ``direct`` on its recorded metrics (the same benchmark), ``paired``
     with its configuration ranked on today's questions (``paired-same-engine``: only if
@@ -486,7 +567,7 @@ def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mappi
     if problems:
         failed = GateResult(False, "not_compared", [], (
             "FAILED (not compared): a yardstick of this variant measured another benchmark and no paired "
-            f"comparison could be made: {'; '.join(problems)}; {ACCEPT_HINT}"))
+            f"comparison could be made: {'; '.join(problems)}; {hint or ACCEPT_HINT}"))
         return failed, failed, None
     previous, reference = gates["previous"], gates.get("reference")
     combined = combine_gates(previous, reference, reference_run_id=reference_run_id)

@@ -101,7 +101,7 @@ def decide_run(
                                        tolerances=sweep.answer_tolerances, strict=verdict.policy["answer_strict"],
                                        connection_string=connection_string, run_id=run_id,
                                        configurations=verdict.provenance["configurations"],
-                                       vanished=verdict.vanished)
+                                       vanished=verdict.vanished, renamed=set(verdict.inherits))
     verdict.run_id, verdict.index_of, verdict.tables = run_id, index_of, tables
     verdict.metrics_digest = metrics_digest(per_variant)
     return verdict

@@ -119,7 +119,9 @@ def test_a_regression_in_steps_fails_against_the_pinned_reference(judge):
 def test_an_accepted_run_becomes_the_reference_and_the_yardstick(judge, pg_uri):
     judge("r0", 100)
     assert not judge("r1", 90).gate_passed  # a deliberate drop, say for latency
-    accepted = accept_reference(pg_uri, "r1", note="faster, accepted", prefix=judge.prefix)
+    with pytest.raises(ValueError, match="--variant a"):  # a measured regression is accepted only when named
+        accept_reference(pg_uri, "r1", note="faster, accepted", prefix=judge.prefix)
+    accepted = accept_reference(pg_uri, "r1", variants=["a"], note="faster, accepted", prefix=judge.prefix)
     assert accepted == ["a"]
     after = judge("r2", 90)
     assert after.previous["a"]["run_id"] == "r1" and after.reference["a"]["run_id"] == "r1"
@@ -186,7 +188,7 @@ def test_a_gate_loosened_with_the_regression_still_judges_with_the_old_tolerance
     assert not loosened.gate_passed
     assert {r["metric"] for r in loosened.gates["a"].failures} == {"hit@1", "mrr"}
     assert "loosened" in loosened.gates["a"].message and "hit@1 0.05 -> 0.5" in loosened.gates["a"].message
-    accept_reference(pg_uri, "r1", prefix=judge.prefix)
+    accept_reference(pg_uri, "r1", variants=["a"], prefix=judge.prefix)  # a failed: named
     assert judge("r2", 60, tolerances={"hit@1": 0.5}).gate_passed  # the accepted run's tolerances apply now
 
 
@@ -214,7 +216,7 @@ def test_the_accept_reference_job_records_who_accepted_and_why(pg_uri):
                   strict=False, run_id=run_id, limited=False, connection_string=pg_uri)
     result = accept_reference_job.execute_in_process(
         run_config={"ops": {"accept_reference_run": {"config": {"run_id": r1, "note": "faster, accepted",
-                                                                 "accepted_by": "ana"}}}},
+                                                                 "accepted_by": "ana", "variants": ["a"]}}}},
         resources={"database": DatabaseResource(kind="external", url=pg_uri, state=StateResource())})
     assert result.success
     with psycopg.connect(pg_uri) as conn:

@@ -382,7 +382,8 @@ def test_accepting_a_run_whose_answers_could_not_be_accepted_does_not_acknowledg
     flaky = {"bm25": pd.concat([answer_frame("bm25", 0.9, errored=1),
                                 answer_frame("bm25", 0.9, grader="static", errored=1)], ignore_index=True)}
     assert not answers("r1", flaky, retrieval={"bm25": 90}).passed
-    assert accept_reference(answers.uri, "r1") == ["bm25"]
+    # a deliberate trade-off: bm25 failed against a comparable yardstick, so it is named
+    assert accept_reference(answers.uri, "r1", variants=["bm25"]) == ["bm25"]
     accepted, refused = accept_answer_run(answers.uri, "r1")
     assert accepted == [] and len(refused) == 2
     without_static = answers("r2", {"bm25": graded("bm25", deterministic=0.9)}, retrieval={"bm25": 90})

@@ -273,7 +273,7 @@ def test_re_accepting_an_older_run_makes_it_the_reference(started):
     run_b = project.run("b", bad)
     assert run_b.code == 1, run_b.log[-3000:]
 
-    project.accept(run_b.run_id)
+    project.accept(run_b.run_id, "dense", "bm25")  # dense regressed against a comparable run: named
     project.accept(run_a.run_id)
     run_c = project.run("c", bad)
     gate = project.history_row(run_c.run_id)["provenance"]["gate"]

@@ -75,9 +75,11 @@ class Project:
         job = start_job(self.tmp, name, {**self.env, "EVAL_PIPELINE_VARIANTS": str(variants)}, config)
         return self.finish(name, job.wait(timeout=600))
 
-    def accept(self, run_id: str) -> None:
-        """`python -m eval_pipeline.history accept RUN_ID`, as the README says."""
-        out = subprocess.run([sys.executable, "-m", "eval_pipeline.history", "accept", run_id], cwd=REPO,
+    def accept(self, run_id: str, *variants: str) -> None:
+        """`python -m eval_pipeline.history accept RUN_ID [--variant V ...]`, as the README says (a
+        variant that failed against a comparable yardstick is accepted only when named)."""
+        named = [arg for v in variants for arg in ("--variant", v)]
+        out = subprocess.run([sys.executable, "-m", "eval_pipeline.history", "accept", run_id, *named], cwd=REPO,
                              env=self.env, capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stdout + out.stderr
 
