@@ -172,13 +172,15 @@ def build_answer_assets(sweep: SweepConfig, partitions: PartitionsDefinition) ->
         from eval_pipeline.grading.judges import token_spending
 
         independence = check_judge(context, config, judge_llm, generator=generator_of(answers))
+        client = judge_llm.get() if token_spending(config.grader_names()) else None
         frames, usage = grade_run(answers, golden_prompts, graders=config.grader_names(), state=state.dir(),
-                                  llm=judge_llm.get() if token_spending(config.grader_names()) else None,
-                                  connection_string=database.connection_string(), max_tokens=config.max_tokens,
+                                  llm=client, connection_string=database.connection_string(),
+                                  max_tokens=config.max_tokens,
                                   self_judged=independence is not None and independence.kind == "self",
                                   calibration=config.calibration, prices=sweep.prices, log=context.log.info)
-        if usage:
-            context.add_output_metadata(to_metadata(usage))
+        if client is not None and independence is not None:  # shown in the UI: who judged, how independently
+            context.add_output_metadata(to_metadata({**usage, "judge": f"{client.base_url} {client.model}",
+                                                     "judge independence": independence.kind}))
         for key, frame in frames.items():
             context.add_asset_metadata(to_metadata(grades_metadata(frame)), partition_key=key)
         return frames

@@ -330,6 +330,9 @@ def test_a_separate_judge_grades_with_its_own_model_and_key(judged):
     assert values["corpus_rate"] == pytest.approx(grounding["corpus_rate"])
     assert values["citations_per_answer"] == pytest.approx(grounding["citations_per_answer"])
     assert values["repair pass_rate_after"] == 1.0 and "judge kappa" in values
+    (graded,) = [m for m in run.result.asset_materializations_for_node("graded_answers")]
+    assert graded.metadata["judge independence"].value == "same_family"  # one test server: one host
+    assert graded.metadata["judge"].value.endswith(" judge-model") and graded.metadata["grading calls"].value > 0
     answers = pd.read_parquet(next((run.variants / "answers").glob("*/*.parquet")))
     assert {json.loads(s)["repair"] for s in answers["generator_settings"]} == {True}
 
@@ -358,6 +361,9 @@ def test_allowed_self_judging_is_labelled_in_the_report_and_the_metadata(judged)
     assert metrics.set_index("grader").loc["judge", "yardstick"].endswith("+self-judged")
     (materialization,) = [m for m in run.result.asset_materializations_for_node("answer_metrics")]
     assert materialization.metadata["judge self-judged"].value is True
+    (graded,) = [m for m in run.result.asset_materializations_for_node("graded_answers")]
+    assert graded.metadata["judge independence"].value == "self"
+    assert graded.metadata["judge"].value.endswith(" gen-model")
     warnings = [r.user_message for r in run.instance.all_logs(run.result.run_id) if "self-judged:" in r.user_message]
     assert warnings
 
