@@ -279,9 +279,17 @@ def _tables_exist(conn: Any, names: Mapping[str, str]) -> bool:
     no eligible column) is upgraded in place, under the same lock as a first write."""
     row = conn.execute(
         "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL, "
-        "EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = 'aspect')",
-        (names["runs"], names["metrics"], names["references"]),
+        "EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = 'aspect'), "
+        "to_regclass(%s) IS NOT NULL OR to_regclass(%s) IS NOT NULL",
+        (names["runs"], names["metrics"], names["references"], names["runs"], names["metrics"]),
     ).fetchone()
+    if row[2] and not row[0]:
+        # a history with its runs and no metrics (or the reverse) is damaged, not empty: read as
+        # empty it would make every variant a first run
+        from eval_pipeline.store.database import DatabaseError
+
+        raise DatabaseError(f"the history is damaged: one of {names['runs']} and {names['metrics']} exists "
+                            "without the other")
     if row[0] and not row[1]:
         with conn.transaction():
             _create_tables(conn, names)

@@ -68,7 +68,7 @@ def judge(pg_uri):
     overrides a variant's quality, ``errored`` makes its last questions error."""
     prefix = f"t4_{uuid.uuid4().hex[:12]}"
 
-    def run(run_id, configs, *, hits=None, errored=None, strict=False, limited=False):
+    def run(run_id, configs, *, hits=None, errored=None, strict=False, limited=False, record=True):
         hits, errored = hits or {}, errored or {}
         per_variant = {v: frame(v, hits.get(v, QUALITY[k]), errored=errored.get(v, 0)) for v, k in configs.items()}
 
@@ -77,7 +77,8 @@ def judge(pg_uri):
 
         return judge_run(per_variant, baseline=next(iter(configs)), provenance=provenance(configs),
                          tolerances=TOL, strict=strict, run_id=run_id, limited=limited, connection_string=pg_uri,
-                         history_prefix=prefix, sweep_keys=list(configs), rank_reference=rank_reference)
+                         history_prefix=prefix, sweep_keys=list(configs), rank_reference=rank_reference,
+                         record=record)
 
     run.prefix = prefix
     run.uri = pg_uri
@@ -201,6 +202,21 @@ def test_an_empty_history_is_the_projects_first_run(judge):
     assert "project's first run" in first.gates["a"].message
 
 
+# --- hole 6: a history that cannot be read -----------------------------------------------------
+
+
+def test_a_damaged_history_is_not_an_empty_one(judge):
+    """HOLE 6. The history's metrics table is gone (the runs table is there): it was read as no
+    history at all, so every variant was the project's first run. It fails closed."""
+    assert judge("r0", {"a": "good"}).passed
+    with psycopg.connect(judge.uri, autocommit=True) as conn:
+        conn.execute(f'DROP TABLE "{table_names(judge.prefix)["metrics"]}" CASCADE')
+    damaged = judge("r1", {"a": "good"}, hits={"a": 50}, record=False)
+    gate = damaged.gates["a"]
+    assert (gate.state, gate.passed) == ("not_compared", False), gate.message
+    assert "history could not be read" in gate.message and "damaged" in gate.message
+
+
 # --- hole 7: accepting ------------------------------------------------------------------------
 
 
@@ -215,3 +231,40 @@ def test_accepting_a_run_whose_comparable_variant_failed_needs_that_variant_name
     assert accept_reference(judge.uri, "r1", variants=["n"], prefix=judge.prefix) == ["n"]
     assert accept_reference(judge.uri, "r1", variants=["a", "n"], prefix=judge.prefix) == ["a", "n"]
     assert read_run(judge.uri, "r1", prefix=judge.prefix) is not None
+
+
+# --- hole 1 on the answer side ------------------------------------------------------------------
+
+
+def test_an_answer_gate_of_a_new_name_does_not_take_a_live_variants_history(pg_uri):
+    """HOLE 1 (answers). b2 is new and has a's retrieval configuration while a is still there:
+    its answer rows were looked up by configuration and found a's. Only a name the retrieval
+    verdict found renamed (``renamed``) is looked up by configuration; b2 is a new measurement."""
+    from eval_pipeline.history.answers import answer_table_name
+    from eval_pipeline.verdict.answers import judge_answer_run, record_answers
+    from tests.orchestration.test_verdict_attacks_third import _ANSWER_TABLE_LOCK, answer_frame
+
+    tables = [answer_table_name("eval"), *reversed(list(table_names("eval").values()))]
+    with psycopg.connect(pg_uri, autocommit=True) as lock:
+        lock.execute("SELECT pg_advisory_lock(%s)", (_ANSWER_TABLE_LOCK,))
+        try:
+            for table in tables:
+                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+            first = judge_answer_run({"a": answer_frame("a", 0.9)}, order=["a"], corpus_signature="corpus-1",
+                                     tolerances={"max_pass_rate_drop": 0.05}, strict=False, connection_string=pg_uri,
+                                     run_id="ans0", configurations={"a": "cfg-x"}, renamed=set())
+            record_answers(first, pg_uri, "ans0", run_eligible=True)
+            frames = {"a": answer_frame("a", 0.9), "b2": answer_frame("b2", 0.5)}
+            live = judge_answer_run(frames, order=["a", "b2"], corpus_signature="corpus-1",
+                                    tolerances={"max_pass_rate_drop": 0.05}, strict=False, connection_string=pg_uri,
+                                    run_id="ans1", configurations={"a": "cfg-x", "b2": "cfg-x"}, renamed=set())
+            assert live.gates["b2"]["deterministic"].state == "first_run", live.gates["b2"]["deterministic"].message
+            renamed = judge_answer_run({"b2": answer_frame("b2", 0.5)}, order=["b2"], corpus_signature="corpus-1",
+                                       tolerances={"max_pass_rate_drop": 0.05}, strict=False, connection_string=pg_uri,
+                                       run_id="ans2", configurations={"b2": "cfg-x"}, renamed={"b2"})
+            gate = renamed.gates["b2"]["deterministic"]
+            assert not gate.passed and gate.state == "comparable", gate.message  # a's history, by configuration
+        finally:
+            for table in tables:
+                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+            lock.execute("SELECT pg_advisory_unlock(%s)", (_ANSWER_TABLE_LOCK,))
