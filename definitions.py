@@ -84,11 +84,15 @@ def _embedder() -> EmbedderResource:
     return EmbedderResource(kind="local", model=os.environ.get("EVAL_PIPELINE_EMBEDDER_MODEL"))
 
 
+def _shared_limit() -> bool:
+    return os.environ.get("EVAL_PIPELINE_LLM_SHARED_LIMIT", "0").strip().lower() in ("1", "true", "yes")
+
+
 def _llm() -> LLMResource:
     """OPENAI_BASE_URL, EVAL_PIPELINE_LLM_MODEL and OPENAI_API_KEY; the key stays an EnvVar.
     EVAL_PIPELINE_LLM_SHARED_LIMIT=1 shares the concurrency limit across processes and runs
     through the database (for the multiprocess job, or workers)."""
-    shared = os.environ.get("EVAL_PIPELINE_LLM_SHARED_LIMIT", "0").strip().lower() in ("1", "true", "yes")
+    shared = _shared_limit()
     return LLMResource(
         base_url=_base_url(),
         model=os.environ.get("EVAL_PIPELINE_LLM_MODEL"),
@@ -105,7 +109,8 @@ JUDGE_ENV = ("EVAL_PIPELINE_JUDGE_BASE_URL", "EVAL_PIPELINE_JUDGE_MODEL", "EVAL_
 def _judge_llm() -> LLMResource:
     """The judge's model, apart from the generator's (the `judge` and `decision` graders call
     it): EVAL_PIPELINE_JUDGE_BASE_URL, _MODEL, _API_KEY and _TEMPERATURE, each unset one the
-    generator's (OPENAI_BASE_URL, EVAL_PIPELINE_LLM_MODEL, 0). The URL, model and key stay
+    generator's (OPENAI_BASE_URL, EVAL_PIPELINE_LLM_MODEL, 0); its concurrency limit shared like the
+    generator's (EVAL_PIPELINE_LLM_SHARED_LIMIT, per endpoint and model). The URL, model and key stay
     EnvVars (never their values in a job snapshot or the Launchpad). The key: the judge's own;
     without it the generator's OPENAI_API_KEY only when the judge calls the generator's endpoint,
     never another one (a third party must not receive it). None of the variables set: the
@@ -129,7 +134,8 @@ def _judge_llm() -> LLMResource:
         base_url=EnvVar("EVAL_PIPELINE_JUDGE_BASE_URL") if own_endpoint else _base_url(),
         model=(EnvVar("EVAL_PIPELINE_JUDGE_MODEL") if os.environ.get("EVAL_PIPELINE_JUDGE_MODEL")
                else os.environ.get("EVAL_PIPELINE_LLM_MODEL")),
-        api_key=key, inherit_openai_key=not own_endpoint, temperature=temperature)
+        api_key=key, inherit_openai_key=not own_endpoint, temperature=temperature,
+        shared_limit=_shared_limit(), database=_database() if _shared_limit() else None)
 
 
 # The variants file, read once as the code location loads; everything below is built from it.

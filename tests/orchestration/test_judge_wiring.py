@@ -30,7 +30,8 @@ JUDGE_ENV = ("EVAL_PIPELINE_JUDGE_BASE_URL", "EVAL_PIPELINE_JUDGE_MODEL", "EVAL_
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for name in (*JUDGE_ENV, "OPENAI_BASE_URL", "OPENAI_API_KEY", "EVAL_PIPELINE_LLM_MODEL"):
+    for name in (*JUDGE_ENV, "OPENAI_BASE_URL", "OPENAI_API_KEY", "EVAL_PIPELINE_LLM_MODEL",
+                 "EVAL_PIPELINE_LLM_SHARED_LIMIT"):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -64,7 +65,10 @@ def test_a_judge_model_on_the_generators_endpoint_keeps_its_key(clean_env):
     assert judge.model.env_var_name == "EVAL_PIPELINE_JUDGE_MODEL"  # an EnvVar: no value in a snapshot
     assert judge.base_url.env_var_name == "OPENAI_BASE_URL"
     assert judge.api_key.env_var_name == "OPENAI_API_KEY" and judge.inherit_openai_key
-    assert judge.temperature == 0.3
+    assert judge.temperature == 0.3 and not judge.shared_limit
+    clean_env.setenv("EVAL_PIPELINE_LLM_SHARED_LIMIT", "1")  # shared through the database, like the generator's
+    shared = definitions._judge_llm()
+    assert shared.shared_limit and shared.database is not None
     clean_env.setenv("EVAL_PIPELINE_JUDGE_API_KEY", JUDGE_KEY)
     assert definitions._judge_llm().api_key.env_var_name == "EVAL_PIPELINE_JUDGE_API_KEY"
 
