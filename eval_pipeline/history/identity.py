@@ -110,10 +110,14 @@ SCORING_SOURCES = ("eval_pipeline/metrics/retrieval.py", "eval_pipeline/scoring/
 
 
 def scoring_protocol(version: str) -> str:
-    """``version`` (the hand-kept protocol version), a digest of the scoring code's bytes and,
+    """``version`` (the hand-kept protocol version), a digest of the scoring code's bytes (with
+    every built-in measure module's) and,
     with plugin metrics, of their code (`eval_pipeline.common.registry.plugin_code_digest`)."""
 
     from eval_pipeline.common.registry import plugin_code_digest
+    from eval_pipeline.metrics.retrieval import BUILTIN_MEASURE_MODULES
 
+    # the built-in measures beside metrics/retrieval.py (the selective ones: refusal rates, risk-coverage)
+    measures = tuple(m.replace(".", "/") + ".py" for m in BUILTIN_MEASURE_MODULES)
     plugins = plugin_code_digest("measure")  # a metric registered from outside the package
-    return f"{version}+{source_digest(*SCORING_SOURCES)}" + (f"+plugins-{plugins}" if plugins else "")
+    return f"{version}+{source_digest(*SCORING_SOURCES, *measures)}" + (f"+plugins-{plugins}" if plugins else "")

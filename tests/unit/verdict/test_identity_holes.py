@@ -237,3 +237,24 @@ def test_a_history_that_cannot_be_read_fails_closed():
     assert "history could not be read" in gate.message
     assert not verdict.passed and not verdict.eligible
     assert isinstance(verdict.summary, pd.DataFrame)
+
+
+def test_the_scoring_protocol_covers_every_built_in_measure_module(monkeypatch):
+    """HOLE 3 (built-in side). The selective measures (refusal rates, risk-coverage: gated
+    metrics) live in eval_pipeline/metrics/selective.py, which the scoring protocol did not
+    hash: their code changed under the same benchmark identity."""
+    from eval_pipeline.history import identity
+    from eval_pipeline.metrics.retrieval import BUILTIN_MEASURE_MODULES
+
+    seen: list[tuple[str, ...]] = []
+    real = identity.source_digest
+
+    def spy(*paths: str) -> str:
+        seen.append(paths)
+        return real(*paths)
+
+    monkeypatch.setattr(identity, "source_digest", spy)
+    identity.scoring_protocol("v1")
+    files = {p for paths in seen for p in paths}
+    for module in BUILTIN_MEASURE_MODULES:
+        assert module.replace(".", "/") + ".py" in files
