@@ -347,20 +347,18 @@ def judge_run(
         recorded: str | None = None
         if connection_string and unreadable is None:
             try:
-                # a name with a recorded run keeps its own history; a new name inherits only from a name
-                # that vanished in this run with its configuration (a rename), never from a live variant's
-                # nor a retired one's
-                recorded = recorded_run_of(connection_string, variant=variant, before_run_id=run_id,
-                                           prefix=history_prefix)
-                if recorded is None and configurations[variant] is not None:
+                # its own name's history first; without a yardstick under its name, only a name that vanished
+                # in this run with its configuration (a rename) is its history, never a live variant's nor a
+                # retired one's
+                own = previous_run(connection_string, variant=variant, before_run_id=run_id, prefix=history_prefix)
+                if own is None and configurations[variant] is not None:
                     heirs = [n for n in verdict.vanished
                              if project["configurations_of"].get(n) == configurations[variant]]
                 lookup = dict(variant=variant, configuration=configurations[variant] if heirs else None,
                               heirs=heirs or None, before_run_id=run_id, prefix=history_prefix)
-                if heirs:
-                    recorded = recorded_run_of(connection_string, variant=variant, heirs=heirs,
-                                               configuration=configurations[variant], before_run_id=run_id,
-                                               prefix=history_prefix)
+                recorded = recorded_run_of(connection_string, variant=variant, heirs=heirs,
+                                           configuration=configurations[variant] if heirs else None,
+                                           before_run_id=run_id, prefix=history_prefix)
                 prev = previous_run(connection_string, identity=identity, **lookup)
                 ever = prev or previous_run(connection_string, **lookup)
                 ref = reference_run(connection_string, identity=None, **lookup) if ever is not None else None

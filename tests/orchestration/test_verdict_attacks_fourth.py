@@ -268,3 +268,14 @@ def test_an_answer_gate_of_a_new_name_does_not_take_a_live_variants_history(pg_u
             for table in tables:
                 lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
             lock.execute("SELECT pg_advisory_unlock(%s)", (_ANSWER_TABLE_LOCK,))
+
+
+def test_a_rename_made_in_a_failed_run_keeps_the_vanished_names_history(judge):
+    """HELD. b renamed to b2 (same configuration) in a run that failed (a regressed): b2 is
+    recorded with no yardstick of its own; b is still the vanished name it came from, so the
+    next run judges b2 against b's history, not as not compared."""
+    assert judge("r0", {"a": "good", "b": "other"}).passed
+    assert not judge("r1", {"a": "good", "b2": "other"}, hits={"a": 50}).passed
+    again = judge("r2", {"a": "good", "b2": "other"}, hits={"b2": 50})
+    assert again.previous["b2"] is not None and again.previous["b2"]["variant"] == "b"
+    assert states(again)["b2"] == ("comparable", False)
