@@ -50,10 +50,14 @@ def indexes_part(inputs: ReportInputs) -> SectionPart:
 
 
 def answers_part(inputs: ReportInputs) -> SectionPart:
-    from eval_pipeline.reporting.answers import answer_gate_output, answer_section
+    """The answer section, naming the files it writes beside the report: answers.jsonl (every
+    per-prompt grading) and, when grounding ran, hallucinations.md/.jsonl."""
+    from eval_pipeline.reporting.answers import answer_gate_output, answer_section, write_answer_files
 
-    return SectionPart(lines=answer_section(inputs.verdict.answers),
-                       output={"answers": answer_gate_output(inputs.verdict.answers)})
+    answers = inputs.verdict.answers
+    return SectionPart(lines=lambda files: answer_section(answers, files),
+                       write=lambda stage, suffix: write_answer_files(answers, stage, suffix),
+                       output={"answers": answer_gate_output(answers)})
 
 
 SECTIONS.register(ReportSection("validity", "before_variants", validity_part, needs=frozenset({"database", "llm"}),

@@ -231,3 +231,17 @@ def test_the_refusal_names_the_settings_never_the_credentials():
     assert "pw-secret" not in message and "sk-in-url" not in message
     with pytest.raises(ValueError, match="ops.x.allow must be true or false"):
         judge_independence(None, "m", None, "m", allow_self_judging="yes", allow_setting="ops.x.allow")  # type: ignore
+
+
+def test_the_report_section_writes_the_files_and_names_them(graded, tmp_path):
+    """The answers section of every report (reporting.sections.answers_part) writes answers.jsonl
+    and the hallucination log into the staged results folder and names them."""
+    from types import SimpleNamespace
+
+    from eval_pipeline.reporting.sections import answers_part
+
+    part = answers_part(SimpleNamespace(verdict=SimpleNamespace(answers=graded["verdict"])))  # type: ignore[arg-type]
+    written = part.write(tmp_path, "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["answers.jsonl", "hallucinations.jsonl", "hallucinations.md"]
+    section = "\n".join(part.lines(written))
+    assert "`answers.jsonl`" in section and "`hallucinations.md`" in section
