@@ -85,7 +85,10 @@ def main() -> None:
     config = state / "run.yaml"
     config.write_text(json.dumps({"ops": {
         "answers": {"config": {"generator": "llm"}},
-        "graded_answers": {"config": {"graders": ["deterministic", "static", "judge", "decision"]}},
+        # one stub model writes and judges: allowed and labelled self-judged (the bench times and
+        # prices the calls; it measures no judge's independence)
+        "graded_answers": {"config": {"graders": ["deterministic", "static", "judge", "decision"],
+                                      "allow_self_judging": True}},
         "report": {"config": {"results_dir": str(state / "results")}}}}))
     print(machine_info())
     with OpenAIStub(chat=chat) as stub:
