@@ -74,6 +74,7 @@ from eval_pipeline.questions.build import (
 )
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.fusion_tuning import split_question_set
+from eval_pipeline.ranking.steps import check_thresholds_can_be_chosen
 from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
 from eval_pipeline.reporting.run import (
     gate_check_names,
@@ -288,6 +289,7 @@ def question_set_asset(sweep: SweepConfig) -> AssetsDefinition:
             qs = split_question_set(qs, fraction=fraction, seed=seed)
             metadata = {**metadata, "tuning_questions": qs.split["n_tuning"],
                         "held_out_questions": qs.split["n_held_out"]}
+        check_thresholds_can_be_chosen(sweep.variants, qs, source=sweep.source)  # before anything is ranked
         if config.compare_with is not None:
             name = config.compare_with.name
             other, other_metadata = build_compared_set(config, corpus_snapshot, llm_client=llm.get,

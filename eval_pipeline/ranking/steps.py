@@ -155,6 +155,34 @@ def chooses_threshold(variant) -> bool:
     return abstain is not None and abstain.policy == "auto"
 
 
+def check_thresholds_can_be_chosen(variants: Sequence[Any], question_set, *, source: str = "the variants file") -> None:
+    """Refuse, before anything is ranked, a sweep whose `abstain: {policy: auto}` variants cannot
+    choose their refusal threshold on this question set: it has no tuning part, or its tuning
+    part holds no abstention question or no answerable one (a threshold chosen without both
+    would refuse nothing, or everything, by construction). Names the variants, the file and the
+    counts, and what to do."""
+    auto = [v.key for v in variants if chooses_threshold(v)]
+    if not auto:
+        return
+    names = ", ".join(repr(k) for k in auto)
+    tuning = list(getattr(question_set, "tuning", ()) or ())
+    if not tuning:
+        raise ValueError(f"{source}: variant(s) {names} choose their refusal threshold (abstain: {{policy: auto}}) on "
+                         "the tuning part of the question set, and the set was not split: the variants file's "
+                         "`tuning: {fraction, seed}` splits it when a variant tunes its fusion or chooses a threshold")
+    abstention = sum(1 for q in tuning if not q.answerable)
+    answerable = len(tuning) - abstention
+    if abstention == 0 or answerable == 0:
+        missing = "abstention" if abstention == 0 else "answerable"
+        raise ValueError(
+            f"{source}: variant(s) {names} choose their refusal threshold (abstain: {{policy: auto}}) on the question "
+            f"set's tuning part, which holds {answerable} answerable and {abstention} abstention question(s) "
+            f"({getattr(question_set, 'path', 'the question set')}): without {missing} questions there a threshold "
+            "cannot be chosen. Add abstention "
+            "questions to the set (a generated set's abstention_frac), give those variants a fixed threshold "
+            "(abstain: {policy: threshold, below: X}), or remove them from the variants file")
+
+
 def tune_abstention(variants: Sequence[Any], question_set, *, snapshot, connection_string: str, table: str, embedder,
                     state: StateDir, miss_k: int, code_version: str,
                     rerankers: Mapping[str, Any]) -> dict[str, tuple[Any, dict[str, Any]]]:
@@ -172,12 +200,8 @@ def tune_abstention(variants: Sequence[Any], question_set, *, snapshot, connecti
     auto = [v for v in variants if chooses_threshold(v)]
     if not auto:
         return {}
+    check_thresholds_can_be_chosen(auto, question_set)
     tuning = list(question_set.tuning)
-    if not tuning:
-        raise ValueError(f"variant {auto[0].key!r} chooses its refusal threshold (abstain: {{policy: auto}}) on the "
-                         "tuning part of the question set, and the set has no tuning part: the variants file's split "
-                         "(tuning: {fraction, seed}) is applied when a variant tunes (tune: rrf_k or weights); "
-                         "tune one, or give a fixed threshold (abstain: {policy: threshold, below: X})")
     embeddings, _, _ = QueryEmbeddingCache(state.query_embeddings).get_or_compute(embedder, tuning)
     sweep = Sweep(snapshot=snapshot, connection_string=connection_string, table=table, query_embeddings=embeddings,
                   embed_ms_per_query=0.0, rerankers=dict(rerankers), miss_k=miss_k, code_version=code_version)

@@ -150,10 +150,11 @@ def test_auto_refuses_a_tuning_part_without_abstention_questions(monkeypatch):
     monkeypatch.setattr(steps, "Sweep", lambda **kw: _sweep(monkeypatch, **{k: v for k, v in kw.items()
                                                                              if k in ("rerankers", "miss_k")}))
     qs = SimpleNamespace(questions=tuple(QUESTIONS), tuning=tuple(TUNING[:2]))
-    with pytest.raises(ValueError, match=r"variant 'hybrid': the 2 tuning questions hold no abstention question"):
+    with pytest.raises(ValueError, match=r"variant\(s\) 'hybrid' choose their refusal threshold .* tuning part, which "
+                                         r"holds 2 answerable and 0 abstention question\(s\)"):
         steps.tune_abstention([v], qs, snapshot=SNAPSHOT, connection_string="c", table="t", embedder=None,
                               state=SimpleNamespace(query_embeddings=None), miss_k=10, code_version="x", rerankers={})
-    with pytest.raises(ValueError, match="the set has no tuning part"):
+    with pytest.raises(ValueError, match="and the set was not split"):
         steps.tune_abstention([v], SimpleNamespace(questions=(), tuning=()), snapshot=SNAPSHOT, connection_string="c",
                               table="t", embedder=None, state=None, miss_k=10, code_version="x", rerankers={})
 
@@ -169,3 +170,20 @@ def test_the_provenance_of_a_chosen_threshold_is_recorded_with_the_results():
     v = _variant(engine="hybrid", abstain={"policy": "auto", "objective": "f1"})
     assert json.loads(json.dumps(v.describe()))["abstain"] == {"policy": "auto", "score": "dense_cosine",
                                                                 "objective": "f1"}
+
+
+def test_the_question_set_refuses_a_tuning_part_an_auto_variant_cannot_use_before_ranking():
+    """The check the question_set asset runs (steps.check_thresholds_can_be_chosen): an auto
+    variant needs abstention and answerable questions in the tuning part; other variants need
+    nothing; the message names the variants file, the variants, the counts and the fixes."""
+    auto, plain = _variant(engine="hybrid", abstain={"policy": "auto"}), _variant(engine="bm25")
+    no_abstention = SimpleNamespace(path="q.jsonl", tuning=tuple(TUNING[:2]))
+    steps.check_thresholds_can_be_chosen([plain], no_abstention, source="v.yaml")  # nothing to choose
+    with pytest.raises(ValueError, match=r"^v\.yaml: variant\(s\) 'hybrid' .* holds 2 answerable and 0 abstention "
+                                         r"question\(s\) \(q\.jsonl\): without abstention questions .*\(abstain: "
+                                         r"\{policy: threshold, below: X\}"):
+        steps.check_thresholds_can_be_chosen([plain, auto], no_abstention, source="v.yaml")
+    only_abstention = SimpleNamespace(path="q.jsonl", tuning=tuple(q for q in TUNING if not q.answerable))
+    with pytest.raises(ValueError, match="without answerable questions"):
+        steps.check_thresholds_can_be_chosen([auto], only_abstention, source="v.yaml")
+    steps.check_thresholds_can_be_chosen([auto], SimpleNamespace(path="q.jsonl", tuning=tuple(TUNING)))
