@@ -1,5 +1,6 @@
 # The two commands a fresh machine needs (see README):
-#   make demo   install, then run the retrieval_eval job on the embedded defaults
+#   make demo   install, then run the retrieval_eval job on the embedded defaults (scripts/run_job.sh:
+#               exit 0 every gate passed, 1 a gate failed, 2 the run broke before a verdict)
 #   make test   install, then lint and run the whole test suite (the unit lane, then integration)
 SHELL := /bin/bash
 PYTHON ?= python3.11
@@ -33,8 +34,8 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	@$(DAGSTER_ENV) && \
-	$(BIN)/dagster job execute -m definitions -j retrieval_eval && \
-	echo "Report: $(CURDIR)/results/results.md"
+	{ DAGSTER=$(BIN)/dagster scripts/run_job.sh retrieval_eval; code=$$?; \
+	  [ $$code -eq 2 ] || echo "Report: $(CURDIR)/results/results.md"; exit $$code; }
 
 dev: $(STAMP)
 	@$(DAGSTER_ENV) && $(BIN)/dagster dev -m definitions

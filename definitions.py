@@ -30,9 +30,11 @@ built with, never a global. A bad file fails the load with one line
 """
 
 import os
+import warnings
 
 from dagster import (
     AssetSelection,
+    BetaWarning,
     DefaultScheduleStatus,
     Definitions,
     EnvVar,
@@ -44,6 +46,10 @@ from dagster import (
 )
 
 from eval_pipeline.common.registry import load_plugins
+
+# The partitioned assets' backfill_policy (one run for a whole sweep) is a beta parameter of this
+# Dagster version: said once here, not four times on every load of the code location.
+warnings.filterwarnings("ignore", message=r"Parameter `backfill_policy`", category=BetaWarning)
 
 # The kinds EVAL_PIPELINE_PLUGINS names (engines, rerankers, graders, report sections, metrics:
 # eval_pipeline.common.registry), imported before anything reads a registry or the variants file.

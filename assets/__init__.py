@@ -76,6 +76,7 @@ from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.fusion_tuning import split_question_set
 from eval_pipeline.ranking.steps import check_thresholds_can_be_chosen
 from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
+from eval_pipeline.reporting.console import console_summary
 from eval_pipeline.reporting.run import (
     gate_check_names,
     render_run,
@@ -355,6 +356,7 @@ def verdict_asset(sweep: SweepConfig) -> AssetsDefinition:
             rank_reference=reference_ranker(context, corpus_snapshot, pgvector_store, question_set, database, state,
                                             embedder, rerankers, sweep))
         context.add_output_metadata(to_metadata(verdict_metadata(decided, sweep.baseline)))
+        context.log.info(console_summary(decided))  # the CI log's summary; scripts/run_job.sh repeats it at the end
         return decided
 
     return verdict

@@ -24,10 +24,6 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-# The benches time steps from Dagster's event lines (STEP_SUCCESS ... in N s), which the jobs' console
-# prints only at DEBUG (resources/console.py; a user's default is INFO).
-os.environ.setdefault("EVAL_PIPELINE_LOG_LEVEL", "DEBUG")
-
 REPO_ROOT = Path(__file__).resolve().parent.parent  # set before eval_pipeline can be imported: it goes on sys.path
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))

@@ -7,14 +7,27 @@
 #   2  the run broke before a verdict (a bad setting, a crashed step): nothing was decided
 # `dagster job execute` itself exits 1 for both of the last two; the verdict asset's log line
 # `eval-pipeline verdict: PASSED|FAILED (...)` tells them apart.
+# The console shows Dagster's events at EVAL_PIPELINE_LOG_LEVEL (default INFO: the run's own lines,
+# warnings, errors and the verdict's summary, a few dozen lines; DEBUG adds Dagster's event lines,
+# over 300 on the demo), through a run config file of `loggers:` given before the caller's own
+# (a caller's `loggers:` wins). `dagster job execute` alone logs at DEBUG. The UI keeps every event.
 # Usage: scripts/run_job.sh <job> [dagster job execute options, e.g. -c run_config.yaml]
 # DAGSTER names the dagster command (default: the one on PATH).
 set -uo pipefail
 job=${1:?usage: scripts/run_job.sh <job> [dagster job execute options]}
 shift
+level=$(echo "${EVAL_PIPELINE_LOG_LEVEL:-INFO}" | tr '[:lower:]' '[:upper:]' | tr -d '[:space:]')
+case "$level" in
+    DEBUG|INFO|WARNING|ERROR|CRITICAL) ;;
+    *) echo "eval-pipeline: EVAL_PIPELINE_LOG_LEVEL='${EVAL_PIPELINE_LOG_LEVEL}' is not a log level; use one of" \
+            "DEBUG, INFO, WARNING, ERROR, CRITICAL" >&2
+       exit 2 ;;
+esac
 log=$(mktemp "${TMPDIR:-/tmp}/eval-pipeline-run.XXXXXX")
-trap 'rm -f "$log"' EXIT
-"${DAGSTER:-dagster}" job execute -m definitions -j "$job" "$@" 2>&1 | tee "$log"
+loggers=$(mktemp "${TMPDIR:-/tmp}/eval-pipeline-loggers.XXXXXX")
+trap 'rm -f "$log" "$loggers"' EXIT
+printf 'loggers:\n  console:\n    config:\n      log_level: %s\n' "$level" > "$loggers"
+"${DAGSTER:-dagster}" job execute -m definitions -j "$job" -c "$loggers" "$@" 2>&1 | tee "$log"
 code=${PIPESTATUS[0]}
 # The last summary block: from its first line (`eval-pipeline: N variant(s), run ...`, after the
 # log line's prefix) to its `exit codes:` line.

@@ -16,9 +16,6 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# The jobs' console shows Dagster's event lines (which tests read: check results, step events)
-# only at DEBUG; a user's default is INFO (resources/console.py).
-os.environ.setdefault("EVAL_PIPELINE_LOG_LEVEL", "DEBUG")
 # The sweep the tests' whole-job runs use unless a test names its own (tests/fixtures/variants_tiny.yaml
 # says why); set before anything imports definitions.
 os.environ.setdefault("EVAL_PIPELINE_VARIANTS", str(Path(__file__).parent / "fixtures" / "variants_tiny.yaml"))

@@ -61,7 +61,11 @@ def _deltas(gate: Any) -> dict[str, float | None]:
 
 
 def _why(gate: Any) -> str:
-    failures = [r for r in getattr(gate, "rows", []) if r.get("passed") is False]
+    rows = getattr(gate, "rows", [])
+    failures = [r for r in rows if r.get("passed") is False]
+    judged = [r for r in rows if r.get("passed") is True]
+    if gate.passed and judged:
+        return f"{len(judged)} metric(s) within tolerance"
     if failures:
         worst = failures[0]
         text = (f"{worst['metric']} {_number(worst.get('delta')) or 0:+.3f} beyond its tolerance "

@@ -52,6 +52,7 @@ def test_a_failed_gate_is_the_table_and_the_verdict_line():
     assert "FAILED (vs history)" in hybrid and "hit@5 -0.059 beyond its tolerance 0.050" in hybrid
     dense = next(line for line in lines if line.startswith("pg-dense"))
     assert "0.812 (+0.000)" in dense and "0.900" in dense and "passed (vs history)" in dense
+    assert dense.endswith("1 metric(s) within tolerance")
     new = next(line for line in lines if line.startswith("new"))
     assert "passed (first run)" in new and "–" in new  # its MRR is not measured
     assert lines[-2] == f"{VERDICT_PREFIX} FAILED (1 of 3 variant(s) failed: hybrid)"

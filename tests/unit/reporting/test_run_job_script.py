@@ -49,3 +49,26 @@ def test_a_run_that_broke_before_a_verdict_is_code_2(tmp_path):
 
 def test_a_job_without_a_verdict_that_succeeds_is_code_0(tmp_path):
     assert _run(tmp_path, "RUN_SUCCESS\n", 0).returncode == 0
+
+
+def test_the_console_level_reaches_dagster_and_a_bad_one_is_refused(tmp_path):
+    fake = tmp_path / "dagster"
+    fake.write_text(f"#!/usr/bin/env bash\necho \"$@\" > {tmp_path / 'args'}\n"
+                    f"while [ $# -gt 0 ]; do [ \"$1\" = -c ] && cat \"$2\" >> {tmp_path / 'configs'}; shift; done\n")
+    fake.chmod(0o755)
+
+    def run(level=None):
+        env = {**os.environ, "DAGSTER": str(fake)}
+        env.pop("EVAL_PIPELINE_LOG_LEVEL", None)
+        if level is not None:
+            env["EVAL_PIPELINE_LOG_LEVEL"] = level
+        return subprocess.run([str(SCRIPT), "retrieval_eval", "-c", "mine.yaml"], capture_output=True, text=True,
+                              timeout=30, env=env)
+
+    assert run().returncode == 0
+    assert (tmp_path / "args").read_text().split()[:5] == ["job", "execute", "-m", "definitions", "-j"]
+    assert (tmp_path / "args").read_text().rstrip().endswith("-c mine.yaml")  # the caller's config comes last: it wins
+    assert "log_level: INFO" in (tmp_path / "configs").read_text()
+    assert run(" debug ").returncode == 0 and "log_level: DEBUG" in (tmp_path / "configs").read_text()
+    bad = run("LOUD")
+    assert bad.returncode == 2 and "EVAL_PIPELINE_LOG_LEVEL='LOUD' is not a log level" in bad.stderr

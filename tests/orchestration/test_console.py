@@ -1,0 +1,62 @@
+"""The console of a CI run (issue #28, item 8), through scripts/run_job.sh as the README tells a
+CI user: at the default level a few dozen lines, ending with the verdict's summary table and
+its verdict line; exit 0 when every gate passed, 1 on a regression, 2 when the run broke
+before a verdict."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.cli import REPO, tiny_job_config
+
+pytestmark = pytest.mark.integration
+
+
+def _variants(tmp_path: Path, name: str, **dense_knobs) -> str:
+    knobs = "".join(f", {k}: {v}" for k, v in dense_knobs.items())
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"baseline: dense\nvariants:\n  - {{engine: pg-dense, name: dense{knobs}}}\n  - bm25\n"
+                    "gate: {tolerances: {hit@1: 0.05, mrr: 0.05, ndcg@10: 0.05}}\n")
+    return str(path)
+
+
+def _run(tmp_path: Path, name: str, env: dict, config: dict) -> subprocess.CompletedProcess:
+    cfg = tmp_path / f"{name}.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    env = {**env, "DAGSTER": str(Path(sys.executable).parent / "dagster")}
+    env.pop("EVAL_PIPELINE_LOG_LEVEL", None)  # the user's default
+    return subprocess.run([str(REPO / "scripts" / "run_job.sh"), "retrieval_eval", "-c", str(cfg)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_console_ends_with_the_verdict_and_its_exit_code(tmp_path, job_env):
+    good = job_env("state", EVAL_PIPELINE_VARIANTS=_variants(tmp_path, "good"))
+    first = _run(tmp_path, "first", good, tiny_job_config(tmp_path / "first"))
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    lines = first.stdout.rstrip().splitlines()
+    assert len(lines) < 120, f"{len(lines)} lines at the default level"
+    assert " - DEBUG - " not in first.stdout
+    assert lines[-2] == "eval-pipeline verdict: PASSED (2 of 2 variant(s) passed their gates)"
+    assert lines[-1].startswith("exit codes: 0 every gate passed")
+    table = lines[lines.index(next(l for l in lines if l.startswith("eval-pipeline: 2 variant(s)"))):]
+    assert any(l.startswith("dense ") and "passed (first run)" in l for l in table)
+
+    # a threshold no score reaches: dense refuses every question, a regression
+    bad = {**good, "EVAL_PIPELINE_VARIANTS": _variants(tmp_path, "bad", abstain_below=5.0)}
+    regressed = _run(tmp_path, "regressed", bad, tiny_job_config(tmp_path / "regressed"))
+    assert regressed.returncode == 1, regressed.stdout[-3000:] + regressed.stderr[-3000:]
+    tail = regressed.stdout.rstrip().splitlines()
+    assert tail[-2].startswith("eval-pipeline verdict: FAILED (1 of 2 variant(s) failed: dense)")
+    dense = next(l for l in tail if l.startswith("dense "))
+    assert "FAILED (vs history)" in dense and "beyond its tolerance" in dense
+
+    # a run that breaks before any verdict: a corpus file that does not exist
+    config = tiny_job_config(tmp_path / "broken")
+    config["ops"]["corpus_snapshot"]["config"]["path"] = str(tmp_path / "no-such-corpus.jsonl")
+    broken = _run(tmp_path, "broken", good, config)
+    assert broken.returncode == 2, broken.stdout[-3000:] + broken.stderr[-3000:]
+    assert "the run broke before a verdict" in broken.stderr
