@@ -6,11 +6,12 @@ from typing import Any
 
 from dagster import MetadataValue, TableColumn, TableSchema
 
-from eval_pipeline.common.metadata import Markdown, Table
+from eval_pipeline.common.metadata import Markdown, RunLink, Table
 
 
 def to_metadata(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Markdown -> rendered markdown, Table -> `dagster/row_count` and `dagster/column_schema`,
+    """Markdown -> rendered markdown, RunLink -> a link to the run ("none" when empty), Table ->
+    `dagster/row_count` and `dagster/column_schema`,
     Path -> a path, dict or list -> JSON; numbers and text stay as they are (numbers are
     plotted over time on the asset page)."""
     out: dict[str, Any] = {}
@@ -20,6 +21,8 @@ def to_metadata(values: Mapping[str, Any]) -> dict[str, Any]:
             out["dagster/column_schema"] = TableSchema(columns=[TableColumn(c, t) for c, t in value.columns])
         elif isinstance(value, Markdown):
             out[name] = MetadataValue.md(str(value))
+        elif isinstance(value, RunLink):
+            out[name] = MetadataValue.dagster_run(str(value)) if value else "none"
         elif isinstance(value, Path):
             out[name] = MetadataValue.path(str(value))
         elif isinstance(value, (dict, list)):

@@ -13,6 +13,10 @@ class Markdown(str):
     """Metadata text to be shown as rendered markdown."""
 
 
+class RunLink(str):
+    """A run id in metadata, shown as a link to the run."""
+
+
 @dataclass(frozen=True)
 class Table:
     """Metadata describing a DataFrame: its rows and its columns' names and dtypes."""

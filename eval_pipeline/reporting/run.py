@@ -11,7 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.common.metadata import Markdown
+from eval_pipeline.common.checks import finite_number
+from eval_pipeline.common.metadata import Markdown, RunLink
 from eval_pipeline.common.state import StateDir
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.questions.sets import QuestionSet
@@ -121,7 +122,7 @@ def index_report(per_variant: Mapping[str, pd.DataFrame], verdict, *, sweep, sto
     """Cost per index, the pairs' quality and latency, answer-in-context, the recommendation
     under the variants file's budgets (eval_pipeline.reporting.indexes)."""
     from eval_pipeline.recommend import headline, recommend
-    from eval_pipeline.reporting.indexes import answer_contexts, index_section, leg_latency, pair_frame
+    from eval_pipeline.reporting.indexes import answer_contexts, index_section, leg_latency, pair_evidence, pair_frame
     from eval_pipeline.store.ingest import fetch_chunk_texts
     from eval_pipeline.store.metadata import index_costs
 
@@ -129,7 +130,8 @@ def index_report(per_variant: Mapping[str, pd.DataFrame], verdict, *, sweep, sto
                                fetch=lambda table, ids: fetch_chunk_texts(connection_string, table, ids))
     storage = {key: stores.storage_bytes.get(info.table) for key, info in stores.tables.items()}
     pairs = pair_frame(verdict.summary, verdict.intervals,
-                       {k: (index_of[k], sweep.pair(k)[1].key) for k in per_variant}, storage, contexts)
+                       {k: (index_of[k], sweep.pair(k)[1].key) for k in per_variant}, storage, contexts,
+                       evidence=pair_evidence(per_variant))  # identical results and latency noise never decide
     rec = recommend(pairs, **sweep.budgets.kwargs(), metric="nDCG@10")
     latency = {index: leg_latency([f for k, f in per_variant.items() if index_of[k] == index])
                for index in dict.fromkeys(index_of.values())}
@@ -289,6 +291,25 @@ def gate_check_names(keys: Sequence[str]) -> dict[str, str]:
 GATE_COLUMNS = ["against", "metric", "actual", "yardstick", "delta", "tolerance", "passed"]
 
 
+TREND_METRICS = ("hit@1", "hit@5", "mrr", "ndcg@10", "latency_p95_ms")
+
+
+def _headline_numbers(summary: Any, key: str) -> dict[str, float]:
+    """The variant's headline numbers from the run's summary, rounded to 4 decimals: recorded by
+    its gate check on every evaluation, passed or failed, so the check's plots are that variant's
+    trend over runs (one series per variant; the partitions' own materializations cannot be
+    plotted per partition)."""
+    if summary is None or not len(summary) or key not in set(summary["variant"]):
+        return {}
+    row = summary.set_index("variant").loc[key]
+    out = {}
+    for metric in TREND_METRICS:
+        value = finite_number(row.get(metric)) if metric in row.index else None
+        if value is not None:
+            out[metric] = round(value, 4)
+    return out
+
+
 def variant_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[str, tuple[bool, dict[str, Any]]]:
     """key -> (passed, metadata) of each variant's gate: every failing metric against the
     previous run and the pinned reference, the runs compared, and what changed in the
@@ -306,12 +327,13 @@ def variant_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[
         metadata: dict[str, Any] = {
             "evaluated": True, "state": report.get("gate_states", {}).get(key, rows[0]["state"] if rows else ""),
             "message": report["gate_messages"][key], "failures": len(failures),
-            "previous_run": runs.get("previous") or "", "reference_run": runs.get("reference") or "",
+            "previous_run": RunLink(runs.get("previous") or ""), "reference_run": RunLink(runs.get("reference") or ""),
             "treatment_changes": ", ".join(report.get("treatment_changes", {}).get(key, [])) or "none",
             "comparisons": Markdown(markdown_table(pd.DataFrame(rows), GATE_COLUMNS)) if rows else Markdown(""),
         }
         for r in failures:
             metadata[f"{r['against']} {r['metric']} delta"] = float(r["delta"])
+        metadata.update(_headline_numbers(report.get("summary"), key))  # on every evaluation: the check's trend
         passed = report.get("gate_passed_by_variant", {}).get(key, not failures)  # a strict mismatch has no row
         out[key] = (bool(passed), metadata)
     return out
