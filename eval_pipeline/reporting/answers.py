@@ -79,13 +79,25 @@ def answer_section(verdict: AnswerVerdict, files: Mapping[str, str] | None = Non
                   "judge's.", ""]
     lines += (_grounding(verdict) + _repair(verdict) + _agreement(verdict) + _by_type(verdict) + _by_form(verdict)
               + _dimensions(verdict) + _files(verdict, files or {}))
-    notes = [f"- `{r['variant']}` {r['grader']}: {r['gate'].message}" for r in verdict.rows if r["gate"].message]
-    notes += [f"- `{r['variant']}` {r['grader']}: compared across a treatment change: "
-              f"{'; '.join(r['treatment_changes'])}"
-              for r in verdict.rows if r["treatment_changes"]]
+    notes = _collapsed([(f"`{r['variant']}` {r['grader']}", r["gate"].message) for r in verdict.rows
+                        if r["gate"].message])
+    notes += _collapsed([(f"`{r['variant']}` {r['grader']}",
+                          f"compared across a treatment change: {'; '.join(r['treatment_changes'])}")
+                         for r in verdict.rows if r["treatment_changes"]])
     if notes:
         lines += ["### Answer gate", "", *notes, ""]
     return lines
+
+
+def _collapsed(items: list[tuple[str, str]]) -> list[str]:
+    """One line per distinct message, naming everything it holds for: `- x, y: message`, or
+    `- 20 (variant, grader) pairs, x, y, ...: message` (the same sentence once, not 20 times)."""
+    by_message: dict[str, list[str]] = {}
+    for who, message in items:
+        by_message.setdefault(message, []).append(who)
+    return [f"- {whos[0]}: {message}" if len(whos) == 1 else
+            f"- {len(whos)} (variant, grader) pairs, {', '.join(whos)}: {message}"
+            for message, whos in by_message.items()]
 
 
 def _self_judged(row: Mapping[str, Any]) -> bool:

@@ -26,9 +26,12 @@ from eval_pipeline.common.formatting import markdown_table
 from eval_pipeline.common.registry import Registry
 from eval_pipeline.scoring.variant import CLASS_METRICS, HEADLINE_METRICS, class_breakdown
 
-# Where a section sits: after the warnings, before the variants table (`before_variants`);
-# after the regression gate (`after_gate`); after the plots (`after_plots`); before the
-# provenance (`before_provenance`).
+# Where a section sits. The report reads in the order a reader needs it: the headline and the
+# regression gate (what failed, against what, by how much), then `before_variants` (the indexes'
+# recommendation), the variants table and the comparison with the baseline, `after_gate` (answer
+# quality), the plots, `after_plots`, the causes (classes, abstention, latency, misses), then
+# `before_provenance` (how far the numbers can be trusted: power, audit, labels, set validity),
+# and the provenance last.
 SLOTS = ("before_variants", "after_gate", "after_plots", "before_provenance")
 
 # What a section may need: the LLM client (given only when the report's config asks for a
@@ -261,8 +264,9 @@ def render_report(
     `latency` maps variant -> stage -> {p50, p95, max, mean}; `verdict` (a RunVerdict) adds
     intervals, significance against the baseline variant and the gate; `plots` maps names
     to PNG file names beside the report; `sections` maps a slot (`SLOTS`) to the lines of the
-    registered sections that sit there (`SECTIONS`: the "How far the numbers can be trusted"
-    and "Indexes" sections before the variants, "Answer quality" after the retrieval gate);
+    registered sections that sit there (`SECTIONS`: "Indexes" before the variants, "Answer
+    quality" after them, "How far the numbers can be trusted" and "Do the question sets agree?"
+    before the provenance);
     `recommendation` is added to the headline."""
     slot = {name: list((sections or {}).get(name, ())) for name in SLOTS}
     best = _best(summary)
@@ -283,6 +287,8 @@ def render_report(
                   f"on {listed} question(s); those questions were not reranked.", ""]
     if missing_variants:
         lines += [f"> **Warning:** no results yet for variant(s) {', '.join(missing_variants)}; materialize them.", ""]
+    if verdict is not None:  # the verdict first: what failed, against what, by how much
+        lines += _gate_section(verdict)
     lines += slot["before_variants"]
     lines += ["## Variants", ""]
     table = summary.assign(errored=summary["n_errored"], **{"p50 ms": summary["latency_p50_ms"],
@@ -296,8 +302,6 @@ def render_report(
         lines += [f"▲/▼: significantly better/worse than the baseline variant `{baseline}` on nDCG@10 "
                   "(paired randomization test, Holm-corrected across variants, p < 0.05).", ""]
         lines += _baseline_section(verdict, baseline)
-    if verdict is not None:
-        lines += _gate_section(verdict)
     lines += slot["after_gate"]
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({file})" for name, file in plots.items()] + [""]
@@ -414,31 +418,38 @@ def _gate_section(verdict) -> list[str]:
              "first eligible run), so a regression cannot pass in small steps. Where the benchmark changed, its "
              "reference configuration is ranked on today's questions and it is judged against that (`paired`); "
              "where nothing can judge it, it fails (`not_compared`) until a run is accepted.", ""]
+    entries: dict[tuple[str, tuple[str, ...]], list[str]] = {}  # (verdict line, its details) -> variants
     for variant, g in verdict.gates.items():
         cmp = verdict.history[variant]
         extra = f" Treatment changed: {', '.join(cmp.treatment_changes)}." if cmp.treatment_changes else ""
         decided = getattr(verdict, "decided_by", {}).get(variant)
         extra += f" Decided by: {decided}." if decided else ""
-        lines.append(f"- `{variant}`: **{'passed' if g.passed else 'FAILED'}** ({g.state}).{extra}")
+        head = f"**{'passed' if g.passed else 'FAILED'}** ({g.state}).{extra}"
+        sub: list[str] = []
         prev, ref = verdict.previous.get(variant), verdict.reference.get(variant)
         prev_gate = verdict.previous_gates.get(variant, g)
         ref_gate = verdict.reference_gates.get(variant)
         how = ("accepted" if ref.get("accepted") else "the first eligible run") if ref is not None else ""
         if prev is None or g.state == "not_compared":
-            lines.append(f"  - {g.message}")
+            sub.append(f"  - {g.message}")
         elif g.state == "paired":
-            lines.append(f"  - against the configuration of its last yardstick run `{prev['run_id']}`, ranked on "
+            sub.append(f"  - against the configuration of its last yardstick run `{prev['run_id']}`, ranked on "
                          f"today's questions: {prev_gate.message}")
             if ref is not None and ref_gate is not None:
-                lines.append(f"  - against the configuration of its pinned reference `{ref['run_id']}` ({how}), "
+                sub.append(f"  - against the configuration of its pinned reference `{ref['run_id']}` ({how}), "
                              f"ranked on today's questions: {ref_gate.message}")
         elif ref is not None and ref["run_id"] == prev["run_id"]:
-            lines.append(f"  - against the previous run `{prev['run_id']}`, also the pinned reference ({how}): "
+            sub.append(f"  - against the previous run `{prev['run_id']}`, also the pinned reference ({how}): "
                          f"{prev_gate.message}")
         else:
-            lines.append(f"  - against the previous run `{prev['run_id']}`: {prev_gate.message}")
+            sub.append(f"  - against the previous run `{prev['run_id']}`: {prev_gate.message}")
             if ref is not None and ref_gate is not None:
-                lines.append(f"  - against the pinned reference `{ref['run_id']}` ({how}): {ref_gate.message}")
+                sub.append(f"  - against the pinned reference `{ref['run_id']}` ({how}): {ref_gate.message}")
+        entries.setdefault((head, tuple(sub)), []).append(variant)
+    for (head, sub), variants in entries.items():  # variants judged alike share one line
+        names = ", ".join(f"`{v}`" for v in variants)
+        lines.append(f"- {names}: {head}" if len(variants) == 1 else f"- {len(variants)} variants, {names}: {head}")
+        lines += list(sub)
     failures = [r for r in verdict.gate_rows() if r["passed"] is False]
     if failures:
         lines += ["", markdown_table(pd.DataFrame(failures), ["variant", "against", "metric", "actual", "yardstick",

@@ -60,7 +60,7 @@ def answers_part(inputs: ReportInputs) -> SectionPart:
                        output={"answers": answer_gate_output(answers)})
 
 
-SECTIONS.register(ReportSection("validity", "before_variants", validity_part, needs=frozenset({"database", "llm"}),
+SECTIONS.register(ReportSection("validity", "before_provenance", validity_part, needs=frozenset({"database", "llm"}),
                                 description="how far the numbers can be trusted"))
 SECTIONS.register(ReportSection("indexes", "before_variants", indexes_part, needs=frozenset({"database", "indexes"}),
                                 description="cost, quality and latency per index; the recommendation"))

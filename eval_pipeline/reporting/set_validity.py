@@ -185,5 +185,5 @@ def set_validity_part(inputs: ReportInputs, *, n_resamples: int = DEFAULT_RESAMP
     return SectionPart(lines=with_files, write=write, output={"set_validity": data}, metadata=metadata)
 
 
-SECTIONS.register(ReportSection("set_validity", "before_variants", set_validity_part,
+SECTIONS.register(ReportSection("set_validity", "before_provenance", set_validity_part,
                                 description="do two question sets on the same corpus rank the variants alike"))

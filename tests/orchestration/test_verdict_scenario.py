@@ -35,7 +35,9 @@ from tests.openai_stub import Fault, OpenAIStub
 
 pytestmark = pytest.mark.integration
 
-GATE_LINE = re.compile(r"^- `(?P<variant>[^`]+)`: \*\*(?P<verdict>passed|FAILED)\*\* \((?P<state>\w+)\)", re.M)
+# one line per variant, or per group of variants judged alike: "- 3 variants, `a`, `b`, `c`: **passed** (first_run)."
+GATE_LINE = re.compile(r"^- (?:\d+ variants, )?(?P<variants>`[^`]+`(?:, `[^`]+`)*): \*\*(?P<verdict>passed|FAILED)\*\* "
+                       r"\((?P<state>\w+)\)", re.M)
 DEMO_QUESTIONS = REPO / "eval_pipeline" / "demo_data" / "questions.jsonl"
 
 
@@ -59,7 +61,8 @@ def _variants(tmp_path: Path, name: str, *, dense: dict | None = None) -> str:
 
 
 def _gates(report: str) -> dict[str, tuple[str, str]]:
-    return {m["variant"]: (m["verdict"], m["state"]) for m in GATE_LINE.finditer(report)}
+    return {v.strip("`"): (m["verdict"], m["state"]) for m in GATE_LINE.finditer(report)
+            for v in m["variants"].split(", ")}
 
 
 def _history(uri: str) -> list[dict]:

@@ -22,7 +22,9 @@ import yaml
 
 from tests.integration.cli import REPO, start_job, tiny_job_config
 
-GATE_LINE = re.compile(r"^- `(?P<variant>[^`]+)`: \*\*(?P<verdict>passed|FAILED)\*\* \((?P<state>\w+)\)", re.M)
+# one line per variant, or per group of variants judged alike: "- 3 variants, `a`, `b`, `c`: **passed** (first_run)."
+GATE_LINE = re.compile(r"^- (?:\d+ variants, )?(?P<variants>`[^`]+`(?:, `[^`]+`)*): \*\*(?P<verdict>passed|FAILED)\*\* "
+                       r"\((?P<state>\w+)\)", re.M)
 RUN_ID = re.compile(r"(?:retrieval_eval|__ASSET_JOB\w*) - ([0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}) - ")
 INSTANCE_ENV = ("EVAL_PIPELINE_DAGSTER_PG_URL", "EVAL_PIPELINE_ARTIFACTS_DIR", "EVAL_PIPELINE_COMPUTE_LOGS_DIR")
 TOLERANCES = {"hit@1": 0.05, "hit@5": 0.05, "mrr": 0.05, "ndcg@10": 0.05}
@@ -47,7 +49,8 @@ class Run:
     @property
     def gates(self) -> dict[str, tuple[str, str]]:
         """variant -> (passed|FAILED, state), from the report's gate lines."""
-        return {m["variant"]: (m["verdict"], m["state"]) for m in GATE_LINE.finditer(self.report)}
+        return {v.strip("`"): (m["verdict"], m["state"]) for m in GATE_LINE.finditer(self.report)
+                for v in m["variants"].split(", ")}
 
 
 class Project:
