@@ -667,7 +667,9 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
     reference and the previous run of their keys, for example after a deliberate trade-off
     the answer gate failed. Returns ((variant, grader) accepted, why each other row was not):
     a limited row, one with errored answers, an unknown generator or a yardstick without a
-    single grader can never be a yardstick. A run with no answer rows accepts nothing."""
+    single grader can never be a yardstick; and, unless `variants` names its variant, a row
+    whose gate failed against a comparable yardstick (a measured regression is accepted only
+    deliberately, by name). A run with no answer rows accepts nothing."""
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     table = answer_table_name(prefix)
@@ -677,6 +679,12 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
     for r in rows:
         metrics = {m: None if isinstance(r[m], float) and math.isnan(r[m]) else r[m] for m in ANSWER_METRICS}
         reasons = yardstick_problems({**r, **metrics})
+        gate = (r.get("provenance") or {}).get("gate")
+        if variants is None and isinstance(gate, Mapping) and gate.get("passed") is False and \
+                gate.get("state") in ("comparable", "paired"):
+            reasons.append(f"its answer gate failed against a comparable yardstick (a measured regression): name "
+                           f"the variant to accept it (python -m eval_pipeline.history accept {run_id} "
+                           f"--variant {r['variant']})")
         if reasons:
             refused.append(f"{r['variant']} {r['grader']}: " + "; ".join(reasons))
         else:

@@ -178,7 +178,10 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                                "metrics": _no_nan(metrics),
                                                "configuration": recorded_configurations.get(row["variant"]),
                                                "tolerances": dict(tolerances),
-                                               "effective_tolerances": {row["variant"]: effective}}})
+                                               "effective_tolerances": {row["variant"]: effective},
+                                               # what the gate decided: accepting a row that failed against
+                                               # a comparable yardstick needs its variant named
+                                               "gate": {"state": gate.state, "passed": bool(gate.passed)}}})
         generator_change = ([f"generator {previous['generator']!r} -> {current['generator']!r}"]
                             if previous is not None and previous.get("generator") != current["generator"] else [])
         verdict.rows.append({**row, "metrics": metrics, "gate": gate, "previous": previous, "reference": reference,

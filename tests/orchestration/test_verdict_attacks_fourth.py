@@ -279,3 +279,34 @@ def test_a_rename_made_in_a_failed_run_keeps_the_vanished_names_history(judge):
     again = judge("r2", {"a": "good", "b2": "other"}, hits={"b2": 50})
     assert again.previous["b2"] is not None and again.previous["b2"]["variant"] == "b"
     assert states(again)["b2"] == ("comparable", False)
+
+
+def test_accepting_answers_whose_gate_failed_against_a_comparable_run_needs_the_variant_named(pg_uri):
+    """HOLE 7 (answers). `accept RUN_ID` accepted every answer row of the run, the ones whose
+    gate failed against a comparable yardstick too (a measured regression). Refused unless the
+    variant is named, the refusal naming the exact command."""
+    from eval_pipeline.history.answers import accept_answer_run, answer_table_name
+    from eval_pipeline.verdict.answers import judge_answer_run, record_answers
+    from tests.orchestration.test_verdict_attacks_third import _ANSWER_TABLE_LOCK, answer_frame
+
+    tables = [answer_table_name("eval"), *reversed(list(table_names("eval").values()))]
+    tol = {"max_pass_rate_drop": 0.05}
+    with psycopg.connect(pg_uri, autocommit=True) as lock:
+        lock.execute("SELECT pg_advisory_lock(%s)", (_ANSWER_TABLE_LOCK,))
+        try:
+            for table in tables:
+                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+            for run_id, rate in (("ans0", 0.9), ("ans1", 0.5)):
+                verdict = judge_answer_run({"a": answer_frame("a", rate)}, order=["a"], corpus_signature="corpus-1",
+                                           tolerances=tol, strict=False, connection_string=pg_uri, run_id=run_id)
+                record_answers(verdict, pg_uri, run_id, run_eligible=verdict.passed)
+            assert verdict.gates["a"]["deterministic"].state == "comparable"
+            assert not verdict.gates["a"]["deterministic"].passed
+            accepted, refused = accept_answer_run(pg_uri, "ans1")
+            assert accepted == [] and "accept ans1 --variant a" in refused[0]
+            accepted, refused = accept_answer_run(pg_uri, "ans1", variants=["a"])
+            assert accepted == [("a", "deterministic")] and refused == []
+        finally:
+            for table in tables:
+                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+            lock.execute("SELECT pg_advisory_unlock(%s)", (_ANSWER_TABLE_LOCK,))
