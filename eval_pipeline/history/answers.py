@@ -527,6 +527,30 @@ def answer_history_of(connection_string: str, *, variant: str, grader: str, conf
     return call_redacted(connection_string, "looking up the answer history", find)
 
 
+def answer_recorded_of(connection_string: str, *, variant: str, grader: str, configuration: str | None = None,
+                       before_run_id: str | None = None, prefix: str = "eval") -> str | None:
+    """The run id of the latest row of (``variant``, ``grader``) recorded at all (eligible or
+    not; a limited row does not count), or None: only then is the measurement genuinely new.
+    One recorded in a run that failed has a history with no yardstick in it, and is judged
+    only once a run of it is accepted."""
+    table = answer_table_name(prefix)
+
+    def find() -> str | None:
+        from psycopg import sql
+
+        with connect(connection_string) as conn:
+            if not _table_exists(conn, table):
+                return None
+            found = conn.execute(sql.SQL(
+                "SELECT run_id FROM {table} WHERE NOT limited AND " + _SAME_VARIANT + " AND grader = %(grader)s"
+                " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text) ORDER BY seq DESC LIMIT 1").format(
+                    table=sql.Identifier(table)), {"variant": variant, "configuration": configuration,
+                                                   "grader": grader, "before": before_run_id}).fetchone()
+        return None if found is None else str(found[0])
+
+    return call_redacted(connection_string, "looking up the answer history", find)
+
+
 def _since_acceptance(conn: Any, table: str, prefix: str, variant: str | None) -> dict[str, Any]:
     """Where "since the latest acceptance" starts in the answer table, in recording order (not
     by time: re-accepting an older run must not forget what was measured after it): the latest

@@ -33,6 +33,7 @@ from eval_pipeline.history.answers import (
     answer_graders_of,
     answer_history_exists,
     answer_history_of,
+    answer_recorded_of,
     answer_tolerance_floor,
     previous_answer_run,
     record_answer_run,
@@ -149,6 +150,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                        "yardstick")}
         configuration = configurations.get(row["variant"])
         previous = reference = history = None
+        recorded: str | None = None
         if connection_string and answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
                                                    before_run_id=run_id) is not None:
             configuration = None  # its own name's history: another name's is used only for a rename
@@ -160,11 +162,20 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                                  before_run_id=run_id)
             history = answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
                                         configuration=configuration, before_run_id=run_id)
+            if history is None:  # never a yardstick: genuinely new only if never recorded at all
+                recorded = answer_recorded_of(connection_string, variant=row["variant"], grader=row["grader"],
+                                              configuration=configuration, before_run_id=run_id)
         effective, loosened = pinned_tolerances(tolerances, [_as_run(previous), _as_run(reference)], floor)
         gate = evaluate_answer_gate({**current, "grader_failed": int(row.get("n_grader_failed") or 0),
                                      "configuration": configuration}, previous,
                                     reference, effective, strict=strict, history=history,
                                     project_has_history=project_has_history, vanished=vanished)
+        if recorded is not None and gate.state in ("first_run", "not_comparable"):
+            gate = replace(gate, passed=False, state="not_compared", message=(
+                f"FAILED (not compared): the {row['grader']} grades of this variant were recorded before (run "
+                f"{recorded}) but no run of them was eligible or accepted (a failed run, errored answers): it is not "
+                "a new measurement, and nothing can judge it; accept a run of it (python -m eval_pipeline.history "
+                f"accept RUN_ID) once its numbers are intended ({gate.message})"))
         if loosened:
             gate = replace(gate, message=f"{gate.message} (the answer gate was loosened since its yardstick: "
                            f"{'; '.join(loosened)}; judged with the stricter tolerances until a run is accepted)")

@@ -310,3 +310,33 @@ def test_accepting_answers_whose_gate_failed_against_a_comparable_run_needs_the_
             for table in tables:
                 lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
             lock.execute("SELECT pg_advisory_unlock(%s)", (_ANSWER_TABLE_LOCK,))
+
+
+def test_an_answer_measurement_recorded_in_a_failed_run_is_not_new_later(pg_uri):
+    """HOLE 2 (answers). The deterministic grades of `a` were first recorded in a run that failed
+    (not a yardstick); the next run's regressed grades were "a new measurement" and passed. They
+    have a recorded row: not compared, failing until accepted."""
+    from eval_pipeline.history.answers import answer_table_name
+    from eval_pipeline.verdict.answers import judge_answer_run, record_answers
+    from tests.orchestration.test_verdict_attacks_third import _ANSWER_TABLE_LOCK, answer_frame
+
+    tables = [answer_table_name("eval"), *reversed(list(table_names("eval").values()))]
+    tol = {"max_pass_rate_drop": 0.05}
+    with psycopg.connect(pg_uri, autocommit=True) as lock:
+        lock.execute("SELECT pg_advisory_lock(%s)", (_ANSWER_TABLE_LOCK,))
+        try:
+            for table in tables:
+                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+            first = judge_answer_run({"a": answer_frame("a", 0.9)}, order=["a"], corpus_signature="corpus-1",
+                                     tolerances=tol, strict=False, connection_string=pg_uri, run_id="ans0")
+            assert first.gates["a"]["deterministic"].state == "first_run"
+            record_answers(first, pg_uri, "ans0", run_eligible=False)  # the run's retrieval gate failed
+            later = judge_answer_run({"a": answer_frame("a", 0.5)}, order=["a"], corpus_signature="corpus-1",
+                                     tolerances=tol, strict=False, connection_string=pg_uri, run_id="ans1")
+            gate = later.gates["a"]["deterministic"]
+            assert (gate.state, gate.passed) == ("not_compared", False), gate.message
+            assert "ans0" in gate.message and "accept ans1 --variant a" in gate.message
+        finally:
+            for table in tables:
+                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+            lock.execute("SELECT pg_advisory_unlock(%s)", (_ANSWER_TABLE_LOCK,))
