@@ -1,14 +1,17 @@
-"""The report as a person sees it: the Dagster UI in headless Chromium, after two runs of the job
-whose second one regresses a variant.
+"""The report as a person sees it: the Dagster UI in headless Chromium, after three runs of the job
+whose third one regresses a variant.
 
 Chromium is driven through its DevTools protocol (the `websockets` client), so the test reads
-what the page shows: the report's plots decoded (naturalWidth > 0), a partition's numbers, and
-the failing variant's own check marked failed.
+what the page shows: the report's plots decoded (naturalWidth > 0) and its sections in order, a
+partition's numbers, the failing variant's own check marked failed, each gate check's plots (the
+points read from the chart's own props) and its run links. The screenshots in docs/
+(report_top.png, check_trend.png, check_metadata.png) are the ones these tests take.
 """
 
 import asyncio
 import itertools
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -17,6 +20,7 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -144,43 +148,202 @@ PLOTS_LOADED = """(() => {
 })()"""
 
 
+RUN_ID = re.compile(r"retrieval_eval - ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}) - ")
+
+
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory, embedded_pg):
+    """Three runs of the two-variant job, then the webserver over them, shared by the browser tests
+    (each run of the tiny set takes 20-40 s). The third run regresses `dense` (it refuses every
+    question), so its gate fails there and its check still records the numbers. Its own Dagster
+    database and state dir: the checks' plots and the gate's history hold these three runs only."""
+    from eval_pipeline.store.database import EmbeddedPostgres
+    from tests.integration.cli import job_environment
+
+    tmp = tmp_path_factory.mktemp("ui_three_runs")
+    variants = tmp / "variants.yaml"
+    env = job_environment(tmp / "state", embedded_pg.uri("dagster_ui_three_runs", driver="psycopg2"),
+                          EVAL_PIPELINE_VARIANTS=str(variants))
+    try:
+        runs = {}
+        for name, extra in (("first", ""), ("second", ""), ("regressed", ", abstain_below: 5.0")):
+            variants.write_text(GOOD % extra)
+            code = start_job(tmp, name, env, tiny_job_config(tmp / name)).wait(timeout=600)
+            log = (tmp / f"{name}.log").read_text()
+            runs[name] = SimpleNamespace(code=code, log=log, id=RUN_ID.search(log).group(1),
+                                         results=tmp / name / "results.md")
+        with webserver(tmp, env) as base:
+            yield SimpleNamespace(tmp=tmp, base=base, runs=runs)
+    finally:
+        EmbeddedPostgres(tmp / "state").stop()
+
+
+def _gate_checks(log: str) -> dict[str, bool]:
+    found = re.findall(r"Asset check '(gate__\w+)' on 'verdict' (passed|did not pass)", log)
+    return {name: outcome == "passed" for name, outcome in found}
+
+
 @needs_chromium
-def test_the_ui_shows_plots_partition_numbers_and_the_failed_variant(tmp_path, job_env, browser):
-    variants = tmp_path / "variants.yaml"
-    variants.write_text(GOOD % "")
-    env = job_env("state", EVAL_PIPELINE_VARIANTS=str(variants))
-    first = start_job(tmp_path, "first", env, tiny_job_config(tmp_path / "first"))
-    assert first.wait(timeout=600) == 0, (tmp_path / "first.log").read_text()[-3000:]
-    variants.write_text(GOOD % ", abstain_below: 5.0")  # dense refuses every question: its gate fails
-    second = start_job(tmp_path, "regressed", env, tiny_job_config(tmp_path / "regressed"))
-    assert second.wait(timeout=600) == 1, (tmp_path / "regressed.log").read_text()[-3000:]
-    log = (tmp_path / "regressed.log").read_text()
-    assert "Asset check 'gate__dense' on 'verdict' did not pass" in log and "Asset check 'gate__bm25' on 'verdict' passed" in log
-    assert "Asset check 'verdict_passed' on 'report' did not pass" in log
-    headline = (tmp_path / "regressed" / "results.md").read_text().splitlines()[2].strip("*")
+def test_the_ui_shows_plots_partition_numbers_and_the_failed_variant(three_runs, browser):
+    first, second, regressed = three_runs.runs.values()
+    assert first.code == 0, first.log[-3000:]
+    # The second run is the first one again: both retrieval gates pass (its exit code also
+    # depends on the answer gate, which this test does not look at).
+    assert _gate_checks(second.log) == {"gate__dense": True, "gate__bm25": True}, second.log[-3000:]
+    assert regressed.code == 1, regressed.log[-3000:]
+    assert _gate_checks(regressed.log) == {"gate__dense": False, "gate__bm25": True}
+    assert "Asset check 'verdict_passed' on 'report' did not pass" in regressed.log
+    headline = regressed.results.read_text().splitlines()[2].strip("*")
     assert "Gate FAILED for `dense`" in headline
 
-    with webserver(tmp_path, env) as base:
-        widths = browser.wait_for(f"{base}/assets/report", PLOTS_LOADED)
-        assert all(w > 0 for w in widths)
-        assert browser.wait_for(f"{base}/assets/report", f"document.body.innerText.includes({json.dumps(headline)})")
-        browser.screenshot(tmp_path / "report_asset.png")
-        assert (tmp_path / "report_asset.png").stat().st_size > 20_000
+    base, tmp_path = three_runs.base, three_runs.tmp
+    widths = browser.wait_for(f"{base}/assets/report", PLOTS_LOADED)
+    assert all(w > 0 for w in widths)
+    assert browser.wait_for(f"{base}/assets/report", f"document.body.innerText.includes({json.dumps(headline)})")
+    browser.screenshot(tmp_path / "report_asset.png")
+    assert (tmp_path / "report_asset.png").stat().st_size > 20_000
 
-        ndcg = browser.wait_for(f"{base}/assets/variant_metrics?view=partitions&partition=bm25",
-                                "(() => { const m = document.body.innerText.match(/ndcg@10\\s+([0-9.]+)/); "
-                                "return m ? m[1] : null; })()")
-        assert 0.0 <= float(ndcg) <= 1.0
+    ndcg = browser.wait_for(f"{base}/assets/variant_metrics?view=partitions&partition=bm25",
+                            "(() => { const m = document.body.innerText.match(/ndcg@10\\s+([0-9.]+)/); "
+                            "return m ? m[1] : null; })()")
+    assert 0.0 <= float(ndcg) <= 1.0
 
-        # The verdict asset decides, and says so on its page; its Checks tab lists each variant's
-        # gate with its latest result: the regressed variant's own check is Failed (the UI draws it
-        # red), the other variant's Succeeded.
-        assert browser.wait_for(f"{base}/assets/verdict", f"document.body.innerText.includes({json.dumps(headline)})")
-        states = browser.wait_for(f"{base}/assets/verdict?view=checks", """(() => {
-          const t = document.body.innerText;
-          const d = t.match(/gate__dense\\s+gate__dense\\s+(\\w+)/), b = t.match(/gate__bm25\\s+gate__bm25\\s+(\\w+)/);
-          return d && b ? [d[1], b[1]] : null; })()""")
-        assert states == ["Failed", "Succeeded"], states
+    # The verdict asset decides, and says so on its page; its Checks tab lists each variant's
+    # gate with its latest result: the regressed variant's own check is Failed (the UI draws it
+    # red), the other variant's Succeeded.
+    assert browser.wait_for(f"{base}/assets/verdict", f"document.body.innerText.includes({json.dumps(headline)})")
+    states = browser.wait_for(f"{base}/assets/verdict?view=checks", """(() => {
+      const t = document.body.innerText;
+      const d = t.match(/gate__dense\\s+gate__dense\\s+(\\w+)/), b = t.match(/gate__bm25\\s+gate__bm25\\s+(\\w+)/);
+      return d && b ? [d[1], b[1]] : null; })()""")
+    assert states == ["Failed", "Succeeded"], states
+
+
+# A check's Plots section draws one chart per numeric metadata entry (Chart.js on a canvas). The
+# points are read from the chart's React props: metadata label -> one list of y values per series.
+CHECK_PLOTS = """(() => {
+  const out = {};
+  for (const c of document.querySelectorAll('canvas')) {
+    const key = Object.keys(c).find(k => k.startsWith('__reactFiber'));
+    if (!key) continue;
+    let f = c[key], data = null, label = null;
+    for (let i = 0; f && i < 10; i++, f = f.return) {
+      const p = f.memoizedProps || {};
+      if (!data && p.data && p.data.datasets) data = p.data;
+      if (!label && typeof p.label === 'string') label = p.label;
+    }
+    if (data && label) out[label] = data.datasets.map(s => s.data.map(p => p && typeof p === 'object' ? p.y : p));
+  }
+  return out['hit@1'] && out['hit@1'][0].length >= 3 ? out : null;
+})()"""
+
+TREND = ("hit@1", "hit@5", "mrr", "ndcg@10", "latency_p95_ms")
+
+
+def _scroll_to(browser, text: str):
+    browser.call("Runtime.evaluate", expression=f"""(() => {{
+      const e = [...document.querySelectorAll('*')].find(e => e.childElementCount === 0
+        && e.textContent.trim() === {json.dumps(text)});
+      if (e) e.scrollIntoView({{block: 'start'}}); }})()""")
+    time.sleep(1)
+
+
+@needs_chromium
+def test_each_variant_s_gate_check_plots_its_trend_one_point_per_run(three_runs, browser):
+    """Issue #28, item 2: a gate check records its variant's headline numbers on every evaluation,
+    passed or failed, so its Plots are that variant's trend: after three runs, one series of three
+    points per metric. `dense` regressed in the third run (its check failed) and the point is there."""
+    base, tmp_path = three_runs.base, three_runs.tmp
+    plots = {}
+    for variant in ("dense", "bm25"):
+        plots[variant] = browser.wait_for(f"{base}/assets/verdict?view=checks&checkDetail=gate__{variant}",
+                                          CHECK_PLOTS)
+        for metric in TREND:
+            series = plots[variant][metric]
+            assert len(series) == 1 and len(series[0]) == 3, (variant, metric, series)
+            assert all(isinstance(y, (int, float)) for y in series[0]), (variant, metric, series)
+            assert all(round(y, 4) == y for y in series[0]), (variant, metric, series)
+        if variant == "dense":
+            _scroll_to(browser, "Plots")
+            browser.screenshot(tmp_path / "check_trend.png")
+    (dense,), (bm25,) = plots["dense"]["hit@1"], plots["bm25"]["hit@1"]
+    assert dense[2] == 0 and dense[0] == dense[1] > 0, dense  # refusing every question: no hit
+    assert bm25[0] == bm25[1] == bm25[2], bm25  # nothing changed for bm25
+    assert plots["dense"]["failures"] == [[0, 0, 3]], plots["dense"]["failures"]
+
+
+RUN_LINKS = """(() => {
+  const links = [...document.querySelectorAll('a[href^="/runs/"]')].map(a => {
+    const row = a.closest('tr');
+    return [row ? row.innerText.split('\\n')[0].trim() : '', a.textContent.trim(), a.getAttribute('href')];
+  }).filter(([label]) => label === 'previous_run' || label === 'reference_run');
+  return links.length >= 2 ? links : null;
+})()"""
+
+
+@needs_chromium
+def test_the_gate_check_metadata_links_the_runs_it_compared(three_runs, browser):
+    """Issue #28, item 5: `previous_run` and `reference_run` are links to those runs' pages, and
+    the headline numbers are rounded to 4 decimals."""
+    base, tmp_path, runs = three_runs.base, three_runs.tmp, three_runs.runs
+    links = browser.wait_for(f"{base}/assets/verdict?view=checks&checkDetail=gate__dense", RUN_LINKS)
+    by_label = {label: (text, href) for label, text, href in links}
+    earlier = {runs["first"].id, runs["second"].id}
+    for label, (text, href) in by_label.items():
+        assert href == f"/runs/{text}" and text in earlier, (label, text, href, earlier)
+    assert by_label["reference_run"][0] == runs["first"].id  # the first eligible run, nothing accepted
+    text = browser.call("Runtime.evaluate", expression="document.body.innerText", returnByValue=True)["result"]["value"]
+    latency = re.search(r"latency_p95_ms\s+([0-9.]+)", text).group(1)
+    assert len(latency.partition(".")[2]) <= 4, latency
+    _scroll_to(browser, "Metadata")
+    browser.screenshot(tmp_path / "check_metadata.png")
+
+
+# The report opens in a dialog whose scroll container is Blueprint's overlay; where it opens,
+# and where the report's headline and sections sit in it.
+REPORT_DIALOG = """(() => {
+  const d = document.querySelector('[role=dialog]');
+  const imgs = d ? [...d.querySelectorAll('img')] : [];
+  if (!d || imgs.length < 2 || !imgs.every(i => i.complete && i.naturalWidth > 0)) return null;
+  const overlay = d.closest('.bp5-overlay-scroll-container') || d.parentElement.parentElement;
+  return {scrollTop: overlay.scrollTop, scrollHeight: overlay.scrollHeight, clientHeight: overlay.clientHeight,
+          focused: document.activeElement.textContent.trim().slice(0, 20),
+          headings: [...d.querySelectorAll('h1,h2')].map(h => h.textContent.trim()),
+          text: d.innerText.slice(0, 400)};
+})()"""
+
+HEADLINE_IN_VIEW = """(() => {
+  const d = document.querySelector('[role=dialog]');
+  const overlay = d.closest('.bp5-overlay-scroll-container') || d.parentElement.parentElement;
+  overlay.scrollTop = 0;
+  const top = d.querySelector('h1').getBoundingClientRect().top;
+  return top >= 0 && top < innerHeight ? top : null;
+})()"""
+
+
+@needs_chromium
+def test_the_report_dialog_leads_with_the_headline_and_the_gate(three_runs, browser, capsys):
+    """Issue #28, item 4: the report reads headline, regression gate, variants first, how far the
+    numbers can be trusted near the end. Dagster's dialog focuses its Close button, at the bottom,
+    so it opens scrolled down; the numbers are printed, and the top is in view once scrolled up."""
+    base, tmp_path, regressed = three_runs.base, three_runs.tmp, three_runs.runs["regressed"]
+    headline = regressed.results.read_text().splitlines()[2].strip("*")
+    opened = browser.wait_for(f"{base}/assets/report", PLOTS_LOADED.replace(
+        "return imgs.map(i => i.naturalWidth);", f"return {REPORT_DIALOG};"))
+    with capsys.disabled():
+        print(f"\nreport dialog opened at scrollTop {opened['scrollTop']} of {opened['scrollHeight']} "
+              f"(view {opened['clientHeight']}), focus on {opened['focused']!r}")
+    assert opened["text"].removeprefix("report").lstrip().startswith("Retrieval evaluation"), opened["text"]
+    assert headline.replace("`", "") in opened["text"], (headline, opened["text"])
+    headings = opened["headings"]
+    sections = ("Retrieval evaluation", "Regression gate", "Variants", "How far the numbers can be trusted",
+                "Provenance")
+    order = [next(i for i, h in enumerate(headings) if h.startswith(prefix)) for prefix in sections]
+    assert order == sorted(order), headings
+    top = browser.call("Runtime.evaluate", expression=HEADLINE_IN_VIEW, returnByValue=True)["result"]["value"]
+    assert top is not None
+    time.sleep(1)
+    browser.screenshot(tmp_path / "report_top.png")
 
 
 def _location(base: str) -> dict:
