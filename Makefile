@@ -34,7 +34,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	@$(DAGSTER_ENV) && \
-	{ DAGSTER=$(BIN)/dagster scripts/run_job.sh retrieval_eval; code=$$?; \
+	{ DAGSTER=$(BIN)/dagster scripts/run_job.sh retrieval_eval -c eval_pipeline/demo_data/run.yaml; code=$$?; \
 	  [ $$code -eq 2 ] || echo "Report: $(CURDIR)/results/results.md"; exit $$code; }
 
 dev: $(STAMP)

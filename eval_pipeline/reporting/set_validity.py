@@ -133,10 +133,26 @@ def set_validity_lines(comparison: SetComparison, *, name_a: str, name_b: str, w
     table = comparison.get(TABLE_METRIC)
     if table is not None:
         lines += [f"{TABLE_METRIC} by variant under each set (rank 1 is the best; tied means share a rank):", "",
-                  markdown_table(table.table(), ["variant", "mean A", "rank A", "mean B", "rank B", "shift"]), ""]
+                  markdown_table(_ranks_shown(table.table()), ["variant", "mean A", "rank A", "mean B", "rank B",
+                                                                "shift"]), ""]
     if files and files.get("set_validity"):
         lines += [f"Every metric's figures: `{Path(files['set_validity']).name}`.", ""]
     return lines
+
+
+def _rank(value: Any) -> str:
+    """A rank as people write it: 3, or 1.5 for a shared one; – when missing."""
+    if value is None or pd.isna(value):
+        return MISSING
+    return f"{value:+g}".lstrip("+") if float(value) != int(value) else str(int(value))
+
+
+def _ranks_shown(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.copy()
+    for column in ("rank A", "rank B"):
+        out[column] = [_rank(v) for v in out[column]]
+    out["shift"] = [MISSING if v is None or pd.isna(v) else (f"{v:+g}" if v else "0") for v in out["shift"]]
+    return out
 
 
 def set_validity_metadata(comparison: SetComparison) -> dict[str, float | None]:

@@ -42,3 +42,12 @@ def test_trust_sits_before_the_provenance_and_the_gate_before_the_variants():
     text = render_report(summary, per_query, {"corpus": "x"},
                          sections={"before_provenance": ["## How far the numbers can be trusted", ""]})
     assert text.index("## Variants") < text.index("## How far the numbers can be trusted") < text.index("## Provenance")
+
+
+def test_ranks_print_as_people_write_them():
+    from eval_pipeline.reporting.set_validity import _ranks_shown
+
+    shown = _ranks_shown(pd.DataFrame({"variant": ["a", "b"], "mean A": [0.1, 0.2], "rank A": [1.0, 1.5],
+                                       "mean B": [0.1, 0.2], "rank B": [3.0, float("nan")], "shift": [2.0, -5.5]}))
+    assert list(shown["rank A"]) == ["1", "1.5"] and list(shown["rank B"]) == ["3", "–"]
+    assert list(shown["shift"]) == ["+2", "-5.5"]
