@@ -35,15 +35,25 @@ def partition_metrics(key: str, scored: pd.DataFrame) -> dict[str, Any]:
 
     row = summarize({key: scored}).iloc[0]
     interval = metric_intervals({key: scored}, (PRIMARY_METRIC,)).iloc[0]
-    out: dict[str, Any] = {m: number(row[m]) for m in PARTITION_METRICS}
-    out.update({f"{PRIMARY_METRIC} 95% low": number(interval["low"]),
-                f"{PRIMARY_METRIC} 95% high": number(interval["high"]),
-                "latency p50 ms": number(row["latency_p50_ms"]), "latency p95 ms": number(row["latency_p95_ms"]),
-                "n_errored": int(row["n_errored"]), "n_answerable": int(row["n_answerable"]),
-                # the microscope's counts (misses.jsonl beside the report holds each miss's evidence)
-                "misses by triage": {k.removeprefix("triage_"): int(v) for k, v in row.items()
-                                     if str(k).startswith("triage_")},
-                "dense misses by cause": {k.removeprefix("dense_"): int(v) for k, v in row.items()
-                                          if str(k).startswith("dense_")},
-                "latency_ms_by_stage": stage_latency_summary(scored), "table": frame_metadata(scored)})
+    out: dict[str, Any] = {m: _shown(row[m]) for m in PARTITION_METRICS}
+    out.update({f"{PRIMARY_METRIC} 95% low": _shown(interval["low"]),
+                f"{PRIMARY_METRIC} 95% high": _shown(interval["high"]),
+                "latency p50 ms": _shown(row["latency_p50_ms"]), "latency p95 ms": _shown(row["latency_p95_ms"]),
+                "n_errored": int(row["n_errored"]), "n_answerable": int(row["n_answerable"])})
+    # the microscope's counts (misses.jsonl beside the report holds each miss's evidence), and
+    # each stage's latency: one number each, so the UI plots every one over runs
+    out.update({f"misses {k.removeprefix('triage_')}": int(v) for k, v in row.items()
+                if str(k).startswith("triage_")})
+    out.update({f"dense misses {k.removeprefix('dense_')}": int(v) for k, v in row.items()
+                if str(k).startswith("dense_")})
+    for stage, figures in stage_latency_summary(scored).items():
+        out.update({f"latency {stage} {q} ms": _shown(figures[q]) for q in ("p50", "p95") if q in figures})
+    out["table"] = frame_metadata(scored)
     return out
+
+
+def _shown(value: Any) -> float | None:
+    """A number as the UI shows and plots it: 4 decimals (0.9778, not 0.9777777777777777); None
+    when NaN."""
+    value = number(value)
+    return None if value is None else round(value, 4)
