@@ -33,6 +33,16 @@ def tiny_job_config(results_dir: Path, **question_set) -> dict:
     }}
 
 
+def dense_and_bm25_variants(tmp_path: Path, name: str, **dense_knobs) -> str:
+    """A variants file of two variants (`dense`, the baseline, with `dense_knobs`, and bm25) and
+    a gate on hit@1, MRR and nDCG@10: the path, for EVAL_PIPELINE_VARIANTS."""
+    knobs = "".join(f", {k}: {v}" for k, v in dense_knobs.items())
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"baseline: dense\nvariants:\n  - {{engine: pg-dense, name: dense{knobs}}}\n  - bm25\n"
+                    "gate: {tolerances: {hit@1: 0.05, mrr: 0.05, ndcg@10: 0.05}}\n")
+    return str(path)
+
+
 def start_job(tmp_path, name, env, config, job: str = "retrieval_eval") -> subprocess.Popen:
     cfg = tmp_path / f"{name}.yaml"
     cfg.write_text(yaml.safe_dump(config))

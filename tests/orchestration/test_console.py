@@ -3,7 +3,6 @@ CI user: at the default level a few dozen lines, ending with the verdict's summa
 its verdict line; exit 0 when every gate passed, 1 on a regression, 2 when the run broke
 before a verdict."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,17 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.cli import REPO, tiny_job_config
+from tests.integration.cli import REPO, dense_and_bm25_variants, tiny_job_config
 
 pytestmark = pytest.mark.integration
-
-
-def _variants(tmp_path: Path, name: str, **dense_knobs) -> str:
-    knobs = "".join(f", {k}: {v}" for k, v in dense_knobs.items())
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(f"baseline: dense\nvariants:\n  - {{engine: pg-dense, name: dense{knobs}}}\n  - bm25\n"
-                    "gate: {tolerances: {hit@1: 0.05, mrr: 0.05, ndcg@10: 0.05}}\n")
-    return str(path)
 
 
 def _run(tmp_path: Path, name: str, env: dict, config: dict) -> subprocess.CompletedProcess:
@@ -34,7 +25,7 @@ def _run(tmp_path: Path, name: str, env: dict, config: dict) -> subprocess.Compl
 
 
 def test_the_console_ends_with_the_verdict_and_its_exit_code(tmp_path, job_env):
-    good = job_env("state", EVAL_PIPELINE_VARIANTS=_variants(tmp_path, "good"))
+    good = job_env("state", EVAL_PIPELINE_VARIANTS=dense_and_bm25_variants(tmp_path, "good"))
     first = _run(tmp_path, "first", good, tiny_job_config(tmp_path / "first"))
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     lines = first.stdout.rstrip().splitlines()
@@ -42,16 +33,16 @@ def test_the_console_ends_with_the_verdict_and_its_exit_code(tmp_path, job_env):
     assert " - DEBUG - " not in first.stdout
     assert lines[-2] == "eval-pipeline verdict: PASSED (2 of 2 variant(s) passed their gates)"
     assert lines[-1].startswith("exit codes: 0 every gate passed")
-    table = lines[lines.index(next(l for l in lines if l.startswith("eval-pipeline: 2 variant(s)"))):]
-    assert any(l.startswith("dense ") and "passed (first run)" in l for l in table)
+    table = lines[lines.index(next(line for line in lines if line.startswith("eval-pipeline: 2 variant(s)"))):]
+    assert any(row.startswith("dense ") and "passed (first run)" in row for row in table)
 
     # a threshold no score reaches: dense refuses every question, a regression
-    bad = {**good, "EVAL_PIPELINE_VARIANTS": _variants(tmp_path, "bad", abstain_below=5.0)}
+    bad = {**good, "EVAL_PIPELINE_VARIANTS": dense_and_bm25_variants(tmp_path, "bad", abstain_below=5.0)}
     regressed = _run(tmp_path, "regressed", bad, tiny_job_config(tmp_path / "regressed"))
     assert regressed.returncode == 1, regressed.stdout[-3000:] + regressed.stderr[-3000:]
     tail = regressed.stdout.rstrip().splitlines()
     assert tail[-2].startswith("eval-pipeline verdict: FAILED (1 of 2 variant(s) failed: dense)")
-    dense = next(l for l in tail if l.startswith("dense "))
+    dense = next(row for row in tail if row.startswith("dense "))
     assert "FAILED (vs history)" in dense and "beyond its tolerance" in dense
 
     # a run that breaks before any verdict: a corpus file that does not exist

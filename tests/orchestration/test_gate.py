@@ -4,17 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli import start_job, tiny_job_config
+from tests.integration.cli import dense_and_bm25_variants, start_job, tiny_job_config
 
 pytestmark = pytest.mark.integration
-
-
-def _variants(tmp_path: Path, name: str, **dense_knobs) -> str:
-    knobs = "".join(f", {k}: {v}" for k, v in dense_knobs.items())
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(f"baseline: dense\nvariants:\n  - {{engine: pg-dense, name: dense{knobs}}}\n  - bm25\n"
-                    "gate: {tolerances: {hit@1: 0.05, mrr: 0.05, ndcg@10: 0.05}}\n")
-    return str(path)
 
 
 def _run(tmp_path, name, env, **question_set) -> tuple[int, str]:
@@ -27,13 +19,13 @@ def test_gate_exit_codes(tmp_path, job_env):
     """First run: baseline, exit 0. A change that drops the metrics past the tolerance: exit 1,
     with the report written and naming the failure. Back to the good configuration: the
     failed run is not the yardstick, so it compares with the first run and exits 0."""
-    good = job_env("state", EVAL_PIPELINE_VARIANTS=_variants(tmp_path, "good"))
+    good = job_env("state", EVAL_PIPELINE_VARIANTS=dense_and_bm25_variants(tmp_path, "good"))
     code, report = _run(tmp_path, "first", good)
     assert code == 0, (tmp_path / "first.log").read_text()[-3000:]
     assert "No comparable previous run" in report
 
     # A threshold no score reaches: dense refuses every question (a treatment change, still comparable).
-    bad = {**good, "EVAL_PIPELINE_VARIANTS": _variants(tmp_path, "bad", abstain_below=5.0)}
+    bad = {**good, "EVAL_PIPELINE_VARIANTS": dense_and_bm25_variants(tmp_path, "bad", abstain_below=5.0)}
     code, report = _run(tmp_path, "regressed", bad)
     assert code == 1
     assert "Gate FAILED for `dense`" in report
@@ -49,7 +41,7 @@ def test_gate_exit_codes(tmp_path, job_env):
 
 
 def test_limited_run_is_suffixed_and_never_a_baseline(tmp_path, job_env):
-    env = job_env("state", EVAL_PIPELINE_VARIANTS=_variants(tmp_path, "v"))
+    env = job_env("state", EVAL_PIPELINE_VARIANTS=dense_and_bm25_variants(tmp_path, "v"))
     config = {"path": str(Path(__file__).resolve().parents[1] / "fixtures" / "tiny_questions.jsonl"), "limit": 3}
     job = start_job(tmp_path, "limited", env, tiny_job_config(tmp_path / "out", **config))
     assert job.wait(timeout=600) == 0, (tmp_path / "limited.log").read_text()[-3000:]
