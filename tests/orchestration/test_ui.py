@@ -346,6 +346,59 @@ def test_the_report_dialog_leads_with_the_headline_and_the_gate(three_runs, brow
     browser.screenshot(tmp_path / "report_top.png")
 
 
+def _click(browser, selector: str, text: str) -> bool:
+    """Click the first `selector` element whose text is `text`; whether there was one."""
+    return browser.call("Runtime.evaluate", returnByValue=True, expression=f"""(() => {{
+      const e = [...document.querySelectorAll({json.dumps(selector)})]
+        .find(e => e.innerText.trim() === {json.dumps(text)});
+      if (e) e.click(); return !!e; }})()""")["result"]["value"]
+
+
+def _dialogs(browser) -> list[str]:
+    return browser.call("Runtime.evaluate", returnByValue=True, expression=(
+        "[...document.querySelectorAll('[role=dialog]')].map(d => d.innerText)"))["result"]["value"]
+
+
+@needs_chromium
+def test_the_launchpad_is_under_the_caret_beside_materialize_all(three_runs, browser):
+    """Where a person launches a run with config, as the README tells it (issue #28, item 3): the
+    job page has no Launchpad tab; the caret beside "Materialize all…" opens a menu with "Open
+    launchpad"; its button is "Materialize", and without a partition Dagster asks first ("This job
+    is partitioned…"). Nothing is launched: the test cancels."""
+    base, tmp_path = three_runs.base, three_runs.tmp
+    menu = browser.wait_for(f"{base}/locations/definitions/jobs/retrieval_eval", """(() => {
+      const items = [...document.querySelectorAll('[role=menu] a, [role=menu] button, .bp5-menu a')]
+        .map(e => e.innerText.trim()).filter(Boolean);
+      if (items.length) return items;
+      const bs = [...document.querySelectorAll('button')];
+      const i = bs.findIndex(b => b.innerText.trim() === 'Materialize all…');
+      if (i >= 0) bs[i + 1].click();
+      return null; })()""")
+    assert "Open launchpad" in menu, menu
+    tabs = browser.call("Runtime.evaluate", returnByValue=True,
+                        expression="document.body.innerText")["result"]["value"]
+    assert "Launchpad" not in tabs.split("Materialize all…")[0], tabs[:1000]  # no such tab
+    browser.screenshot(tmp_path / "job_launchpad_menu.png")
+
+    assert _click(browser, "[role=menu] a, [role=menu] button, .bp5-menu a", "Open launchpad")
+    deadline = time.monotonic() + 60
+    while not any(d.startswith("Launchpad") for d in _dialogs(browser)):
+        assert time.monotonic() < deadline, _dialogs(browser)
+        time.sleep(1)
+    time.sleep(2)  # the config editor fills in its defaults
+    (launchpad,) = [d for d in _dialogs(browser) if d.startswith("Launchpad")]
+    assert launchpad.startswith("Launchpad (configure assets)") and "pgvector_store" in launchpad, launchpad[:500]
+    assert _click(browser, "[role=dialog] button", "Materialize")
+    deadline = time.monotonic() + 30
+    while not any("This job is partitioned" in d for d in _dialogs(browser)):
+        assert time.monotonic() < deadline, _dialogs(browser)
+        time.sleep(0.5)
+    (ask,) = [d for d in _dialogs(browser) if "This job is partitioned" in d]
+    assert ask.startswith("Are you sure?") and "Confirm" in ask and "Cancel" in ask, ask
+    browser.screenshot(tmp_path / "launchpad_partitioned.png")
+    assert _click(browser, "[role=dialog] button", "Cancel")
+
+
 def _location(base: str) -> dict:
     data = graphql(base, """mutation { reloadRepositoryLocation(repositoryLocationName: "definitions") {
         __typename ... on WorkspaceLocationEntry { loadStatus locationOrLoadError { __typename
@@ -379,3 +432,35 @@ def test_reload_definitions_rereads_the_variants_file(tmp_path, job_env):
         (ours,) = [e["error"] for e in error["errorChain"] if "VariantsFileError" in e["error"]["message"]]
         assert ours["message"].strip().count("\n") == 0, ours["message"]
         assert str(variants) in ours["message"] and "variant 1" in ours["message"] and "depth" in ours["message"]
+
+
+@needs_chromium
+def test_a_broken_code_location_shows_its_one_line_under_deployment(tmp_path, job_env, browser):
+    """Where a person finds why the definitions did not load (issue #28, item 6): the Catalog only
+    loses *Jobs* from its navigation; Deployment → Code locations marks `definitions` Failed, and
+    its "View error" dialog shows our one line (file:line, variant, setting) between Dagster's
+    tracebacks, in view when the dialog opens."""
+    variants = tmp_path / "variants.yaml"
+    variants.write_text(GOOD % ", depth: -1")
+    env = job_env("state", EVAL_PIPELINE_VARIANTS=str(variants))
+    with webserver(tmp_path, env) as base:
+        nav = browser.wait_for(f"{base}/assets", """(() => { const t = document.body.innerText;
+          return t.includes('Catalog') && t.includes('Deployment') ? t.split('Search')[0] : null; })()""")
+        assert "Jobs" not in nav, nav
+        assert browser.wait_for(f"{base}/deployment/locations", """(() => {
+          const b = [...document.querySelectorAll('button,a')].find(e => e.innerText.trim() === 'View error');
+          if (b) b.click();
+          return !!document.querySelector('[role=dialog]'); })()""")
+        time.sleep(1)
+        line = f"bad variants file: {variants}:3: variant 1: depth must be an integer in [1, 1000], got -1"
+        where = browser.call("Runtime.evaluate", returnByValue=True, expression=f"""(() => {{
+          const d = document.querySelector('[role=dialog]');
+          const e = [...d.querySelectorAll('*')].find(e => e.childElementCount === 0
+            && e.textContent.includes({json.dumps(line)}));
+          return e ? [d.innerText.slice(0, 40), e.getBoundingClientRect().top, innerHeight]
+            : d.innerText.slice(0, 3000);
+        }})()""")["result"]["value"]
+        assert isinstance(where, list), where
+        title, top, height = where
+        assert title.startswith("Code location error") and 0 <= top < height, where
+        browser.screenshot(tmp_path / "location_error.png")
