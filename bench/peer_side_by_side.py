@@ -286,7 +286,7 @@ def main() -> None:
     print(f"\ncold / peer = {cold['wall'] / base['wall']:.2f} (goal <= 1.2), warm / peer = "
           f"{warm['wall'] / base['wall']:.3f}; RSS cold / peer = {cold['peak_rss_mb'] / base['peak_rss_mb']:.2f}")
     print("peak RSS: the largest process of each arm's tree; the job's Postgres server is not included. "
-          f"Machine: {machine['cores']} cores, load at start {machine['load avg (1/5/15 min) at start']}, now "
+          f"Machine: {machine['cores']} cores, load at start {machine['load avg (1/5/15 min) at start']}; "
           f"{load_note()}.")
     if counts["documents"] < counts["of"]:
         print(f"NOTE: {sample}.")
