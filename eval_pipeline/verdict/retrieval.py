@@ -379,8 +379,8 @@ def judge_run(
         elif ever is None and recorded is not None:
             gate = previous_gate = GateResult(False, "not_compared", [], (
                 f"FAILED (not compared): {variant!r} has recorded runs (the latest {recorded}) but none was eligible "
-                "or accepted (a failed gate, an errored question, a reranker fallback or a limited run): it is not "
-                f"a new variant, and nothing can judge it; {hint}"))
+                "or accepted (a failed gate, an errored question, a reranker fallback): it is not a new variant, "
+                f"and nothing can judge it; {hint}"))
             ref_gate = None
         elif ever is None:
             gate = previous_gate = _first_run(variant, project["has_runs"], verdict.vanished, strict, hint)
