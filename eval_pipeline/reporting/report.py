@@ -446,10 +446,10 @@ def _gate_section(verdict) -> list[str]:
             if ref is not None and ref_gate is not None:
                 sub.append(f"  - against the pinned reference `{ref['run_id']}` ({how}): {ref_gate.message}")
         entries.setdefault((head, tuple(sub)), []).append(variant)
-    for (head, sub), variants in entries.items():  # variants judged alike share one line
+    for (head, details), variants in entries.items():  # variants judged alike share one line
         names = ", ".join(f"`{v}`" for v in variants)
         lines.append(f"- {names}: {head}" if len(variants) == 1 else f"- {len(variants)} variants, {names}: {head}")
-        lines += list(sub)
+        lines += list(details)
     failures = [r for r in verdict.gate_rows() if r["passed"] is False]
     if failures:
         lines += ["", markdown_table(pd.DataFrame(failures), ["variant", "against", "metric", "actual", "yardstick",
