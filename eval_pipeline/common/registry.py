@@ -145,6 +145,8 @@ class Registry(Generic[K]):
         self._kinds: dict[str, K] = {}
         # name -> (source files outside the package, the digest of their code when registered)
         self._sources: dict[str, tuple[tuple[str, ...], str]] = {}
+        self._order: dict[str, tuple[int, int]] = {}  # name -> (its module's place in `modules`, then arrival)
+        self._arrivals = 0
         _REGISTRIES.append(self)
 
     def register(self, kind: K, *, replace: bool = False) -> K:
@@ -166,6 +168,13 @@ class Registry(Generic[K]):
             if name in self._kinds and not replace and self._kinds[name] is not kind:
                 raise ValueError(f"{self.what} {name!r} is registered already")
             self._kinds[name] = kind
+            # The built-in kinds in the order of their modules, whichever module was imported
+            # first (importing one imports the others from inside its first registration);
+            # plugins after them, in arrival order.
+            rank = self._modules.index(caller) if caller in self._modules else len(self._modules)
+            self._arrivals += 1
+            self._order.setdefault(name, (rank, self._arrivals))
+            self._kinds = dict(sorted(self._kinds.items(), key=lambda item: self._order.get(item[0], (-1, 0))))
             if modules:
                 self._sources[name] = (tuple(path for _, path in modules), modules_code_digest(modules))
             else:
@@ -177,6 +186,7 @@ class Registry(Generic[K]):
         with _lock:
             self._kinds.pop(name, None)
             self._sources.pop(name, None)
+            self._order.pop(name, None)
 
     def external_sources(self, names: Sequence[str] | None = None) -> dict[str, tuple[str, ...]]:
         """name -> the source files outside the package that define it, for the kinds registered

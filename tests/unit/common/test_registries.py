@@ -150,3 +150,15 @@ def test_a_plugin_that_cannot_be_imported_names_the_variable(monkeypatch):
     assert plugin_modules() == ("tests.toys.no_such_toy",)
     with pytest.raises(ImportError, match="EVAL_PIPELINE_PLUGINS: cannot import 'tests.toys.no_such_toy'"):
         load_plugins()
+
+
+def test_the_built_in_order_does_not_depend_on_which_module_is_imported_first():
+    """A registry's built-in kinds keep the order of its modules: importing the second module
+    first (it registers, which imports the first from inside) gives the same list."""
+    script = ("import importlib, sys; importlib.import_module(sys.argv[1]); "
+              "from eval_pipeline.reporting.report import SECTIONS; print(','.join(SECTIONS.names()))")
+    orders = {subprocess.run([sys.executable, "-c", script, module], capture_output=True, text=True, cwd=REPO,
+                             check=True).stdout.strip()
+              for module in ("eval_pipeline.reporting.sections", "eval_pipeline.reporting.set_validity",
+                             "eval_pipeline.reporting.report")}
+    assert orders == {"validity,indexes,answers,set_validity"}
