@@ -65,7 +65,9 @@ def _why(gate: Any) -> str:
     failures = [r for r in rows if r.get("passed") is False]
     judged = [r for r in rows if r.get("passed") is True]
     if gate.passed and judged:
-        return f"{len(judged)} metric(s) within tolerance"
+        against = sorted({str(r.get("against")) for r in judged if r.get("against")})
+        return (f"{len({r.get('metric') for r in judged})} metric(s) within tolerance"
+                + (f" of the {' and the '.join(against)}" if against else ""))
     if failures:
         worst = failures[0]
         text = (f"{worst['metric']} {_number(worst.get('delta')) or 0:+.3f} beyond its tolerance "

@@ -53,6 +53,10 @@ def test_a_failed_gate_is_the_table_and_the_verdict_line():
     dense = next(line for line in lines if line.startswith("pg-dense"))
     assert "0.812 (+0.000)" in dense and "0.900" in dense and "passed (vs history)" in dense
     assert dense.endswith("1 metric(s) within tolerance")
+    both = GateResult(True, "comparable", [{"metric": m, "against": a, "delta": 0.0, "tolerance": 0.05, "passed": True}
+                                           for m in ("hit@1", "mrr") for a in ("previous", "reference")])
+    assert console_summary(Verdict(SUMMARY[:1], {"pg-dense": both})).count(
+        "2 metric(s) within tolerance of the previous and the reference") == 1
     new = next(line for line in lines if line.startswith("new"))
     assert "passed (first run)" in new and "–" in new  # its MRR is not measured
     assert lines[-2] == f"{VERDICT_PREFIX} FAILED (1 of 3 variant(s) failed: hybrid)"
