@@ -530,9 +530,11 @@ def answer_history_of(connection_string: str, *, variant: str, grader: str, conf
 def answer_recorded_of(connection_string: str, *, variant: str, grader: str, configuration: str | None = None,
                        before_run_id: str | None = None, prefix: str = "eval") -> str | None:
     """The run id of the latest row of (``variant``, ``grader``) recorded at all (eligible or
-    not; a limited row does not count), or None: only then is the measurement genuinely new.
-    One recorded in a run that failed has a history with no yardstick in it, and is judged
-    only once a run of it is accepted."""
+    not), or None: only then is the measurement genuinely new. One recorded in a run that
+    failed has a history with no yardstick in it, and is judged only once a run of it is
+    accepted. A row that measured nothing does not count, as a limited one does not: a grader
+    that applies to no prompt of the set (n_scored 0, nothing errored) is never a yardstick, and
+    counting it would fail every later run of the same set as not compared."""
     table = answer_table_name(prefix)
 
     def find() -> str | None:
@@ -542,7 +544,8 @@ def answer_recorded_of(connection_string: str, *, variant: str, grader: str, con
             if not _table_exists(conn, table):
                 return None
             found = conn.execute(sql.SQL(
-                "SELECT run_id FROM {table} WHERE NOT limited AND " + _SAME_VARIANT + " AND grader = %(grader)s"
+                "SELECT run_id FROM {table} WHERE NOT limited AND (n_scored > 0 OR errored > 0) AND "
+                + _SAME_VARIANT + " AND grader = %(grader)s"
                 " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text) ORDER BY seq DESC LIMIT 1").format(
                     table=sql.Identifier(table)), {"variant": variant, "configuration": configuration,
                                                    "grader": grader, "before": before_run_id}).fetchone()
