@@ -1014,6 +1014,24 @@ class Comparison:
         return self.state == "comparable"
 
 
+def setting_changes(before: Any, after: Any, path: str = "") -> list[str]:
+    """What changed between two recorded settings, one line per setting that differs
+    (`depth: 5 -> 3`, `reranker.kind: 'none' -> 'mmr'`, `legs: added`), instead of the two
+    whole mappings: what a reader of a treatment change needs."""
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        out: list[str] = []
+        for key in sorted(set(before) | set(after), key=str):
+            where = f"{path}.{key}" if path else str(key)
+            if key not in before:
+                out.append(f"{where}: added {after[key]!r}")
+            elif key not in after:
+                out.append(f"{where}: removed (was {before[key]!r})")
+            elif _canonical(before[key]) != _canonical(after[key]):
+                out += setting_changes(before[key], after[key], where)
+        return out
+    return [f"{path}: {before!r} -> {after!r}" if path else f"{before!r} -> {after!r}"]
+
+
 def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
@@ -1078,7 +1096,8 @@ def compare_provenance(current: Mapping[str, Any], previous: Mapping[str, Any] |
     if previous_name != variant:
         treatment.append(f"name: {previous_name!r} -> {variant!r} (the same configuration: its history is kept)")
     if _canonical(cur_cfg.get(variant)) != _canonical(prev_cfg.get(previous_name)):
-        treatment.append(f"variant {variant!r} config: {prev_cfg.get(previous_name)!r} -> {cur_cfg.get(variant)!r}")
+        treatment += [f"variant {variant!r} config {change}"
+                      for change in setting_changes(prev_cfg.get(previous_name), cur_cfg.get(variant))]
 
     # The question texts are in the benchmark's identity (a rewording is another benchmark);
     # what the fingerprint of the set holds beyond them (form, hard class, gist) does not

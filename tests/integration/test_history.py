@@ -341,9 +341,10 @@ def test_treatment_changes_are_reported_and_still_comparable():
     cmp = compare_provenance(current, provenance(), "a")
     assert cmp.state == "comparable"
     assert [c.split(":")[0] for c in cmp.treatment_changes] == [
-        "embedder", "embedder_revision", "chunking", "variant 'a' config"
+        "embedder", "embedder_revision", "chunking", "variant 'a' config reranker"
     ]
-    assert "cross-encoder" in cmp.treatment_changes[-1]
+    # the variant's change is the setting that changed, not the two whole configurations
+    assert cmp.treatment_changes[-1] == "variant 'a' config reranker: added {'kind': 'cross-encoder'}"
     # b's config change is not a's treatment; dict key order is irrelevant
     reordered = provenance(chunking={"overlap": 64, "size": 512}, variants={"a": {"fusion": "rrf", "engine": "hybrid"}})
     assert compare_provenance(reordered, provenance(), "a").treatment_changes == []
@@ -405,3 +406,14 @@ def test_labels_fingerprint_input_errors():
 
 def test_labels_fingerprint_on_the_tiny_fixture(tiny_questions):
     assert labels_fingerprint(tiny_questions.questions) == labels_fingerprint(list(tiny_questions.questions))
+
+
+def test_a_changed_setting_is_named_with_its_path():
+    from eval_pipeline.history.runs import setting_changes
+
+    before = {"engine": "hybrid", "depth": 5, "reranker": {"kind": "none"}, "legs": ["keyword", "dense"]}
+    after = {"engine": "hybrid", "depth": 3, "reranker": {"kind": "mmr", "lambda_": 0.7}, "legs": ["keyword", "dense"]}
+    assert setting_changes(before, after) == ["depth: 5 -> 3", "reranker.kind: 'none' -> 'mmr'",
+                                              "reranker.lambda_: added 0.7"]
+    assert setting_changes({"a": 1}, {}) == ["a: removed (was 1)"]
+    assert setting_changes(None, {"a": 1}) == ["None -> {'a': 1}"]
