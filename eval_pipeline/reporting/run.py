@@ -189,6 +189,12 @@ def shown_provenance(provenance: Mapping[str, Any], snapshot: CorpusSnapshot, st
     }
 
 
+def plain_text(markdown: str) -> str:
+    """A markdown line as the UI's plain metadata text shows it: without the backticks and the
+    bold marks it would print literally."""
+    return markdown.replace("`", "").replace("**", "")
+
+
 def verdict_output(verdict) -> dict[str, Any]:
     """What the verdict's checks read: per variant, the gate's state, message, rows, the runs it
     was compared with, what decided and the treatment change."""
@@ -217,7 +223,7 @@ def verdict_metadata(verdict, baseline: str) -> dict[str, Any]:
 
     states = [g.state for g in verdict.gates.values()]
     failed = verdict_failures(verdict)
-    return {"headline": headline(verdict, baseline), "passed": verdict.passed, "eligible": verdict.eligible,
+    return {"headline": plain_text(headline(verdict, baseline)), "passed": verdict.passed, "eligible": verdict.eligible,
             "failed gates": len(failed), "failed": ", ".join(failed) or "none",
             **{f"variants {state}": states.count(state) for state in ("comparable", "paired", "first_run",
                                                                        "not_compared")},
@@ -240,7 +246,7 @@ def report_metadata(verdict, paths: Mapping[str, str], plots: Mapping[str, str],
     from eval_pipeline.reporting.report import embedded_images
 
     line = headline + (f" {recommendation}" if recommendation else "")
-    return {"headline": line, "report": Markdown(inline_plots(markdown, plots)),
+    return {"headline": plain_text(line), "report": Markdown(inline_plots(markdown, plots)),
             "plots": Markdown(embedded_images(plots)), "path": Path(paths["report"]),
             "gate_passed": verdict.gate_passed}
 
