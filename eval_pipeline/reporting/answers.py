@@ -77,6 +77,7 @@ def answer_section(verdict: AnswerVerdict, files: Mapping[str, str] | None = Non
         lines += ["*(self-judged)*: the grader's model wrote the answers (allow_self_judging): a model is lenient "
                   "with its own answers, so the number is shown labelled and never compared with an independent "
                   "judge's.", ""]
+    lines += _zero_everywhere(verdict)
     lines += (_grounding(verdict) + _repair(verdict) + _agreement(verdict) + _by_type(verdict) + _by_form(verdict)
               + _dimensions(verdict) + _files(verdict, files or {}))
     notes = _collapsed([(f"`{r['variant']}` {r['grader']}", r["gate"].message) for r in verdict.rows
@@ -87,6 +88,32 @@ def answer_section(verdict: AnswerVerdict, files: Mapping[str, str] | None = Non
     if notes:
         lines += ["### Answer gate", "", *notes, ""]
     return lines
+
+
+# Why a grader can fail every answer of an extractive generator by construction.
+_EXTRACTIVE_LIMITS = {
+    "static": "the static checks look for a python block that parses, imports and names what the prompt asks; "
+              "the extractive generator returns sentences of the context and writes no code",
+}
+
+
+def _zero_everywhere(verdict: AnswerVerdict) -> list[str]:
+    """A note for each grader whose pass rate is 0 for every variant: said why when the reason is
+    known (an extractive generator cannot write code), else named, so 0.000 in every row is not
+    mistaken for a broken grader or a regression."""
+    by_grader: dict[str, list[Mapping[str, Any]]] = {}
+    for r in verdict.rows:
+        by_grader.setdefault(str(r["grader"]), []).append(r)
+    notes = []
+    for grader, rows in by_grader.items():
+        rates = [r.get("pass_rate") for r in rows]
+        if not rows or any(missing(p) or p > 0 for p in rates):
+            continue
+        extractive = all(str(r.get("generator") or "").split(":", 1)[-1].startswith("extractive") for r in rows)
+        why = _EXTRACTIVE_LIMITS.get(grader) if extractive else None
+        notes.append(f"*{grader} 0.000 for every variant*: " + (f"{why}." if why else
+                     "no answer of any variant passed; the per-type table below says which checks failed."))
+    return notes + [""] if notes else []
 
 
 def _collapsed(items: list[tuple[str, str]]) -> list[str]:

@@ -51,3 +51,15 @@ def test_ranks_print_as_people_write_them():
                                        "mean B": [0.1, 0.2], "rank B": [3.0, float("nan")], "shift": [2.0, -5.5]}))
     assert list(shown["rank A"]) == ["1", "1.5"] and list(shown["rank B"]) == ["3", "–"]
     assert list(shown["shift"]) == ["+2", "-5.5"]
+
+
+def test_a_grader_at_zero_everywhere_is_explained():
+    from eval_pipeline.reporting.answers import _zero_everywhere
+
+    rows = [{"grader": "static", "pass_rate": 0.0, "generator": "local:extractive->extractive-v1+abc"},
+            {"grader": "static", "pass_rate": 0.0, "generator": "local:extractive->extractive-v1+abc"},
+            {"grader": "deterministic", "pass_rate": 0.5, "generator": "local:extractive->extractive-v1+abc"}]
+    notes = _zero_everywhere(SimpleNamespace(rows=rows))
+    assert len([n for n in notes if n]) == 1 and "extractive generator returns sentences" in notes[0]
+    llm = [{"grader": "static", "pass_rate": 0.0, "generator": "api.example:gpt"}]
+    assert "no answer of any variant passed" in _zero_everywhere(SimpleNamespace(rows=llm))[0]
