@@ -180,7 +180,15 @@ def build_jobs(sweep: SweepConfig) -> list:
     executors: dict[str, ExecutorDefinition] = {"retrieval_eval": in_process_executor,
                                                  "retrieval_eval_parallel": multiprocess_executor,
                                                  "retrieval_eval_celery": watched_celery_executor}
-    return [define_asset_job(name, selection=AssetSelection.all(), executor_def=executor, tags=whole_sweep_tags(sweep))
+    descriptions = {
+        "retrieval_eval": "The whole sweep in one run, in one process: corpus, index, questions, every variant's "
+                          "ranking and metrics, answers, the verdict (fails when a gate fails) and the report.",
+        "retrieval_eval_parallel": "The whole sweep with ranked_results' batches in separate processes.",
+        "retrieval_eval_celery": "The whole sweep on a Celery worker pool (broker: execution.config.broker or "
+                                 "EVAL_PIPELINE_CELERY_BROKER).",
+    }
+    return [define_asset_job(name, selection=AssetSelection.all(), executor_def=executor, tags=whole_sweep_tags(sweep),
+                             description=descriptions[name])
             for name, executor in executors.items()]
 
 
@@ -196,7 +204,9 @@ def build_schedule(job, sweep: SweepConfig) -> ScheduleDefinition:
     """The nightly run of `job` (the whole sweep: the job's tags carry the partition range), on
     the variants file's cron."""
     return ScheduleDefinition(name="nightly_retrieval_eval", job=job, cron_schedule=sweep.cron,
-                              execution_timezone="UTC", default_status=_schedule_status())
+                              execution_timezone="UTC", default_status=_schedule_status(),
+                              description=f"The whole sweep every night ({sweep.cron} UTC, the variants file's "
+                                          "schedule.cron): its verdict against the previous night and the reference.")
 
 
 WHOLE_SWEEP = whole_sweep_tags(SWEEP)
