@@ -163,10 +163,10 @@ def set_validity_metadata(comparison: SetComparison) -> dict[str, float | None]:
         m = comparison.get(metric)
         if m is None:
             continue
-        out[f"set tau {metric}"] = None if math.isnan(m.tau) else float(m.tau)
+        out[f"set tau {metric}"] = None if math.isnan(m.tau) else round(float(m.tau), 4)
         if metric == TABLE_METRIC:
-            out[f"set tau {metric} low"] = None if math.isnan(m.low) else float(m.low)
-            out[f"set tau {metric} high"] = None if math.isnan(m.high) else float(m.high)
+            out[f"set tau {metric} low"] = None if math.isnan(m.low) else round(float(m.low), 4)
+            out[f"set tau {metric} high"] = None if math.isnan(m.high) else round(float(m.high), 4)
     return out
 
 
