@@ -170,6 +170,26 @@ def test_a_ranking_packages_code_at_the_same_version_changes_the_engine_identity
     assert identities[0] != identities[1]
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "hole: a model folder's identity leaves hidden files and folders out, but sentence-transformers "
+    "loads a module from any relative path modules.json names, `.1_Pooling` too: switching its pooling "
+    "(mean -> cls) changes every vector, the table and every result, with the same embedder identity"))
+def test_a_model_module_in_a_hidden_folder_is_in_the_weights_identity(tmp_path):
+    from eval_pipeline.common.weights import content_digest
+
+    model = tmp_path / "model"
+    (model / ".1_Pooling").mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": ".1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    pooling = model / ".1_Pooling" / "config.json"
+    pooling.write_text(json.dumps({"word_embedding_dimension": 384, "pooling_mode_mean_tokens": True}))
+    before = content_digest(model, cache_file=tmp_path / "digests.json")
+    pooling.write_text(json.dumps({"word_embedding_dimension": 384, "pooling_mode_cls_token": True}))
+    assert content_digest(model, cache_file=tmp_path / "digests.json") != before
+
+
 # --------------------------------------------------------------------------------------------
 # hole 3 and 4: abstain: {policy: auto} and the tuning part
 # --------------------------------------------------------------------------------------------
