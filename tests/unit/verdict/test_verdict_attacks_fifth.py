@@ -207,6 +207,20 @@ def test_the_engine_identity_follows_the_python_and_unicode_versions(monkeypatch
     assert (engine_identity(), result_environment()) != before
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "latent hole: a gated metric NaN today and NaN in its (paired) yardstick is 'not judged', and a "
+    "gate whose rows are all unjudged passes having judged nothing, though evaluate_gate's contract "
+    "says a NaN current value fails its row (hit@k and MRR are kept from NaN upstream: `limit` and "
+    "the tuning split refuse a part without answerable questions; a run measure gated alone is not)"))
+def test_a_gate_that_judged_no_metric_does_not_pass():
+    from eval_pipeline.gates.retrieval import evaluate_gate
+
+    nan = float("nan")
+    gate = evaluate_gate({"hit@1": nan, "mrr": nan}, {"hit@1": nan, "mrr": nan}, {"hit@1": 0.05, "mrr": 0.05},
+                         "paired", strict=False)
+    assert not gate.passed, gate.message
+
+
 # --------------------------------------------------------------------------------------------
 # hole 3 and 4: abstain: {policy: auto} and the tuning part
 # --------------------------------------------------------------------------------------------
