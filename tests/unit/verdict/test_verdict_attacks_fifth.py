@@ -7,19 +7,26 @@ against the session's embedded Postgres (marked ``integration``, a few seconds e
 
 The holes, most severe first:
 
-1. a measured regression against the previous run is reported as ``not_compared`` (no rows,
+1. a rename resets the pinned reference: for the one run of the rename the new name inherits
+   the old name's history, from the next run on its own rows shadow it, so its reference is the
+   rename run; a regression in steps around a rename passes (retrieval and answers);
+2. a measured regression against the previous run is reported as ``not_compared`` (no rows,
    "nothing comparable") when the pinned reference cannot be paired, and the whole run can
    then be accepted without naming the regressed variant;
-2. code that decides a result but is in no identity: a plugin's helper module, a plugin
-   module that patches instead of registering, a ranking package's code at the same
-   version. With a benchmark change, the paired comparison of the same configuration reads
-   "today's results are its results", so such a change is never judged;
-3. an ``abstain: {policy: auto}`` partition whose threshold was chosen on an older tuning
-   part is not refused (only ``tune`` is checked) and is recorded as a yardstick of the new
-   benchmark;
-4. (fails closed, but wrongly) the chosen refusal threshold (``abstain_tuned``) is part of
-   the variant's configuration, so any edit of the tuning part makes the configuration
-   unrankable and the variant ``not_compared``.
+3. code and bytes that decide a result but are in no identity: a plugin's helper module, a
+   plugin module that patches instead of registering, a ranking package's code at the same
+   version, the Python and Unicode versions, a model module in a hidden folder. With a
+   benchmark change the paired comparison of the same configuration reads "today's results are
+   its results", so such a change is never judged;
+4. an ``abstain: {policy: auto}`` partition whose threshold was chosen on an older tuning part
+   is not refused (only ``tune`` is checked) and is recorded as a yardstick of the new benchmark;
+5. (fails closed, but wrongly) the chosen refusal threshold (``abstain_tuned``) is part of the
+   variant's configuration, so any edit of the tuning part makes the configuration unrankable
+   and the variant ``not_compared``;
+6. (latent) a gate whose every row went unjudged passes.
+
+tests/orchestration/test_verdict_attacks_fifth.py holds the one that needs Dagster: a verdict
+over partitions ranked for another variants file passes with exit 0.
 """
 
 from __future__ import annotations
