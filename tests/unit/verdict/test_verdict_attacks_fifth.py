@@ -71,7 +71,7 @@ def _import(folder, name: str):
 
 
 # --------------------------------------------------------------------------------------------
-# hole 2: code that decides a result and is in no identity
+# hole 3: code and bytes that decide a result and are in no identity
 # --------------------------------------------------------------------------------------------
 
 
@@ -229,7 +229,7 @@ def test_a_gate_that_judged_no_metric_does_not_pass():
 
 
 # --------------------------------------------------------------------------------------------
-# hole 3 and 4: abstain: {policy: auto} and the tuning part
+# holes 4 and 5: abstain: {policy: auto} and the tuning part
 # --------------------------------------------------------------------------------------------
 
 
@@ -282,7 +282,8 @@ def test_the_chosen_refusal_threshold_is_not_part_of_the_configuration():
 
 
 # --------------------------------------------------------------------------------------------
-# hole 1: a measured regression hidden as not_compared (needs the history: Postgres)
+# hole 2 (a measured regression hidden as not_compared) and hole 1 (a rename resets the
+# pinned reference): they need the history (Postgres)
 # --------------------------------------------------------------------------------------------
 
 N = 100
