@@ -235,4 +235,7 @@ def evaluate_gate(
         return GateResult(False, comparison_state, rows,
                           "FAILED: dropped more than tolerated: " + "; ".join(parts) + notes)
     judged_n = len(rows) - len(unjudged)
+    if rows and judged_n == 0:  # every gated metric unmeasured on both sides: nothing was judged
+        return GateResult(False, "not_compared", rows, "FAILED (not compared): no gated metric could be judged"
+                          f"{notes}; a gate that judged nothing does not pass")
     return GateResult(True, comparison_state, rows, f"passed: {judged_n} metric(s) within tolerance{notes}")

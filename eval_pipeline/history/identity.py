@@ -73,9 +73,11 @@ def benchmark_fingerprint(questions: Iterable[Question], *, tuning: Iterable[Que
 # changes a vector) and the chunking.
 INDEX_FIELDS = ("embedder", "embedder_revision", "embedder_identity", "chunking")
 
-# Set by the fusion tuning of a run, from that run's tuning questions: a function of the
-# configuration and the benchmark, not part of what the variant is.
-_RUN_OUTCOMES = ("tuned",)
+# Set by a run from its tuning questions (what fusion tuning chose, the refusal threshold an
+# `abstain: auto` variant chose): a function of the configuration and the benchmark, not part
+# of what the variant is.
+RUN_OUTCOMES = ("tuned", "abstain_tuned")
+_RUN_OUTCOMES = RUN_OUTCOMES
 
 
 def variant_configuration(provenance: Mapping[str, Any], variant: str) -> dict[str, Any] | None:

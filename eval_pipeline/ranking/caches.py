@@ -97,10 +97,16 @@ def result_environment() -> dict[str, str]:
     (`RESULT_REGISTRIES`), ``plugin-code``: the digest of their source files, which the
     checkout's version and the package's source digest do not cover (a plugin lives outside
     them), so its edit is not replayed from the cache and is part of the engine identity."""
+    import sys
+    import unicodedata
+
     from eval_pipeline.common.registry import plugin_code_digest
     from eval_pipeline.common.versions import package_versions
 
     environment = package_versions(RESULT_PACKAGES)
+    # the tokenizers case-fold and split words by Python's Unicode tables
+    environment["python"] = ".".join(str(part) for part in sys.version_info[:3])
+    environment["unicode"] = unicodedata.unidata_version
     plugins = plugin_code_digest(*RESULT_REGISTRIES)
     if plugins:
         environment["plugin-code"] = plugins

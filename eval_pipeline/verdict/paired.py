@@ -136,7 +136,8 @@ def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot,
     frame = frames[variant.key]
     # what ranked today must be what was recorded: resolved leg defaults, the reranker's identity
     # (its weights by content, an LLM's endpoint and model)
-    today = {k: v for k, v in json.loads(frame["variant_config"].iloc[0]).items() if k != "tuned"}
+    today = {k: v for k, v in json.loads(frame["variant_config"].iloc[0]).items()
+             if k not in ("tuned", "abstain_tuned")}  # chosen on today's tuning part: a run outcome
     if json.dumps(today, sort_keys=True, default=str) != json.dumps(recorded, sort_keys=True, default=str):
         changed = sorted(k for k in set(today) | set(recorded) if today.get(k) != recorded.get(k))
         raise ValueError(f"ranked today, the configuration is not the one recorded (differs in {', '.join(changed)})")
@@ -148,4 +149,4 @@ def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot,
 
 # What a recorded configuration holds beyond the variants file's settings: each leg's resolved
 # settings and the reranker's identity (checked after ranking), what the tuning chose.
-_DERIVED = ("leg_settings", "reranker_identity", "tuned")
+_DERIVED = ("leg_settings", "reranker_identity", "tuned", "abstain_tuned")

@@ -148,7 +148,8 @@ def results_provenance(
             problems.append(f"variant {variant!r} has {len(raw)} recorded configurations (expected one)")
         else:
             configs[variant] = json.loads(raw[0])
-            if "tuned" in configs[variant]:  # tuned on the question set's tuning part: this run's?
+            # tuned on the question set's tuning part (fusion, or an auto refusal threshold): this run's?
+            if "tuned" in configs[variant] or "abstain_tuned" in configs[variant]:
                 seen = sorted(set(frame["tuning_fingerprint"].dropna())) if "tuning_fingerprint" in frame else []
                 if seen != [tuning_fingerprint]:
                     problems.append(f"variant {variant!r} was tuned on the tuning questions {seen or 'unknown'}, "

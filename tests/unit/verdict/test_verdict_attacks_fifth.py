@@ -197,11 +197,6 @@ def test_a_model_module_in_a_hidden_folder_is_in_the_weights_identity(tmp_path):
     assert content_digest(model, cache_file=tmp_path / "digests.json") != before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: the engine identity and the results cache's environment hold no Python or Unicode version "
-    "(the code-graded yardsticks do): the project's tokenizer case-folds and splits words by Python's "
-    "Unicode tables, so a Python upgrade (a new CI image) can change BM25 and keyword results under "
-    "the same identity, unseen by a paired comparison of the same configuration"))
 def test_the_engine_identity_follows_the_python_and_unicode_versions(monkeypatch):
     import unicodedata
 
@@ -214,11 +209,6 @@ def test_the_engine_identity_follows_the_python_and_unicode_versions(monkeypatch
     assert (engine_identity(), result_environment()) != before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "latent hole: a gated metric NaN today and NaN in its (paired) yardstick is 'not judged', and a "
-    "gate whose rows are all unjudged passes having judged nothing, though evaluate_gate's contract "
-    "says a NaN current value fails its row (hit@k and MRR are kept from NaN upstream: `limit` and "
-    "the tuning split refuse a part without answerable questions; a run measure gated alone is not)"))
 def test_a_gate_that_judged_no_metric_does_not_pass():
     from eval_pipeline.gates.retrieval import evaluate_gate
 
@@ -250,10 +240,6 @@ def test_a_tuned_fusion_partition_from_another_tuning_part_is_refused():
                            tuning_fingerprint="tuning-new", engine="e1")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: results_provenance checks the tuning part only for `tuned` (fusion); an `abstain: auto` "
-    "partition records its choice as `abstain_tuned`, so a report materialized after a tuning-part "
-    "edit judges a threshold chosen on the old part and records it as a yardstick of the new benchmark"))
 def test_an_abstain_auto_partition_from_another_tuning_part_is_refused():
     from eval_pipeline.ranking.inputs import InconsistentInputs
     from eval_pipeline.verdict.retrieval import results_provenance
@@ -265,11 +251,6 @@ def test_an_abstain_auto_partition_from_another_tuning_part_is_refused():
                            questions_fingerprint="scored-1", tuning_fingerprint="tuning-new", engine="e1")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fails closed wrongly: the threshold an `abstain: auto` variant chose on the tuning part "
-    "(`abstain_tuned`) is a run outcome like `tuned`, but it is kept in the configuration, so a "
-    "tuning-part edit makes the unchanged variant another configuration that rank_configuration "
-    "refuses (unknown setting) and the variant is not_compared"))
 def test_the_chosen_refusal_threshold_is_not_part_of_the_configuration():
     from eval_pipeline.history.identity import configuration_fingerprint
 
