@@ -564,6 +564,16 @@ def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mappi
         gates[against] = replace(gate, message=(f"{gate.message} ({paired.why}; {PRIMARY_METRIC} question by question: "
                                                 f"{worse} worse, {tied} tied, {better} better)"))
     if problems:
+        # A comparison that was made and failed is a measured regression, whatever else could not
+        # be compared: it is reported (and recorded) as such, never hidden as "not compared", so
+        # accepting the run needs the variant named.
+        measured = [(against, gate) for against, gate in gates.items() if not gate.passed]
+        unmade = f"{'; '.join(problems)} (that comparison could not be made)"
+        if measured:
+            rows = [{**row, "against": row.get("against", against)} for against, gate in measured for row in gate.rows]
+            message = "; ".join(f"against the {against}: {gate.message}" for against, gate in measured)
+            failed = GateResult(False, measured[0][1].state, rows, f"{message}; and {unmade}")
+            return failed, gates.get("previous", failed), gates.get("reference")
         failed = GateResult(False, "not_compared", [], (
             "FAILED (not compared): a yardstick of this variant measured another benchmark and no paired "
             f"comparison could be made: {'; '.join(problems)}; {hint or ACCEPT_HINT}"))

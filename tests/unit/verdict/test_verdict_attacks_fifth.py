@@ -336,10 +336,6 @@ def _regressed_behind_an_unrankable_reference(judge):
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: when the pinned reference cannot be paired, _judge_against drops the direct comparison "
-    "with the previous run: a hit@1 drop of 0.50 measured against r2 on the same benchmark is "
-    "reported as not_compared with no rows ('nothing comparable'), not as a regression"))
 def test_a_regression_measured_against_the_previous_run_is_not_reported_as_not_compared(judge):
     gate = _regressed_behind_an_unrankable_reference(judge).gates["v"]
     assert not gate.passed
@@ -347,10 +343,6 @@ def test_a_regression_measured_against_the_previous_run_is_not_reported_as_not_c
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: the regression above is recorded with state not_compared, so failed_against_yardstick "
-    "does not see it and `accept r3` (the whole run, no --variant) makes the regressed run the "
-    "pinned reference and the previous run"))
 def test_a_whole_run_whose_variant_regressed_behind_an_unrankable_reference_cannot_be_accepted(judge):
     from eval_pipeline.history.runs import accept_reference, previous_run
 
