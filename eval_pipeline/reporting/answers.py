@@ -107,7 +107,7 @@ def _zero_everywhere(verdict: AnswerVerdict) -> list[str]:
     notes = []
     for grader, rows in by_grader.items():
         rates = [r.get("pass_rate") for r in rows]
-        if not rows or any(missing(p) or p > 0 for p in rates):
+        if not rows or any(missing(p) or float(p) > 0 for p in rates):  # type: ignore[arg-type]
             continue
         extractive = all(str(r.get("generator") or "").split(":", 1)[-1].startswith("extractive") for r in rows)
         why = _EXTRACTIVE_LIMITS.get(grader) if extractive else None
