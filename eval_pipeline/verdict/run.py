@@ -32,7 +32,7 @@ from eval_pipeline.verdict.answers import check_answers_belong, judge_answer_run
 from eval_pipeline.verdict.paired import RankConfiguration
 from eval_pipeline.verdict.retrieval import RunVerdict, code_version, judge_run, results_provenance
 
-__all__ = ["check_split_current", "decide_run", "run_provenance"]
+__all__ = ["check_partitions_current", "check_split_current", "decide_run", "run_provenance"]
 
 
 def check_split_current(question_set: QuestionSet, tuning: tuple[float, int] | None) -> None:
@@ -48,6 +48,40 @@ def check_split_current(question_set: QuestionSet, tuning: tuple[float, int] | N
         raise InconsistentInputs(f"the question set was {was}, but the variants file now says {said}: every variant "
                                  "would be scored on another subset than the file describes. Materialize question_set "
                                  "(and the assets after it) again.")
+
+
+# What a partition's recorded configuration holds beyond the variants file's settings (derived:
+# each leg's resolved settings, the reranker's identity, the pair's index; chosen by the run:
+# fusion tuning's values, an auto refusal threshold).
+_NOT_DECLARED = ("leg_settings", "reranker_identity", "index", "tuned", "abstain_tuned")
+
+
+def check_partitions_current(per_variant: Mapping[str, pd.DataFrame], sweep) -> None:
+    """Each partition was ranked for the configuration the variants file gives it now: a
+    partition materialized under an earlier file (the verdict or the report materialized alone
+    after an edit) would be judged, and recorded, as the new configuration's measurement.
+    Refused, naming the partition, the settings that differ and what to materialize again."""
+    import json
+
+    from eval_pipeline.history.runs import setting_changes
+
+    problems = []
+    for key, frame in per_variant.items():
+        raw = sorted(set(frame["variant_config"].dropna())) if "variant_config" in frame else []
+        if len(raw) != 1:
+            continue  # results_provenance names a partition without one recorded configuration
+        variant = sweep.pair(key)[1]
+        tuned = {variant.tune} if getattr(variant, "tune", None) else set()  # its value is the run's choice
+        declared = {k: v for k, v in variant.describe().items() if k not in tuned}
+        recorded = {k: v for k, v in json.loads(raw[0]).items() if k not in _NOT_DECLARED and k not in tuned}
+        canonical = json.loads(json.dumps(declared, sort_keys=True, default=str))
+        if canonical != recorded:
+            changes = setting_changes(recorded, canonical)
+            problems.append(f"partition {key!r} was ranked for another configuration than {sweep.source} gives it "
+                            f"now ({'; '.join(changes[:5])}{'; ...' if len(changes) > 5 else ''})")
+    if problems:
+        raise InconsistentInputs("; ".join(problems) + ": materialize ranked_results and variant_metrics (those "
+                                 "partitions, or the whole job) again before the verdict")
 
 
 def decide_run(
@@ -73,6 +107,7 @@ def decide_run(
         raise ValueError("no variant has metrics yet; materialize ranked_results and variant_metrics first")
     check_split_current(question_set, sweep.tuning)
     per_variant = {k: variant_metrics[k] for k in order}
+    check_partitions_current(per_variant, sweep)
     index_of = {k: sweep.pair(k)[0].key for k in order}
     if sweep.indexes_listed:
         stores.check_current(sweep.index_by_key(), index_of.values())

@@ -20,11 +20,6 @@ def project(tmp_path, job_env):
     return Project(tmp_path, job_env("state"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: the verdict judges each partition's recorded configuration, never checks it against the "
-    "variants file the run was started with (only the tuning split is checked): a file whose `dense` "
-    "refuses every question (a regression), with only `verdict` materialized, passes with exit 0 on "
-    "the numbers of the configuration it replaced"))
 def test_a_verdict_over_partitions_ranked_for_another_variants_file_does_not_pass(project):
     good, bad = project.variants("good", DENSE, BM25), project.variants("bad", REGRESSED, BM25)
     base = project.run("base", good)
@@ -33,3 +28,4 @@ def test_a_verdict_over_partitions_ranked_for_another_variants_file_does_not_pas
     assert "verdict" in project.materialized(judged.run_id) or judged.code != 0, judged.log[-3000:]
     assert judged.code != 0, ("the regressed variants file passed its verdict on the old partitions: "
                               + str(project.passed_checks(judged.run_id)))
+    assert "'dense' was ranked for another configuration than" in judged.log and "abstain_below" in judged.log
