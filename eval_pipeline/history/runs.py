@@ -635,6 +635,35 @@ def _cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> i
     return row[0] if row else None
 
 
+def earlier_names(connection_string: str, *, variant: str, before_run_id: str | None = None,
+                  prefix: str = "eval") -> list[str]:
+    """The names ``variant`` had before, nearest first: a run that renamed a variant (the new name
+    inherited a vanished name's history, same configuration) records ``inherits`` in its
+    provenance, and the lineage follows those records back. The pinned reference follows the
+    lineage (a rename is the same variant), so a rename does not re-pin it to the rename run."""
+    from psycopg import sql
+
+    names = table_names(prefix)
+    lineage: list[str] = []
+    with connect(connection_string) as conn:
+        if not _tables_exist(conn, names):
+            return lineage
+        cutoff = _cutoff(conn, names, before_run_id)
+        current = variant
+        while True:
+            row = conn.execute(sql.SQL(
+                "SELECT r.provenance->'inherits'->>%(name)s FROM {runs} r"
+                " WHERE r.provenance->'inherits' ? %(name)s"
+                " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
+                " AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint) ORDER BY r.seq ASC LIMIT 1").format(
+                    runs=sql.Identifier(names["runs"])),
+                {"name": current, "before": before_run_id, "cutoff": cutoff}).fetchone()
+            if row is None or not row[0] or row[0] in lineage or row[0] == variant:
+                return lineage
+            lineage.append(str(row[0]))
+            current = str(row[0])
+
+
 def recorded_run_of(connection_string: str, *, variant: str, configuration: str | None = None,
                     heirs: Sequence[str] = (), before_run_id: str | None = None,
                     prefix: str = "eval") -> str | None:

@@ -30,6 +30,7 @@ from eval_pipeline.history.runs import (
     Comparison,
     benchmark_identity,
     compare_provenance,
+    earlier_names,
     previous_run,
     project_history,
     record_run,
@@ -363,10 +364,21 @@ def judge_run(
                 prev = previous_run(connection_string, identity=identity, **lookup)
                 ever = prev or previous_run(connection_string, **lookup)
                 ref = reference_run(connection_string, identity=None, **lookup) if ever is not None else None
+                if ref is not None and not heirs and not ref.get("accepted"):
+                    # renamed in an earlier run: its pinned reference is the one of its lineage (the
+                    # variant's own name re-pins it only by an acceptance), not the rename run
+                    for earlier in earlier_names(connection_string, variant=variant, before_run_id=run_id,
+                                                 prefix=history_prefix):
+                        older = reference_run(connection_string, identity=None, variant=earlier,
+                                              before_run_id=run_id, prefix=history_prefix)
+                        if older is not None:
+                            ref = older
+                            break
             except history_errors as exc:
                 unreadable = f"{type(exc).__name__}: {exc}"
         if heirs:
             verdict.inherits[variant] = heirs[0]
+            provenance.setdefault("inherits", {})[variant] = heirs[0]  # recorded: the lineage the reference follows
         effective, loosened = pinned_tolerances(asked, [ever, ref], project.get("tolerances"))
         loosened += relaxed
         provenance["effective_tolerances"][variant] = effective

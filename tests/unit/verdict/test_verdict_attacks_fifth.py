@@ -356,11 +356,6 @@ def test_a_whole_run_whose_variant_regressed_behind_an_unrankable_reference_cann
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: after a rename (same configuration: it inherits the old name's history for that one run), "
-    "the new name's own history shadows the inherited one, so its pinned reference becomes the rename "
-    "run: a regression in steps of 0.03 around a rename passes a 0.05 tolerance, 0.06 below the "
-    "reference the variant was pinned to"))
 def test_a_rename_does_not_reset_the_pinned_reference(judge):
     judge("r1", "A", {"v": "good"})  # hit@1 1.00: the pinned reference
     assert judge("r2", "A", {"v": "good"}, hits={"v": 97}).gates["v"].passed  # a code change: -0.03, within
