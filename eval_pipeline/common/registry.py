@@ -71,7 +71,39 @@ def _defining_modules(kind: Any, caller: tuple[str, str] | None) -> tuple[tuple[
         if callable(value) or isinstance(value, type):
             module = getattr(value, "__module__", None) or getattr(type(value), "__module__", None)
             found.append(_module_file(module))
-    return tuple(sorted({m for m in found if m is not None and _outside_package(m[1])}))
+    return _with_helpers([m for m in found if m is not None and _outside_package(m[1])])
+
+
+def _installed(path: str) -> bool:
+    """Whether ``path`` belongs to the interpreter or an installed package (their versions are in
+    the identities already), not to the user's own code."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    return "site-packages" in path.split(os.sep) or any(os.path.abspath(path).startswith(
+        os.path.abspath(root) + os.sep) for root in roots if root)
+
+
+def _with_helpers(modules: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """``modules`` and, followed through each module's globals (the modules it imports, the
+    modules of the functions and classes it imports), every module of the user's own code they
+    use: outside this package, the interpreter and the installed packages. A helper module a
+    plugin imports changes results as its own file does. Deterministic: it follows the code, not
+    which other modules this process happens to have loaded."""
+    seen: dict[str, str] = {}
+    todo = list(modules)
+    while todo:
+        name, path = todo.pop()
+        if name in seen:
+            continue
+        seen[name] = path
+        module = sys.modules.get(name)
+        for value in list(vars(module).values()) if module is not None else ():
+            other = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None) \
+                if (inspect.isfunction(value) or inspect.isclass(value)) else None
+            found = _module_file(other)
+            if found is not None and found[0] not in seen and _outside_package(found[1]) \
+                    and not _installed(found[1]):
+                todo.append(found)
+    return tuple(sorted(seen.items()))
 
 
 def modules_code_digest(modules: Sequence[tuple[str, str]]) -> str:
@@ -97,6 +129,11 @@ def plugin_code_digest(*whats: str) -> str:
     plugins named by `EVAL_PIPELINE_PLUGINS` are imported first."""
     load_plugins()
     parts = [f"{r.what}={r.code_digest()}" for r in _REGISTRIES if r.what in whats and r.code_digest()]
+    # the modules EVAL_PIPELINE_PLUGINS names run in every process whether or not they register
+    # a kind (one may patch a built-in): their code, and their helpers', read now
+    named = [m for m in (_module_file(name) for name in plugin_modules()) if m is not None]
+    if named:
+        parts.append(f"plugins={modules_code_digest(_with_helpers(named))}")
     if not parts:
         return ""
     import hashlib

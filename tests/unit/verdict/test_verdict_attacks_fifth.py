@@ -75,10 +75,6 @@ def _import(folder, name: str):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: a plugin kind's code digest covers only the module that registered it and the modules "
-    "of its direct callables; a helper module it imports (where the scoring really is) can change "
-    "every result without changing the engine identity or the results cache's environment"))
 def test_a_plugin_rerankers_helper_module_is_in_the_engine_identity(tmp_path):
     from eval_pipeline.ranking.caches import engine_identity, result_environment
     from eval_pipeline.ranking.rerankers import RERANKERS
@@ -113,10 +109,6 @@ def test_a_plugin_rerankers_helper_module_is_in_the_engine_identity(tmp_path):
             sys.modules.pop(each, None)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: a module named by EVAL_PIPELINE_PLUGINS runs in every process, but only the kinds it "
-    "registers are hashed; a plugin that patches a built-in (a leg's scoring, a metric) instead of "
-    "registering changes results with the engine identity and the scoring protocol unchanged"))
 def test_a_plugin_module_that_registers_nothing_is_still_in_the_identities(tmp_path, monkeypatch):
     from eval_pipeline.common import registry
     from eval_pipeline.history.identity import scoring_protocol
