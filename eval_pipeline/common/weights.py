@@ -89,8 +89,19 @@ def _loop(root: Path, path: Path, detail: str) -> ValueError:
                       f"({str(path)!r}; {detail}): cannot identify its weights")
 
 
+# What a model folder may hold that is never loaded as the model: version control, a hub
+# download's cache and lock files. Any other hidden name counts: sentence-transformers loads
+# every module its modules.json names, `.1_Pooling` included.
+_NOT_WEIGHTS = frozenset({".git", ".gitattributes", ".gitignore", ".cache", ".locks", ".huggingface", ".DS_Store"})
+
+
+def _holds_no_weights(name: str) -> bool:
+    return name in _NOT_WEIGHTS or name.endswith(".lock")
+
+
 def _model_files(root: Path) -> list[Path]:
-    """Every file under the folder `root` whose path has no hidden part, as paths through
+    """Every file under the folder `root` whose path has no part that holds no weights
+    (`_NOT_WEIGHTS`: version control, a hub's cache and locks), as paths through
     `root` (links kept in them), sorted. Links to files and to folders are followed; a folder
     reached again inside itself, or a link the system cannot resolve for its links (ELOOP), is
     a ValueError naming it. A dangling link holds no bytes and is left out, as before links
@@ -102,7 +113,7 @@ def _model_files(root: Path) -> list[Path]:
         folder, ancestors = stack.pop()
         try:
             with os.scandir(folder) as it:
-                names = sorted(entry.name for entry in it if not entry.name.startswith("."))
+                names = sorted(entry.name for entry in it if not _holds_no_weights(entry.name))
         except OSError as exc:
             raise ValueError(f"model path {str(root)!r}: cannot list {str(folder)!r} "
                              f"({type(exc).__name__}: {exc.strerror}): cannot identify its weights") from None
@@ -132,9 +143,10 @@ def content_digest(path: str | Path, *, cache_file: str | Path | None = None) ->
     or one file), symlinks to files and folders followed (a loop is a ValueError naming it).
     64 hex characters.
 
-    Hidden files and folders (`.git`, `.cache`) are left out: they hold no weights, and a
-    hub download's lock files change without the model changing. A missing path is a
-    ValueError naming it."""
+    Version control, a hub's cache folders and lock files (`_NOT_WEIGHTS`) are left out: they
+    hold no weights, and a download's lock files change without the model changing; any other
+    hidden file or folder counts (a module folder such as `.1_Pooling` is loaded). A missing
+    path is a ValueError naming it."""
     root = Path(path).expanduser()
     try:
         os.stat(root)
