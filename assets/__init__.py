@@ -238,7 +238,8 @@ def corpus_snapshot_asset(sweep: SweepConfig) -> AssetsDefinition:
 
     @asset(group_name="retrieval_eval")
     def corpus_snapshot(context: AssetExecutionContext, config: CorpusConfig, embedder: EmbedderResource,
-                        rerankers: RerankerResource, llm: LLMResource, state: StateResource) -> CorpusSnapshot:
+                        rerankers: RerankerResource, llm: LLMResource, judge_llm: LLMResource,
+                        state: StateResource) -> CorpusSnapshot:
         """The documents to search, with an order-independent signature over ids and content hashes,
         spooled to the state dir: the steps after it get a reference, and ingest streams the file.
 
@@ -254,7 +255,7 @@ def corpus_snapshot_asset(sweep: SweepConfig) -> AssetsDefinition:
         snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
                                max_document_chars=config.max_document_chars,
                                follow_outside_links=config.follow_outside_links)
-        preflight_answers(context, snapshot, llm)
+        preflight_answers(context, snapshot, llm, judge_llm)  # a self-judging run is refused here, before any call
         builds_questions = AssetKey("question_set") in selected_assets(context)
         context.add_output_metadata(preflight_run(
             snapshot, questions=op_config(context, "question_set", QuestionSetConfig) if builds_questions else None,

@@ -310,7 +310,7 @@ def test_the_asset_writes_each_shard_in_its_own_step(tmp_path, tiny_snapshot, pg
     state = StateResource(path=str(tmp_path / "state"))
     resources = {"io_manager": RunScopedPickleIOManager(base_dir=str(tmp_path / "assets")), "state": state,
                  "database": DatabaseResource(kind="external", url=pg_uri, state=state), "embedder": EmbedderResource(),
-                 "llm": LLMResource(), "rerankers": RerankerResource(llm=LLMResource())}
+                 "llm": LLMResource(), "judge_llm": LLMResource(), "rerankers": RerankerResource(llm=LLMResource())}
     config = {"ops": {"corpus_snapshot": {"config": {"source": "jsonl", "path": str(tiny_snapshot.source[6:])}},
                       "pgvector_store": {"config": {**STORE_SETTINGS, "shards": 3}}}}
     try:
