@@ -154,6 +154,8 @@ def _check_yardstick(current: Mapping[str, Any], other: object, against: str) ->
     if "variant" in differs and is_text(configuration) and \
             (other.get("provenance") or {}).get("configuration") == configuration:
         differs.remove("variant")  # the same variant under another name: its configuration is the same
+    if "variant" in differs and other.get("variant") in (current.get("lineage") or ()):
+        differs.remove("variant")  # a name this variant had before a rename: its pinned reference follows it
     if differs:
         raise ValueError(f"the {against} run {other['run_id']!r} measured something else ({', '.join(differs)} "
                          "differ): it cannot be the yardstick")

@@ -527,6 +527,36 @@ def answer_history_of(connection_string: str, *, variant: str, grader: str, conf
     return call_redacted(connection_string, "looking up the answer history", find)
 
 
+def answer_earlier_names(connection_string: str, *, variant: str, grader: str, before_run_id: str | None = None,
+                         prefix: str = "eval") -> list[str]:
+    """The names ``variant``'s (``grader``) measurement had before, nearest first: a row recorded
+    when a rename inherited a vanished name's answer history says so (``inherits`` in its
+    provenance), and the lineage follows those rows back. The pinned reference follows it: a
+    rename does not re-pin the reference to the rename run."""
+    table = answer_table_name(prefix)
+
+    def find() -> list[str]:
+        from psycopg import sql
+
+        lineage: list[str] = []
+        with connect(connection_string) as conn:
+            if not _table_exists(conn, table):
+                return lineage
+            current = variant
+            while True:
+                row = conn.execute(sql.SQL(
+                    "SELECT provenance->>'inherits' FROM {table} WHERE variant = %(variant)s AND grader = %(grader)s"
+                    " AND provenance ? 'inherits' AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
+                    " ORDER BY seq ASC LIMIT 1").format(table=sql.Identifier(table)),
+                    {"variant": current, "grader": grader, "before": before_run_id}).fetchone()
+                if row is None or not row[0] or row[0] in lineage or row[0] == variant:
+                    return lineage
+                lineage.append(str(row[0]))
+                current = str(row[0])
+
+    return call_redacted(connection_string, "looking up the answer history", find)
+
+
 def answer_recorded_of(connection_string: str, *, variant: str, grader: str, configuration: str | None = None,
                        before_run_id: str | None = None, prefix: str = "eval") -> str | None:
     """The run id of the latest row of (``variant``, ``grader``) recorded at all (eligible or

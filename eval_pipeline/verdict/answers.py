@@ -30,6 +30,7 @@ from eval_pipeline.gates.answers import evaluate_answer_gate, validate_answer_to
 from eval_pipeline.gates.retrieval import GateResult
 from eval_pipeline.history.answers import (
     answer_comparable,
+    answer_earlier_names,
     answer_graders_of,
     answer_history_exists,
     answer_history_of,
@@ -151,6 +152,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         configuration = configurations.get(row["variant"])
         previous = reference = history = None
         recorded: str | None = None
+        lineage: list[str] = []
         if connection_string and answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
                                                    before_run_id=run_id) is not None:
             configuration = None  # its own name's history: another name's is used only for a rename
@@ -160,6 +162,16 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                                before_run_id=run_id)
                 reference = reference_answer_run(connection_string, **key, configuration=configuration,
                                                  before_run_id=run_id)
+                if reference is not None and configuration is None and not reference.get("accepted"):
+                    # renamed in an earlier run: the pinned reference follows the lineage
+                    lineage = answer_earlier_names(connection_string, variant=row["variant"], grader=row["grader"],
+                                                   before_run_id=run_id)
+                    for earlier in lineage:
+                        older = reference_answer_run(connection_string, **{**key, "variant": earlier},
+                                                     before_run_id=run_id)
+                        if older is not None:
+                            reference = older
+                            break
             history = answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
                                         configuration=configuration, before_run_id=run_id)
             if history is None:  # never a yardstick: genuinely new only if never recorded at all
@@ -167,7 +179,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                               configuration=configuration, before_run_id=run_id)
         effective, loosened = pinned_tolerances(tolerances, [_as_run(previous), _as_run(reference)], floor)
         gate = evaluate_answer_gate({**current, "grader_failed": int(row.get("n_grader_failed") or 0),
-                                     "configuration": configuration}, previous,
+                                     "configuration": configuration, "lineage": lineage}, previous,
                                     reference, effective, strict=strict, history=history,
                                     project_has_history=project_has_history, vanished=vanished)
         if recorded is not None and gate.state in ("first_run", "not_comparable"):
@@ -180,6 +192,9 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
             gate = replace(gate, message=f"{gate.message} (the answer gate was loosened since its yardstick: "
                            f"{'; '.join(loosened)}; judged with the stricter tolerances until a run is accepted)")
         gate = with_exact_command(gate, run_id, row["variant"])  # the exact command, this run and variant
+        inherited = next((r["variant"] for r in (reference, previous) if r is not None and configuration is not None
+                          and r.get("variant") not in (None, row["variant"])), None)
+        inherits = {"inherits": inherited} if inherited else {}  # a rename: the lineage later runs follow
         verdict.gates.setdefault(row["variant"], {})[row["grader"]] = gate
         eligible = bool(gate.passed and not yardstick_problems(current))
         treatment = json.loads(row["treatment_json"])
@@ -192,7 +207,8 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                                "effective_tolerances": {row["variant"]: effective},
                                                # what the gate decided: accepting a row that failed against
                                                # a comparable yardstick needs its variant named
-                                               "gate": {"state": gate.state, "passed": bool(gate.passed)}}})
+                                               "gate": {"state": gate.state, "passed": bool(gate.passed)},
+                                               **inherits}})
         generator_change = ([f"generator {previous['generator']!r} -> {current['generator']!r}"]
                             if previous is not None and previous.get("generator") != current["generator"] else [])
         verdict.rows.append({**row, "metrics": metrics, "gate": gate, "previous": previous, "reference": reference,

@@ -399,10 +399,6 @@ def answers(pg_uri):
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: the answer gate's reference follows a rename for one run only (the new name's own rows "
-    "then shadow the inherited ones): pass-rate drops of 0.06 around a rename pass a 0.1 tolerance, "
-    "0.12 below the reference"))
 def test_an_answer_rename_does_not_reset_the_pinned_reference(answers):
     assert answers("a0", "bm25", 0.90).passed  # the pinned reference
     assert answers("a1", "bm25", 0.84).passed  # -0.06, within 0.1
