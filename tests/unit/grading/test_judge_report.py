@@ -245,3 +245,14 @@ def test_the_report_section_writes_the_files_and_names_them(graded, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["answers.jsonl", "hallucinations.jsonl", "hallucinations.md"]
     section = "\n".join(part.lines(written))
     assert "`answers.jsonl`" in section and "`hallucinations.md`" in section
+
+
+def test_an_answer_metrics_partition_carries_its_intervals_latency_cost_and_schema(graded):
+    """Issue #28, item 10: each answer_metrics partition shows, beside its pass rates, their
+    intervals, the latency, tokens and cost as numbers, and the frame's row count and schema."""
+    metadata = next(iter(graded["metadata"].values()))
+    assert {"static pass_rate low", "static pass_rate high", "static mean_score low", "latency p50 ms",
+            "latency p95 ms", "tokens", "cost"} <= set(metadata)
+    assert metadata["table"].row_count >= 1
+    assert all(v is None or round(v, 4) == v for k, v in metadata.items()
+               if k.endswith(("pass_rate low", "pass_rate high", "mean_score low", "mean_score high", " ms")))
