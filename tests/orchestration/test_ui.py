@@ -271,7 +271,9 @@ def test_each_variant_s_gate_check_plots_its_trend_one_point_per_run(three_runs,
     (dense,), (bm25,) = plots["dense"]["hit@1"], plots["bm25"]["hit@1"]
     assert dense[2] == 0 and dense[0] == dense[1] > 0, dense  # refusing every question: no hit
     assert bm25[0] == bm25[1] == bm25[2], bm25  # nothing changed for bm25
-    assert plots["dense"]["failures"] == [[0, 0, 3]], plots["dense"]["failures"]
+    # three gated metrics failed against the previous run (the second) and against the pinned
+    # reference (the first): six failing rows
+    assert plots["dense"]["failures"] == [[0, 0, 6]], plots["dense"]["failures"]
 
 
 RUN_LINKS = """(() => {

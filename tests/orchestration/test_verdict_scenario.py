@@ -163,8 +163,9 @@ def test_the_gate_is_not_fooled(scenario, tmp_path):
 
 
 def test_a_partition_records_the_config_that_produced_it(tmp_path, job_env):
-    """Rank `dense` with depth 5 under one variants file, then report under another file
-    where `dense` has depth 20: the history records depth 5 (what produced the numbers)."""
+    """Rank `dense` with depth 5 under one variants file: the report under another file where
+    `dense` has depth 20 is refused (the partition was ranked for another configuration); under
+    the first file the history records depth 5 (what produced the numbers)."""
     first = tmp_path / "first.yaml"
     first.write_text("variants:\n  - {engine: pg-dense, name: dense, depth: 5}\n")
     second = tmp_path / "second.yaml"
@@ -172,17 +173,22 @@ def test_a_partition_records_the_config_that_produced_it(tmp_path, job_env):
     env = job_env("state", EVAL_PIPELINE_VARIANTS=str(first))
     dagster = str(Path(sys.executable).parent / "dagster")
 
-    def materialize(select, variants, *extra):
+    def materialize(select, variants, *extra, code=0):
         config = tmp_path / "run.yaml"
         config.write_text(yaml.safe_dump({"ops": {"report": {"config": {"results_dir": str(tmp_path / "out")}}}}))
         out = subprocess.run([dagster, "asset", "materialize", "-m", "definitions", "--select", select, *extra,
                               "-c", str(config)], cwd=REPO, env={**env, "EVAL_PIPELINE_VARIANTS": variants},
                              capture_output=True, text=True, timeout=600)
-        assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+        assert (out.returncode == 0) == (code == 0), (out.stdout + out.stderr)[-3000:]
+        return out.stdout + out.stderr
 
     materialize("corpus_snapshot,pgvector_store,question_set", str(first))
     materialize("ranked_results,variant_metrics", str(first), "--partition", "dense")
-    materialize("verdict,report", str(second))
+    # under a file that gives `dense` another configuration, the old partition is not judged (it
+    # would be recorded as the new configuration's measurement): refused, naming what differs
+    refused = materialize("verdict,report", str(second), code=1)
+    assert "partition 'dense' was ranked for another configuration" in refused and "depth: 5 -> 20" in refused
+    materialize("verdict,report", str(first))
     from eval_pipeline.store.database import EmbeddedPostgres
 
     runs = _history(EmbeddedPostgres(env["EVAL_PIPELINE_STATE_DIR"]).uri("eval"))
