@@ -4,13 +4,11 @@ records a row that measured nothing. It is never a yardstick, and it must not ma
 answer gate as not compared, every run after the first, forever. A row that measured something
 and was never eligible still fails closed."""
 
-import psycopg
 import pytest
 
-from eval_pipeline.history.answers import answer_table_name
-from eval_pipeline.history.runs import table_names
 from eval_pipeline.verdict.answers import judge_answer_run, record_answers
-from tests.orchestration.test_verdict_attacks_third import _ANSWER_TABLE_LOCK, answer_frame
+from tests.integration.answer_history_lock import fresh_default_history
+from tests.orchestration.test_verdict_attacks_third import answer_frame
 
 pytestmark = pytest.mark.integration
 
@@ -22,30 +20,21 @@ def _nothing_scored(variant):
 
 
 def test_a_grader_that_scored_nothing_does_not_fail_the_next_run(pg_uri):
-    tables = [answer_table_name("eval"), *reversed(list(table_names("eval").values()))]
-    with psycopg.connect(pg_uri, autocommit=True) as lock:
-        lock.execute("SELECT pg_advisory_lock(%s)", (_ANSWER_TABLE_LOCK,))
-        try:
-            for table in tables:
-                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-            first = judge_answer_run({"a": _nothing_scored("a")}, order=["a"], corpus_signature="corpus-1",
-                                     tolerances={}, strict=False, connection_string=pg_uri, run_id="n0")
-            assert first.gates["a"]["static"].passed
-            record_answers(first, pg_uri, "n0", run_eligible=True)
-            again = judge_answer_run({"a": _nothing_scored("a")}, order=["a"], corpus_signature="corpus-1",
-                                     tolerances={}, strict=False, connection_string=pg_uri, run_id="n1")
-            gate = again.gates["a"]["static"]
-            assert gate.passed and gate.state != "not_compared", gate.message
-            # a row that measured something in a failed run still fails closed later
-            measured = judge_answer_run({"a": answer_frame("a", 0.9, grader="static")}, order=["a"],
-                                        corpus_signature="corpus-1", tolerances={}, strict=False,
-                                        connection_string=pg_uri, run_id="n2")
-            record_answers(measured, pg_uri, "n2", run_eligible=False)
-            later = judge_answer_run({"a": answer_frame("a", 0.5, grader="static")}, order=["a"],
-                                     corpus_signature="corpus-1", tolerances={}, strict=False,
-                                     connection_string=pg_uri, run_id="n3")
-            assert (later.gates["a"]["static"].state, later.gates["a"]["static"].passed) == ("not_compared", False)
-        finally:
-            for table in tables:
-                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-            lock.execute("SELECT pg_advisory_unlock(%s)", (_ANSWER_TABLE_LOCK,))
+    with fresh_default_history(pg_uri):
+        first = judge_answer_run({"a": _nothing_scored("a")}, order=["a"], corpus_signature="corpus-1",
+                                 tolerances={}, strict=False, connection_string=pg_uri, run_id="n0")
+        assert first.gates["a"]["static"].passed
+        record_answers(first, pg_uri, "n0", run_eligible=True)
+        again = judge_answer_run({"a": _nothing_scored("a")}, order=["a"], corpus_signature="corpus-1",
+                                 tolerances={}, strict=False, connection_string=pg_uri, run_id="n1")
+        gate = again.gates["a"]["static"]
+        assert gate.passed and gate.state != "not_compared", gate.message
+        # a row that measured something in a failed run still fails closed later
+        measured = judge_answer_run({"a": answer_frame("a", 0.9, grader="static")}, order=["a"],
+                                    corpus_signature="corpus-1", tolerances={}, strict=False,
+                                    connection_string=pg_uri, run_id="n2")
+        record_answers(measured, pg_uri, "n2", run_eligible=False)
+        later = judge_answer_run({"a": answer_frame("a", 0.5, grader="static")}, order=["a"],
+                                 corpus_signature="corpus-1", tolerances={}, strict=False,
+                                 connection_string=pg_uri, run_id="n3")
+        assert (later.gates["a"]["static"].state, later.gates["a"]["static"].passed) == ("not_compared", False)

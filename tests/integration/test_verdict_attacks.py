@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import uuid
-import zlib
 from dataclasses import asdict
 
 import pandas as pd
@@ -33,10 +32,10 @@ import psycopg
 import pytest
 
 from eval_pipeline.history.answers import answer_table_name
-from eval_pipeline.verdict.answers import judge_answer_run, record_answers
-from eval_pipeline.history.runs import SCORING_PROTOCOL, accept_reference, table_names
 from eval_pipeline.history.identity import configuration_fingerprint
+from eval_pipeline.history.runs import SCORING_PROTOCOL, accept_reference, table_names
 from eval_pipeline.metrics.retrieval import score_queries
+from eval_pipeline.verdict.answers import judge_answer_run, record_answers
 from eval_pipeline.verdict.retrieval import judge_run
 
 pytestmark = pytest.mark.integration
@@ -258,7 +257,7 @@ def answer_frame(variant, pass_rate, *, limited=False, set_id="team.tiny", fp="f
 
 # held for the whole of an answer test: nothing else in this database may use the answer table
 # meanwhile (the table has no prefix, and its history is project-wide)
-_ANSWER_TABLE_LOCK = zlib.crc32(b"tests.integration.test_verdict_attacks:eval_answer_runs")
+from tests.integration.answer_history_lock import ANSWER_TABLE_LOCK as _ANSWER_TABLE_LOCK  # noqa: E402
 
 
 @pytest.fixture

@@ -240,34 +240,25 @@ def test_an_answer_gate_of_a_new_name_does_not_take_a_live_variants_history(pg_u
     """HOLE 1 (answers). b2 is new and has a's retrieval configuration while a is still there:
     its answer rows were looked up by configuration and found a's. Only a name the retrieval
     verdict found renamed (``renamed``) is looked up by configuration; b2 is a new measurement."""
-    from eval_pipeline.history.answers import answer_table_name
     from eval_pipeline.verdict.answers import judge_answer_run, record_answers
-    from tests.orchestration.test_verdict_attacks_third import _ANSWER_TABLE_LOCK, answer_frame
+    from tests.integration.answer_history_lock import fresh_default_history
+    from tests.orchestration.test_verdict_attacks_third import answer_frame
 
-    tables = [answer_table_name("eval"), *reversed(list(table_names("eval").values()))]
-    with psycopg.connect(pg_uri, autocommit=True) as lock:
-        lock.execute("SELECT pg_advisory_lock(%s)", (_ANSWER_TABLE_LOCK,))
-        try:
-            for table in tables:
-                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-            first = judge_answer_run({"a": answer_frame("a", 0.9)}, order=["a"], corpus_signature="corpus-1",
-                                     tolerances={"max_pass_rate_drop": 0.05}, strict=False, connection_string=pg_uri,
-                                     run_id="ans0", configurations={"a": "cfg-x"}, renamed=set())
-            record_answers(first, pg_uri, "ans0", run_eligible=True)
-            frames = {"a": answer_frame("a", 0.9), "b2": answer_frame("b2", 0.5)}
-            live = judge_answer_run(frames, order=["a", "b2"], corpus_signature="corpus-1",
-                                    tolerances={"max_pass_rate_drop": 0.05}, strict=False, connection_string=pg_uri,
-                                    run_id="ans1", configurations={"a": "cfg-x", "b2": "cfg-x"}, renamed=set())
-            assert live.gates["b2"]["deterministic"].state == "first_run", live.gates["b2"]["deterministic"].message
-            renamed = judge_answer_run({"b2": answer_frame("b2", 0.5)}, order=["b2"], corpus_signature="corpus-1",
-                                       tolerances={"max_pass_rate_drop": 0.05}, strict=False, connection_string=pg_uri,
-                                       run_id="ans2", configurations={"b2": "cfg-x"}, renamed={"b2"})
-            gate = renamed.gates["b2"]["deterministic"]
-            assert not gate.passed and gate.state == "comparable", gate.message  # a's history, by configuration
-        finally:
-            for table in tables:
-                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-            lock.execute("SELECT pg_advisory_unlock(%s)", (_ANSWER_TABLE_LOCK,))
+    with fresh_default_history(pg_uri):
+        first = judge_answer_run({"a": answer_frame("a", 0.9)}, order=["a"], corpus_signature="corpus-1",
+                                 tolerances={"max_pass_rate_drop": 0.05}, strict=False, connection_string=pg_uri,
+                                 run_id="ans0", configurations={"a": "cfg-x"}, renamed=set())
+        record_answers(first, pg_uri, "ans0", run_eligible=True)
+        frames = {"a": answer_frame("a", 0.9), "b2": answer_frame("b2", 0.5)}
+        live = judge_answer_run(frames, order=["a", "b2"], corpus_signature="corpus-1",
+                                tolerances={"max_pass_rate_drop": 0.05}, strict=False, connection_string=pg_uri,
+                                run_id="ans1", configurations={"a": "cfg-x", "b2": "cfg-x"}, renamed=set())
+        assert live.gates["b2"]["deterministic"].state == "first_run", live.gates["b2"]["deterministic"].message
+        renamed = judge_answer_run({"b2": answer_frame("b2", 0.5)}, order=["b2"], corpus_signature="corpus-1",
+                                   tolerances={"max_pass_rate_drop": 0.05}, strict=False, connection_string=pg_uri,
+                                   run_id="ans2", configurations={"b2": "cfg-x"}, renamed={"b2"})
+        gate = renamed.gates["b2"]["deterministic"]
+        assert not gate.passed and gate.state == "comparable", gate.message  # a's history, by configuration
 
 
 def test_a_rename_made_in_a_failed_run_keeps_the_vanished_names_history(judge):
@@ -285,58 +276,41 @@ def test_accepting_answers_whose_gate_failed_against_a_comparable_run_needs_the_
     """HOLE 7 (answers). `accept RUN_ID` accepted every answer row of the run, the ones whose
     gate failed against a comparable yardstick too (a measured regression). Refused unless the
     variant is named, the refusal naming the exact command."""
-    from eval_pipeline.history.answers import accept_answer_run, answer_table_name
+    from eval_pipeline.history.answers import accept_answer_run
     from eval_pipeline.verdict.answers import judge_answer_run, record_answers
-    from tests.orchestration.test_verdict_attacks_third import _ANSWER_TABLE_LOCK, answer_frame
+    from tests.integration.answer_history_lock import fresh_default_history
+    from tests.orchestration.test_verdict_attacks_third import answer_frame
 
-    tables = [answer_table_name("eval"), *reversed(list(table_names("eval").values()))]
     tol = {"max_pass_rate_drop": 0.05}
-    with psycopg.connect(pg_uri, autocommit=True) as lock:
-        lock.execute("SELECT pg_advisory_lock(%s)", (_ANSWER_TABLE_LOCK,))
-        try:
-            for table in tables:
-                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-            for run_id, rate in (("ans0", 0.9), ("ans1", 0.5)):
-                verdict = judge_answer_run({"a": answer_frame("a", rate)}, order=["a"], corpus_signature="corpus-1",
-                                           tolerances=tol, strict=False, connection_string=pg_uri, run_id=run_id)
-                record_answers(verdict, pg_uri, run_id, run_eligible=verdict.passed)
-            assert verdict.gates["a"]["deterministic"].state == "comparable"
-            assert not verdict.gates["a"]["deterministic"].passed
-            accepted, refused = accept_answer_run(pg_uri, "ans1")
-            assert accepted == [] and "accept ans1 --variant a" in refused[0]
-            accepted, refused = accept_answer_run(pg_uri, "ans1", variants=["a"])
-            assert accepted == [("a", "deterministic")] and refused == []
-        finally:
-            for table in tables:
-                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-            lock.execute("SELECT pg_advisory_unlock(%s)", (_ANSWER_TABLE_LOCK,))
+    with fresh_default_history(pg_uri):
+        for run_id, rate in (("ans0", 0.9), ("ans1", 0.5)):
+            verdict = judge_answer_run({"a": answer_frame("a", rate)}, order=["a"], corpus_signature="corpus-1",
+                                       tolerances=tol, strict=False, connection_string=pg_uri, run_id=run_id)
+            record_answers(verdict, pg_uri, run_id, run_eligible=verdict.passed)
+        assert verdict.gates["a"]["deterministic"].state == "comparable"
+        assert not verdict.gates["a"]["deterministic"].passed
+        accepted, refused = accept_answer_run(pg_uri, "ans1")
+        assert accepted == [] and "accept ans1 --variant a" in refused[0]
+        accepted, refused = accept_answer_run(pg_uri, "ans1", variants=["a"])
+        assert accepted == [("a", "deterministic")] and refused == []
 
 
 def test_an_answer_measurement_recorded_in_a_failed_run_is_not_new_later(pg_uri):
     """HOLE 2 (answers). The deterministic grades of `a` were first recorded in a run that failed
     (not a yardstick); the next run's regressed grades were "a new measurement" and passed. They
     have a recorded row: not compared, failing until accepted."""
-    from eval_pipeline.history.answers import answer_table_name
     from eval_pipeline.verdict.answers import judge_answer_run, record_answers
-    from tests.orchestration.test_verdict_attacks_third import _ANSWER_TABLE_LOCK, answer_frame
+    from tests.integration.answer_history_lock import fresh_default_history
+    from tests.orchestration.test_verdict_attacks_third import answer_frame
 
-    tables = [answer_table_name("eval"), *reversed(list(table_names("eval").values()))]
     tol = {"max_pass_rate_drop": 0.05}
-    with psycopg.connect(pg_uri, autocommit=True) as lock:
-        lock.execute("SELECT pg_advisory_lock(%s)", (_ANSWER_TABLE_LOCK,))
-        try:
-            for table in tables:
-                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-            first = judge_answer_run({"a": answer_frame("a", 0.9)}, order=["a"], corpus_signature="corpus-1",
-                                     tolerances=tol, strict=False, connection_string=pg_uri, run_id="ans0")
-            assert first.gates["a"]["deterministic"].state == "first_run"
-            record_answers(first, pg_uri, "ans0", run_eligible=False)  # the run's retrieval gate failed
-            later = judge_answer_run({"a": answer_frame("a", 0.5)}, order=["a"], corpus_signature="corpus-1",
-                                     tolerances=tol, strict=False, connection_string=pg_uri, run_id="ans1")
-            gate = later.gates["a"]["deterministic"]
-            assert (gate.state, gate.passed) == ("not_compared", False), gate.message
-            assert "ans0" in gate.message and "accept ans1 --variant a" in gate.message
-        finally:
-            for table in tables:
-                lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-            lock.execute("SELECT pg_advisory_unlock(%s)", (_ANSWER_TABLE_LOCK,))
+    with fresh_default_history(pg_uri):
+        first = judge_answer_run({"a": answer_frame("a", 0.9)}, order=["a"], corpus_signature="corpus-1",
+                                 tolerances=tol, strict=False, connection_string=pg_uri, run_id="ans0")
+        assert first.gates["a"]["deterministic"].state == "first_run"
+        record_answers(first, pg_uri, "ans0", run_eligible=False)  # the run's retrieval gate failed
+        later = judge_answer_run({"a": answer_frame("a", 0.5)}, order=["a"], corpus_signature="corpus-1",
+                                 tolerances=tol, strict=False, connection_string=pg_uri, run_id="ans1")
+        gate = later.gates["a"]["deterministic"]
+        assert (gate.state, gate.passed) == ("not_compared", False), gate.message
+        assert "ans0" in gate.message and "accept ans1 --variant a" in gate.message

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import uuid
-import zlib
 
 import pandas as pd
 import psycopg
@@ -311,7 +310,7 @@ def graded(variant, **pass_rates) -> pd.DataFrame:
 
 # the same lock as tests/integration/test_verdict_attacks.py: nothing else may use the answer
 # table (no prefix, project-wide) or the default history meanwhile
-_ANSWER_TABLE_LOCK = zlib.crc32(b"tests.integration.test_verdict_attacks:eval_answer_runs")
+from tests.integration.answer_history_lock import ANSWER_TABLE_LOCK as _ANSWER_TABLE_LOCK  # noqa: E402
 
 
 @pytest.fixture

@@ -357,7 +357,7 @@ def test_a_rename_does_not_reset_the_pinned_reference(judge):
 
 # the answer half: the same rename, on the answer history (one unprefixed table: held under a lock)
 ANSWER_TOL = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
-_ANSWER_TABLE_LOCK = 0x5F1F7A  # this module's tests hold it while they use eval_answer_runs
+from tests.integration.answer_history_lock import ANSWER_TABLE_LOCK as _ANSWER_TABLE_LOCK  # noqa: E402
 
 
 def _answer_frame(variant: str, pass_rate: float) -> pd.DataFrame:
