@@ -32,3 +32,15 @@ def frame_metadata(frame: pd.DataFrame) -> Table:
 def number(value: Any) -> float | None:
     value = float(value)
     return None if value != value else value  # NaN (no answerable question): no point to plot
+
+
+SHOWN_DECIMALS = 4
+
+
+def shown_number(value: Any) -> float | None:
+    """A number as the UI shows and plots it: 4 decimals (0.9778, not 0.9777777777777777); None
+    when missing, NaN or not finite (no point to plot)."""
+    from eval_pipeline.common.checks import finite_number
+
+    value = finite_number(value)
+    return None if value is None else round(value, SHOWN_DECIMALS)

@@ -35,7 +35,7 @@ from eval_pipeline.answering.prompts import CheckedGoldenSet
 from eval_pipeline.answering.run import context_from_record
 from eval_pipeline.common import prices as pricing
 from eval_pipeline.common.checks import finite_number, missing
-from eval_pipeline.common.metadata import frame_metadata
+from eval_pipeline.common.metadata import frame_metadata, shown_number
 from eval_pipeline.grading.assertions import (
     DETERMINISTIC_VERSION,
     STATIC_VERSION,
@@ -421,18 +421,13 @@ def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[st
     return frames, metadata
 
 
-def _rounded(value: Any) -> float | None:
-    number = finite_number(value)
-    return None if number is None else round(number, 4)
-
-
 def _interval_metadata(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """Each grader's pass-rate and mean-score intervals as numbers the UI plots beside them."""
     out: dict[str, float | None] = {}
     for r in rows:
         for label, column in (("pass_rate low", "pass_rate_low"), ("pass_rate high", "pass_rate_high"),
                               ("mean_score low", "mean_low"), ("mean_score high", "mean_high")):
-            out[f"{r['grader']} {label}"] = _rounded(r.get(column))
+            out[f"{r['grader']} {label}"] = shown_number(r.get(column))
     return out
 
 
@@ -440,9 +435,9 @@ def _cost_metadata(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     """The partition's latency (retrieval plus generation, p50 and p95), tokens and cost (None:
     an unpriced model, never a partial sum)."""
     total = (metrics.get("latency_ms") or {}).get("total") or {}
-    return {"latency p50 ms": _rounded(total.get("p50")), "latency p95 ms": _rounded(total.get("p95")),
-            "tokens": _rounded((metrics.get("tokens") or {}).get("tokens_total")),
-            "cost": _rounded((metrics.get("cost") or {}).get("cost_total"))}
+    return {"latency p50 ms": shown_number(total.get("p50")), "latency p95 ms": shown_number(total.get("p95")),
+            "tokens": shown_number((metrics.get("tokens") or {}).get("tokens_total")),
+            "cost": shown_number((metrics.get("cost") or {}).get("cost_total"))}
 
 
 def _generator_price(frame: pd.DataFrame, prices: Mapping[str, Any] | None) -> Mapping[str, float] | None:
@@ -460,7 +455,6 @@ def _row_extras(variant: str, frame: pd.DataFrame, graded: pd.DataFrame, prices:
     import json
 
     from eval_pipeline.answering.repair import repair_summary
-    from eval_pipeline.common.checks import finite_number
 
     def clean(value: Any) -> Any:  # JSON without NaN (a rate over nothing is null)
         if isinstance(value, float):

@@ -11,8 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.common.checks import finite_number
-from eval_pipeline.common.metadata import Markdown, RunLink
+from eval_pipeline.common.metadata import Markdown, RunLink, shown_number
 from eval_pipeline.common.state import StateDir
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.questions.sets import QuestionSet
@@ -310,9 +309,9 @@ def _headline_numbers(summary: Any, key: str) -> dict[str, float]:
     row = summary.set_index("variant").loc[key]
     out = {}
     for metric in TREND_METRICS:
-        value = finite_number(row.get(metric)) if metric in row.index else None
+        value = shown_number(row.get(metric)) if metric in row.index else None
         if value is not None:
-            out[metric] = round(value, 4)
+            out[metric] = value
     return out
 
 

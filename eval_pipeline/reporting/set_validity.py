@@ -23,6 +23,7 @@ import pandas as pd
 
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.formatting import MISSING, fmt_number, markdown_table
+from eval_pipeline.common.metadata import shown_number
 from eval_pipeline.reporting.report import SECTIONS, ReportInputs, ReportSection, SectionPart
 from eval_pipeline.validity.sets import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, SetComparison, compare_sets
 
@@ -163,10 +164,10 @@ def set_validity_metadata(comparison: SetComparison) -> dict[str, float | None]:
         m = comparison.get(metric)
         if m is None:
             continue
-        out[f"set tau {metric}"] = None if math.isnan(m.tau) else round(float(m.tau), 4)
+        out[f"set tau {metric}"] = shown_number(m.tau)
         if metric == TABLE_METRIC:
-            out[f"set tau {metric} low"] = None if math.isnan(m.low) else round(float(m.low), 4)
-            out[f"set tau {metric} high"] = None if math.isnan(m.high) else round(float(m.high), 4)
+            out[f"set tau {metric} low"] = shown_number(m.low)
+            out[f"set tau {metric} high"] = shown_number(m.high)
     return out
 
 

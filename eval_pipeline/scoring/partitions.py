@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.common.metadata import frame_metadata, number
+from eval_pipeline.common.metadata import frame_metadata, shown_number
 from eval_pipeline.metrics.retrieval import PARTITION, PRIMARY_METRIC, metric_names
 
 PARTITION_METRICS = metric_names(PARTITION)
@@ -35,10 +35,11 @@ def partition_metrics(key: str, scored: pd.DataFrame) -> dict[str, Any]:
 
     row = summarize({key: scored}).iloc[0]
     interval = metric_intervals({key: scored}, (PRIMARY_METRIC,)).iloc[0]
-    out: dict[str, Any] = {m: _shown(row[m]) for m in PARTITION_METRICS}
-    out.update({f"{PRIMARY_METRIC} 95% low": _shown(interval["low"]),
-                f"{PRIMARY_METRIC} 95% high": _shown(interval["high"]),
-                "latency p50 ms": _shown(row["latency_p50_ms"]), "latency p95 ms": _shown(row["latency_p95_ms"]),
+    out: dict[str, Any] = {m: shown_number(row[m]) for m in PARTITION_METRICS}
+    out.update({f"{PRIMARY_METRIC} 95% low": shown_number(interval["low"]),
+                f"{PRIMARY_METRIC} 95% high": shown_number(interval["high"]),
+                "latency p50 ms": shown_number(row["latency_p50_ms"]),
+                "latency p95 ms": shown_number(row["latency_p95_ms"]),
                 "n_errored": int(row["n_errored"]), "n_answerable": int(row["n_answerable"])})
     # the microscope's counts (misses.jsonl beside the report holds each miss's evidence), and
     # each stage's latency: one number each, so the UI plots every one over runs
@@ -47,13 +48,7 @@ def partition_metrics(key: str, scored: pd.DataFrame) -> dict[str, Any]:
     out.update({f"dense misses {k.removeprefix('dense_')}": int(v) for k, v in row.items()
                 if str(k).startswith("dense_")})
     for stage, figures in stage_latency_summary(scored).items():
-        out.update({f"latency {stage} {q} ms": _shown(figures[q]) for q in ("p50", "p95") if q in figures})
+        out.update({f"latency {stage} {q} ms": shown_number(figures[q]) for q in ("p50", "p95") if q in figures})
     out["table"] = frame_metadata(scored)
     return out
 
-
-def _shown(value: Any) -> float | None:
-    """A number as the UI shows and plots it: 4 decimals (0.9778, not 0.9777777777777777); None
-    when NaN."""
-    value = number(value)
-    return None if value is None else round(value, 4)
