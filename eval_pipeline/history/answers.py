@@ -69,7 +69,7 @@ from typing import Any
 
 from eval_pipeline.common.checks import as_flag, is_integer, is_real, is_text, unit_value
 from eval_pipeline.grading.judges import GRADERS, comparable_yardstick
-from eval_pipeline.history.runs import ensure_tables, table_names, who_accepts
+from eval_pipeline.history.runs import ensure_tables, follow_lineage, table_names, who_accepts
 from eval_pipeline.store.database import call_redacted, connect
 
 # psycopg (and its sql and Jsonb helpers) is imported inside the functions that talk to the database:
@@ -538,21 +538,19 @@ def answer_earlier_names(connection_string: str, *, variant: str, grader: str, b
     def find() -> list[str]:
         from psycopg import sql
 
-        lineage: list[str] = []
         with connect(connection_string) as conn:
             if not _table_exists(conn, table):
-                return lineage
-            current = variant
-            while True:
+                return []
+
+            def inherited(name: str) -> str | None:
                 row = conn.execute(sql.SQL(
                     "SELECT provenance->>'inherits' FROM {table} WHERE variant = %(variant)s AND grader = %(grader)s"
                     " AND provenance ? 'inherits' AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
                     " ORDER BY seq ASC LIMIT 1").format(table=sql.Identifier(table)),
-                    {"variant": current, "grader": grader, "before": before_run_id}).fetchone()
-                if row is None or not row[0] or row[0] in lineage or row[0] == variant:
-                    return lineage
-                lineage.append(str(row[0]))
-                current = str(row[0])
+                    {"variant": name, "grader": grader, "before": before_run_id}).fetchone()
+                return None if row is None else row[0]
+
+            return follow_lineage(variant, inherited)
 
     return call_redacted(connection_string, "looking up the answer history", find)
 

@@ -57,7 +57,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -635,6 +635,17 @@ def _cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> i
     return row[0] if row else None
 
 
+def follow_lineage(variant: str, inherited: Callable[[str], str | None]) -> list[str]:
+    """The names before ``variant``, nearest first: ``inherited(name)`` is the name ``name``
+    inherited its history from in a rename (None: none); a loop ends the walk."""
+    lineage: list[str] = []
+    current = variant
+    while (parent := inherited(current)) and parent not in lineage and parent != variant:
+        lineage.append(str(parent))
+        current = str(parent)
+    return lineage
+
+
 def earlier_names(connection_string: str, *, variant: str, before_run_id: str | None = None,
                   prefix: str = "eval") -> list[str]:
     """The names ``variant`` had before, nearest first: a run that renamed a variant (the new name
@@ -644,24 +655,22 @@ def earlier_names(connection_string: str, *, variant: str, before_run_id: str | 
     from psycopg import sql
 
     names = table_names(prefix)
-    lineage: list[str] = []
     with connect(connection_string) as conn:
         if not _tables_exist(conn, names):
-            return lineage
+            return []
         cutoff = _cutoff(conn, names, before_run_id)
-        current = variant
-        while True:
+
+        def inherited(name: str) -> str | None:
             row = conn.execute(sql.SQL(
                 "SELECT r.provenance->'inherits'->>%(name)s FROM {runs} r"
                 " WHERE r.provenance->'inherits' ? %(name)s"
                 " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
                 " AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint) ORDER BY r.seq ASC LIMIT 1").format(
                     runs=sql.Identifier(names["runs"])),
-                {"name": current, "before": before_run_id, "cutoff": cutoff}).fetchone()
-            if row is None or not row[0] or row[0] in lineage or row[0] == variant:
-                return lineage
-            lineage.append(str(row[0]))
-            current = str(row[0])
+                {"name": name, "before": before_run_id, "cutoff": cutoff}).fetchone()
+            return None if row is None else row[0]
+
+        return follow_lineage(variant, inherited)
 
 
 def recorded_run_of(connection_string: str, *, variant: str, configuration: str | None = None,
