@@ -77,7 +77,6 @@ INDEX_FIELDS = ("embedder", "embedder_revision", "embedder_identity", "chunking"
 # `abstain: auto` variant chose): a function of the configuration and the benchmark, not part
 # of what the variant is.
 RUN_OUTCOMES = ("tuned", "abstain_tuned")
-_RUN_OUTCOMES = RUN_OUTCOMES
 
 
 def variant_configuration(provenance: Mapping[str, Any], variant: str) -> dict[str, Any] | None:
@@ -87,7 +86,7 @@ def variant_configuration(provenance: Mapping[str, Any], variant: str) -> dict[s
     configs = provenance.get("variants")
     if not isinstance(configs, Mapping) or not isinstance(configs.get(variant), Mapping):
         return None
-    config = {k: v for k, v in configs[variant].items() if k not in _RUN_OUTCOMES and k != "index"}
+    config = {k: v for k, v in configs[variant].items() if k not in RUN_OUTCOMES and k != "index"}
     own = configs[variant].get("index")
     source = own if isinstance(own, Mapping) else provenance
     index = {k: source.get(k) for k in INDEX_FIELDS}

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.history.identity import configuration_fingerprint, variant_configuration
+from eval_pipeline.history.identity import RUN_OUTCOMES, configuration_fingerprint, variant_configuration
 from eval_pipeline.metrics.retrieval import PRIMARY_METRIC
 from eval_pipeline.ranking.steps import rank_in_one_step
 from eval_pipeline.ranking.variants import parse_variant
@@ -125,7 +125,7 @@ def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot,
 
     recorded = dict(configuration["variant"])
     # the settings as the variants file gives them; the rest of the record is derived from them
-    given = {k: v for k, v in recorded.items() if k not in _DERIVED}
+    given = {k: v for k, v in recorded.items() if k not in DERIVED}
     variant = parse_variant({**given, "name": name}, f"the reference configuration {name}")
 
     log(f"paired comparison: ranking {name} ({variant.describe()}) on today's questions")
@@ -137,7 +137,7 @@ def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot,
     # what ranked today must be what was recorded: resolved leg defaults, the reranker's identity
     # (its weights by content, an LLM's endpoint and model)
     today = {k: v for k, v in json.loads(frame["variant_config"].iloc[0]).items()
-             if k not in ("tuned", "abstain_tuned")}  # chosen on today's tuning part: a run outcome
+             if k not in RUN_OUTCOMES}  # chosen on today's tuning part
     if json.dumps(today, sort_keys=True, default=str) != json.dumps(recorded, sort_keys=True, default=str):
         changed = sorted(k for k in set(today) | set(recorded) if today.get(k) != recorded.get(k))
         raise ValueError(f"ranked today, the configuration is not the one recorded (differs in {', '.join(changed)})")
@@ -149,4 +149,4 @@ def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot,
 
 # What a recorded configuration holds beyond the variants file's settings: each leg's resolved
 # settings and the reranker's identity (checked after ranking), what the tuning chose.
-_DERIVED = ("leg_settings", "reranker_identity", "tuned", "abstain_tuned")
+DERIVED = ("leg_settings", "reranker_identity", *RUN_OUTCOMES)

@@ -29,7 +29,7 @@ from eval_pipeline.ranking.inputs import InconsistentInputs, check_inputs_agree
 from eval_pipeline.store.indexes import IndexStores
 from eval_pipeline.store.ingest import StoreInfo
 from eval_pipeline.verdict.answers import check_answers_belong, judge_answer_run
-from eval_pipeline.verdict.paired import RankConfiguration
+from eval_pipeline.verdict.paired import DERIVED, RankConfiguration
 from eval_pipeline.verdict.retrieval import RunVerdict, code_version, judge_run, results_provenance
 
 __all__ = ["check_partitions_current", "check_split_current", "decide_run", "run_provenance"]
@@ -50,10 +50,9 @@ def check_split_current(question_set: QuestionSet, tuning: tuple[float, int] | N
                                  "(and the assets after it) again.")
 
 
-# What a partition's recorded configuration holds beyond the variants file's settings (derived:
-# each leg's resolved settings, the reranker's identity, the pair's index; chosen by the run:
-# fusion tuning's values, an auto refusal threshold).
-_NOT_DECLARED = ("leg_settings", "reranker_identity", "index", "tuned", "abstain_tuned")
+# What a partition's recorded configuration holds beyond the variants file's settings: what the
+# paired ranking derives or the run chooses (`DERIVED`), and the pair's index.
+_NOT_DECLARED = (*DERIVED, "index")
 
 
 def check_partitions_current(per_variant: Mapping[str, pd.DataFrame], sweep) -> None:
