@@ -25,7 +25,7 @@ import json
 import os
 import stat as stat_mode
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 _LOCK = threading.Lock()
@@ -185,6 +185,31 @@ def content_digest(path: str | Path, *, cache_file: str | Path | None = None) ->
         if computed and cache is not None:
             _save(cache, stored())
     return total.hexdigest()
+
+
+def files_sha256(paths: Iterable[str | Path], *, cache_file: str | Path | None = None) -> list[str]:
+    """The sha256 (hex) of each file's bytes, in order, through the same per-version cache as
+    the weights (memory, and the state dir's digest file when one is configured, written once
+    for the batch): an installed package's code file (`versions.package_code_digest`) is hashed
+    once per version of the file, not once per process."""
+    cache = Path(cache_file) if cache_file is not None else _default_cache()
+    loaded: list[dict[str, list]] = []
+
+    def stored() -> dict[str, list]:
+        if not loaded:
+            loaded.append(_load(cache))
+        return loaded[0]
+
+    digests = []
+    with _LOCK:
+        any_computed = False
+        for path in paths:
+            digest, computed = _file_digest(Path(path).resolve(), stored)
+            digests.append(digest)
+            any_computed |= computed
+        if any_computed and cache is not None:
+            _save(cache, stored())
+    return digests
 
 
 def _save(cache: Path, stored: dict[str, list]) -> None:

@@ -25,10 +25,12 @@ EMBEDDING_PACKAGES = ("torch", "transformers", "sentence-transformers", "tokeniz
 
 
 def embedding_runtime() -> dict[str, str]:
-    """Versions of the packages a local model embeds with ('absent' when not installed)."""
-    from eval_pipeline.common.versions import package_versions
+    """Versions of the packages a local model embeds with ('absent' when not installed), and a
+    digest of the code they install (``package-code``): a patched torch or transformers at the
+    same version can move the vectors, so it is another table and another embedding store."""
+    from eval_pipeline.common.versions import package_code_digest, package_versions
 
-    return package_versions(EMBEDDING_PACKAGES)
+    return {**package_versions(EMBEDDING_PACKAGES), "package-code": package_code_digest(EMBEDDING_PACKAGES)}
 
 
 def runtime_digest(runtime: dict[str, str]) -> str:

@@ -23,6 +23,7 @@ import pandas as pd
 from eval_pipeline.common.atomic import atomic_write_bytes
 from eval_pipeline.common.formatting import fmt_number
 from eval_pipeline.common.state import PROJECT_ROOT
+from eval_pipeline.common.versions import package_code_digest
 from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate
 from eval_pipeline.history.identity import configuration_fingerprint, scoring_protocol
 from eval_pipeline.history.runs import (
@@ -212,13 +213,14 @@ def checkout_version(repo: Path) -> str:
 def statistics_key(per_variant: Mapping[str, pd.DataFrame], baseline: str) -> str:
     """A digest of everything the intervals and the baseline comparison depend on: the variants
     in order, the baseline, the answerable questions' qids and metric values, the metrics, and
-    the source of `eval_pipeline.metrics.statistics` and the numpy and scipy versions (a change there
+    the source of `eval_pipeline.metrics.statistics` and the numpy and scipy versions and code (a change there
     invalidates every entry)."""
 
     metrics = sorted(set(INTERVAL_METRICS) | set(COMPARE_METRICS))
     digest = hashlib.sha256()
     digest.update(_STATISTICS_SOURCE.read_bytes())
-    digest.update(f"numpy {version('numpy')} scipy {version('scipy')}".encode())
+    digest.update(f"numpy {version('numpy')} scipy {version('scipy')} "
+                  f"{package_code_digest(['numpy', 'scipy'])}".encode())
     digest.update(repr((baseline, INTERVAL_METRICS, COMPARE_METRICS)).encode())
     for variant, frame in per_variant.items():
         columns = [c for c in ("qid", "answerable", *metrics) if c in frame.columns]

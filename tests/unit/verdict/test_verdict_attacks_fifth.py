@@ -141,10 +141,6 @@ def test_a_plugin_module_that_registers_nothing_is_still_in_the_identities(tmp_p
             delattr(retrieval, "_PATCHED_BY_A_PLUGIN")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: the engine identity holds the ranking packages' version numbers only; a patched or "
-    "editable install of one (bm25s, haystack, ...) at the same version ranks differently under "
-    "the same identity, and a paired comparison of the same configuration then judges nothing"))
 def test_a_ranking_packages_code_at_the_same_version_changes_the_engine_identity(tmp_path, monkeypatch):
     from importlib.metadata import version
 
