@@ -42,8 +42,10 @@ from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.grading.independence import Independence
 from eval_pipeline.grading.run import (
     DEFAULT_GRADERS,
-    answer_metric_frames,
     grade_run,
+)
+from eval_pipeline.grading.summary import (
+    answer_metric_frames,
     grades_metadata,
 )
 from eval_pipeline.questions.sets import QuestionSet
@@ -192,7 +194,7 @@ def build_answer_assets(sweep: SweepConfig, partitions: PartitionsDefinition) ->
                        golden_prompts: CheckedGoldenSet) -> dict[str, pd.DataFrame]:
         """Per variant and grader: pass rate and mean score with intervals, by assertion type and
         question form, on retrieval hits and misses, latency, tokens and cost; the generator's
-        identity and the grading yardstick (eval_pipeline.grading.run.answer_metric_frames)."""
+        identity and the grading yardstick (eval_pipeline.grading.summary.answer_metric_frames)."""
         frames, metadata = answer_metric_frames(answers, graded_answers, golden_prompts, prices=sweep.prices)
         for key, values in metadata.items():  # with the grounding rates, repair and agreement figures as numbers
             context.add_asset_metadata(to_metadata(values), partition_key=key)

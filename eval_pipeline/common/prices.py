@@ -1,6 +1,6 @@
 """Prices and cost, one home (issue #24): the price of a model's tokens, the price table the
 variants file gives (`answers: {prices: ...}`) and the one cost formula. The LLM client's usage
-(common.llm), an answer's cost (grading.answer_metrics) and the graders' bill (grading.run)
+(common.llm), an answer's cost (grading.answer_metrics) and the graders' bill (grading.summary)
 all compute cost here.
 
 A price is ``{"prompt_per_1k": float, "completion_per_1k": float}``: the price of 1,000

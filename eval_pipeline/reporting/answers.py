@@ -8,7 +8,7 @@ before and after, with its counts and cost; and, when the run calibrated its jud
 judge's agreement with people (accuracy, Cohen's kappa) and the prediction-powered interval
 of its pass rate. `write_answer_files` writes the per-prompt gradings (``answers.jsonl``) and
 the hallucination log (``hallucinations.md`` / ``.jsonl``) beside the report, from the metric
-rows the verdict carries (`eval_pipeline.grading.run.answer_metric_frames`).
+rows the verdict carries (`eval_pipeline.grading.summary.answer_metric_frames`).
 """
 
 from __future__ import annotations

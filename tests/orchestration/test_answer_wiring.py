@@ -22,15 +22,16 @@ from eval_pipeline.answering.llm import GeneratedAnswer
 from eval_pipeline.answering.prompts import CheckedGoldenSet, resolve_golden
 from eval_pipeline.answering.run import answer_variants
 from eval_pipeline.answering.served import ServedBy
+from eval_pipeline.config.sweep import load_sweep, parse_sweep
 from eval_pipeline.gates.answers import DEFAULT_ANSWER_TOLERANCES
 from eval_pipeline.grading.run import (
     DEFAULT_GRADERS,
-    answer_metric_frames,
     grade_variants,
     grading_code,
 )
-from eval_pipeline.verdict.answers import judge_answer_run
-from eval_pipeline.config.sweep import load_sweep, parse_sweep
+from eval_pipeline.grading.summary import (
+    answer_metric_frames,
+)
 from eval_pipeline.questions.golden import (
     Assertion,
     GoldenPrompt,
@@ -43,6 +44,7 @@ from eval_pipeline.reporting.answers import (
     answer_gate_output,
     answer_section,
 )
+from eval_pipeline.verdict.answers import judge_answer_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TINY_GOLDEN = FIXTURES / "tiny_golden.jsonl"
@@ -575,8 +577,8 @@ def test_endpoints_are_stored_without_credentials():
 def test_answer_metrics_from_another_corpus_or_configuration_are_refused():
     import json
 
-    from eval_pipeline.verdict.answers import check_answers_belong
     from eval_pipeline.ranking.inputs import InconsistentInputs
+    from eval_pipeline.verdict.answers import check_answers_belong
 
     frame = pd.DataFrame([{"corpus_signature": "old", "store_table": "t1", "variant_config": json.dumps({"k": 1})}])
     with pytest.raises(InconsistentInputs, match="corpus 'old'"):

@@ -22,12 +22,14 @@ from eval_pipeline.gates.answers import DEFAULT_ANSWER_TOLERANCES
 from eval_pipeline.grading.grounding import TextCorpusProbe
 from eval_pipeline.grading.independence import judge_independence
 from eval_pipeline.grading.run import (
-    METRIC_COLUMNS,
-    answer_metric_frames,
     calibrate_graders,
     check_calibration,
     grade_variants,
     static_failures,
+)
+from eval_pipeline.grading.summary import (
+    METRIC_COLUMNS,
+    answer_metric_frames,
 )
 from eval_pipeline.questions.golden import GoldenPrompt, GoldenPromptSet, StaticOptions
 from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output, answer_section, write_answer_files
@@ -212,7 +214,7 @@ def test_a_calibration_file_that_fits_no_chosen_grader_is_refused(tmp_path):
 
 
 def test_ppi_needs_two_graded_answers_else_the_agreement_alone():
-    from eval_pipeline.grading.run import calibrated_rate
+    from eval_pipeline.grading.summary import calibrated_rate
 
     calibration = {"grader": "judge", "n": 2, "n_not_graded": 0, "judge": [True, False], "human": [True, True],
                    "agreement": {"accuracy": 0.5, "kappa": math.nan, "confusion": {}}}
