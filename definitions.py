@@ -226,17 +226,15 @@ ASSET_KINDS: dict[str, set[str]] = {
     "graded_answers": {"pandas", "parquet"},
     "answer_metrics": {"pandas", "parquet"},
     "verdict": {"python"},
+    "findings": {"python"},
     "report": {"markdown", "matplotlib"},
 }
 
 
 def with_kinds_and_owner(spec: AssetSpec) -> AssetSpec:
-    """`spec` with its kinds (ASSET_KINDS) and OWNERS; an asset missing from ASSET_KINDS fails
-    the load, naming it, rather than showing in the Catalog with no kind."""
-    name = spec.key.to_user_string()
-    if name not in ASSET_KINDS:
-        raise KeyError(f"asset {name} has no kinds: add it to ASSET_KINDS in definitions.py")
-    return spec.merge_attributes(kinds=ASSET_KINDS[name], owners=OWNERS)
+    """`spec` with its kinds (ASSET_KINDS; an asset not listed there yet is shown as `python`,
+    never a failed load: tests/orchestration/test_asset_specs.py asks for its entry) and OWNERS."""
+    return spec.merge_attributes(kinds=ASSET_KINDS.get(spec.key.to_user_string(), {"python"}), owners=OWNERS)
 
 
 WHOLE_SWEEP = whole_sweep_tags(SWEEP)

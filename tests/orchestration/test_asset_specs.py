@@ -3,8 +3,6 @@ filters by: postgres and pgvector for the store, pandas for the DataFrames, mark
 report) and an owner. Both are set in one place, definitions.ASSET_KINDS and OWNERS, applied to
 every asset of the Definitions by `map_asset_specs`."""
 
-import pytest
-
 
 def _specs():
     import definitions
@@ -34,16 +32,16 @@ def test_the_kinds_say_what_each_asset_is():
         assert "python" in specs[python_object].kinds, (python_object, specs[python_object].kinds)
 
 
-def test_the_kinds_name_exactly_the_assets_the_code_location_builds():
-    """A kind listed for an asset that no longer exists is stale; an asset added without kinds
-    fails the load, naming it (not a Catalog row with no kind)."""
+def test_every_asset_the_code_location_builds_has_its_own_kinds():
+    """An asset added without an entry in ASSET_KINDS would show as a plain `python` asset (the
+    code location still loads: the Catalog's decoration never breaks it); this test asks for it."""
     import definitions
 
-    assert set(definitions.ASSET_KINDS) == set(_specs())
+    missing = set(_specs()) - set(definitions.ASSET_KINDS)
+    assert not missing, f"add {sorted(missing)} to ASSET_KINDS in definitions.py"
     from dagster import AssetSpec
 
-    with pytest.raises(KeyError, match="new_asset.*ASSET_KINDS"):
-        definitions.with_kinds_and_owner(AssetSpec("new_asset"))
+    assert definitions.with_kinds_and_owner(AssetSpec("new_asset")).kinds == {"python"}
 
 
 def test_the_mapped_assets_keep_everything_else():
