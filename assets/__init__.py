@@ -241,7 +241,9 @@ def corpus_snapshot_asset(sweep: SweepConfig) -> AssetsDefinition:
                         rerankers: RerankerResource, llm: LLMResource, judge_llm: LLMResource,
                         state: StateResource) -> CorpusSnapshot:
         """The documents to search, with an order-independent signature over ids and content hashes,
-        spooled to the state dir: the steps after it get a reference, and ingest streams the file.
+        checked and signed as they are read and written straight to a spool in the state dir, so
+        the step never holds the corpus: the steps after it get a reference, and read the file as
+        they walk it (ingest streams it).
 
         Also the run's preflight, before anything is embedded: every asset's settings, the
         question set (when this run builds it), every reranker's model or endpoint, and the results
@@ -252,16 +254,17 @@ def corpus_snapshot_asset(sweep: SweepConfig) -> AssetsDefinition:
             safe_results_dir(context, report_config.results_dir, state.dir())
             if report_config.grade_holes:
                 llm.get()  # grading the holes needs a model: fail now, not after the ranking
-        snapshot = load_corpus(config.source, config.path, lenient=config.lenient,
+        snapshot = load_corpus(config.source, config.path, lenient=config.lenient,  # checked and signed streaming
                                max_document_chars=config.max_document_chars,
-                               follow_outside_links=config.follow_outside_links)
+                               follow_outside_links=config.follow_outside_links,
+                               spool_to=state.dir().corpus_spools)
         preflight_answers(context, snapshot, llm, judge_llm)  # a self-judging run is refused here, before any call
         builds_questions = AssetKey("question_set") in selected_assets(context)
         context.add_output_metadata(preflight_run(
             snapshot, questions=op_config(context, "question_set", QuestionSetConfig) if builds_questions else None,
             variants=sweep.variants, warn=context.log.warning,
             reranker_identity=lambda spec: rerankers.build(spec, embedder=embedder.get(), warm=False).identity()))
-        return snapshot.spool_to(state.dir().corpus_spools)
+        return snapshot
 
     return corpus_snapshot
 

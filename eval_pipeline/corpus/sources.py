@@ -14,14 +14,17 @@ from __future__ import annotations
 import errno
 import gzip
 import hashlib
+import heapq
+import itertools
 import json
 import logging
 import os
 import stat
-from collections.abc import Iterable, Iterator
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 DEMO_DATA_DIR = Path(__file__).resolve().parent.parent / "demo_data"  # eval_pipeline/demo_data
 FOLDER_SUFFIXES = (".md", ".txt", ".json")
@@ -92,14 +95,17 @@ class SkippedRecord:
 class CorpusSnapshot:
     """The documents to search, where they came from and what was skipped.
 
-    Held in memory, or *spooled* (`spool_to`): the documents in a file named by the signature,
-    read only when `documents` is first asked for. A spooled snapshot pickles as that reference,
-    so the steps that only stream the corpus (ingest, through `iter_sorted`) never hold it, and
-    the file is checked against the signature as it is read: a spool changed after it was
-    written is refused rather than embedded under the old signature.
+    Held in memory, or *spooled*: the documents in a file named by the signature, written in the
+    signature's order (`spool_to`, or `load_corpus(..., spool_to=folder)`, which never holds the
+    corpus). A spooled snapshot pickles as that reference, and its documents are read from the
+    file whenever they are walked (`documents` is a view of the file, `iter_sorted` streams it),
+    never held, so no step after the load holds the corpus. The file is checked against the
+    signature as it is read: a spool changed after it was written is refused rather than
+    embedded under the old signature.
     """
 
     notes: tuple[SkippedRecord, ...] = ()  # a snapshot pickled before notes existed has none
+    _characters: int | None = None  # a snapshot pickled before it was counted counts when asked
 
     def __init__(self, documents: Iterable[Document], source: str, skipped: Iterable[SkippedRecord] = (),
                  notes: Iterable[SkippedRecord] = ()):
@@ -111,13 +117,25 @@ class CorpusSnapshot:
         self.notes = tuple(notes)
         self._signature: str | None = None
         self._count = len(self._documents)
+        self._characters = None
         self.spool: Path | None = None
 
+    @classmethod
+    def _spooled(cls, spool: Path, source: str, skipped: Iterable[SkippedRecord], notes: Iterable[SkippedRecord],
+                 signature: str, count: int, characters: int) -> CorpusSnapshot:
+        snapshot = cls((), source, skipped, notes)
+        snapshot._documents, snapshot._signature, snapshot._count = None, signature, count
+        snapshot._characters, snapshot.spool = characters, spool
+        return snapshot
+
     @property
-    def documents(self) -> tuple[Document, ...]:
-        if self._documents is None:
-            self._documents = tuple(self.iter_sorted())
-        return self._documents
+    def documents(self) -> Sequence[Document]:
+        """Every document in memory; for a spooled snapshot, a view that reads the spool each time
+        it is walked (in the signature's order), so a step that only walks the corpus never holds it."""
+        if self._documents is not None:
+            return self._documents
+        self._spool_file()  # a spool gone is said now, not at the first walk
+        return _SpooledDocuments(self)
 
     @property
     def loaded(self) -> bool:
@@ -129,18 +147,34 @@ class CorpusSnapshot:
         return self._count
 
     @property
+    def characters(self) -> int:
+        """The documents' content length in characters (counted as they were spooled)."""
+        if self._characters is None:
+            self._characters = sum(len(d.content) for d in self.iter_sorted())
+        return self._characters
+
+    @property
     def signature(self) -> str:
         if self._signature is None:
             self._signature = corpus_signature(self.documents)
         return self._signature
 
-    def by_id(self) -> dict[str, Document]:
-        return {d.doc_id: d for d in self.documents}
+    def by_id(self, doc_ids: Iterable[str] | None = None) -> dict[str, Document]:
+        """Documents by id: the ones `doc_ids` names that the corpus holds (one walk of the spool,
+        holding only those), or every document when None."""
+        if doc_ids is None:
+            return {d.doc_id: d for d in self.documents}
+        wanted = set(doc_ids)
+        return {d.doc_id: d for d in self.documents if d.doc_id in wanted}
+
+    def doc_ids(self) -> Iterator[str]:
+        """The document ids in the signature's order, one at a time."""
+        return (d.doc_id for d in self.iter_sorted())
 
     def iter_sorted(self) -> Iterator[Document]:
-        """The documents in the signature's order (doc id, then a tab), one at a time: from the
-        spool without loading the corpus, each checked into a running signature compared with
-        the recorded one after the last; from memory, sorted."""
+        """The documents in the signature's order (its "id<TAB>content hash" lines), one at a time:
+        from the spool without loading the corpus, each checked into a running signature compared
+        with the recorded one after the last; from memory, sorted."""
         if self._documents is not None:
             yield from sorted(self._documents, key=_order)
             return
@@ -151,17 +185,17 @@ class CorpusSnapshot:
         atomically, in the signature's order). The signature covers every text field; the
         digest adds the records' metadata, which the signature leaves out, so two corpora that
         differ only there never share a file."""
-        from eval_pipeline.common.atomic import atomic_writer
-
-        metadata = json.dumps([[d.doc_id, d.metadata] for d in self.iter_sorted()], sort_keys=True, default=str)
-        path = Path(folder) / f"{self.signature}-{hashlib.sha256(metadata.encode()).hexdigest()[:8]}.jsonl"
-        if not path.exists():
-            with atomic_writer(path) as fh:
-                for d in self.iter_sorted():
-                    fh.write((json.dumps(_record(d), ensure_ascii=False) + "\n").encode("utf-8"))
-        spooled = CorpusSnapshot((), self.source, self.skipped, self.notes)
-        spooled._documents, spooled._signature, spooled._count, spooled.spool = None, self.signature, self.count, path
-        return spooled
+        if self._documents is not None:  # named before it is written: a spool already there is not rewritten
+            digest = _MetadataDigest()
+            for d in self.iter_sorted():
+                digest.add(d)
+            path = Path(folder) / f"{self.signature}-{digest.hexdigest()[:8]}.jsonl"
+            if path.exists():
+                return CorpusSnapshot._spooled(path, self.source, self.skipped, self.notes, self.signature,
+                                               self.count, sum(len(d.content) for d in self._documents))
+        written = spool_documents(self.iter_sorted(), Path(folder))
+        return CorpusSnapshot._spooled(written.path, self.source, self.skipped, self.notes, written.signature,
+                                       written.count, written.characters)
 
     def _spool_file(self) -> Path:
         if self.spool is None or not self.spool.exists():
@@ -189,8 +223,42 @@ class CorpusSnapshot:
                 f"{where})")
 
 
+class _SpooledDocuments(Sequence[Document]):
+    """A spooled snapshot's documents, read from its file each time they are walked: its length is
+    the recorded count, and an index or a slice walks the file up to it (in the signature's order)."""
+
+    def __init__(self, snapshot: CorpusSnapshot):
+        self._snapshot = snapshot
+
+    def __len__(self) -> int:
+        return self._snapshot.count
+
+    def __iter__(self) -> Iterator[Document]:
+        return self._snapshot.iter_sorted()
+
+    @overload
+    def __getitem__(self, index: int) -> Document: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Document, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Document | tuple[Document, ...]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step < 0:
+                return tuple(self)[index]
+            return tuple(itertools.islice(self, start, stop, step))
+        position = index + len(self) if index < 0 else index
+        if not 0 <= position < len(self):
+            raise IndexError(f"document index {index} out of range ({len(self)} documents)")
+        return next(itertools.islice(self, position, None))
+
+    def __repr__(self) -> str:
+        return f"<{self._snapshot.count} documents read from {self._snapshot.spool}>"
+
+
 def _order(d: Document) -> str:
-    return d.doc_id + "\t"  # the order of the signature's "id<TAB>hash" lines
+    return f"{d.doc_id}\t{d.content_hash}"  # the signature's line: its sort order is the signature's
 
 
 def _record(d: Document) -> dict[str, Any]:
@@ -214,9 +282,112 @@ def _read_spool(path: Path, signature: str | None, count: int) -> Iterator[Docum
 
 
 def corpus_signature(documents: Iterable[Document]) -> str:
-    """Order-independent signature over (doc id, content hash) pairs."""
+    """Order-independent signature over (doc id, content hash) pairs: the sha256 of their sorted
+    "id<TAB>hash" lines joined by newlines (`spool_documents` computes it as it writes)."""
     lines = sorted(f"{d.doc_id}\t{d.content_hash}" for d in documents)
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:16]
+
+
+# --- writing a spool in bounded memory -------------------------------------------------------
+
+# Documents are sorted in runs of about this many characters (of their records), each run written
+# to a file and the runs merged: what spooling holds is one run, whatever the corpus's size.
+SORT_RUN_CHARS = 16_000_000
+_MERGE_FAN_IN = 64  # runs merged at once; more are merged in rounds
+
+
+class _MetadataDigest:
+    """The digest of `json.dumps([[doc_id, metadata], ...], sort_keys=True, default=str)` in the
+    signature's order, computed one record at a time (what spools were named by when the whole
+    list was built)."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256(b"[")
+        self._first = True
+
+    def add(self, d: Document) -> None:
+        self.add_text(json.dumps([d.doc_id, d.metadata], sort_keys=True, default=str))
+
+    def add_text(self, item: str) -> None:
+        self._hash.update(((", " if not self._first else "") + item).encode("utf-8"))
+        self._first = False
+
+    def hexdigest(self) -> str:
+        final = self._hash.copy()
+        final.update(b"]")
+        return final.hexdigest()
+
+
+@dataclass(frozen=True)
+class SpoolWritten:
+    path: Path
+    signature: str
+    count: int
+    characters: int
+
+
+def spool_documents(documents: Iterable[Document], folder: Path, *, read: Callable[[], None] = lambda: None
+                    ) -> SpoolWritten:
+    """Write `documents` (any order, unique ids) as a spool in `folder`, named by the signature
+    and the metadata digest, holding one sorted run at a time: runs of SORT_RUN_CHARS are sorted by
+    the signature's line and written beside the spool, then merged into it while the signature and
+    the digest are computed. A spool of that name already there is kept (the same documents).
+    `read()` is called once every document is read, before the merge: an error it raises (a load
+    that fails after its last record) leaves no spool."""
+    from eval_pipeline.common.atomic import atomic_writer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    count = characters = 0
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".sorting-") as scratch:
+        runs: list[Path] = []
+        buffer: list[tuple[str, str, str]] = []
+        held = 0
+        for d in documents:
+            line = json.dumps(_record(d), ensure_ascii=False)
+            buffer.append((_order(d), json.dumps([d.doc_id, d.metadata], sort_keys=True, default=str), line))
+            held += len(line)
+            count += 1
+            characters += len(d.content)
+            if held >= SORT_RUN_CHARS:
+                runs.append(_write_run(sorted(buffer), Path(scratch), len(runs)))
+                buffer, held = [], 0
+        read()
+        buffer.sort()
+        while len(runs) + 1 > _MERGE_FAN_IN:  # merge in rounds: never more than _MERGE_FAN_IN files open
+            merged = _write_run(heapq.merge(*(_read_run(r) for r in runs[:_MERGE_FAN_IN])), Path(scratch),
+                                len(runs) + 10_000)
+            for r in runs[:_MERGE_FAN_IN]:
+                r.unlink()
+            runs = [*runs[_MERGE_FAN_IN:], merged]
+        signature, digest, first = hashlib.sha256(), _MetadataDigest(), True
+        provisional = Path(scratch) / "spool.jsonl"
+        with atomic_writer(provisional) as fh:
+            for key, metadata, line in heapq.merge(*(_read_run(r) for r in runs), iter(buffer)):
+                signature.update((("\n" if not first else "") + key).encode("utf-8"))
+                digest.add_text(metadata)
+                fh.write((line + "\n").encode("utf-8"))
+                first = False
+        name = signature.hexdigest()[:16]
+        path = folder / f"{name}-{digest.hexdigest()[:8]}.jsonl"
+        if not path.exists():
+            os.replace(provisional, path)
+    return SpoolWritten(path, name, count, characters)
+
+
+def _write_run(rows: Iterable[tuple[str, str, str]], scratch: Path, number: int) -> Path:
+    """A sorted run: each row as three lines (the sort key and the metadata item as JSON
+    strings, then the spool's record line, which JSON keeps on one line)."""
+    path = scratch / f"run-{number:06d}.txt"
+    with open(path, "w", encoding="utf-8") as fh:
+        for key, metadata, line in rows:
+            fh.write(f"{json.dumps(key)}\n{json.dumps(metadata)}\n{line}\n")
+    return path
+
+
+def _read_run(path: Path) -> Iterator[tuple[str, str, str]]:
+    with open(path, encoding="utf-8", newline="\n") as fh:
+        for key in fh:
+            yield json.loads(key), json.loads(fh.readline()), fh.readline()[:-1]
 
 
 DEFAULT_MAX_DOCUMENT_CHARS = 5_000_000
@@ -229,6 +400,7 @@ def load_corpus(
     lenient: bool = False,
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS,
     follow_outside_links: bool = False,
+    spool_to: str | Path | None = None,
 ) -> CorpusSnapshot:
     """Load a corpus from one of the supported sources.
 
@@ -240,53 +412,53 @@ def load_corpus(
     input too (an error in strict mode, a skipped record in lenient mode), and so is a link to
     a file or folder outside the folder (`/etc/passwd` is not a document) unless
     `follow_outside_links`.
+
+    With `spool_to`, the documents go straight into a spool in that folder (as
+    `CorpusSnapshot.spool_to` writes it), checked and signed one at a time and sorted on disk:
+    loading holds one sorted run and a 16-byte digest per document id (for the duplicate check),
+    never the corpus. Without it, the snapshot holds every document. Either way the same
+    documents, errors, skipped records and notes.
     """
     if not isinstance(max_document_chars, int) or max_document_chars < 1:
         raise CorpusError(f"max_document_chars must be a positive integer, got {max_document_chars!r}")
-    return _cap(_load(kind, path, lenient, follow_outside_links, max_document_chars), max_document_chars, lenient)
+    reader, source = _reader(kind, path, follow_outside_links, max_document_chars)
+    check = _Check(reader, source, lenient, max_document_chars)
+    if spool_to is None:
+        documents = tuple(check.documents())
+        check.finish()
+        return CorpusSnapshot(documents=documents, source=source, skipped=check.skipped, notes=check.notes)
+    written = spool_documents(check.documents(), Path(spool_to), read=check.finish)
+    return CorpusSnapshot._spooled(written.path, source, check.skipped, check.notes, written.signature,
+                                   written.count, written.characters)
 
 
-def _cap(snapshot: CorpusSnapshot, limit: int, lenient: bool) -> CorpusSnapshot:
-    too_long = [d for d in snapshot.documents if len(d.content) > limit]
-    if not too_long:
-        return snapshot
-    reasons = [SkippedRecord(f"doc {d.doc_id!r}", f"{len(d.content):,} characters, more than max_document_chars "
-                             f"({limit:,})") for d in too_long]
-    if not lenient:
-        r = reasons[0]
-        raise CorpusError(f"{snapshot.source}: {r.location}: {r.reason}; split it or raise the limit")
-    kept = tuple(d for d in snapshot.documents if len(d.content) <= limit)
-    if not kept:
-        raise CorpusError(f"{snapshot.source}: the corpus has no usable documents ({len(reasons)} too long)")
-    return CorpusSnapshot(documents=kept, source=snapshot.source, skipped=snapshot.skipped + tuple(reasons),
-                          notes=snapshot.notes)
-
-
-def _load(kind: SourceKind, path: str | None, lenient: bool, follow_outside_links: bool = False,
-          max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS) -> CorpusSnapshot:
+def _reader(kind: SourceKind, path: str | None, follow_outside_links: bool = False,
+            max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS) -> tuple[Callable[[], Iterator[_Item]], str]:
+    """How to read the source's records from the start (a duplicate's first location is found by
+    reading again) and the source's name."""
     if kind not in ("demo", "folder", "jsonl", "beir"):
         raise CorpusError(f"unknown corpus source {kind!r}; valid: demo, folder, jsonl, beir")
     if kind == "demo":
-        return _snapshot(_read_jsonl_records(DEMO_DATA_DIR / "corpus.jsonl", _our_record), "demo", lenient)
+        return lambda: _read_jsonl_records(DEMO_DATA_DIR / "corpus.jsonl", _our_record), "demo"
     if not path:
         raise CorpusError(f"corpus source {kind!r} needs a path")
     p = Path(path)
     if not p.exists():
         raise CorpusError(f"{p}: corpus path does not exist")
     if kind == "folder":
-        return _snapshot(_read_folder(p, follow_outside_links, max_document_chars), f"folder:{p}", lenient)
+        if not p.is_dir():
+            raise CorpusError(f"{p}: not a folder")
+        return lambda: _read_folder(p, follow_outside_links, max_document_chars), f"folder:{p}"
     if kind == "jsonl":
-        return _snapshot(_read_jsonl_records(p, _our_record), f"jsonl:{p}", lenient)
-    if kind == "beir":
-        corpus_file = p
-        if p.is_dir():
-            candidates = [p / "corpus.jsonl", p / "corpus.jsonl.gz"]
-            found = [c for c in candidates if c.exists()]
-            if not found:
-                raise CorpusError(f"{p}: no corpus.jsonl or corpus.jsonl.gz in this BEIR folder")
-            corpus_file = found[0]
-        return _snapshot(_read_jsonl_records(corpus_file, _beir_record), f"beir:{corpus_file}", lenient)
-    raise CorpusError(f"unknown corpus source {kind!r}; valid: demo, folder, jsonl, beir")
+        return lambda: _read_jsonl_records(p, _our_record), f"jsonl:{p}"
+    corpus_file = p
+    if p.is_dir():
+        candidates = [p / "corpus.jsonl", p / "corpus.jsonl.gz"]
+        found = [c for c in candidates if c.exists()]
+        if not found:
+            raise CorpusError(f"{p}: no corpus.jsonl or corpus.jsonl.gz in this BEIR folder")
+        corpus_file = found[0]
+    return lambda: _read_jsonl_records(corpus_file, _beir_record), f"beir:{corpus_file}"
 
 
 # --- internals -------------------------------------------------------------------------
@@ -296,41 +468,113 @@ def _load(kind: SourceKind, path: str | None, lenient: bool, follow_outside_link
 _Item = Document | CorpusError
 
 
-def _snapshot(items: Iterator[_Item], source: str, lenient: bool) -> CorpusSnapshot:
-    docs: list[Document] = []
-    skipped: list[SkippedRecord] = []
-    notes: list[SkippedRecord] = []
-    seen: dict[str, str] = {}
-    for item in items:
-        if isinstance(item, Document):
-            loc = item.metadata.get("_location", "?")
-            if item.doc_id in seen:
-                item = CorpusError(f"{loc}: duplicate doc_id {item.doc_id!r} (first seen at {seen[item.doc_id]})")
-            else:
-                seen[item.doc_id] = loc
+class _Check:
+    """The reader's records checked one at a time, in the reader's order: a bad record raises
+    (strict) or is skipped (lenient), a duplicate id is a bad record naming where the id was first
+    seen, a document with invisible characters is noted; `documents()` yields the good ones.
+
+    A document longer than the limit is judged after the whole source is read (`finish`), as
+    when the corpus was loaded whole before it was capped: in strict mode a bad record anywhere
+    is reported before it, in lenient mode it is skipped after every bad record.
+
+    Ids are remembered as 16-byte BLAKE2b digests, about 90 bytes a document in a Python set
+    (18 MB at 200,000 documents), not the ids and locations; where a duplicate's id was first
+    seen is found by reading the source again from the start (once, for every duplicate of a
+    lenient load). Two different ids with the same 128-bit digest (odds about n² / 2^129) would
+    be called duplicates; the second reading says so rather than name a wrong place.
+    """
+
+    def __init__(self, reader: Callable[[], Iterator[_Item]], source: str, lenient: bool, limit: int):
+        self.reader, self.source, self.lenient, self.limit = reader, source, lenient, limit
+        self._skipped: list[SkippedRecord] = []
+        self._notes: list[SkippedRecord] = []
+        self._too_long: list[SkippedRecord] = []
+        self._duplicates: list[tuple[int, str, str]] = []  # (index in skipped, doc id, location)
+        self._seen: set[bytes] = set()
+        self._documents = 0  # every good record, too long or not
+        self.kept = 0
+
+    def documents(self) -> Iterator[Document]:
+        for item in self.reader():
+            if isinstance(item, Document):
+                loc = item.metadata.get("_location", "?")
+                key = hashlib.blake2b(item.doc_id.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+                if key in self._seen:
+                    if not self.lenient:
+                        raise CorpusError(f"{loc}: duplicate doc_id {item.doc_id!r} (first seen at "
+                                          f"{self._first_seen({item.doc_id})[item.doc_id]})")
+                    self._duplicates.append((len(self._skipped), item.doc_id, loc))
+                    self._skipped.append(SkippedRecord(location=loc, reason=""))  # named in finish()
+                    continue
+                self._seen.add(key)
+                self._documents += 1
+                self._note(item, loc)
+                if len(item.content) > self.limit:
+                    self._too_long.append(SkippedRecord(f"doc {item.doc_id!r}", f"{len(item.content):,} characters, "
+                                                        f"more than max_document_chars ({self.limit:,})"))
+                    continue
+                self.kept += 1
                 meta = {k: v for k, v in item.metadata.items() if k != "_location"}
-                docs.append(Document(item.doc_id, item.title, item.description, item.filename, item.content, meta))
-                counts: dict[str, int] = {}
-                for text in (item.title, item.description, item.content):
-                    for name, k in invisible_characters(text).items():
-                        counts[name] = counts.get(name, 0) + k
-                counts = dict(sorted(counts.items()))
-                if counts:
-                    notes.append(SkippedRecord(location=loc, reason=invisible_note(counts)))
-                    if len(notes) <= _LOGGED_NOTES:
-                        _logger.warning("%s: %s", loc, notes[-1].reason)
+                yield Document(item.doc_id, item.title, item.description, item.filename, item.content, meta)
                 continue
-        if not lenient:
-            raise item
-        location, _, reason = str(item).partition(": ")
-        skipped.append(SkippedRecord(location=location, reason=reason))
-    if len(notes) > _LOGGED_NOTES:
-        _logger.warning("%s: %d more documents hold invisible characters (CorpusSnapshot.notes lists every one)",
-                        source, len(notes) - _LOGGED_NOTES)
-    if not docs:
-        raise CorpusError(f"{source}: the corpus has no usable documents"
-                          + (f" ({len(skipped)} skipped)" if skipped else ""))
-    return CorpusSnapshot(documents=tuple(docs), source=source, skipped=tuple(skipped), notes=tuple(notes))
+            if not self.lenient:
+                raise item
+            location, _, reason = str(item).partition(": ")
+            self._skipped.append(SkippedRecord(location=location, reason=reason))
+
+    def _note(self, item: Document, loc: str) -> None:
+        counts: dict[str, int] = {}
+        for text in (item.title, item.description, item.content):
+            for name, k in invisible_characters(text).items():
+                counts[name] = counts.get(name, 0) + k
+        counts = dict(sorted(counts.items()))
+        if counts:
+            self._notes.append(SkippedRecord(location=loc, reason=invisible_note(counts)))
+            if len(self._notes) <= _LOGGED_NOTES:
+                _logger.warning("%s: %s", loc, self._notes[-1].reason)
+
+    def _first_seen(self, doc_ids: set[str]) -> dict[str, str]:
+        """Where each of `doc_ids` first appears in the source (its first good record)."""
+        found: dict[str, str] = {}
+        for item in self.reader():
+            if isinstance(item, Document) and item.doc_id in doc_ids and item.doc_id not in found:
+                found[item.doc_id] = item.metadata.get("_location", "?")
+                if len(found) == len(doc_ids):
+                    break
+        return found
+
+    def finish(self) -> None:
+        """After `documents()` is exhausted: the duplicates named, the no-document and too-long
+        errors raised, the too-long documents skipped after the bad records."""
+        if self._duplicates:
+            first = self._first_seen({doc_id for _, doc_id, _ in self._duplicates})
+            for index, doc_id, loc in self._duplicates:
+                if first.get(doc_id, loc) == loc:
+                    raise CorpusError(f"{loc}: doc_id {doc_id!r} shares its 128-bit digest with another id; "
+                                      "rename it")
+                # split as any bad record's message is: its location before the first ": "
+                location, _, reason = (f"{loc}: duplicate doc_id {doc_id!r} (first seen at "
+                                       f"{first[doc_id]})").partition(": ")
+                self._skipped[index] = SkippedRecord(location=location, reason=reason)
+        if len(self._notes) > _LOGGED_NOTES:
+            _logger.warning("%s: %d more documents hold invisible characters (CorpusSnapshot.notes lists every one)",
+                            self.source, len(self._notes) - _LOGGED_NOTES)
+        if not self._documents:
+            raise CorpusError(f"{self.source}: the corpus has no usable documents"
+                              + (f" ({len(self._skipped)} skipped)" if self._skipped else ""))
+        if self._too_long and not self.lenient:
+            r = self._too_long[0]
+            raise CorpusError(f"{self.source}: {r.location}: {r.reason}; split it or raise the limit")
+        if not self.kept:
+            raise CorpusError(f"{self.source}: the corpus has no usable documents ({len(self._too_long)} too long)")
+
+    @property
+    def skipped(self) -> tuple[SkippedRecord, ...]:
+        return (*self._skipped, *self._too_long)
+
+    @property
+    def notes(self) -> tuple[SkippedRecord, ...]:
+        return tuple(self._notes)
 
 
 def _read_jsonl_records(path: Path, convert) -> Iterator[_Item]:

@@ -50,9 +50,9 @@ def preflight_run(
         warn(f"skipped {skipped.location}: {skipped.reason}")
     for note in snapshot.notes:  # kept as they are, but keyword search may not match them
         warn(f"{note.location}: {note.reason}")
-    return {"documents": len(snapshot.documents), "skipped": len(snapshot.skipped), "notes": len(snapshot.notes),
+    return {"documents": snapshot.count, "skipped": len(snapshot.skipped), "notes": len(snapshot.notes),
             "signature": snapshot.signature,
-            "source": snapshot.source, "characters": sum(len(d.content) for d in snapshot.documents)}
+            "source": snapshot.source, "characters": snapshot.characters}
 
 
 def build_question_set(

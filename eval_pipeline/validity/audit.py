@@ -68,7 +68,7 @@ import math
 import statistics
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any
@@ -345,31 +345,49 @@ def metadata_engine_ranks(questions: Iterable[Question], snapshot: CorpusSnapsho
     tie-break happens to give it. The default depth is a variant's default."""
     if not is_integer(depth) or depth < 1:
         raise ValueError(f"depth must be a positive integer, got {depth!r}")
-    engine = MetadataEngine(snapshot.documents, depth=depth)
-    by_id = snapshot.by_id()
-    named: dict[str, frozenset[str]] = {}  # a gold's metadata content words, once per document
-
-    def metadata_words(doc_id: str) -> frozenset[str]:
-        if doc_id not in named:
-            d = by_id[doc_id]
-            (named[doc_id],) = content_words([" ".join((d.title, d.description, d.filename))])
-        return named[doc_id]
-
-    out: dict[str, int | None] = {}
-    for q in questions:
-        if not q.answerable:
-            continue
-        scores = engine.score(q.question)
+    answerable = [q for q in questions if q.answerable]
+    # A document's score depends on it and the question alone: the golds are scored first, then
+    # the corpus a batch at a time, so only a batch is held (the snapshot's documents may be a
+    # spool read as it is walked).
+    by_id = snapshot.by_id({g for q in answerable for g in q.gold})
+    gold_engine = MetadataEngine(list(by_id.values()), depth=depth)
+    best: dict[str, float] = {}  # qid -> the best gold score with a surface route
+    for q in answerable:
+        scores = gold_engine.score(q.question)
         (asked,) = content_words([q.question])
-        routes = [g for g in q.gold if g in scores and asked & metadata_words(g)]
-        golds = [scores[g] for g in routes]
-        if not golds:
-            out[q.qid] = None
-            continue
-        best = max(golds)
-        rank = sum(1 for d, s in scores.items() if s >= best and d not in q.gold) + 1
-        out[q.qid] = rank if rank <= depth else None
+        golds = [scores[g] for g in q.gold if g in scores and asked & _metadata_words(by_id[g])]
+        if golds:
+            best[q.qid] = max(golds)
+    ahead = dict.fromkeys(best, 0)  # qid -> documents other than its golds scoring at least its best
+    asked_questions = [q for q in answerable if q.qid in best]
+    for batch in _batches(snapshot.documents, _METADATA_BATCH):
+        engine = MetadataEngine(batch, depth=depth)
+        for q in asked_questions:
+            ahead[q.qid] += sum(1 for d, s in engine.score(q.question).items() if s >= best[q.qid] and d not in q.gold)
+    out: dict[str, int | None] = {}
+    for q in answerable:
+        rank = ahead[q.qid] + 1 if q.qid in best else None
+        out[q.qid] = rank if rank is not None and rank <= depth else None
     return out
+
+
+_METADATA_BATCH = 5_000  # documents the audit's metadata engine holds at once
+
+
+def _metadata_words(d: Document) -> frozenset[str]:
+    (words,) = content_words([" ".join((d.title, d.description, d.filename))])
+    return words
+
+
+def _batches(documents: Iterable[Document], size: int) -> Iterator[list[Document]]:
+    batch: list[Document] = []
+    for d in documents:
+        batch.append(d)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 # --- near duplicates -------------------------------------------------------------------------
@@ -448,7 +466,7 @@ def audit_question_set(
     """
     thresholds = thresholds if thresholds is not None else AuditThresholds()
     questions = list(questions)
-    by_id = snapshot.by_id()
+    by_id = snapshot.by_id({d for q in questions for d in q.gold})  # the golds alone: never the whole corpus
     known_qids = {q.qid for q in questions}
     ranks = _checked_ranks(metadata_ranks, known_qids)
     for q in questions:
