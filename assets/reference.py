@@ -4,24 +4,46 @@ against, retrieval and answers, from the Launchpad (the same as
 
 After a deliberate trade-off (say, a little nDCG for half the latency) the gate fails until
 the team accepts the new numbers; accepting makes that run the pinned reference and the
-previous run of the next one."""
+previous run of the next one.
+
+The Launchpad opens with the job's own config, `run_id: latest` and a `note`, and nothing else:
+without it Dagster fills in every resource default the op reaches (the database's container
+image, the state directory's path), none of which an acceptance sets. `latest` is the newest
+recorded run (the first line of `python -m eval_pipeline.history runs`); the run's page and the
+step's log name the run it took. Accepting it is refused, as for any run id, when one of its
+variants failed against a comparable yardstick, unless `variants` names it."""
 
 from typing import Optional
 
-from dagster import Config, OpExecutionContext, job, op
+from dagster import Config, Failure, OpExecutionContext, job, op
 from pydantic import Field
 
+from assets.metadata import to_metadata
+from eval_pipeline.common.metadata import RunLink
 from eval_pipeline.history.answers import accept_answer_run
-from eval_pipeline.history.runs import accept_reference
+from eval_pipeline.history.runs import accept_reference, recent_runs
 from resources import DatabaseResource
+
+LATEST = "latest"
 
 
 class AcceptConfig(Config):
-    run_id: str = Field(description="the run to accept (its Dagster run id, as recorded in eval_runs)")
+    run_id: str = Field(description=f"the run to accept: its Dagster run id, as recorded in eval_runs, or '{LATEST}' "
+                                    "for the newest recorded run")
     variants: Optional[list[str]] = Field(default=None, description="only these variants (default: all of the run's; "
                                           "a variant that failed against a comparable yardstick must be named)")
     note: str = Field(default="", description="why it was accepted; kept with the reference")
     accepted_by: str = Field(default="", description="who accepts (default: the launching user's name, or $USER)")
+
+
+def chosen_run(connection_string: str, run_id: str) -> str:
+    """`run_id` as given, or for `latest` the newest recorded run; ValueError when there is none."""
+    if run_id.strip().lower() != LATEST:
+        return run_id
+    newest = recent_runs(connection_string, limit=1)
+    if not newest:
+        raise ValueError(f"no recorded run to accept as '{LATEST}': the history is empty")
+    return newest[0]["run_id"]
 
 
 @op
@@ -31,20 +53,31 @@ def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, data
     yardstick (a measured regression is accepted only deliberately, by name); records who
     accepted, when and why (eval_references)."""
     who = config.accepted_by or context.run.tags.get("dagster/user") or None
-    accepted = accept_reference(database.connection_string(), config.run_id, variants=config.variants,
-                                note=config.note, accepted_by=who)
-    answers, refused = accept_answer_run(database.connection_string(), config.run_id, variants=config.variants,
-                                         note=config.note, accepted_by=who)
-    context.log.info(f"run {config.run_id} is now the pinned reference of: {', '.join(accepted)}; answers: "
+    connection_string = database.connection_string()
+    try:
+        run_id = chosen_run(connection_string, config.run_id)
+        asked_for = config.run_id if run_id == config.run_id else f"{LATEST}: the newest recorded run, {run_id}"
+        context.log.info(f"accepting run {run_id}" + (f" ({asked_for})" if run_id != config.run_id else ""))
+        accepted = accept_reference(connection_string, run_id, variants=config.variants, note=config.note,
+                                    accepted_by=who)
+    except ValueError as exc:
+        raise Failure(description=str(exc)) from None
+    answers, refused = accept_answer_run(connection_string, run_id, variants=config.variants, note=config.note,
+                                         accepted_by=who)
+    context.log.info(f"run {run_id} is now the pinned reference of: {', '.join(accepted)}; answers: "
                      f"{', '.join(f'{v} {g}' for v, g in answers) or 'none'}")
     for reason in refused:
         context.log.warning(f"answers not accepted: {reason}")
-    context.add_output_metadata({"run_id": config.run_id, "variants": ", ".join(accepted),
-                                 "answers": ", ".join(f"{v} {g}" for v, g in answers) or "none",
-                                 "answers not accepted": "; ".join(refused) or "none"})
+    context.add_output_metadata(to_metadata({
+        "run_id": RunLink(run_id), "asked for": asked_for, "variants": ", ".join(accepted),
+        "answers": ", ".join(f"{v} {g}" for v, g in answers) or "none",
+        "answers not accepted": "; ".join(refused) or "none"}))
     return accepted
 
 
-@job(name="accept_reference", description="Accept a recorded run as the pinned reference of its variants (see README: the gate).")
+@job(name="accept_reference",
+     description="Accept a recorded run (run_id: latest, the newest) as the pinned reference of its variants "
+                 "(see README: the gate).",
+     config={"ops": {"accept_reference_run": {"config": {"run_id": LATEST, "note": ""}}}})
 def accept_reference_job():
     accept_reference_run()
