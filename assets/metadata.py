@@ -6,19 +6,21 @@ from typing import Any
 
 from dagster import MetadataValue, TableColumn, TableSchema
 
+from assets.columns import describe
 from eval_pipeline.common.metadata import Markdown, RunLink, Table
 
 
 def to_metadata(values: Mapping[str, Any]) -> dict[str, Any]:
     """Markdown -> rendered markdown, RunLink -> a link to the run ("none" when empty), Table ->
-    `dagster/row_count` and `dagster/column_schema`,
+    `dagster/row_count` and `dagster/column_schema` (each column's type and description from
+    assets/columns.py, its pandas dtype when nothing there says),
     Path -> a path, dict or list -> JSON; numbers and text stay as they are (numbers are
     plotted over time on the asset page)."""
     out: dict[str, Any] = {}
     for name, value in values.items():
         if isinstance(value, Table):
             out["dagster/row_count"] = value.row_count
-            out["dagster/column_schema"] = TableSchema(columns=[TableColumn(c, t) for c, t in value.columns])
+            out["dagster/column_schema"] = column_schema(value)
         elif isinstance(value, Markdown):
             out[name] = MetadataValue.md(str(value))
         elif isinstance(value, RunLink):
@@ -30,3 +32,12 @@ def to_metadata(values: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def column_schema(table: Table) -> TableSchema:
+    """The table's columns as the UI lists them: a reader's type and a description per column."""
+    columns = []
+    for name, dtype in table.columns:
+        known = describe(name)
+        columns.append(TableColumn(name, known.type, known.description) if known else TableColumn(name, dtype))
+    return TableSchema(columns=columns)
