@@ -239,13 +239,16 @@ def report_output(verdict, paths: Mapping[str, str], plots: Mapping[str, str], l
 
 def report_metadata(verdict, paths: Mapping[str, str], plots: Mapping[str, str], markdown: str, *,
                     headline: str, recommendation: str | None = None) -> dict[str, Any]:
-    """The report asset's metadata: the `headline` (and the recommendation), the report with its
-    plots inline (the file on disk links them by relative path, which the UI cannot resolve), and
-    the plots alone."""
+    """The report asset's metadata: first the `verdict` (the headline and each variant's gate,
+    short enough for the asset page to show in place: eval_pipeline.reporting.verdict_entry), the
+    `headline` (and the recommendation), the report with its plots inline (the file on disk links
+    them by relative path, which the UI cannot resolve), and the plots alone."""
     from eval_pipeline.reporting.report import embedded_images
+    from eval_pipeline.reporting.verdict_entry import verdict_entry
 
     line = headline + (f" {recommendation}" if recommendation else "")
-    return {"headline": plain_text(line), "report": Markdown(inline_plots(markdown, plots)),
+    return {"verdict": Markdown(verdict_entry(verdict, headline)), "headline": plain_text(line),
+            "report": Markdown(inline_plots(markdown, plots)),
             "plots": Markdown(embedded_images(plots)), "path": Path(paths["report"]),
             "gate_passed": verdict.gate_passed}
 

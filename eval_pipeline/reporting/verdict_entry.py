@@ -1,0 +1,75 @@
+"""The verdict as the report asset's first metadata entry: the headline and one row per variant's
+gate (what failed, how it was judged, what dropped by how much), short enough that the UI shows
+it in place.
+
+Dagster's asset page renders a markdown entry of fewer than 1000 characters inline; a longer
+one is a *[Show Markdown]* link whose dialog opens scrolled to its bottom (its Close button
+takes the focus). So this entry stays under `INLINE_LIMIT`: failed gates first, passed ones
+collapsed into one line, and with very many failures the rows that do not fit counted
+("… 12 more failed: see `report`")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+INLINE_LIMIT = 1000  # characters: Dagster's asset page shows a shorter markdown entry inline
+
+_HEADER = ["| variant | gate | judged | dropped past its tolerance |", "|---|---|---|---|"]
+
+
+def _dropped(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The failed rows of one variant, one item per metric and numbers, the comparisons that
+    measured the same drop joined (`previous/reference`)."""
+    against: dict[tuple, list[str]] = {}
+    for r in rows:
+        key = (r["metric"], r["actual"], r["yardstick"], r["delta"], r["tolerance"])
+        against.setdefault(key, []).append(str(r.get("against", "")))
+    return "; ".join(f"{metric} {actual:.3f} vs {yardstick:.3f} ({delta:+.3f}, tol {tolerance:g}, {'/'.join(how)})"
+                     for (metric, actual, yardstick, delta, tolerance), how in against.items())
+
+
+def _failed_row(variant: str, gate: Any, rows: Sequence[Mapping[str, Any]]) -> str:
+    what = _dropped(rows) if rows else _short(str(gate.message))
+    return f"| {variant} | **FAILED** | {gate.state} | {what} |"
+
+
+def _short(text: str, limit: int = 140) -> str:
+    text = text.replace("|", "/").replace("\n", " ")
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def _names(variants: Sequence[str], limit: int = 160) -> str:
+    shown = ", ".join(variants)
+    return shown if len(shown) <= limit else _short(shown, limit)
+
+
+def verdict_entry(verdict: Any, headline: str, *, limit: int = INLINE_LIMIT) -> str:
+    """The headline (markdown), then a table of each variant's retrieval gate, failed ones
+    first, and a line for the answer gates that failed; under `limit` characters."""
+    failing = [r for r in verdict.gate_rows() if r.get("passed") is False]
+    failed = [(v, g) for v, g in verdict.gates.items() if not g.passed]
+    passed = [v for v, g in verdict.gates.items() if g.passed]
+    answers = getattr(verdict, "answers", None)
+    answer_failed = [v for v in answers.gates if not answers.variant_passed(v)] if answers is not None else []
+
+    head = [f"**{headline.strip('*')}**", ""]
+    tail = [f"Answer gate FAILED for: {_names(answer_failed)}."] if answer_failed else []
+    failed_rows = [_failed_row(v, g, [r for r in failing if r["variant"] == v]) for v, g in failed]
+    passed_rows = [f"| {v} | passed | {verdict.gates[v].state} | |" for v in passed]
+
+    def text(rows: list[str], extra: list[str]) -> str:
+        table = _HEADER + rows if rows else []
+        return "\n".join([*head, *table, *([""] if table and extra else []), *extra]).rstrip() + "\n"
+
+    full = text(failed_rows + passed_rows, tail)
+    if len(full) < limit:
+        return full
+    summary = [f"Passed: {len(passed)} variant(s), {_names(passed)}."] if passed else []
+    for shown in range(len(failed_rows), -1, -1):
+        more = len(failed_rows) - shown
+        extra = ([f"… {more} more failed: see `report`."] if more else []) + summary + tail
+        candidate = text(failed_rows[:shown], extra)
+        if len(candidate) < limit:
+            return candidate
+    return _short(headline, limit - 1) + "\n"
