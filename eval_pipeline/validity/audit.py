@@ -657,7 +657,8 @@ def _audit_key(questions: Sequence[Question], snapshot: CorpusSnapshot, threshol
     digest = hashlib.sha256()
     digest.update(json.dumps([q.to_json() for q in questions], sort_keys=True, ensure_ascii=False).encode())
     digest.update(b"\x00" + snapshot.signature.encode() + b"\x00")
-    digest.update("\t".join(d.doc_id for d in snapshot.documents).encode())
+    for position, d in enumerate(snapshot.documents):  # the ids in its order joined by tabs, one at a time
+        digest.update((f"\t{d.doc_id}" if position else d.doc_id).encode())
     digest.update(b"\x00" + json.dumps(thresholds.to_dict(), sort_keys=True).encode())
     return digest.hexdigest()
 
