@@ -1,8 +1,10 @@
 """The asset graph: corpus -> pgvector store -> question set -> ranked results -> variant metrics ->
-verdict -> report, and beside the ranking, golden prompts -> answers -> graded answers -> answer
-metrics -> verdict (assets/answer_quality.py). The verdict decides, in one place, whether the
-run passes (its checks: one gate per variant, retrieval and answers); the report renders it, and
-its blocking check `verdict_passed` fails the run after the report is written.
+verdict -> findings -> report, and beside the ranking, golden prompts -> answers -> graded
+answers -> answer metrics -> verdict (assets/answer_quality.py). The verdict decides, in one
+place, whether the run passes (its checks: one gate per variant, retrieval and answers); the
+findings measure what the report shows beyond it (power, audit, labels, indexes' costs, a
+second question set); the report only renders both, and its blocking check `verdict_passed`
+fails the run after the report is written.
 
 ranked_results, variant_metrics and the answer assets are partitioned by variant, or by
 (index, variant) pair when the variants file lists indexes (assets/partitions.py);
@@ -17,6 +19,7 @@ it through its closure, never from a global. The checks that do not depend on it
 (no_errored_questions, verdict_passed, verdict_gate) are plain module-level definitions.
 """
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
@@ -79,6 +82,7 @@ from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_outp
 from eval_pipeline.reporting.console import console_summary
 from eval_pipeline.reporting.run import (
     gate_check_names,
+    measure_findings,
     render_run,
     variant_gate_checks,
     verdict_failures,
@@ -177,6 +181,9 @@ class ReportConfig(Config):
     results_dir: str = Field(default=str(PROJECT_ROOT / "results"), description="where results.md and per_query.jsonl go")
     record_history: bool = Field(default=True, description="record the run in the Postgres history tables "
                                  "(false: the gate still judges against the history, the run is not recorded)")
+
+
+class FindingsConfig(Config):
     grade_holes: bool = Field(default=False, description="grade the unjudged documents of the pooled top 10 with the "
                               "LLM resource (spends tokens; cached): hit@1/5/10 and nDCG@10 are also shown with those "
                               "labels, and candidate golds go to hole_review.jsonl")
@@ -250,10 +257,10 @@ def corpus_snapshot_asset(sweep: SweepConfig) -> AssetsDefinition:
         folder the report will publish into (never one holding the state dir or the code)."""
         validate_run_config(context.run.run_config, sweep)
         if AssetKey("report") in selected_assets(context):
-            report_config = op_config(context, "report", ReportConfig)
-            safe_results_dir(context, report_config.results_dir, state.dir())
-            if report_config.grade_holes:
-                llm.get()  # grading the holes needs a model: fail now, not after the ranking
+            safe_results_dir(context, op_config(context, "report", ReportConfig).results_dir, state.dir())
+        if AssetKey("findings") in selected_assets(context) and op_config(context, "findings",
+                                                                           FindingsConfig).grade_holes:
+            llm.get()  # grading the holes needs a model: fail now, not after the ranking
         snapshot = load_corpus(config.source, config.path, lenient=config.lenient,  # checked and signed streaming
                                max_document_chars=config.max_document_chars,
                                follow_outside_links=config.follow_outside_links,
@@ -366,13 +373,13 @@ def verdict_asset(sweep: SweepConfig) -> AssetsDefinition:
     return verdict
 
 
-def report_asset(sweep: SweepConfig) -> AssetsDefinition:
-    """report, rendering the verdict with the sweep's settings."""
+def findings_asset(sweep: SweepConfig) -> AssetsDefinition:
+    """findings, measured with the sweep's settings."""
 
     @asset(group_name="retrieval_eval")
-    def report(
+    def findings(
         context: AssetExecutionContext,
-        config: ReportConfig,
+        config: FindingsConfig,
         verdict: RunVerdict,
         variant_metrics: dict[str, pd.DataFrame],
         corpus_snapshot: CorpusSnapshot,
@@ -384,16 +391,13 @@ def report_asset(sweep: SweepConfig) -> AssetsDefinition:
         embedder: EmbedderResource,
         rerankers: RerankerResource,
     ) -> dict:
-        """results.md with intervals, significance, the verdict, answer quality and plots;
-        per_query.jsonl and TREC run files; the run recorded in the Postgres history tables, once
-        published (eval_pipeline.reporting.run.render_run). It decides nothing: the verdict did.
-        A second question set (`question_set.compare_with`) is ranked here by every variant of the
-        run, index by index (eval_pipeline.reporting.set_validity.rank_compared_sets), for the
-        report's "Do the question sets agree?" section."""
+        """What the report shows beyond the verdict, measured once so the report only renders:
+        power, the audit, label coverage and flips, graded holes (`grade_holes`), the indexes'
+        costs and recommendation, and a second question set (`question_set.compare_with`) ranked
+        by every variant of the run, index by index, for "Do the question sets agree?"
+        (eval_pipeline.reporting.run.measure_findings)."""
         compared = load_compared_sets(question_set, corpus_snapshot)
         if compared:
-            import time
-
             from eval_pipeline.reporting.set_validity import rank_compared_sets
 
             started = time.perf_counter()
@@ -406,12 +410,41 @@ def report_asset(sweep: SweepConfig) -> AssetsDefinition:
                 miss_k=op_config(context, "ranked_results", RankingConfig).miss_k)
             context.log.info(f"compare_with: {', '.join(c.name for c in compared)} ranked by {len(verdict.gates)} "
                              f"partition(s) in {time.perf_counter() - started:.1f} s")
-        run = render_run(
+        measured = measure_findings(
             verdict, variant_metrics, sweep=sweep, snapshot=corpus_snapshot, stores=pgvector_store,
             question_set=question_set, connection_string=database.connection_string(), state=state.dir(),
+            llm=llm.get if config.grade_holes else None, compared_sets=compared)
+        context.add_output_metadata({"sections": ", ".join(measured) or "none"})
+        return measured
+
+    return findings
+
+
+def report_asset(sweep: SweepConfig) -> AssetsDefinition:
+    """report, rendering the verdict and the findings with the sweep's settings."""
+
+    @asset(group_name="retrieval_eval")
+    def report(
+        context: AssetExecutionContext,
+        config: ReportConfig,
+        verdict: RunVerdict,
+        findings: dict,
+        variant_metrics: dict[str, pd.DataFrame],
+        corpus_snapshot: CorpusSnapshot,
+        pgvector_store: IndexStores,
+        question_set: QuestionSet,
+        database: DatabaseResource,
+        state: StateResource,
+    ) -> dict:
+        """results.md with intervals, significance, the verdict, answer quality and plots;
+        per_query.jsonl and TREC run files; the run recorded in the Postgres history tables, once
+        published (eval_pipeline.reporting.run.render_run). It decides and measures nothing: the
+        verdict decided, the findings measured; this renders and publishes them."""
+        run = render_run(
+            verdict, variant_metrics, findings, sweep=sweep, snapshot=corpus_snapshot, stores=pgvector_store,
+            question_set=question_set, connection_string=database.connection_string(), state=state.dir(),
             run_id=context.run_id, results_dir=safe_results_dir(context, config.results_dir, state.dir()),
-            record_history=config.record_history, warn=context.log.warning, llm=llm.get if config.grade_holes else None,
-            compared_sets=compared)
+            record_history=config.record_history, warn=context.log.warning)
         context.log.info(f"report written to {run.report_path}")
         context.add_output_metadata(to_metadata(run.metadata))
         return run.output
@@ -513,7 +546,7 @@ def build_assets(sweep: SweepConfig) -> AssetGraph:
     built: list[AssetsDefinition] = [
         corpus_snapshot_asset(sweep), build_pgvector_store(sweep), question_set_asset(sweep),
         build_ranked_results(sweep, partitions), variant_metrics_asset(partitions), golden_prompts,
-        *build_answer_assets(sweep, partitions), verdict_asset(sweep), report_asset(sweep),
+        *build_answer_assets(sweep, partitions), verdict_asset(sweep), findings_asset(sweep), report_asset(sweep),
     ]
     checks = {"question_set_audit": question_set_audit_check(sweep), "no_errored_questions": no_errored_questions,
               "verdict_passed": verdict_passed, "verdict_gate": verdict_gate,

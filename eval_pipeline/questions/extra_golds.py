@@ -147,7 +147,7 @@ def read_review_rows(
             # with the same id is another question, and the gold must not land on it.
             raise ExtraGoldsError(f"{loc}: field 'question': the row was judged for {row['question']!r}, but question "
                                   f"{row['question_id']!r} now reads {known_questions[row['question_id']]!r}; grade it "
-                                  "again (report: grade_holes) or remove the row")
+                                  "again (findings: grade_holes) or remove the row")
         if known_docs is not None and row["doc_id"] not in known_docs:
             raise ExtraGoldsError(f"{loc}: field 'doc_id': {row['doc_id']!r} is not a document of the corpus")
         pair = (row["question_id"], row["doc_id"])

@@ -1,13 +1,16 @@
 """The markdown report and the per-question JSONL that other tools can read.
 
 The report's sections beyond the retrieval tables have one registry (`SECTIONS`, issue #24):
-each `ReportSection` declares its name, where it sits (`slot`), what it needs and how it is
-built: `build(inputs) -> SectionPart` (its lines, the files and plots it writes into the results
-folder, what it adds to the report asset's output, metadata and headline), or None when it has
-nothing to say. The built-in ones (validity, indexes, answers) are declared in
-eval_pipeline.reporting.sections. A new section is one file that defines its builder and calls
-``SECTIONS.register(ReportSection(...))``, plus the line that imports the file
-(`BUILTIN_SECTION_MODULES`, or EVAL_PIPELINE_PLUGINS): no signature changes.
+each `ReportSection` declares its name, where it sits (`slot`), what it needs and two steps:
+``measure(inputs)``, everything the section shows, computed by the `findings` asset before the
+report (it may read the database or ask the LLM; its value is stored, so it must pickle; None:
+nothing to say), and ``render(measured) -> SectionPart``, a pure function of that value (its
+lines, the files and plots it writes into the results folder, what it adds to the report
+asset's output, metadata and headline). The report asset only renders: what it shows was
+decided by the verdict and measured by the findings. The built-in sections (validity, indexes,
+answers) are declared in eval_pipeline.reporting.sections. A new section is one file that
+defines its two steps and calls ``SECTIONS.register(ReportSection(...))``, plus the line that
+imports the file (`BUILTIN_SECTION_MODULES`, or EVAL_PIPELINE_PLUGINS): no signature changes.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ SECTION_NEEDS = ("llm", "database", "indexes")
 
 @dataclass(frozen=True)
 class ReportInputs:
-    """Everything a section's builder may read: the verdict, each variant's per-question
+    """Everything a section's `measure` may read: the verdict, each variant's per-question
     metrics (in the verdict's order), the sweep (the variants file), the corpus, the index
     stores, the questions, the database, the state dir, the LLM client's factory (None unless
     asked), each partition's index and table, and any second question set ranked by the same
@@ -80,7 +83,8 @@ class SectionPart:
 class ReportSection:
     name: str
     slot: str  # of SLOTS
-    build: Callable[[ReportInputs], SectionPart | None]
+    measure: Callable[[ReportInputs], Any]  # in the findings asset; None: nothing to say
+    render: Callable[[Any], SectionPart]  # in the report asset, from the measured value alone
     needs: frozenset[str] = frozenset()  # of SECTION_NEEDS
     description: str = ""
 
@@ -96,17 +100,30 @@ BUILTIN_SECTION_MODULES: tuple[str, ...] = ("eval_pipeline.reporting.sections", 
 SECTIONS: Registry[ReportSection] = Registry("report section", modules=BUILTIN_SECTION_MODULES)
 
 
-def build_sections(inputs: ReportInputs) -> list[tuple[ReportSection, SectionPart]]:
-    """Every registered section built on `inputs`, in registration order (a section that needs
-    the indexes only when the variants file lists them; None from a builder: nothing to add)."""
-    out = []
+def measure_sections(inputs: ReportInputs) -> dict[str, Any]:
+    """{section name: what it measured}, every registered section in registration order (a
+    section that needs the indexes only when the variants file lists them; a section that
+    measured None is left out): the findings asset's value."""
+    out = {}
     for section in SECTIONS.kinds():
         if "indexes" in section.needs and not getattr(inputs.sweep, "indexes_listed", False):
             continue
-        part = section.build(inputs)
-        if part is not None:
-            out.append((section, part))
+        measured = section.measure(inputs)
+        if measured is not None:
+            out[section.name] = measured
     return out
+
+
+def render_sections(findings: Mapping[str, Any]) -> list[tuple[ReportSection, SectionPart]]:
+    """Each measured section rendered, in registration order. A finding whose section is no
+    longer registered (a plugin removed since the findings were stored) is an error naming it,
+    never silently dropped."""
+    kinds = {section.name: section for section in SECTIONS.kinds()}
+    unknown = sorted(set(findings) - set(kinds))
+    if unknown:
+        raise ValueError(f"the findings hold section(s) {', '.join(unknown)} that are not registered "
+                         f"(registered: {', '.join(kinds)}): materialize findings again")
+    return [(section, section.render(findings[name])) for name, section in kinds.items() if name in findings]
 
 HOW_TO_READ = """\
 ## How to read this

@@ -1,5 +1,6 @@
-"""The report asset and its checks: check the inputs belong together, judge the run, publish
-the results folder, record the run; one gate check result per variant."""
+"""The findings and report assets and the report's checks: measure what the report shows
+beyond the verdict (`measure_findings`), then render the verdict and the findings, publish the
+results folder and record the run (`render_run`); one gate check result per variant."""
 
 from __future__ import annotations
 
@@ -29,9 +30,54 @@ class RunReport:
     verdict: Any = field(repr=False, default=None)
 
 
+def measure_findings(
+    verdict,
+    variant_metrics: Mapping[str, pd.DataFrame],
+    *,
+    sweep,
+    snapshot: CorpusSnapshot,
+    stores: IndexStores,
+    question_set: QuestionSet,
+    connection_string: str,
+    state: StateDir,
+    llm: Callable[[], Any] | None = None,
+    compared_sets: Sequence[Any] = (),
+) -> dict[str, Any]:
+    """The findings asset: what every registered report section shows beyond the verdict,
+    measured (`eval_pipeline.reporting.report.measure_sections`: power, the audit, the labels'
+    coverage and flips, the indexes' costs and recommendation, a second set's agreement). With
+    `llm` (a function giving the LLM client), the unjudged documents of the pooled top 10 are
+    graded. `compared_sets`: a second question set ranked by the same variants
+    (eval_pipeline.reporting.set_validity.rank_compared_sets)."""
+    from eval_pipeline.reporting.report import ReportInputs, measure_sections
+
+    per_variant = _verdicts_metrics(verdict, variant_metrics)
+    return measure_sections(ReportInputs(
+        verdict=verdict, per_variant=per_variant, sweep=sweep, snapshot=snapshot, stores=stores,
+        question_set=question_set, connection_string=connection_string, state=state, llm=llm,
+        index_of=verdict.index_of, tables=verdict.tables, compared_sets=tuple(compared_sets)))
+
+
+def _verdicts_metrics(verdict, variant_metrics: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The per-question metrics the verdict was decided on, in its order; other metrics (a
+    partition materialized again since) are refused, naming what is missing or changed."""
+    from eval_pipeline.ranking.inputs import InconsistentInputs
+    from eval_pipeline.verdict.run import metrics_digest
+
+    order = [k for k in verdict.gates]
+    missing = [k for k in order if k not in variant_metrics]
+    per_variant = {k: variant_metrics[k] for k in order if k in variant_metrics}
+    if missing or metrics_digest(per_variant) != verdict.metrics_digest:
+        raise InconsistentInputs("the verdict was decided on other variant metrics than the report would show "
+                                 f"({'missing: ' + ', '.join(missing) if missing else 'they changed since'}): "
+                                 "materialize verdict (and report) again")
+    return per_variant
+
+
 def render_run(
     verdict,
     variant_metrics: Mapping[str, pd.DataFrame],
+    findings: Mapping[str, Any],
     *,
     sweep,
     snapshot: CorpusSnapshot,
@@ -43,42 +89,27 @@ def render_run(
     results_dir: str | Path,
     record_history: bool,
     warn: Callable[[str], None],
-    llm: Callable[[], Any] | None = None,
-    compared_sets: Sequence[Any] = (),
 ) -> RunReport:
     """The report asset: render what the verdict asset decided (`verdict`, a
     `eval_pipeline.verdict.run.decide_run` result: intervals, the baseline-variant
-    comparison, every variant's retrieval and answer gate), publish the results folder, then
-    record the run in the history (only once published: a failed write records nothing).
-    With `llm` (a function giving the LLM client), the unjudged documents of the pooled top 10
-    are graded and every metric is also shown with those grades as labels. `compared_sets`: a
-    second question set ranked by the same variants (eval_pipeline.reporting.set_validity
-    .rank_compared_sets), which the set_validity section compares with this one.
+    comparison, every variant's retrieval and answer gate) and what the findings asset measured
+    (`findings`, `measure_findings`), publish the results folder, then record the run in the
+    history (only once published: a failed write records nothing). Nothing is measured here:
+    no ranking, no model call, no statistic beyond the tables' rendering.
 
     The report's sections beyond the retrieval tables are the registered ones
     (eval_pipeline.reporting.report.SECTIONS: validity, indexes when the variants file lists
-    them, answers, and any registered since), each built on the same inputs."""
-    from eval_pipeline.ranking.inputs import InconsistentInputs
-    from eval_pipeline.reporting.report import ReportInputs, build_sections, headline, publish_report
+    them, answers, and any registered since), each rendered from its finding."""
+    from eval_pipeline.reporting.report import headline, publish_report, render_sections
     from eval_pipeline.verdict.answers import record_answers
     from eval_pipeline.verdict.retrieval import record_verdict
-    from eval_pipeline.verdict.run import metrics_digest
 
-    order = [k for k in verdict.gates]
-    missing = [k for k in order if k not in variant_metrics]
-    per_variant = {k: variant_metrics[k] for k in order if k in variant_metrics}
-    if missing or metrics_digest(per_variant) != verdict.metrics_digest:
-        raise InconsistentInputs("the verdict was decided on other variant metrics than the report would show "
-                                 f"({'missing: ' + ', '.join(missing) if missing else 'they changed since'}): "
-                                 "materialize verdict (and report) again")
+    per_variant = _verdicts_metrics(verdict, variant_metrics)
     run_id = verdict.run_id or run_id  # the run that decided is the run recorded
-    index_of, tables = verdict.index_of, verdict.tables
+    index_of = verdict.index_of
     store = stores[index_of.get(sweep.baseline, next(iter(index_of.values())))]  # the run-level fields' index
     provenance = verdict.provenance
-    sections = build_sections(ReportInputs(  # the registered sections (eval_pipeline.reporting.report.SECTIONS)
-        verdict=verdict, per_variant=per_variant, sweep=sweep, snapshot=snapshot, stores=stores,
-        question_set=question_set, connection_string=connection_string, state=state, llm=llm, index_of=index_of,
-        tables=tables, compared_sets=tuple(compared_sets)))
+    sections = render_sections(findings)  # the registered sections (eval_pipeline.reporting.report.SECTIONS)
     suffix = f".limited-{len(question_set.questions)}" if question_set.limited else ""
     per_query = pd.concat(per_variant.values(), ignore_index=True)
     paths, plots, markdown = publish_report(

@@ -171,24 +171,31 @@ def set_validity_metadata(comparison: SetComparison) -> dict[str, float | None]:
     return out
 
 
-def set_validity_part(inputs: ReportInputs, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                      confidence: float = DEFAULT_CONFIDENCE) -> SectionPart | None:
+def measure_set_validity(inputs: ReportInputs, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                         confidence: float = DEFAULT_CONFIDENCE) -> list[dict[str, Any]] | None:
+    """Each second set's comparison with the run's (τ with its bootstrap interval per metric,
+    the swapped pairs): [{"name", "a", "b", "weak", "comparison"}], None without a second set."""
     compared: Sequence[ComparedSet] = tuple(getattr(inputs, "compared_sets", None) or ())
     if not compared:
         return None
     name_a = describe_set(inputs.question_set)
+    return [{"name": other.name, "a": name_a, "b": f"{other.name} ({describe_set(other.question_set)})",
+             "weak": [label for label, qs in (("A", inputs.question_set), ("B", other.question_set)) if is_weak(qs)],
+             "comparison": compare_sets(inputs.per_variant, other.per_variant, n_resamples=n_resamples, seed=seed,
+                                        confidence=confidence)}
+            for other in compared]
+
+
+def render_set_validity(measured: Sequence[Mapping[str, Any]]) -> SectionPart:
     lines: list[str] = []
     metadata: dict[str, Any] = {}
     data = []
-    for other in compared:
-        comparison = compare_sets(inputs.per_variant, other.per_variant, n_resamples=n_resamples, seed=seed,
-                                  confidence=confidence)
-        name_b = f"{other.name} ({describe_set(other.question_set)})"
-        weak = [label for label, qs in (("A", inputs.question_set), ("B", other.question_set)) if is_weak(qs)]
-        lines += set_validity_lines(comparison, name_a=name_a, name_b=name_b, weak=weak)
-        metadata.update(set_validity_metadata(comparison) if len(compared) == 1 else
-                        {f"{k} ({other.name})": v for k, v in set_validity_metadata(comparison).items()})
-        data.append({"a": name_a, "b": name_b, "weak": weak, **comparison.to_json()})
+    for one in measured:
+        comparison = one["comparison"]
+        lines += set_validity_lines(comparison, name_a=one["a"], name_b=one["b"], weak=one["weak"])
+        metadata.update(set_validity_metadata(comparison) if len(measured) == 1 else
+                        {f"{k} ({one['name']})": v for k, v in set_validity_metadata(comparison).items()})
+        data.append({"a": one["a"], "b": one["b"], "weak": one["weak"], **comparison.to_json()})
 
     def write(stage: Path, suffix: str) -> dict[str, str]:
         path = stage / f"set_validity{suffix}.json"
@@ -202,5 +209,5 @@ def set_validity_part(inputs: ReportInputs, *, n_resamples: int = DEFAULT_RESAMP
     return SectionPart(lines=with_files, write=write, output={"set_validity": data}, metadata=metadata)
 
 
-SECTIONS.register(ReportSection("set_validity", "before_provenance", set_validity_part,
+SECTIONS.register(ReportSection("set_validity", "before_provenance", measure_set_validity, render_set_validity,
                                 description="do two question sets on the same corpus rank the variants alike"))

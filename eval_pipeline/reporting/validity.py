@@ -249,7 +249,7 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
     sparse = ("" if v.judged_negatives else
               " These labels judge no document non-relevant, so Judged@10 here is only the share of gold documents "
               "found (at most the golds per question ÷ 10) and says nothing about how complete the labels are; "
-              "grade the holes (`report: {grade_holes: true}`) to measure that.")
+              "grade the holes (`findings: {config: {grade_holes: true}}`) to measure that.")
     columns = ["variant", f"Judged@{JUDGED_K}", "unjudged in top 10", "P(best nDCG@10)"]
     if int(v.judged["n_errored_excluded"].sum()):
         columns.insert(3, "engine errors (left out)")

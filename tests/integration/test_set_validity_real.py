@@ -14,7 +14,7 @@ from eval_pipeline.questions.cache import write_generated_question_set
 from eval_pipeline.questions.generation import document_units
 from eval_pipeline.questions.ict import generate_ict_questions
 from eval_pipeline.questions.sets import load_question_set
-from eval_pipeline.reporting.set_validity import rank_compared_set, set_validity_part
+from eval_pipeline.reporting.set_validity import measure_set_validity, rank_compared_set, render_set_validity
 from eval_pipeline.store.ingest import ChunkingConfig, ingest
 
 pytestmark = pytest.mark.integration
@@ -44,9 +44,10 @@ def test_ict_set_and_human_set_ranked_and_compared(tmp_path, pg_uri, local_embed
     assert set(generated.per_variant) == {v.key for v in variants}
     assert len(generated.per_variant["pg-dense"]) == len(ict_set.questions)
 
-    part = set_validity_part(SimpleNamespace(per_variant=human.per_variant, question_set=tiny_questions,
-                                             compared_sets=[generated]), n_resamples=100)
-    assert part is not None
+    measured = measure_set_validity(SimpleNamespace(per_variant=human.per_variant, question_set=tiny_questions,
+                                                    compared_sets=[generated]), n_resamples=100)
+    assert measured is not None
+    part = render_set_validity(measured)
     lines = "\n".join(part.lines({}) if callable(part.lines) else part.lines)
     assert "B is a weak generated set" in lines and "| ndcg@10 |" in lines
     tau = part.metadata["set tau ndcg@10"]

@@ -30,7 +30,7 @@ def test_holes_are_graded_and_accepted_golds_change_the_labels(tmp_path, job_env
         env = job_env("state", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=stub.base_url,
                       EVAL_PIPELINE_LLM_MODEL="grader-model")
         config = tiny_job_config(tmp_path / "first")
-        config["ops"]["report"]["config"]["grade_holes"] = True
+        config["ops"]["findings"] = {"config": {"grade_holes": True}}
         job = start_job(tmp_path, "first", env, config)
         assert job.wait(timeout=600) == 0, (tmp_path / "first.log").read_text()[-3000:]
         graded_calls = len(stub.chat_requests())
@@ -55,7 +55,7 @@ def test_holes_are_graded_and_accepted_golds_change_the_labels(tmp_path, job_env
         reviewed.write_text(json.dumps(accepted) + "\n" + "".join(json.dumps(r) + "\n" for r in rows[1:]))
         before = _provenance_fingerprint(tmp_path / "first")
         config = tiny_job_config(tmp_path / "first")
-        config["ops"]["report"]["config"]["grade_holes"] = True
+        config["ops"]["findings"] = {"config": {"grade_holes": True}}
         config["ops"]["question_set"]["config"]["extra_golds"] = str(reviewed)
         job = start_job(tmp_path, "second", env, config)
         assert job.wait(timeout=600) == 0, (tmp_path / "second.log").read_text()[-3000:]
@@ -74,7 +74,7 @@ def test_grading_holes_without_a_model_fails_before_anything_is_embedded(tmp_pat
     env = job_env("state")
     env.pop("EVAL_PIPELINE_LLM_MODEL", None)
     config = tiny_job_config(tmp_path / "results")
-    config["ops"]["report"]["config"]["grade_holes"] = True
+    config["ops"]["findings"] = {"config": {"grade_holes": True}}
     job = start_job(tmp_path, "nomodel", env, config)
     assert job.wait(timeout=600) != 0
     log = (tmp_path / "nomodel.log").read_text()

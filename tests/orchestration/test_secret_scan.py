@@ -294,7 +294,7 @@ def run(tmp_path_factory, embedded_pg):
             config["ops"]["golden_prompts"] = {"config": golden}
             config["ops"]["answers"] = {"config": {"generator": "llm"}}
             config["ops"]["graded_answers"] = {"config": {"graders": ["deterministic", "judge", "decision"]}}
-            config["ops"]["report"]["config"]["grade_holes"] = True
+            config["ops"]["findings"] = {"config": {"grade_holes": True}}
             job = start_job(root, "job", env, config)
             code = job.wait(timeout=900)
             log = (root / "job.log").read_text(encoding="utf-8", errors="replace")

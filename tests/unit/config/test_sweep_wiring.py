@@ -41,7 +41,7 @@ def test_two_sweeps_build_two_graphs(tmp_path):
     graph, other = build_assets(pairs), build_assets(plain)
     assert list(graph.assets) == ["corpus_snapshot", "pgvector_store", "question_set", "ranked_results",
                                   "variant_metrics", "golden_prompts", "answers", "graded_answers", "answer_metrics",
-                                  "verdict", "report"]
+                                  "verdict", "findings", "report"]
     assert list(graph.checks) == ["question_set_audit", "no_errored_questions", "verdict_passed", "verdict_gate",
                                   "regression_gate", "answer_gate"]
     partitioned = ["ranked_results", "variant_metrics", "answers", "graded_answers", "answer_metrics"]

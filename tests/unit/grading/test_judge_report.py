@@ -236,13 +236,13 @@ def test_the_refusal_names_the_settings_never_the_credentials():
 
 
 def test_the_report_section_writes_the_files_and_names_them(graded, tmp_path):
-    """The answers section of every report (reporting.sections.answers_part) writes answers.jsonl
-    and the hallucination log into the staged results folder and names them."""
+    """The answers section of every report (reporting.sections: measure_answers, render_answers)
+    writes answers.jsonl and the hallucination log into the staged results folder and names them."""
     from types import SimpleNamespace
 
-    from eval_pipeline.reporting.sections import answers_part
+    from eval_pipeline.reporting.sections import measure_answers, render_answers
 
-    part = answers_part(SimpleNamespace(verdict=SimpleNamespace(answers=graded["verdict"])))  # type: ignore[arg-type]
+    part = render_answers(measure_answers(SimpleNamespace(verdict=SimpleNamespace(answers=graded["verdict"]))))  # type: ignore[arg-type]
     written = part.write(tmp_path, "")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["answers.jsonl", "hallucinations.jsonl", "hallucinations.md"]
     section = "\n".join(part.lines(written))

@@ -5,6 +5,7 @@ worked out by hand in the comments."""
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pandas as pd
@@ -142,7 +143,7 @@ def test_report_section_tables_metadata_and_weak_label(tmp_path):
     from types import SimpleNamespace
 
     from eval_pipeline.reporting.report import SECTIONS
-    from eval_pipeline.reporting.set_validity import ComparedSet, set_validity_part
+    from eval_pipeline.reporting.set_validity import ComparedSet, measure_set_validity, render_set_validity
 
     human = SimpleNamespace(header={"source": "hand-written"})
     ict_set = SimpleNamespace(header={"source": "generated", "generator": "ict", "generator_strength": "weak"})
@@ -150,8 +151,9 @@ def test_report_section_tables_metadata_and_weak_label(tmp_path):
     b = frames({"v1": [1, 1, 1], "v2": [0, 1, 1], "v3": [0, 0, 1]})  # same order: tau 1
     inputs = SimpleNamespace(per_variant=a, question_set=human,
                              compared_sets=[ComparedSet("ict", ict_set, b)])
-    part = set_validity_part(inputs, n_resamples=50)
-    assert part is not None
+    measured = measure_set_validity(inputs, n_resamples=50)
+    assert measured is not None
+    part = render_set_validity(pickle.loads(pickle.dumps(measured)))  # the findings asset stores it
     files = part.write(tmp_path, "") if part.write else {}
     lines = "\n".join(part.lines(files) if callable(part.lines) else part.lines)
     assert "## Do the question sets agree?" in lines
@@ -163,5 +165,5 @@ def test_report_section_tables_metadata_and_weak_label(tmp_path):
     assert -1.0 <= part.metadata["set tau ndcg@10 low"] <= 1.0
     assert part.output["set_validity"][0]["metrics"]["ndcg@10"]["flips"] == []
     # nothing to compare: no section
-    assert set_validity_part(SimpleNamespace(per_variant=a, question_set=human)) is None
+    assert measure_set_validity(SimpleNamespace(per_variant=a, question_set=human)) is None
     assert "set_validity" in SECTIONS
