@@ -237,20 +237,15 @@ def _as_run(row: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
 
 
 def treatment_changes(treatment: Mapping[str, Any], previous: Mapping[str, Any] | None) -> list[str]:
-    """What changed since the previous run in what the key does not hold ("context_k 5 -> 3",
-    "generator.max_tokens None -> 200"); [] when nothing did or there is no previous run."""
+    """What changed since the previous run in what the key does not hold, one line per setting
+    as the retrieval history writes it (`history.runs.setting_changes`: "context_k: 5 -> 3",
+    "generator.max_tokens: None -> 200"); [] when nothing did or there is no previous run."""
+    from eval_pipeline.history.runs import setting_changes
+
     before = ((previous or {}).get("provenance") or {}).get("treatment")
     if not isinstance(before, Mapping):
         return []
-
-    def flat(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, Mapping) else {f"{prefix}{k}": v})
-        return out
-
-    now, then = flat(treatment), flat(before)
-    return [f"{k} {then.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(now) | set(then)) if now.get(k) != then.get(k)]
+    return setting_changes(before, treatment)
 
 
 def _no_nan(value: Any) -> Any:

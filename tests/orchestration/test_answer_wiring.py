@@ -495,7 +495,8 @@ def test_a_changed_context_size_or_generator_setting_is_named_not_hidden():
 
     before = {"provenance": {"treatment": {"context_k": 5, "generator": {"kind": "llm", "max_tokens": None}}}}
     now = {"context_k": 3, "generator": {"kind": "llm", "max_tokens": 200}}
-    assert treatment_changes(now, before) == ["context_k 5 -> 3", "generator.max_tokens None -> 200"]
+    # one format with the retrieval history's setting changes (history.runs.setting_changes)
+    assert treatment_changes(now, before) == ["context_k: 5 -> 3", "generator.max_tokens: None -> 200"]
     assert treatment_changes(before["provenance"]["treatment"], before) == []
     assert treatment_changes(now, None) == [] and treatment_changes(now, {"provenance": {}}) == []
 
