@@ -132,7 +132,9 @@ class QuestionCache:
             return list(self._records.values())
 
     def put(self, record: Mapping[str, Any]) -> None:
-        """Append one record durably: one os.write of the whole line, then fsync."""
+        """Append one record durably: the whole line (one os.write unless the disk fills
+        mid-record: the rest is written until the system says why it cannot, ENOSPC), then fsync;
+        a record not written whole is truncated away."""
         key = record.get("key")
         if not isinstance(key, str) or not key:
             raise ValueError("a cache record needs a non-empty string 'key'")
@@ -144,9 +146,12 @@ class QuestionCache:
             end = os.lseek(self._fd, 0, os.SEEK_END)
             try:
                 written = os.write(self._fd, data)
-                if written != len(data):  # regular files only write short on a full disk
-                    raise QuestionCacheError(f"{self.path}: short write ({written} of {len(data)} bytes): "
-                                             "is the disk full?")
+                while written < len(data):  # a disk filling up writes what fits: the rest says why
+                    more = os.write(self._fd, data[written:])
+                    if more == 0:
+                        raise QuestionCacheError(f"{self.path}: short write ({written} of {len(data)} bytes): "
+                                                 "the file system accepts no more")
+                    written += more
                 os.fsync(self._fd)
             except (OSError, QuestionCacheError) as exc:
                 with contextlib.suppress(OSError):  # the file ends with whole records, as before

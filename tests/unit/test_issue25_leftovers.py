@@ -38,8 +38,6 @@ def _disk_with_room(monkeypatch, cache: QuestionCache, room: int) -> None:
     monkeypatch.setattr(os, "write", write)
 
 
-@pytest.mark.xfail(strict=True, reason="#25 item 3: on a short write (the usual way a disk fills) the error says "
-                                       "'short write ... is the disk full?', not the cause 'No space left on device'")
 def test_a_disk_that_fills_mid_record_is_reported_as_no_space_left(tmp_path, monkeypatch):
     path = tmp_path / "question_cache.jsonl"
     llm = FakeLLM()
