@@ -93,6 +93,8 @@ def test_a_folder_corpus_loads_or_names_the_file(entries, lenient, limit):
         root.mkdir()
         for stem, suffix, data in entries:
             path = root / (stem + suffix)
+            if os.path.lexists(path):
+                continue  # a name drawn twice: writing to a FIFO made before would block the test forever
             try:
                 if data == "link":
                     path.symlink_to(Path(name) / "outside.md" if len(stem) % 2 else "missing")
