@@ -5,13 +5,68 @@ an Azure-style ``?api-key=...``, a token in the fragment. Identities, cache keys
 reports and history rows are all built from how an endpoint renders, so an ``Endpoint``
 renders (``str``, ``repr``, ``format``, pickling) only its safe form: scheme, host, port and
 path. The whole URL is handed to the HTTP client alone, through :meth:`Endpoint.for_client`.
+
+The HTTP client logs each request's URL at INFO (httpx: ``HTTP Request: POST http://user:pw@...``).
+Nothing here turns that on, but a user who raises those loggers (or a Dagster instance that
+manages them) would write the credential to every log. So the credential parts of every URL
+handed to a client (user, password, query, fragment) are redacted from the records of the
+HTTP client's loggers (`CLIENT_LOGGERS`) by a filter installed with the first one.
 """
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
+import logging
+import threading
+from urllib.parse import unquote, urlparse
 
-__all__ = ["Endpoint", "safe_url"]
+__all__ = ["CLIENT_LOGGERS", "Endpoint", "safe_url"]
+
+# The loggers of the HTTP stack under the openai client: a filter on a logger sees only the
+# records logged to that logger by name, so each is named.
+CLIENT_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11", "openai", "openai._base_client")
+_SECRETS: set[str] = set()
+_SECRETS_LOCK = threading.Lock()
+
+
+class _RedactSecrets(logging.Filter):
+    """Replaces every registered credential fragment in a record's message with ``***``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _SECRETS:
+            try:
+                message = record.getMessage()
+            except Exception:  # a record that cannot be formatted is left to the handler's error
+                return True
+            redacted = message
+            for secret in sorted(_SECRETS, key=len, reverse=True):
+                redacted = redacted.replace(secret, "***")
+            if redacted != message:
+                record.msg, record.args = redacted, ()
+        return True
+
+
+_FILTER = _RedactSecrets()
+
+
+def _register_secrets(url: str) -> None:
+    """Remember the credential parts of `url` (longer than 3 characters, as written and
+    unquoted) and make sure the client loggers redact them."""
+    parts = urlparse(url)
+    found = {p for p in (parts.username, parts.password, parts.query, parts.fragment,
+                         parts.netloc.rpartition("@")[0] if "@" in parts.netloc else None) if p}
+    found |= {unquote(p) for p in found}
+    found = {p for p in found if len(p) > 3}
+    if not found:
+        return
+    with _SECRETS_LOCK:
+        new = found - _SECRETS
+        if not new:
+            return
+        _SECRETS.update(new)
+        for name in CLIENT_LOGGERS:
+            logger = logging.getLogger(name)
+            if _FILTER not in logger.filters:
+                logger.addFilter(_FILTER)
 
 
 def safe_url(url: str) -> str:
@@ -44,7 +99,9 @@ class Endpoint:
         return urlparse(self._url).hostname
 
     def for_client(self) -> str:
-        """The whole URL, credentials included: for the HTTP client, never for anything stored."""
+        """The whole URL, credentials included: for the HTTP client, never for anything stored
+        (its credential parts are redacted from the client's own log records from now on)."""
+        _register_secrets(self._url)
         return self._url
 
     def __str__(self) -> str:

@@ -64,3 +64,24 @@ def test_the_openai_embedder_s_model_id_identity_and_repr_hold_no_secret(url):
     e = OpenAIEmbedder(model="text-embedding-3-small", base_url=url)
     for text in (e.model_id, e.identity, repr(e), str(e.base_url)):
         assert leaks(text) == [], text
+
+
+def test_the_http_client_s_own_request_log_never_shows_the_credential(caplog):
+    """httpx logs every request's URL at INFO; a user who raises that logger must not see the
+    proxy's password or a key in the query (found by a check of #25)."""
+    import logging
+
+    from eval_pipeline.common.endpoint import Endpoint
+    from eval_pipeline.common.llm import LLMClient
+    from tests.openai_stub import OpenAIStub
+
+    with OpenAIStub(chat=lambda body: "fine") as stub:
+        url = stub.base_url.replace("http://", "http://proxyuser:Pr0xySecret@")
+        client = LLMClient(base_url=url, api_key="sk-test", model="m")
+        azure = Endpoint("https://example.invalid/openai?api-key=QueryKey42").for_client()  # handed to a client
+        with caplog.at_level(logging.INFO, logger="httpx"):
+            client.complete([{"role": "user", "content": "hi"}])
+            logging.getLogger("httpx").info("HTTP Request: POST %s \"HTTP/1.1 200 OK\"", azure)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "HTTP Request" in text  # the client did log its requests
+    assert "Pr0xySecret" not in text and "proxyuser" not in text and "QueryKey42" not in text, text
