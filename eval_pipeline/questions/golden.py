@@ -733,12 +733,17 @@ def main(argv: list[str] | None = None) -> int:
     stamp.add_argument("--corpus", default=None, help="corpus path (not needed for demo)")
     args = parser.parse_args(argv)
     signature, doc_ids = None, None
-    if args.corpus_kind != "none":
-        from eval_pipeline.corpus.sources import load_corpus
+    try:
+        if args.corpus_kind != "none":
+            from eval_pipeline.corpus.sources import load_corpus
 
-        snapshot = load_corpus(args.corpus_kind, args.corpus)
-        signature, doc_ids = snapshot.signature, [d.doc_id for d in snapshot.documents]
-    fingerprint = stamp_golden_file(args.prompts, set_id=args.set_id, corpus_signature=signature, doc_ids=doc_ids)
+            snapshot = load_corpus(args.corpus_kind, args.corpus)
+            signature, doc_ids = snapshot.signature, [d.doc_id for d in snapshot.documents]
+        fingerprint = stamp_golden_file(args.prompts, set_id=args.set_id, corpus_signature=signature, doc_ids=doc_ids)
+    except ValueError as exc:  # GoldenPromptError, CorpusError: they name the file and line
+        from eval_pipeline.questions.sets import input_error
+
+        return input_error(parser.prog, exc)
     print(f"{args.prompts}: corpus {signature}, fingerprint {fingerprint}")
     return 0
 

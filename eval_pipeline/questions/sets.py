@@ -440,10 +440,22 @@ def main(argv: list[str] | None = None) -> int:
     stamp.add_argument("--corpus-kind", default="demo", choices=["demo", "folder", "jsonl", "beir"])
     stamp.add_argument("--corpus", default=None, help="corpus path (not needed for demo)")
     args = parser.parse_args(argv)
-    snapshot = load_corpus(args.corpus_kind, args.corpus)
-    fingerprint = stamp_question_file(args.questions, snapshot.signature, (d.doc_id for d in snapshot.documents))
+    try:
+        snapshot = load_corpus(args.corpus_kind, args.corpus)
+        fingerprint = stamp_question_file(args.questions, snapshot.signature, (d.doc_id for d in snapshot.documents))
+    except ValueError as exc:  # QuestionSetError, CorpusError: they name the file and line
+        return input_error(parser.prog, exc)
     print(f"{args.questions}: corpus {snapshot.signature}, fingerprint {fingerprint}")
     return 0
+
+
+def input_error(prog: str, exc: Exception) -> int:
+    """A command line's answer to bad input: the project's message (it names the file and
+    line), one line on stderr, exit status 2 (as argparse's usage errors), never a traceback."""
+    import sys
+
+    print(f"{prog}: error: {exc}", file=sys.stderr)
+    return 2
 
 
 def load_beir_questions(folder: str | Path, *, split: str, doc_ids: Iterable[str],
