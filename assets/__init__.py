@@ -187,6 +187,26 @@ class FindingsConfig(Config):
     grade_holes: bool = Field(default=False, description="grade the unjudged documents of the pooled top 10 with the "
                               "LLM resource (spends tokens; cached): hit@1/5/10 and nDCG@10 are also shown with those "
                               "labels, and candidate golds go to hole_review.jsonl")
+    relevance_calibration: Optional[str] = Field(
+        default=None, description="with grade_holes: a JSONL file of people's relevance grades (id, question, text: "
+        "the passage, human: true/false) the grader is also run on: its agreement with people, and the share of the "
+        "holes people would call relevant with a prediction-powered interval (e.g. the shipped "
+        "eval_pipeline/calibration_data/scifact_relevance.jsonl)")
+
+
+def preflight_findings(config: FindingsConfig, llm: LLMResource) -> None:
+    """The findings' settings, checked in the run's first step: grading the holes needs a model
+    (fail now, not after the ranking); a relevance calibration file is read and checked (no
+    model call), and is refused without grade_holes (it would calibrate nothing)."""
+    if config.relevance_calibration:
+        from eval_pipeline.grading.agreement import check_relevance_rows, load_calibration
+
+        if not config.grade_holes:
+            raise ValueError("ops.findings.config.relevance_calibration calibrates the grader of the holes: set "
+                             "ops.findings.config.grade_holes too, or remove it")
+        check_relevance_rows(load_calibration(config.relevance_calibration), config.relevance_calibration)
+    if config.grade_holes:
+        llm.get()
 
 
 # The checks that do not depend on the sweep.
@@ -258,9 +278,8 @@ def corpus_snapshot_asset(sweep: SweepConfig) -> AssetsDefinition:
         validate_run_config(context.run.run_config, sweep)
         if AssetKey("report") in selected_assets(context):
             safe_results_dir(context, op_config(context, "report", ReportConfig).results_dir, state.dir())
-        if AssetKey("findings") in selected_assets(context) and op_config(context, "findings",
-                                                                           FindingsConfig).grade_holes:
-            llm.get()  # grading the holes needs a model: fail now, not after the ranking
+        if AssetKey("findings") in selected_assets(context):
+            preflight_findings(op_config(context, "findings", FindingsConfig), llm)
         snapshot = load_corpus(config.source, config.path, lenient=config.lenient,  # checked and signed streaming
                                max_document_chars=config.max_document_chars,
                                follow_outside_links=config.follow_outside_links,
@@ -413,7 +432,8 @@ def findings_asset(sweep: SweepConfig) -> AssetsDefinition:
         measured = measure_findings(
             verdict, variant_metrics, sweep=sweep, snapshot=corpus_snapshot, stores=pgvector_store,
             question_set=question_set, connection_string=database.connection_string(), state=state.dir(),
-            llm=llm.get if config.grade_holes else None, compared_sets=compared)
+            llm=llm.get if config.grade_holes else None, compared_sets=compared,
+            relevance_calibration=config.relevance_calibration)
         context.add_output_metadata({"sections": ", ".join(measured) or "none"})
         return measured
 

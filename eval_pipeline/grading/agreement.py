@@ -38,6 +38,14 @@ Calibrating a judge (:func:`calibrate_judge`, :func:`judge_rate_with_ppi`)
     4 and 5, the decision grader's mark). Rows the judge could not grade (failed, unparseable) are
     counted (``n_not_graded``) and left out of the agreement, never guessed. Then
     `judge_rate_with_ppi` gives the run's judge pass rate with its PPI interval from those pairs.
+
+Calibrating the relevance grader (:func:`calibrate_relevance`)
+    The grader of the holes in the labels (`eval_pipeline.validity.holes`) judges whether a
+    document answers a question. Its rows are (question, passage in ``text``, ``human``: true
+    when people judged the passage relevant, a bool only); it grades each passage as it grades a
+    hole (same prompt, cache and model), relevant at grade >= `CANDIDATE_MIN_GRADE` (2). The
+    same PPI then gives the share of the run's holes people would call relevant, with its
+    interval: the size of the gap in the labels, not the judge's opinion of it.
 """
 
 from __future__ import annotations
@@ -48,8 +56,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CALIBRATION_FIELDS", "agreement", "calibrate_judge", "cohen_kappa", "human_passed", "judge_rate_with_ppi",
-           "load_calibration", "ppi_mean_interval"]
+__all__ = ["CALIBRATION_FIELDS", "agreement", "calibrate_judge", "calibrate_relevance", "check_relevance_rows",
+           "cohen_kappa", "human_passed", "judge_rate_with_ppi", "load_calibration", "ppi_mean_interval"]
 
 CALIBRATION_FIELDS = ("id", "question", "text", "human")
 
@@ -141,32 +149,41 @@ def ppi_mean_interval(judge_unlabelled: Sequence[Any], judge_labelled: Sequence[
 def load_calibration(path: str | Path) -> list[dict[str, Any]]:
     """A calibration file: JSON lines of ``{"id", "question", "text", "human"}`` (`text`: the
     passage or answer graded; `human`: the person's grade, a bool pass/fail or an integer level;
-    other keys, such as ``"source"`` or ``"grader"``, kept). Blank lines are skipped. A bad line
-    is a ValueError naming the file, the line and the field; ids must be unique."""
+    other keys, such as ``"source"`` or ``"grader"``, kept). Blank lines are skipped; lines
+    split on "\\n" only (a U+2028 inside a text is text). A bad line (not UTF-8, not JSON, a
+    missing field) is a ValueError naming the file, the line and the field; ids must be unique;
+    a file that cannot be read is a ValueError naming it."""
     path = Path(path)
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise ValueError(f"{where}: invalid JSON: {exc}") from None
-            if not isinstance(row, Mapping):
-                raise ValueError(f"{where}: a calibration row must be a JSON object")
-            for field in ("id", "question", "text"):
-                if not isinstance(row.get(field), str) or not row[field].strip():
-                    raise ValueError(f"{where}: {field} must be a non-empty string, got {row.get(field)!r}")
-            human = row.get("human")
-            if not isinstance(human, (bool, int)):
-                raise ValueError(f"{where}: human must be true/false or an integer level, got {human!r}")
-            if row["id"] in seen:
-                raise ValueError(f"{where}: id {row['id']!r} appears twice")
-            seen.add(row["id"])
-            rows.append(dict(row))
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"calibration file {path}: cannot be read ({exc.strerror or exc})") from None
+    for number, encoded in enumerate(raw.split(b"\n"), start=1):
+        try:
+            line = encoded.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}:{number}: invalid UTF-8 at byte {exc.start + 1} of the line") from None
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{where}: invalid JSON: {exc}") from None
+        if not isinstance(row, Mapping):
+            raise ValueError(f"{where}: a calibration row must be a JSON object")
+        for field in ("id", "question", "text"):
+            if not isinstance(row.get(field), str) or not row[field].strip():
+                raise ValueError(f"{where}: {field} must be a non-empty string, got {row.get(field)!r}")
+        human = row.get("human")
+        if not isinstance(human, (bool, int)):
+            raise ValueError(f"{where}: human must be true/false or an integer level, got {human!r}")
+        if row["id"] in seen:
+            raise ValueError(f"{where}: id {row['id']!r} appears twice")
+        seen.add(row["id"])
+        rows.append(dict(row))
     return rows
 
 
@@ -215,6 +232,41 @@ def calibrate_judge(rows: Sequence[Mapping[str, Any]], *, grader: str, llm: Any,
     return {"grader": grader, "n": len(kept), "n_not_graded": len(rows) - len(kept),
             "ids": [r["id"] for r, _ in kept], "human": human, "judge": judge,
             "agreement": agreement(human, judge, labels=[False, True]), "graded_by": graded_by}
+
+
+def check_relevance_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> list[Mapping[str, Any]]:
+    """The rows of a relevance calibration file (`load_calibration`'s), checked before any model
+    call: each ``human`` a bool (relevant or not: a level would need a threshold the file does
+    not say); a file with no row is refused. A ValueError names the file and the row."""
+    if not rows:
+        raise ValueError(f"{path}: no calibration row")
+    for row in rows:
+        if not isinstance(row.get("human"), bool):
+            raise ValueError(f"{path}: row {row.get('id')!r}: a relevance row's human grade must be true or false "
+                             f"(relevant or not), got {row.get('human')!r}")
+    return list(rows)
+
+
+def calibrate_relevance(rows: Sequence[Mapping[str, Any]], *, llm: Any, cache_dir: str | Path,
+                        max_tokens: int | None = None, source: str | None = None) -> dict[str, Any]:
+    """The relevance grader's grades of a calibration set (each row's passage graded as a hole
+    of its question, through the holes' cache) and its agreement with the people's (module
+    docstring): the shape of `calibrate_judge`'s, ``grader`` "relevance"."""
+    from eval_pipeline.questions.sets import Question
+    from eval_pipeline.validity.holes import CANDIDATE_MIN_GRADE, grade_holes
+
+    rows = check_relevance_rows(rows, source or "calibration")
+    questions = [Question(qid=str(r["id"]), question=str(r["question"]), gold=()) for r in rows]
+    texts = {str(r["id"]): str(r["text"]) for r in rows}
+    grades = {g.question_id: g for g in grade_holes([(q.qid, q.qid) for q in questions], questions, texts, llm=llm,
+                                                    cache_dir=cache_dir, max_tokens=max_tokens)}
+    kept = [(r, grades[str(r["id"])].grade) for r in rows if grades[str(r["id"])].grade is not None]
+    human = [bool(r["human"]) for r, _ in kept]
+    judge = [grade is not None and grade >= CANDIDATE_MIN_GRADE for _, grade in kept]
+    return {"grader": "relevance", "n": len(kept), "n_not_graded": len(rows) - len(kept),
+            "ids": [str(r["id"]) for r, _ in kept], "human": human, "judge": judge,
+            "agreement": agreement(human, judge, labels=[False, True]),
+            "graded_by": sorted({g.model for g in grades.values() if g.grade is not None}), "source": source}
 
 
 def judge_rate_with_ppi(run_passes: Sequence[Any], calibration: Mapping[str, Any], *,

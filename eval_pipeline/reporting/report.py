@@ -64,6 +64,8 @@ class ReportInputs:
     # a second question set of the run on the same corpus (`question_set.compare_with`), ranked by
     # every variant: eval_pipeline.reporting.set_validity.ComparedSet, read by the set_validity section
     compared_sets: Sequence[Any] = ()
+    # a file of people's relevance grades the holes' grader is calibrated on (with the LLM only)
+    relevance_calibration: str | None = None
 
 
 @dataclass

@@ -42,12 +42,14 @@ def measure_findings(
     state: StateDir,
     llm: Callable[[], Any] | None = None,
     compared_sets: Sequence[Any] = (),
+    relevance_calibration: str | None = None,
 ) -> dict[str, Any]:
     """The findings asset: what every registered report section shows beyond the verdict,
     measured (`eval_pipeline.reporting.report.measure_sections`: power, the audit, the labels'
     coverage and flips, the indexes' costs and recommendation, a second set's agreement). With
     `llm` (a function giving the LLM client), the unjudged documents of the pooled top 10 are
-    graded. `compared_sets`: a second question set ranked by the same variants
+    graded, and with `relevance_calibration` (a file of people's relevance grades) the grader
+    is calibrated on it. `compared_sets`: a second question set ranked by the same variants
     (eval_pipeline.reporting.set_validity.rank_compared_sets)."""
     from eval_pipeline.reporting.report import ReportInputs, measure_sections
 
@@ -55,7 +57,8 @@ def measure_findings(
     return measure_sections(ReportInputs(
         verdict=verdict, per_variant=per_variant, sweep=sweep, snapshot=snapshot, stores=stores,
         question_set=question_set, connection_string=connection_string, state=state, llm=llm,
-        index_of=verdict.index_of, tables=verdict.tables, compared_sets=tuple(compared_sets)))
+        index_of=verdict.index_of, tables=verdict.tables, compared_sets=tuple(compared_sets),
+        relevance_calibration=relevance_calibration))
 
 
 def _verdicts_metrics(verdict, variant_metrics: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:

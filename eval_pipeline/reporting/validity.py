@@ -20,6 +20,7 @@ import pandas as pd
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import missing
 from eval_pipeline.common.formatting import MISSING, fmt_number, markdown_table
+from eval_pipeline.common.metadata import shown_number
 from eval_pipeline.metrics.retrieval import HOLES, PRIMARY_METRIC, metric_names
 from eval_pipeline.validity.audit import AuditResult, run_audit
 
@@ -43,6 +44,9 @@ class Holes:
     judged_by: str
     gold_not_answering: list[str] = field(default_factory=list)  # no gold graded >= 2 (the audit's LLM check)
     answered_elsewhere: list[str] = field(default_factory=list)  # a hole graded >= 2: a missing gold?
+    # the grader's agreement with people on a relevance calibration file, and the share of the
+    # holes people would call relevant with its PPI interval (grading.agreement.calibrate_relevance)
+    calibration: dict[str, Any] | None = None
 
     def audit_rows(self) -> list[dict[str, Any]]:
         """The LLM's audit findings, one row per question, for question_audit.jsonl."""
@@ -71,12 +75,14 @@ class Validity:
 
 
 def assess(per_variant: Mapping[str, pd.DataFrame], *, questions: Sequence, snapshot, sweep, verdict,
-           connection_string: str | None, llm=None, hole_cache: Path | None = None, limited: bool = False) -> Validity:
+           connection_string: str | None, llm=None, hole_cache: Path | None = None, limited: bool = False,
+           relevance_calibration: str | Path | None = None) -> Validity:
     """Everything the validity section shows. `per_variant` are the scored frames
     (`score_variant`); `verdict` names each variant's previous comparable run, whose
     per-question outcomes are read from the history for the flip lists. With `llm` (an
     LLMClient), the unjudged documents of the pooled top 10 are graded (cached in
-    `hole_cache`, see eval_pipeline.validity.holes)."""
+    `hole_cache`, see eval_pipeline.validity.holes); with `relevance_calibration` (a file of
+    people's relevance grades) the grader is calibrated on it too."""
     from eval_pipeline.validity.coverage import judged_spread_warning, judged_summary
 
     qrels = {q.qid: q.qrels() for q in questions}
@@ -91,10 +97,12 @@ def assess(per_variant: Mapping[str, pd.DataFrame], *, questions: Sequence, snap
                     judged_negatives=negatives, limited=limited,
                     power=power, effect=sweep.effect, p_best=p_best,
                     flips=_flips(per_variant, verdict, connection_string),
-                    holes=_grade_holes(per_variant, questions, snapshot, qrels, llm, hole_cache) if llm else None)
+                    holes=_grade_holes(per_variant, questions, snapshot, qrels, llm, hole_cache,
+                                       relevance_calibration) if llm else None)
 
 
-def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | None) -> Holes:
+def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | None,
+                 relevance_calibration: str | Path | None = None) -> Holes:
     """Grade the holes, score every variant again on the original labels plus the LLM's
     (a hole graded >= 2 counts as relevant, one below as judged non-relevant, a failed one stays
     unjudged), and the review rows for the candidates a person may accept. The same grader
@@ -132,10 +140,27 @@ def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | Non
                              "with_llm": float(again.loc[again["answerable"].astype(bool), metric].mean())})
     counts = {**grading_counts(grades), "gold_questions_graded": len(set(best_gold) - gold_failed),
               "gold_questions_failed": len(gold_failed)}
+    calibration = None
+    if relevance_calibration:
+        from eval_pipeline.grading.agreement import calibrate_relevance, judge_rate_with_ppi, load_calibration
+        from eval_pipeline.validity.holes import CANDIDATE_MIN_GRADE
+
+        calibrated = calibrate_relevance(load_calibration(relevance_calibration), llm=llm, cache_dir=cache,
+                                         source=str(relevance_calibration))
+        relevant = [g.grade >= CANDIDATE_MIN_GRADE for g in grades if g.grade is not None]
+        a = calibrated["agreement"]
+        calibration = {"source": str(relevance_calibration), "n": calibrated["n"],
+                       "n_not_graded": calibrated["n_not_graded"], "accuracy": a["accuracy"], "kappa": a["kappa"],
+                       "confusion": a["confusion"]}
+        try:
+            calibration.update(judge_rate_with_ppi(relevant, calibrated))
+        except ValueError as exc:  # fewer than two graded holes or calibration rows
+            calibration["error"] = str(exc)
     return Holes(counts=counts, metrics=pd.DataFrame(rows, columns=["variant", "metric", "original", "with_llm"]),
                  review_rows=review_rows(grades, questions=questions, passages=texts), judged_by=judged_by(llm),
                  gold_not_answering=not_answering,
-                 answered_elsewhere=sorted({g.question_id for g in grades if g.grade is not None and g.grade >= 2}))
+                 answered_elsewhere=sorted({g.question_id for g in grades if g.grade is not None and g.grade >= 2}),
+                 calibration=calibration)
 
 
 def _answerable_scores(frame: pd.DataFrame, metric: str) -> pd.Series:
@@ -221,6 +246,20 @@ def no_abstention_warning(counts: Mapping[str, Any]) -> list[str]:
             "abstention_frac) to measure it."]
 
 
+def _calibration_lines(c: Mapping[str, Any]) -> list[str]:
+    """The relevance grader's agreement with people, and the share of the holes people would
+    call relevant (PPI), or why there is no interval."""
+    head = (f"**The grader against people** (`{Path(c['source']).name}`, {c['n']} passages graded, "
+            f"{c['n_not_graded']} not): accuracy {fmt_number(c['accuracy'])}, Cohen's kappa {fmt_number(c['kappa'])} "
+            "(relevant at a grade of 2 or more).")
+    if "estimate" in c:
+        return [head + f" Holes relevant: {fmt_number(c['judge_rate'])} by the grader alone; people would say "
+                f"{fmt_number(c['estimate'])} [{fmt_number(c['low'])}, {fmt_number(c['high'])}] (prediction-powered "
+                f"{round(100 * c['confidence'])}% interval: the grader's rate corrected by its errors on the "
+                "calibration set).", ""]
+    return [head + f" No interval for the holes: {c.get('error', 'not enough grades')}.", ""]
+
+
 def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
     """The report's "How far the numbers can be trusted" section (markdown lines)."""
     a = v.audit.counts
@@ -288,6 +327,8 @@ def validity_section(v: Validity, *, files: Mapping[str, str]) -> list[str]:
                   f"failed), and {len(h.answered_elsewhere)} are answered by another "
                   "document too (a sign of a missing gold); both listed in "
                   f"`{Path(files.get('question_audit', 'question_audit.jsonl')).name}`.", ""]
+        if h.calibration is not None:
+            lines += _calibration_lines(h.calibration)
     if v.flips:
         rows = pd.DataFrame([{"variant": k, "since run": f["previous_run"][:8], "hit→miss": f["hit_to_miss"],
                               "miss→hit": f["miss_to_hit"],
@@ -362,6 +403,9 @@ def validity_metadata(v: Validity) -> dict[str, Any]:
         out[f"mde/{row['variant']}/{row['metric']}"] = float(row["mde"])
     if v.holes is not None:
         out.update({f"holes/{k}": n for k, n in v.holes.counts.items()})
+        for key in ("accuracy", "kappa", "estimate", "low", "high", "judge_rate"):
+            if v.holes.calibration is not None and key in v.holes.calibration:
+                out[f"holes/calibration {key}"] = shown_number(v.holes.calibration[key])
         out["audit/llm_gold_does_not_answer"] = len(v.holes.gold_not_answering)
         out["audit/llm_answered_by_another_document"] = len(v.holes.answered_elsewhere)
         for _, row in v.holes.metrics.iterrows():
