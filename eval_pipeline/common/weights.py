@@ -55,12 +55,14 @@ def _load(cache: Path | None) -> dict[str, list]:
         return {}  # a damaged cache only costs a re-hash
 
 
-def _file_digest(path: Path, stored: Callable[[], dict[str, list]]) -> tuple[str, bool]:
-    """(sha256 of the file, whether it was computed now). `stored()` gives the on-disk cache,
-    read only when this process has not verified the file's signature yet."""
+def _file_digest(path: Path, stored: Callable[[], dict[str, list]], compute: Callable[[bytes], str] | None = None,
+                 kind: str = "") -> tuple[str, bool]:
+    """(sha256 of the file, or `compute` of its bytes under the cache key's `kind`; whether it
+    was computed now). `stored()` gives the on-disk cache, read only when this process has not
+    verified the file's signature yet."""
     stat = path.stat()
     signature = _signature(stat)
-    key = str(path)
+    key = f"{kind}:{path}" if kind else str(path)
     hit = _MEMORY.get(key)
     if hit and hit[0] == signature:
         return hit[1], False
@@ -73,13 +75,17 @@ def _file_digest(path: Path, stored: Callable[[], dict[str, list]]) -> tuple[str
         # came from, even if the path was replaced between the stat above and the open
         with open(path, "rb") as fh:
             before = _signature(os.fstat(fh.fileno()))
-            digest = hashlib.sha256()
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+            if compute is None:
+                digest = hashlib.sha256()
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+                value = digest.hexdigest()
+            else:
+                value = compute(fh.read())
             after = _signature(os.fstat(fh.fileno()))
         if before == after:
-            _MEMORY[key] = (before, digest.hexdigest())
-            return digest.hexdigest(), True
+            _MEMORY[key] = (before, value)
+            return value, True
     raise ValueError(f"model file {key!r} changed while it was hashed ({_READ_ATTEMPTS} times): "
                      "cannot identify its weights")
 
@@ -187,11 +193,14 @@ def content_digest(path: str | Path, *, cache_file: str | Path | None = None) ->
     return total.hexdigest()
 
 
-def files_sha256(paths: Iterable[str | Path], *, cache_file: str | Path | None = None) -> list[str]:
+def files_sha256(paths: Iterable[str | Path], *, cache_file: str | Path | None = None,
+                 compute: Callable[[bytes], str] | None = None, kind: str = "") -> list[str]:
     """The sha256 (hex) of each file's bytes, in order, through the same per-version cache as
     the weights (memory, and the state dir's digest file when one is configured, written once
     for the batch): an installed package's code file (`versions.package_code_digest`) is hashed
-    once per version of the file, not once per process."""
+    once per version of the file, not once per process. With `compute` (bytes -> digest) and a
+    `kind` naming it in the cache, that digest instead (`versions.source_digest`: a Python
+    file's syntax tree)."""
     cache = Path(cache_file) if cache_file is not None else _default_cache()
     loaded: list[dict[str, list]] = []
 
@@ -204,7 +213,7 @@ def files_sha256(paths: Iterable[str | Path], *, cache_file: str | Path | None =
     with _LOCK:
         any_computed = False
         for path in paths:
-            digest, computed = _file_digest(Path(path).resolve(), stored)
+            digest, computed = _file_digest(Path(path).resolve(), stored, compute, kind)
             digests.append(digest)
             any_computed |= computed
         if any_computed and cache is not None:
