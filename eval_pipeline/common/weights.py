@@ -1,5 +1,9 @@
 """The content identity of model weights: a hash of the files' bytes.
 
+Its per-file-version digest cache (`files_sha256`) also serves the other identities built from
+files: installed packages' code (`versions.package_code_digest`) and the project's own syntax
+trees (`versions.source_digest`, cached under its own kind).
+
 A model named by a path can change without its path changing (new weights copied over the
 old ones, a symlink re-pointed, a fine-tune saved in place). Every cache key and table name
 that depends on a model is therefore built from what the files contain, never from where
