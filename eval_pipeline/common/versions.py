@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 
@@ -89,43 +90,56 @@ def source_digest(*paths: str) -> str:
     return _SOURCES[paths]
 
 
-# What an installed package runs: its Python sources and compiled extension modules. Data files
+# What an installed package runs: its Python sources and compiled code, extension modules and
+# the shared libraries a wheel vendors (``libgomp.so.1``, ``libgfortran-…so.5.0.0``). Data files
 # (headers, type stubs, licences) and bytecode caches (rebuilt from the sources) are left out.
-CODE_SUFFIXES = (".py", ".so", ".pyd", ".dylib")
+CODE_SUFFIXES = (".py", ".so", ".pyd", ".dylib", ".dll")
 
-_PACKAGE_CODE: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
+# per process: (names, sys.path, meta path length) -> digest, and ("dist", name, ...) -> its files'
+# digests (one walk of each distribution per process, whichever identities ask)
+_PACKAGE_CODE: dict[tuple, Any] = {}
 
 
 def _is_code(relative: str) -> bool:
-    return relative.endswith(CODE_SUFFIXES) and "__pycache__" not in relative
+    parts = relative.replace("\\", "/").split("/")
+    return "__pycache__" not in parts and (parts[-1].endswith(CODE_SUFFIXES) or ".so." in parts[-1])
 
 
-def _record(dist: Any) -> list[tuple[str, str]]:
-    """(path relative to the install folder, sha256 hex or '') of each file RECORD lists."""
-    import base64
+def _record_paths(dist: Any) -> list[str]:
+    """The paths RECORD lists (relative to the install folder). Its hashes are not used: RECORD
+    says what pip wrote, not what is on disk now."""
     import csv
 
-    rows = []
-    for row in csv.reader((dist.read_text("RECORD") or "").splitlines()):
-        if not row or not row[0]:
+    return [row[0] for row in csv.reader((dist.read_text("RECORD") or "").splitlines()) if row and row[0]]
+
+
+def find_spec_anew(name: str) -> Any:
+    """The spec a new process would import `name` by: every finder on sys.meta_path in order
+    (an editable install's finder included), never a module this process already holds."""
+    import sys
+
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
             continue
-        mode, _, value = (row[1] if len(row) > 1 else "").partition("=")
-        sha = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex() if mode == "sha256" and value else ""
-        rows.append((row[0], sha))
-    return rows
+        try:
+            spec = find(name, None)
+        except Exception:  # a finder that cannot answer for this name is not the one that imports it
+            continue
+        if spec is not None:
+            return spec
+    return None
 
 
-def _import_locations(dist: Any, record: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """(folder or module file, the sys.path entry it is relative to) for each top-level name the
-    distribution provides (``top_level.txt``, else the first parts of its RECORD, else its own
-    name), as a new process would import it: the first match on sys.path, not a module this
-    process already holds."""
+def _import_locations(dist: Any, record: list[str]) -> list[tuple[str, str]]:
+    """(folder or module file, the folder its relative names start from) for each top-level name
+    the distribution provides (``top_level.txt``, else the first parts of its RECORD, else its
+    own name), as a new process would import it (`find_spec_anew`)."""
     import os
-    from importlib.machinery import PathFinder
 
     names = (dist.read_text("top_level.txt") or "").split()
     if not names:
-        firsts = {path.replace("\\", "/").split("/")[0] for path, _ in record}
+        firsts = {path.replace("\\", "/").split("/")[0] for path in record}
         names = sorted(name.removesuffix(".py") for name in firsts
                        if not name.endswith((".dist-info", ".data", ".pth")) and name not in ("..", "__pycache__")
                        and not name.startswith("__editable__"))
@@ -133,68 +147,102 @@ def _import_locations(dist: Any, record: list[tuple[str, str]]) -> list[tuple[st
         names = [dist.metadata["Name"].replace("-", "_").lower()]
     found = []
     for name in names:
-        spec = PathFinder.find_spec(name)
+        spec = find_spec_anew(name)
         if spec is None:
             continue
         for location in spec.submodule_search_locations or ([spec.origin] if spec.origin else []):
-            if os.path.exists(location):
+            if isinstance(location, str) and os.path.exists(location):
                 found.append((os.path.normpath(location), os.path.dirname(os.path.normpath(location))))
     return found
 
 
-def _distribution_code(dist: Any) -> dict[str, str]:
-    """Relative path -> sha256 of every code file of one installed distribution.
-
-    An intact wheel install is read from its RECORD (pip writes each file's sha256 there, and
-    RECORD last): a file is taken from RECORD when its inode changed no later than RECORD's
-    (ctime, which no user can set back), so a file edited in place, however its mtime is set,
-    is hashed from its bytes. A top-level name it provides under which the RECORD lists no code
-    (an editable install, a copied-in tree, an empty RECORD) is found on sys.path and all its
-    code is hashed. The two paths give the same digest for the same bytes. Not covered: a new
-    file dropped into an intact install without any listed file changing (nothing imports it
-    until one does)."""
+def _distribution_files(dist: Any) -> dict[str, str]:
+    """Relative path -> absolute path of every code file of one installed distribution:
+    those its RECORD lists (the vendored libraries included) and every code file under the
+    folders its top-level names import from (an editable checkout, a file added to the install,
+    a package folder shadowing a listed module). `package_code_digest` hashes each from its
+    bytes: a RECORD's hashes say what pip wrote, and anything that touches the files after (a
+    patch, a `chmod -R`, a restored cache) would hide behind them."""
     import os
 
-    from eval_pipeline.common.weights import files_sha256
-
     base = str(dist.locate_file(""))
-    record = _record(dist)
-    record_file = next((os.path.join(base, path) for path, _ in record
-                        if path.endswith("/RECORD") and path.split("/")[0].endswith(".dist-info")), None)
-    try:
-        record_ctime = os.stat(record_file).st_ctime_ns if record_file else -1
-    except OSError:
-        record_ctime = -1
-    code: dict[str, str] = {}
-    to_hash: dict[str, str] = {}
+    record = _record_paths(dist)
+    files: dict[str, str] = {}
     seen: set[str] = set()
-    for relative, sha in record:
-        if not _is_code(relative):
-            continue
-        path = os.path.normpath(os.path.join(base, relative))
-        try:
-            ctime = os.stat(path).st_ctime_ns
-        except OSError:
-            continue  # listed but removed: not code that runs
-        seen.add(path)
-        if sha and ctime <= record_ctime:
-            code[relative] = sha
-        else:
-            to_hash[relative] = path
+    for relative in record:
+        if _is_code(relative):
+            path = os.path.normpath(os.path.join(base, relative))
+            if os.path.isfile(path):
+                files[relative.replace(os.sep, "/")] = path
+                seen.add(path)
     for place, root in _import_locations(dist, record):
-        if any(path == place or path.startswith(place + os.sep) for path in seen):
-            continue  # the RECORD lists code here: the installed tree (edits show in their ctime)
         if os.path.isfile(place):
             candidates = [place]
         else:
-            candidates = sorted(os.path.join(folder, name) for folder, _, names in os.walk(place) for name in names)
+            candidates = []
+            for folder, dirs, names in os.walk(place):
+                dirs[:] = [d for d in dirs if d != "__pycache__"]
+                candidates += [os.path.join(folder, n) for n in names if n.endswith(CODE_SUFFIXES) or ".so." in n]
         for path in candidates:
-            relative = os.path.relpath(path, root).replace(os.sep, "/")
-            if _is_code(relative) and path not in seen and os.path.isfile(path):
+            if path not in seen:
                 seen.add(path)
-                to_hash[relative] = path
-    code.update(zip(to_hash, files_sha256(to_hash.values())))
-    return code
+                files[path[len(root):].lstrip(os.sep).replace(os.sep, "/")] = path  # `path` is under `root`
+    return files
+
+
+def machine_digest_cache() -> Path | None:
+    """Where installed files' digests are kept between processes: the user's cache folder
+    (``$XDG_CACHE_HOME`` or ``~/.cache``, then ``eval-pipeline/file-digests.json``), shared by
+    every state dir on this machine, since the packages are; None when there is no home."""
+    import os
+
+    root = os.environ.get("XDG_CACHE_HOME") or (os.path.join(os.path.expanduser("~"), ".cache")
+                                                if os.path.expanduser("~") != "~" else "")
+    return Path(root) / "eval-pipeline" / "file-digests.json" if root else None
+
+
+def startup_code_digest() -> str:
+    """A digest of the code Python runs at every start-up before ours: each ``.pth`` file on
+    sys.path (its lines, and the source of each module an ``import`` line names) and the
+    ``sitecustomize`` / ``usercustomize`` modules. A site-wide hotfix can patch a ranking
+    package from there; 16 hex characters, 'none' when there is none."""
+    import hashlib
+    import os
+    import sys
+
+    digest = hashlib.sha256()
+    found = False
+
+    def module(name: str) -> None:
+        nonlocal found
+        spec = find_spec_anew(name)
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        if isinstance(origin, str) and os.path.isfile(origin):
+            found = True
+            digest.update(f"{name}\0{code_digest_of_file(origin)}\n".encode())
+
+    for folder in dict.fromkeys(p for p in sys.path if p and os.path.isdir(p)):
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                text = Path(folder, name).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            found = True
+            digest.update(f"{name}\0{hashlib.sha256(text.encode()).hexdigest()}\n".encode())
+            for line in text.splitlines():
+                if line.startswith(("import ", "import\t")):
+                    for statement in line.split(";"):
+                        statement = statement.strip()
+                        if statement.startswith("import "):
+                            for imported in statement[len("import "):].split(","):
+                                module(imported.strip().split(" ")[0])
+    for name in ("sitecustomize", "usercustomize"):
+        module(name)
+    return digest.hexdigest()[:16] if found else "none"
 
 
 def package_code_digest(names: Iterable[str]) -> str:
@@ -202,22 +250,36 @@ def package_code_digest(names: Iterable[str]) -> str:
     characters; 'absent' for a distribution not installed counts too. A version number is a
     promise, not the code: a patched or editable install at the same version ranks and embeds
     differently, so an identity that names versions only would call two engines one. Taken
-    once per process and sys.path (RECORD is read and each code file stat-ed: about 0.3 s for
-    torch, transformers and numpy together on this project's machines)."""
+    once per process, sys.path and meta path (the files are listed and stat-ed each time; their
+    bytes are hashed once per version of each file on this machine)."""
     import hashlib
+    import os
     import sys
     from importlib.metadata import PackageNotFoundError, distribution
 
-    key = (tuple(names), tuple(sys.path))
+    from eval_pipeline.common.weights import files_sha256
+
+    key = (tuple(names), tuple(sys.path), len(sys.meta_path))
     if key not in _PACKAGE_CODE:
-        digest = hashlib.sha256()
+        listed: dict[str, dict[str, str] | None] = {}
         for name in key[0]:
-            try:
-                dist = distribution(name)
-            except PackageNotFoundError:
+            where = ("dist", name, key[1], key[2])
+            if where not in _PACKAGE_CODE:
+                try:
+                    _PACKAGE_CODE[where] = _distribution_files(distribution(name))
+                except PackageNotFoundError:
+                    _PACKAGE_CODE[where] = None
+            listed[name] = _PACKAGE_CODE[where]
+        # a dangling link in an import folder holds no code that can run
+        every = sorted({path for files in listed.values() if files for path in files.values() if os.path.isfile(path)})
+        sha = dict(zip(every, files_sha256(every, cache_file=machine_digest_cache(), resolve=False)))  # one batch
+        digest = hashlib.sha256()
+        for name, files in listed.items():
+            if files is None:
                 digest.update(f"{name}\0absent\n".encode())
                 continue
-            for path, sha in sorted(_distribution_code(dist).items()):
-                digest.update(f"{name}\0{path}\0{sha}\n".encode())
+            for relative, path in sorted(files.items()):
+                if path in sha:
+                    digest.update(f"{name}\0{relative}\0{sha[path]}\n".encode())
         _PACKAGE_CODE[key] = digest.hexdigest()[:16]
     return _PACKAGE_CODE[key]

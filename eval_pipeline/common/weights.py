@@ -59,12 +59,12 @@ def _load(cache: Path | None) -> dict[str, list]:
         return {}  # a damaged cache only costs a re-hash
 
 
-def _file_digest(path: Path, stored: Callable[[], dict[str, list]], compute: Callable[[bytes], str] | None = None,
+def _file_digest(path: Path | str, stored: Callable[[], dict[str, list]], compute: Callable[[bytes], str] | None = None,
                  kind: str = "") -> tuple[str, bool]:
     """(sha256 of the file, or `compute` of its bytes under the cache key's `kind`; whether it
     was computed now). `stored()` gives the on-disk cache, read only when this process has not
     verified the file's signature yet."""
-    stat = path.stat()
+    stat = os.stat(path)
     signature = _signature(stat)
     key = f"{kind}:{path}" if kind else str(path)
     hit = _MEMORY.get(key)
@@ -198,13 +198,15 @@ def content_digest(path: str | Path, *, cache_file: str | Path | None = None) ->
 
 
 def files_sha256(paths: Iterable[str | Path], *, cache_file: str | Path | None = None,
-                 compute: Callable[[bytes], str] | None = None, kind: str = "") -> list[str]:
+                 compute: Callable[[bytes], str] | None = None, kind: str = "", resolve: bool = True) -> list[str]:
     """The sha256 (hex) of each file's bytes, in order, through the same per-version cache as
     the weights (memory, and the state dir's digest file when one is configured, written once
     for the batch): an installed package's code file (`versions.package_code_digest`) is hashed
     once per version of the file, not once per process. With `compute` (bytes -> digest) and a
     `kind` naming it in the cache, that digest instead (`versions.source_digest`: a Python
-    file's syntax tree)."""
+    file's syntax tree). `resolve=False` for paths already absolute and normalized, whose
+    links need not be followed to name them (thousands of installed files: resolving each
+    costs more than reading the cache)."""
     cache = Path(cache_file) if cache_file is not None else _default_cache()
     loaded: list[dict[str, list]] = []
 
@@ -217,7 +219,7 @@ def files_sha256(paths: Iterable[str | Path], *, cache_file: str | Path | None =
     with _LOCK:
         any_computed = False
         for path in paths:
-            digest, computed = _file_digest(Path(path).resolve(), stored, compute, kind)
+            digest, computed = _file_digest(Path(path).resolve() if resolve else path, stored, compute, kind)
             digests.append(digest)
             any_computed |= computed
         if any_computed and cache is not None:

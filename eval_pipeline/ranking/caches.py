@@ -93,9 +93,9 @@ RESULT_REGISTRIES = ("engine", "reranker", "measure")
 
 def result_environment() -> dict[str, str]:
     """Versions of the installed packages that decide rankings ('absent' when not installed),
-    and a digest of the code they install (``package-code``: `versions.package_code_digest`):
-    a results cache entry from before an upgrade, or a patch at the same version, is not
-    reused after it. With plugin kinds
+    a digest of the code they install (``package-code``: `versions.package_code_digest`) and of
+    the code Python runs at start-up (``startup-code``: .pth files, sitecustomize): a results
+    cache entry from before an upgrade, or a patch at the same version, is not reused after it. With plugin kinds
     (`RESULT_REGISTRIES`), ``plugin-code``: the digest of their source files, which the
     checkout's version and the package's source digest do not cover (a plugin lives outside
     them), so its edit is not replayed from the cache and is part of the engine identity."""
@@ -103,11 +103,13 @@ def result_environment() -> dict[str, str]:
     import unicodedata
 
     from eval_pipeline.common.registry import plugin_code_digest
-    from eval_pipeline.common.versions import package_code_digest, package_versions
+    from eval_pipeline.common.versions import package_code_digest, package_versions, startup_code_digest
 
     environment = package_versions(RESULT_PACKAGES)
-    # a patched or editable install ranks differently under the same version number
+    # a patched or editable install ranks differently under the same version number, and so does
+    # a package patched at start-up by a .pth line or sitecustomize
     environment["package-code"] = package_code_digest(RESULT_PACKAGES)
+    environment["startup-code"] = startup_code_digest()
     # the tokenizers case-fold and split words by Python's Unicode tables
     environment["python"] = ".".join(str(part) for part in sys.version_info[:3])
     environment["unicode"] = unicodedata.unidata_version

@@ -118,11 +118,6 @@ def _digest(monkeypatch, site: Path, name: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: a patched file is read from RECORD's hash whenever RECORD's inode changed after the patch "
-    "(chown -R / chmod -R over the venv, a venv restored from a CI cache or copied into an image): the patched "
-    "package keeps the unpatched digest, so the engine identity, the results cache key and the paired "
-    "comparison all treat patched code as the code the yardstick ran"))
 def test_a_patch_made_before_records_inode_last_changed_still_changes_the_digest(fresh, monkeypatch, tmp_path):
     site = tmp_path / "site"
     record = _install(site, "toyrank", {"toyrank/__init__.py": b"K1 = 1.5\n",
@@ -139,11 +134,6 @@ def test_a_patch_made_before_records_inode_last_changed_still_changes_the_digest
         "the patched score.py is read from RECORD's hash of the unpatched file"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: the fifth review's patched ranking package at the same version, installed as a wheel and patched "
-    "in place, then its venv chown-ed (RECORD's inode changes last): the engine identity is the unpatched "
-    "one, so a benchmark edit in the same change is judged by a paired ranking of the patched code on both "
-    "sides and a regression it made passes"))
 def test_a_patched_ranking_package_behind_a_touched_record_is_another_engine(fresh, monkeypatch, tmp_path):
     from importlib.metadata import version
 
@@ -192,11 +182,6 @@ def _setuptools_finder(name: str, checkout: Path) -> bytes:
     return text.encode()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: an editable install through setuptools' finder (a meta path finder, the default for a flat layout, "
-    "as this project's own install) is looked up with PathFinder only, so its checkout is never hashed: "
-    "editing a ranking package's editable checkout leaves the engine identity and the results cache key as "
-    "they were (cached results of the old code are replayed, a paired comparison judges nothing)"))
 def test_an_editable_install_through_setuptools_finder_is_hashed_from_its_checkout(fresh, monkeypatch, tmp_path):
     site, checkout = tmp_path / "site", tmp_path / "checkout"
     (checkout / "toyedit").mkdir(parents=True)
@@ -219,10 +204,6 @@ def test_an_editable_install_through_setuptools_finder_is_hashed_from_its_checko
     assert after != before, "the editable checkout's code is not in the digest"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: a file added to an intact install is taken to be imported by nobody, but a package folder shadows "
-    "the listed module of the same name (Python's finder prefers the package): the code that runs changes "
-    "and the digest does not"))
 def test_a_package_folder_that_shadows_a_listed_module_changes_the_digest(fresh, monkeypatch, tmp_path):
     site = tmp_path / "site"
     _install(site, "toyshadow", {"toyshadow/__init__.py": b"",
@@ -241,10 +222,6 @@ def test_a_package_folder_that_shadows_a_listed_module_changes_the_digest(fresh,
     assert _digest(monkeypatch, site, "toyshadow") != before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: shared libraries vendored under versioned names (torch/lib/libgomp.so.1, numpy.libs and scipy.libs "
-    "libgfortran-*.so.5.0.0 and libquadmath-*.so.0.0.0 in this venv) are not code by CODE_SUFFIXES: replacing "
-    "one changes no digest"))
 def test_a_vendored_versioned_shared_library_is_code(fresh, monkeypatch, tmp_path):
     site = tmp_path / "site"
     _install(site, "toyblas", {"toyblas/__init__.py": b"K1 = 1.5\n",
@@ -439,11 +416,6 @@ def test_answers_that_stop_saying_anything_checkable_do_not_pass_the_grounding_g
     assert not gate.passed, gate.message
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole (low): code a .pth line runs at every start-up (this venv runs two: coloredlogs.pth, "
-    "distutils-precedence.pth) is in no identity: a site-wide hotfix that patches a ranking package from its "
-    ".pth or from sitecustomize ranks differently under the same engine identity, as the fifth review's "
-    "patching plugin module did before EVAL_PIPELINE_PLUGINS modules were hashed"))
 def test_a_pth_hotfix_that_runs_at_start_up_is_in_the_engine_identity(fresh, monkeypatch, tmp_path):
     import site
 
