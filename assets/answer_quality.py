@@ -44,10 +44,8 @@ from eval_pipeline.grading.run import (
     DEFAULT_GRADERS,
     grade_run,
 )
-from eval_pipeline.grading.summary import (
-    answer_metric_frames,
-    grades_metadata,
-)
+from eval_pipeline.grading.presentation import grades_metadata
+from eval_pipeline.grading.summary import answer_metric_frames
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.store.indexes import IndexStores
 from eval_pipeline.verdict.retrieval import code_version

@@ -239,7 +239,8 @@ def grading_code() -> str:
     pattern engine's wrapper (common/patterns.py) and the `regex` package's version and code (a
     `regex` assertion's match), the golden set's limits (questions/golden.py), and the Python
     that parses a static check's code (`ast`) and normalizes text (`unicodedata`). How the
-    grades are summed up and shown (`grading.summary`) is left out on purpose: editing a
+    grades reach the numbers (`grading.summary`: which grades feed `answer_metrics`, the errored
+    count) is in; how they are shown (`grading.presentation`) is left out on purpose: editing a
     metadata line must not make every answer gate not_compared."""
     import hashlib
     import sys
@@ -250,8 +251,8 @@ def grading_code() -> str:
     from eval_pipeline.common import versions
 
     code = versions.source_digest("eval_pipeline/grading/assertions.py", "eval_pipeline/grading/answer_metrics.py",
-                                  "eval_pipeline/grading/run.py", "eval_pipeline/common/patterns.py",
-                                  "eval_pipeline/questions/golden.py")
+                                  "eval_pipeline/grading/run.py", "eval_pipeline/grading/summary.py",
+                                  "eval_pipeline/common/patterns.py", "eval_pipeline/questions/golden.py")
     runtime = f"regex {getattr(regex, '__version__', 'unknown')} {versions.package_code_digest(['regex'])}; " \
               f"python {sys.version_info[:3]}; unicode {unicodedata.unidata_version}"
     return hashlib.sha256(f"{code};{runtime}".encode()).hexdigest()[:12]
@@ -333,8 +334,10 @@ def _ground_all(todo: Sequence[AnswerToGrade], context: GradingContext):
     probe = "corpus" if context.corpus is not None else "context-only"
     from eval_pipeline.common.versions import source_digest
 
+    # grounding.py finds the items; this module's rule passes an answer (and routes it), with the
+    # Python and Unicode its word splitting reads: grading_code holds those
     code = source_digest("eval_pipeline/grading/grounding.py")
-    yardstick = f"grounding:v{GROUNDING_VERSION}+{code}+{probe}"
+    yardstick = f"grounding:v{GROUNDING_VERSION}+{code}.{grading_code()}+{probe}"
     return rows, {v: yardstick for v in rows}
 
 
@@ -402,7 +405,7 @@ def grade_run(answers: Mapping[str, pd.DataFrame], golden: CheckedGoldenSet, *, 
     import json
 
     from eval_pipeline.grading.grounding import KeywordCorpusProbe
-    from eval_pipeline.grading.summary import grading_usage
+    from eval_pipeline.grading.presentation import grading_usage
 
     before = llm.usage if llm is not None else None
     probe = KeywordCorpusProbe(connection_string) if "grounding" in graders and connection_string else None

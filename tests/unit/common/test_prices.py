@@ -41,7 +41,7 @@ def test_every_cost_is_the_one_formula(monkeypatch):
     """The client's usage, an answer's cost and the graders' bill all call prices.cost."""
     from eval_pipeline.common.llm import LLMClient
     from eval_pipeline.grading import answer_metrics
-    from eval_pipeline.grading.summary import grading_usage
+    from eval_pipeline.grading.presentation import grading_usage
 
     calls = []
 

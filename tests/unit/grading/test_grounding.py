@@ -200,7 +200,7 @@ def test_extract_refuses_a_non_string():
 
 def test_grading_lines_and_the_run_hallucination_log_from_frames():
     from eval_pipeline.grading.run import GRADE_COLUMNS
-    from eval_pipeline.grading.summary import GRADING_LINE_FIELDS, grading_lines, hallucinations_of
+    from eval_pipeline.grading.presentation import GRADING_LINE_FIELDS, grading_lines, hallucinations_of
 
     todo = [AnswerToGrade("v", _prompt("p2"), _record("Call `magic.fix()` and `answers.keep_text`."), False)]
     rows, yardsticks = _grade(todo, TextCorpusProbe([]))

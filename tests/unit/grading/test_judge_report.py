@@ -214,7 +214,7 @@ def test_a_calibration_file_that_fits_no_chosen_grader_is_refused(tmp_path):
 
 
 def test_ppi_needs_two_graded_answers_else_the_agreement_alone():
-    from eval_pipeline.grading.summary import calibrated_rate
+    from eval_pipeline.grading.presentation import calibrated_rate
 
     calibration = {"grader": "judge", "n": 2, "n_not_graded": 0, "judge": [True, False], "human": [True, True],
                    "agreement": {"accuracy": 0.5, "kappa": math.nan, "confusion": {}}}

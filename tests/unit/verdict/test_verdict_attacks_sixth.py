@@ -265,10 +265,6 @@ def _grounding_yardstick() -> str:
     return yardsticks["v"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: the grounding grader's yardstick holds grounding.py's code only; the rule that makes an answer pass "
-    "(passed=not missing_items, score=g.rate in grading/run.py's _ground_all) is in no yardstick, so loosening "
-    "it in the same change as a generator regression is compared with the old grades and passes"))
 def test_the_grounding_yardstick_moves_when_its_pass_rule_is_edited(monkeypatch, tmp_path):
     from eval_pipeline.common import state
 
@@ -281,9 +277,6 @@ def test_the_grounding_yardstick_moves_when_its_pass_rule_is_edited(monkeypatch,
     assert _grounding_yardstick() != before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: the grounding grader splits words and names by Python's keyword and builtins lists and Unicode "
-    "tables, but its yardstick has no Python or Unicode version (the other code-graded yardsticks do)"))
 def test_the_grounding_yardstick_moves_with_the_unicode_version(monkeypatch):
     import unicodedata
 
@@ -296,10 +289,6 @@ def test_the_grounding_yardstick_moves_with_the_unicode_version(monkeypatch):
     assert _grounding_yardstick() != before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: grading/summary.py's answer_metric_frames hands the grades to answer_metrics and counts the errored "
-    "answers (the gate's n_errored), but grading_code leaves summary.py out: an edit there that drops the "
-    "unanswered prompts from the denominator raises every pass rate under the same code-graded yardstick"))
 def test_the_code_graded_yardstick_moves_when_the_grades_fed_to_the_gate_are_filtered(monkeypatch, tmp_path):
     from eval_pipeline.common import state
     from eval_pipeline.grading.run import grading_code
