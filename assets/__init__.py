@@ -81,6 +81,7 @@ from eval_pipeline.ranking.steps import check_thresholds_can_be_chosen
 from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
 from eval_pipeline.reporting.console import console_summary
 from eval_pipeline.reporting.run import (
+    Findings,
     gate_check_names,
     measure_findings,
     render_run,
@@ -409,7 +410,7 @@ def findings_asset(sweep: SweepConfig) -> AssetsDefinition:
         llm: LLMResource,
         embedder: EmbedderResource,
         rerankers: RerankerResource,
-    ) -> dict:
+    ) -> Findings:
         """What the report shows beyond the verdict, measured once so the report only renders:
         power, the audit, label coverage and flips, graded holes (`grade_holes`), the indexes'
         costs and recommendation, and a second question set (`question_set.compare_with`) ranked
@@ -434,7 +435,8 @@ def findings_asset(sweep: SweepConfig) -> AssetsDefinition:
             question_set=question_set, connection_string=database.connection_string(), state=state.dir(),
             llm=llm.get if config.grade_holes else None, compared_sets=compared,
             relevance_calibration=config.relevance_calibration)
-        context.add_output_metadata({"sections": ", ".join(measured) or "none"})
+        context.add_output_metadata({"sections": ", ".join(measured.sections) or "none",
+                                     "verdict_run": measured.verdict_run or ""})
         return measured
 
     return findings
@@ -448,7 +450,7 @@ def report_asset(sweep: SweepConfig) -> AssetsDefinition:
         context: AssetExecutionContext,
         config: ReportConfig,
         verdict: RunVerdict,
-        findings: dict,
+        findings: Findings,
         variant_metrics: dict[str, pd.DataFrame],
         corpus_snapshot: CorpusSnapshot,
         pgvector_store: IndexStores,

@@ -30,6 +30,17 @@ class RunReport:
     verdict: Any = field(repr=False, default=None)
 
 
+@dataclass(frozen=True)
+class Findings:
+    """The findings asset's value: each registered section's measurement (`sections`, name ->
+    what its `measure` returned) and the verdict they were measured beside (its run and the
+    digest of the metrics it decided on): a report renders findings of its own verdict only."""
+
+    sections: dict[str, Any]
+    verdict_run: str | None
+    metrics_digest: str
+
+
 def measure_findings(
     verdict,
     variant_metrics: Mapping[str, pd.DataFrame],
@@ -43,7 +54,7 @@ def measure_findings(
     llm: Callable[[], Any] | None = None,
     compared_sets: Sequence[Any] = (),
     relevance_calibration: str | None = None,
-) -> dict[str, Any]:
+) -> Findings:
     """The findings asset: what every registered report section shows beyond the verdict,
     measured (`eval_pipeline.reporting.report.measure_sections`: power, the audit, the labels'
     coverage and flips, the indexes' costs and recommendation, a second set's agreement). With
@@ -54,11 +65,12 @@ def measure_findings(
     from eval_pipeline.reporting.report import ReportInputs, measure_sections
 
     per_variant = _verdicts_metrics(verdict, variant_metrics)
-    return measure_sections(ReportInputs(
+    sections = measure_sections(ReportInputs(
         verdict=verdict, per_variant=per_variant, sweep=sweep, snapshot=snapshot, stores=stores,
         question_set=question_set, connection_string=connection_string, state=state, llm=llm,
         index_of=verdict.index_of, tables=verdict.tables, compared_sets=tuple(compared_sets),
         relevance_calibration=relevance_calibration))
+    return Findings(sections=sections, verdict_run=verdict.run_id, metrics_digest=verdict.metrics_digest)
 
 
 def _verdicts_metrics(verdict, variant_metrics: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -73,14 +85,14 @@ def _verdicts_metrics(verdict, variant_metrics: Mapping[str, pd.DataFrame]) -> d
     if missing or metrics_digest(per_variant) != verdict.metrics_digest:
         raise InconsistentInputs("the verdict was decided on other variant metrics than the report would show "
                                  f"({'missing: ' + ', '.join(missing) if missing else 'they changed since'}): "
-                                 "materialize verdict (and report) again")
+                                 "materialize verdict, findings and report again")
     return per_variant
 
 
 def render_run(
     verdict,
     variant_metrics: Mapping[str, pd.DataFrame],
-    findings: Mapping[str, Any],
+    findings: Findings,
     *,
     sweep,
     snapshot: CorpusSnapshot,
@@ -103,16 +115,20 @@ def render_run(
     The report's sections beyond the retrieval tables are the registered ones
     (eval_pipeline.reporting.report.SECTIONS: validity, indexes when the variants file lists
     them, answers, and any registered since), each rendered from its finding."""
+    from eval_pipeline.ranking.inputs import InconsistentInputs
     from eval_pipeline.reporting.report import headline, publish_report, render_sections
     from eval_pipeline.verdict.answers import record_answers
     from eval_pipeline.verdict.retrieval import record_verdict
 
     per_variant = _verdicts_metrics(verdict, variant_metrics)
+    if (findings.verdict_run, findings.metrics_digest) != (verdict.run_id, verdict.metrics_digest):
+        raise InconsistentInputs(f"the findings were measured beside another verdict (run {findings.verdict_run}), "
+                                 f"not this one (run {verdict.run_id}): materialize findings and report again")
     run_id = verdict.run_id or run_id  # the run that decided is the run recorded
     index_of = verdict.index_of
     store = stores[index_of.get(sweep.baseline, next(iter(index_of.values())))]  # the run-level fields' index
     provenance = verdict.provenance
-    sections = render_sections(findings)  # the registered sections (eval_pipeline.reporting.report.SECTIONS)
+    sections = render_sections(findings.sections)  # the registered sections (eval_pipeline.reporting.report.SECTIONS)
     suffix = f".limited-{len(question_set.questions)}" if question_set.limited else ""
     per_query = pd.concat(per_variant.values(), ignore_index=True)
     paths, plots, markdown = publish_report(

@@ -47,11 +47,6 @@ def project(tmp_path, job_env):
     return ReportingProject(tmp_path, job_env("state"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: the report renders whatever findings were materialized last, with no tie to the verdict they were "
-    "measured from: re-materializing a variant's partition, the verdict and the report (not the findings) "
-    "publishes results.md whose gate says FAILED beside the earlier verdict's validity section (no flips, the "
-    "earlier power and audit) and, with answers, the earlier run's answer gate and answers.jsonl"))
 def test_a_report_does_not_render_findings_measured_from_another_verdict(project):
     good, bad = project.variants("good", DENSE, BM25), project.variants("bad", REGRESSED, BM25)
     base = project.run("base", good)
