@@ -33,6 +33,22 @@ def embedding_runtime() -> dict[str, str]:
     return {**package_versions(EMBEDDING_PACKAGES), "package-code": package_code_digest(EMBEDDING_PACKAGES)}
 
 
+# The project's code that turns a text into a vector: the local model's loading and settings
+# (normalization, device, batch) and the endpoint's request (input types, the order of the
+# vectors returned). A hand-kept version would be forgotten with an edit here: the stored
+# vectors and cached question embeddings of the old code would be replayed under the new.
+EMBEDDING_CODE = ("eval_pipeline/store/embedders.py",)
+
+
+def embedding_code() -> str:
+    """The syntax-tree digest of `EMBEDDING_CODE` (docstrings and comments do not count), in
+    every embedder's identity: an edit of it is another vector table, another vector store and
+    another question-embedding cache."""
+    from eval_pipeline.common.versions import source_digest
+
+    return source_digest(*EMBEDDING_CODE)
+
+
 def runtime_digest(runtime: dict[str, str]) -> str:
     import hashlib
     import json
@@ -54,7 +70,7 @@ class Embedder(Protocol):
     def revision(self) -> str: ...  # what identifies the weights, for reports
 
     @property
-    def identity(self) -> str: ...  # model and weights: every cache key and table name uses this
+    def identity(self) -> str: ...  # model, weights, code that embeds: every cache key and table name uses this
 
     def warm_up(self) -> None: ...
 
@@ -109,9 +125,11 @@ class LocalEmbedder:
 
     @property
     def identity(self) -> str:
-        """Model, weights by content and the runtime that embeds: the vector table, the query
-        embeddings and every cache built on them change when any of them does."""
-        return f"{self.model_id}@sha256:{self._digest()}+runtime:{runtime_digest(embedding_runtime())}"
+        """Model, weights by content, the project's code that embeds (`embedding_code`) and the
+        runtime that embeds: the vector table, the query embeddings and every cache built on
+        them change when any of them does."""
+        return (f"{self.model_id}@sha256:{self._digest()}+code:{embedding_code()}"
+                f"+runtime:{runtime_digest(embedding_runtime())}")
 
     def _digest(self) -> str:
         from eval_pipeline.common.weights import content_digest, model_folder
@@ -216,8 +234,8 @@ class OpenAIEmbedder:
         self.input_types = tuple(input_types) if input_types is not None else None
         self._client: OpenAI | None = None
 
-    # A hosted model's identity is its endpoint, name and input types: what its tables are already
-    # reused by; a model changed behind the same name needs its store dropped
+    # A hosted model's identity is its endpoint, name, input types and our request code: what its
+    # tables are already reused by; a model changed behind the same name needs its store dropped
     # (`python -m eval_pipeline.store.vectors drop`), as its tables do.
     content_addressed = True
 
@@ -236,11 +254,11 @@ class OpenAIEmbedder:
 
     @property
     def identity(self) -> str:
-        """Endpoint and model name (all that can be known of a hosted model from here), and the
-        input types sent, which change every vector."""
-        if self.input_types is None:
-            return self.model_id
-        return f"{self.model_id}|input_type:{self.input_types[0]}/{self.input_types[1]}"
+        """Endpoint and model name (all that can be known of a hosted model from here), the
+        input types sent, which change every vector, and the project's code that makes the
+        request and orders the vectors (`embedding_code`)."""
+        sides = "" if self.input_types is None else f"|input_type:{self.input_types[0]}/{self.input_types[1]}"
+        return f"{self.model_id}{sides}|code:{embedding_code()}"
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r})"

@@ -130,20 +130,35 @@ class StoreInfo:
         return self.chunk_count / seconds if seconds is not None and seconds > 0 else None
 
 
-# Bump when chunk_documents or embedding_text change what is stored: a table built by the
-# old code must not be reused as if the new code had built it.
-CHUNKER_VERSION = 3  # 3: embeddings stored PLAIN (in the row)
+# The code that decides what a table holds besides the model's vectors: this module (the
+# cleaning and splitting settings, the chunk ids and metadata, the text embedded, how rows are
+# written) and the vector store's (which vector each chunk is given, `embed_through_store`).
+# The embedder's own code is in its identity (`eval_pipeline.store.embedders`).
+TABLE_CODE = ("eval_pipeline/store/ingest.py", "eval_pipeline/store/vectors.py")
+CHUNKING_PACKAGES = ("haystack-ai",)  # its DocumentCleaner and DocumentSplitter cut the text
+
+
+def table_code() -> str:
+    """The code a table's rows come from: the syntax-tree digest of `TABLE_CODE` and the
+    installed code of `CHUNKING_PACKAGES`. Not a hand-kept version: a version bump forgotten
+    with an edit of `embedding_text` or `chunk_batch` would reuse the table the old code built,
+    so the edit would never be measured and its run would become a yardstick. An edit here
+    rebuilds the table, not the vectors of unchanged texts (`eval_pipeline.store.vectors`
+    keeps them by the embedder's identity and the text)."""
+    from eval_pipeline.common.versions import package_code_digest, source_digest
+
+    return f"{source_digest(*TABLE_CODE)}+{package_code_digest(CHUNKING_PACKAGES)}"
 
 
 def store_fingerprint(corpus_signature: str, chunking: ChunkingConfig, embedder_identity: str) -> str:
-    """What a vector table holds: the corpus, the chunking (our chunker's version and the
-    installed Haystack's, whose splitter does the splitting) and the embedder's identity (its
-    weights by content, see `eval_pipeline.common.weights`)."""
+    """What a vector table holds: the corpus, the chunking (its settings and the code that
+    chunks, `table_code`) and the embedder's identity (its weights by content and the code
+    that embeds, see `eval_pipeline.store.embedders`)."""
     from importlib.metadata import version
 
     payload = json.dumps(
         {"corpus": corpus_signature, "chunking": asdict(chunking), "embedder": embedder_identity,
-         "chunker": [CHUNKER_VERSION, version("haystack-ai")]}, sort_keys=True
+         "chunker": [table_code(), version("haystack-ai")]}, sort_keys=True
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

@@ -12,9 +12,10 @@ batches, and puts them here; every table, chunking and corpus version of the emb
   (sha256 of the text's UTF-8 bytes, the vector, when it was stored, when it was last used).
   `eval_vector_stores` lists them: identity, model, dims, created.
 - **What the identity holds** (`store_identity`): the embedder's `identity` (for a local model
-  its weights by content and the versions of the packages that embed; for an endpoint its URL,
-  model and `input_type`s) plus the device. Weights swapped at the same path are another
-  identity, so another table: nothing is reused across them.
+  its weights by content, the project's embedding code and the packages that embed; for an
+  endpoint its URL, model, `input_type`s and the project's request code) plus the device.
+  Weights swapped at the same path, or an edit of the code that embeds, are another identity,
+  so another table: nothing is reused across them.
 - **Only for embedders that declare it**: an embedder is used with the store when its
   `content_addressed` attribute is true (LocalEmbedder, OpenAIEmbedder). A test double or a
   wrapper whose `identity` is a label, not what computes the vectors, is embedded every time.

@@ -309,11 +309,6 @@ def test_the_code_graded_yardstick_moves_when_the_grades_fed_to_the_gate_are_fil
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: a vector table is named by CHUNKER_VERSION, a hand-kept number ('bump when chunk_documents or "
-    "embedding_text change'), not by the chunker's code: an edit of embedding_text or chunk_documents (the "
-    "title no longer embedded) reuses the table the old code built, so the run measures the old chunks, passes, "
-    "and is recorded as the yardstick of code whose effect was never measured"))
 def test_the_vector_table_moves_when_the_code_that_chunks_and_embeds_changes(monkeypatch, tmp_path):
     from eval_pipeline.common import state
     from eval_pipeline.store.ingest import ChunkingConfig, store_fingerprint
@@ -329,11 +324,6 @@ def test_the_vector_table_moves_when_the_code_that_chunks_and_embeds_changes(mon
     assert store_fingerprint("corpus", chunking, "embedder") != before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: the local embedder's identity (vector table, content-addressed vector store, question-embedding "
-    "cache) is the model's bytes and the packages' code, never the project's embedder code: an edit of "
-    "store/embedders.py (vectors no longer normalized) replays every stored vector and cached question "
-    "embedding the old code made, so the edit is never measured and its run becomes a yardstick"))
 def test_the_embedder_identity_moves_when_the_embedding_code_changes(monkeypatch, tmp_path):
     from eval_pipeline.common import state
     from eval_pipeline.store.embedders import LocalEmbedder
