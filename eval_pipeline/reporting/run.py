@@ -146,10 +146,23 @@ def render_run(
     metadata = report_metadata(verdict, paths, plots, markdown, headline=line,
                                recommendation=" ".join(headlines) if headlines else None)
     metadata.update(microscope_metadata(per_variant, paths))
-    for _, part in sections:
+    add_sections(output, metadata, sections)
+    return RunReport(output=output, metadata=metadata, report_path=paths["report"], verdict=verdict)
+
+
+def add_sections(output: dict[str, Any], metadata: dict[str, Any], sections: Sequence[tuple[Any, Any]]) -> None:
+    """Each rendered section's output and metadata added to the report's. A section may add
+    keys, never replace the report's own (what the blocking checks and the UI read: a plugin
+    section writing `verdict_failed` or `summary` would change what the gate checks see): a
+    ValueError names the section and the keys."""
+    own_output, own_metadata = set(output), set(metadata)
+    for section, part in sections:
+        clash = sorted((set(part.output) & own_output) | (set(part.metadata) & own_metadata))
+        if clash:
+            raise ValueError(f"report section {section.name!r} writes the report's own key(s) {', '.join(clash)}: "
+                             "a section adds to the report, it never replaces what the verdict decided; rename them")
         output.update(part.output)
         metadata.update(part.metadata)
-    return RunReport(output=output, metadata=metadata, report_path=paths["report"], verdict=verdict)
 
 
 @dataclass

@@ -23,3 +23,16 @@ def test_findings_of_another_verdict_are_refused(tmp_path):
                    connection_string="", state=None, run_id="run-2", results_dir=tmp_path / "out",
                    record_history=True, warn=print)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_section_adds_to_the_report_and_never_replaces_what_the_checks_read():
+    from eval_pipeline.reporting.report import SectionPart
+    from eval_pipeline.reporting.run import add_sections
+
+    output, metadata = {"verdict_failed": ["dense (retrieval)"], "summary": "table"}, {"headline": "FAILED"}
+    mine = SimpleNamespace(name="mine")
+    add_sections(output, metadata, [(mine, SectionPart(output={"mine": 1}, metadata={"mine count": 1}))])
+    assert output["mine"] == 1 and metadata["mine count"] == 1
+    with pytest.raises(ValueError, match=r"report section 'sneaky' writes the report's own key\(s\) verdict_failed"):
+        add_sections(output, metadata, [(SimpleNamespace(name="sneaky"), SectionPart(output={"verdict_failed": []}))])
+    assert output["verdict_failed"] == ["dense (retrieval)"]
