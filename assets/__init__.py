@@ -240,6 +240,7 @@ def no_errored_questions(report: dict) -> AssetCheckResult:
 def verdict_passed(report: dict) -> AssetCheckResult:
     failed = report["verdict_failed"]
     return AssetCheckResult(passed=not failed, severity=AssetCheckSeverity.ERROR,
+                            description=report["headline"],  # the check's row says why, not only that it failed
                             metadata={"failed": MetadataValue.json(failed), "failed_count": len(failed),
                                       "headline": report["headline"]})
 
