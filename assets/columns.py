@@ -105,7 +105,7 @@ _PATTERNS: list[tuple[re.Pattern[str], Column]] = [
     (re.compile(r"recall@(\d+)"), Column("float", "share of the relevant documents in the top {0}")),
     (re.compile(r"precision@(\d+)"), Column("float", "share of the top {0} that is relevant")),
     (re.compile(r"ndcg@(\d+)"), Column("float", "nDCG of the top {0} (graded relevance, log2 discount)")),
-    (re.compile(r"mrr"), Column("float", "1 / rank of the first relevant document (0: none returned)")),
+    (re.compile(r"mrr"), Column("float", "1 / rank of the first relevant document (0: no relevant document returned)")),
     (re.compile(r"map"), Column("float", "average precision over the relevant documents")),
     (re.compile(r"(.+) without refusal"), Column("float", "{0} of the list the variant would have returned had it "
                                                           "not refused")),

@@ -1,6 +1,7 @@
-"""The verdict as the report asset's first metadata entry: the headline and one row per variant's
+"""The verdict as the report asset's first metadata entry: the headline and one line per variant's
 gate (what failed, how it was judged, what dropped by how much), short enough that the UI shows
-it in place.
+it in place. A list, not a table: the metadata table's value column is narrow, and a list wraps
+where a table is cut off.
 
 Dagster's asset page renders a markdown entry of fewer than 1000 characters inline; a longer
 one is a *[Show Markdown]* link whose dialog opens scrolled to its bottom (its Close button
@@ -15,8 +16,6 @@ from typing import Any
 
 INLINE_LIMIT = 1000  # characters: Dagster's asset page shows a shorter markdown entry inline
 
-_HEADER = ["| variant | gate | judged | dropped past its tolerance |", "|---|---|---|---|"]
-
 
 def _dropped(rows: Sequence[Mapping[str, Any]]) -> str:
     """The failed rows of one variant, one item per metric and numbers, the comparisons that
@@ -29,24 +28,24 @@ def _dropped(rows: Sequence[Mapping[str, Any]]) -> str:
                      for (metric, actual, yardstick, delta, tolerance), how in against.items())
 
 
-def _failed_row(variant: str, gate: Any, rows: Sequence[Mapping[str, Any]]) -> str:
-    what = _dropped(rows) if rows else _short(str(gate.message))
-    return f"| {variant} | **FAILED** | {gate.state} | {what} |"
+def _failed_line(variant: str, gate: Any, rows: Sequence[Mapping[str, Any]]) -> str:
+    what = f"dropped past its tolerance: {_dropped(rows)}" if rows else _short(str(gate.message))
+    return f"- `{variant}`: **FAILED** ({gate.state}): {what}"
 
 
 def _short(text: str, limit: int = 140) -> str:
-    text = text.replace("|", "/").replace("\n", " ")
+    text = text.replace("\n", " ")
     return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
 def _names(variants: Sequence[str], limit: int = 160) -> str:
-    shown = ", ".join(variants)
+    shown = ", ".join(f"`{v}`" for v in variants)
     return shown if len(shown) <= limit else _short(shown, limit)
 
 
 def verdict_entry(verdict: Any, headline: str, *, limit: int = INLINE_LIMIT) -> str:
-    """The headline (markdown), then a table of each variant's retrieval gate, failed ones
-    first, and a line for the answer gates that failed; under `limit` characters."""
+    """The headline (markdown), then a line per variant's retrieval gate, failed ones first, and
+    a line for the answer gates that failed; under `limit` characters."""
     failing = [r for r in verdict.gate_rows() if r.get("passed") is False]
     failed = [(v, g) for v, g in verdict.gates.items() if not g.passed]
     passed = [v for v, g in verdict.gates.items() if g.passed]
@@ -55,12 +54,11 @@ def verdict_entry(verdict: Any, headline: str, *, limit: int = INLINE_LIMIT) -> 
 
     head = [f"**{headline.strip('*')}**", ""]
     tail = [f"Answer gate FAILED for: {_names(answer_failed)}."] if answer_failed else []
-    failed_rows = [_failed_row(v, g, [r for r in failing if r["variant"] == v]) for v, g in failed]
-    passed_rows = [f"| {v} | passed | {verdict.gates[v].state} | |" for v in passed]
+    failed_rows = [_failed_line(v, g, [r for r in failing if r["variant"] == v]) for v, g in failed]
+    passed_rows = [f"- `{v}`: passed ({verdict.gates[v].state})" for v in passed]
 
     def text(rows: list[str], extra: list[str]) -> str:
-        table = _HEADER + rows if rows else []
-        return "\n".join([*head, *table, *([""] if table and extra else []), *extra]).rstrip() + "\n"
+        return "\n".join([*head, *rows, *([""] if rows and extra else []), *extra]).rstrip() + "\n"
 
     full = text(failed_rows + passed_rows, tail)
     if len(full) < limit:

@@ -29,17 +29,18 @@ def test_the_failed_variant_comes_first_with_what_dropped_against_what():
     text = verdict_entry(_verdict({"bm25": _gate(True), "dense": _gate(False)}, rows), HEADLINE)
     lines = text.splitlines()
     assert lines[0] == f"**{HEADLINE}**"
-    assert lines[2:4] == ["| variant | gate | judged | dropped past its tolerance |", "|---|---|---|---|"]
-    assert lines[4] == ("| dense | **FAILED** | comparable | hit@1 0.000 vs 1.000 (-1.000, tol 0.05, previous/reference); "
-                        "ndcg@10 0.000 vs 1.000 (-1.000, tol 0.05, previous/reference) |")
-    assert lines[5] == "| bm25 | passed | comparable | |"
+    assert lines[2] == ("- `dense`: **FAILED** (comparable): dropped past its tolerance: hit@1 0.000 vs 1.000 "
+                        "(-1.000, tol 0.05, previous/reference); ndcg@10 0.000 vs 1.000 (-1.000, tol 0.05, "
+                        "previous/reference)")
+    assert lines[3] == "- `bm25`: passed (comparable)"
+    assert len(lines) == 4
     assert len(text) < INLINE_LIMIT
 
 
 def test_a_gate_that_failed_without_numbers_says_why():
-    gates = {"new": _gate(False, "not_compared", "FAILED: nothing can judge it | accept a run: python -m x")}
+    gates = {"new": _gate(False, "not_compared", "FAILED: nothing can judge it; accept a run: python -m x")}
     text = verdict_entry(_verdict(gates, []), "Gate FAILED for `new`.")
-    assert "| new | **FAILED** | not_compared | FAILED: nothing can judge it / accept a run" in text
+    assert "- `new`: **FAILED** (not_compared): FAILED: nothing can judge it; accept a run: python -m x" in text
 
 
 def test_thirty_variants_stay_under_the_inline_limit_failed_ones_shown_first():
@@ -48,8 +49,8 @@ def test_thirty_variants_stay_under_the_inline_limit_failed_ones_shown_first():
     rows = [_drop(n, "ndcg@10", "previous") for n in names[:5]]
     text = verdict_entry(_verdict(gates, rows), HEADLINE)
     assert len(text) < INLINE_LIMIT, len(text)
-    assert all(f"| {n} | **FAILED**" in text for n in names[:5]), text
-    assert "Passed: 25 variant(s)" in text and "| passed |" not in text
+    assert all(f"- `{n}`: **FAILED**" in text for n in names[:5]), text
+    assert "Passed: 25 variant(s)" in text and ": passed (" not in text
 
 
 def test_very_many_failures_count_the_rows_that_do_not_fit():
@@ -65,4 +66,4 @@ def test_very_many_failures_count_the_rows_that_do_not_fit():
 def test_failed_answer_gates_are_named():
     answers = SimpleNamespace(gates={"dense": {}, "bm25": {}}, variant_passed=lambda v: v != "bm25")
     text = verdict_entry(_verdict({"dense": _gate(True)}, [], answers), "Answer gate FAILED for `bm25`.")
-    assert text.rstrip().endswith("Answer gate FAILED for: bm25.")
+    assert text.rstrip().endswith("Answer gate FAILED for: `bm25`.")
