@@ -17,10 +17,22 @@ States (:func:`evaluate_answer_gate`):
                     row: a metric fails when ``current - yardstick < -(tolerance + EPSILON)``
                     (a drop equal to the tolerance passes, see
                     :data:`eval_pipeline.gates.retrieval.EPSILON`); a NaN current value (nothing
-                    scored) fails its row.
+                    scored) fails its row; so does a share of the prompts scored that fell
+                    beyond ``max_pass_rate_drop`` (below).
 
 A current run with errored answers or ungraded answers fails the gate in every state: its
 metrics are over the answers that happened to be generated and graded.
+
+The share of the prompts a grader scored is compared too (``comparable``): a grader leaves an
+answer it cannot judge out of its pass rate and mean score (the grounding grader an answer
+with nothing checkable: a hedge, an empty answer), so a generator that stops saying anything
+checkable would otherwise read as an improvement. A share that fell by more than
+``max_pass_rate_drop`` against a yardstick fails, naming both counts ("grounding scored 1 of 4
+answers, the previous run run-1 4 of 4"): an answer that left the scored ones is at worst a
+failure the pass rate no longer sees. The yardstick's prompts are the current run's (the same
+golden set fingerprint, neither run limited); the current row's ``n_prompts``, when given, is
+the denominator, else the larger ``n_scored`` (the smallest count the numbers allow, so the
+drop reads largest).
 
 Tolerances (:func:`validate_answer_tolerances`): ``max_pass_rate_drop`` and
 ``max_mean_score_drop``, absolute drops in [0, 1], 0.1 each by default.
@@ -168,7 +180,34 @@ def _check_yardstick(current: Mapping[str, Any], other: object, against: str) ->
         value = other.get(metric)
         if not is_real(value) or not math.isfinite(float(value)) or not 0.0 <= float(value) <= 1.0:
             raise ValueError(f"the {against} run {other['run_id']!r} has no valid {metric} ({value!r})")
+    n_scored = other.get("n_scored")
+    if not is_integer(n_scored) or n_scored < 1:  # a yardstick scored something: its share is compared
+        raise ValueError(f"the {against} run {other['run_id']!r} has no valid n_scored ({n_scored!r})")
     return other
+
+
+def _scored_shares(current: Mapping[str, Any], yardsticks: Sequence[tuple[str, Mapping[str, Any]]],
+                   tolerance: float) -> list[str]:
+    """Why the share of the prompts the grader scored fell beyond ``tolerance`` against each
+    yardstick (empty: it did not); see the module docstring."""
+    scored = current.get("n_scored")
+    if not is_integer(scored) or scored < 0:
+        raise ValueError(f"current n_scored must be an integer >= 0, got {scored!r}")
+    prompts = current.get("n_prompts")
+    if prompts is not None and (not is_integer(prompts) or prompts < scored):
+        raise ValueError(f"current n_prompts must be an integer >= n_scored ({scored}), got {prompts!r}")
+    grader = current.get("grader") or "the grader"
+    reasons = []
+    for against, other in yardsticks:
+        before = int(other["n_scored"])
+        total = max(int(prompts) if prompts is not None else 0, before, int(scored))
+        drop = (before - int(scored)) / total
+        if drop > tolerance + EPSILON:
+            reasons.append(f"{grader} scored {scored} of {total} answers, the {against} run {other['run_id']} "
+                           f"{before} of {total} (share scored {fmt_number(before / total, 4)} -> "
+                           f"{fmt_number(scored / total, 4)}, tolerance {tolerance:g}: the answers it could not "
+                           "score are outside its pass rate and mean score)")
+    return reasons
 
 
 def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any] | None,
@@ -183,8 +222,9 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
 
     Input errors are ValueErrors, never a verdict: an invalid tolerance, a current row
     without a valid ``errored`` count or with a metric outside [0, 1] (NaN is allowed: it
-    fails its rows), or a previous/reference row that does not share the current row's key,
-    is the current run itself, is not eligible or lacks finite metrics.
+    fails its rows), without a valid ``n_scored`` (or with ``n_prompts`` below it) when it is
+    compared, or a previous/reference row that does not share the current row's key, is the
+    current run itself, is not eligible or lacks finite metrics or a positive ``n_scored``.
 
     It fails closed. ``history`` is the latest row of this (variant, grader) that was ever a
     yardstick, of any key (:func:`answer_history_of`): when it exists but no row of this
@@ -267,15 +307,16 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
                     "passed": delta is not None and delta >= -(tolerance + EPSILON),
                 })
         failures = [r for r in rows if not r["passed"]]
-        passed = not failures
-        if failures:
-            message = "FAILED: " + "; ".join(
+        unscored = _scored_shares(current, yardsticks, tol["max_pass_rate_drop"])
+        passed = not failures and not unscored
+        if not passed:
+            message = "FAILED: " + "; ".join([*(
                 f"{r['metric']} vs {r['against']} run {r['yardstick_run_id']}: "
                 + (f"{fmt_number(r['yardstick'], 4)} -> {MISSING} (nothing was scored)" if r["delta"] is None else
                    f"{fmt_number(r['yardstick'], 4)} -> {fmt_number(r['actual'], 4)} "
                    f"(delta {fmt_number(r['delta'], 4, signed=True)}, "
                    f"tolerance {r['tolerance']:g})")
-                for r in failures)
+                for r in failures), *unscored])
         else:
             message = f"passed: {len(rows)} comparison(s) within tolerance"
     if errored > 0:

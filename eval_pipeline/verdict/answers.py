@@ -7,8 +7,10 @@ assertion), corpus, grading yardstick, variant and grader (`eval_pipeline.histor
 the generator is the treatment, named when it changed. It fails closed: a measurement with a
 history and no comparable run (the set, the corpus or the yardstick changed under it) is
 `not_compared` and fails until a run is accepted. A run that answered part of the set is never
-compared. An answer that could not be generated fails the gate (the metrics are incomplete). A
-variant's answer gate passes when every grader's gate passes.
+compared. An answer that could not be generated fails the gate (the metrics are incomplete), and
+so does a grader that scored a smaller share of the prompts than its yardstick did (an answer it
+cannot judge is outside its pass rate: a generator that starts hedging must not read as an
+improvement). A variant's answer gate passes when every grader's gate passes.
 
 A run is recorded only after the results are published, and its rows become yardsticks for
 later runs (`eligible`) only when the whole run's verdict passed, retrieval and answers. No
@@ -178,7 +180,9 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                 recorded = answer_recorded_of(connection_string, variant=row["variant"], grader=row["grader"],
                                               configuration=configuration, before_run_id=run_id)
         effective, loosened = pinned_tolerances(tolerances, [_as_run(previous), _as_run(reference)], floor)
+        prompts = row.get("n_prompts")  # the share scored is over them (the same set as the yardsticks')
         gate = evaluate_answer_gate({**current, "grader_failed": int(row.get("n_grader_failed") or 0),
+                                     "n_prompts": None if missing(prompts) else int(prompts),
                                      "configuration": configuration, "lineage": lineage}, previous,
                                     reference, effective, strict=strict, history=history,
                                     project_has_history=project_has_history, vanished=vanished)

@@ -373,11 +373,6 @@ def _grounding_numbers(texts: list[str]) -> dict:
     return {"pass_rate": summary["pass_rate"], "mean_score": summary["mean_score"], "n_scored": summary["n"]}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: the grounding grader makes an answer with nothing checkable not_applicable, outside its pass rate, "
-    "and the answer gate never compares n_scored with the yardstick's: a generator that starts hedging ('I "
-    "could not find this') or answering empty on most prompts leaves its failures out of the denominator, and "
-    "the grounding gate reads it as an improvement (exit 0, recorded as the next yardstick)"))
 def test_answers_that_stop_saying_anything_checkable_do_not_pass_the_grounding_gate():
     from eval_pipeline.gates.answers import evaluate_answer_gate
 
