@@ -21,10 +21,8 @@ from pydantic import Field
 from assets.metadata import to_metadata
 from eval_pipeline.common.metadata import RunLink
 from eval_pipeline.history.answers import accept_answer_run
-from eval_pipeline.history.runs import accept_reference, recent_runs
+from eval_pipeline.history.runs import LATEST, accept_reference, resolve_run_id
 from resources import DatabaseResource
-
-LATEST = "latest"
 
 
 class AcceptConfig(Config):
@@ -36,16 +34,6 @@ class AcceptConfig(Config):
     accepted_by: str = Field(default="", description="who accepts (default: the launching user's name, or $USER)")
 
 
-def chosen_run(connection_string: str, run_id: str) -> str:
-    """`run_id` as given, or for `latest` the newest recorded run; ValueError when there is none."""
-    if run_id.strip().lower() != LATEST:
-        return run_id
-    newest = recent_runs(connection_string, limit=1)
-    if not newest:
-        raise ValueError(f"no recorded run to accept as '{LATEST}': the history is empty")
-    return newest[0]["run_id"]
-
-
 @op
 def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, database: DatabaseResource) -> list:
     """Refuses a limited run or variants with errored questions or reranker fallbacks, naming
@@ -55,7 +43,7 @@ def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, data
     who = config.accepted_by or context.run.tags.get("dagster/user") or None
     connection_string = database.connection_string()
     try:
-        run_id = chosen_run(connection_string, config.run_id)
+        run_id = resolve_run_id(connection_string, config.run_id)
         asked_for = config.run_id if run_id == config.run_id else f"{LATEST}: the newest recorded run, {run_id}"
         context.log.info(f"accepting run {run_id}" + (f" ({asked_for})" if run_id != config.run_id else ""))
         accepted = accept_reference(connection_string, run_id, variants=config.variants, note=config.note,

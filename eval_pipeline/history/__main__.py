@@ -1,5 +1,5 @@
 """The history's command line: ``python -m eval_pipeline.history runs`` lists the latest runs
-with their eligibility; ``python -m eval_pipeline.history accept RUN_ID`` pins a run as the
+with their eligibility; ``python -m eval_pipeline.history accept RUN_ID`` (or ``latest``) pins a run as the
 reference of its variants, retrieval and answers alike (the Dagster job ``accept_reference``
 does the same from the UI).
 """
@@ -12,7 +12,7 @@ import sys
 
 from eval_pipeline.common.state import default_state_dir
 from eval_pipeline.history.answers import accept_answer_run
-from eval_pipeline.history.runs import accept_reference, project_history, recent_runs
+from eval_pipeline.history.runs import LATEST, accept_reference, project_history, recent_runs, resolve_run_id
 from eval_pipeline.store.database import EmbeddedPostgres
 
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = sub.add_parser("runs", help="list the latest runs")
     runs.add_argument("--limit", type=int, default=20)
     accept = sub.add_parser("accept", help="accept a run as the pinned reference of its variants")
-    accept.add_argument("run_id")
+    accept.add_argument("run_id", help=f"the run to accept, or '{LATEST}' for the newest recorded run")
     accept.add_argument("--variant", action="append", dest="variants",
                         help="only this variant (repeatable); a variant that failed its gate against a comparable "
                         "yardstick (a measured regression) is accepted only when named")
@@ -59,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r['run_id']}  {r['created_at']:%Y-%m-%d %H:%M:%S}  {'; '.join(flags)}")
         return 0
     try:
+        run_id = resolve_run_id(connection_string, args.run_id, prefix=args.prefix)
+        if run_id != args.run_id:
+            print(f"{LATEST}: the newest recorded run, {run_id}")
+        args.run_id = run_id
         accepted = accept_reference(connection_string, args.run_id, variants=args.variants, note=args.note,
                                     accepted_by=args.by, prefix=args.prefix)
     except ValueError as exc:

@@ -961,6 +961,21 @@ def who_accepts() -> str:
     return os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
 
 
+LATEST = "latest"
+
+
+def resolve_run_id(connection_string: str, run_id: str, *, prefix: str = "eval") -> str:
+    """`run_id` as given, or for ``latest`` the newest recorded run (the first line of
+    ``python -m eval_pipeline.history runs``): what the CLI's `accept` and the `accept_reference`
+    job accept. A ValueError when the history holds no run."""
+    if run_id.strip().lower() != LATEST:
+        return run_id
+    newest = recent_runs(connection_string, limit=1, prefix=prefix)
+    if not newest:
+        raise ValueError(f"no recorded run to accept as '{LATEST}': the history is empty")
+    return newest[0]["run_id"]
+
+
 def read_run(connection_string: str, run_id: str, *, prefix: str = "eval") -> dict[str, Any] | None:
     """Everything recorded for ``run_id``, or None: ``{"run_id", "created_at", "limited",
     "eligible", "provenance", "metrics": DataFrame(variant, metric, value, ci_low, ci_high),
