@@ -100,6 +100,10 @@ class Sweep:
         self._first_chunk: dict[str, str] | None = None
         self._chunk_embeddings: dict[str, np.ndarray] | None = None
         self._evidence_failed: str | None = None  # why the microscope could not read the store's chunks
+        # The microscope's evidence: the chunks (id, text, embedding) of gold documents, by doc id,
+        # read from the store for the golds of the questions being ranked (never the whole table).
+        self._gold_chunks: dict[str, list[tuple[str, str, np.ndarray | None]]] = {}
+        self._golds_asked: frozenset[str] = frozenset()
         self._legs: dict[tuple[str, int, tuple], Any] = {}  # (leg, top_k, settings) -> its engine
         self._leg_cache: dict[tuple[str, int, tuple, str], _Timed] = {}
         self._pool_cache: dict[tuple, tuple[list[RankedDoc], dict[str, float], str | None, bool]] = {}
@@ -205,6 +209,24 @@ class Sweep:
         self._pool_cache[key] = result
         return result
 
+    def gold_chunks(self, gold: Sequence[str]) -> list[tuple[str, str, str, np.ndarray | None]]:
+        """(chunk id, doc id, text, embedding) of the chunks of the `gold` documents, in chunk id
+        order. The first call reads the chunks of the golds of every question being ranked
+        (`run_variant`'s) in one query and keeps them: what the microscope holds is those
+        documents' chunks, not the table."""
+        from eval_pipeline.store.lookups import fetch_document_chunks
+
+        unread = {d for d in gold if d not in self._gold_chunks}
+        if unread:
+            wanted = unread | {d for d in self._golds_asked if d not in self._gold_chunks}
+            rows = fetch_document_chunks(self.connection_string, self.table, wanted)
+            for doc_id in wanted:
+                self._gold_chunks[doc_id] = []
+            for cid, doc_id, text, embedding in rows:
+                self._gold_chunks[doc_id].append((cid, text, embedding))
+        return sorted((cid, doc_id, text, embedding) for doc_id in set(gold)
+                      for cid, text, embedding in self._gold_chunks[doc_id])
+
     def _candidates(self, docs: Sequence[RankedDoc], with_embeddings: bool):
         from eval_pipeline.ranking.rerankers import Candidate
 
@@ -232,6 +254,7 @@ class Sweep:
         reranker = self.rerankers.get(v.key) if v.reranker.kind != "none" else None
         if v.reranker.kind != "none" and reranker is None:
             raise ValueError(f"variant {v.key!r} needs a {v.reranker.kind} reranker and none was given")
+        self._golds_asked = self._golds_asked | {d for q in questions for d in q.gold}  # read together at a miss
         diag_top_k = v.chunk_top_k
         diag_legs = self.diagnosis_legs(v)
         sides = {leg: leg_kind(leg).side for leg in diag_legs}
@@ -359,9 +382,7 @@ class Sweep:
                 if dense_leg is not None and not in_leg:
                     gold_cosine = self._gold_cosine(q, gold)
                 if q.gist:
-                    texts = self.chunk_text()
-                    gold_chunks = {cid: texts[cid] for cid, doc_id, _ in self.chunks() if doc_id in set(gold)}
-                    answer = answer_chunk(q.gist, gold_chunks)
+                    answer = answer_chunk(q.gist, {cid: text for cid, _, text, _ in self.gold_chunks(gold)})
             except Exception as exc:  # the evidence is incomplete, the miss is still recorded
                 evidence_error = self._evidence_failed = error_text(exc, self.connection_string)
         record = miss_record(variant=v.key, qid=q.qid, gold=gold, k=k, final=final, legs=legs, fused=fused,
@@ -377,9 +398,7 @@ class Sweep:
         query = self.query_embeddings.get(q.qid)
         if query is None:
             return None
-        embeddings = self.chunk_embeddings()
-        wanted = set(gold)
-        vectors = [embeddings[cid] for cid, doc_id, _ in self.chunks() if doc_id in wanted and cid in embeddings]
+        vectors = [embedding for _, _, _, embedding in self.gold_chunks(gold) if embedding is not None]
         if not vectors:
             return None
         qv = np.asarray(query, dtype=np.float64)
