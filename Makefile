@@ -55,13 +55,18 @@ redis-server:
 # first failure), then the integration lane; each lane prints its slowest tests. Lanes are markers,
 # not folders: tests/unit/<package>/ (one folder per eval_pipeline stage package),
 # tests/integration/ and tests/orchestration/ (the Dagster layer, whole-job runs) feed both.
+# The integration lane runs on one worker per core (pytest-xdist), a test file to a worker: a
+# file's module fixtures (a server, a run its tests read) are made once, and each worker has its
+# own session Postgres and temp dir. The longest files go first (tests/conftest.py, LONGEST_FILES).
+INTEGRATION_WORKERS ?= auto
 lint: $(STAMP)
 	$(BIN)/ruff check eval_pipeline
 	$(BIN)/mypy
 
 test: $(STAMP) chromium redis-server lint
 	$(BIN)/python -m pytest -q -m "not integration" -x --durations=10
-	$(BIN)/python -m pytest -q -m integration --durations=25
+	$(BIN)/python -m pytest -q -m integration --durations=25 \
+		-n $(INTEGRATION_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-unit: $(STAMP) lint
 	$(BIN)/python -m pytest -q -m "not integration" -x --durations=10

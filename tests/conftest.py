@@ -121,3 +121,37 @@ def pytest_collection_modifyitems(config, items):
     if wrong:
         raise pytest.UsageError("tests that need the real database, model or jobs are not marked integration:\n  "
                                 + "\n  ".join(wrong))
+    longest_first(items)
+
+
+# The files whose tests take longest (each one or more whole-job runs in sequence: a few minutes
+# each), in that order. `make test` runs the integration lane on several workers, a file to a
+# worker (pytest-xdist, --dist loadfile, in collection order): started last, one of these would
+# leave the other workers idle while it runs. A hint for the order only: a file missing from it
+# (or a name no longer there) just runs in its place.
+LONGEST_FILES = (
+    "tests/orchestration/test_verdict_fails_closed.py",
+    "tests/orchestration/test_reliability.py",
+    "tests/orchestration/test_verdict_scenario.py",
+    "tests/orchestration/test_ui.py",
+    "tests/orchestration/test_answer_quality_job.py",
+    "tests/orchestration/test_parallel.py",
+    "tests/orchestration/test_gate.py",
+    "tests/orchestration/test_verdict_reruns.py",
+)
+
+
+def longest_first(items: list) -> None:
+    """The files of LONGEST_FILES first, in its order; every other test keeps its place after
+    them (a stable sort: the tests of one file stay in their order)."""
+    root = Path(__file__).parent.parent
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+
+    def key(item) -> int:
+        try:
+            name = Path(item.path).relative_to(root).as_posix()
+        except ValueError:
+            return len(rank)
+        return rank.get(name, len(rank))
+
+    items.sort(key=key)
