@@ -39,7 +39,7 @@ Calibrating a judge (:func:`calibrate_judge`, :func:`judge_rate_with_ppi`)
     counted (``n_not_graded``) and left out of the agreement, never guessed. Then
     `judge_rate_with_ppi` gives the run's judge pass rate with its PPI interval from those pairs.
 
-Calibrating the relevance grader (:func:`calibrate_relevance`)
+Calibrating the relevance grader (`eval_pipeline.validity.holes.calibrate_relevance`)
     The grader of the holes in the labels (`eval_pipeline.validity.holes`) judges whether a
     document answers a question. Its rows are (question, passage in ``text``, ``human``: true
     when people judged the passage relevant, a bool only); it grades each passage as it grades a
@@ -56,7 +56,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CALIBRATION_FIELDS", "agreement", "calibrate_judge", "calibrate_relevance", "check_relevance_rows",
+__all__ = ["CALIBRATION_FIELDS", "agreement", "calibrate_judge", "check_relevance_rows",
            "cohen_kappa", "human_passed", "judge_rate_with_ppi", "load_calibration", "ppi_mean_interval"]
 
 CALIBRATION_FIELDS = ("id", "question", "text", "human")
@@ -245,28 +245,6 @@ def check_relevance_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) ->
             raise ValueError(f"{path}: row {row.get('id')!r}: a relevance row's human grade must be true or false "
                              f"(relevant or not), got {row.get('human')!r}")
     return list(rows)
-
-
-def calibrate_relevance(rows: Sequence[Mapping[str, Any]], *, llm: Any, cache_dir: str | Path,
-                        max_tokens: int | None = None, source: str | None = None) -> dict[str, Any]:
-    """The relevance grader's grades of a calibration set (each row's passage graded as a hole
-    of its question, through the holes' cache) and its agreement with the people's (module
-    docstring): the shape of `calibrate_judge`'s, ``grader`` "relevance"."""
-    from eval_pipeline.questions.sets import Question
-    from eval_pipeline.validity.holes import CANDIDATE_MIN_GRADE, grade_holes
-
-    rows = check_relevance_rows(rows, source or "calibration")
-    questions = [Question(qid=str(r["id"]), question=str(r["question"]), gold=()) for r in rows]
-    texts = {str(r["id"]): str(r["text"]) for r in rows}
-    grades = {g.question_id: g for g in grade_holes([(q.qid, q.qid) for q in questions], questions, texts, llm=llm,
-                                                    cache_dir=cache_dir, max_tokens=max_tokens)}
-    kept = [(r, grades[str(r["id"])].grade) for r in rows if grades[str(r["id"])].grade is not None]
-    human = [bool(r["human"]) for r, _ in kept]
-    judge = [grade is not None and grade >= CANDIDATE_MIN_GRADE for _, grade in kept]
-    return {"grader": "relevance", "n": len(kept), "n_not_graded": len(rows) - len(kept),
-            "ids": [str(r["id"]) for r, _ in kept], "human": human, "judge": judge,
-            "agreement": agreement(human, judge, labels=[False, True]),
-            "graded_by": sorted({g.model for g in grades.values() if g.grade is not None}), "source": source}
 
 
 def judge_rate_with_ppi(run_passes: Sequence[Any], calibration: Mapping[str, Any], *,

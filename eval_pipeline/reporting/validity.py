@@ -142,8 +142,8 @@ def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | Non
               "gold_questions_failed": len(gold_failed)}
     calibration = None
     if relevance_calibration:
-        from eval_pipeline.grading.agreement import calibrate_relevance, judge_rate_with_ppi, load_calibration
-        from eval_pipeline.validity.holes import CANDIDATE_MIN_GRADE
+        from eval_pipeline.grading.agreement import judge_rate_with_ppi, load_calibration
+        from eval_pipeline.validity.holes import CANDIDATE_MIN_GRADE, calibrate_relevance
 
         calibrated = calibrate_relevance(load_calibration(relevance_calibration), llm=llm, cache_dir=cache,
                                          source=str(relevance_calibration))

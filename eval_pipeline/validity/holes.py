@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "CANDIDATE_MIN_GRADE",
+    "calibrate_relevance",
     "DEFAULT_MAX_CHARS",
     "GRADE_STATUSES",
     "HOLE_PROMPT_VERSION",
@@ -425,3 +426,25 @@ def write_review_file(path: str | Path, rows: Sequence[Mapping[str, Any]], *, ke
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in new_rows)
     atomic_write_text(path, text)
     return kept
+
+
+def calibrate_relevance(rows: Sequence[Mapping[str, Any]], *, llm: Any, cache_dir: str | Path,
+                        max_tokens: int | None = None, source: str | None = None) -> dict[str, Any]:
+    """The holes' grader's grades of a relevance calibration set (each row's passage graded as
+    a hole of its question, through the holes' cache) and its agreement with the people's
+    (`eval_pipeline.grading.agreement`'s docstring): the shape of `calibrate_judge`'s, ``grader``
+    "relevance"."""
+    from eval_pipeline.grading.agreement import agreement, check_relevance_rows
+
+    rows = check_relevance_rows(rows, source or "calibration")
+    questions = [Question(qid=str(r["id"]), question=str(r["question"]), gold=()) for r in rows]
+    texts = {str(r["id"]): str(r["text"]) for r in rows}
+    grades = {g.question_id: g for g in grade_holes([(q.qid, q.qid) for q in questions], questions, texts, llm=llm,
+                                                    cache_dir=cache_dir, max_tokens=max_tokens)}
+    kept = [(r, grades[str(r["id"])].grade) for r in rows if grades[str(r["id"])].grade is not None]
+    human = [bool(r["human"]) for r, _ in kept]
+    judge = [grade is not None and grade >= CANDIDATE_MIN_GRADE for _, grade in kept]
+    return {"grader": "relevance", "n": len(kept), "n_not_graded": len(rows) - len(kept),
+            "ids": [str(r["id"]) for r, _ in kept], "human": human, "judge": judge,
+            "agreement": agreement(human, judge, labels=[False, True]),
+            "graded_by": sorted({g.model for g in grades.values() if g.grade is not None}), "source": source}

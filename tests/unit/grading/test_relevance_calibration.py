@@ -12,12 +12,8 @@ import pytest
 
 from eval_pipeline.common.llm import LLMClient
 from eval_pipeline.common.state import PROJECT_ROOT
-from eval_pipeline.grading.agreement import (
-    calibrate_relevance,
-    check_relevance_rows,
-    judge_rate_with_ppi,
-    load_calibration,
-)
+from eval_pipeline.grading.agreement import check_relevance_rows, judge_rate_with_ppi, load_calibration
+from eval_pipeline.validity.holes import calibrate_relevance
 from tests.openai_stub import OpenAIStub
 
 SHIPPED = PROJECT_ROOT / "eval_pipeline" / "calibration_data" / "scifact_relevance.jsonl"
