@@ -129,14 +129,18 @@ def pytest_collection_modifyitems(config, items):
 # worker (pytest-xdist, --dist loadfile, in collection order): started last, one of these would
 # leave the other workers idle while it runs. A hint for the order only: a file missing from it
 # (or a name no longer there) just runs in its place.
-LONGEST_FILES = (
+LONGEST_FILES = (  # by their summed test durations in one run of the lane on 2 workers (2026-12-05)
     "tests/orchestration/test_verdict_fails_closed.py",
-    "tests/orchestration/test_reliability.py",
     "tests/orchestration/test_verdict_scenario.py",
+    "tests/orchestration/test_reliability.py",
     "tests/orchestration/test_ui.py",
-    "tests/orchestration/test_answer_quality_job.py",
     "tests/orchestration/test_parallel.py",
+    "tests/orchestration/test_celery_executor.py",
+    "tests/orchestration/test_answer_quality_job.py",
+    "tests/integration/test_vector_store_reuse.py",
     "tests/orchestration/test_gate.py",
+    "tests/integration/test_sharded_ingest.py",
+    "tests/integration/test_index_sweep.py",
     "tests/orchestration/test_verdict_reruns.py",
 )
 
