@@ -134,6 +134,7 @@ LONGEST_FILES = (  # by their summed test durations in one run of the lane on 2 
     "tests/orchestration/test_verdict_scenario.py",
     "tests/orchestration/test_reliability.py",
     "tests/orchestration/test_ui.py",
+    "tests/orchestration/test_ui_launch_index_sweep.py",  # one index sweep through dagster dev: 5-7.5 min loaded
     "tests/orchestration/test_parallel.py",
     "tests/orchestration/test_celery_executor.py",
     "tests/orchestration/test_answer_quality_job.py",
