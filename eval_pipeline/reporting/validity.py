@@ -10,6 +10,7 @@ flips); this module only gathers them for the report, its metadata and its two J
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -413,4 +414,6 @@ def validity_metadata(v: Validity) -> dict[str, Any]:
     for variant, f in v.flips.items():
         out[f"flips/{variant}/hit_to_miss"] = f["hit_to_miss"]
         out[f"flips/{variant}/miss_to_hit"] = f["miss_to_hit"]
-    return out
+    # as the UI shows a number (4 decimals; a share such as 0.16666666666666666 otherwise); an
+    # undefined one (an MDE over identical variants) stays NaN, a gap in the plotted series
+    return {k: round(val, 4) if isinstance(val, float) and math.isfinite(val) else val for k, val in out.items()}

@@ -701,6 +701,7 @@ def run_audit(questions: Sequence[Question], snapshot: CorpusSnapshot, threshold
 def audit_metadata(result: AuditResult) -> dict[str, Any]:
     """Plain metadata for the check: every count (numeric, so the UI plots it over time), the
     thresholds, how many questions were flagged and each problem in words."""
-    return {**{f"audit/{k}": v for k, v in result.counts.items()},
+    return {**{f"audit/{k}": round(v, 4) if isinstance(v, float) and math.isfinite(v) else v  # as the UI shows it
+               for k, v in result.counts.items()},
             "flagged_questions": len(result.flagged), "near_duplicate_pairs": len(result.near_duplicates),
             "thresholds": result.thresholds.to_dict(), "problems": list(result.problems) or ["none"]}
