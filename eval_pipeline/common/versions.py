@@ -95,8 +95,8 @@ def source_digest(*paths: str) -> str:
 # (headers, type stubs, licences) and bytecode caches (rebuilt from the sources) are left out.
 CODE_SUFFIXES = (".py", ".so", ".pyd", ".dylib", ".dll")
 
-# per process: (names, sys.path, meta path length) -> digest, and ("dist", name, ...) -> its files'
-# digests (one walk of each distribution per process, whichever identities ask)
+# per process: (names, sys.path, meta path length) -> digest, and ("dist", name, ...) -> its code
+# files (one walk of each distribution per process, whichever identities ask)
 _PACKAGE_CODE: dict[tuple, Any] = {}
 
 
