@@ -186,9 +186,9 @@ def test_a_partition_records_the_config_that_produced_it(tmp_path, job_env):
     materialize("ranked_results,variant_metrics", str(first), "--partition", "dense")
     # under a file that gives `dense` another configuration, the old partition is not judged (it
     # would be recorded as the new configuration's measurement): refused, naming what differs
-    refused = materialize("verdict,report", str(second), code=1)
+    refused = materialize("verdict,findings,report", str(second), code=1)
     assert "partition 'dense' was ranked for another configuration" in refused and "depth: 5 -> 20" in refused
-    materialize("verdict,report", str(first))
+    materialize("verdict,findings,report", str(first))
     from eval_pipeline.store.database import EmbeddedPostgres
 
     runs = _history(EmbeddedPostgres(env["EVAL_PIPELINE_STATE_DIR"]).uri("eval"))
