@@ -182,7 +182,7 @@ def _distribution_files(dist: Any) -> dict[str, str]:
             candidates = []
             for folder, dirs, names in os.walk(place):
                 dirs[:] = [d for d in dirs if d != "__pycache__"]
-                candidates += [os.path.join(folder, n) for n in names if n.endswith(CODE_SUFFIXES) or ".so." in n]
+                candidates += [os.path.join(folder, n) for n in names if _is_code(n)]
         for path in candidates:
             if path not in seen:
                 seen.add(path)
@@ -196,8 +196,8 @@ def machine_digest_cache() -> Path | None:
     every state dir on this machine, since the packages are; None when there is no home."""
     import os
 
-    root = os.environ.get("XDG_CACHE_HOME") or (os.path.join(os.path.expanduser("~"), ".cache")
-                                                if os.path.expanduser("~") != "~" else "")
+    home = os.path.expanduser("~")
+    root = os.environ.get("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if home != "~" else "")
     return Path(root) / "eval-pipeline" / "file-digests.json" if root else None
 
 
@@ -246,7 +246,7 @@ def startup_code_digest() -> str:
 
 
 def package_code_digest(names: Iterable[str]) -> str:
-    """A digest of the code the named distributions install (`_distribution_code`), 16 hex
+    """A digest of the code the named distributions install (`_distribution_files`), 16 hex
     characters; 'absent' for a distribution not installed counts too. A version number is a
     promise, not the code: a patched or editable install at the same version ranks and embeds
     differently, so an identity that names versions only would call two engines one. Taken

@@ -177,23 +177,10 @@ def content_digest(path: str | Path, *, cache_file: str | Path | None = None) ->
         files = []
     if not files:
         raise ValueError(f"model path {str(root)!r} holds no files: cannot identify its weights")
-    loaded: list[dict[str, list]] = []
-
-    def stored() -> dict[str, list]:  # the identity is read often: the disk cache only on a miss
-        if not loaded:
-            loaded.append(_load(cache))
-        return loaded[0]
-
-    with _LOCK:
-        total = hashlib.sha256()
-        computed = False
-        for f in files:
-            digest, fresh = _file_digest(f.resolve(), stored)
-            computed |= fresh
-            name = f.name if f == root else str(f.relative_to(root))
-            total.update(f"{name}\0{digest}\n".encode())
-        if computed and cache is not None:
-            _save(cache, stored())
+    total = hashlib.sha256()
+    for f, digest in zip(files, files_sha256(files, cache_file=cache)):
+        name = f.name if f == root else str(f.relative_to(root))
+        total.update(f"{name}\0{digest}\n".encode())
     return total.hexdigest()
 
 
@@ -210,7 +197,7 @@ def files_sha256(paths: Iterable[str | Path], *, cache_file: str | Path | None =
     cache = Path(cache_file) if cache_file is not None else _default_cache()
     loaded: list[dict[str, list]] = []
 
-    def stored() -> dict[str, list]:
+    def stored() -> dict[str, list]:  # identities are read often: the disk cache only on a miss
         if not loaded:
             loaded.append(_load(cache))
         return loaded[0]
