@@ -56,7 +56,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CALIBRATION_FIELDS", "agreement", "calibrate_judge", "check_relevance_rows",
+__all__ = ["CALIBRATION_FIELDS", "agreement", "calibrate_judge", "calibrated_pass_rate", "check_relevance_rows",
            "cohen_kappa", "human_passed", "judge_rate_with_ppi", "load_calibration", "ppi_mean_interval"]
 
 CALIBRATION_FIELDS = ("id", "question", "text", "human")
@@ -256,3 +256,20 @@ def judge_rate_with_ppi(run_passes: Sequence[Any], calibration: Mapping[str, Any
                             [float(h) for h in calibration["human"]], confidence=confidence)
     a = calibration["agreement"]
     return {**ppi, "accuracy": a["accuracy"], "kappa": a["kappa"], "n_calibration": calibration["n"]}
+
+
+def calibrated_pass_rate(run_passes: Sequence[Any], calibration: Mapping[str, Any]) -> dict[str, Any]:
+    """A grader's rate on a run (`run_passes`: its pass on each item it graded) beside its
+    agreement with people (accuracy, kappa, the confusion matrix, who graded, the file) and,
+    when PPI can be computed (two graded items and two calibration rows), the prediction-powered
+    interval (`judge_rate_with_ppi`); else ``error`` says why. What the report shows beside a
+    judge's numbers and beside the holes' grades."""
+    a = calibration["agreement"]
+    base = {"grader": calibration.get("grader"), "n_calibration": calibration.get("n"),
+            "n_not_graded": calibration.get("n_not_graded"), "accuracy": a["accuracy"], "kappa": a["kappa"],
+            "confusion": a["confusion"], "graded_by": calibration.get("graded_by", []),
+            "source": calibration.get("source")}
+    try:
+        return {**base, **judge_rate_with_ppi(run_passes, calibration)}
+    except ValueError as exc:
+        return {**base, "error": str(exc)}

@@ -98,21 +98,12 @@ def row_extras(variant: str, frame: pd.DataFrame, graded: pd.DataFrame, prices: 
 
 
 def calibrated_rate(grades: pd.DataFrame, calibration: Mapping[str, Any]) -> dict[str, Any]:
-    """One grader's pass rate on a variant's graded answers with the prediction-powered interval
-    from its calibration (`agreement.judge_rate_with_ppi`) and the agreement numbers (accuracy,
-    kappa, the confusion matrix); PPI needs two graded answers and two calibration rows: else
-    the agreement alone, and ``error`` says why."""
-    from eval_pipeline.grading.agreement import judge_rate_with_ppi
+    """One grader's pass rate on a variant's graded answers beside its agreement with people and
+    the prediction-powered interval (`agreement.calibrated_pass_rate`)."""
+    from eval_pipeline.grading.agreement import calibrated_pass_rate
 
-    passes = [bool(p) for p, s in zip(grades["passed"], grades["status"]) if s == "graded"]
-    base = {"grader": calibration.get("grader"), "n_calibration": calibration.get("n"),
-            "n_not_graded": calibration.get("n_not_graded"), "accuracy": calibration["agreement"]["accuracy"],
-            "kappa": calibration["agreement"]["kappa"], "confusion": calibration["agreement"]["confusion"],
-            "graded_by": calibration.get("graded_by", []), "source": calibration.get("source")}
-    try:
-        return {**base, **judge_rate_with_ppi(passes, calibration)}
-    except ValueError as exc:
-        return {**base, "error": str(exc)}
+    return calibrated_pass_rate([bool(p) for p, s in zip(grades["passed"], grades["status"]) if s == "graded"],
+                                calibration)
 
 
 def extra_metadata(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

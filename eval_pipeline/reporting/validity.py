@@ -21,7 +21,6 @@ import pandas as pd
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import missing
 from eval_pipeline.common.formatting import MISSING, fmt_number, markdown_table
-from eval_pipeline.common.metadata import shown_number
 from eval_pipeline.metrics.retrieval import HOLES, PRIMARY_METRIC, metric_names
 from eval_pipeline.validity.audit import AuditResult, run_audit
 
@@ -143,20 +142,13 @@ def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | Non
               "gold_questions_failed": len(gold_failed)}
     calibration = None
     if relevance_calibration:
-        from eval_pipeline.grading.agreement import judge_rate_with_ppi, load_calibration
+        from eval_pipeline.grading.agreement import calibrated_pass_rate, load_calibration
         from eval_pipeline.validity.holes import CANDIDATE_MIN_GRADE, calibrate_relevance
 
         calibrated = calibrate_relevance(load_calibration(relevance_calibration), llm=llm, cache_dir=cache,
                                          source=str(relevance_calibration))
-        relevant = [g.grade >= CANDIDATE_MIN_GRADE for g in grades if g.grade is not None]
-        a = calibrated["agreement"]
-        calibration = {"source": str(relevance_calibration), "n": calibrated["n"],
-                       "n_not_graded": calibrated["n_not_graded"], "accuracy": a["accuracy"], "kappa": a["kappa"],
-                       "confusion": a["confusion"]}
-        try:
-            calibration.update(judge_rate_with_ppi(relevant, calibrated))
-        except ValueError as exc:  # fewer than two graded holes or calibration rows
-            calibration["error"] = str(exc)
+        calibration = calibrated_pass_rate([g.grade >= CANDIDATE_MIN_GRADE for g in grades if g.grade is not None],
+                                           calibrated)
     return Holes(counts=counts, metrics=pd.DataFrame(rows, columns=["variant", "metric", "original", "with_llm"]),
                  review_rows=review_rows(grades, questions=questions, passages=texts), judged_by=judged_by(llm),
                  gold_not_answering=not_answering,
@@ -250,7 +242,7 @@ def no_abstention_warning(counts: Mapping[str, Any]) -> list[str]:
 def _calibration_lines(c: Mapping[str, Any]) -> list[str]:
     """The relevance grader's agreement with people, and the share of the holes people would
     call relevant (PPI), or why there is no interval."""
-    head = (f"**The grader against people** (`{Path(c['source']).name}`, {c['n']} passages graded, "
+    head = (f"**The grader against people** (`{Path(c['source']).name}`, {c['n_calibration']} passages graded, "
             f"{c['n_not_graded']} not): accuracy {fmt_number(c['accuracy'])}, Cohen's kappa {fmt_number(c['kappa'])} "
             "(relevant at a grade of 2 or more).")
     if "estimate" in c:
@@ -406,7 +398,7 @@ def validity_metadata(v: Validity) -> dict[str, Any]:
         out.update({f"holes/{k}": n for k, n in v.holes.counts.items()})
         for key in ("accuracy", "kappa", "estimate", "low", "high", "judge_rate"):
             if v.holes.calibration is not None and key in v.holes.calibration:
-                out[f"holes/calibration {key}"] = shown_number(v.holes.calibration[key])
+                out[f"holes/calibration {key}"] = float(v.holes.calibration[key])  # rounded with the rest below
         out["audit/llm_gold_does_not_answer"] = len(v.holes.gold_not_answering)
         out["audit/llm_answered_by_another_document"] = len(v.holes.answered_elsewhere)
         for _, row in v.holes.metrics.iterrows():

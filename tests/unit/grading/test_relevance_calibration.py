@@ -102,12 +102,12 @@ def test_the_findings_preflight_refuses_bad_calibration_settings_before_any_mode
 def test_the_report_says_how_far_the_grader_agrees_with_people():
     from eval_pipeline.reporting.validity import _calibration_lines
 
-    line = "\n".join(_calibration_lines({"source": "/x/scifact_relevance.jsonl", "n": 118, "n_not_graded": 2,
+    line = "\n".join(_calibration_lines({"source": "/x/scifact_relevance.jsonl", "n_calibration": 118, "n_not_graded": 2,
                                          "accuracy": 0.85, "kappa": 0.7, "judge_rate": 0.4, "estimate": 0.35,
                                          "low": 0.2, "high": 0.5, "confidence": 0.95}))
     assert "`scifact_relevance.jsonl`, 118 passages graded, 2 not" in line
     assert "accuracy 0.850, Cohen's kappa 0.700" in line
     assert "people would say 0.350 [0.200, 0.500] (prediction-powered 95% interval" in line
-    short = "\n".join(_calibration_lines({"source": "c.jsonl", "n": 1, "n_not_graded": 0, "accuracy": 1.0,
+    short = "\n".join(_calibration_lines({"source": "c.jsonl", "n_calibration": 1, "n_not_graded": 0, "accuracy": 1.0,
                                           "kappa": float("nan"), "error": "PPI needs at least 2 labelled"}))
     assert "No interval for the holes: PPI needs at least 2 labelled" in short
