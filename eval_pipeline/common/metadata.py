@@ -3,6 +3,7 @@ DataFrame's rows and column schema; the Dagster layer turns them into its own ty
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,16 @@ def number(value: Any) -> float | None:
 
 
 SHOWN_DECIMALS = 4
+
+
+def shown_floats(values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` with each finite float rounded as the UI shows a number (`SHOWN_DECIMALS`); any
+    other value as it is, NaN included: an undefined number stays a gap in its plotted series,
+    where `shown_number` would give None."""
+    import math
+
+    return {k: round(v, SHOWN_DECIMALS) if isinstance(v, float) and math.isfinite(v) else v
+            for k, v in values.items()}
 
 
 def shown_number(value: Any) -> float | None:

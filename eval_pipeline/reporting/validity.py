@@ -10,7 +10,6 @@ flips); this module only gathers them for the report, its metadata and its two J
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ import pandas as pd
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import missing
 from eval_pipeline.common.formatting import MISSING, fmt_number, markdown_table
+from eval_pipeline.common.metadata import shown_floats
 from eval_pipeline.metrics.retrieval import HOLES, PRIMARY_METRIC, metric_names
 from eval_pipeline.validity.audit import AuditResult, run_audit
 
@@ -406,6 +406,6 @@ def validity_metadata(v: Validity) -> dict[str, Any]:
     for variant, f in v.flips.items():
         out[f"flips/{variant}/hit_to_miss"] = f["hit_to_miss"]
         out[f"flips/{variant}/miss_to_hit"] = f["miss_to_hit"]
-    # as the UI shows a number (4 decimals; a share such as 0.16666666666666666 otherwise); an
-    # undefined one (an MDE over identical variants) stays NaN, a gap in the plotted series
-    return {k: round(val, 4) if isinstance(val, float) and math.isfinite(val) else val for k, val in out.items()}
+    # as the UI shows a number (a share such as 0.16666666666666666 otherwise); an undefined one
+    # (an MDE over identical variants) stays NaN, a gap in the plotted series
+    return shown_floats(out)

@@ -76,6 +76,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common.checks import is_finite, is_integer
+from eval_pipeline.common.metadata import shown_floats
 from eval_pipeline.common.text import TOKEN
 from eval_pipeline.corpus.sources import CorpusSnapshot, Document
 from eval_pipeline.questions.sets import FORMS, Question
@@ -701,7 +702,6 @@ def run_audit(questions: Sequence[Question], snapshot: CorpusSnapshot, threshold
 def audit_metadata(result: AuditResult) -> dict[str, Any]:
     """Plain metadata for the check: every count (numeric, so the UI plots it over time), the
     thresholds, how many questions were flagged and each problem in words."""
-    return {**{f"audit/{k}": round(v, 4) if isinstance(v, float) and math.isfinite(v) else v  # as the UI shows it
-               for k, v in result.counts.items()},
+    return {**shown_floats({f"audit/{k}": v for k, v in result.counts.items()}),  # as the UI shows them
             "flagged_questions": len(result.flagged), "near_duplicate_pairs": len(result.near_duplicates),
             "thresholds": result.thresholds.to_dict(), "problems": list(result.problems) or ["none"]}
