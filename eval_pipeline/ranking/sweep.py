@@ -214,7 +214,7 @@ class Sweep:
         order. The first call reads the chunks of the golds of every question being ranked
         (`run_variant`'s) in one query and keeps them: what the microscope holds is those
         documents' chunks, not the table."""
-        from eval_pipeline.store.lookups import fetch_document_chunks
+        from eval_pipeline.store.ingest import fetch_document_chunks
 
         unread = {d for d in gold if d not in self._gold_chunks}
         if unread:

@@ -962,16 +962,40 @@ def fetch_chunk_texts(connection_string: str, table: str, chunk_ids) -> dict[str
     return found
 
 
+def _embedding_array(text: str):
+    """pgvector's text form of an embedding as a float32 array."""
+    import numpy as np
+
+    return np.asarray(json.loads(text), dtype=np.float32)
+
+
 def fetch_chunk_embeddings(connection_string: str, table: str):
     """{chunk id: embedding as a float32 array}; for rerankers that compare candidates (MMR)."""
-    import numpy as np
     from psycopg import sql
 
     with connect(connection_string, application_name=f"eval-pipeline fetch_chunk_embeddings {table}") as conn:
         rows = conn.execute(
             sql.SQL("SELECT id, embedding::text FROM {}").format(sql.Identifier(table))
         ).fetchall()
-    return {r[0]: np.asarray(json.loads(r[1]), dtype=np.float32) for r in rows}
+    return {r[0]: _embedding_array(r[1]) for r in rows}
+
+
+def fetch_document_chunks(connection_string: str, table: str, doc_ids) -> list[tuple]:
+    """(chunk id, doc id, content, embedding as a float32 array or None) of every chunk of
+    `doc_ids`, in chunk id order; a document the table does not hold has no row. One query (a
+    scan of the table's metadata column) holding only those chunks: what a step needs about a
+    few documents (the golds of the questions it ranks), without reading the whole table into
+    memory as `fetch_chunks` and `fetch_chunk_embeddings` do."""
+    from psycopg import sql
+
+    wanted = sorted(set(doc_ids))
+    if not wanted:
+        return []
+    with connect(connection_string, application_name=f"eval-pipeline fetch_document_chunks {table}") as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT id, meta->>'doc_id', content, embedding::text FROM {} WHERE meta->>'doc_id' = ANY(%s) "
+                    "ORDER BY id").format(sql.Identifier(table)), (wanted,)).fetchall()
+    return [(r[0], r[1], r[2], _embedding_array(r[3]) if r[3] is not None else None) for r in rows]
 
 
 def _prepare_database(conn, *, lock_timeout: float | None = None, lock_log_every: float = DEFAULT_LOCK_LOG_EVERY,
