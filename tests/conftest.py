@@ -59,6 +59,21 @@ def pg_uri(embedded_pg):
 
 
 @pytest.fixture
+def fresh_package_code(monkeypatch, tmp_path):
+    """No identity computed before the test, no state dir, and the machine-wide digest cache in
+    the test's own folder (a test never writes into the user's ~/.cache)."""
+    from eval_pipeline.common import versions
+
+    monkeypatch.setattr(versions, "_PACKAGE_CODE", {})
+    monkeypatch.delenv("EVAL_PIPELINE_STATE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    yield
+    import importlib
+
+    importlib.invalidate_caches()
+
+
+@pytest.fixture
 def job_env(tmp_path, embedded_pg):
     """Environment for `dagster job execute`: run storage in the session server; each named
     state dir gets its own vector server, stopped after the test."""

@@ -52,8 +52,6 @@ rendered beside findings measured from another verdict.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import importlib
 import importlib.util
 import os
@@ -66,75 +64,31 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.common import versions
-from eval_pipeline.common.versions import package_code_digest
-
-# --------------------------------------------------------------------------------------------
-# helpers: a wheel-like install into a folder put on sys.path
-# --------------------------------------------------------------------------------------------
-
-
-def _sha_field(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode().rstrip("=")
-
-
-def _install(site: Path, name: str, files: dict[str, bytes], *, top_level: str | None = None) -> Path:
-    """Distribution `name` 1.0 installed into `site` as pip does it: its files, then a RECORD
-    holding each file's sha256, written last. Returns the RECORD's path."""
-    for relative, data in files.items():
-        path = site / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    info = site / f"{name}-1.0.dist-info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    if top_level is not None:
-        (info / "top_level.txt").write_text(top_level + "\n")
-    lines = [f"{relative},{_sha_field(data)},{len(data)}" for relative, data in files.items()]
-    time.sleep(0.01)  # RECORD's inode changes after the files', as when pip writes it last
-    record = info / "RECORD"
-    record.write_text("\n".join([*lines, f"{name}-1.0.dist-info/RECORD,,"]) + "\n")
-    return record
-
-
-@pytest.fixture
-def fresh(monkeypatch):
-    monkeypatch.setattr(versions, "_PACKAGE_CODE", {})
-    monkeypatch.delenv("EVAL_PIPELINE_STATE_DIR", raising=False)
-    yield
-    importlib.invalidate_caches()
-
-
-def _digest(monkeypatch, site: Path, name: str) -> str:
-    """The digest a new process with `site` on its path would take."""
-    with monkeypatch.context() as patch:
-        patch.syspath_prepend(str(site))
-        importlib.invalidate_caches()
-        versions._PACKAGE_CODE.clear()
-        return package_code_digest([name])
-
+from tests.wheels import digest_on_path, install_wheel
 
 # --------------------------------------------------------------------------------------------
 # hole 1: package code that runs and is not in the digest
 # --------------------------------------------------------------------------------------------
 
 
-def test_a_patch_made_before_records_inode_last_changed_still_changes_the_digest(fresh, monkeypatch, tmp_path):
+def test_a_patch_made_before_records_inode_last_changed_still_changes_the_digest(
+        fresh_package_code, monkeypatch, tmp_path):
     site = tmp_path / "site"
-    record = _install(site, "toyrank", {"toyrank/__init__.py": b"K1 = 1.5\n",
+    record = install_wheel(site, "toyrank", {"toyrank/__init__.py": b"K1 = 1.5\n",
                                         "toyrank/score.py": b"def boost():\n    return 1.0\n"})
-    unpatched = _digest(monkeypatch, site, "toyrank")
+    unpatched = digest_on_path(monkeypatch, site, "toyrank")
 
     (site / "toyrank" / "score.py").write_bytes(b"def boost():\n    return 0.5\n")  # the patch
-    assert _digest(monkeypatch, site, "toyrank") != unpatched  # seen while RECORD is older
+    assert digest_on_path(monkeypatch, site, "toyrank") != unpatched  # seen while RECORD is older
 
     # what `chown -R app /venv` (or extracting the venv from an archive) does to RECORD after it
     time.sleep(0.01)
     os.chmod(record, 0o644)
-    assert _digest(monkeypatch, site, "toyrank") != unpatched, \
+    assert digest_on_path(monkeypatch, site, "toyrank") != unpatched, \
         "the patched score.py is read from RECORD's hash of the unpatched file"
 
 
-def test_a_patched_ranking_package_behind_a_touched_record_is_another_engine(fresh, monkeypatch, tmp_path):
+def test_a_patched_ranking_package_behind_a_touched_record_is_another_engine(fresh_package_code, monkeypatch, tmp_path):
     from importlib.metadata import version
 
     from eval_pipeline.ranking.caches import engine_identity
@@ -142,7 +96,7 @@ def test_a_patched_ranking_package_behind_a_touched_record_is_another_engine(fre
     installed = version("bm25s")
     site = tmp_path / "site"
     source = b"K1 = 1.5\n"
-    _install(site, "bm25s", {"bm25s/__init__.py": source})
+    install_wheel(site, "bm25s", {"bm25s/__init__.py": source})
     (site / "bm25s-1.0.dist-info").rename(site / f"bm25s-{installed}.dist-info")
     record = site / f"bm25s-{installed}.dist-info" / "RECORD"
     record.write_text(record.read_text().replace("bm25s-1.0.dist-info", f"bm25s-{installed}.dist-info"))
@@ -182,12 +136,13 @@ def _setuptools_finder(name: str, checkout: Path) -> bytes:
     return text.encode()
 
 
-def test_an_editable_install_through_setuptools_finder_is_hashed_from_its_checkout(fresh, monkeypatch, tmp_path):
+def test_an_editable_install_through_setuptools_finder_is_hashed_from_its_checkout(
+        fresh_package_code, monkeypatch, tmp_path):
     site, checkout = tmp_path / "site", tmp_path / "checkout"
     (checkout / "toyedit").mkdir(parents=True)
     (checkout / "toyedit" / "__init__.py").write_text("def boost():\n    return 1.0\n")
     finder = "__editable___toyedit_1_0_finder"
-    _install(site, "toyedit", {f"{finder}.py": _setuptools_finder("toyedit", checkout),
+    install_wheel(site, "toyedit", {f"{finder}.py": _setuptools_finder("toyedit", checkout),
                                "__editable__.toyedit-1.0.pth": f"import {finder}; {finder}.install()".encode()},
              top_level="toyedit")
     with monkeypatch.context() as patch:
@@ -198,17 +153,17 @@ def test_an_editable_install_through_setuptools_finder_is_hashed_from_its_checko
         assert importlib.import_module("toyedit").boost() == 1.0  # the checkout is what runs
         sys.modules.pop("toyedit", None)
         sys.modules.pop(finder, None)
-        before = _digest(monkeypatch, site, "toyedit")
+        before = digest_on_path(monkeypatch, site, "toyedit")
         (checkout / "toyedit" / "__init__.py").write_text("def boost():\n    return 0.5\n")
-        after = _digest(monkeypatch, site, "toyedit")
+        after = digest_on_path(monkeypatch, site, "toyedit")
     assert after != before, "the editable checkout's code is not in the digest"
 
 
-def test_a_package_folder_that_shadows_a_listed_module_changes_the_digest(fresh, monkeypatch, tmp_path):
+def test_a_package_folder_that_shadows_a_listed_module_changes_the_digest(fresh_package_code, monkeypatch, tmp_path):
     site = tmp_path / "site"
-    _install(site, "toyshadow", {"toyshadow/__init__.py": b"",
+    install_wheel(site, "toyshadow", {"toyshadow/__init__.py": b"",
                                  "toyshadow/score.py": b"def boost():\n    return 1.0\n"})
-    before = _digest(monkeypatch, site, "toyshadow")
+    before = digest_on_path(monkeypatch, site, "toyshadow")
     (site / "toyshadow" / "score").mkdir()
     (site / "toyshadow" / "score" / "__init__.py").write_text("def boost():\n    return 0.5\n")
     with monkeypatch.context() as patch:
@@ -219,16 +174,16 @@ def test_a_package_folder_that_shadows_a_listed_module_changes_the_digest(fresh,
         assert importlib.import_module("toyshadow.score").boost() == 0.5  # the new file is what runs
         for name in ("toyshadow.score", "toyshadow"):
             sys.modules.pop(name, None)
-    assert _digest(monkeypatch, site, "toyshadow") != before
+    assert digest_on_path(monkeypatch, site, "toyshadow") != before
 
 
-def test_a_vendored_versioned_shared_library_is_code(fresh, monkeypatch, tmp_path):
+def test_a_vendored_versioned_shared_library_is_code(fresh_package_code, monkeypatch, tmp_path):
     site = tmp_path / "site"
-    _install(site, "toyblas", {"toyblas/__init__.py": b"K1 = 1.5\n",
+    install_wheel(site, "toyblas", {"toyblas/__init__.py": b"K1 = 1.5\n",
                                "toyblas.libs/libgfortran-0a1b2c3d.so.5.0.0": b"\x7fELF one"})
-    before = _digest(monkeypatch, site, "toyblas")
+    before = digest_on_path(monkeypatch, site, "toyblas")
     (site / "toyblas.libs" / "libgfortran-0a1b2c3d.so.5.0.0").write_bytes(b"\x7fELF two")
-    assert _digest(monkeypatch, site, "toyblas") != before
+    assert digest_on_path(monkeypatch, site, "toyblas") != before
 
 
 # --------------------------------------------------------------------------------------------
@@ -390,7 +345,7 @@ def test_answers_that_stop_saying_anything_checkable_do_not_pass_the_grounding_g
     assert not gate.passed, gate.message
 
 
-def test_a_pth_hotfix_that_runs_at_start_up_is_in_the_engine_identity(fresh, monkeypatch, tmp_path):
+def test_a_pth_hotfix_that_runs_at_start_up_is_in_the_engine_identity(fresh_package_code, monkeypatch, tmp_path):
     import site
 
     from eval_pipeline.ranking.caches import engine_identity
