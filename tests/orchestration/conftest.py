@@ -1,5 +1,5 @@
 """Whole-job runs that several tests only read, or continue from a copy of, made once per session
-(again if the code changed meanwhile: shared_runs.Shared)."""
+(again if the code changed meanwhile: shared_runs.Shared); the browser tests' page."""
 
 import pytest
 
@@ -21,3 +21,15 @@ def clean_run(tmp_path_factory, embedded_pg) -> shared_runs.Shared[shared_runs.C
     run the multiprocess executor must agree with (test_parallel.py)."""
     dagster_url = embedded_pg.uri("dagster", driver="psycopg2")
     return shared_runs.Shared(lambda: shared_runs.make_clean_run(tmp_path_factory.mktemp("clean-run"), dagster_url))
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Chromium through its DevTools protocol (test_ui.Browser), closed after the test:
+    the browser tests' one page."""
+    pytest.importorskip("websockets", reason="the DevTools client (websockets) is not installed")
+    from tests.orchestration.test_ui import Browser
+
+    page = Browser(tmp_path / "chromium")
+    yield page
+    page.close()

@@ -125,14 +125,6 @@ class Browser:
         path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
 
 
-@pytest.fixture
-def browser(tmp_path):
-    pytest.importorskip("websockets", reason="the DevTools client (websockets) is not installed")
-    b = Browser(tmp_path / "chromium")
-    yield b
-    b.close()
-
-
 # The report's markdown is over 1000 characters, so the UI shows it behind "[Show Markdown]" (a
 # dialog): open the one on the `report` row, then wait for its images to decode.
 PLOTS_LOADED = """(() => {
@@ -363,6 +355,19 @@ def _dialogs(browser) -> list[str]:
         "[...document.querySelectorAll('[role=dialog]')].map(d => d.innerText)"))["result"]["value"]
 
 
+def open_job_menu(browser, base: str, timeout: float = 90) -> list[str]:
+    """The items of the menu under the caret beside "Materialize all…" on the job page (where
+    the Launchpad is), once it is open."""
+    return browser.wait_for(f"{base}/locations/definitions/jobs/retrieval_eval", """(() => {
+      const items = [...document.querySelectorAll('[role=menu] a, [role=menu] button, .bp5-menu a')]
+        .map(e => e.innerText.trim()).filter(Boolean);
+      if (items.length) return items;
+      const bs = [...document.querySelectorAll('button')];
+      const i = bs.findIndex(b => b.innerText.trim() === 'Materialize all…');
+      if (i >= 0) bs[i + 1].click();
+      return null; })()""", timeout=timeout)
+
+
 @needs_chromium
 def test_the_launchpad_is_under_the_caret_beside_materialize_all(three_runs, browser):
     """Where a person launches a run with config, as the README tells it (issue #28, item 3): the
@@ -370,14 +375,7 @@ def test_the_launchpad_is_under_the_caret_beside_materialize_all(three_runs, bro
     launchpad"; its button is "Materialize", and without a partition Dagster asks first ("This job
     is partitioned…"). Nothing is launched: the test cancels."""
     base, tmp_path = three_runs.base, three_runs.tmp
-    menu = browser.wait_for(f"{base}/locations/definitions/jobs/retrieval_eval", """(() => {
-      const items = [...document.querySelectorAll('[role=menu] a, [role=menu] button, .bp5-menu a')]
-        .map(e => e.innerText.trim()).filter(Boolean);
-      if (items.length) return items;
-      const bs = [...document.querySelectorAll('button')];
-      const i = bs.findIndex(b => b.innerText.trim() === 'Materialize all…');
-      if (i >= 0) bs[i + 1].click();
-      return null; })()""")
+    menu = open_job_menu(browser, base)
     assert "Open launchpad" in menu, menu
     tabs = browser.call("Runtime.evaluate", returnByValue=True,
                         expression="document.body.innerText")["result"]["value"]

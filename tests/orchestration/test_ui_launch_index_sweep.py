@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from tests.integration.cli import REPO, job_environment
-from tests.orchestration.test_ui import Browser, _click, _dialogs, _free_port, graphql, needs_chromium
+from tests.orchestration.test_ui import _click, _dialogs, _free_port, graphql, needs_chromium, open_job_menu
 
 pytestmark = pytest.mark.integration
 
@@ -116,26 +116,11 @@ def dagster_dev(tmp_path, embedded_pg):
         EmbeddedPostgres(tmp_path / "state").stop()
 
 
-@pytest.fixture
-def browser(tmp_path):
-    pytest.importorskip("websockets", reason="the DevTools client (websockets) is not installed")
-    page = Browser(tmp_path / "chromium")
-    yield page
-    page.close()
-
-
 @needs_chromium
 def test_the_index_sweep_launches_from_the_launchpad_with_its_prefilled_defaults(dagster_dev, browser, capsys):
     base, tmp_path, log = dagster_dev
     started = time.monotonic()
-    menu = browser.wait_for(f"{base}/locations/definitions/jobs/retrieval_eval", """(() => {
-      const items = [...document.querySelectorAll('[role=menu] a, [role=menu] button, .bp5-menu a')]
-        .map(e => e.innerText.trim()).filter(Boolean);
-      if (items.length) return items;
-      const bs = [...document.querySelectorAll('button')];
-      const i = bs.findIndex(b => b.innerText.trim() === 'Materialize all…');
-      if (i >= 0) bs[i + 1].click();
-      return null; })()""", timeout=180)
+    menu = open_job_menu(browser, base, timeout=180)
     assert "Open launchpad" in menu, menu
     assert _click(browser, "[role=menu] a, [role=menu] button, .bp5-menu a", "Open launchpad")
     prefilled = _until(lambda: _evaluate(browser, EDITOR), 60, why=lambda: _dialogs(browser))

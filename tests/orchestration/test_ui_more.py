@@ -14,17 +14,9 @@ import pytest
 import yaml
 
 from tests.integration.cli import start_job, tiny_job_config
-from tests.orchestration.test_ui import GOOD, RUN_ID, Browser, needs_chromium, webserver
+from tests.orchestration.test_ui import GOOD, RUN_ID, needs_chromium, webserver
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def browser(tmp_path):
-    pytest.importorskip("websockets", reason="the DevTools client (websockets) is not installed")
-    page = Browser(tmp_path / "chromium")
-    yield page
-    page.close()
 
 
 @pytest.fixture(scope="module")
