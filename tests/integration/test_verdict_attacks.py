@@ -34,9 +34,9 @@ import pytest
 from eval_pipeline.history.answers import answer_table_name
 from eval_pipeline.history.identity import configuration_fingerprint
 from eval_pipeline.history.runs import SCORING_PROTOCOL, accept_reference, table_names
-from eval_pipeline.metrics.retrieval import score_queries
 from eval_pipeline.verdict.answers import judge_answer_run, record_answers
 from eval_pipeline.verdict.retrieval import judge_run
+from tests.verdict_frames import scored_frame as frame
 
 pytestmark = pytest.mark.integration
 
@@ -46,16 +46,6 @@ LOOSE = {"hit@1": 1.0, "mrr": 1.0}
 # the quality of a configuration ("knob") on ANY benchmark: hits at rank 1 out of 100
 QUALITY = {"good": 100, "other": 100, "fresh": 100, "minus3": 97, "minus6": 94, "bad": 50}
 
-
-def frame(variant: str, hits: int) -> pd.DataFrame:
-    qrels = {f"q{i:03d}": {f"d{i}": 1} for i in range(N)}
-    rankings = {q: ([f"d{i}"] if i < hits else ["x"]) for i, q in enumerate(qrels)}
-    df = score_queries(rankings, qrels, errored=[])
-    df.insert(0, "variant", variant)
-    df["doc_ids"] = [list(rankings[q]) for q in df["qid"]]
-    df["latency_ms"] = 1.0
-    df["miss_class"] = [None if h else "never_candidate" for h in df["hit@1"]]
-    return df
 
 
 def provenance(bench: str, configs: dict[str, str]) -> dict:

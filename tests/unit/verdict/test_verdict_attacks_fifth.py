@@ -257,16 +257,9 @@ QUALITY = {"good": 100, "other": 100, "bad": 50}
 
 
 def _frame(variant: str, hits: int) -> pd.DataFrame:
-    from eval_pipeline.metrics.retrieval import score_queries
+    from tests.verdict_frames import scored_frame
 
-    qrels = {f"q{i:03d}": {f"d{i}": 1} for i in range(N)}
-    rankings = {q: ([f"d{i}"] if i < hits else ["x"]) for i, q in enumerate(qrels)}
-    df = score_queries(rankings, qrels, errored=[])
-    df.insert(0, "variant", variant)
-    df["doc_ids"] = [list(rankings[q]) for q in df["qid"]]
-    df["latency_ms"] = 1.0
-    df["miss_class"] = [None if h else "never_candidate" for h in df["hit@1"]]
-    return df
+    return scored_frame(variant, hits, N)
 
 
 def _provenance(bench: str, configs: dict[str, str]) -> dict[str, Any]:

@@ -1,0 +1,22 @@
+"""Per-question score frames for the verdict's tests that judge runs without ranking anything."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from eval_pipeline.metrics.retrieval import score_queries
+
+
+def scored_frame(variant: str, hits: int, n: int = 100) -> pd.DataFrame:
+    """`variant`'s per-question scores on `n` questions of one gold document each, the first
+    `hits` of them found at rank 1 and the others missed (never a candidate); 1 ms latency, no
+    reranker fallback."""
+    qrels = {f"q{i:03d}": {f"d{i}": 1} for i in range(n)}
+    rankings = {q: ([f"d{i}"] if i < hits else ["x"]) for i, q in enumerate(qrels)}
+    df = score_queries(rankings, qrels, errored=[])
+    df.insert(0, "variant", variant)
+    df["doc_ids"] = [list(rankings[q]) for q in df["qid"]]
+    df["latency_ms"] = 1.0
+    df["miss_class"] = [None if h else "never_candidate" for h in df["hit@1"]]
+    df["rerank_fallback"] = False
+    return df
