@@ -11,14 +11,8 @@ tests/unit/verdict/test_verdict_attacks_sixth.py for the others. Two Dagster run
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-import yaml
 
-from tests.integration.cli import REPO
 from tests.orchestration.test_verdict_reruns import Project
 from tests.orchestration.verdict_runs import BM25, DENSE, REGRESSED
 
@@ -27,24 +21,9 @@ pytestmark = pytest.mark.integration
 CHANGED = "Changed since the previous comparable run"
 
 
-class ReportingProject(Project):
-    def materialize_with_report(self, name: str, variants: Path, select: str, partition: str) -> object:
-        """`dagster asset materialize` with the report written to tmp/<name>/results.md."""
-        config = self.tmp / f"{name}.yaml"
-        config.write_text(yaml.safe_dump({"ops": {"report": {"config": {"results_dir": str(self.tmp / name)}}}}))
-        args = ["asset", "materialize", "-m", "definitions", "--select", select, "-c", str(config),
-                "--partition", partition]
-        with open(self.tmp / f"{name}.log", "w") as log:
-            proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster"), *args], cwd=REPO,
-                                    env={**self.env, "EVAL_PIPELINE_VARIANTS": str(variants)}, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-            code = proc.wait(timeout=600)
-        return self.finish(name, code)
-
-
 @pytest.fixture
 def project(tmp_path, job_env):
-    return ReportingProject(tmp_path, job_env("state"))
+    return Project(tmp_path, job_env("state"))
 
 
 def test_a_report_does_not_render_findings_measured_from_another_verdict(project):
@@ -53,8 +32,8 @@ def test_a_report_does_not_render_findings_measured_from_another_verdict(project
     assert base.code == 0, base.log[-3000:]
     assert CHANGED not in base.report  # a first run has nothing to flip against
 
-    regressed = project.materialize_with_report("stale-findings", bad, "ranked_results,variant_metrics,verdict,report",
-                                                partition="dense")
+    regressed = project.materialize("stale-findings", bad, "ranked_results,variant_metrics,verdict,report",
+                                    partition="dense", with_report=True)
     assert "verdict" in project.materialized(regressed.run_id), regressed.log[-3000:]
     assert regressed.code != 0  # the verdict failed, and the run with it
     if "report" not in project.materialized(regressed.run_id):

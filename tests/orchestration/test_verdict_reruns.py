@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.orchestration import verdict_runs
 from tests.integration.cli import REPO
+from tests.orchestration import verdict_runs
 from tests.orchestration.verdict_runs import BM25, DENSE, REGRESSED, Run
 
 pytestmark = pytest.mark.integration
@@ -66,11 +66,14 @@ REEXECUTE = textwrap.dedent("""
 class Project(verdict_runs.Project):
     """A project that also materializes assets apart and re-executes a run from failure."""
 
-    def materialize(self, name: str, variants: Path, select: str, partition: str | None = None) -> Run:
+    def materialize(self, name: str, variants: Path, select: str, partition: str | None = None, *,
+                    with_report: bool = False) -> Run:
         """`dagster asset materialize --select SELECT [--partition P]`: the assets not selected
-        are read from their latest materializations."""
+        are read from their latest materializations; `with_report`: the report is written to
+        tmp/<name>/results.md."""
         config = self.tmp / f"{name}.yaml"
-        config.write_text(yaml.safe_dump({"ops": {}}))
+        ops = {"report": {"config": {"results_dir": str(self.tmp / name)}}} if with_report else {}
+        config.write_text(yaml.safe_dump({"ops": ops}))
         args = ["asset", "materialize", "-m", "definitions", "--select", select, "-c", str(config)]
         args += ["--partition", partition] if partition else []
         with open(self.tmp / f"{name}.log", "w") as log:
