@@ -6,7 +6,8 @@ from eval_pipeline.common import versions
 from eval_pipeline.grading import run
 
 
-def _hashed_files(monkeypatch) -> set[str]:
+def hashed_files(monkeypatch) -> set[str]:
+    """The project files `run.grading_code` hashes (a spy on `versions.source_digest`)."""
     seen: list[tuple[str, ...]] = []
     real = versions.source_digest
 
@@ -20,7 +21,7 @@ def _hashed_files(monkeypatch) -> set[str]:
 
 
 def test_how_grades_reach_the_numbers_is_in_the_yardstick_and_how_they_are_shown_is_not(monkeypatch):
-    files = _hashed_files(monkeypatch)
+    files = hashed_files(monkeypatch)
     assert {"eval_pipeline/grading/run.py", "eval_pipeline/grading/summary.py"} <= files
     assert "eval_pipeline/grading/presentation.py" not in files
 

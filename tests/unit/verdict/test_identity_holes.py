@@ -149,19 +149,11 @@ def test_grading_code_covers_what_decides_a_grade(monkeypatch):
     pattern engine (common/patterns.py, the `regex` package's version), the golden set's
     limits (questions/golden.py), grading/run.py and the Python that parses the static checks
     also decide a pass."""
-    from eval_pipeline.common import versions
     from eval_pipeline.grading import run
+    from tests.unit.grading.test_grading_code import hashed_files
 
-    seen: list[tuple[str, ...]] = []
-    real = versions.source_digest
-
-    def spy(*paths: str) -> str:
-        seen.append(paths)
-        return real(*paths)
-
-    monkeypatch.setattr(versions, "source_digest", spy)
+    files = hashed_files(monkeypatch)
     code = run.grading_code()
-    files = {p for paths in seen for p in paths}
     assert {"eval_pipeline/grading/assertions.py", "eval_pipeline/grading/answer_metrics.py",
             "eval_pipeline/grading/run.py", "eval_pipeline/common/patterns.py",
             "eval_pipeline/questions/golden.py"} <= files
