@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import DEFAULT_STATE_ROOT, REPO_ROOT, machine_info  # noqa: E402
+from bench.common import DEFAULT_STATE_ROOT, REPO_ROOT, machine_info, results_beside  # noqa: E402
 from tests.openai_stub import OpenAIStub  # noqa: E402
 
 PRICES = {"prompt_per_1k": 0.00015, "completion_per_1k": 0.0006}  # illustrative, per 1,000 tokens
@@ -89,7 +89,7 @@ def main() -> None:
         # prices the calls; it measures no judge's independence)
         "graded_answers": {"config": {"graders": ["deterministic", "static", "judge", "decision"],
                                       "allow_self_judging": True}},
-        "report": {"config": {"results_dir": str(state / "results")}}}}))
+        "report": {"config": {"results_dir": str(results_beside(state))}}}}))
     print(machine_info())
     with OpenAIStub(chat=chat) as stub:
         env = dict(os.environ, DAGSTER_HOME=str(REPO_ROOT), EVAL_PIPELINE_STATE_DIR=str(state),

@@ -32,7 +32,8 @@ import time
 import uuid
 from pathlib import Path
 
-from common import DEFAULT_STATE_ROOT, REPO_ROOT, SCIFACT_DEFAULT, HashEmbedder, print_machine, print_table
+from common import (DEFAULT_STATE_ROOT, REPO_ROOT, SCIFACT_DEFAULT, HashEmbedder, print_machine, print_table,
+                    results_beside)
 
 sys.path.insert(0, str(REPO_ROOT))
 from tests.cluster import BIN, Cluster, missing  # noqa: E402
@@ -41,7 +42,7 @@ JOBS = ("retrieval_eval", "retrieval_eval_parallel", "retrieval_eval_celery")
 
 
 def run_config(state: Path, name: str, *, reuse: bool, workers: int, scifact: Path | None, split: str) -> Path:
-    ops: dict = {"report": {"config": {"results_dir": str(state / "results" / name), "record_history": False}},
+    ops: dict = {"report": {"config": {"results_dir": str(results_beside(state) / name), "record_history": False}},
                  "ranked_results": {"config": {"reuse": reuse, "workers": workers}}}
     if scifact:
         ops["corpus_snapshot"] = {"config": {"source": "beir", "path": str(scifact)}}

@@ -35,6 +35,14 @@ DEFAULT_STATE_ROOT = Path("/tmp/eval-pipeline-bench")
 SCIFACT_DEFAULT = (REPO_ROOT / ".." / "shared" / "datasets" / "scifact").resolve()
 
 
+def results_beside(state_dir: Path) -> Path:
+    """The report's folder for a bench run on `state_dir`: beside it, never inside it. The job
+    refuses a results_dir inside its state dir (publishing replaces the whole folder, which would
+    destroy the embedded Postgres and the caches), so a bench that put it there failed at its
+    first step."""
+    return state_dir.parent / f"{state_dir.name}-results"
+
+
 def add_common_args(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--state-dir", default=str(DEFAULT_STATE_ROOT / name),
                         help=f"bench state dir for the embedded Postgres (default {DEFAULT_STATE_ROOT / name})")

@@ -28,7 +28,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from common import DEFAULT_STATE_ROOT, REPO_ROOT, SCIFACT_DEFAULT, print_machine, print_table
+from common import DEFAULT_STATE_ROOT, REPO_ROOT, SCIFACT_DEFAULT, print_machine, print_table, results_beside
 
 SRE = "package:sre_embedding_model/model_weights"
 SCIFACT_VARIANTS = f"""\
@@ -139,7 +139,7 @@ def main() -> None:
         env_extra["OPENAI_API_KEY"] = "not-needed-by-a-local-server"
     variants = state / "variants.yaml"
     variants.write_text(text)
-    results = state / "results"
+    results = results_beside(state)
     ops = {"report": {"config": {"results_dir": str(results)}}}
     if args.scifact:
         ops.update(corpus_snapshot={"config": {"source": "beir", "path": args.path}},

@@ -28,7 +28,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from common import DEFAULT_STATE_ROOT, REPO_ROOT, print_machine, print_table
+from common import DEFAULT_STATE_ROOT, REPO_ROOT, print_machine, print_table, results_beside
 from warm_rerun import BIN, STEP_DONE, _seconds, dagster_database_url, dagster_env, stop_database
 
 GATE_LINE = re.compile(r"^- `(?P<variant>[^`]+)`: \*\*(?P<verdict>passed|FAILED)\*\* \((?P<state>\w+)\)", re.M)
@@ -60,7 +60,7 @@ def write_question_sets(folder: Path, beir: str | None, split: str) -> tuple[Pat
 
 
 def run_config(state_dir: Path, questions: Path, beir: str | None) -> Path:
-    text = (f"ops:\n  report:\n    config:\n      results_dir: {state_dir / 'results'}\n"
+    text = (f"ops:\n  report:\n    config:\n      results_dir: {results_beside(state_dir)}\n"
             f"  question_set:\n    config:\n      path: {questions}\n")
     if beir:
         folder = Path(beir).resolve()
@@ -90,7 +90,7 @@ def run(state_dir: Path, config: Path, variants: Path, label: str) -> dict:
     paired = [float(m.group(1)) for m in re.finditer(r"paired comparison: \S+ ranked and scored on \d+ questions in "
                                                       r"([\d.]+) s", log)]
     steps["paired ranking"] = sum(paired)
-    report = state_dir / "results" / "results.md"
+    report = results_beside(state_dir) / "results.md"
     states = {}
     if report.exists():
         states = {m["variant"]: f"{m['state']} {m['verdict']}" for m in GATE_LINE.finditer(report.read_text())}

@@ -21,7 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from common import DEFAULT_STATE_ROOT, REPO_ROOT, print_machine, print_table
+from common import DEFAULT_STATE_ROOT, REPO_ROOT, print_machine, print_table, results_beside
 from warm_rerun import BIN, dagster_database_url, dagster_env, stop_database
 
 STEP_DONE = re.compile(r' - (\S+) - STEP_SUCCESS - Finished execution of step "[^"]+" in ([\d.]+)(ms|s|m)')
@@ -75,7 +75,7 @@ def main() -> None:
 
     def config(name: str, reuse: bool, batches: int) -> Path:
         path = state / f"{name}.yaml"
-        path.write_text(f"ops:\n  report:\n    config:\n      results_dir: {state / 'results'}\n"
+        path.write_text(f"ops:\n  report:\n    config:\n      results_dir: {results_beside(state)}\n"
                         f"      record_history: false\n"
                         f"  ranked_results:\n    config:\n      reuse: {str(reuse).lower()}\n      workers: {batches}\n")
         return path

@@ -4,7 +4,7 @@ Each run is what `make demo` does: `python -m eval_pipeline.store.database url .
 the embedded Postgres, export its URL), then `dagster job execute -m definitions -j retrieval_eval`
 in a subprocess, with the environment of the Makefile's DAGSTER_ENV pointed at the bench state
 dir.  The only difference from `make demo` is a run config that sends the report to
-<state-dir>/results instead of the repo's results/ (so the bench never overwrites it).
+<state-dir>-results instead of the repo's results/ (so the bench never overwrites it).
 
 Prints both wall times, the ratio warm/cold (goal <= 0.10) and, for each run, where the time went:
 process start + imports + Dagster setup before the first step, each step's duration (parsed from
@@ -28,7 +28,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from common import DEFAULT_STATE_ROOT, REPO_ROOT, peak_rss_children_mb, print_machine, print_table
+from common import DEFAULT_STATE_ROOT, REPO_ROOT, peak_rss_children_mb, print_machine, print_table, results_beside
 
 BIN = REPO_ROOT / ".venv" / "bin"
 STEP_DONE = re.compile(r'^(\S+ \S+ [+-]\d{4}) - dagster - \w+ - \S+ - \S+ - \d+ - (\S+) - STEP_SUCCESS - '
@@ -173,7 +173,7 @@ def profile_sweep(state_dir: Path) -> None:
 def run_config(state_dir: Path, beir: str | None, split: str) -> str:
     """The job's run config: the report goes to the state dir; with `beir`, the collection's corpus
     and judged queries, each document embedded whole (one chunk per document)."""
-    text = f"ops:\n  report:\n    config:\n      results_dir: {state_dir / 'results'}\n"
+    text = f"ops:\n  report:\n    config:\n      results_dir: {results_beside(state_dir)}\n"
     if beir:
         folder = Path(beir).resolve()
         text += (f"  corpus_snapshot:\n    config:\n      source: beir\n      path: {folder}\n"
