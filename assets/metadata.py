@@ -4,14 +4,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dagster import MetadataValue, TableColumn, TableSchema
+from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
 from assets.columns import describe
-from eval_pipeline.common.metadata import Markdown, RunLink, Table
+from eval_pipeline.common.metadata import Markdown, Records, RunLink, Table
 
 
 def to_metadata(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Markdown -> rendered markdown, RunLink -> a link to the run ("none" when empty), Table ->
+    """Markdown -> rendered markdown, Records -> a table the UI shows in place, RunLink -> a link to the run ("none" when empty), Table ->
     `dagster/row_count` and `dagster/column_schema` (each column's type and description from
     assets/columns.py, its pandas dtype when nothing there says),
     Path -> a path, dict or list -> JSON; numbers and text stay as they are (numbers are
@@ -21,6 +21,10 @@ def to_metadata(values: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, Table):
             out["dagster/row_count"] = value.row_count
             out["dagster/column_schema"] = column_schema(value)
+        elif isinstance(value, Records):
+            out[name] = MetadataValue.table(
+                [TableRecord(dict(zip(value.columns, row))) for row in value.rows],
+                schema=TableSchema(columns=[TableColumn(c, "string") for c in value.columns]))
         elif isinstance(value, Markdown):
             out[name] = MetadataValue.md(str(value))
         elif isinstance(value, RunLink):

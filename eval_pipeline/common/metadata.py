@@ -1,5 +1,6 @@
 """Metadata as plain values (no Dagster here): `Markdown` marks text to render, `Table` a
-DataFrame's rows and column schema; the Dagster layer turns them into its own types."""
+DataFrame's rows and column schema, `Records` a small table's cells; the Dagster layer turns
+them into its own types."""
 
 from __future__ import annotations
 
@@ -24,6 +25,15 @@ class Table:
 
     row_count: int
     columns: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Records:
+    """A small table of text cells to show in place on an asset's page (a long markdown entry
+    opens in a dialog instead): its column names and its rows, each a tuple in column order."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
 
 
 def frame_metadata(frame: pd.DataFrame) -> Table:

@@ -14,7 +14,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["EXIT_BROKEN", "EXIT_FAILED", "EXIT_PASSED", "VERDICT_PREFIX", "console_summary", "verdict_line"]
+from eval_pipeline.common.metadata import Records
+
+__all__ = ["EXIT_BROKEN", "EXIT_FAILED", "EXIT_PASSED", "VERDICT_PREFIX", "console_summary", "summary_table", "verdict_line"]
 
 EXIT_PASSED, EXIT_FAILED, EXIT_BROKEN = 0, 1, 2
 VERDICT_PREFIX = "eval-pipeline verdict:"  # the line scripts/run_job.sh reads
@@ -86,23 +88,31 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
             *(line.format(*row).rstrip() for row in rows)]
 
 
-def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_METRICS) -> str:
-    """The table and the verdict line (see the module docstring). `verdict` is a
-    `eval_pipeline.verdict.retrieval.RunVerdict`: its summary (one row per variant), its gates
-    (a state, rows of metric, actual, delta, tolerance, passed, and a message) and its answer
-    verdict."""
+def summary_table(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_METRICS) -> Records:
+    """One row per variant, failed gates first: the variant, its headline metrics with their
+    change against what it was compared with, its gate and why. The console prints it at the end
+    of a run; the verdict's and the report's asset pages show it in place. `verdict` is a
+    `eval_pipeline.verdict.retrieval.RunVerdict`: its summary (one row per variant) and its gates
+    (a state, rows of metric, actual, delta, tolerance, passed, and a message)."""
     summary = verdict.summary.set_index("variant") if len(verdict.summary) else None
     shown = [(m, label) for m, label in metrics if summary is not None and m in summary.columns]
     rows = []
-    for variant, gate in verdict.gates.items():
+    for variant, gate in sorted(verdict.gates.items(), key=lambda item: item[1].passed):  # stable: failed first
         deltas = _deltas(gate)
         values: Mapping[str, Any] = summary.loc[variant] if summary is not None and variant in summary.index else {}
         cells = [_cell(_number(values.get(m)), deltas.get(m)) for m, _ in shown]
         state = _STATE_WORDS.get(gate.state, gate.state)
-        rows.append([variant, *cells, f"{'passed' if gate.passed else 'FAILED'} ({state})", _why(gate)])
-    lines = [f"eval-pipeline: {len(rows)} variant(s), run {str(getattr(verdict, 'run_id', ''))[:8] or '?'}"
+        rows.append((variant, *cells, f"{'passed' if gate.passed else 'FAILED'} ({state})", _why(gate)))
+    return Records(("variant", *(f"{label} (Δ)" for _, label in shown), "gate", "why"), tuple(rows))
+
+
+def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_METRICS) -> str:
+    """The table (`summary_table`), the answer gates in one line and the verdict line (see the
+    module docstring)."""
+    table = summary_table(verdict, metrics)
+    lines = [f"eval-pipeline: {len(table.rows)} variant(s), run {str(getattr(verdict, 'run_id', ''))[:8] or '?'}"
              + (" (limited: not a baseline)" if getattr(verdict, "limited", False) else ""), ""]
-    lines += _table(["variant", *(f"{label} (Δ)" for _, label in shown), "gate", "why"], rows)
+    lines += _table(table.columns, table.rows)
     answers = getattr(verdict, "answers", None)
     if answers is not None and answers.gates:
         graded = [(v, grader, g) for v, graders in answers.gates.items() for grader, g in graders.items()]

@@ -16,6 +16,7 @@ from eval_pipeline.common.metadata import Markdown, RunLink, shown_number
 from eval_pipeline.common.state import StateDir
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.questions.sets import QuestionSet
+from eval_pipeline.reporting.console import summary_table
 from eval_pipeline.store.indexes import IndexStores
 from eval_pipeline.store.ingest import StoreInfo
 
@@ -279,13 +280,16 @@ def verdict_failures(verdict) -> list[str]:
 
 
 def verdict_metadata(verdict, baseline: str) -> dict[str, Any]:
-    """The verdict asset's metadata: the headline, whether it passed, and numbers the UI plots
-    over time (variants judged by each kind of comparison, failed gates)."""
+    """The verdict asset's metadata: the headline, the variants table shown in place (each
+    variant's headline metrics, gate and why: eval_pipeline.reporting.console.summary_table),
+    whether it passed, and numbers the UI plots over time (variants judged by each kind of
+    comparison, failed gates)."""
     from eval_pipeline.reporting.report import headline
 
     states = [g.state for g in verdict.gates.values()]
     failed = verdict_failures(verdict)
-    return {"headline": plain_text(headline(verdict, baseline)), "passed": verdict.passed, "eligible": verdict.eligible,
+    return {"headline": plain_text(headline(verdict, baseline)), "variants": summary_table(verdict),
+            "passed": verdict.passed, "eligible": verdict.eligible,
             "failed gates": len(failed), "failed": ", ".join(failed) or "none",
             **{f"variants {state}": states.count(state) for state in ("comparable", "paired", "first_run",
                                                                        "not_compared")},
@@ -303,14 +307,16 @@ def report_output(verdict, paths: Mapping[str, str], plots: Mapping[str, str], l
 def report_metadata(verdict, paths: Mapping[str, str], plots: Mapping[str, str], markdown: str, *,
                     headline: str, recommendation: str | None = None) -> dict[str, Any]:
     """The report asset's metadata: first the `verdict` (the headline and each variant's gate,
-    short enough for the asset page to show in place: eval_pipeline.reporting.verdict_entry), the
+    short enough for the asset page to show in place: eval_pipeline.reporting.verdict_entry) and
+    the `variants` table (shown in place too, where the long report opens in a dialog), the
     `headline` (and the recommendation), the report with its plots inline (the file on disk links
     them by relative path, which the UI cannot resolve), and the plots alone."""
     from eval_pipeline.reporting.report import embedded_images
     from eval_pipeline.reporting.verdict_entry import verdict_entry
 
     line = headline + (f" {recommendation}" if recommendation else "")
-    return {"verdict": Markdown(verdict_entry(verdict, headline)), "headline": plain_text(line),
+    return {"verdict": Markdown(verdict_entry(verdict, headline)), "variants": summary_table(verdict),
+            "headline": plain_text(line),
             "report": Markdown(inline_plots(markdown, plots)),
             "plots": Markdown(embedded_images(plots)), "path": Path(paths["report"]),
             "gate_passed": verdict.gate_passed}

@@ -81,11 +81,12 @@ METADATA_ROWS = """(() => {
 def test_the_report_page_leads_with_the_verdict_in_place(two_runs, browser):
     """Item 4: the report's first metadata entry is the verdict, the headline and each variant's
     gate, short enough that Dagster renders it in the table (a longer markdown entry is a
-    [Show Markdown] dialog, which opens scrolled to its bottom): the failed variant, what dropped
-    and by how much are on the page as it opens, without a click or a scroll."""
+    [Show Markdown] dialog, which opens scrolled to its bottom), and the second the variants
+    table (numbers, gate and why), which Dagster always shows in place: the failed variant, what
+    dropped and by how much are on the page as it opens, without a click or a scroll."""
     shown = browser.wait_for(f"{two_runs.base}/assets/report", METADATA_ROWS)
     rows, height = shown["rows"], shown["height"]
-    assert [r["key"] for r in rows[:2]] == ["verdict", "headline"], [r["key"] for r in rows]
+    assert [r["key"] for r in rows[:3]] == ["verdict", "variants", "headline"], [r["key"] for r in rows]
     verdict = rows[0]
     assert "[Show Markdown]" not in verdict["text"], verdict["text"]
     assert "Gate FAILED for dense" in verdict["text"], verdict["text"]
@@ -95,6 +96,13 @@ def test_the_report_page_leads_with_the_verdict_in_place(two_runs, browser):
                      r"\(-1\.000, tol 0\.05, previous\)|not_compared\))", verdict["text"]), verdict["text"]
     assert re.search(r"bm25: (passed|FAILED \(not_compared\))", verdict["text"]), verdict["text"]
     assert 0 < verdict["top"] < height, (verdict["top"], height)  # in view as the page opens
+    # then each variant's numbers, gate and why, a table shown in place, the failed variant first
+    variants = rows[1]
+    assert "[Show" not in variants["text"], variants["text"]
+    assert re.search(r"variant\s+nDCG@10 \(Δ\).*gate\s+why", variants["text"], re.S), variants["text"]
+    assert variants["text"].index("dense") < variants["text"].index("bm25"), variants["text"]
+    assert re.search(r"FAILED \((vs history|not compared)\)", variants["text"]), variants["text"]
+    assert 0 < variants["top"] < height, (variants["top"], height)
     _widen(browser)
     browser.wait_for(f"{two_runs.base}/assets/report", METADATA_ROWS)
     _scroll_to(browser, "Metadata")

@@ -1,0 +1,85 @@
+"""The variants table in place on the verdict's and the report's asset pages (issue #28, item 4):
+Dagster shows a table entry in place, where a long markdown entry opens in a dialog scrolled to
+its bottom, so a reader sees each variant's gate and numbers without opening the report. It is
+the console's table (one home: eval_pipeline.reporting.console.summary_table), failed gates first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from dagster import TableMetadataValue
+
+from assets.metadata import to_metadata
+from eval_pipeline.common.metadata import Records
+from eval_pipeline.gates.retrieval import GateResult
+from eval_pipeline.reporting.console import summary_table
+from eval_pipeline.reporting.run import report_metadata, verdict_metadata
+
+SUMMARY = pd.DataFrame([{"variant": "pg-dense", "ndcg@10": 0.81234, "hit@5": 0.9, "mrr": 0.7},
+                        {"variant": "hybrid", "ndcg@10": 0.7, "hit@5": 0.878, "mrr": 0.65}])
+HYBRID_ROWS = [{"variant": "hybrid", "state": "comparable", "metric": "hit@5", "actual": 0.878, "yardstick": 0.937,
+                "delta": -0.059, "tolerance": 0.05, "passed": False, "against": "previous"}]
+
+
+@dataclass
+class Verdict:
+    summary: pd.DataFrame
+    gates: dict[str, GateResult]
+    answers: Any = None
+    run_id: str = "1234567890abcdef"
+    limited: bool = False
+    eligible: bool = False
+    decided_by: dict[str, str] = field(default_factory=dict)
+    previous: dict[str, dict] = field(default_factory=lambda: {"hybrid": {"metrics": {"ndcg@10": 0.72}}})
+
+    @property
+    def passed(self) -> bool:
+        return all(g.passed for g in self.gates.values())
+
+    gate_passed = passed
+
+    def gate_rows(self) -> list[dict]:
+        return [r for g in self.gates.values() for r in g.rows if r.get("passed") is False]
+
+
+def _verdict() -> Verdict:
+    return Verdict(SUMMARY, {"pg-dense": GateResult(True, "first_run", [], "its first run"),
+                             "hybrid": GateResult(False, "comparable", HYBRID_ROWS, "compared with run abc")})
+
+
+def test_the_table_is_the_consoles_with_the_failed_gate_first():
+    table = summary_table(_verdict())
+    assert table.columns == ("variant", "nDCG@10 (Δ)", "hit@5 (Δ)", "MRR (Δ)", "gate", "why")
+    assert [row[0] for row in table.rows] == ["hybrid", "pg-dense"]
+    assert table.rows[0][2] == "0.878 (-0.059)"
+    assert table.rows[0][4] == "FAILED (vs history)"
+    assert table.rows[0][5] == "hit@5 -0.059 beyond its tolerance 0.050"
+    assert table.rows[1][1:] == ("0.812", "0.900", "0.700", "passed (first run)", "its first run")
+
+
+def test_the_report_shows_the_verdict_then_the_variants_table_first():
+    metadata = report_metadata(_verdict(), {"report": "/tmp/results.md"}, {}, "# report", headline="Gate FAILED.")
+    assert list(metadata)[:2] == ["verdict", "variants"]
+    assert metadata["variants"] == summary_table(_verdict())
+
+
+def test_the_verdict_asset_shows_the_variants_table_after_its_headline():
+    metadata = verdict_metadata(_verdict(), "pg-dense")
+    assert list(metadata)[:2] == ["headline", "variants"]
+
+
+def test_records_become_a_table_the_ui_shows_in_place():
+    shown = to_metadata({"variants": summary_table(_verdict())})["variants"]
+    assert isinstance(shown, TableMetadataValue)
+    assert [c.name for c in shown.schema.columns] == ["variant", "nDCG@10 (Δ)", "hit@5 (Δ)", "MRR (Δ)", "gate", "why"]
+    assert shown.records[0].data["variant"] == "hybrid"
+    assert shown.records[0].data["gate"] == "FAILED (vs history)"
+    assert len(shown.records) == 2
+
+
+def test_an_empty_run_has_an_empty_table_not_an_error():
+    table = summary_table(Verdict(SUMMARY[:0], {}))
+    assert table.rows == ()
+    assert isinstance(Records(("a",), ()), Records)
