@@ -8,8 +8,11 @@ so that rule lives in one place.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from numbers import Integral, Real
 from typing import TypeGuard
+
+import numpy as np
 
 
 # The checks narrow for the type checker to int / float: numpy's integer and floating scalars pass
@@ -42,10 +45,6 @@ def finite_values(values: object, name: str):
     NaN is rejected rather than dropped: a NaN per-question metric means an abstention
     question slipped in (or a scoring bug), and silently skipping it would change ``n``.
     """
-    from collections.abc import Mapping
-
-    import numpy as np
-
     if isinstance(values, (str, bytes)):
         raise TypeError(f"{name} must be a sequence of numbers, got the string {values!r}")
     if isinstance(values, Mapping):

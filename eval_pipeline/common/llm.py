@@ -181,7 +181,7 @@ class LLMClient:
             return
         with self._lock:
             if self._client is None:
-                from openai import OpenAI
+                from openai import OpenAI  # noqa: PLC0415  deferred: openai takes ~1 s to import
 
                 self._client = OpenAI(base_url=self.endpoint.for_client(), api_key=self._api_key,
                                       timeout=self.timeout, max_retries=0)
@@ -267,7 +267,7 @@ class LLMClient:
 
     def _classify(self, exc: BaseException) -> tuple[bool | None, int | None, str]:
         """(retryable, HTTP status, key-free reason); retryable None: not an API failure."""
-        import openai
+        import openai  # noqa: PLC0415  deferred: openai takes ~1 s to import
 
         if isinstance(exc, _InvalidResponse):
             return True, None, f"invalid response: {self._scrub(str(exc))}"

@@ -4,11 +4,14 @@ them into its own types."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
+from eval_pipeline.common.checks import finite_number
 
 
 class Markdown(str):
@@ -52,8 +55,6 @@ def shown_floats(values: Mapping[str, Any]) -> dict[str, Any]:
     """`values` with each finite float rounded as the UI shows a number (`SHOWN_DECIMALS`); any
     other value as it is, NaN included: an undefined number stays a gap in its plotted series,
     where `shown_number` would give None."""
-    import math
-
     return {k: round(v, SHOWN_DECIMALS) if isinstance(v, float) and math.isfinite(v) else v
             for k, v in values.items()}
 
@@ -61,7 +62,5 @@ def shown_floats(values: Mapping[str, Any]) -> dict[str, Any]:
 def shown_number(value: Any) -> float | None:
     """A number as the UI shows and plots it: 4 decimals (0.9778, not 0.9777777777777777); None
     when missing, NaN or not finite (no point to plot)."""
-    from eval_pipeline.common.checks import finite_number
-
     value = finite_number(value)
     return None if value is None else round(value, SHOWN_DECIMALS)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import importlib
 import inspect
 import math
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, overload
 
 from eval_pipeline.common.checks import is_integer, is_real
+from eval_pipeline.common.versions import code_digest_of_file
 
 PLUGINS_ENV = "EVAL_PIPELINE_PLUGINS"
 
@@ -112,10 +114,6 @@ def modules_code_digest(modules: Sequence[tuple[str, str]]) -> str:
     name (not its path: the same plugin checked out elsewhere is the same code); '' for none."""
     if not modules:
         return ""
-    import hashlib
-
-    from eval_pipeline.common.versions import code_digest_of_file
-
     digest = hashlib.sha256()
     for name, path in sorted(set(modules)):
         digest.update(name.encode() + b"\0" + code_digest_of_file(path).encode() + b"\0")
@@ -136,8 +134,6 @@ def plugin_code_digest(*whats: str) -> str:
         parts.append(f"plugins={modules_code_digest(_with_helpers(named))}")
     if not parts:
         return ""
-    import hashlib
-
     return hashlib.sha256(";".join(sorted(parts)).encode()).hexdigest()[:12]
 
 
@@ -236,8 +232,6 @@ class Registry(Generic[K]):
         chosen = sorted((n, d) for n, (_, d) in self._sources.items() if names is None or n in names)
         if not chosen:
             return ""
-        import hashlib
-
         return hashlib.sha256(repr(chosen).encode()).hexdigest()[:12]
 
     def _ready(self) -> dict[str, K]:

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import ast
+import csv
+import hashlib
+import os
+import sys
 from collections.abc import Iterable
+from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
 from typing import Any
+
+from eval_pipeline.common import state
+from eval_pipeline.common.weights import files_sha256
 
 
 def package_versions(names: Iterable[str]) -> dict[str, str]:
     """name -> installed version, 'absent' when not installed."""
-    from importlib.metadata import PackageNotFoundError, version
-
     out = {}
     for name in names:
         try:
@@ -27,8 +34,6 @@ def _code_of(text: str) -> str:
     """What a Python source does, not how it is written: its syntax tree without docstrings
     (comments, formatting and line numbers are not in a tree), so a reformatted or re-documented
     file keeps its digest and a changed statement does not."""
-    import ast
-
     tree = ast.parse(text)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -41,8 +46,6 @@ def _code_of(text: str) -> str:
 def _code_digest_of_bytes(raw: bytes) -> str:
     """`_code_of`'s digest of a Python file's bytes; the bytes' own digest when they do not
     parse as Python (a syntax error still changes the identity)."""
-    import hashlib
-
     try:
         text = _code_of(raw.decode("utf-8"))
     except (SyntaxError, UnicodeDecodeError, ValueError):
@@ -54,8 +57,6 @@ def code_digest_of_file(path: str) -> str:
     """A digest of one Python file's code (`_code_of`), at any absolute path (a plugin's file
     outside the project); the digest of its bytes when it does not parse, 'absent' when it
     cannot be read. Read each time it is asked: callers take it when the code is loaded."""
-    from pathlib import Path
-
     try:
         raw = Path(path).read_bytes()
     except OSError:
@@ -70,14 +71,9 @@ def source_digest(*paths: str) -> str:
     runs). For the identities a code change must change whatever a hand-kept version says: the
     engine, the scoring protocol, a grader's yardstick, a generator's identity."""
     if paths not in _SOURCES:
-        import hashlib
-
-        from eval_pipeline.common.state import PROJECT_ROOT
-        from eval_pipeline.common.weights import files_sha256
-
         files = []
         for name in paths:
-            top = PROJECT_ROOT / name
+            top = state.PROJECT_ROOT / name
             files += [top] if top.is_file() else sorted(p for p in top.rglob("*.py") if "__pycache__" not in p.parts) \
                 if top.is_dir() else []
         # each file's tree digest is cached by the file's version (size, mtime, ctime, inode), as
@@ -85,7 +81,7 @@ def source_digest(*paths: str) -> str:
         digests = files_sha256(files, compute=_code_digest_of_bytes, kind="code")
         digest = hashlib.sha256()
         for path, code in zip(files, digests):
-            digest.update(str(path.relative_to(PROJECT_ROOT)).encode() + b"\0" + code.encode() + b"\n")
+            digest.update(str(path.relative_to(state.PROJECT_ROOT)).encode() + b"\0" + code.encode() + b"\n")
         _SOURCES[paths] = digest.hexdigest()[:12]
     return _SOURCES[paths]
 
@@ -108,16 +104,12 @@ def _is_code(relative: str) -> bool:
 def _record_paths(dist: Any) -> list[str]:
     """The paths RECORD lists (relative to the install folder). Its hashes are not used: RECORD
     says what pip wrote, not what is on disk now."""
-    import csv
-
     return [row[0] for row in csv.reader((dist.read_text("RECORD") or "").splitlines()) if row and row[0]]
 
 
 def find_spec_anew(name: str) -> Any:
     """The spec a new process would import `name` by: every finder on sys.meta_path in order
     (an editable install's finder included), never a module this process already holds."""
-    import sys
-
     for finder in sys.meta_path:
         find = getattr(finder, "find_spec", None)
         if find is None:
@@ -135,8 +127,6 @@ def _import_locations(dist: Any, record: list[str]) -> list[tuple[str, str]]:
     """(folder or module file, the folder its relative names start from) for each top-level name
     the distribution provides (``top_level.txt``, else the first parts of its RECORD, else its
     own name), as a new process would import it (`find_spec_anew`)."""
-    import os
-
     names = (dist.read_text("top_level.txt") or "").split()
     if not names:
         firsts = {path.replace("\\", "/").split("/")[0] for path in record}
@@ -163,8 +153,6 @@ def _distribution_files(dist: Any) -> dict[str, str]:
     a package folder shadowing a listed module). `package_code_digest` hashes each from its
     bytes: a RECORD's hashes say what pip wrote, and anything that touches the files after (a
     patch, a `chmod -R`, a restored cache) would hide behind them."""
-    import os
-
     base = str(dist.locate_file(""))
     record = _record_paths(dist)
     files: dict[str, str] = {}
@@ -194,8 +182,6 @@ def machine_digest_cache() -> Path | None:
     """Where installed files' digests are kept between processes: the user's cache folder
     (``$XDG_CACHE_HOME`` or ``~/.cache``, then ``eval-pipeline/file-digests.json``), shared by
     every state dir on this machine, since the packages are; None when there is no home."""
-    import os
-
     home = os.path.expanduser("~")
     root = os.environ.get("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if home != "~" else "")
     return Path(root) / "eval-pipeline" / "file-digests.json" if root else None
@@ -206,10 +192,6 @@ def startup_code_digest() -> str:
     sys.path (its lines, and the source of each module an ``import`` line names) and the
     ``sitecustomize`` / ``usercustomize`` modules. A site-wide hotfix can patch a ranking
     package from there; 16 hex characters, 'none' when there is none."""
-    import hashlib
-    import os
-    import sys
-
     digest = hashlib.sha256()
     found = False
 
@@ -252,13 +234,6 @@ def package_code_digest(names: Iterable[str]) -> str:
     differently, so an identity that names versions only would call two engines one. Taken
     once per process, sys.path and meta path (the files are listed and stat-ed each time; their
     bytes are hashed once per version of each file on this machine)."""
-    import hashlib
-    import os
-    import sys
-    from importlib.metadata import PackageNotFoundError, distribution
-
-    from eval_pipeline.common.weights import files_sha256
-
     key = (tuple(names), tuple(sys.path), len(sys.meta_path))
     if key not in _PACKAGE_CODE:
         listed: dict[str, dict[str, str] | None] = {}

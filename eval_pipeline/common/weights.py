@@ -32,6 +32,9 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from eval_pipeline.common.atomic import atomic_write_text
+from eval_pipeline.common.state import STATE_DIR_ENV, StateDir
+
 _LOCK = threading.Lock()
 _MEMORY: dict[str, tuple[list[int], str]] = {}  # file path -> (stat signature, sha256)
 _READ_ATTEMPTS = 3  # a file changing under every read of it is an error, not an identity
@@ -44,8 +47,6 @@ def _signature(stat: os.stat_result) -> list[int]:
 def _default_cache() -> Path | None:
     """The state dir's digest file when a state dir is configured; else memory only (a
     library user's process should not write into a checkout it merely imports from)."""
-    from eval_pipeline.common.state import STATE_DIR_ENV, StateDir
-
     return StateDir(Path(os.environ[STATE_DIR_ENV])).content_digests if os.environ.get(STATE_DIR_ENV) else None
 
 
@@ -215,8 +216,6 @@ def files_sha256(paths: Iterable[str | Path], *, cache_file: str | Path | None =
 
 
 def _save(cache: Path, stored: dict[str, list]) -> None:
-    from eval_pipeline.common.atomic import atomic_write_text
-
     stored = dict(stored)
     stored.update({path: [sig, digest] for path, (sig, digest) in _MEMORY.items()})
     try:
@@ -233,7 +232,8 @@ def model_folder(model: str) -> Path:
     if folder.exists():
         return folder
     try:
-        from huggingface_hub import snapshot_download
+        # deferred: snapshot_download takes ~0.4 s to import
+        from huggingface_hub import snapshot_download  # noqa: PLC0415
 
         return Path(snapshot_download(model, local_files_only=True))
     except Exception as exc:  # noqa: BLE001 - any failure means: not available offline
