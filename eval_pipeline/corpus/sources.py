@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, overload
 
+from eval_pipeline.common.atomic import atomic_writer
+
 DEMO_DATA_DIR = Path(__file__).resolve().parent.parent / "demo_data"  # eval_pipeline/demo_data
 FOLDER_SUFFIXES = (".md", ".txt", ".json")
 
@@ -334,8 +336,6 @@ def spool_documents(documents: Iterable[Document], folder: Path, *, read: Callab
     the digest are computed. A spool of that name already there is kept (the same documents).
     `read()` is called once every document is read, before the merge: an error it raises (a load
     that fails after its last record) leaves no spool."""
-    from eval_pipeline.common.atomic import atomic_writer
-
     folder.mkdir(parents=True, exist_ok=True)
     count = characters = 0
     with tempfile.TemporaryDirectory(dir=folder, prefix=".sorting-") as scratch:

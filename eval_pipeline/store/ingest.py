@@ -28,12 +28,19 @@ only when its whole traceback is clean.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import itertools
 import json
 import time
 from dataclasses import asdict, dataclass
+from importlib.metadata import version
 from typing import Literal
 
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from eval_pipeline.common import versions
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.store.database import (
     DEFAULT_LOCK_LOG_EVERY,
@@ -91,8 +98,6 @@ class ChunkingConfig:
 def sentence_splitting_available() -> bool:
     """Whether Haystack can split by sentence: it needs nltk (and nltk's punkt data, which it
     would download). Checked without importing either."""
-    import importlib.util
-
     return importlib.util.find_spec("nltk") is not None
 
 
@@ -145,17 +150,13 @@ def table_code() -> str:
     so the edit would never be measured and its run would become a yardstick. An edit here
     rebuilds the table, not the vectors of unchanged texts (`eval_pipeline.store.vectors`
     keeps them by the embedder's identity and the text)."""
-    from eval_pipeline.common.versions import package_code_digest, source_digest
-
-    return f"{source_digest(*TABLE_CODE)}+{package_code_digest(CHUNKING_PACKAGES)}"
+    return f"{versions.source_digest(*TABLE_CODE)}+{versions.package_code_digest(CHUNKING_PACKAGES)}"
 
 
 def store_fingerprint(corpus_signature: str, chunking: ChunkingConfig, embedder_identity: str) -> str:
     """What a vector table holds: the corpus, the chunking (its settings and the code that
     chunks, `table_code`) and the embedder's identity (its weights by content and the code
     that embeds, see `eval_pipeline.store.embedders`)."""
-    from importlib.metadata import version
-
     payload = json.dumps(
         {"corpus": corpus_signature, "chunking": asdict(chunking), "embedder": embedder_identity,
          "chunker": [table_code(), version("haystack-ai")]}, sort_keys=True
@@ -172,10 +173,6 @@ PLAIN_STORAGE_MAX_DIMS = 1000  # 4 kB of floats: half an 8 kB page
 
 
 def _keep_embeddings_in_row(connection_string: str, table: str, dims: int) -> None:
-    from psycopg import sql
-
-    from eval_pipeline.store.database import connect
-
     if dims > PLAIN_STORAGE_MAX_DIMS:
         return
     with connect(connection_string, autocommit=True, application_name=f"eval-pipeline store {table}") as conn:
@@ -201,8 +198,10 @@ def chunk_documents(snapshot: CorpusSnapshot, chunking: ChunkingConfig):
 
 def chunk_batch(documents, chunking: ChunkingConfig):
     """`chunk_documents` for some of a corpus's documents (their ids unique)."""
-    from haystack import Document as HDocument
-    from haystack.components.preprocessors import DocumentCleaner, DocumentSplitter
+    from haystack import Document as HDocument  # noqa: PLC0415  deferred: Haystack imports torch, ~3 s
+
+    # deferred: Haystack imports torch, ~3 s
+    from haystack.components.preprocessors import DocumentCleaner, DocumentSplitter  # noqa: PLC0415
 
     cleaner = DocumentCleaner(remove_empty_lines=True, remove_extra_whitespaces=True)
     splitter = DocumentSplitter(
@@ -250,7 +249,7 @@ def open_document_store(connection_string: str, table: str, dims: int, *, hnsw: 
 
     `ef_search` bounds how many rows an HNSW scan can return (pgvector's default, 40, would
     silently cut a top-100 query to 40): callers pass at least the top_k they will ask for."""
-    from haystack.utils import Secret
+    from haystack.utils import Secret  # noqa: PLC0415  deferred: Haystack imports torch, ~3 s
 
     return _store_class()(
         connection_string=Secret.from_token(connection_string),
@@ -277,7 +276,8 @@ def _store_class():
     that names host and port but no secret.  Built on first use: Haystack is a heavy import."""
     global _STORE_CLASS
     if _STORE_CLASS is None:
-        from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore
+        # deferred: Haystack imports torch, ~3 s
+        from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore  # noqa: PLC0415
 
         class RedactingPgvectorDocumentStore(PgvectorDocumentStore):
             def _create_connection(self):
@@ -682,8 +682,6 @@ def _manifest_row(conn, table: str) -> tuple[int, int, float | None, int | None,
 
 
 def _unlock_quietly(conn, key: str) -> None:
-    import psycopg
-
     try:
         advisory_unlock(conn, key)
     except psycopg.Error:
@@ -894,8 +892,6 @@ def _write_batch(conn, table: str, chunks, vectors, *, batches_done: int, chunks
                  plan: str, reuse: Reuse) -> None:
     """One batch's rows and its count in the shard's progress row, in one transaction: both or
     neither (and neither if the build was planned again meanwhile)."""
-    from psycopg import sql
-
     with conn.transaction():
         with conn.cursor().copy(sql.SQL("COPY {} (id, embedding, content, meta) FROM STDIN").format(
                 sql.Identifier(table))) as copy:
@@ -934,8 +930,6 @@ def _finish_table(connection_string: str, table: str, dims: int, count: int, *, 
 
 def fetch_chunks(connection_string: str, table: str) -> list[tuple[str, str, str]]:
     """(chunk id, doc id, content) for every chunk, in id order; used by in-memory engines."""
-    from psycopg import sql
-
     with connect(connection_string, application_name=f"eval-pipeline fetch_chunks {table}") as conn:
         rows = conn.execute(
             sql.SQL("SELECT id, meta->>'doc_id', content FROM {} ORDER BY id").format(sql.Identifier(table))
@@ -946,8 +940,6 @@ def fetch_chunks(connection_string: str, table: str) -> list[tuple[str, str, str
 def fetch_chunk_texts(connection_string: str, table: str, chunk_ids) -> dict[str, str]:
     """{chunk id: content} for the given chunks only (an answer's context: a few per question,
     not the whole table). An id the table does not hold is an error naming it."""
-    from psycopg import sql
-
     wanted = sorted(set(chunk_ids))
     if not wanted:
         return {}
@@ -964,15 +956,11 @@ def fetch_chunk_texts(connection_string: str, table: str, chunk_ids) -> dict[str
 
 def _embedding_array(text: str):
     """pgvector's text form of an embedding as a float32 array."""
-    import numpy as np
-
     return np.asarray(json.loads(text), dtype=np.float32)
 
 
 def fetch_chunk_embeddings(connection_string: str, table: str):
     """{chunk id: embedding as a float32 array}; for rerankers that compare candidates (MMR)."""
-    from psycopg import sql
-
     with connect(connection_string, application_name=f"eval-pipeline fetch_chunk_embeddings {table}") as conn:
         rows = conn.execute(
             sql.SQL("SELECT id, embedding::text FROM {}").format(sql.Identifier(table))
@@ -986,8 +974,6 @@ def fetch_document_chunks(connection_string: str, table: str, doc_ids) -> list[t
     scan of the table's metadata column) holding only those chunks: what a step needs about a
     few documents (the golds of the questions it ranks), without reading the whole table into
     memory as `fetch_chunks` and `fetch_chunk_embeddings` do."""
-    from psycopg import sql
-
     wanted = sorted(set(doc_ids))
     if not wanted:
         return []

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
+
 from eval_pipeline.common.checks import is_integer
 from eval_pipeline.common.limiter import LimiterTimeout
 from eval_pipeline.store.database import HOLDERS_SELECT, connect, describe_holders, holder_rows, positive_seconds
@@ -106,8 +108,6 @@ class PostgresLimiter:
 
     def _put_back(self, conn, number: int | None) -> None:
         """Unlock the slot and keep the connection; a broken one is closed (its locks died with it)."""
-        import psycopg
-
         try:
             if number is not None:
                 conn.execute("SELECT pg_advisory_unlock(hashtext(%s), %s::int)", (self.name, number))

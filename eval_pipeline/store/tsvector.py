@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 
+from psycopg import sql
+
 from eval_pipeline.common.checks import is_integer
 from eval_pipeline.store.database import DEFAULT_LOCK_LOG_EVERY, advisory_lock, advisory_unlock, connect
 
@@ -86,8 +88,6 @@ def ensure_tsvector_column(connection_string: str, table: str, language: str = "
     `lock_log_every` seconds who holds the lock, and after `lock_timeout` seconds (default:
     EVAL_PIPELINE_LOCK_TIMEOUT, else one hour) it raises `LockTimeoutError` saying what to do.
     """
-    from psycopg import sql
-
     lock_key = f"eval_pipeline.ranking.keyword_index:{schema}.{table}"
     index = tsv_index_name(table)
     created = False
@@ -210,8 +210,6 @@ def keyword_query_sql(table: str, language: str = "english", *, schema: str = "p
     statement: `ts_rank_cd(content_tsv, plainto_tsquery(language, q), 0)` (0 is what the
     two-argument form uses), best first, equal scores in id order.
     """
-    from psycopg import sql
-
     settings = keyword_settings(match, ranking, normalization)
     language_literal = sql.Literal(language)
     query = sql.SQL(_QUERY_EXPRESSIONS[settings["match"]]).format(language=language_literal)

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eval_pipeline.store.database import advisory_lock, advisory_unlock, connect
+from eval_pipeline.store.database import EmbeddedPostgres, advisory_lock, advisory_unlock, connect
 
 STORES_TABLE = "eval_vector_stores"
 TABLE_PREFIX = "vectors_"
@@ -264,8 +264,6 @@ def _connection_string(args) -> str:
         return args.database_url
     if os.environ.get("EVAL_PIPELINE_DATABASE_URL"):
         return os.environ["EVAL_PIPELINE_DATABASE_URL"]
-    from eval_pipeline.store.database import EmbeddedPostgres
-
     state = args.state_dir or os.environ.get("EVAL_PIPELINE_STATE_DIR") or ".eval_state"
     return EmbeddedPostgres(state).uri("eval")
 
