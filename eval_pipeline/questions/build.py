@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from eval_pipeline.common.state import StateDir
 from eval_pipeline.corpus.sources import CorpusSnapshot
-from eval_pipeline.questions.sets import QuestionSet
+from eval_pipeline.questions.cache import generate_question_set, write_generated_question_set
+from eval_pipeline.questions.extra_golds import apply_extra_golds, extra_golds_fingerprint, load_extra_golds
+from eval_pipeline.questions.generation import chunk_units, document_units
+from eval_pipeline.questions.ict import generate_ict_question_set, ict_cache_path, ict_set_path
+from eval_pipeline.questions.sets import QuestionSet, QuestionSetError, load_question_set, preflight_question_set
+from eval_pipeline.store.ingest import ChunkingConfig, chunk_documents
 
 
 def preflight_run(
@@ -29,8 +35,6 @@ def preflight_run(
     (`questions`: its settings, None when the run does not build it) and every variant's
     reranker (`reranker_identity(spec)` loads no model). Logs skipped records; returns the
     snapshot's metadata."""
-    from eval_pipeline.questions.sets import preflight_question_set
-
     if questions is not None:
         if questions.source == "generate":
             generator_of(questions)
@@ -40,8 +44,6 @@ def preflight_run(
         if getattr(questions, "compare_with", None) is not None:
             preflight_compared_set(questions, snapshot)
         if getattr(questions, "extra_golds", None):  # a bad review file fails now, naming its line
-            from eval_pipeline.questions.extra_golds import load_extra_golds
-
             load_extra_golds(questions.extra_golds, doc_ids=[d.doc_id for d in snapshot.documents])
     for v in variants:  # a missing model or an unset LLM fails here, not after the embedding
         if v.reranker.kind != "none":
@@ -72,8 +74,6 @@ def build_question_set(
     With `settings.generator` "ict" it calls no model: the inverse cloze task
     (eval_pipeline.questions.ict), cached in `ict_question_cache.jsonl`, written to
     `generated_questions_ict_<signature>.jsonl` by default."""
-    from eval_pipeline.questions.sets import load_question_set, preflight_question_set
-
     doc_ids = [d.doc_id for d in snapshot.documents]
     metadata: dict[str, Any] = {}
     if settings.source == "generate" and generator_of(settings) == "ict":  # no model: nothing to configure
@@ -103,10 +103,6 @@ def _with_extra_golds(qs: QuestionSet, path: str, doc_ids: list[str], metadata: 
     the labels change, and so do the set's and the labels' fingerprints, so runs before and
     after the import are never compared as if on the same labels. Who judged them is kept in
     the header and the metadata."""
-    from dataclasses import replace
-
-    from eval_pipeline.questions.extra_golds import apply_extra_golds, extra_golds_fingerprint, load_extra_golds
-
     extra = load_extra_golds(path, questions=qs.questions, doc_ids=doc_ids)
     provenance = {"path": str(path), "count": len(extra), "fingerprint": extra_golds_fingerprint(extra),
                   "judged_by": sorted({g.judged_by for g in extra})}
@@ -116,10 +112,6 @@ def _with_extra_golds(qs: QuestionSet, path: str, doc_ids: list[str], metadata: 
 
 def _generate(settings: Any, snapshot: CorpusSnapshot, client: Any, state: StateDir,
               warn: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
-    from eval_pipeline.questions.cache import generate_question_set, write_generated_question_set
-    from eval_pipeline.questions.generation import chunk_units, document_units
-    from eval_pipeline.store.ingest import ChunkingConfig, chunk_documents
-
     path = Path(settings.path or state.generated_questions(snapshot.signature))
     if settings.unit == "chunk":
         chunks = chunk_documents(snapshot, ChunkingConfig())
@@ -155,14 +147,8 @@ def _generate_ict(settings: Any, snapshot: CorpusSnapshot, state: StateDir,
     """The ICT set for the corpus: per document (or per chunk of the default chunking), `seed`
     from the settings (0 without one), the same k, abstention share, masking and cap settings as
     the LLM path; every unit cached as it is done."""
-    from eval_pipeline.questions.cache import write_generated_question_set
-    from eval_pipeline.questions.generation import chunk_units, document_units
-    from eval_pipeline.questions.ict import generate_ict_question_set, ict_cache_path, ict_set_path
-
     path = Path(settings.path or ict_set_path(state.generated_questions(snapshot.signature)))
     if settings.unit == "chunk":
-        from eval_pipeline.store.ingest import ChunkingConfig, chunk_documents
-
         chunks = chunk_documents(snapshot, ChunkingConfig())
         units = chunk_units([(c.id, c.meta["doc_id"], c.content) for c in chunks], snapshot.documents)
     else:
@@ -201,8 +187,6 @@ def _compared_settings(settings: Any, snapshot: CorpusSnapshot, state: StateDir 
 def preflight_compared_set(settings: Any, snapshot: CorpusSnapshot) -> None:
     """`question_set.compare_with` checked before anything is embedded: its name, its generator,
     and a file or BEIR set loaded against the corpus. Every error names the setting."""
-    from eval_pipeline.questions.sets import QuestionSetError, preflight_question_set
-
     other = settings.compare_with
     if not _NAME.match(str(other.name)):
         raise ValueError(f"question_set.compare_with.name {other.name!r} is not valid: letters, digits, '.', '_' "
@@ -236,8 +220,6 @@ def record_compared_set(qs: QuestionSet, name: str, other: QuestionSet) -> Quest
     """`qs` with `other` recorded in its header (name, path, fingerprint, size): the report
     reloads it from there. The header is no part of the set's fingerprint: its results and
     history are those of the same questions."""
-    from dataclasses import replace
-
     record = {"name": name, "path": str(other.path), "fingerprint": other.fingerprint,
               "questions": len(other.questions), "source": (other.header or {}).get("source"),
               "generator": (other.header or {}).get("generator")}
@@ -248,8 +230,6 @@ def record_compared_set(qs: QuestionSet, name: str, other: QuestionSet) -> Quest
 def load_compared_sets(qs: QuestionSet, snapshot: CorpusSnapshot) -> list[tuple[str, QuestionSet]]:
     """The second sets recorded in `qs`'s header, reloaded and checked: the same corpus and the
     questions the question_set asset built (a file changed since fails, naming it)."""
-    from eval_pipeline.questions.sets import load_question_set
-
     out = []
     for record in (qs.header or {}).get(COMPARED_SETS, ()):
         other = load_question_set(record["path"], corpus_signature=snapshot.signature,

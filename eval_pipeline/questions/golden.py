@@ -71,6 +71,7 @@ Stamp a hand-written file (with or without a header) with
 
 from __future__ import annotations
 
+import argparse
 import copy
 import hashlib
 import json
@@ -89,11 +90,13 @@ from eval_pipeline.common.patterns import (
     check_bounded,
     compile_pattern,
 )
+from eval_pipeline.corpus.sources import load_corpus
 from eval_pipeline.questions.sets import (
     FORMS,
     QuestionSetError,
     check_length,
     check_text,
+    input_error,
     json_object_line,
     question_list,
     read_jsonl,
@@ -721,8 +724,6 @@ def golden_from_question_set(question_set: Any, *, set_id: str, include_abstenti
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m eval_pipeline.questions.golden")
     sub = parser.add_subparsers(dest="command", required=True)
     stamp = sub.add_parser("stamp", help="write the header and fingerprint of a hand-written golden prompt set")
@@ -735,14 +736,10 @@ def main(argv: list[str] | None = None) -> int:
     signature, doc_ids = None, None
     try:
         if args.corpus_kind != "none":
-            from eval_pipeline.corpus.sources import load_corpus
-
             snapshot = load_corpus(args.corpus_kind, args.corpus)
             signature, doc_ids = snapshot.signature, [d.doc_id for d in snapshot.documents]
         fingerprint = stamp_golden_file(args.prompts, set_id=args.set_id, corpus_signature=signature, doc_ids=doc_ids)
     except ValueError as exc:  # GoldenPromptError, CorpusError: they name the file and line
-        from eval_pipeline.questions.sets import input_error
-
         return input_error(parser.prog, exc)
     print(f"{args.prompts}: corpus {signature}, fingerprint {fingerprint}")
     return 0

@@ -101,8 +101,11 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import Stemmer
+
 from eval_pipeline.common.checks import check_seed
 from eval_pipeline.common.text import TOKEN
+from eval_pipeline.questions.cache import DEFAULT_LOCK_TIMEOUT, QuestionCache
 from eval_pipeline.questions.generation import (
     DEFAULT_FRAC,
     DEFAULT_MIN_CHARS,
@@ -157,8 +160,7 @@ def _analysis() -> tuple[frozenset[str], Any]:
     """NLTK's English stopwords and the Snowball stemmer (the audit's), imported on first use."""
     global _ANALYSIS
     if _ANALYSIS is None:
-        import Stemmer
-        from bm25s.stopwords import STOPWORDS_EN_PLUS
+        from bm25s.stopwords import STOPWORDS_EN_PLUS  # noqa: PLC0415  deferred: bm25s takes ~0.4 s to import
 
         _ANALYSIS = (frozenset(STOPWORDS_EN_PLUS), Stemmer.Stemmer("english"))
     return _ANALYSIS
@@ -649,8 +651,6 @@ def generate_ict_question_set(
     """`generate_ict_questions` through the `QuestionCache` journal at `cache_path` (resumable; at
     the end compacted to the records of units that still exist, other records kept), with the
     corpus signature the set is written for."""
-    from eval_pipeline.questions.cache import DEFAULT_LOCK_TIMEOUT, QuestionCache
-
     if not isinstance(corpus_signature, str) or not corpus_signature.strip():
         raise ValueError("corpus_signature must be a non-empty string")
     units = list(units)

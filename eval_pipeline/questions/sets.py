@@ -24,9 +24,11 @@ is embedded.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import logging
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +36,7 @@ from typing import Any
 
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import is_integer
-from eval_pipeline.corpus.sources import invisible_characters, invisible_note
+from eval_pipeline.corpus.sources import DEMO_DATA_DIR, invisible_characters, invisible_note, load_corpus
 
 HEADER_KIND = "eval-pipeline/question-set"
 FORMAT_VERSION = 1
@@ -429,10 +431,6 @@ def stamp_question_file(questions_path: str | Path, corpus_signature: str, doc_i
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    from eval_pipeline.corpus.sources import load_corpus
-
     parser = argparse.ArgumentParser(prog="python -m eval_pipeline.questions.sets")
     sub = parser.add_subparsers(dest="command", required=True)
     stamp = sub.add_parser("stamp", help="write the header of a hand-written question set for a corpus")
@@ -452,8 +450,6 @@ def main(argv: list[str] | None = None) -> int:
 def input_error(prog: str, exc: Exception) -> int:
     """A command line's answer to bad input: the project's message (it names the file and
     line), one line on stderr, exit status 2 (as argparse's usage errors), never a traceback."""
-    import sys
-
     print(f"{prog}: error: {exc}", file=sys.stderr)
     return 2
 
@@ -607,8 +603,6 @@ def preflight_question_set(
         if not path:
             if corpus_source != "demo":
                 raise QuestionSetError("question_set.path is required for a corpus other than the demo corpus")
-            from eval_pipeline.corpus.sources import DEMO_DATA_DIR
-
             path = DEMO_DATA_DIR / "questions.jsonl"
         qs = load_question_set(path, corpus_signature=corpus_signature, doc_ids=doc_ids, require_fingerprint=True)
     return qs.limit(limit) if limit is not None else qs
