@@ -171,7 +171,7 @@ def profile_sweep(state_dir: Path) -> None:
 
 
 def run_config(state_dir: Path, beir: str | None, split: str) -> str:
-    """The job's run config: the report goes to the state dir; with `beir`, the collection's corpus
+    """The job's run config: the report goes beside the state dir; with `beir`, the collection's corpus
     and judged queries, each document embedded whole (one chunk per document)."""
     text = f"ops:\n  report:\n    config:\n      results_dir: {results_beside(state_dir)}\n"
     if beir:
