@@ -74,13 +74,13 @@ class Analyzer:
     def __init__(self, *, stemmer: StemmerName = "english", stopwords: StopwordsName = "english"):
         check_settings(stemmer=stemmer, stopwords=stopwords)
         if stopwords == "english":
-            from bm25s.stopwords import STOPWORDS_EN
+            from bm25s.stopwords import STOPWORDS_EN  # noqa: PLC0415  deferred: bm25s takes ~0.4 s to import
 
             self.stopwords: frozenset[str] = frozenset(STOPWORDS_EN)
         else:
             self.stopwords = frozenset()
         if stemmer == "english":
-            import Stemmer
+            import Stemmer  # noqa: PLC0415  deferred: loaded with bm25s, only when an engine is built
 
             self._stem = Stemmer.Stemmer("english").stemWords
         else:
@@ -149,8 +149,9 @@ class BM25Engine:
         self.depth = depth
         self.chunk_top_k = min(chunk_top_k, len(chunks))
 
-        import bm25s
-        import numpy as np
+        # deferred: bm25s takes ~0.4 s to import; numpy too is loaded only when an engine is built
+        import bm25s  # noqa: PLC0415
+        import numpy as np  # noqa: PLC0415
 
         self._np = np
         self.analyzer = Analyzer(stemmer=stemmer, stopwords=stopwords)

@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
+import sys
 import time
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from eval_pipeline.common import versions
 from eval_pipeline.common.atomic import atomic_write_bytes
+from eval_pipeline.common.registry import plugin_code_digest
+from eval_pipeline.common.versions import package_versions, startup_code_digest
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.ranking.results import identity_json
 from eval_pipeline.ranking.variants import Variant
+from eval_pipeline.store.database import connect
 
 # Questions embedded in one call: the texts and vectors held at once (the embedder batches
 # inside a call too), whatever the size of the question set.
@@ -99,16 +106,10 @@ def result_environment() -> dict[str, str]:
     (`RESULT_REGISTRIES`), ``plugin-code``: the digest of their source files, which the
     checkout's version and the package's source digest do not cover (a plugin lives outside
     them), so its edit is not replayed from the cache and is part of the engine identity."""
-    import sys
-    import unicodedata
-
-    from eval_pipeline.common.registry import plugin_code_digest
-    from eval_pipeline.common.versions import package_code_digest, package_versions, startup_code_digest
-
     environment = package_versions(RESULT_PACKAGES)
     # a patched or editable install ranks differently under the same version number, and so does
     # a package patched at start-up by a .pth line or sitecustomize
-    environment["package-code"] = package_code_digest(RESULT_PACKAGES)
+    environment["package-code"] = versions.package_code_digest(RESULT_PACKAGES)
     environment["startup-code"] = startup_code_digest()
     # the tokenizers case-fold and split words by Python's Unicode tables
     environment["python"] = ".".join(str(part) for part in sys.version_info[:3])
@@ -132,11 +133,7 @@ def engine_identity(database: Mapping[str, str] | None = None) -> str:
     a paired comparison re-ranks a reference configuration with today's engine, which only
     stands for the reference when it is the same engine, and a partition ranked by another
     engine is not this run's measurement."""
-    import json
-
-    from eval_pipeline.common.versions import source_digest
-
-    payload = json.dumps({"code": source_digest(*CODE_PATHS), "packages": result_environment(),
+    payload = json.dumps({"code": versions.source_digest(*CODE_PATHS), "packages": result_environment(),
                           "database": dict(database or {})}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -144,8 +141,6 @@ def engine_identity(database: Mapping[str, str] | None = None) -> str:
 def store_environment(connection_string: str) -> dict[str, str]:
     """The database server's and the vector extension's versions (HNSW search can change
     between pgvector releases)."""
-    from eval_pipeline.store.database import connect
-
     with connect(connection_string) as conn:
         server = conn.execute("SHOW server_version").fetchone()[0]
         row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()

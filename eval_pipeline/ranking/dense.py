@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
+from psycopg import sql
 
 from eval_pipeline.common.checks import is_integer
 from eval_pipeline.ranking.hits import ChunkHit, RankedDoc, chunks_to_documents
@@ -104,8 +105,6 @@ def dense_query_sql(table: str, top_k: int, *, exact: bool = False, schema: str 
     come out of the inner LIMIT.  The score is `1 - distance`, the same float8 arithmetic as
     Haystack's `1 - (embedding <=> q)`.  HNSW: the inner ORDER BY is the distance alone, the form
     the index serves.  Exact: it is `1 - distance DESC, id`, which no index serves."""
-    from psycopg import sql
-
     target = sql.Identifier(schema, table)
     limit = sql.Literal(int(top_k))
     if exact:

@@ -39,8 +39,11 @@ from eval_pipeline.common.registry import Names, Option, Registry, boolean, choi
 from eval_pipeline.common.text import TOKEN
 from eval_pipeline.corpus.sources import CorpusSnapshot, Document
 from eval_pipeline.ranking import bm25  # light: bm25s and PyStemmer load only when an engine is built
+from eval_pipeline.ranking.bm25 import BM25Engine
 from eval_pipeline.ranking.defaults import RRF_K
 from eval_pipeline.ranking.hits import ChunkHit, RankedDoc, chunks_to_documents
+from eval_pipeline.store import tsvector
+from eval_pipeline.store.tsvector import keyword_settings
 
 EngineName = Literal["pg-keyword", "pg-dense", "hybrid", "bm25", "metadata"]  # the built-in ones
 
@@ -75,8 +78,8 @@ def fuse(legs: Sequence[Sequence[ChunkHit]], *, mode: str = "rrf", rrf_k: int = 
         )
     if mode not in ("merge", "dbsf"):
         raise ValueError(f"fusion mode {mode!r} is not valid; valid: rrf, merge, dbsf")
-    from haystack import Document as HDocument
-    from haystack.components.joiners import DocumentJoiner
+    from haystack import Document as HDocument  # noqa: PLC0415  deferred: Haystack imports torch, ~3 s
+    from haystack.components.joiners import DocumentJoiner  # noqa: PLC0415  deferred: Haystack imports torch, ~3 s
 
     joiner = DocumentJoiner(
         join_mode="merge" if mode == "merge" else "distribution_based_rank_fusion",
@@ -94,7 +97,8 @@ class PgDenseEngine:
     needs_embedding = True
 
     def __init__(self, document_store, *, depth: int = 20, chunk_top_k: int = 100):
-        from haystack_integrations.components.retrievers.pgvector import PgvectorEmbeddingRetriever
+        # deferred: Haystack imports torch, ~3 s
+        from haystack_integrations.components.retrievers.pgvector import PgvectorEmbeddingRetriever  # noqa: PLC0415
 
         self.depth = depth
         self.retriever = PgvectorEmbeddingRetriever(document_store=document_store, top_k=chunk_top_k)
@@ -223,7 +227,8 @@ def leg_kind(leg: str) -> EngineKind:
 
 
 def _keyword_leg(ctx: LegContext, top_k: int, settings: Mapping[str, Any]):
-    from eval_pipeline.ranking.keyword_index import IndexedKeywordEngine  # imports Haystack: only when ranking
+    # deferred: imports Haystack: only when ranking
+    from eval_pipeline.ranking.keyword_index import IndexedKeywordEngine  # noqa: PLC0415
 
     # Same ranking as Haystack's PgvectorKeywordRetriever at the defaults, on a stored, indexed
     # tsvector (parity tested in tests/integration/test_keyword_index.py).
@@ -231,7 +236,7 @@ def _keyword_leg(ctx: LegContext, top_k: int, settings: Mapping[str, Any]):
 
 
 def _dense_leg(ctx: LegContext, top_k: int, settings: Mapping[str, Any]):
-    from eval_pipeline.ranking import dense  # imports Haystack: only when ranking
+    from eval_pipeline.ranking import dense  # noqa: PLC0415  deferred: imports Haystack: only when ranking
 
     # Haystack's PgvectorEmbeddingRetriever's ids and scores (parity-tested), selecting only id,
     # doc id and score; HNSW ef_search max(40, top_k) for this leg alone, so a variant ranks the
@@ -240,15 +245,11 @@ def _dense_leg(ctx: LegContext, top_k: int, settings: Mapping[str, Any]):
 
 
 def _bm25_leg(ctx: LegContext, top_k: int, settings: Mapping[str, Any]):
-    from eval_pipeline.ranking.bm25 import BM25Engine  # imports bm25s and PyStemmer: only when ranking
-
     titles = {d.doc_id: d.title for d in ctx.snapshot.documents}
     return BM25Engine(ctx.chunks(), titles=titles, chunk_top_k=top_k, **settings)
 
 
 def _keyword_resolved(given: Mapping[str, Any]) -> dict[str, Any]:
-    from eval_pipeline.store.tsvector import keyword_settings
-
     return dict(keyword_settings(**given))
 
 
@@ -258,8 +259,6 @@ def _bm25_resolved(given: Mapping[str, Any]) -> dict[str, Any]:
 
 def _keyword_choices(name: str) -> Callable[[], Sequence[str]]:
     def listed() -> Sequence[str]:
-        from eval_pipeline.store import tsvector
-
         return getattr(tsvector, name)
     return listed
 

@@ -54,7 +54,7 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from eval_pipeline.common.checks import is_finite, is_integer, is_real
@@ -158,8 +158,6 @@ def split_question_set(question_set, *, fraction: float, seed: int):
     """The question set for a sweep with fusion tuning: its `tuning` part (tuned on, never
     scored) and, as its `questions`, the held-out rest in file order, which every variant is
     scored on. Raises ValueError when either part has no answerable question."""
-    from dataclasses import replace
-
     tuning_ids, held_out_ids = split_questions([q.qid for q in question_set.questions], fraction=fraction, seed=seed)
     tuning_set = set(tuning_ids)
     tuning = tuple(q for q in question_set.questions if q.qid in tuning_set)

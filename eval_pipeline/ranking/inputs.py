@@ -4,6 +4,8 @@ embedder) checks that they were produced together before ranking or judging anyt
 
 from __future__ import annotations
 
+from eval_pipeline.store.ingest import check_store_matches
+
 
 class InconsistentInputs(ValueError):
     """The report's inputs were produced by different configurations (a partition ranked
@@ -16,8 +18,6 @@ def check_inputs_agree(*, corpus_signature: str, store, questions, embedder) -> 
     the table was built from this corpus with this embedder's weights, and the question set was
     written (and checked) for this corpus. Any asset can be materialized alone from the UI, so
     a step that reads several of them must not assume it: refuse, naming what to re-materialize."""
-    from eval_pipeline.store.ingest import check_store_matches
-
     problems = []
     if store.corpus_signature != corpus_signature:
         problems.append(f"the vector table {store.table} was built from corpus {store.corpus_signature!r}, "

@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from eval_pipeline.common.checks import is_integer, is_real
 from eval_pipeline.common.registry import Names, Option, Registry, boolean, string
+from eval_pipeline.common.weights import content_digest, model_folder
+from eval_pipeline.store.embedders import embedding_runtime, runtime_digest
 
 if TYPE_CHECKING:
     from haystack_integrations.components.rankers.sentence_transformers import (
@@ -167,9 +169,6 @@ class CrossEncoderReranker:
         self._ranker: SentenceTransformersSimilarityRanker | None = None
 
     def identity(self) -> dict[str, str]:
-        from eval_pipeline.common.weights import content_digest, model_folder
-        from eval_pipeline.store.embedders import embedding_runtime, runtime_digest
-
         return {"kind": self.kind, "model": self.model,
                 "weights": f"sha256:{content_digest(model_folder(self.model))}",
                 "runtime": runtime_digest(embedding_runtime()),
@@ -180,8 +179,10 @@ class CrossEncoderReranker:
             return
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from haystack.utils import ComponentDevice
-        from haystack_integrations.components.rankers.sentence_transformers import (
+        from haystack.utils import ComponentDevice  # noqa: PLC0415  deferred: Haystack imports torch, ~3 s
+
+        # deferred: Haystack imports torch, ~3 s
+        from haystack_integrations.components.rankers.sentence_transformers import (  # noqa: PLC0415
             SentenceTransformersSimilarityRanker,
         )
 
@@ -200,7 +201,7 @@ class CrossEncoderReranker:
         self._ranker = ranker
 
     def rerank(self, query, candidates, *, query_embedding=None):
-        from haystack import Document
+        from haystack import Document  # noqa: PLC0415  deferred: Haystack imports torch, ~3 s
 
         _check_unique(candidates)
         if not candidates:

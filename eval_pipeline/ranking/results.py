@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import pandas as pd
 
 from eval_pipeline.ranking.variants import Variant
+from eval_pipeline.store.database import error_text as scrubbed
 
 STAGES = ("embed", "keyword", "dense", "bm25", "metadata", "fusion", "rerank")
 
@@ -39,8 +41,6 @@ def variant_identity(variant: Variant, reranker=None, legs: Mapping[str, Mapping
 
 
 def identity_json(identity: Mapping) -> str:
-    import json
-
     return json.dumps(identity, sort_keys=True, default=str)
 
 
@@ -48,8 +48,6 @@ def error_text(exc: BaseException, connection_string: str | None = None) -> str:
     """A question's error as stored in results, history and reports: type and message, with
     the password of `connection_string` (and its fragments, and any connection-string password) removed,
     cut to 500 characters."""
-    from eval_pipeline.store.database import error_text as scrubbed
-
     return scrubbed(exc, connection_string)[:500]
 
 

@@ -10,16 +10,27 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import pandas as pd
 
 from eval_pipeline.common.state import StateDir
+from eval_pipeline.metrics.selective import choose_threshold
 from eval_pipeline.ranking.batches import plan_batches
-from eval_pipeline.ranking.caches import QueryEmbeddingCache, ResultsCache, engine_identity, store_environment
+from eval_pipeline.ranking.caches import (
+    QueryEmbeddingCache,
+    ResultsCache,
+    engine_identity,
+    result_environment,
+    store_environment,
+)
+from eval_pipeline.ranking.engines import ENGINES
+from eval_pipeline.ranking.fusion_tuning import tune_fusion
+from eval_pipeline.ranking.inputs import check_inputs_agree
 from eval_pipeline.ranking.results import identity_json
 from eval_pipeline.ranking.sweep import Sweep
+from eval_pipeline.store.ingest import chunks_fingerprint
 
 
 @dataclass
@@ -85,9 +96,6 @@ def plan_ranking_batches(
     server and extension versions; `code_version` is the code that ranks. The corpus, table,
     question set and embedder are first checked to belong together (a step can read
     materializations of different runs)."""
-    from eval_pipeline.ranking.caches import result_environment
-    from eval_pipeline.ranking.inputs import check_inputs_agree
-
     check_inputs_agree(corpus_signature=corpus_signature, store=store, questions=question_set, embedder=embedder)
     cache = ResultsCache(state.ranked_results)
     version = code_version
@@ -193,10 +201,6 @@ def tune_abstention(variants: Sequence[Any], question_set, *, snapshot, connecti
     `eval_pipeline.metrics.selective.choose_threshold`. The scored questions are never read. A
     question set without a tuning part, a tuning part without abstention questions and a tuning
     question that errored are refused, naming the variant."""
-    from dataclasses import replace
-
-    from eval_pipeline.metrics.selective import choose_threshold
-
     auto = [v for v in variants if chooses_threshold(v)]
     if not auto:
         return {}
@@ -229,10 +233,6 @@ def tune_variants(variants: Sequence[Any], question_set, *, snapshot, connection
     """variant key -> (the variant with its tuned rrf_k or weights, the tuning's provenance) for
     each variant with `tune`: its legs queried for the question set's tuning part only (with the
     sweep's own legs), then `fusion_tuning.tune_fusion`. The scored questions are never read."""
-    from dataclasses import replace
-
-    from eval_pipeline.ranking.fusion_tuning import tune_fusion
-
     tuned_ones = [v for v in variants if getattr(v, "tune", None)]
     if not tuned_ones:
         return {}
@@ -268,8 +268,6 @@ def index_independent(variant) -> bool:
     each document's first chunk, so they depend on the chunking: indexes that share a chunking
     share them, ranked once. Read from the engine's kind: no legs, needing neither the index's
     table nor a question embedding (eval_pipeline.ranking.engines.ENGINES)."""
-    from eval_pipeline.ranking.engines import ENGINES
-
     kind = ENGINES.get(variant.engine)
     return (kind is not None and not kind.fuses and kind.leg is None and not kind.needs & {"store", "query_embedding"}
             and variant.reranker.kind == "none")
@@ -278,8 +276,6 @@ def index_independent(variant) -> bool:
 def results_table(store, variant) -> str:
     """What of the table a variant's results key holds: the table itself (its corpus, chunking
     and embedder), or for an index-independent variant its chunks alone."""
-    from eval_pipeline.store.ingest import chunks_fingerprint
-
     if index_independent(variant):
         return "chunks:" + chunks_fingerprint(store.corpus_signature, store.chunking)
     return store.table
@@ -348,8 +344,6 @@ def rank_batch(
 ) -> RankedBatch:
     """Rank one batch with one Sweep: legs and candidate pools shared by its variants. The batch
     of unchanged variants is read from the cache (ranked after all if an entry has gone)."""
-    from eval_pipeline.ranking.inputs import check_inputs_agree
-
     check_inputs_agree(corpus_signature=snapshot.signature, store=store, questions=question_set, embedder=embedder)
     cache = ResultsCache(state.ranked_results)
     keys = batch.results_keys

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from eval_pipeline.corpus.sources import CorpusSnapshot
-from eval_pipeline.questions.sets import Question
+from eval_pipeline.questions.sets import Question, question_set_fingerprint
 from eval_pipeline.ranking.abstention import confidence, refuses
 from eval_pipeline.ranking.diagnosis import diagnose_miss
 from eval_pipeline.ranking.engines import (
@@ -44,9 +44,11 @@ from eval_pipeline.ranking.engines import (
     leg_kind,
 )
 from eval_pipeline.ranking.microscope import answer_chunk, miss_record
-from eval_pipeline.ranking.rerankers import RERANKERS
+from eval_pipeline.ranking.rerankers import RERANKERS, Candidate
 from eval_pipeline.ranking.results import RESULT_COLUMNS, STAGES, error_text, identity_json, variant_identity
 from eval_pipeline.ranking.variants import Variant, resolved_leg_settings
+from eval_pipeline.store import ingest
+from eval_pipeline.store.ingest import fetch_document_chunks
 
 if TYPE_CHECKING:
     from eval_pipeline.ranking.rerankers import Reranker
@@ -114,9 +116,7 @@ class Sweep:
 
     def chunks(self) -> list[tuple[str, str, str]]:
         if self._chunks is None:
-            from eval_pipeline.store.ingest import fetch_chunks
-
-            self._chunks = fetch_chunks(self.connection_string, self.table)
+            self._chunks = ingest.fetch_chunks(self.connection_string, self.table)
         return self._chunks
 
     def chunk_text(self) -> dict[str, str]:
@@ -135,9 +135,7 @@ class Sweep:
 
     def chunk_embeddings(self) -> dict[str, np.ndarray]:
         if self._chunk_embeddings is None:
-            from eval_pipeline.store.ingest import fetch_chunk_embeddings
-
-            self._chunk_embeddings = fetch_chunk_embeddings(self.connection_string, self.table)
+            self._chunk_embeddings = ingest.fetch_chunk_embeddings(self.connection_string, self.table)
         return self._chunk_embeddings
 
     def _leg(self, name: str, top_k: int, settings: Mapping[str, Any]):
@@ -214,8 +212,6 @@ class Sweep:
         order. The first call reads the chunks of the golds of every question being ranked
         (`run_variant`'s) in one query and keeps them: what the microscope holds is those
         documents' chunks, not the table."""
-        from eval_pipeline.store.ingest import fetch_document_chunks
-
         unread = {d for d in gold if d not in self._gold_chunks}
         if unread:
             wanted = unread | {d for d in self._golds_asked if d not in self._gold_chunks}
@@ -228,8 +224,6 @@ class Sweep:
                       for cid, text, embedding in self._gold_chunks[doc_id])
 
     def _candidates(self, docs: Sequence[RankedDoc], with_embeddings: bool):
-        from eval_pipeline.ranking.rerankers import Candidate
-
         texts = self.chunk_text()
         embeddings = self.chunk_embeddings() if with_embeddings else {}
         out = []
@@ -249,8 +243,6 @@ class Sweep:
         return [d if d.chunk_id else RankedDoc(d.doc_id, d.score, first.get(d.doc_id)) for d in docs]
 
     def run_variant(self, v: Variant, questions: Sequence[Question]) -> pd.DataFrame:
-        from eval_pipeline.questions.sets import question_set_fingerprint
-
         reranker = self.rerankers.get(v.key) if v.reranker.kind != "none" else None
         if v.reranker.kind != "none" and reranker is None:
             raise ValueError(f"variant {v.key!r} needs a {v.reranker.kind} reranker and none was given")
