@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from numbers import Integral, Real
 from typing import TypeGuard
 
-import numpy as np
-
 
 # The checks narrow for the type checker to int / float: numpy's integer and floating scalars pass
 # too, and behave as int / float wherever a checked value goes.
@@ -45,6 +43,9 @@ def finite_values(values: object, name: str):
     NaN is rejected rather than dropped: a NaN per-question metric means an abstention
     question slipped in (or a scoring bug), and silently skipping it would change ``n``.
     """
+    # deferred: the modules that import these checks load no numpy until they compute (test_bm25)
+    import numpy as np  # noqa: PLC0415
+
     if isinstance(values, (str, bytes)):
         raise TypeError(f"{name} must be a sequence of numbers, got the string {values!r}")
     if isinstance(values, Mapping):
