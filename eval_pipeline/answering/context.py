@@ -9,8 +9,9 @@ entry instead of dropping them (a generator that cites `[7]` of five entries mad
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 _CITATION = re.compile(r"\[(\d{1,4})\]")
 
@@ -38,6 +39,11 @@ def numbered_context(chunks: Iterable[tuple[str, str, str]], k: int) -> tuple[Co
         if len(out) == k:
             break
     return tuple(out)
+
+
+def context_from_record(record: Mapping[str, Any]) -> tuple[ContextEntry, ...]:
+    """The context an answer was written from, as its cache record keeps it."""
+    return tuple(ContextEntry(int(n), str(c), str(d), str(t)) for n, c, d, t in record["context"])
 
 
 def render_context(context: Sequence[ContextEntry]) -> str:

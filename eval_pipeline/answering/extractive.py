@@ -20,7 +20,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from eval_pipeline.answering.context import ContextEntry
+from eval_pipeline.common import versions
 
 EXTRACTIVE_VERSION = 1
 
@@ -28,9 +31,7 @@ EXTRACTIVE_VERSION = 1
 def ANSWERING_CODE() -> str:  # noqa: N802 - reads as the constant it stands for
     """The bytes of the answering code: a generator changed without a bumped version is another
     generator (its cached answers are not replayed)."""
-    from eval_pipeline.common.versions import source_digest
-
-    return source_digest("eval_pipeline/answering")
+    return versions.source_digest("eval_pipeline/answering")
 MIN_WORDS = 3
 EMBED_BATCH = 1024
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
@@ -68,8 +69,6 @@ class ExtractiveGenerator:
     def answer_all(self, questions: Sequence[str],
                    contexts: Sequence[Sequence[ContextEntry]]) -> list[ExtractiveAnswer]:
         """One answer per question, from its own context; the embedder is called in batches."""
-        import numpy as np
-
         if len(questions) != len(contexts):
             raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts")
         candidates = [[(e.number, i, s) for e in ctx for i, s in enumerate(sentences(e.text))] for ctx in contexts]
@@ -91,8 +90,6 @@ class ExtractiveGenerator:
     def _embed(self, texts: list[str]):
         """One normalized row per text; each distinct text is embedded once (the contexts of a
         sweep's variants share most of their sentences)."""
-        import numpy as np
-
         self.embedder.warm_up()
         distinct = list(dict.fromkeys(texts))
         rows = []

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from eval_pipeline.answering.context import ContextEntry, render_context
+from eval_pipeline.answering.extractive import ANSWERING_CODE
 from eval_pipeline.answering.served import ServedBy, provider_of
 
 SYSTEM_PROMPT = (
@@ -59,8 +60,6 @@ class LLMGenerator:
     def identity(self) -> dict:
         """The client's identity (endpoint, model, temperature; never the key), the prompt's
         version and the token budget: part of every answer's cache key."""
-        from eval_pipeline.answering.extractive import ANSWERING_CODE
-
         return {"kind": "llm", "llm": dict(self.llm.identity()), "prompt_version": ANSWER_PROMPT_VERSION,
                 "code": ANSWERING_CODE(), "max_tokens": self.max_tokens}
 

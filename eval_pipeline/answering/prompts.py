@@ -18,6 +18,7 @@ the limit in their set name and never serve as a baseline.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,8 +74,6 @@ class CheckedGoldenSet:
 
 
 def _demo_fits(corpus_signature: str) -> bool:
-    import json
-
     with DEMO_GOLDEN.open(encoding="utf-8") as f:
         header = json.loads(f.readline())
     return header.get("corpus_signature") == corpus_signature

@@ -41,9 +41,11 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.answering.cache import AnswerCache
-from eval_pipeline.answering.context import cited_documents
-from eval_pipeline.answering.llm import SYSTEM_PROMPT
+from eval_pipeline.answering.context import cited_documents, context_from_record
+from eval_pipeline.answering.extractive import ExtractiveGenerator
+from eval_pipeline.answering.llm import REPAIR_PROMPT_VERSION, SYSTEM_PROMPT
 from eval_pipeline.answering.prompts import CheckedGoldenSet
+from eval_pipeline.common import prices as pricing
 from eval_pipeline.common.checks import missing
 
 __all__ = ["REPAIR_COLUMNS", "REPAIR_STATES", "repair_answers", "repair_key", "repair_summary"]
@@ -60,8 +62,6 @@ Check = Callable[[Any, str], Sequence[str] | None]
 def repair_key(answer_key: str, failures: Sequence[str], generator_identity: Mapping[str, Any]) -> str:
     """The repair's cache key: the original answer (its key names prompt, context and generator),
     the failures it was told, and the generator with the repair prompt's version."""
-    from eval_pipeline.answering.llm import REPAIR_PROMPT_VERSION
-
     payload = json.dumps({"repair_of": answer_key, "failures": list(failures), "generator": generator_identity,
                           "repair_prompt_version": REPAIR_PROMPT_VERSION}, sort_keys=True, ensure_ascii=False,
                          default=str)
@@ -78,9 +78,6 @@ def repair_answers(frames: Mapping[str, pd.DataFrame], golden: CheckedGoldenSet,
                    ) -> dict[str, pd.DataFrame]:
     """The answers frames with each failing answer repaired once (module docstring), and the
     `REPAIR_COLUMNS`. Frames are not mutated."""
-    from eval_pipeline.answering.extractive import ExtractiveGenerator
-    from eval_pipeline.answering.run import context_from_record
-
     prompts = golden.golden.by_id() if golden.golden is not None else {}
     extractive = isinstance(generator, ExtractiveGenerator)
     identity = generator.identity()
@@ -189,8 +186,6 @@ def _apply(frame: pd.DataFrame, index: Any, plan: Mapping[str, Any], result: Any
         frame.at[index, "repair"] = "kept"
         frame.at[index, "checks_failed_after"] = n_after
         frame.at[index, "answer_key"] = key
-        from eval_pipeline.answering.run import context_from_record
-
         cited, unknown = cited_documents(result["text"], context_from_record(result))
         frame.at[index, "cited_docs"] = list(cited)
         frame.at[index, "unknown_citations"] = list(unknown)
@@ -207,8 +202,6 @@ def repair_summary(frame: pd.DataFrame, *, price: Mapping[str, float] | None = N
     repaired), the static pass rate before and after repair (over ``n_checked``; NaN when 0),
     repairs asked, kept, rejected, failed and no-ops, the repair tokens and their cost at
     `price` (None without a price; 0.0 when no tokens)."""
-    from eval_pipeline.common import prices as pricing
-
     states = frame["repair"].tolist() if "repair" in frame else []
     checked = [s for s in states if s in ("passed", "kept", "rejected", "failed", "no_op")]
     n = len(checked)

@@ -25,17 +25,22 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.answering.cache import AnswerCache, answer_key
 from eval_pipeline.answering.context import ContextEntry, cited_documents, numbered_context
+from eval_pipeline.answering.context import context_from_record as context_from_record  # bench scripts import it here
 from eval_pipeline.answering.extractive import ANSWERING_CODE, EXTRACTIVE_VERSION, ExtractiveGenerator
-from eval_pipeline.answering.llm import SYSTEM_PROMPT
+from eval_pipeline.answering.llm import SYSTEM_PROMPT, LLMGenerator
 from eval_pipeline.answering.prompts import CheckedGoldenSet
+from eval_pipeline.answering.repair import repair_answers
 from eval_pipeline.answering.served import ServedBy, safe_identity
 from eval_pipeline.common.checks import missing
+from eval_pipeline.ranking import steps
+from eval_pipeline.store.ingest import fetch_chunk_texts
 
 ANSWER_COLUMNS = [
     "variant", "prompt_id", "form", "tags", "gold", "context_doc_ids", "context_chunk_ids", "retrieved_gold",
@@ -74,11 +79,6 @@ def extractive_served(generator: ExtractiveGenerator) -> ServedBy:
 
 def _record_context(context: Sequence[ContextEntry]) -> list[list[Any]]:
     return [[e.number, e.chunk_id, e.doc_id, e.text] for e in context]
-
-
-def context_from_record(record: Mapping[str, Any]) -> tuple[ContextEntry, ...]:
-    """The context an answer was written from, as its cache record keeps it."""
-    return tuple(ContextEntry(int(n), str(c), str(d), str(t)) for n, c, d, t in record["context"])
 
 
 def _extractive_records(generator: ExtractiveGenerator, jobs: Mapping[str, tuple[str, tuple]],
@@ -207,8 +207,6 @@ def _failed(error: str) -> dict[str, Any]:
 def make_generator(kind: str, *, embedder, llm: Callable[[], Any], sentences: int, max_tokens: int | None):
     """The generator a run names: `extractive` (no model, the embedder picks sentences) or
     `llm` (`llm()` gives the client; called only for this kind, so nothing else needs a model)."""
-    from eval_pipeline.answering.llm import LLMGenerator
-
     if kind == "extractive":
         return ExtractiveGenerator(embedder=embedder, sentences=sentences)
     if kind == "llm":
@@ -228,9 +226,6 @@ def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapsh
     tuning part (the question set's), as when it was ranked.
     With `repair_check` (answers.repair: the static grader's `static_failures`), each answer that
     fails it is asked for once more (eval_pipeline.answering.repair)."""
-    from eval_pipeline.ranking import steps
-    from eval_pipeline.store.ingest import fetch_chunk_texts
-
     if golden.golden is None:
         return {v.key: pd.DataFrame(columns=ANSWER_COLUMNS) for v in variants}
     prompts = golden.as_question_set()
@@ -238,8 +233,6 @@ def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapsh
     # question set's tuning part, as when it was ranked: without that part an auto threshold has nothing to go on
     if tuning_from is not None and tuning_from.tuning and any(getattr(v, "tune", None) or steps.chooses_threshold(v)
                                                               for v in variants):
-        from dataclasses import replace
-
         check_prompts_held_out(prompts, tuning_from)
         prompts = replace(prompts, tuning=tuning_from.tuning, split=tuning_from.split)
     frames = steps.rank_in_one_step(variants, snapshot=snapshot, store=store, question_set=prompts,
@@ -251,8 +244,6 @@ def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapsh
     answers = answer_variants(frames, golden, texts=texts, generator=generator, cache=cache, k=k,
                               keep_text=keep_text, log=log)
     if repair_check is not None:
-        from eval_pipeline.answering.repair import repair_answers
-
         answers = repair_answers(answers, golden, generator=generator, cache=cache, check=repair_check, log=log)
     return {v: frame.assign(corpus_signature=store.corpus_signature, store_table=store.table,
                             variant_config=_one(frames[v]["variant_config"])) for v, frame in answers.items()}

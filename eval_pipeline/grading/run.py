@@ -31,8 +31,8 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.answering.cache import AnswerCache
+from eval_pipeline.answering.context import context_from_record
 from eval_pipeline.answering.prompts import CheckedGoldenSet
-from eval_pipeline.answering.run import context_from_record
 from eval_pipeline.common.checks import missing
 from eval_pipeline.grading.assertions import (
     DETERMINISTIC_VERSION,
