@@ -56,6 +56,16 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.answering.context import ContextEntry
+from eval_pipeline.grading.judges import (
+    PASS_SCORE,
+    DecisionItem,
+    JudgeItem,
+    decide_answers,
+    judge_answers,
+    normalize_level,
+)
+
 __all__ = ["CALIBRATION_FIELDS", "agreement", "calibrate_judge", "calibrated_pass_rate", "check_relevance_rows",
            "cohen_kappa", "human_passed", "judge_rate_with_ppi", "load_calibration", "ppi_mean_interval"]
 
@@ -120,7 +130,7 @@ def ppi_mean_interval(judge_unlabelled: Sequence[Any], judge_labelled: Sequence[
                       *, confidence: float = 0.95) -> dict[str, Any]:
     """The prediction-powered estimate and interval of the rate people would give (module
     docstring), with the judge-only rate and the labelled set's classical interval."""
-    from scipy.stats import norm
+    from scipy.stats import norm  # noqa: PLC0415  deferred: scipy takes ~1.3 s to import
 
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
         raise ValueError(f"confidence must be a number strictly between 0 and 1, got {confidence!r}")
@@ -190,8 +200,6 @@ def load_calibration(path: str | Path) -> list[dict[str, Any]]:
 def human_passed(value: Any) -> bool:
     """A person's grade as pass/fail: a bool as it is; a level 1..5 passes at 4 or 5 (the
     decision grader's mark, ``(level - 1) / 4 >= PASS_SCORE``)."""
-    from eval_pipeline.grading.judges import PASS_SCORE, normalize_level
-
     if isinstance(value, bool):
         return value
     return normalize_level(value) >= PASS_SCORE
@@ -202,9 +210,6 @@ def calibrate_judge(rows: Sequence[Mapping[str, Any]], *, grader: str, llm: Any,
     """The judge's grades of a calibration set and its agreement with the people's (module
     docstring): ``{"grader", "n", "n_not_graded", "ids", "human", "judge", "agreement",
     "graded_by"}``; ``human``/``judge`` the pass values of the graded rows, in row order."""
-    from eval_pipeline.answering.context import ContextEntry
-    from eval_pipeline.grading.judges import PASS_SCORE, DecisionItem, JudgeItem, decide_answers, judge_answers
-
     if grader not in ("decision", "judge"):
         raise ValueError(f"calibration grader must be 'decision' or 'judge', got {grader!r}")
     need = "reference" if grader == "decision" else "context"

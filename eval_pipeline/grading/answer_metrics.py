@@ -112,6 +112,7 @@ Output
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -129,6 +130,7 @@ from eval_pipeline.common.checks import (
 )
 from eval_pipeline.common.prices import PRICE_KEYS, check_prices
 from eval_pipeline.grading.assertions import ASSERTION_TYPES
+from eval_pipeline.grading.grounding import grounding_rates
 from eval_pipeline.grading.judges import GRADERS, JUDGE_CRITERIA
 
 __all__ = [
@@ -375,7 +377,8 @@ def _group(rows: list[dict[str, Any]], has_pass: bool, has_score: bool) -> dict[
 def _interval(values: list[float] | None, **boot: Any) -> list[float]:
     if not values:
         return [NAN, NAN]
-    from eval_pipeline.metrics.statistics import bootstrap_ci  # scipy: not at load (the variants file checks prices)
+    # deferred: scipy: not at load (the variants file checks prices)
+    from eval_pipeline.metrics.statistics import bootstrap_ci  # noqa: PLC0415
 
     low, high = bootstrap_ci(values, **boot)
     return [low, high]
@@ -439,10 +442,6 @@ def _grader_metrics(
 
 def _grounding(grades: pd.DataFrame) -> dict[str, Any]:
     """The grounding section (module docstring) from the grounding rows' ``details_json``."""
-    import json
-
-    from eval_pipeline.grading.grounding import grounding_rates
-
     details = []
     for row in grades.itertuples(index=False):
         if row.grader == "grounding" and row.status in ("graded", "not_applicable"):

@@ -100,6 +100,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from eval_pipeline.answering.context import ContextEntry, cited_documents
+from eval_pipeline.common.formatting import MISSING
+from eval_pipeline.grading.assertions import _split_fences
 
 __all__ = [
     "GROUNDING_VERSION",
@@ -286,8 +288,6 @@ def _is_json(text: str) -> bool:
 def extract_items(answer: str) -> tuple[Item, ...]:
     """The checkable items of an answer, by the rules of the module docstring, in order of first
     appearance (fenced blocks after the prose), deduplicated by casefolded text."""
-    from eval_pipeline.grading.assertions import _split_fences
-
     if not isinstance(answer, str):
         raise TypeError(f"answer must be a str, got {type(answer).__name__}")
     fences, prose = _split_fences(_nfc(answer))
@@ -344,7 +344,8 @@ class KeywordCorpusProbe:
         self.queries = 0  # index queries made (a figure for the bench)
 
     def _retriever(self, table: str):
-        from eval_pipeline.ranking.keyword_index import IndexedKeywordRetriever
+        # deferred: imports Haystack and torch, ~3 s
+        from eval_pipeline.ranking.keyword_index import IndexedKeywordRetriever  # noqa: PLC0415
 
         if table not in self._retrievers:
             self._retrievers[table] = IndexedKeywordRetriever(
@@ -481,8 +482,6 @@ def hallucinations_jsonl(log: Sequence[Mapping[str, Any]]) -> str:
 def hallucinations_markdown(log: Sequence[Mapping[str, Any]]) -> str:
     """The log for a person: counts per variant (items not in the context, of which not in the
     corpus either), then one line per item under its variant and prompt."""
-    from eval_pipeline.common.formatting import MISSING
-
     lines = ["# Hallucination log", "",
              "Items an answer used that its context does not contain (grounding grader); "
              "*not in corpus*: the keyword index found them nowhere. Targets to read, not verdicts.", ""]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from eval_pipeline.common.endpoint import Endpoint, safe_url
+from eval_pipeline.common.llm import DEFAULT_BASE_URL
 
 __all__ = ["INDEPENDENCE", "SELF_JUDGED_LABEL", "Independence", "judge_independence"]
 
@@ -48,8 +49,6 @@ class Independence:
 
 
 def _endpoint(value: Endpoint | str | None, environ: Mapping[str, str]) -> Endpoint:
-    from eval_pipeline.common.llm import DEFAULT_BASE_URL
-
     if isinstance(value, Endpoint):
         return value
     return Endpoint(value or environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)

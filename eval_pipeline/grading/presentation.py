@@ -10,14 +10,18 @@ never what is compared.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from eval_pipeline.answering.repair import repair_summary
 from eval_pipeline.common import prices as pricing
 from eval_pipeline.common.checks import finite_number, missing
 from eval_pipeline.common.metadata import shown_number
+from eval_pipeline.grading.agreement import calibrated_pass_rate
+from eval_pipeline.grading.grounding import hallucination_log
 from eval_pipeline.grading.independence import SELF_JUDGED_LABEL
 
 
@@ -62,10 +66,6 @@ def generator_price(frame: pd.DataFrame, prices: Mapping[str, Any] | None) -> Ma
 
 def row_extras(variant: str, frame: pd.DataFrame, graded: pd.DataFrame, prices: Mapping[str, Any] | None):
     """grader -> the extra columns of its metric row (`answer_metric_frames`)."""
-    import json
-
-    from eval_pipeline.answering.repair import repair_summary
-
     def clean(value: Any) -> Any:  # JSON without NaN (a rate over nothing is null)
         if isinstance(value, float):
             return finite_number(value)
@@ -100,16 +100,12 @@ def row_extras(variant: str, frame: pd.DataFrame, graded: pd.DataFrame, prices: 
 def calibrated_rate(grades: pd.DataFrame, calibration: Mapping[str, Any]) -> dict[str, Any]:
     """One grader's pass rate on a variant's graded answers beside its agreement with people and
     the prediction-powered interval (`agreement.calibrated_pass_rate`)."""
-    from eval_pipeline.grading.agreement import calibrated_pass_rate
-
     return calibrated_pass_rate([bool(p) for p, s in zip(grades["passed"], grades["status"]) if s == "graded"],
                                 calibration)
 
 
 def extra_metadata(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The metric rows' grounding, repair and agreement figures as numbers for the asset page."""
-    import json
-
     out: dict[str, Any] = {}
     for r in rows:
         if r["grader"] == "grounding":
@@ -184,8 +180,6 @@ def hallucinations_of(answers: Mapping[str, pd.DataFrame], grades: Mapping[str, 
     """The run's hallucination log (`grounding.hallucination_log`) from its answers and grades
     frames: each item the grounding grader did not find in its answer's context, named by
     variant, prompt and answer key; the answer's text only when the frames keep it."""
-    from eval_pipeline.grading.grounding import hallucination_log
-
     keys: dict[tuple[str, str], str] = {}
     texts: dict[tuple[str, str], str] = {}
     for variant, frame in answers.items():

@@ -24,23 +24,31 @@ variants go through one client, so they share its concurrency limit.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import sys
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import regex
 
 from eval_pipeline.answering.cache import AnswerCache
 from eval_pipeline.answering.context import context_from_record
 from eval_pipeline.answering.prompts import CheckedGoldenSet
+from eval_pipeline.common import versions
 from eval_pipeline.common.checks import missing
+from eval_pipeline.grading import presentation
+from eval_pipeline.grading.agreement import calibrate_judge, load_calibration
 from eval_pipeline.grading.assertions import (
     DETERMINISTIC_VERSION,
     STATIC_VERSION,
     grade_deterministic,
     grade_static,
 )
-from eval_pipeline.grading.grounding import GROUNDING_VERSION
+from eval_pipeline.grading.grounding import GROUNDING_VERSION, KeywordCorpusProbe, ground_answer
 from eval_pipeline.grading.independence import SELF_JUDGED_LABEL
 from eval_pipeline.grading.judges import (
     PASS_SCORE,
@@ -242,14 +250,6 @@ def grading_code() -> str:
     grades reach the numbers (`grading.summary`: which grades feed `answer_metrics`, the errored
     count) is in; how they are shown (`grading.presentation`) is left out on purpose: editing a
     metadata line must not make every answer gate not_compared."""
-    import hashlib
-    import sys
-    import unicodedata
-
-    import regex
-
-    from eval_pipeline.common import versions
-
     code = versions.source_digest("eval_pipeline/grading/assertions.py", "eval_pipeline/grading/answer_metrics.py",
                                   "eval_pipeline/grading/run.py", "eval_pipeline/grading/summary.py",
                                   "eval_pipeline/common/patterns.py", "eval_pipeline/questions/golden.py")
@@ -308,10 +308,6 @@ def _ground_all(todo: Sequence[AnswerToGrade], context: GradingContext):
     """The grounding grader (eval_pipeline.grading.grounding): per answer, the share of its items
     found in its context (passed: all of them), the corpus lookups through `context.corpus`;
     the details (counts, citations, the ungrounded items) in `details_json`."""
-    import json
-
-    from eval_pipeline.grading.grounding import ground_answer
-
     rows: dict[str, list[dict[str, Any]]] = {v: [] for v in context.variants}
     for a in todo:
         out = rows.setdefault(a.variant, [])
@@ -332,11 +328,9 @@ def _ground_all(todo: Sequence[AnswerToGrade], context: GradingContext):
         out.append(_row(a.variant, a.prompt.id, "grounding", "graded", passed=not missing_items, score=g.rate,
                         reason=reason[:300], details_json=details))
     probe = "corpus" if context.corpus is not None else "context-only"
-    from eval_pipeline.common.versions import source_digest
-
     # grounding.py finds the items; this module's rule passes an answer (and routes it), with the
     # Python and Unicode its word splitting reads: grading_code holds those
-    code = source_digest("eval_pipeline/grading/grounding.py")
+    code = versions.source_digest("eval_pipeline/grading/grounding.py")
     yardstick = f"grounding:v{GROUNDING_VERSION}+{code}.{grading_code()}+{probe}"
     return rows, {v: yardstick for v in rows}
 
@@ -360,8 +354,6 @@ def calibrate_graders(path: str | Path, graders: Sequence[str], *, llm: Any, gra
     ``judge`` those with a ``context`` (a row's ``grader`` field, when given, names its grader).
     A file with no row for any chosen LLM grader is refused (a ValueError naming it): a
     calibration that calibrates nothing would show no agreement and say nothing."""
-    from eval_pipeline.grading.agreement import calibrate_judge
-
     rows = check_calibration(path, graders)
     out: dict[str, dict[str, Any]] = {}
     for grader, mine in rows.items():
@@ -374,8 +366,6 @@ def check_calibration(path: str | Path, graders: Sequence[str]) -> dict[str, lis
     """The calibration file's rows by the chosen LLM grader they calibrate (`calibrate_graders`),
     read and checked without a model call (the run's preflight): a bad line names file and
     line; a file that fits no chosen LLM grader is a ValueError."""
-    from eval_pipeline.grading.agreement import load_calibration
-
     rows = load_calibration(path)
     out: dict[str, list[dict[str, Any]]] = {}
     for grader, need in (("judge", "context"), ("decision", "reference")):
@@ -402,11 +392,6 @@ def grade_run(answers: Mapping[str, pd.DataFrame], golden: CheckedGoldenSet, *, 
     keyword index of each variant's store (`KeywordCorpusProbe` on `connection_string`). With
     `calibration` (a file) the judge grades it too (`calibrate_graders`); its agreement rides on
     the grader's rows to the metrics (`answer_metric_frames`)."""
-    import json
-
-    from eval_pipeline.grading.grounding import KeywordCorpusProbe
-    from eval_pipeline.grading.presentation import grading_usage
-
     before = llm.usage if llm is not None else None
     probe = KeywordCorpusProbe(connection_string) if "grounding" in graders and connection_string else None
     try:
@@ -431,5 +416,6 @@ def grade_run(answers: Mapping[str, pd.DataFrame], golden: CheckedGoldenSet, *, 
             encoded = {g: json.dumps(c, sort_keys=True, default=str) for g, c in calibrations.items()}
             frame = frame.assign(calibration_json=frame["grader"].map(encoded).fillna(""))
         out[key] = frame
-    usage = grading_usage(before, llm.usage, llm.model, prices) if llm is not None and before is not None else {}
+    usage = (presentation.grading_usage(before, llm.usage, llm.model, prices)
+             if llm is not None and before is not None else {})
     return out, usage

@@ -12,13 +12,16 @@ not_compared.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.answering.prompts import CheckedGoldenSet
+from eval_pipeline.answering.served import ServedBy, run_generator
 from eval_pipeline.common.metadata import frame_metadata
+from eval_pipeline.grading.answer_metrics import answer_metrics, answer_summary_row
 from eval_pipeline.grading.presentation import (
     cost_metadata,
     extra_metadata,
@@ -49,11 +52,6 @@ def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[st
     ``hallucinations_json`` (the grounding row's log, `hallucinations_of`). The metadata adds
     the grounding rates, the repair pass rates and, when calibrated, kappa and the PPI bounds
     as numbers."""
-    import json
-
-    from eval_pipeline.answering.served import ServedBy, run_generator
-    from eval_pipeline.grading.answer_metrics import answer_metrics, answer_summary_row
-
     frames, metadata = {}, {}
     for variant, frame in answers.items():
         if golden.golden is None or not len(frame):
@@ -92,8 +90,6 @@ def _treatment(frame: pd.DataFrame) -> dict[str, Any]:
     generator's settings (its prompt version, token budget, sampling...) and the vector table the
     context came from (an index redefined under its name). A run is compared across them (they
     are what a team tunes); the report names what changed."""
-    import json
-
     out = {"context_k": int(frame["context_k"].iloc[0]), "generator": json.loads(frame["generator_settings"].iloc[0])}
     if "store_table" in frame:
         out["table"] = str(frame["store_table"].iloc[0])
