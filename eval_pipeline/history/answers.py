@@ -67,8 +67,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
 from eval_pipeline.common.checks import as_flag, is_integer, is_real, is_text, unit_value
 from eval_pipeline.grading.judges import GRADERS, comparable_yardstick
+from eval_pipeline.grading.registry import GRADER_KINDS
 from eval_pipeline.history.runs import ensure_tables, follow_lineage, table_names, who_accepts
 from eval_pipeline.store.database import call_redacted, connect
 
@@ -124,8 +128,6 @@ def _yardstick_problem(yardstick: object, grader: object) -> str | None:
     offline one's yardstick is ``<grader>:v<version>…``; one that spends tokens needs the
     ``<grader>:<provider>:<model>:v<version>…`` form naming a single grading model (not
     ``failed``, not a bare name)."""
-    from eval_pipeline.grading.registry import GRADER_KINDS
-
     if not is_text(yardstick):
         return f"the yardstick is missing or invalid ({yardstick!r})"
     owner = yardstick.partition(":")[0]
@@ -207,8 +209,6 @@ def answer_table_name(prefix: str = "eval") -> str:
 
 
 def _create_table(cur: Any, table: str) -> None:
-    from psycopg import sql
-
     # Concurrent first writers would race on CREATE TABLE IF NOT EXISTS (a unique violation in
     # pg_type); a transaction-scoped advisory lock serializes them, as in history._create_tables.
     cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
@@ -373,9 +373,6 @@ def record_answer_run(connection_string: str, run_id: str, rows: Sequence[Mappin
     table = answer_table_name(prefix)
 
     def write() -> None:
-        from psycopg import sql
-        from psycopg.types.json import Jsonb
-
         upsert = sql.SQL(
             "INSERT INTO {table} ({cols}) VALUES ({vals}) ON CONFLICT (run_id, variant, grader) DO UPDATE SET {updates}"
         ).format(
@@ -413,8 +410,6 @@ def _as_dict(values: Sequence[Any]) -> dict[str, Any]:
 
 
 def _select(table: str) -> Any:
-    from psycopg import sql
-
     return sql.SQL("SELECT {} FROM {}").format(sql.SQL(", ").join(map(sql.Identifier, _READ)),
                                                 sql.Identifier(table))
 
@@ -439,8 +434,6 @@ def _lookup(connection_string: str, key: Mapping[str, Any], before_run_id: objec
         return None
 
     def find() -> dict[str, Any] | None:
-        from psycopg import sql
-
         with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return None
@@ -511,8 +504,6 @@ def answer_history_of(connection_string: str, *, variant: str, grader: str, conf
     table = answer_table_name(prefix)
 
     def find() -> dict[str, Any] | None:
-        from psycopg import sql
-
         with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return None
@@ -536,8 +527,6 @@ def answer_earlier_names(connection_string: str, *, variant: str, grader: str, b
     table = answer_table_name(prefix)
 
     def find() -> list[str]:
-        from psycopg import sql
-
         with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return []
@@ -566,8 +555,6 @@ def answer_recorded_of(connection_string: str, *, variant: str, grader: str, con
     table = answer_table_name(prefix)
 
     def find() -> str | None:
-        from psycopg import sql
-
         with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return None
@@ -588,8 +575,6 @@ def _since_acceptance(conn: Any, table: str, prefix: str, variant: str | None) -
     acceptance of ``variant`` (None: of any variant), its run, and the first answer row of that
     run (``since_seq``), else the time that run was recorded (``since_time``). All None when
     nothing was ever accepted."""
-    from psycopg import sql
-
     names = table_names(prefix)
     none: dict[str, Any] = {"accepted_run": None, "since_seq": None, "since_time": None}
     if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (names["references"],)).fetchone()[0]:
@@ -623,8 +608,6 @@ def answer_graders_of(connection_string: str, *, variant: str, configuration: st
     table = answer_table_name(prefix)
 
     def find() -> dict[str, str]:
-        from psycopg import sql
-
         with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return {}
@@ -650,8 +633,6 @@ def answer_tolerance_floor(connection_string: str, *, before_run_id: str | None 
     table = answer_table_name(prefix)
 
     def find() -> dict[str, tuple[float, str]]:
-        from psycopg import sql
-
         with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return {}
@@ -678,8 +659,6 @@ def answer_history_exists(connection_string: str, *, before_run_id: str | None =
     table = answer_table_name(prefix)
 
     def find() -> bool:
-        from psycopg import sql
-
         with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return False
@@ -701,8 +680,6 @@ def read_answer_runs(connection_string: str, *, variant: str | None = None, run_
     table = answer_table_name(prefix)
 
     def read() -> list[dict[str, Any]]:
-        from psycopg import sql
-
         with connect(connection_string) as conn:
             if not _table_exists(conn, table):
                 return []
@@ -746,8 +723,6 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
             accepted.append((r["variant"], r["grader"]))
 
     def write() -> None:
-        from psycopg import sql
-
         ensure_tables(connection_string, prefix=prefix)
         references = table_names(prefix)
         with connect(connection_string) as conn, conn.transaction():

@@ -31,7 +31,9 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from eval_pipeline.common.registry import plugin_code_digest
 from eval_pipeline.common.versions import source_digest
+from eval_pipeline.metrics.retrieval import BUILTIN_MEASURE_MODULES
 from eval_pipeline.questions.sets import Question
 
 __all__ = ["benchmark_fingerprint", "configuration_fingerprint", "normalized_text",
@@ -114,9 +116,6 @@ def scoring_protocol(version: str) -> str:
     """``version`` (the hand-kept protocol version), a digest of the scoring code's bytes (with
     every built-in measure module's) and,
     with plugin metrics, of their code (`eval_pipeline.common.registry.plugin_code_digest`)."""
-
-    from eval_pipeline.common.registry import plugin_code_digest
-    from eval_pipeline.metrics.retrieval import BUILTIN_MEASURE_MODULES
 
     # the built-in measures beside metrics/retrieval.py (the selective ones: refusal rates, risk-coverage)
     measures = tuple(m.replace(".", "/") + ".py" for m in BUILTIN_MEASURE_MODULES)

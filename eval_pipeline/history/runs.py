@@ -62,11 +62,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from eval_pipeline.common.formatting import float_or_none
 from eval_pipeline.metrics.retrieval import HISTORY, metric_names
 from eval_pipeline.questions.sets import Question
-from eval_pipeline.store.database import connect
+from eval_pipeline.store.database import DatabaseError, connect
 
 # psycopg (and its sql and Jsonb helpers) is imported inside the functions that talk to the database:
 # importing it costs ~0.3 s, which every process that loads the definitions would pay otherwise.
@@ -173,8 +176,6 @@ def table_names(prefix: str = "eval") -> dict[str, str]:
 
 
 def _create_tables(conn: Any, names: Mapping[str, str]) -> None:
-    from psycopg import sql
-
     runs, metrics, questions, references = (
         sql.Identifier(names[k]) for k in ("runs", "metrics", "questions", "references"))
     # Concurrent first writers would race on CREATE TABLE IF NOT EXISTS (a unique violation
@@ -286,8 +287,6 @@ def _tables_exist(conn: Any, names: Mapping[str, str]) -> bool:
     if row[2] and not row[0]:
         # a history with its runs and no metrics (or the reverse) is damaged, not empty: read as
         # empty it would make every variant a first run
-        from eval_pipeline.store.database import DatabaseError
-
         raise DatabaseError(f"the history is damaged: one of {names['runs']} and {names['metrics']} exists "
                             "without the other")
     if row[0] and not row[1]:
@@ -340,8 +339,6 @@ def _metric_rows(run_id: str, summary: pd.DataFrame, intervals: pd.DataFrame | N
 
 
 def _question_rows(run_id: str, per_query: Mapping[str, pd.DataFrame]) -> list[tuple]:
-    from psycopg.types.json import Jsonb
-
     rows = []
     for variant, frame in per_query.items():
         if not isinstance(frame, pd.DataFrame):
@@ -372,8 +369,6 @@ def _question_rows(run_id: str, per_query: Mapping[str, pd.DataFrame]) -> list[t
 
 def _insert_question_rows(cur: Any, table: str, rows: list[tuple]) -> None:
     """Insert the per-question rows (a separate function so a test can make it fail midway)."""
-    from psycopg import sql
-
     cols = ["run_id", "variant", "qid", "answerable", "errored", *QUESTION_METRICS, "miss_class", "doc_ids"]
     query = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
         sql.Identifier(table),
@@ -418,9 +413,6 @@ def record_run(
     history) and keeps its original position in the history (``seq``, ``created_at``).
     All inputs are validated and converted before the database is touched.
     """
-    from psycopg import sql
-    from psycopg.types.json import Jsonb
-
     names = table_names(prefix)
     if not isinstance(run_id, str) or not run_id.strip():
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
@@ -536,8 +528,6 @@ _ELIGIBLE = """COALESCE(r.eligible,
 
 
 def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple | None) -> dict[str, Any] | None:
-    from psycopg import sql
-
     if found is None:
         return None
     run_id, created_at, limited, provenance, variant = found[:5]
@@ -591,8 +581,6 @@ def _candidates(conn: Any, names: Mapping[str, str], *, variant: str, configurat
     accepted for it (only accepted, for ``order="accepted"``), matches ``identity`` when
     given, and was recorded before ``before_run_id`` (when that run is recorded) and is not
     that run."""
-    from psycopg import sql
-
     cutoff = None
     if before_run_id is not None:
         row = conn.execute(
@@ -626,8 +614,6 @@ def _candidates(conn: Any, names: Mapping[str, str], *, variant: str, configurat
 
 def _cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> int | None:
     """The position (seq) of ``before_run_id`` when it is recorded: only runs before it count."""
-    from psycopg import sql
-
     if before_run_id is None:
         return None
     row = conn.execute(sql.SQL("SELECT seq FROM {} WHERE run_id = %s").format(sql.Identifier(names["runs"])),
@@ -652,8 +638,6 @@ def earlier_names(connection_string: str, *, variant: str, before_run_id: str | 
     inherited a vanished name's history, same configuration) records ``inherits`` in its
     provenance, and the lineage follows those records back. The pinned reference follows the
     lineage (a rename is the same variant), so a rename does not re-pin it to the rename run."""
-    from psycopg import sql
-
     names = table_names(prefix)
     with connect(connection_string) as conn:
         if not _tables_exist(conn, names):
@@ -681,8 +665,6 @@ def recorded_run_of(connection_string: str, *, variant: str, configuration: str 
     none: only then is it a genuinely new variant (a variant added in a run that failed has a
     history, with no yardstick in it). A limited run (a subset of the questions, a smoke run)
     does not count: it measured nothing a full run could be compared with."""
-    from psycopg import sql
-
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
     with connect(connection_string) as conn:
@@ -796,8 +778,6 @@ def project_history(connection_string: str, *, before_run_id: str | None = None,
       eligible run). While a variant has vanished, a variant that is not established, whether
       new today or added since, cannot be told from the vanished one renamed and changed;
     * ``policy``, ``tolerances``: the gate in force (:func:`_pinned_gate`)."""
-    from psycopg import sql
-
     names = table_names(prefix)
     empty: dict[str, Any] = {"has_yardstick": False, "has_runs": False, "known": [], "established": [],
                              "configurations_of": {}}
@@ -887,9 +867,6 @@ def accept_reference(
 
     The acceptance is recorded with who accepted (``accepted_by``, else the ``USER`` of the
     environment) and when; the latest acceptance wins, whatever the order the runs ran in."""
-    import psycopg
-    from psycopg import sql
-
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     names = table_names(prefix)
@@ -981,8 +958,6 @@ def read_run(connection_string: str, run_id: str, *, prefix: str = "eval") -> di
     "eligible", "provenance", "metrics": DataFrame(variant, metric, value, ci_low, ci_high),
     "questions": DataFrame(variant, qid, answerable, errored, hit@10, mrr, ndcg@10,
     miss_class, doc_ids)}`` (rows sorted; NULL values and bounds as NaN)."""
-    from psycopg import sql
-
     names = table_names(prefix)
     with connect(connection_string) as conn:
         if not _tables_exist(conn, names):
@@ -1028,8 +1003,6 @@ def read_run(connection_string: str, run_id: str, *, prefix: str = "eval") -> di
 def recent_runs(connection_string: str, *, limit: int = 20, prefix: str = "eval") -> list[dict[str, Any]]:
     """The latest runs, newest first: run id, time, limited, eligible, failed gates and the
     variants accepted from it (for `python -m eval_pipeline.history runs`)."""
-    from psycopg import sql
-
     names = table_names(prefix)
     with connect(connection_string) as conn:
         if not _tables_exist(conn, names):

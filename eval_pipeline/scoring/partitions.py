@@ -10,14 +10,14 @@ import pandas as pd
 
 from eval_pipeline.common.metadata import frame_metadata, shown_number
 from eval_pipeline.metrics.retrieval import PARTITION, PRIMARY_METRIC, metric_names
+from eval_pipeline.ranking.results import stage_latency_summary
+from eval_pipeline.scoring.variant import score_variant, summarize
 
 PARTITION_METRICS = metric_names(PARTITION)
 
 
 def score_partitions(ranked: Mapping[str, pd.DataFrame], keys: Sequence[str], questions) -> dict[str, pd.DataFrame]:
     """Each partition's per-question scores, refusing a partition that has no ranked results."""
-    from eval_pipeline.scoring.variant import score_variant
-
     missing = sorted(set(keys) - set(ranked))
     if missing:
         raise ValueError(f"ranked_results has no partition for variant(s) {missing}; materialize them first")
@@ -29,10 +29,8 @@ def partition_metrics(key: str, scored: pd.DataFrame) -> dict[str, Any]:
     MRR, recall@10, nDCG@10 with its 95% bootstrap interval, latency p50/p95, errored
     questions and the microscope's counts of misses per triage label and dense cause; with the
     frame's row count and column schema."""
-    from eval_pipeline.metrics.statistics import metric_intervals  # scipy: imported only when a run scores
-    from eval_pipeline.ranking.results import stage_latency_summary
-    from eval_pipeline.scoring.variant import summarize
-
+    # deferred: scipy: imported only when a run scores
+    from eval_pipeline.metrics.statistics import metric_intervals  # noqa: PLC0415
     row = summarize({key: scored}).iloc[0]
     interval = metric_intervals({key: scored}, (PRIMARY_METRIC,)).iloc[0]
     out: dict[str, Any] = {m: shown_number(row[m]) for m in PARTITION_METRICS}

@@ -15,7 +15,7 @@ from eval_pipeline.metrics.retrieval import (
     metric_names,
     score_queries,
 )
-from eval_pipeline.questions.sets import Question
+from eval_pipeline.questions.sets import Question, question_set_fingerprint
 from eval_pipeline.ranking.diagnosis import MISS_CLASSES
 from eval_pipeline.ranking.microscope import DENSE_CAUSES, TRIAGE_LABELS
 from eval_pipeline.ranking.results import PROVENANCE_COLUMNS, STAGE_COLUMNS
@@ -33,8 +33,6 @@ def score_variant(results: pd.DataFrame, questions: Sequence[Question], ks=DEFAU
     question set (a partition materialized before the questions or their labels changed)
     are refused, naming the difference, instead of being scored against labels they were
     not ranked for."""
-    from eval_pipeline.questions.sets import question_set_fingerprint
-
     if "questions_fingerprint" in results:
         ranked_for = sorted(set(results["questions_fingerprint"].dropna()))
         current = question_set_fingerprint(questions)
