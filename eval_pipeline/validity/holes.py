@@ -47,6 +47,7 @@ from typing import Any, cast
 
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import is_integer
+from eval_pipeline.grading.agreement import agreement, check_relevance_rows
 from eval_pipeline.grading.llm import (
     check_grader_options,
     clean_reason,
@@ -434,8 +435,6 @@ def calibrate_relevance(rows: Sequence[Mapping[str, Any]], *, llm: Any, cache_di
     a hole of its question, through the holes' cache) and its agreement with the people's
     (`eval_pipeline.grading.agreement`'s docstring): the shape of `calibrate_judge`'s, ``grader``
     "relevance"."""
-    from eval_pipeline.grading.agreement import agreement, check_relevance_rows
-
     rows = check_relevance_rows(rows, source or "calibration")
     questions = [Question(qid=str(r["id"]), question=str(r["question"]), gold=()) for r in rows]
     texts = {str(r["id"]): str(r["text"]) for r in rows}

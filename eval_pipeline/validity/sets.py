@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from eval_pipeline.common.checks import check_resamples, check_seed, is_real
+from eval_pipeline.scoring.variant import HEADLINE_METRICS
 
 __all__ = [
     "MetricAgreement",
@@ -251,8 +252,6 @@ def compare_sets(per_variant_a: Mapping[str, pd.DataFrame], per_variant_b: Mappi
                  confidence: float = DEFAULT_CONFIDENCE) -> SetComparison:
     """The agreement of two question sets on each metric (default: the report's headline metrics
     that both sets' frames carry). The variants are those of set A, which set B must have too."""
-    from eval_pipeline.scoring.variant import HEADLINE_METRICS
-
     n_resamples, seed = check_resamples(n_resamples), check_seed(seed)
     if set(per_variant_a) != set(per_variant_b):
         raise ValueError(f"the two sets were ranked by different variants: only on A "

@@ -30,6 +30,7 @@ import pandas as pd
 from eval_pipeline.common.checks import finite_number, missing
 from eval_pipeline.gates.answers import evaluate_answer_gate, validate_answer_tolerances
 from eval_pipeline.gates.retrieval import GateResult
+from eval_pipeline.grading.registry import GRADER_KINDS
 from eval_pipeline.history.answers import (
     answer_comparable,
     answer_earlier_names,
@@ -43,6 +44,7 @@ from eval_pipeline.history.answers import (
     reference_answer_run,
     yardstick_problems,
 )
+from eval_pipeline.history.runs import setting_changes
 from eval_pipeline.ranking.inputs import InconsistentInputs
 from eval_pipeline.verdict.retrieval import pinned_tolerances, with_exact_command
 
@@ -226,8 +228,6 @@ def recorded_yardstick(grader: str, yardstick: Any) -> Any:
     own yardstick says only what its author wrote, so an edit of its code is another
     measurement, never compared with the grades before it. A built-in grader's (its code is in
     its yardstick already) and a yardstick that is not a text are kept as they are."""
-    from eval_pipeline.grading.registry import GRADER_KINDS
-
     digest = GRADER_KINDS.code_digest([grader]) if isinstance(yardstick, str) and grader in GRADER_KINDS else ""
     return f"{yardstick}+plugin-{digest}" if digest else yardstick
 
@@ -244,8 +244,6 @@ def treatment_changes(treatment: Mapping[str, Any], previous: Mapping[str, Any] 
     """What changed since the previous run in what the key does not hold, one line per setting
     as the retrieval history writes it (`history.runs.setting_changes`: "context_k: 5 -> 3",
     "generator.max_tokens: None -> 200"); [] when nothing did or there is no previous run."""
-    from eval_pipeline.history.runs import setting_changes
-
     before = ((previous or {}).get("provenance") or {}).get("treatment")
     if not isinstance(before, Mapping):
         return []

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import psycopg
 
 from eval_pipeline.common.atomic import atomic_write_bytes
 from eval_pipeline.common.formatting import fmt_number
@@ -42,6 +43,7 @@ from eval_pipeline.metrics.retrieval import COMPARED, INTERVAL, PRIMARY_METRIC, 
 from eval_pipeline.ranking.caches import CODE_PATHS, engine_identity
 from eval_pipeline.ranking.inputs import InconsistentInputs
 from eval_pipeline.scoring.variant import summarize
+from eval_pipeline.store.database import DatabaseError
 from eval_pipeline.verdict.paired import RankConfiguration, paired_counts, paired_reference
 
 INTERVAL_METRICS = metric_names(INTERVAL)  # a bootstrap interval per variant
@@ -249,7 +251,8 @@ def run_statistics(
                 return intervals, comparison
         except Exception:  # a truncated or foreign file: recompute and overwrite it
             pass
-    from eval_pipeline.metrics.statistics import compare_to_baseline, metric_intervals  # scipy: ~1 s to import
+    # deferred: scipy: ~1 s to import
+    from eval_pipeline.metrics.statistics import compare_to_baseline, metric_intervals  # noqa: PLC0415
 
     intervals = metric_intervals(per_variant, INTERVAL_METRICS)
     compared = baseline in per_variant and len(per_variant) > 1
@@ -481,10 +484,6 @@ def with_exact_command(gate: GateResult, run_id: str, variant: str) -> GateResul
 def _history_errors() -> tuple[type[BaseException], ...]:
     """The errors of a history that cannot be read (a refused connection, a permission, a damaged
     table): the verdict fails closed on them, it never takes them for an empty history."""
-    import psycopg
-
-    from eval_pipeline.store.database import DatabaseError
-
     return (DatabaseError, psycopg.Error, OSError)
 
 

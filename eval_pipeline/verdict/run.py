@@ -14,6 +14,7 @@ report renders it and records it; the checks on the verdict asset read it.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
@@ -22,7 +23,7 @@ import pandas as pd
 
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.history.identity import benchmark_fingerprint
-from eval_pipeline.history.runs import labels_fingerprint
+from eval_pipeline.history.runs import labels_fingerprint, setting_changes
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.caches import engine_identity, store_environment
 from eval_pipeline.ranking.inputs import InconsistentInputs, check_inputs_agree
@@ -60,10 +61,6 @@ def check_partitions_current(per_variant: Mapping[str, pd.DataFrame], sweep) -> 
     partition materialized under an earlier file (the verdict or the report materialized alone
     after an edit) would be judged, and recorded, as the new configuration's measurement.
     Refused, naming the partition, the settings that differ and what to materialize again."""
-    import json
-
-    from eval_pipeline.history.runs import setting_changes
-
     problems = []
     for key, frame in per_variant.items():
         raw = sorted(set(frame["variant_config"].dropna())) if "variant_config" in frame else []
