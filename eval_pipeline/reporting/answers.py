@@ -20,8 +20,10 @@ from typing import Any
 
 import pandas as pd
 
+from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import finite_number, missing
 from eval_pipeline.common.formatting import MISSING, fmt_number, markdown_table
+from eval_pipeline.grading.grounding import hallucinations_jsonl, hallucinations_markdown
 from eval_pipeline.verdict.answers import AnswerVerdict
 
 
@@ -248,9 +250,6 @@ def write_answer_files(verdict: AnswerVerdict, stage: Path, suffix: str = "") ->
     """``answers<suffix>.jsonl`` (every grading line) and, when the grounding grader ran,
     ``hallucinations<suffix>.md`` / ``.jsonl`` into the staged results folder; name -> path of
     what was written (nothing without answer metrics that carry them)."""
-    from eval_pipeline.common.atomic import atomic_write_text
-    from eval_pipeline.grading.grounding import hallucinations_jsonl, hallucinations_markdown
-
     out: dict[str, str] = {}
     lines = [line for r in verdict.rows for line in (_json(r, "gradings_json") or [])]
     if lines:

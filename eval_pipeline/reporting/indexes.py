@@ -18,16 +18,20 @@ answer, the Pareto plots and the recommendation.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from eval_pipeline.common.checks import finite_number
 from eval_pipeline.common.formatting import markdown_table
 from eval_pipeline.metrics.retrieval import PRIMARY_METRIC
+from eval_pipeline.recommend import headline
 
 QUALITY_METRIC = PRIMARY_METRIC
 ANSWER_K = 5  # documents whose ranking chunk is read for the gist (the answer context's size)
@@ -95,11 +99,6 @@ def pair_evidence(per_variant: Mapping[str, pd.DataFrame], *, n_resamples: int =
     `p95_high`, the p95 latency's seeded bootstrap interval over the run's questions (NaN with
     fewer than two timed questions), and `results_digest`, a digest of every question's ranked
     document ids (None without them): two pairs with the same digest returned the same lists."""
-    import hashlib
-    import json
-
-    import numpy as np
-
     tail = (1 - confidence) / 2
     out: dict[str, dict[str, Any]] = {}
     for key, frame in per_variant.items():
@@ -145,7 +144,7 @@ def pair_frame(summary: pd.DataFrame, intervals: pd.DataFrame, pairs: Mapping[st
 def index_plots(frame: pd.DataFrame, recommendation, folder: Path, suffix: str = "") -> dict[str, str]:
     """The two Pareto plots (quality against p95 latency, and against storage), when some pair
     has both numbers."""
-    from eval_pipeline.reporting.pareto import pareto_plot
+    from eval_pipeline.reporting.pareto import pareto_plot  # noqa: PLC0415  deferred: imports matplotlib, ~0.9 s
 
     plots = {}
     for name, x in (("pareto_latency", "p95_ms"), ("pareto_storage", "storage_bytes")):
@@ -160,7 +159,6 @@ def index_plots(frame: pd.DataFrame, recommendation, folder: Path, suffix: str =
 def index_section(costs: Sequence[Mapping[str, Any]], latency: Mapping[str, Mapping[str, Mapping[str, float]]],
                   frame: pd.DataFrame, recommendation, *, baseline: str) -> list[str]:
     """The report's "Indexes" section (markdown lines)."""
-    from eval_pipeline.recommend import headline
     lines = ["## Indexes", "", f"**{headline(recommendation)}**", "",
              "Gold labels are document ids, so one question set serves every index and chunking. Every pair is "
              f"compared with the baseline pair `{baseline}`; each pair's gate judges it against its own history.", "",

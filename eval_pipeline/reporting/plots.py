@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 
 from eval_pipeline.common.atomic import atomic_write_bytes
 from eval_pipeline.metrics.retrieval import DEFAULT_KS, PRIMARY_METRIC
+from eval_pipeline.metrics.selective import losses, risk_coverage, risk_coverage_points
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -203,8 +204,6 @@ def risk_coverage_curves(per_query: pd.DataFrame, path: str | os.PathLike[str]) 
     its most confident questions first, the share of answered questions that are wrong. The
     legend gives each curve's area (AURC, lower is better). ``per_query`` holds every variant's
     per-question rows with ``confidence``."""
-    from eval_pipeline.metrics.selective import losses, risk_coverage, risk_coverage_points
-
     _require(per_query, "per_query", ["variant", "answerable", "errored", "confidence"])
     with matplotlib.rc_context(_STYLE):
         fig, ax = _figure(0)

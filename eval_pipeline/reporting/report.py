@@ -15,8 +15,11 @@ imports the file (`BUILTIN_SECTION_MODULES`, or EVAL_PIPELINE_PLUGINS): no signa
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +28,12 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common.atomic import atomic_write_bytes, atomic_write_text
-from eval_pipeline.common.formatting import markdown_table
+from eval_pipeline.common.formatting import fmt_number, markdown_table
 from eval_pipeline.common.registry import Registry
+from eval_pipeline.ranking.microscope import CROWDING_MARGIN, DENSE_CAUSES, TRIAGE_LABELS
+from eval_pipeline.ranking.results import STAGES
+from eval_pipeline.reporting.publish import final_paths, staged_results
+from eval_pipeline.reporting.trec import write_trec_files
 from eval_pipeline.scoring.variant import CLASS_METRICS, HEADLINE_METRICS, class_breakdown
 
 # Where a section sits. The report reads in the order a reader needs it: the headline and the
@@ -227,7 +234,8 @@ def render_plots(verdict, folder: Path, suffix: str = "", *, cache_dir: Path | N
         if _whole_png(data):
             atomic_write_bytes(path, data)
         else:  # not cached, or a truncated or foreign file: draw it (again)
-            from eval_pipeline.reporting import plots as plotting  # matplotlib: only when a plot is drawn
+            # deferred: matplotlib: only when a plot is drawn
+            from eval_pipeline.reporting import plots as plotting  # noqa: PLC0415
 
             getattr(plotting, function)(table, path, **options)
             if cached is not None:
@@ -247,8 +255,6 @@ def _whole_png(data: bytes) -> bool:
 
 def _plot_key(function: str, table: pd.DataFrame, options: Mapping[str, Any]) -> str:
     """A digest of the plotting code, the function, its options and its input table."""
-    import hashlib
-
     digest = hashlib.sha256(_PLOTS_SOURCE.read_bytes())
     digest.update(repr((function, sorted(options.items()), list(table.columns), table.dtypes.astype(str).tolist()))
                   .encode())
@@ -258,8 +264,6 @@ def _plot_key(function: str, table: pd.DataFrame, options: Mapping[str, Any]) ->
 
 def embedded_images(plots: Mapping[str, str]) -> str:
     """Markdown with the PNGs inline (data URIs), for the Dagster UI."""
-    import base64
-
     return "\n\n".join(
         f"**{name.replace('_', ' ')}**\n\n![{name}](data:image/png;base64,"
         f"{base64.b64encode(Path(path).read_bytes()).decode()})" for name, path in plots.items()
@@ -331,8 +335,6 @@ def render_report(
     lines += abstention_lines(summary, per_query)
 
     if latency:
-        from eval_pipeline.ranking.results import STAGES
-
         stage_names = [s for s in (*STAGES, "total") if any(s in stages for stages in latency.values())]
         lat_rows = []
         for variant, stages in latency.items():
@@ -496,14 +498,12 @@ def publish_report(
     `eval_pipeline.reporting.publish`): a failure, such as a full disk, leaves the previous results
     intact and raises PublishError saying so. Returns (paths, plots, markdown), the paths
     as published. `sections` (`build_sections`) add their plots, files, lines and headline."""
-    from eval_pipeline.reporting.publish import final_paths, staged_results
-    from eval_pipeline.reporting.trec import write_trec_files
-
     runs = {variant: dict(zip(f["qid"], f["doc_ids"])) for variant, f in per_query.groupby("variant", sort=False)}
     with staged_results(results_dir, suffix=suffix) as stage:
         plots = render_plots(verdict, stage, suffix, cache_dir=plot_cache)
         if "confidence" in per_query and per_query["confidence"].notna().any():
-            from eval_pipeline.reporting.plots import risk_coverage_curves
+            # deferred: imports matplotlib, ~0.9 s
+            from eval_pipeline.reporting.plots import risk_coverage_curves  # noqa: PLC0415
 
             plots["risk_coverage"] = str(risk_coverage_curves(per_query, stage / f"risk_coverage{suffix}.png"))
         for _, part in sections:
@@ -525,8 +525,6 @@ def publish_report(
         try:
             paths.update(write_trec_files(stage / f"trec{suffix}", runs, questions))
         except ValueError as exc:  # ids with whitespace cannot be written in TREC format
-            import shutil
-
             shutil.rmtree(stage / f"trec{suffix}", ignore_errors=True)  # never publish half a TREC folder
             warn(f"TREC run files not written: {exc}")
     return final_paths(paths, stage, results_dir), final_paths(plots, stage, results_dir), markdown
@@ -621,8 +619,6 @@ def abstention_lines(summary: pd.DataFrame, per_query: pd.DataFrame) -> list[str
 
 
 def _fmt_cos(value: Any) -> str:
-    from eval_pipeline.common.formatting import fmt_number
-
     return fmt_number(value, 3)
 
 
@@ -631,8 +627,6 @@ def microscope_lines(summary: pd.DataFrame, per_query: pd.DataFrame, baseline: s
     """The microscope in the report: the misses per triage label (and dense cause) per variant,
     and the first `first` misses of the baseline variant (else the first variant) with their
     evidence; the whole of it is in misses.jsonl."""
-    from eval_pipeline.ranking.microscope import CROWDING_MARGIN, DENSE_CAUSES, TRIAGE_LABELS
-
     columns = [f"triage_{t}" for t in TRIAGE_LABELS] + [f"dense_{c}" for c in DENSE_CAUSES]
     if not all(c in summary for c in columns) or not int(summary[columns].to_numpy().sum()):
         return []

@@ -4,6 +4,8 @@ results folder and record the run (`render_run`); one gate check result per vari
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,9 +18,29 @@ from eval_pipeline.common.metadata import Markdown, RunLink, shown_number
 from eval_pipeline.common.state import StateDir
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.questions.sets import QuestionSet
+from eval_pipeline.ranking.inputs import InconsistentInputs
+from eval_pipeline.ranking.results import stage_latency_summary
+from eval_pipeline.recommend import headline as recommendation_headline
+from eval_pipeline.recommend import recommend
 from eval_pipeline.reporting.console import summary_table
+from eval_pipeline.reporting.indexes import answer_contexts, index_section, leg_latency, pair_evidence, pair_frame
+from eval_pipeline.reporting.report import (
+    ReportInputs,
+    embedded_images,
+    headline,
+    markdown_table,
+    measure_sections,
+    publish_report,
+    render_sections,
+)
+from eval_pipeline.reporting.verdict_entry import verdict_entry
+from eval_pipeline.scoring.variant import triage_counts
 from eval_pipeline.store.indexes import IndexStores
-from eval_pipeline.store.ingest import StoreInfo
+from eval_pipeline.store.ingest import StoreInfo, fetch_chunk_texts
+from eval_pipeline.store.metadata import index_costs
+from eval_pipeline.verdict.answers import record_answers
+from eval_pipeline.verdict.retrieval import record_verdict
+from eval_pipeline.verdict.run import metrics_digest
 
 
 @dataclass
@@ -63,8 +85,6 @@ def measure_findings(
     graded, and with `relevance_calibration` (a file of people's relevance grades) the grader
     is calibrated on it. `compared_sets`: a second question set ranked by the same variants
     (eval_pipeline.reporting.set_validity.rank_compared_sets)."""
-    from eval_pipeline.reporting.report import ReportInputs, measure_sections
-
     per_variant = _verdicts_metrics(verdict, variant_metrics)
     sections = measure_sections(ReportInputs(
         verdict=verdict, per_variant=per_variant, sweep=sweep, snapshot=snapshot, stores=stores,
@@ -77,9 +97,6 @@ def measure_findings(
 def _verdicts_metrics(verdict, variant_metrics: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """The per-question metrics the verdict was decided on, in its order; other metrics (a
     partition materialized again since) are refused, naming what is missing or changed."""
-    from eval_pipeline.ranking.inputs import InconsistentInputs
-    from eval_pipeline.verdict.run import metrics_digest
-
     order = [k for k in verdict.gates]
     missing = [k for k in order if k not in variant_metrics]
     per_variant = {k: variant_metrics[k] for k in order if k in variant_metrics}
@@ -116,11 +133,6 @@ def render_run(
     The report's sections beyond the retrieval tables are the registered ones
     (eval_pipeline.reporting.report.SECTIONS: validity, indexes when the variants file lists
     them, answers, and any registered since), each rendered from its finding."""
-    from eval_pipeline.ranking.inputs import InconsistentInputs
-    from eval_pipeline.reporting.report import headline, publish_report, render_sections
-    from eval_pipeline.verdict.answers import record_answers
-    from eval_pipeline.verdict.retrieval import record_verdict
-
     per_variant = _verdicts_metrics(verdict, variant_metrics)
     if (findings.verdict_run, findings.metrics_digest) != (verdict.run_id, verdict.metrics_digest):
         raise InconsistentInputs(f"the findings were measured beside another verdict (run {findings.verdict_run}), "
@@ -184,11 +196,6 @@ def index_report(per_variant: Mapping[str, pd.DataFrame], verdict, *, sweep, sto
                  connection_string: str) -> IndexReport:
     """Cost per index, the pairs' quality and latency, answer-in-context, the recommendation
     under the variants file's budgets (eval_pipeline.reporting.indexes)."""
-    from eval_pipeline.recommend import headline, recommend
-    from eval_pipeline.reporting.indexes import answer_contexts, index_section, leg_latency, pair_evidence, pair_frame
-    from eval_pipeline.store.ingest import fetch_chunk_texts
-    from eval_pipeline.store.metadata import index_costs
-
     contexts = answer_contexts(per_variant, questions, tables=tables,
                                fetch=lambda table, ids: fetch_chunk_texts(connection_string, table, ids))
     storage = {key: stores.storage_bytes.get(info.table) for key, info in stores.tables.items()}
@@ -203,7 +210,7 @@ def index_report(per_variant: Mapping[str, pd.DataFrame], verdict, *, sweep, sto
     picks = {name: (None if pick is None else {"index": pick.index, "variant": pick.variant, "quality": pick.quality,
                                                "p95_ms": pick.p95_ms, "storage_bytes": pick.storage_bytes})
              for name, pick in (("within_budget", rec.within_budget), ("best_overall", rec.best_overall))}
-    line = headline(rec)
+    line = recommendation_headline(rec)
     metadata: dict[str, Any] = {"recommendation": line}
     for c in costs:
         metadata[f"{c['index']} storage_bytes"] = c["storage_bytes"]
@@ -214,8 +221,6 @@ def index_report(per_variant: Mapping[str, pd.DataFrame], verdict, *, sweep, sto
 
 
 def _latency(per_variant: Mapping[str, pd.DataFrame]) -> dict[str, Any]:
-    from eval_pipeline.ranking.results import stage_latency_summary
-
     return {k: stage_latency_summary(f) for k, f in per_variant.items()}
 
 
@@ -284,8 +289,6 @@ def verdict_metadata(verdict, baseline: str) -> dict[str, Any]:
     variant's headline metrics, gate and why: eval_pipeline.reporting.console.summary_table),
     whether it passed, and numbers the UI plots over time (variants judged by each kind of
     comparison, failed gates)."""
-    from eval_pipeline.reporting.report import headline
-
     states = [g.state for g in verdict.gates.values()]
     failed = verdict_failures(verdict)
     return {"headline": plain_text(headline(verdict, baseline)), "variants": summary_table(verdict),
@@ -311,9 +314,6 @@ def report_metadata(verdict, paths: Mapping[str, str], plots: Mapping[str, str],
     the `variants` table (shown in place too, where the long report opens in a dialog), the
     `headline` (and the recommendation), the report with its plots inline (the file on disk links
     them by relative path, which the UI cannot resolve), and the plots alone."""
-    from eval_pipeline.reporting.report import embedded_images
-    from eval_pipeline.reporting.verdict_entry import verdict_entry
-
     line = headline + (f" {recommendation}" if recommendation else "")
     return {"verdict": Markdown(verdict_entry(verdict, headline)), "variants": summary_table(verdict),
             "headline": plain_text(line),
@@ -326,8 +326,6 @@ def microscope_metadata(per_variant: Mapping[str, pd.DataFrame], paths: Mapping[
     """The microscope on the report asset's page: misses.jsonl (every miss with its evidence) as a
     path, the run's misses per triage label and per dense cause as numbers (plotted over runs), and
     the same counts per variant."""
-    from eval_pipeline.scoring.variant import triage_counts
-
     by_variant = {key: triage_counts(frame) for key, frame in per_variant.items()}
     totals: dict[str, int] = {}
     for counts in by_variant.values():
@@ -344,8 +342,6 @@ def microscope_metadata(per_variant: Mapping[str, pd.DataFrame], paths: Mapping[
 def inline_plots(markdown: str, plots: Mapping[str, str]) -> str:
     """`markdown` with each `![name](file.png)` of `plots` (name -> path) replaced by the
     image as a data URI."""
-    import base64
-
     for name, path in plots.items():
         uri = f"data:image/png;base64,{base64.b64encode(Path(path).read_bytes()).decode()}"
         markdown = markdown.replace(f"![{name}]({Path(path).name})", f"![{name}]({uri})")
@@ -355,8 +351,6 @@ def inline_plots(markdown: str, plots: Mapping[str, str]) -> str:
 def gate_check_names(keys: Sequence[str]) -> dict[str, str]:
     """variant key -> a valid check name (`gate__hybrid_mmr`), unique even when two keys differ
     only by characters an identifier cannot hold."""
-    import hashlib
-
     plain = {key: "gate__" + re.sub(r"[^A-Za-z0-9_]", "_", key) for key in keys}
     clashing = {name for name in plain.values() if list(plain.values()).count(name) > 1}
     # keys that differ only by such characters get a suffix from the key itself: the same check
@@ -391,8 +385,6 @@ def variant_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[
     """key -> (passed, metadata) of each variant's gate: every failing metric against the
     previous run and the pinned reference, the runs compared, and what changed in the
     treatment. A variant not in this run's report passes, marked not evaluated."""
-    from eval_pipeline.reporting.report import markdown_table
-
     out = {}
     for key in keys:
         if key not in report["gate_messages"]:

@@ -20,14 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.common.atomic import atomic_write_text
+from eval_pipeline.reporting.answers import answer_gate_output, answer_section, write_answer_files
+from eval_pipeline.reporting.indexes import index_plots
 from eval_pipeline.reporting.report import SECTIONS, ReportInputs, ReportSection, SectionPart
+from eval_pipeline.reporting.run import index_report
+from eval_pipeline.reporting.validity import assess, validity_metadata, validity_section, write_validity_files
 
 
 def measure_validity(inputs: ReportInputs) -> Any:
     """Power, the audit, the labels' coverage, the flips against each variant's previous run
     (read from the history) and, when the findings asset was given a model, the graded holes."""
-    from eval_pipeline.reporting.validity import assess
-
     return assess(inputs.per_variant, questions=inputs.question_set.questions, snapshot=inputs.snapshot,
                   sweep=inputs.sweep, verdict=inputs.verdict, connection_string=inputs.connection_string,
                   llm=inputs.llm() if inputs.llm else None, hole_cache=inputs.state.hole_grades,
@@ -35,8 +37,6 @@ def measure_validity(inputs: ReportInputs) -> Any:
 
 
 def render_validity(validity: Any) -> SectionPart:
-    from eval_pipeline.reporting.validity import validity_metadata, validity_section, write_validity_files
-
     return SectionPart(lines=lambda files: validity_section(validity, files=dict(files)),
                        write=lambda stage, suffix: write_validity_files(validity, stage, suffix),
                        metadata=validity_metadata(validity))
@@ -45,16 +45,12 @@ def render_validity(validity: Any) -> SectionPart:
 def measure_indexes(inputs: ReportInputs) -> Any:
     """Each index's cost (read from the store), the pairs' quality and latency, the
     recommendation under the variants file's budgets."""
-    from eval_pipeline.reporting.run import index_report
-
     return index_report(inputs.per_variant, inputs.verdict, sweep=inputs.sweep, stores=inputs.stores,
                         index_of=inputs.index_of, tables=inputs.tables, questions=inputs.question_set.questions,
                         connection_string=inputs.connection_string)
 
 
 def render_indexes(report: Any) -> SectionPart:
-    from eval_pipeline.reporting.indexes import index_plots
-
     def write(stage: Path, suffix: str) -> dict[str, str]:  # the Indexes section's numbers, for scripts
         path = stage / f"indexes{suffix}.json"
         atomic_write_text(path, json.dumps(report.data, indent=1, default=str) + "\n")
@@ -73,8 +69,6 @@ def measure_answers(inputs: ReportInputs) -> Any:
 def render_answers(answers: Any) -> SectionPart:
     """The answer section, naming the files it writes beside the report: answers.jsonl (every
     per-prompt grading) and, when grounding ran, hallucinations.md/.jsonl."""
-    from eval_pipeline.reporting.answers import answer_gate_output, answer_section, write_answer_files
-
     return SectionPart(lines=lambda files: answer_section(answers, files),
                        write=lambda stage, suffix: write_answer_files(answers, stage, suffix),
                        output={"answers": answer_gate_output(answers)})

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,10 @@ import pandas as pd
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.formatting import MISSING, fmt_number, markdown_table
 from eval_pipeline.common.metadata import shown_number
+from eval_pipeline.ranking import steps
+from eval_pipeline.ranking.steps import chooses_threshold
 from eval_pipeline.reporting.report import SECTIONS, ReportInputs, ReportSection, SectionPart
+from eval_pipeline.scoring.variant import score_variant
 from eval_pipeline.validity.sets import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, SetComparison, compare_sets
 
 TABLE_METRIC = "ndcg@10"
@@ -51,15 +54,10 @@ def rank_compared_set(name: str, question_set: Any, variants: Sequence[Any], *, 
     changes; so does a variant that chooses its refusal threshold there (`abstain: auto`). One
     index: an index sweep compares the sets per index, calling this per store
     (`rank_compared_sets`)."""
-    from dataclasses import replace
-
-    from eval_pipeline.ranking.steps import chooses_threshold, rank_in_one_step
-    from eval_pipeline.scoring.variant import score_variant
-
     if tuning_from is not None and getattr(tuning_from, "tuning", None) and any(
             getattr(v, "tune", None) or chooses_threshold(v) for v in variants):
         question_set = replace(question_set, tuning=tuning_from.tuning, split=tuning_from.split)
-    frames = rank_in_one_step(variants, snapshot=snapshot, store=store, question_set=question_set, state=state,
+    frames = steps.rank_in_one_step(variants, snapshot=snapshot, store=store, question_set=question_set, state=state,
                               connection_string=connection_string, embedder=embedder, build_reranker=build_reranker,
                               miss_k=miss_k, reuse=True, code_version=code_version, log=log)
     return ComparedSet(name, question_set, {k: score_variant(f, question_set.questions) for k, f in frames.items()})

@@ -21,8 +21,28 @@ from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import missing
 from eval_pipeline.common.formatting import MISSING, fmt_number, markdown_table
 from eval_pipeline.common.metadata import shown_floats
-from eval_pipeline.metrics.retrieval import HOLES, PRIMARY_METRIC, metric_names
+from eval_pipeline.grading.agreement import calibrated_pass_rate, load_calibration
+from eval_pipeline.history import runs as history
+from eval_pipeline.metrics.retrieval import HOLES, PRIMARY_METRIC, metric_names, score_queries
 from eval_pipeline.validity.audit import AuditResult, run_audit
+from eval_pipeline.validity.coverage import judged_spread_warning, judged_summary, pooled_unjudged
+from eval_pipeline.validity.flips import flips, identical_provenance, outcomes_from_frame, to_jsonl_rows
+from eval_pipeline.validity.holes import (
+    CANDIDATE_MIN_GRADE,
+    augmented_qrels,
+    calibrate_relevance,
+    grade_holes,
+    grading_counts,
+    judged_by,
+    review_rows,
+    write_review_file,
+)
+from eval_pipeline.validity.power import (
+    minimum_detectable_effect,
+    probability_best,
+    questions_needed,
+    tolerance_below_mde,
+)
 
 JUDGED_K = 10
 # With the LLM's labels, only metrics cut at the pool's depth: a document at rank 11-20 is graded
@@ -83,8 +103,6 @@ def assess(per_variant: Mapping[str, pd.DataFrame], *, questions: Sequence, snap
     LLMClient), the unjudged documents of the pooled top 10 are graded (cached in
     `hole_cache`, see eval_pipeline.validity.holes); with `relevance_calibration` (a file of
     people's relevance grades) the grader is calibrated on it too."""
-    from eval_pipeline.validity.coverage import judged_spread_warning, judged_summary
-
     qrels = {q.qid: q.qrels() for q in questions}
     judged = judged_summary(per_variant, qrels, k=JUDGED_K)
     # Labels that judge only relevant documents make Judged@k the share of golds found, an
@@ -108,10 +126,6 @@ def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | Non
     unjudged), and the review rows for the candidates a person may accept. The same grader
     grades each question's gold documents: the audit's LLM checks (is the question answerable
     from its gold alone; is it answered by another document too)."""
-    from eval_pipeline.metrics.retrieval import score_queries
-    from eval_pipeline.validity.coverage import pooled_unjudged
-    from eval_pipeline.validity.holes import augmented_qrels, grade_holes, grading_counts, judged_by, review_rows
-
     if cache is None:
         raise ValueError("grading the holes needs a cache folder (the state dir's hole_grades)")
     texts = {d.doc_id: f"{d.title}\n{d.content}" if d.title else d.content for d in snapshot.documents}
@@ -142,9 +156,6 @@ def _grade_holes(per_variant, questions, snapshot, qrels, llm, cache: Path | Non
               "gold_questions_failed": len(gold_failed)}
     calibration = None
     if relevance_calibration:
-        from eval_pipeline.grading.agreement import calibrated_pass_rate, load_calibration
-        from eval_pipeline.validity.holes import CANDIDATE_MIN_GRADE, calibrate_relevance
-
         calibrated = calibrate_relevance(load_calibration(relevance_calibration), llm=llm, cache_dir=cache,
                                          source=str(relevance_calibration))
         calibration = calibrated_pass_rate([g.grade >= CANDIDATE_MIN_GRADE for g in grades if g.grade is not None],
@@ -165,13 +176,6 @@ def _power(per_variant: Mapping[str, pd.DataFrame], sweep) -> tuple[pd.DataFrame
     """Per (variant, gated metric): the MDE of the paired comparison with the baseline variant
     (from the spread of per-question differences this run), the questions needed to detect
     `sweep.effect`, and whether the gate's tolerance is below the MDE."""
-    from eval_pipeline.validity.power import (
-        minimum_detectable_effect,
-        probability_best,
-        questions_needed,
-        tolerance_below_mde,
-    )
-
     rows = []
     baseline = per_variant.get(sweep.baseline)
     for variant, frame in per_variant.items():
@@ -200,9 +204,6 @@ def _flips(per_variant: Mapping[str, pd.DataFrame], verdict, connection_string: 
     Only against a run of the same benchmark (the gate's comparison is `comparable`): the
     run the gate names when nothing is comparable measured other questions or labels, and
     its hits are not this run's questions' hits."""
-    from eval_pipeline.history.runs import read_run
-    from eval_pipeline.validity.flips import flips, identical_provenance, outcomes_from_frame, to_jsonl_rows
-
     out: dict[str, dict] = {}
     runs: dict[str, dict | None] = {}
     for variant, frame in per_variant.items():
@@ -212,7 +213,7 @@ def _flips(per_variant: Mapping[str, pd.DataFrame], verdict, connection_string: 
         if not run_id or connection_string is None or comparison is None or not comparison.comparable:
             continue
         if run_id not in runs:
-            runs[run_id] = read_run(connection_string, run_id)
+            runs[run_id] = history.read_run(connection_string, run_id)
         recorded = runs[run_id]
         if recorded is None or variant not in set(recorded["questions"]["variant"]):
             continue
@@ -376,8 +377,6 @@ def write_validity_files(v: Validity, folder: Path, suffix: str = "") -> dict[st
     atomic_write_text(flips_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in v.flip_rows))
     paths = {"question_audit": str(audit_path), "flips": str(flips_path)}
     if v.holes is not None:
-        from eval_pipeline.validity.holes import write_review_file
-
         paths["hole_review"] = str(folder / f"hole_review{suffix}.jsonl")
         # The previous run's file was carried into the stage: a person's accepts survive the rewrite, and
         # the rows already imported stay, so the labels of the next run do not silently revert.
