@@ -68,6 +68,7 @@ from assets.store import StoreConfig, build_pgvector_store
 from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.config.sweep import SweepConfig
 from eval_pipeline.corpus.sources import DEMO_DATA_DIR, CorpusSnapshot, load_corpus
+from eval_pipeline.grading.agreement import check_relevance_rows, load_calibration
 from eval_pipeline.questions.build import (
     build_compared_set,
     build_question_set,
@@ -90,6 +91,7 @@ from eval_pipeline.reporting.run import (
     verdict_metadata,
     verdict_output,
 )
+from eval_pipeline.reporting.set_validity import rank_compared_sets
 from eval_pipeline.scoring.partitions import partition_metrics, score_partitions
 from eval_pipeline.store.indexes import CHUNKING_SETTINGS, IndexStores
 from eval_pipeline.validity.audit import audit_metadata, run_audit
@@ -179,7 +181,8 @@ class QuestionSetConfig(Config):
 
 
 class ReportConfig(Config):
-    results_dir: str = Field(default=str(PROJECT_ROOT / "results"), description="where results.md and per_query.jsonl go")
+    results_dir: str = Field(default=str(PROJECT_ROOT / "results"),
+                             description="where results.md and per_query.jsonl go")
     record_history: bool = Field(default=True, description="record the run in the Postgres history tables "
                                  "(false: the gate still judges against the history, the run is not recorded)")
 
@@ -200,8 +203,6 @@ def preflight_findings(config: FindingsConfig, llm: LLMResource) -> None:
     (fail now, not after the ranking); a relevance calibration file is read and checked (no
     model call), and is refused without grade_holes (it would calibrate nothing)."""
     if config.relevance_calibration:
-        from eval_pipeline.grading.agreement import check_relevance_rows, load_calibration
-
         if not config.grade_holes:
             raise ValueError("ops.findings.config.relevance_calibration calibrates the grader of the holes: set "
                              "ops.findings.config.grade_holes too, or remove it")
@@ -419,8 +420,6 @@ def findings_asset(sweep: SweepConfig) -> AssetsDefinition:
         (eval_pipeline.reporting.run.measure_findings)."""
         compared = load_compared_sets(question_set, corpus_snapshot)
         if compared:
-            from eval_pipeline.reporting.set_validity import rank_compared_sets
-
             started = time.perf_counter()
             embedder_for = index_embedder_of(embedder, sweep)
             compared = rank_compared_sets(
@@ -507,9 +506,10 @@ def regression_gate_check(gate_checks: dict[str, str]) -> AssetChecksDefinition:
 
     @multi_asset_check(
         specs=[AssetCheckSpec(name, asset="verdict", blocking=False,
-                              description=f"Variant {key}: no gated metric dropped by more than its tolerance against its "
-                              "previous eligible run and its pinned reference on the same benchmark, or, where the "
-                              "benchmark changed, against its reference configuration ranked on today's questions; "
+                              description=f"Variant {key}: no gated metric dropped by more than its tolerance "
+                              "against its previous eligible run and its pinned reference on the same benchmark, "
+                              "or, where the benchmark changed, against its reference configuration ranked on "
+                              "today's questions; "
                               "fails when nothing could judge it (not_compared). The run fails through verdict_passed.")
                for key, name in gate_checks.items()],
         description="The regression gate, one check per variant, as the verdict decided it.",
@@ -530,10 +530,11 @@ def answer_gate_check(answer_checks: dict[str, str]) -> AssetChecksDefinition:
 
     @multi_asset_check(
         specs=[AssetCheckSpec(name, asset="verdict", blocking=False,
-                              description=f"Variant {key}: answer pass rate and mean score, per grader, did not drop by "
-                              "more than the variants file's answers.gate tolerances since the previous eligible run and "
-                              "the pinned reference of the same golden set, corpus and grading yardstick; fails closed "
-                              "when that measurement has a history but nothing comparable; every answer was generated.")
+                              description=f"Variant {key}: answer pass rate and mean score, per grader, did not "
+                              "drop by more than the variants file's answers.gate tolerances since the previous "
+                              "eligible run and the pinned reference of the same golden set, corpus and grading "
+                              "yardstick; fails closed when that measurement has a history but nothing comparable; "
+                              "every answer was generated.")
                for key, name in answer_checks.items()],
         description="The answer gate, one check per variant, as the verdict decided it.",
     )

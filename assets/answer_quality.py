@@ -17,6 +17,7 @@ golden_prompts does not depend on the sweep; `build_answer_assets(sweep, partiti
 three partitioned assets for one sweep (definitions.py reads the variants file once and passes it).
 """
 
+import json
 from enum import Enum
 from typing import Literal, Optional
 
@@ -35,16 +36,20 @@ from pydantic import Field
 from assets.metadata import to_metadata
 from assets.ranking import index_embedder_of, reranker_builder, run_pairs
 from assets.run import op_config, selected_assets
-from eval_pipeline.answering.prompts import CheckedGoldenSet, resolve_golden
+from eval_pipeline.answering.prompts import CheckedGoldenSet, preflight_golden, resolve_golden
+from eval_pipeline.answering.repair import repair_summary
 from eval_pipeline.answering.run import answers_metadata, make_generator, produce_pair_answers
 from eval_pipeline.config.sweep import SweepConfig
 from eval_pipeline.corpus.sources import CorpusSnapshot
-from eval_pipeline.grading.independence import Independence
+from eval_pipeline.grading.independence import Independence, judge_independence
+from eval_pipeline.grading.judges import GRADERS, check_graders, token_spending
+from eval_pipeline.grading.presentation import grades_metadata
 from eval_pipeline.grading.run import (
     DEFAULT_GRADERS,
+    check_calibration,
     grade_run,
+    static_failures,
 )
-from eval_pipeline.grading.presentation import grades_metadata
 from eval_pipeline.grading.summary import answer_metric_frames
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.store.indexes import IndexStores
@@ -56,8 +61,6 @@ def _grader_enum() -> type[Enum]:
     """The graders a run may choose, one member per registered grader (the registry, with the
     plugins EVAL_PIPELINE_PLUGINS names, as the definitions load: eval_pipeline.grading.registry);
     any other name is refused when the run is launched."""
-    from eval_pipeline.grading.judges import GRADERS
-
     kind = Enum("GraderName", {name: name for name in GRADERS}, type=str)  # type: ignore[misc]
     kind.__doc__ = "The graders a run may choose; any other name is refused when the run is launched."
     return kind
@@ -137,8 +140,6 @@ def build_answer_assets(sweep: SweepConfig, partitions: PartitionsDefinition) ->
         as each answer arrives (eval_pipeline.answering.run.produce_answers); with `repair`, an
         answer failing its static checks is asked for once more (eval_pipeline.answering.repair).
         When this run grades them with a model, the judge's independence is checked first."""
-        from eval_pipeline.grading.run import static_failures
-
         if AssetKey("graded_answers") in selected_assets(context):  # before the first paid call
             graded = op_config(context, "graded_answers", GradedAnswersConfig)
             check_judge(context, graded, judge_llm, generator=llm if config.generator == "llm" else None)
@@ -169,8 +170,6 @@ def build_answer_assets(sweep: SweepConfig, partitions: PartitionsDefinition) ->
         independence from the answers' generator is checked (refused, or labelled self-judged when
         allowed); the grounding grader probes the corpus through each variant's keyword index.
         With a calibration file, the judge grades it too (its agreement, in the report)."""
-        from eval_pipeline.grading.judges import token_spending
-
         independence = check_judge(context, config, judge_llm, generator=generator_of(answers))
         client = judge_llm.get() if token_spending(config.grader_names()) else None
         frames, usage = grade_run(answers, golden_prompts, graders=config.grader_names(), state=state.dir(),
@@ -208,10 +207,6 @@ def preflight_answers(context: AssetExecutionContext, snapshot: CorpusSnapshot, 
     `llm` generator and for a grader that spends tokens (no model configured fails now, not after
     the ranking), and, given `judge_llm`, the judge's independence from the generator (a
     self-judging run refused now; without it the answers step checks it before its first call)."""
-    from eval_pipeline.answering.prompts import preflight_golden
-    from eval_pipeline.grading.judges import check_graders, token_spending
-    from eval_pipeline.grading.run import check_calibration
-
     selection = selected_assets(context)
     golden, answering = op_config(context, "golden_prompts", GoldenPromptsConfig), op_config(context, "answers",
                                                                                              AnswersConfig)
@@ -243,9 +238,6 @@ def check_judge(context: AssetExecutionContext, config: GradedAnswersConfig, jud
     the answers, or None (the extractive generator: independent). Self-judging without
     `allow_self_judging` raises, naming the settings (never a key); allowed, it is logged as a
     warning; a judge on the generator's host is a warning."""
-    from eval_pipeline.grading.independence import judge_independence
-    from eval_pipeline.grading.judges import token_spending
-
     spending = token_spending(config.grader_names())
     if not spending:
         return None
@@ -272,8 +264,6 @@ def generator_of(answers: dict[str, pd.DataFrame]) -> Optional[tuple[Optional[st
     """The (endpoint, model) of the LLM generator that wrote `answers`, from their recorded
     settings (safe endpoints: the comparison needs no credential); None when no answer came
     from a model (the extractive generator)."""
-    import json
-
     for frame in answers.values():
         for settings in frame.get("generator_settings", pd.Series(dtype=object)).dropna().unique():
             identity = json.loads(settings)
@@ -287,8 +277,6 @@ def with_repair_setting(frame: pd.DataFrame) -> pd.DataFrame:
     """The answers with `repair` in their generator settings: a repaired answer is another
     treatment (named when it changes between runs), and each kept repair has its own cache key
     (`answer_key`, eval_pipeline.answering.repair.repair_key)."""
-    import json
-
     if not len(frame):
         return frame
     settings = {s: json.dumps({**json.loads(s), "repair": True}, sort_keys=True)
@@ -298,8 +286,6 @@ def with_repair_setting(frame: pd.DataFrame) -> pd.DataFrame:
 
 def repair_metadata(frame: pd.DataFrame) -> dict:
     """A partition's repair numbers for the asset page (none when the run did not repair)."""
-    from eval_pipeline.answering.repair import repair_summary
-
     if "repair" not in frame or not len(frame):
         return {}
     summary = repair_summary(frame)

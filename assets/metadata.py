@@ -11,7 +11,8 @@ from eval_pipeline.common.metadata import Markdown, Records, RunLink, Table
 
 
 def to_metadata(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Markdown -> rendered markdown, Records -> a table the UI shows in place, RunLink -> a link to the run ("none" when empty), Table ->
+    """Markdown -> rendered markdown, Records -> a table the UI shows in place, RunLink -> a link to
+    the run ("none" when empty), Table ->
     `dagster/row_count` and `dagster/column_schema` (each column's type and description from
     assets/columns.py, its pandas dtype when nothing there says),
     Path -> a path, dict or list -> JSON; numbers and text stay as they are (numbers are

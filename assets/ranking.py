@@ -45,10 +45,12 @@ from assets.metadata import to_metadata
 from assets.run import op_config
 from eval_pipeline.config.sweep import SweepConfig
 from eval_pipeline.corpus.sources import CorpusSnapshot
+from eval_pipeline.history.identity import configuration_fingerprint
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.partitions import ranked_partition_metadata
 from eval_pipeline.ranking.steps import Batch, RankedBatch, mapping_key, merge_ranked_batches, plan_pairs, rank_batch
 from eval_pipeline.store.indexes import IndexStores
+from eval_pipeline.verdict.paired import rank_configuration
 from eval_pipeline.verdict.retrieval import code_version
 from resources import DatabaseResource, EmbedderResource, RerankerResource, StateResource
 
@@ -116,9 +118,6 @@ def reference_ranker(context, corpus_snapshot: CorpusSnapshot, stores: IndexStor
     """(partition key, recorded configuration) -> that configuration's per-question scores on
     today's questions, ranked on the partition's index as the ranking asset ranks (for the
     verdict's paired comparison: eval_pipeline.verdict.paired.rank_configuration)."""
-    from eval_pipeline.history.identity import configuration_fingerprint
-    from eval_pipeline.verdict.paired import rank_configuration
-
     embedder_for = index_embedder_of(embedder, sweep)
     miss_k = op_config(context, "ranked_results", RankingConfig).miss_k
 

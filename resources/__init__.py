@@ -12,9 +12,12 @@ from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
 from eval_pipeline.common.endpoint import safe_url
+from eval_pipeline.common.llm import DEFAULT_BASE_URL, LLMClient
 from eval_pipeline.common.state import StateDir, default_state_dir
-from eval_pipeline.store.database import EmbeddedPostgres
+from eval_pipeline.ranking.rerankers import ResourceServices, build_reranker
+from eval_pipeline.store.database import EmbeddedPostgres, connect
 from eval_pipeline.store.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
+from eval_pipeline.store.limiter import PostgresLimiter
 
 
 class StateResource(ConfigurableResource):
@@ -52,12 +55,11 @@ class DatabaseResource(ConfigurableResource):
         elif self.kind == "external":
             if not self.url:
                 raise ValueError("database.url is required when database.kind is 'external'")
-            from eval_pipeline.store.database import connect
-
             connect(self.url, application_name="eval-pipeline check").close()  # fail fast, redacted, timed out
             self._connection_string = self.url
         else:
-            from testcontainers.postgres import PostgresContainer
+            # deferred: testcontainers takes ~0.7 s to import
+            from testcontainers.postgres import PostgresContainer  # noqa: PLC0415
 
             container = PostgresContainer(self.image, driver=None)
             container.start()
@@ -158,8 +160,6 @@ class LLMResource(ConfigurableResource):
                                      "receive the generator's key)")
 
     def get(self):
-        from eval_pipeline.common.llm import LLMClient
-
         if not self.model:
             raise ValueError("llm.model is not set (EVAL_PIPELINE_LLM_MODEL); an LLM step needs a model name")
         api_key = self.api_key if self.api_key or self.inherit_openai_key else _NO_KEY
@@ -176,11 +176,6 @@ class LLMResource(ConfigurableResource):
         return _LLM_CACHE[key]
 
     def _shared_limiter(self):
-        import os
-
-        from eval_pipeline.common.llm import DEFAULT_BASE_URL
-        from eval_pipeline.store.limiter import PostgresLimiter
-
         if self.database is None:
             raise ValueError("llm.shared_limit needs the llm resource's database (the Postgres that holds the slots)")
         base_url = self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
@@ -202,8 +197,6 @@ class RerankerResource(ConfigurableResource):
 
     def build(self, spec, *, embedder, warm: bool = True):
         """The reranker `spec` names; `warm=False` loads no model (enough for `identity()`)."""
-        from eval_pipeline.ranking.rerankers import ResourceServices, build_reranker
-
         services = ResourceServices(llm_client=self.llm.get, make_embedder=lambda model: LocalEmbedder(model=model),
                                     defaults={"cross-encoder": self.cross_encoder_model,
                                               "bi-encoder": self.bi_encoder_model})

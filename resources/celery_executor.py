@@ -35,6 +35,7 @@ from typing import Any, Callable, Optional
 
 from dagster import (
     Array,
+    DagsterEvent,
     Executor,
     Field,
     Noneable,
@@ -43,6 +44,7 @@ from dagster import (
     executor,
     multiple_process_executor_requirements,
 )
+from dagster._core.events import EngineEventData
 from dagster._core.execution.retries import RetryMode, get_retries_config
 
 BROKER_ENV = "EVAL_PIPELINE_CELERY_BROKER"
@@ -95,7 +97,7 @@ def celery_settings(config: dict, environ: Optional[dict] = None) -> dict:
 def watched_celery_executor(init_context):
     """dagster-celery's executor, with lost workers' tasks resubmitted (see resources/celery_executor.py)."""
     try:
-        import dagster_celery  # noqa: F401
+        import dagster_celery  # noqa: PLC0415, F401  deferred: the optional `celery` extra, checked here
     except ImportError:
         raise ImportError("job retrieval_eval_celery needs dagster-celery: pip install -e '.[celery]'") from None
     config = init_context.executor_config
@@ -113,7 +115,8 @@ class WatchedCeleryExecutor(Executor):
 
     def __init__(self, *, retries: RetryMode, broker: str, backend: str, include: list, config_source: dict,
                  check_every: float, lost_after: float, lost_retries: int):
-        from dagster_celery.config import DEFAULT_CONFIG, dict_wrapper
+        # deferred: the optional `celery` extra
+        from dagster_celery.config import DEFAULT_CONFIG, dict_wrapper  # noqa: PLC0415
 
         self._retries = retries
         self.broker, self.backend, self.include = broker, backend, include
@@ -129,8 +132,9 @@ class WatchedCeleryExecutor(Executor):
                 "config_source": self.config_source, "retries": self.retries}
 
     def execute(self, plan_context, execution_plan):
-        from dagster_celery.core_execution_loop import core_celery_execution_loop
-        from dagster_celery.executor import _submit_task
+        # deferred: the optional `celery` extra
+        from dagster_celery.core_execution_loop import core_celery_execution_loop  # noqa: PLC0415
+        from dagster_celery.executor import _submit_task  # noqa: PLC0415
 
         watches: dict[int, WorkerWatch] = {}
 
@@ -147,9 +151,6 @@ class WatchedCeleryExecutor(Executor):
 
 def _engine_event(context, step, message: str) -> None:
     """An engine event on the step: in the event log and the run's output (creating it logs it)."""
-    from dagster import DagsterEvent
-    from dagster._core.events import EngineEventData
-
     DagsterEvent.engine_event(context.for_step(step), message, EngineEventData())
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from dagster import AssetKey, ConfigurableIOManager, InputContext, OutputContext
+from dagster import AssetKey, AssetRecordsFilter, ConfigurableIOManager, InputContext, OutputContext
 
 from eval_pipeline.common.atomic import atomic_write_bytes
 
@@ -32,8 +32,6 @@ def _prune(folder: Path, suffix: str) -> None:
 
 
 def _latest_run_id(context: InputContext, asset_key: AssetKey, partition: str | None) -> str | None:
-    from dagster import AssetRecordsFilter
-
     records = context.instance.fetch_materializations(
         AssetRecordsFilter(asset_key=asset_key, asset_partitions=[partition] if partition is not None else None),
         limit=1,
