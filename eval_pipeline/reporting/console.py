@@ -16,7 +16,8 @@ from typing import Any
 
 from eval_pipeline.common.metadata import Records
 
-__all__ = ["EXIT_BROKEN", "EXIT_FAILED", "EXIT_PASSED", "VERDICT_PREFIX", "console_summary", "summary_table", "verdict_line"]
+__all__ = ["EXIT_BROKEN", "EXIT_FAILED", "EXIT_PASSED", "VERDICT_PREFIX", "console_summary", "summary_table",
+           "verdict_line"]
 
 EXIT_PASSED, EXIT_FAILED, EXIT_BROKEN = 0, 1, 2
 VERDICT_PREFIX = "eval-pipeline verdict:"  # the line scripts/run_job.sh reads
