@@ -377,7 +377,7 @@ def _group(rows: list[dict[str, Any]], has_pass: bool, has_score: bool) -> dict[
 def _interval(values: list[float] | None, **boot: Any) -> list[float]:
     if not values:
         return [NAN, NAN]
-    # deferred: scipy: not at load (the variants file checks prices)
+    # deferred: metrics.statistics imports scipy (~1.3 s): not at load (the variants file checks prices)
     from eval_pipeline.metrics.statistics import bootstrap_ci  # noqa: PLC0415
 
     low, high = bootstrap_ci(values, **boot)

@@ -344,7 +344,7 @@ class KeywordCorpusProbe:
         self.queries = 0  # index queries made (a figure for the bench)
 
     def _retriever(self, table: str):
-        # deferred: imports Haystack and torch, ~3 s
+        # deferred: keyword_index imports Haystack and torch, ~3 s
         from eval_pipeline.ranking.keyword_index import IndexedKeywordRetriever  # noqa: PLC0415
 
         if table not in self._retrievers:

@@ -227,7 +227,7 @@ def leg_kind(leg: str) -> EngineKind:
 
 
 def _keyword_leg(ctx: LegContext, top_k: int, settings: Mapping[str, Any]):
-    # deferred: imports Haystack: only when ranking
+    # deferred: keyword_index imports Haystack and torch (~3 s), only when ranking
     from eval_pipeline.ranking.keyword_index import IndexedKeywordEngine  # noqa: PLC0415
 
     # Same ranking as Haystack's PgvectorKeywordRetriever at the defaults, on a stored, indexed
@@ -236,7 +236,7 @@ def _keyword_leg(ctx: LegContext, top_k: int, settings: Mapping[str, Any]):
 
 
 def _dense_leg(ctx: LegContext, top_k: int, settings: Mapping[str, Any]):
-    from eval_pipeline.ranking import dense  # noqa: PLC0415  deferred: imports Haystack: only when ranking
+    from eval_pipeline.ranking import dense  # noqa: PLC0415  deferred: imports Haystack and torch (~3 s)
 
     # Haystack's PgvectorEmbeddingRetriever's ids and scores (parity-tested), selecting only id,
     # doc id and score; HNSW ef_search max(40, top_k) for this leg alone, so a variant ranks the

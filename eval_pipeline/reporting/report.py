@@ -234,7 +234,7 @@ def render_plots(verdict, folder: Path, suffix: str = "", *, cache_dir: Path | N
         if _whole_png(data):
             atomic_write_bytes(path, data)
         else:  # not cached, or a truncated or foreign file: draw it (again)
-            # deferred: matplotlib: only when a plot is drawn
+            # deferred: plots imports matplotlib (~0.9 s), only when a plot is drawn
             from eval_pipeline.reporting import plots as plotting  # noqa: PLC0415
 
             getattr(plotting, function)(table, path, **options)
