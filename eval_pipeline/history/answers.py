@@ -76,9 +76,6 @@ from eval_pipeline.grading.registry import GRADER_KINDS
 from eval_pipeline.history.runs import ensure_tables, follow_lineage, table_names, who_accepts
 from eval_pipeline.store.database import call_redacted, connect
 
-# psycopg (and its sql and Jsonb helpers) is imported inside the functions that talk to the database:
-# importing it costs ~0.3 s, which every process that loads the definitions would pay otherwise.
-
 __all__ = [
     "ANSWER_METRICS",
     "ROW_FIELDS",

@@ -71,9 +71,6 @@ from eval_pipeline.metrics.retrieval import HISTORY, metric_names
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.store.database import DatabaseError, connect
 
-# psycopg (and its sql and Jsonb helpers) is imported inside the functions that talk to the database:
-# importing it costs ~0.3 s, which every process that loads the definitions would pay otherwise.
-
 __all__ = [
     "COMPARABILITY_FIELDS",
     "Comparison",

@@ -152,9 +152,8 @@ class DatabaseError(RuntimeError):
 class DatabaseConnectionError(DatabaseError):
     """Connecting failed (bad connection string, server down or silent, authentication, ...).
 
-    A RuntimeError, not a psycopg error, so that this module imports without psycopg (loading
-    the Dagster definitions must stay light); it is raised `from None`, so the unredacted
-    original is neither its __cause__ nor its __context__."""
+    A RuntimeError, not a psycopg error; it is raised `from None`, so the unredacted original
+    is neither its __cause__ nor its __context__."""
 
     def __init__(self, message: str, *, target: str = ""):
         super().__init__(message)
