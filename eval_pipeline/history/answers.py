@@ -41,22 +41,8 @@ in small steps, each within the tolerance, fails against it). Both exclude the c
 (and, when it is recorded, everything recorded after it). A fresh database (no table) has
 no yardstick, never an error.
 
-The gate (:func:`evaluate_answer_gate`), states:
-
-``not_comparable``  the current run is not comparable (see above): nothing is judged; the
-                    gate passes with a warning, unless ``strict`` (then it fails).
-``first_run``       no earlier eligible row with the same key: the gate passes.
-``comparable``      pass rate and mean score, each against the previous and the reference
-                    row: a metric fails when ``current - yardstick < -(tolerance + EPSILON)``
-                    (a drop equal to the tolerance passes, see
-                    :data:`eval_pipeline.gates.retrieval.EPSILON`); a NaN current value (nothing
-                    scored) fails its row.
-
-A current run with errored answers (``errored > 0``) fails the gate in every state: its
-metrics are over the answers that happened to be generated.
-
-Tolerances (:func:`validate_answer_tolerances`): ``max_pass_rate_drop`` and
-``max_mean_score_drop``, absolute drops in [0, 1], 0.1 each by default.
+The gate that reads these rows, its states (a measurement with history is never passed for
+lack of a comparison) and its tolerances: :mod:`eval_pipeline.gates.answers`.
 """
 
 from __future__ import annotations
