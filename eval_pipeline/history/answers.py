@@ -36,8 +36,9 @@ refuses ``eligible=True`` on a row that breaks any of the rules above (the table
 constraint refuses the worst of them too).
 
 Which rows are the yardsticks: :func:`previous_answer_run` is the latest eligible row with
-the same key, :func:`reference_answer_run` the first one (a pinned reference: a regression
-in small steps, each within the tolerance, fails against it). Both exclude the current run
+the same key, :func:`reference_answer_run` the latest accepted row, else the first eligible
+one (a pinned reference: a regression in small steps, each within the tolerance, fails
+against it). Both exclude the current run
 (and, when it is recorded, everything recorded after it). A fresh database (no table) has
 no yardstick, never an error.
 
