@@ -486,8 +486,9 @@ def question_set_audit_check(sweep: SweepConfig) -> AssetChecksDefinition:
         "unless the variants file says `audit: {blocking: true}`.",
     )
     def question_set_audit(context: AssetCheckExecutionContext, question_set: QuestionSet,
-                           corpus_snapshot: CorpusSnapshot) -> AssetCheckResult:
-        result = run_audit(question_set.questions, corpus_snapshot, sweep.audit, limited=question_set.limited)
+                           corpus_snapshot: CorpusSnapshot, state: StateResource) -> AssetCheckResult:
+        result = run_audit(question_set.questions, corpus_snapshot, sweep.audit, limited=question_set.limited,
+                           cache_dir=state.dir().audits)
         for problem in result.problems:
             context.log.warning(f"question set audit: {problem}")
         severity = AssetCheckSeverity.ERROR if result.thresholds.blocking else AssetCheckSeverity.WARN

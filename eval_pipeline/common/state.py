@@ -58,6 +58,10 @@ class StateDir:
         return self.root / "statistics_cache"
 
     @property
+    def audits(self) -> Path:
+        return self.root / "audit_cache"
+
+    @property
     def plots(self) -> Path:
         return self.root / "plot_cache"
 

@@ -33,7 +33,8 @@ def measure_validity(inputs: ReportInputs) -> Any:
     return assess(inputs.per_variant, questions=inputs.question_set.questions, snapshot=inputs.snapshot,
                   sweep=inputs.sweep, verdict=inputs.verdict, connection_string=inputs.connection_string,
                   llm=inputs.llm() if inputs.llm else None, hole_cache=inputs.state.hole_grades,
-                  limited=inputs.question_set.limited, relevance_calibration=inputs.relevance_calibration)
+                  limited=inputs.question_set.limited, relevance_calibration=inputs.relevance_calibration,
+                  audit_cache=inputs.state.audits)
 
 
 def render_validity(validity: Any) -> SectionPart:

@@ -96,13 +96,14 @@ class Validity:
 
 def assess(per_variant: Mapping[str, pd.DataFrame], *, questions: Sequence, snapshot, sweep, verdict,
            connection_string: str | None, llm=None, hole_cache: Path | None = None, limited: bool = False,
-           relevance_calibration: str | Path | None = None) -> Validity:
+           relevance_calibration: str | Path | None = None, audit_cache: Path | None = None) -> Validity:
     """Everything the validity section shows. `per_variant` are the scored frames
     (`score_variant`); `verdict` names each variant's previous comparable run, whose
     per-question outcomes are read from the history for the flip lists. With `llm` (an
     LLMClient), the unjudged documents of the pooled top 10 are graded (cached in
     `hole_cache`, see eval_pipeline.validity.holes); with `relevance_calibration` (a file of
-    people's relevance grades) the grader is calibrated on it too."""
+    people's relevance grades) the grader is calibrated on it too. With `audit_cache`, the
+    question-set audit is read from the runs before (eval_pipeline.validity.audit.run_audit)."""
     qrels = {q.qid: q.qrels() for q in questions}
     judged = judged_summary(per_variant, qrels, k=JUDGED_K)
     # Labels that judge only relevant documents make Judged@k the share of golds found, an
@@ -110,7 +111,8 @@ def assess(per_variant: Mapping[str, pd.DataFrame], *, questions: Sequence, snap
     negatives = any(grade <= 0 for judged_docs in qrels.values() for grade in judged_docs.values())
     warning = judged_spread_warning(dict(zip(judged["variant"], judged["judged"])), k=JUDGED_K) if negatives else None
     power, p_best = _power(per_variant, sweep)
-    return Validity(audit=run_audit(questions, snapshot, sweep.audit, limited=limited), judged=judged,
+    return Validity(audit=run_audit(questions, snapshot, sweep.audit, limited=limited, cache_dir=audit_cache),
+                    judged=judged,
                     judged_warning=warning,
                     judged_negatives=negatives, limited=limited,
                     power=power, effect=sweep.effect, p_best=p_best,

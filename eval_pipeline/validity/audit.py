@@ -65,16 +65,20 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import pickle
 import statistics
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from eval_pipeline.common import versions
+from eval_pipeline.common.atomic import atomic_write_bytes
 from eval_pipeline.common.checks import is_finite, is_integer
 from eval_pipeline.common.metadata import shown_floats
 from eval_pipeline.common.text import TOKEN
@@ -664,6 +668,25 @@ def _audit_key(questions: Sequence[Question], snapshot: CorpusSnapshot, threshol
     return digest.hexdigest()
 
 
+# What the audit's figures depend on besides its inputs: the library's code (the audit, the
+# metadata engine it ranks with, the content words) and the packages of its stopwords and stemmer.
+AUDIT_PACKAGES = ("bm25s", "PyStemmer")
+
+
+def _audit_code() -> str:
+    return f"{versions.source_digest('eval_pipeline')}+{versions.package_code_digest(AUDIT_PACKAGES)}"
+
+
+def _stored_audit(path: Path, key: str) -> AuditResult | None:
+    """The entry at `path` when it holds the audit of `key`; None when it is missing, unreadable
+    or another key's (the caller computes it again and replaces it)."""
+    try:
+        stored_key, result = pickle.loads(path.read_bytes())
+    except Exception:  # a truncated or foreign file: recompute and overwrite it
+        return None
+    return result if stored_key == key and isinstance(result, AuditResult) else None
+
+
 def forget_audits() -> None:
     """Drop the audits kept in this process (the next `run_audit` computes again)."""
     with _AUDITS_LOCK:
@@ -671,7 +694,7 @@ def forget_audits() -> None:
 
 
 def run_audit(questions: Sequence[Question], snapshot: CorpusSnapshot, thresholds: AuditThresholds, *,
-              limited: bool = False) -> AuditResult:
+              limited: bool = False, cache_dir: Path | None = None) -> AuditResult:
     """The audit as the asset check and the report run it: the metadata engine's ranks
     computed directly, so the check needs only the question set and the corpus, and both give
     the same figures. A `limited` run (the first N questions) is audited on those questions,
@@ -679,7 +702,10 @@ def run_audit(questions: Sequence[Question], snapshot: CorpusSnapshot, threshold
     construction) and a failure never blocks the quick run.
 
     Computed once per run: the same questions, corpus and thresholds asked again in this
-    process (the report after the asset check) get the result already computed."""
+    process (the report after the asset check) get the result already computed. With
+    `cache_dir` (the state dir's audit cache), once across runs too: a later run with the same
+    inputs and the same code (`_audit_code`) reads it, where a warm SciFact run spent half its
+    time auditing again."""
     questions = list(questions)
     if limited:
         thresholds = replace(thresholds, max_uncovered_document_share=1.0, blocking=False)
@@ -688,8 +714,14 @@ def run_audit(questions: Sequence[Question], snapshot: CorpusSnapshot, threshold
         if key in _AUDITS:
             _AUDITS.move_to_end(key)
             return _AUDITS[key]
-    result = audit_question_set(questions, snapshot, metadata_ranks=metadata_engine_ranks(questions, snapshot),
-                                thresholds=thresholds)
+    stored_key = f"{key}+{_audit_code()}" if cache_dir is not None else ""
+    path = Path(cache_dir) / f"{hashlib.sha256(stored_key.encode()).hexdigest()}.pkl" if cache_dir is not None else None
+    result = _stored_audit(path, stored_key) if path is not None and path.exists() else None
+    if result is None:
+        result = audit_question_set(questions, snapshot, metadata_ranks=metadata_engine_ranks(questions, snapshot),
+                                    thresholds=thresholds)
+        if path is not None:
+            atomic_write_bytes(path, pickle.dumps((stored_key, result), protocol=pickle.HIGHEST_PROTOCOL))
     with _AUDITS_LOCK:
         _AUDITS[key] = result
         while len(_AUDITS) > _AUDITS_KEPT:
