@@ -60,7 +60,7 @@ redis-server:
 # own session Postgres and temp dir. The longest files go first (tests/conftest.py, LONGEST_FILES).
 INTEGRATION_WORKERS ?= auto
 lint: $(STAMP)
-	$(BIN)/ruff check eval_pipeline
+	$(BIN)/ruff check eval_pipeline assets resources definitions.py
 	$(BIN)/mypy
 
 test: $(STAMP) chromium redis-server lint
