@@ -67,6 +67,7 @@ import json
 import math
 import pickle
 import statistics
+import sys
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -669,12 +670,14 @@ def _audit_key(questions: Sequence[Question], snapshot: CorpusSnapshot, threshol
 
 
 # What the audit's figures depend on besides its inputs: the library's code (the audit, the
-# metadata engine it ranks with, the content words) and the packages of its stopwords and stemmer.
+# metadata engine it ranks with, the content words), the packages of its stopwords and stemmer,
+# and Python's (its Unicode tables split the words).
 AUDIT_PACKAGES = ("bm25s", "PyStemmer")
 
 
 def _audit_code() -> str:
-    return f"{versions.source_digest('eval_pipeline')}+{versions.package_code_digest(AUDIT_PACKAGES)}"
+    return (f"{versions.source_digest('eval_pipeline')}+{versions.package_code_digest(AUDIT_PACKAGES)}"
+            f"+python {sys.version}")
 
 
 def _stored_audit(path: Path, key: str) -> AuditResult | None:
