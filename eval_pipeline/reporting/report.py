@@ -30,6 +30,7 @@ import pandas as pd
 from eval_pipeline.common.atomic import atomic_write_bytes, atomic_write_text
 from eval_pipeline.common.formatting import fmt_number, markdown_table
 from eval_pipeline.common.registry import Registry
+from eval_pipeline.metrics.selective import UNREFUSED_HIT
 from eval_pipeline.ranking.microscope import CROWDING_MARGIN, DENSE_CAUSES, TRIAGE_LABELS
 from eval_pipeline.ranking.results import STAGES
 from eval_pipeline.reporting.publish import final_paths, staged_results
@@ -213,11 +214,13 @@ def headline(verdict, baseline: str | None) -> str:
             f"{gate}. {since}.{membership}{limited}")
 
 
-def render_plots(verdict, folder: Path, suffix: str = "", *, cache_dir: Path | None = None) -> dict[str, str]:
-    """The report's PNGs, written beside the markdown.
+def render_plots(verdict, folder: Path, suffix: str = "", *, cache_dir: Path | None = None,
+                 per_query: pd.DataFrame | None = None) -> dict[str, str]:
+    """The report's PNGs, written beside the markdown; with `per_query` (every variant's
+    per-question rows) holding a confidence, the risk-coverage curves too.
 
     With `cache_dir`, a plot whose input table (and plotting code) is unchanged is copied from
-    the cache instead of drawn again: importing matplotlib and drawing three figures was about
+    the cache instead of drawn again: importing matplotlib and drawing the figures was about
     2 s of a re-run that changed nothing (bench/warm_rerun.py).
     """
     folder = Path(folder)
@@ -226,6 +229,8 @@ def render_plots(verdict, folder: Path, suffix: str = "", *, cache_dir: Path | N
               "ndcg_intervals": ("metric_bars", verdict.intervals, {"metric": "ndcg@10"})}
     if len(verdict.baseline_comparison):
         wanted["baseline_deltas"] = ("baseline_deltas", verdict.baseline_comparison, {"metric": "ndcg@10"})
+    if per_query is not None and "confidence" in per_query and per_query["confidence"].notna().any():
+        wanted["risk_coverage"] = ("risk_coverage_curves", _risk_table(per_query), {})
     plots = {}
     for name, (function, table, options) in wanted.items():
         path = folder / f"{name}{suffix}.png"
@@ -244,7 +249,16 @@ def render_plots(verdict, folder: Path, suffix: str = "", *, cache_dir: Path | N
     return plots
 
 
-_PLOTS_SOURCE = Path(__file__).resolve().parent / "plots.py"
+def _risk_table(per_query: pd.DataFrame) -> pd.DataFrame:
+    """What the risk-coverage curves read of the per-question rows (metrics.selective.losses):
+    the plot's cache key hashes these columns only, not the whole frame."""
+    hit = UNREFUSED_HIT if UNREFUSED_HIT in per_query else "hit@10"
+    return per_query[["variant", "answerable", "errored", "confidence", hit]].reset_index(drop=True)
+
+
+# The code a cached plot was drawn by: the plotting module, and the risk-coverage curves' measures.
+_PLOTS_SOURCES = (Path(__file__).resolve().parent / "plots.py",
+                  Path(__file__).resolve().parent.parent / "metrics" / "selective.py")
 _PNG_START, _PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"
 
 
@@ -255,7 +269,7 @@ def _whole_png(data: bytes) -> bool:
 
 def _plot_key(function: str, table: pd.DataFrame, options: Mapping[str, Any]) -> str:
     """A digest of the plotting code, the function, its options and its input table."""
-    digest = hashlib.sha256(_PLOTS_SOURCE.read_bytes())
+    digest = hashlib.sha256(b"".join(source.read_bytes() for source in _PLOTS_SOURCES))
     digest.update(repr((function, sorted(options.items()), list(table.columns), table.dtypes.astype(str).tolist()))
                   .encode())
     digest.update(pd.util.hash_pandas_object(table, index=False).to_numpy().tobytes())
@@ -500,12 +514,7 @@ def publish_report(
     as published. `sections` (`build_sections`) add their plots, files, lines and headline."""
     runs = {variant: dict(zip(f["qid"], f["doc_ids"])) for variant, f in per_query.groupby("variant", sort=False)}
     with staged_results(results_dir, suffix=suffix) as stage:
-        plots = render_plots(verdict, stage, suffix, cache_dir=plot_cache)
-        if "confidence" in per_query and per_query["confidence"].notna().any():
-            # deferred: imports matplotlib, ~0.9 s
-            from eval_pipeline.reporting.plots import risk_coverage_curves  # noqa: PLC0415
-
-            plots["risk_coverage"] = str(risk_coverage_curves(per_query, stage / f"risk_coverage{suffix}.png"))
+        plots = render_plots(verdict, stage, suffix, cache_dir=plot_cache, per_query=per_query)
         for _, part in sections:
             if part.plots is not None:
                 plots.update(part.plots(stage, suffix))

@@ -293,3 +293,41 @@ def test_a_changed_table_redraws_only_its_plot(tmp_path, verdict, plot_calls, ta
     for name in PLOT_FUNCTIONS:
         same = open(first[name], "rb").read() == open(second[name], "rb").read()
         assert same == (name != plot), name
+
+
+# The risk-coverage plot (drawn when the variants give a confidence) goes through the same cache: a
+# warm run drew it again each time, importing matplotlib for it (1.1 s of an 18 s warm demo run).
+
+def _per_query(confidence_shift: float = 0.0) -> pd.DataFrame:
+    frames = []
+    for i, variant in enumerate(("dense", "bm25")):
+        frame = per_question(i)
+        frame["variant"] = variant
+        frame["hit@10"] = frame["hit@5"]
+        frame["confidence"] = np.linspace(0.0, 1.0, len(frame)) + confidence_shift
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.fixture
+def risk_calls(monkeypatch):
+    calls = []
+    original = plotting.risk_coverage_curves
+    monkeypatch.setattr(plotting, "risk_coverage_curves", lambda *a, **k: calls.append(1) or original(*a, **k))
+    return calls
+
+
+def test_the_risk_coverage_plot_is_cached_with_the_others(tmp_path, verdict, risk_calls):
+    first = render_plots(verdict, tmp_path / "a", cache_dir=tmp_path / "cache", per_query=_per_query())
+    assert list(first) == [*PLOT_FUNCTIONS, "risk_coverage"]
+    second = render_plots(verdict, tmp_path / "b", cache_dir=tmp_path / "cache", per_query=_per_query())
+    assert risk_calls == [1]
+    assert open(second["risk_coverage"], "rb").read() == open(first["risk_coverage"], "rb").read()
+    render_plots(verdict, tmp_path / "c", cache_dir=tmp_path / "cache", per_query=_per_query(0.5))
+    assert risk_calls == [1, 1]  # other confidences: drawn again
+
+
+def test_no_confidence_no_risk_coverage_plot(tmp_path, verdict, risk_calls):
+    per_query = _per_query().drop(columns=["confidence"])
+    assert "risk_coverage" not in render_plots(verdict, tmp_path / "a", per_query=per_query)
+    assert risk_calls == []
