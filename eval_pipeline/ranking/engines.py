@@ -30,6 +30,7 @@ module in `BUILTIN_ENGINE_MODULES` here, or in EVAL_PIPELINE_PLUGINS (eval_pipel
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -125,35 +126,57 @@ class MetadataEngine:
     Per field of weight w: +8w when the whole normalized query is a substring of the field;
     for each distinct query term of two or more characters found in the field, +w plus
     0.25w per occurrence.  Zero scores are dropped; ties are broken by doc id.
+
+    Scored through an index, not a scan of every document per query (the question-set audit
+    asks once per question: the scan was 13.8 s of a cold SciFact run): each word's postings
+    (document, field, occurrences), and each field's texts joined by a separator no normalized
+    text holds, searched for the whole query. Every addend is a multiple of 1/4 (the weights
+    are 4, 2 and 3), so the sums are exact in any order: the scores are the scan's to the bit.
     """
 
     name = "metadata"
     needs_embedding = False
     WEIGHTS = (("title", 4.0), ("description", 2.0), ("filename", 3.0))
+    _SEPARATOR = "\x00"  # never in a normalized text (letters, digits and single spaces)
 
     def __init__(self, documents: Sequence[Document], *, depth: int = 20):
         self.depth = depth
-        self.fields = [
-            (d.doc_id, [(normalize_text(getattr(d, f)), w) for f, w in self.WEIGHTS]) for d in documents
-        ]
-        self.field_tokens = [[Counter(text.split()) for text, _ in fs] for _, fs in self.fields]
+        self.doc_ids = [d.doc_id for d in documents]
+        texts = [[normalize_text(getattr(d, f)) for f, _ in self.WEIGHTS] for d in documents]
+        # word -> (document position, field position, occurrences), documents ascending
+        self._postings: dict[str, list[tuple[int, int, int]]] = {}
+        for position, fields in enumerate(texts):
+            for field, text in enumerate(fields):
+                for word, n in Counter(text.split()).items():
+                    self._postings.setdefault(word, []).append((position, field, n))
+        # per field: its texts joined, and where each document's text starts in it
+        self._joined: list[tuple[str, list[int]]] = []
+        for field in range(len(self.WEIGHTS)):
+            starts, offset = [], 0
+            for fields in texts:
+                starts.append(offset)
+                offset += len(fields[field]) + len(self._SEPARATOR)
+            self._joined.append((self._SEPARATOR.join(fields[field] for fields in texts), starts))
 
     def score(self, query: str) -> dict[str, float]:
         q = normalize_text(query)
         terms = [t for t in dict.fromkeys(q.split()) if len(t) >= 2]
-        scores: dict[str, float] = {}
-        for (doc_id, fields), token_counts in zip(self.fields, self.field_tokens):
-            total = 0.0
-            for (text, w), counts in zip(fields, token_counts):
-                if q and q in text:
-                    total += 8 * w
-                for t in terms:
-                    n = counts.get(t, 0)
-                    if n:
-                        total += w + 0.25 * w * n
-            if total > 0:
-                scores[doc_id] = total
-        return scores
+        totals: dict[int, float] = {}
+        weights = [w for _, w in self.WEIGHTS]
+        if q:
+            for field, (joined, starts) in enumerate(self._joined):
+                holding = set()
+                at = joined.find(q)
+                while at != -1:  # `q` holds no separator: each match lies in one document's text
+                    holding.add(bisect_right(starts, at) - 1)
+                    at = joined.find(q, at + 1)
+                for position in holding:  # the whole query in this field: once, however often
+                    totals[position] = totals.get(position, 0.0) + 8 * weights[field]
+        for t in terms:
+            for position, field, n in self._postings.get(t, ()):
+                w = weights[field]
+                totals[position] = totals.get(position, 0.0) + w + 0.25 * w * n
+        return {self.doc_ids[position]: totals[position] for position in sorted(totals) if totals[position] > 0}
 
     def search(self, query, query_embedding=None):
         ranked = sorted(self.score(query).items(), key=lambda kv: (-kv[1], kv[0]))[: self.depth]
