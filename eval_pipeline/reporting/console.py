@@ -58,9 +58,25 @@ def _cell(actual: float | None, delta: float | None) -> str:
     return f"{actual:.3f}" + ("" if delta is None else f" ({delta:+.3f})")
 
 
+def _deciding(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Per metric, the row that decided it: its largest drop among the failed rows, else its
+    first row (the comparison with the previous run). A gate compares a metric with several
+    yardsticks (previous, reference, anchor): a variant that failed against one must not show
+    the change against another it passed."""
+    by_metric: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        metric, kept = str(row.get("metric")), by_metric.get(str(row.get("metric")))
+        if kept is None:
+            by_metric[metric] = row
+        elif row.get("passed") is False and (kept.get("passed") is not False or
+                                             (_number(row.get("delta")) or 0.0) < (_number(kept.get("delta")) or 0.0)):
+            by_metric[metric] = row
+    return list(by_metric.values())
+
+
 def _deltas(gate: Any) -> dict[str, float | None]:
-    """metric -> the change the gate measured (against its yardstick), when it measured one."""
-    return {str(row.get("metric")): _number(row.get("delta")) for row in getattr(gate, "rows", [])}
+    """metric -> the change that decided it (`_deciding`), when one was measured."""
+    return {str(row.get("metric")): _number(row.get("delta")) for row in _deciding(getattr(gate, "rows", []))}
 
 
 def _why(gate: Any) -> str:
@@ -72,9 +88,10 @@ def _why(gate: Any) -> str:
         return (f"{len({r.get('metric') for r in judged})} metric(s) within tolerance"
                 + (f" of the {' and the '.join(against)}" if against else ""))
     if failures:
-        worst = failures[0]
-        text = (f"{worst['metric']} {_number(worst.get('delta')) or 0:+.3f} beyond its tolerance "
-                f"{_number(worst.get('tolerance')) or 0:.3f}")
+        worst = _deciding(failures)[0]
+        delta = _number(worst.get("delta"))
+        text = (f"{worst['metric']} not measured (nothing scored)" if delta is None else
+                f"{worst['metric']} {delta:+.3f} beyond its tolerance {_number(worst.get('tolerance')) or 0:.3f}")
         if len(failures) > 1:
             text += f" (+{len(failures) - 1} more)"
         return text
@@ -90,20 +107,28 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def summary_table(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_METRICS) -> Records:
-    """One row per variant, failed gates first: the variant, its headline metrics with their
-    change against what it was compared with, its gate and why. The console prints it at the end
+    """One row per variant, failed gates first (retrieval or answers): the variant, its headline
+    metrics with the change that decided each (`_deciding`), its gate (and its failed answer
+    gates) and why. The console prints it at the end
     of a run; the verdict's and the report's asset pages show it in place. `verdict` is a
     `eval_pipeline.verdict.retrieval.RunVerdict`: its summary (one row per variant) and its gates
     (a state, rows of metric, actual, delta, tolerance, passed, and a message)."""
     summary = verdict.summary.set_index("variant") if len(verdict.summary) else None
     shown = [(m, label) for m, label in metrics if summary is not None and m in summary.columns]
+    answers = getattr(verdict, "answers", None)
+    answers_failed = {variant: [grader for grader, g in graders.items() if not g.passed]
+                      for variant, graders in (answers.gates.items() if answers is not None else ())}
     rows = []
-    for variant, gate in sorted(verdict.gates.items(), key=lambda item: item[1].passed):  # stable: failed first
+    for variant, gate in sorted(verdict.gates.items(),  # stable: any failed gate first
+                                key=lambda item: item[1].passed and not answers_failed.get(item[0])):
         deltas = _deltas(gate)
         values: Mapping[str, Any] = summary.loc[variant] if summary is not None and variant in summary.index else {}
         cells = [_cell(_number(values.get(m)), deltas.get(m)) for m, _ in shown]
         state = _STATE_WORDS.get(gate.state, gate.state)
-        rows.append((variant, *cells, f"{'passed' if gate.passed else 'FAILED'} ({state})", _why(gate)))
+        verdict_cell = f"{'passed' if gate.passed else 'FAILED'} ({state})"
+        if answers_failed.get(variant):
+            verdict_cell += f"; answers FAILED ({', '.join(answers_failed[variant])})"
+        rows.append((variant, *cells, verdict_cell, _why(gate)))
     return Records(("variant", *(f"{label} (Δ)" for _, label in shown), "gate", "why"), tuple(rows))
 
 

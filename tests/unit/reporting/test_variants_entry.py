@@ -83,3 +83,38 @@ def test_an_empty_run_has_an_empty_table_not_an_error():
     table = summary_table(Verdict(SUMMARY[:0], {}))
     assert table.rows == ()
     assert isinstance(Records(("a",), ()), Records)
+
+
+# --- a hostile review's findings (2026-12-05) ----------------------------------------------------
+
+
+def _row(metric, delta, passed, against="previous", actual=0.7):
+    return {"metric": metric, "actual": actual, "yardstick": actual - (delta or 0.0), "delta": delta,
+            "tolerance": 0.01, "passed": passed, "against": against}
+
+
+def test_a_variant_failed_against_one_yardstick_shows_that_change_not_a_passing_ones():
+    rows = [_row("ndcg@10", -0.08, False, "previous"), _row("ndcg@10", 0.01, True, "reference")]
+    table = summary_table(Verdict(SUMMARY[SUMMARY.variant == "hybrid"], {"hybrid": GateResult(False, "comparable", rows)}))
+    assert table.rows[0][1] == "0.700 (-0.080)"
+    assert table.rows[0][-1] == "ndcg@10 -0.080 beyond its tolerance 0.010"
+
+
+def test_a_metric_that_could_not_be_measured_says_so_not_a_zero_change():
+    rows = [_row("ndcg@10", None, False)]
+    table = summary_table(Verdict(SUMMARY[SUMMARY.variant == "hybrid"], {"hybrid": GateResult(False, "comparable", rows)}))
+    assert table.rows[0][-1] == "ndcg@10 not measured (nothing scored)"
+
+
+@dataclass
+class _Answers:
+    gates: dict
+
+
+def test_a_variant_whose_answers_failed_says_so_and_comes_first():
+    gates = {"pg-dense": GateResult(True, "first_run", [], "its first run"),
+             "hybrid": GateResult(True, "comparable", [_row("ndcg@10", 0.0, True)], "ok")}
+    answers = _Answers({"hybrid": {"judge": GateResult(False, "comparable", [], "pass_rate dropped")}})
+    table = summary_table(Verdict(SUMMARY, gates, answers=answers))
+    assert table.rows[0][0] == "hybrid"
+    assert table.rows[0][4] == "passed (vs history); answers FAILED (judge)"
