@@ -685,9 +685,9 @@ def _stored_audit(path: Path, key: str) -> AuditResult | None:
     or another key's (the caller computes it again and replaces it)."""
     try:
         stored_key, result = pickle.loads(path.read_bytes())
-    except Exception:  # a truncated or foreign file: recompute and overwrite it
+        return result if isinstance(stored_key, str) and stored_key == key and isinstance(result, AuditResult) else None
+    except Exception:  # missing, unreadable, truncated or foreign: recompute and overwrite it
         return None
-    return result if stored_key == key and isinstance(result, AuditResult) else None
 
 
 def forget_audits() -> None:
@@ -719,12 +719,15 @@ def run_audit(questions: Sequence[Question], snapshot: CorpusSnapshot, threshold
             return _AUDITS[key]
     stored_key = f"{key}+{_audit_code()}" if cache_dir is not None else ""
     path = Path(cache_dir) / f"{hashlib.sha256(stored_key.encode()).hexdigest()}.pkl" if cache_dir is not None else None
-    result = _stored_audit(path, stored_key) if path is not None and path.exists() else None
+    result = _stored_audit(path, stored_key) if path is not None else None
     if result is None:
         result = audit_question_set(questions, snapshot, metadata_ranks=metadata_engine_ranks(questions, snapshot),
                                     thresholds=thresholds)
         if path is not None:
-            atomic_write_bytes(path, pickle.dumps((stored_key, result), protocol=pickle.HIGHEST_PROTOCOL))
+            try:
+                atomic_write_bytes(path, pickle.dumps((stored_key, result), protocol=pickle.HIGHEST_PROTOCOL))
+            except OSError:
+                pass  # a state dir that cannot be written costs a recompute next run, never the check
     with _AUDITS_LOCK:
         _AUDITS[key] = result
         while len(_AUDITS) > _AUDITS_KEPT:

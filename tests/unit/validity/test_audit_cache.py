@@ -60,3 +60,13 @@ def test_a_damaged_or_foreign_entry_is_recomputed_and_replaced(computed, tmp_pat
     _new_process()
     run_audit(QUESTIONS, snapshot(), AuditThresholds(), cache_dir=tmp_path)
     assert len(computed) == 2  # replaced with a good entry
+
+
+def test_a_cache_that_cannot_be_written_or_read_costs_a_recompute_not_the_check(computed, tmp_path):  # noqa: F811
+    blocked = tmp_path / "a file, not a folder"
+    blocked.write_text("")
+    first = run_audit(QUESTIONS, snapshot(), AuditThresholds(), cache_dir=blocked / "audits")
+    _new_process()
+    again = run_audit(QUESTIONS, snapshot(), AuditThresholds(), cache_dir=blocked / "audits")
+    assert again == first
+    assert len(computed) == 2
