@@ -633,6 +633,11 @@ def _str_field(obj: dict, name: str, loc: str, *, required: bool) -> str | Corpu
         return CorpusError(f"{loc}: field {name!r} must be a string, got {type(value).__name__}")
     if required and not value.strip():
         return CorpusError(f"{loc}: field {name!r} is empty")
+    if "\x00" in value and name not in ("_id", "doc_id"):  # an id's control characters are refused in _make
+        # the signature joins a document's fields with NUL: one inside a field would let text move
+        # across fields (which the metadata engine weighs apart) without changing it
+        return CorpusError(f"{loc}: field {name!r} holds a NUL character (U+0000), which Postgres cannot store "
+                           "and which would run the document's fields together in the corpus signature; remove it")
     return value
 
 
