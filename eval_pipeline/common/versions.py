@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.common import state
-from eval_pipeline.common.weights import files_sha256
+from eval_pipeline.common.weights import files_sha256, stat_signature
 
 
 def package_versions(names: Iterable[str]) -> dict[str, str]:
@@ -64,26 +64,77 @@ def code_digest_of_file(path: str) -> str:
     return _code_digest_of_bytes(raw)
 
 
+def _project_files(paths: Iterable[str]) -> list[Path]:
+    """The project's source files under ``paths`` (files, or folders whose ``.py`` files count)."""
+    files: list[Path] = []
+    for name in paths:
+        top = state.PROJECT_ROOT / name
+        files += [top] if top.is_file() else sorted(p for p in top.rglob("*.py") if "__pycache__" not in p.parts) \
+            if top.is_dir() else []
+    return files
+
+
+# The project's source files as this process found them when it started (project root -> file ->
+# its version), and a name for this process: an identity is computed from the files on disk when
+# first asked, which may be after an edit or a `git pull` landed under a running process. It then
+# no longer describes the code the process loaded; `source_digest` gives it this process's name.
+SOURCE_ROOTS = ("eval_pipeline", "assets", "resources", "definitions.py")
+_STARTED: dict[Path, dict[Path, list[int]]] = {}
+_THIS_PROCESS = os.urandom(6).hex()
+
+
+def remember_sources() -> None:
+    """Note the version of each project source file (`SOURCE_ROOTS`) as the process starts:
+    done when this module is imported, before any identity is computed (a few milliseconds)."""
+    seen = {}
+    for path in _project_files(SOURCE_ROOTS):
+        try:
+            seen[path] = stat_signature(os.stat(path))
+        except OSError:
+            continue
+    _STARTED[state.PROJECT_ROOT] = seen
+
+
+def _changed_since_start(paths: Iterable[str], files: list[Path]) -> bool:
+    """Whether a file under `paths` was added, changed or removed since the process started."""
+    started = _STARTED.get(state.PROJECT_ROOT)
+    if started is None:  # another project than the one this process started in (tests)
+        return False
+    if {path for path in started if _under(path, paths)} != set(files):
+        return True
+    try:
+        return any(started[path] != stat_signature(os.stat(path)) for path in files)
+    except OSError:
+        return True
+
+
 def source_digest(*paths: str) -> str:
     """A digest of the code of the project's source files under ``paths`` (files, or folders
     whose ``.py`` files count), relative to the project root, read as syntax trees
     (`_code_of`); 12 hex characters, taken once per process (the code loaded is the code that
     runs). For the identities a code change must change whatever a hand-kept version says: the
-    engine, the scoring protocol, a grader's yardstick, a generator's identity."""
+    engine, the scoring protocol, a grader's yardstick, a generator's identity.
+
+    A file added or changed since the process started (`remember_sources`) makes the digest
+    this process's own (``…-changed-<process>``): the code on disk is not the code loaded, so
+    no cached result may be read under it, and what is stored under it no later process reads."""
     if paths not in _SOURCES:
-        files = []
-        for name in paths:
-            top = state.PROJECT_ROOT / name
-            files += [top] if top.is_file() else sorted(p for p in top.rglob("*.py") if "__pycache__" not in p.parts) \
-                if top.is_dir() else []
+        files = _project_files(paths)
         # each file's tree digest is cached by the file's version (size, mtime, ctime, inode), as
         # the weights' are: parsing every project file cost 1.5 s of each process's start
         digests = files_sha256(files, compute=_code_digest_of_bytes, kind="code")
         digest = hashlib.sha256()
         for path, code in zip(files, digests):
             digest.update(str(path.relative_to(state.PROJECT_ROOT)).encode() + b"\0" + code.encode() + b"\n")
-        _SOURCES[paths] = digest.hexdigest()[:12]
+        changed = _changed_since_start(paths, files)
+        _SOURCES[paths] = digest.hexdigest()[:12] + (f"-changed-{_THIS_PROCESS}" if changed else "")
     return _SOURCES[paths]
+
+
+def _under(path: Path, paths: Iterable[str]) -> bool:
+    """Whether `path` is one of `paths` (relative to the project root) or inside one of them."""
+    relative = path.relative_to(state.PROJECT_ROOT).as_posix()
+    return any(relative == name or relative.startswith(name.rstrip("/") + "/") for name in paths)
 
 
 # What an installed package runs: its Python sources and compiled code, extension modules and
@@ -258,3 +309,6 @@ def package_code_digest(names: Iterable[str]) -> str:
                     digest.update(f"{name}\0{relative}\0{sha[path]}\n".encode())
         _PACKAGE_CODE[key] = digest.hexdigest()[:16]
     return _PACKAGE_CODE[key]
+
+
+remember_sources()  # the process's start: see _STARTED

@@ -40,7 +40,8 @@ _MEMORY: dict[str, tuple[list[int], str]] = {}  # file path -> (stat signature, 
 _READ_ATTEMPTS = 3  # a file changing under every read of it is an error, not an identity
 
 
-def _signature(stat: os.stat_result) -> list[int]:
+def stat_signature(stat: os.stat_result) -> list[int]:
+    """A file version as the digest caches key it: size, modification and change times, inode, device."""
     return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev]
 
 
@@ -64,7 +65,7 @@ def _load(cache: Path | None) -> dict[str, list]:
         return {}
     try:
         with open(cache, "rb") as fh:
-            signature = _signature(os.fstat(fh.fileno()))
+            signature = stat_signature(os.fstat(fh.fileno()))
             parsed = _PARSED.get(cache)
             if parsed is not None and parsed[0] == signature:
                 return parsed[1]
@@ -82,7 +83,7 @@ def _file_digest(path: Path | str, stored: Callable[[], dict[str, list]], comput
     was computed now). `stored()` gives the on-disk cache, read only when this process has not
     verified the file's signature yet."""
     stat = os.stat(path)
-    signature = _signature(stat)
+    signature = stat_signature(stat)
     key = f"{kind}:{path}" if kind else str(path)
     hit = _MEMORY.get(key)
     if hit and hit[0] == signature:
@@ -95,7 +96,7 @@ def _file_digest(path: Path | str, stored: Callable[[], dict[str, list]], comput
         # the signature cached is the open file's, before and after the read: the one the bytes
         # came from, even if the path was replaced between the stat above and the open
         with open(path, "rb") as fh:
-            before = _signature(os.fstat(fh.fileno()))
+            before = stat_signature(os.fstat(fh.fileno()))
             if compute is None:
                 digest = hashlib.sha256()
                 for block in iter(lambda: fh.read(1 << 20), b""):
@@ -103,7 +104,7 @@ def _file_digest(path: Path | str, stored: Callable[[], dict[str, list]], comput
                 value = digest.hexdigest()
             else:
                 value = compute(fh.read())
-            after = _signature(os.fstat(fh.fileno()))
+            after = stat_signature(os.fstat(fh.fileno()))
         if before == after:
             _MEMORY[key] = (before, value)
             return value, True
