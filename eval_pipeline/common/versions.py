@@ -65,12 +65,13 @@ def code_digest_of_file(path: str) -> str:
 
 
 def _project_files(paths: Iterable[str]) -> list[Path]:
-    """The project's source files under ``paths`` (files, or folders whose ``.py`` files count)."""
+    """The project's source files under ``paths`` (files, or folders whose ``.py`` files count).
+    A dangling link (an editor's lock file, ``.#name.py``) holds no code that can run: left out."""
     files: list[Path] = []
     for name in paths:
         top = state.PROJECT_ROOT / name
-        files += [top] if top.is_file() else sorted(p for p in top.rglob("*.py") if "__pycache__" not in p.parts) \
-            if top.is_dir() else []
+        files += [top] if top.is_file() else sorted(
+            p for p in top.rglob("*.py") if "__pycache__" not in p.parts and p.is_file()) if top.is_dir() else []
     return files
 
 

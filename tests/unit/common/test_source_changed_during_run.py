@@ -59,3 +59,14 @@ def test_this_process_remembered_the_real_project_at_import():
     started = versions._STARTED[state.PROJECT_ROOT]
     assert any(str(path).endswith("eval_pipeline/common/versions.py") for path in started)
     assert "changed" not in versions.source_digest("eval_pipeline/common/versions.py")
+
+
+def test_an_editor_lock_file_is_no_source(tmp_path, monkeypatch):
+    # Emacs keeps `.#name.py`, a dangling symbolic link, beside a file with unsaved edits: it holds
+    # no code that can run, and hashing it crashed every identity (the audit check among them)
+    _project(tmp_path, monkeypatch)
+    versions.remember_sources()
+    before = versions.source_digest("eval_pipeline")
+    monkeypatch.setattr(versions, "_SOURCES", {})
+    (tmp_path / "eval_pipeline" / ".#audit.py").symlink_to("user@host.1234:1700000000")
+    assert versions.source_digest("eval_pipeline") == before
