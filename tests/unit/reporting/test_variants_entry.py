@@ -6,16 +6,17 @@ the console's table (one home: eval_pipeline.reporting.console.summary_table), f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 from dagster import TableMetadataValue
 
+import tests.unit.reporting.test_console
 from assets.metadata import to_metadata
 from eval_pipeline.common.metadata import Records
 from eval_pipeline.gates.retrieval import GateResult
 from eval_pipeline.reporting.console import summary_table
 from eval_pipeline.reporting.run import report_metadata, verdict_metadata
+from tests.unit.reporting.test_console import Answers
 
 SUMMARY = pd.DataFrame([{"variant": "pg-dense", "ndcg@10": 0.81234, "hit@5": 0.9, "mrr": 0.7},
                         {"variant": "hybrid", "ndcg@10": 0.7, "hit@5": 0.878, "mrr": 0.65}])
@@ -24,12 +25,9 @@ HYBRID_ROWS = [{"variant": "hybrid", "state": "comparable", "metric": "hit@5", "
 
 
 @dataclass
-class Verdict:
-    summary: pd.DataFrame
-    gates: dict[str, GateResult]
-    answers: Any = None
-    run_id: str = "1234567890abcdef"
-    limited: bool = False
+class Verdict(tests.unit.reporting.test_console.Verdict):
+    """The console tests' verdict, with what the assets' metadata reads besides."""
+
     eligible: bool = False
     decided_by: dict[str, str] = field(default_factory=dict)
     previous: dict[str, dict] = field(default_factory=lambda: {"hybrid": {"metrics": {"ndcg@10": 0.72}}})
@@ -93,28 +91,27 @@ def _row(metric, delta, passed, against="previous", actual=0.7):
             "tolerance": 0.01, "passed": passed, "against": against}
 
 
+def _hybrid_failed(rows) -> Verdict:
+    return Verdict(SUMMARY[SUMMARY.variant == "hybrid"], {"hybrid": GateResult(False, "comparable", rows)})
+
+
 def test_a_variant_failed_against_one_yardstick_shows_that_change_not_a_passing_ones():
     rows = [_row("ndcg@10", -0.08, False, "previous"), _row("ndcg@10", 0.01, True, "reference")]
-    table = summary_table(Verdict(SUMMARY[SUMMARY.variant == "hybrid"], {"hybrid": GateResult(False, "comparable", rows)}))
+    table = summary_table(_hybrid_failed(rows))
     assert table.rows[0][1] == "0.700 (-0.080)"
     assert table.rows[0][-1] == "ndcg@10 -0.080 beyond its tolerance 0.010"
 
 
 def test_a_metric_that_could_not_be_measured_says_so_not_a_zero_change():
     rows = [_row("ndcg@10", None, False)]
-    table = summary_table(Verdict(SUMMARY[SUMMARY.variant == "hybrid"], {"hybrid": GateResult(False, "comparable", rows)}))
+    table = summary_table(_hybrid_failed(rows))
     assert table.rows[0][-1] == "ndcg@10 not measured (nothing scored)"
-
-
-@dataclass
-class _Answers:
-    gates: dict
 
 
 def test_a_variant_whose_answers_failed_says_so_and_comes_first():
     gates = {"pg-dense": GateResult(True, "first_run", [], "its first run"),
              "hybrid": GateResult(True, "comparable", [_row("ndcg@10", 0.0, True)], "ok")}
-    answers = _Answers({"hybrid": {"judge": GateResult(False, "comparable", [], "pass_rate dropped")}})
+    answers = Answers({"hybrid": {"judge": GateResult(False, "comparable", [], "pass_rate dropped")}})
     table = summary_table(Verdict(SUMMARY, gates, answers=answers))
     assert table.rows[0][0] == "hybrid"
     assert table.rows[0][4] == "passed (vs history); answers FAILED (judge)"
