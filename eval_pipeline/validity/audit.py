@@ -65,7 +65,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import pickle
 import statistics
 import sys
 import threading
@@ -79,8 +78,8 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common import versions
-from eval_pipeline.common.atomic import atomic_write_bytes
 from eval_pipeline.common.checks import is_finite, is_integer
+from eval_pipeline.common.keyed_pickle import read_keyed, write_keyed
 from eval_pipeline.common.metadata import shown_floats
 from eval_pipeline.common.text import TOKEN
 from eval_pipeline.corpus.sources import CorpusSnapshot, Document
@@ -680,16 +679,6 @@ def _audit_code() -> str:
             f"+python {sys.version}")
 
 
-def _stored_audit(path: Path, key: str) -> AuditResult | None:
-    """The entry at `path` when it holds the audit of `key`; None when it is missing, unreadable
-    or another key's (the caller computes it again and replaces it)."""
-    try:
-        stored_key, result = pickle.loads(path.read_bytes())
-        return result if isinstance(stored_key, str) and stored_key == key and isinstance(result, AuditResult) else None
-    except Exception:  # missing, unreadable, truncated or foreign: recompute and overwrite it
-        return None
-
-
 def forget_audits() -> None:
     """Drop the audits kept in this process (the next `run_audit` computes again)."""
     with _AUDITS_LOCK:
@@ -719,13 +708,13 @@ def run_audit(questions: Sequence[Question], snapshot: CorpusSnapshot, threshold
             return _AUDITS[key]
     stored_key = f"{key}+{_audit_code()}" if cache_dir is not None else ""
     path = Path(cache_dir) / f"{hashlib.sha256(stored_key.encode()).hexdigest()}.pkl" if cache_dir is not None else None
-    result = _stored_audit(path, stored_key) if path is not None else None
-    if result is None:
+    result = read_keyed(path, stored_key) if path is not None else None
+    if not isinstance(result, AuditResult):
         result = audit_question_set(questions, snapshot, metadata_ranks=metadata_engine_ranks(questions, snapshot),
                                     thresholds=thresholds)
         if path is not None:
             try:
-                atomic_write_bytes(path, pickle.dumps((stored_key, result), protocol=pickle.HIGHEST_PROTOCOL))
+                write_keyed(path, stored_key, result)
             except OSError:
                 pass  # a state dir that cannot be written costs a recompute next run, never the check
     with _AUDITS_LOCK:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import pickle
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,8 +20,8 @@ from typing import Any
 import pandas as pd
 import psycopg
 
-from eval_pipeline.common.atomic import atomic_write_bytes
 from eval_pipeline.common.formatting import fmt_number
+from eval_pipeline.common.keyed_pickle import read_keyed, write_keyed
 from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.common.versions import package_code_digest
 from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate
@@ -244,13 +243,9 @@ def run_statistics(
     """
     key = statistics_key(per_variant, baseline)
     path = Path(cache_dir) / f"{key}.pkl" if cache_dir is not None else None
-    if path is not None and path.exists():
-        try:
-            stored_key, intervals, comparison = pickle.loads(path.read_bytes())
-            if stored_key == key and isinstance(intervals, pd.DataFrame) and isinstance(comparison, pd.DataFrame):
-                return intervals, comparison
-        except Exception:  # a truncated or foreign file: recompute and overwrite it
-            pass
+    stored = read_keyed(path, key) if path is not None else None
+    if isinstance(stored, tuple) and len(stored) == 2 and all(isinstance(f, pd.DataFrame) for f in stored):
+        return stored
     # deferred: metrics.statistics imports scipy (~1.3 s)
     from eval_pipeline.metrics.statistics import compare_to_baseline, metric_intervals  # noqa: PLC0415
 
@@ -258,7 +253,7 @@ def run_statistics(
     compared = baseline in per_variant and len(per_variant) > 1
     comparison = compare_to_baseline(per_variant, baseline, COMPARE_METRICS) if compared else pd.DataFrame()
     if path is not None:
-        atomic_write_bytes(path, pickle.dumps((key, intervals, comparison), protocol=pickle.HIGHEST_PROTOCOL))
+        write_keyed(path, key, (intervals, comparison))
     return intervals, comparison
 
 

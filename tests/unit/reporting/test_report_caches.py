@@ -22,6 +22,7 @@ import pytest
 
 import eval_pipeline.metrics.statistics as statistics
 import eval_pipeline.reporting.plots as plotting
+from eval_pipeline.common.keyed_pickle import write_keyed
 from eval_pipeline.verdict.retrieval import run_statistics, statistics_key
 from eval_pipeline.reporting.report import render_plots
 
@@ -107,11 +108,11 @@ def test_the_cache_entry_is_what_is_returned(tmp_path, runs, stats_calls):
     """The second call really reads the file: a (planted) different entry under the same key comes back."""
     run_statistics(runs, "hybrid", cache_dir=tmp_path)
     (entry,) = tmp_path.glob("*.pkl")
-    planted = (entry.stem, pd.DataFrame({"marker": [1]}), pd.DataFrame({"marker": [2]}))
-    entry.write_bytes(pickle.dumps(planted))
+    planted = (pd.DataFrame({"marker": [1]}), pd.DataFrame({"marker": [2]}))
+    write_keyed(entry, entry.stem, planted)
     intervals, comparison = run_statistics(runs, "hybrid", cache_dir=tmp_path)
-    pdt.assert_frame_equal(intervals, planted[1])
-    pdt.assert_frame_equal(comparison, planted[2])
+    pdt.assert_frame_equal(intervals, planted[0])
+    pdt.assert_frame_equal(comparison, planted[1])
     assert stats_calls["metric_intervals"] == 1
 
 
@@ -119,7 +120,7 @@ def test_an_entry_for_another_key_is_not_used(tmp_path, runs, stats_calls):
     """A file copied or renamed into another entry's place carries its own key: recomputed."""
     run_statistics(runs, "hybrid", cache_dir=tmp_path)
     (entry,) = tmp_path.glob("*.pkl")
-    entry.write_bytes(pickle.dumps(("0" * 64, pd.DataFrame({"marker": [1]}), pd.DataFrame())))
+    write_keyed(entry, "0" * 64, (pd.DataFrame({"marker": [1]}), pd.DataFrame()))
     intervals, _ = run_statistics(runs, "hybrid", cache_dir=tmp_path)
     assert "marker" not in intervals and stats_calls["metric_intervals"] == 2
 
@@ -210,9 +211,9 @@ def test_a_damaged_cache_entry_is_recomputed_and_repaired(tmp_path, runs, stats_
     pdt.assert_frame_equal(again[0], intervals)
     pdt.assert_frame_equal(again[1], comparison)
     # the entry was overwritten with a good one: the next call reads it
-    reloaded = pickle.loads(entry.read_bytes())
-    assert reloaded[0] == entry.stem
-    pdt.assert_frame_equal(reloaded[1], intervals)
+    stored_key, reloaded = pickle.loads(entry.read_bytes())
+    assert stored_key == entry.stem
+    pdt.assert_frame_equal(reloaded[0], intervals)
     run_statistics(runs, "hybrid", cache_dir=tmp_path)
     assert stats_calls["metric_intervals"] == 2
 
