@@ -109,8 +109,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 def summary_table(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_METRICS) -> Records:
     """One row per variant, failed gates first (retrieval or answers): the variant, its headline
     metrics with the change that decided each (`_deciding`), its gate (and its failed answer
-    gates) and why. The console prints it at the end
-    of a run; the verdict's and the report's asset pages show it in place. `verdict` is a
+    gates) and why. The console prints it at the end of a run; the verdict's and the report's
+    asset pages show it in place. `verdict` is a
     `eval_pipeline.verdict.retrieval.RunVerdict`: its summary (one row per variant) and its gates
     (a state, rows of metric, actual, delta, tolerance, passed, and a message)."""
     summary = verdict.summary.set_index("variant") if len(verdict.summary) else None

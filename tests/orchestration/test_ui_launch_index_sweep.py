@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 from tests.integration.cli import REPO, job_environment
+from tests.integration.test_index_sweep import SRE
 from tests.orchestration.test_ui import _click, _dialogs, _free_port, graphql, needs_chromium, open_job_menu
 
 pytestmark = pytest.mark.integration
 
-SRE = "package:sre_embedding_model/model_weights"
 # Two indexes on the default chunking (the demo corpus is what the Launchpad pre-fills: 36
 # documents), two engines: four pairs.
 TWO_INDEXES = f"""\
