@@ -104,8 +104,8 @@ def forget_history(state_dir: Path) -> None:
     from eval_pipeline.store.database import EmbeddedPostgres
 
     with psycopg.connect(EmbeddedPostgres(state_dir).uri("eval"), autocommit=True) as conn:
-        for table in ("eval_references", "eval_question_results", "eval_variant_metrics", "eval_runs",
-                      "eval_answer_runs"):
+        for table in ("eval_references", "eval_variant_metrics", "eval_measurements", "eval_question_results",
+                      "eval_runs", "eval_answer_runs"):
             conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
 
 

@@ -1,13 +1,13 @@
 """Answer-quality history in Postgres, and the answer gate: did the answers get worse?
 
-Answer runs are recorded and judged the way retrieval runs are (:mod:`eval_pipeline.history.runs`,
-:mod:`eval_pipeline.gates.retrieval`), one row per (run, variant, grader), in the same database::
-
-    {prefix}_answer_runs   run_id, variant, grader (PRIMARY KEY), seq (insertion order),
-                           created_at, set_id, set_fingerprint, corpus_signature,
-                           generator (NULL: unknown), yardstick, limited, errored, eligible,
-                           n_scored, pass_rate, mean_score, their confidence bounds,
-                           variant_config jsonb, provenance jsonb
+Answer runs are recorded and judged the way retrieval runs are: one measurement per (run,
+variant, grader), aspect ``answers:<grader>``, in the same table as the retrieval measurements
+(:mod:`eval_pipeline.history.measurements`: one schema, one lookup, one eligibility rule, one
+acceptance record). This module speaks in answer rows: a row is read and written with
+``set_id`` (the measurement's benchmark id), ``set_fingerprint`` (its benchmark),
+``yardstick`` (its instrument), ``generator``, ``limited``, ``errored``, ``eligible``,
+``n_scored``, ``pass_rate`` and ``mean_score`` with their confidence bounds (its metrics),
+``variant_config`` and ``provenance``.
 
 Only numbers and identities are stored: no answer text, ever (:func:`record_answer_run`
 refuses any key it does not know, so a stray ``answers`` column cannot slip in).
@@ -38,9 +38,9 @@ constraint refuses the worst of them too).
 Which rows are the yardsticks: :func:`previous_answer_run` is the latest eligible row with
 the same key, :func:`reference_answer_run` the latest accepted row, else the first eligible
 one (a pinned reference: a regression in small steps, each within the tolerance, fails
-against it). Both exclude the current run
-(and, when it is recorded, everything recorded after it). A fresh database (no table) has
-no yardstick, never an error.
+against it), both through :func:`eval_pipeline.history.measurements.find`, the retrieval
+history's lookup. Both exclude the current run (and, when it is recorded, everything
+recorded after it). A fresh database (no history) has no yardstick, never an error.
 
 The gate that reads these rows, its states (a measurement with history is never passed for
 lack of a comparison) and its tolerances: :mod:`eval_pipeline.gates.answers`.
@@ -55,19 +55,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from eval_pipeline.common.checks import as_flag, is_integer, is_real, is_text, unit_value
 from eval_pipeline.grading.judges import GRADERS, comparable_yardstick
 from eval_pipeline.grading.registry import GRADER_KINDS
-from eval_pipeline.history.runs import ensure_tables, follow_lineage, table_names, who_accepts
+from eval_pipeline.history import measurements
+from eval_pipeline.history.measurements import answers_aspect
+from eval_pipeline.history.runs import create_tables, history_exists, table_names, who_accepts
 from eval_pipeline.store.database import call_redacted, connect
 
 __all__ = [
     "ANSWER_METRICS",
     "ROW_FIELDS",
     "answer_comparable",
-    "answer_table_name",
     "previous_answer_run",
     "read_answer_runs",
     "record_answer_run",
@@ -182,68 +182,29 @@ def yardstick_problems(row: Mapping[str, Any]) -> list[str]:
 
 
 # --------------------------------------------------------------------------
-# the table
+# the rows, as measurements
 # --------------------------------------------------------------------------
 
 
-def answer_table_name(prefix: str = "eval") -> str:
-    """``{prefix}_answer_runs``; ``prefix`` follows :func:`eval_pipeline.history.runs.table_names`."""
-    table_names(prefix)  # validates the prefix (a lowercase identifier of 1-30 characters)
-    return f"{prefix}_answer_runs"
-
-
-def _create_table(cur: Any, table: str) -> None:
-    # Concurrent first writers would race on CREATE TABLE IF NOT EXISTS (a unique violation in
-    # pg_type); a transaction-scoped advisory lock serializes them, as in history._create_tables.
-    cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
-    cur.execute(
-        sql.SQL(
-            """CREATE TABLE IF NOT EXISTS {table} (
-                run_id text NOT NULL,
-                variant text NOT NULL,
-                grader text NOT NULL,
-                seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-                created_at timestamptz NOT NULL DEFAULT now(),
-                set_id text NOT NULL,
-                set_fingerprint text NOT NULL,
-                corpus_signature text,
-                generator text,
-                yardstick text NOT NULL,
-                limited boolean NOT NULL,
-                errored integer NOT NULL CHECK (errored >= 0),
-                eligible boolean NOT NULL,
-                n_scored integer NOT NULL CHECK (n_scored >= 0),
-                pass_rate double precision,
-                mean_score double precision,
-                pass_rate_ci_low double precision,
-                pass_rate_ci_high double precision,
-                mean_ci_low double precision,
-                mean_ci_high double precision,
-                variant_config jsonb NOT NULL DEFAULT '{{}}'::jsonb,
-                provenance jsonb NOT NULL DEFAULT '{{}}'::jsonb,
-                PRIMARY KEY (run_id, variant, grader),
-                CONSTRAINT {check} CHECK (NOT eligible OR (NOT limited AND errored = 0 AND generator IS NOT NULL
-                    AND corpus_signature IS NOT NULL AND n_scored > 0 AND pass_rate IS NOT NULL
-                    AND mean_score IS NOT NULL))
-            )"""
-        ).format(table=sql.Identifier(table), check=sql.Identifier(f"{table}_eligible_check"))
-    )
-    # Accepted rows (accept_answer_run): a deliberate trade-off the gate failed, pinned by a user.
-    cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS accepted boolean NOT NULL DEFAULT false")
-                .format(sql.Identifier(table)))
-    # When it was accepted: the latest acceptance is the pinned reference, whatever the order the
-    # runs ran in (the acceptance itself is recorded with who and why in {prefix}_references).
-    cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS accepted_at timestamptz")
-                .format(sql.Identifier(table)))
-    cur.execute(
-        sql.SQL("CREATE INDEX IF NOT EXISTS {idx} ON {table} (variant, grader, set_id, set_fingerprint, "
-                "corpus_signature, generator, yardstick, seq)").format(
-            idx=sql.Identifier(f"{table}_key_idx"), table=sql.Identifier(table))
-    )
-
-
-def _table_exists(conn: Any, table: str) -> bool:
-    return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]
+def _rows(names: Mapping[str, str]) -> sql.Composed:
+    """The answer measurements in the shape of an answer row (:data:`_READ`): a derived table
+    every reading query selects from, so each row reads the way :func:`record_answer_run`
+    took it."""
+    return sql.SQL(
+        "(SELECT m.run_id, m.variant, substr(m.aspect, {skip}) AS grader, m.seq, m.created_at,"
+        " m.benchmark_id AS set_id, m.benchmark AS set_fingerprint, m.corpus_signature, m.generator,"
+        " m.instrument AS yardstick, m.limited, m.errored, m.eligible, m.n_scored, p.value AS pass_rate,"
+        " s.value AS mean_score, p.ci_low AS pass_rate_ci_low, p.ci_high AS pass_rate_ci_high,"
+        " s.ci_low AS mean_ci_low, s.ci_high AS mean_ci_high, m.variant_config, m.provenance,"
+        " m.accepted_at IS NOT NULL AS accepted, m.accepted_at, m.configuration"
+        " FROM {measurements} m"
+        " LEFT JOIN {metrics} p ON (p.run_id, p.variant, p.aspect, p.metric)"
+        "  = (m.run_id, m.variant, m.aspect, 'pass_rate')"
+        " LEFT JOIN {metrics} s ON (s.run_id, s.variant, s.aspect, s.metric)"
+        "  = (m.run_id, m.variant, m.aspect, 'mean_score')"
+        " WHERE m.aspect LIKE 'answers:%%') m").format(
+            skip=sql.Literal(len(answers_aspect("")) + 1), measurements=sql.Identifier(names["measurements"]),
+            metrics=sql.Identifier(names["metrics"]))
 
 
 # --------------------------------------------------------------------------
@@ -354,29 +315,19 @@ def record_answer_run(connection_string: str, run_id: str, rows: Sequence[Mappin
     duplicated = sorted({p for p in pairs if pairs.count(p) > 1})
     if duplicated:
         raise ValueError(f"run {run_id!r} has more than one row for (variant, grader) {duplicated}")
-    table = answer_table_name(prefix)
+    names = table_names(prefix)
+    rows = [{**{k: r[k] for k in measurements.COLUMNS if k in r}, "aspect": answers_aspect(r["grader"]),
+             "benchmark_id": r["set_id"], "benchmark": r["set_fingerprint"], "instrument": r["yardstick"],
+             "configuration": r["provenance"].get("configuration")
+             if isinstance(r["provenance"].get("configuration"), str) else None} for r in checked]
+    values = {(r["variant"], answers_aspect(r["grader"])): [
+        ("pass_rate", r["pass_rate"], r["pass_rate_ci_low"], r["pass_rate_ci_high"]),
+        ("mean_score", r["mean_score"], r["mean_ci_low"], r["mean_ci_high"])] for r in checked}
 
     def write() -> None:
-        upsert = sql.SQL(
-            "INSERT INTO {table} ({cols}) VALUES ({vals}) ON CONFLICT (run_id, variant, grader) DO UPDATE SET {updates}"
-        ).format(
-            table=sql.Identifier(table),
-            cols=sql.SQL(", ").join(map(sql.Identifier, _STORED)),
-            vals=sql.SQL(", ").join(sql.Placeholder(c) for c in _STORED),
-            updates=sql.SQL(", ").join(
-                sql.SQL("{c} = EXCLUDED.{c}").format(c=sql.Identifier(c))
-                for c in _STORED if c not in ("run_id", "variant", "grader")),
-        )
-        params = [{**r, "variant_config": Jsonb(r["variant_config"]), "provenance": Jsonb(r["provenance"])}
-                  for r in checked]
         with connect(connection_string) as conn, conn.transaction(), conn.cursor() as cur:
-            _create_table(cur, table)
-            cur.executemany(upsert, params)
-            cur.execute(
-                sql.SQL("DELETE FROM {} WHERE run_id = %s AND (variant, grader) NOT IN "
-                        "(SELECT * FROM unnest(%s::text[], %s::text[]))").format(sql.Identifier(table)),
-                (run_id, [p[0] for p in pairs], [p[1] for p in pairs]),
-            )
+            create_tables(cur, names)
+            measurements.write(cur, names, run_id, measurements.family(answers_aspect("any")), rows, values)
 
     call_redacted(connection_string, f"recording answer run {run_id!r}", write)
 
@@ -393,59 +344,47 @@ def _as_dict(values: Sequence[Any]) -> dict[str, Any]:
     return row
 
 
-def _select(table: str) -> Any:
-    return sql.SQL("SELECT {} FROM {}").format(sql.SQL(", ").join(map(sql.Identifier, _READ)),
-                                                sql.Identifier(table))
+def _read_row(conn: Any, names: Mapping[str, str], found: tuple[str, str] | None, grader: str) -> dict[str, Any] | None:
+    """The answer row of the measurement ``found`` ((run id, variant)) for ``grader``, or None."""
+    if found is None:
+        return None
+    row = conn.execute(sql.SQL("SELECT {cols} FROM {rows} WHERE run_id = %s AND variant = %s AND grader = %s").format(
+        cols=sql.SQL(", ").join(map(sql.Identifier, _READ)), rows=_rows(names)), (*found, grader)).fetchone()
+    return None if row is None else _as_dict(row)
 
 
-# A variant's answer history follows its configuration too (the retrieval configuration
-# fingerprint recorded in a row's provenance): a rename with the same configuration keeps it.
-_SAME_VARIANT = ("(variant = %(variant)s OR (%(configuration)s::text IS NOT NULL"
-                 " AND provenance->>'configuration' = %(configuration)s::text))")
-
-
-def _lookup(connection_string: str, key: Mapping[str, Any], before_run_id: object, prefix: str,
-            order: str, configuration: str | None = None) -> dict[str, Any] | None:
+def _check_key(key: Mapping[str, Any], before_run_id: object) -> None:
     for name, value in key.items():
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{name} must be a string or None, got {value!r}")
     if before_run_id is not None and not isinstance(before_run_id, str):
         raise ValueError(f"before_run_id must be a string or None, got {before_run_id!r}")
-    table = answer_table_name(prefix)
-    # An incomplete key, or one whose generator or yardstick is not comparable, matches
-    # nothing: such a run has no yardstick, whatever the table holds.
+
+
+def _lookup(connection_string: str, key: Mapping[str, Any], before_run_id: str | None, prefix: str,
+            orders: Sequence[measurements.Order], configuration: str | None = None) -> dict[str, Any] | None:
+    """The first yardstick of the measurement ``key`` names, trying ``orders`` in turn
+    (:func:`eval_pipeline.history.measurements.find`: the one lookup of both aspects)."""
+    _check_key(key, before_run_id)
+    # An incomplete key, or one whose yardstick is not comparable, matches nothing: such a run
+    # has no yardstick, whatever the history holds.
     if not all(is_text(v) for v in key.values()) or _yardstick_problem(key["yardstick"], key["grader"]) is not None:
         return None
+    names = table_names(prefix)
+    identity = {"corpus_signature": key["corpus_signature"], "benchmark_id": key["set_id"],
+                "benchmark": key["set_fingerprint"], "instrument": key["yardstick"]}
 
     def find() -> dict[str, Any] | None:
         with connect(connection_string) as conn:
-            if not _table_exists(conn, table):
+            if not history_exists(conn, names):
                 return None
-            cutoff = None
-            if before_run_id is not None:
-                cutoff = conn.execute(sql.SQL("SELECT min(seq) FROM {} WHERE run_id = %s").format(
-                    sql.Identifier(table)), (before_run_id,)).fetchone()[0]
-            # previous: the row that most recently became a yardstick (recorded eligible, or
-            # accepted later); reference: the latest acceptance, else the first eligible row.
-            orders = ([("accepted", "accepted_at DESC, seq DESC"), ("eligible", "seq ASC")] if order == "first"
-                      else [("(eligible OR accepted)", "GREATEST(created_at, COALESCE(accepted_at, created_at)) DESC, "
-                                                        "seq DESC")])
-            found = None
-            for condition, ordering in orders:
-                query = sql.SQL(
-                    "{select} WHERE " + condition + " AND NOT limited AND errored = 0 AND generator IS NOT NULL"
-                    " AND pass_rate IS NOT NULL AND mean_score IS NOT NULL AND {matches}"
-                    " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
-                    " AND (%(cutoff)s::bigint IS NULL OR seq < %(cutoff)s::bigint)"
-                    " ORDER BY " + ordering + " LIMIT 1"
-                ).format(select=_select(table), matches=sql.SQL(" AND ").join(
-                    [sql.SQL(_SAME_VARIANT), *(sql.SQL("{} = {}").format(sql.Identifier(k), sql.Placeholder(k))
-                                                for k in key if k != "variant")]))
-                found = conn.execute(query, {**key, "configuration": configuration, "before": before_run_id,
-                                             "cutoff": cutoff}).fetchone()
+            for order in orders:
+                found = measurements.find(conn, names, aspect=answers_aspect(key["grader"]), variant=key["variant"],
+                                          order=order, identity=identity, configuration=configuration,
+                                          before_run_id=before_run_id)
                 if found is not None:
-                    break
-        return None if found is None else _as_dict(found)
+                    return _read_row(conn, names, found, key["grader"])
+        return None
 
     return call_redacted(connection_string, "looking up the answer history", find)
 
@@ -460,11 +399,11 @@ def previous_answer_run(connection_string: str, *, variant: str, grader: str, se
 
     ``before_run_id`` (the current run) is never returned; when it is already recorded, only
     rows recorded before it count. None when the key is incomplete (a None or blank field),
-    its yardstick is not comparable, or the table does not exist yet. Returns the row as
+    its yardstick is not comparable, or there is no history yet. Returns the row as
     :func:`read_answer_runs` does."""
     key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
            "corpus_signature": corpus_signature, "yardstick": yardstick}
-    return _lookup(connection_string, key, before_run_id, prefix, "latest", configuration)
+    return _lookup(connection_string, key, before_run_id, prefix, ["latest"], configuration)
 
 
 def reference_answer_run(connection_string: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
@@ -476,7 +415,7 @@ def reference_answer_run(connection_string: str, *, variant: str, grader: str, s
     eligible row with exactly this key. Same rules and shape as :func:`previous_answer_run`."""
     key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
            "corpus_signature": corpus_signature, "yardstick": yardstick}
-    return _lookup(connection_string, key, before_run_id, prefix, "first", configuration)
+    return _lookup(connection_string, key, before_run_id, prefix, ["accepted", "first"], configuration)
 
 
 def answer_history_of(connection_string: str, *, variant: str, grader: str, configuration: str | None = None,
@@ -485,19 +424,16 @@ def answer_history_of(connection_string: str, *, variant: str, grader: str, conf
     accepted), whatever its set, corpus or yardstick; None when there is none (a genuinely
     new measurement). A run with no yardstick of its own key but such a row has had its
     benchmark or instrument changed under it: the gate fails closed (``not_compared``)."""
-    table = answer_table_name(prefix)
+    _check_key({"variant": variant, "grader": grader, "configuration": configuration}, before_run_id)
+    names = table_names(prefix)
 
     def find() -> dict[str, Any] | None:
         with connect(connection_string) as conn:
-            if not _table_exists(conn, table):
+            if not history_exists(conn, names):
                 return None
-            found = conn.execute(sql.SQL(
-                "{select} WHERE (eligible OR accepted) AND " + _SAME_VARIANT + " AND grader = %(grader)s"
-                " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
-                " ORDER BY GREATEST(created_at, COALESCE(accepted_at, created_at)) DESC, seq DESC LIMIT 1").format(
-                    select=_select(table)), {"variant": variant, "configuration": configuration, "grader": grader,
-                                             "before": before_run_id}).fetchone()
-        return None if found is None else _as_dict(found)
+            found = measurements.find(conn, names, aspect=answers_aspect(grader), variant=variant, order="latest",
+                                      configuration=configuration, before_run_id=before_run_id)
+            return _read_row(conn, names, found, grader)
 
     return call_redacted(connection_string, "looking up the answer history", find)
 
@@ -508,22 +444,14 @@ def answer_earlier_names(connection_string: str, *, variant: str, grader: str, b
     when a rename inherited a vanished name's answer history says so (``inherits`` in its
     provenance), and the lineage follows those rows back. The pinned reference follows it: a
     rename does not re-pin the reference to the rename run."""
-    table = answer_table_name(prefix)
+    names = table_names(prefix)
 
     def find() -> list[str]:
         with connect(connection_string) as conn:
-            if not _table_exists(conn, table):
+            if not history_exists(conn, names):
                 return []
-
-            def inherited(name: str) -> str | None:
-                row = conn.execute(sql.SQL(
-                    "SELECT provenance->>'inherits' FROM {table} WHERE variant = %(variant)s AND grader = %(grader)s"
-                    " AND provenance ? 'inherits' AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)"
-                    " ORDER BY seq ASC LIMIT 1").format(table=sql.Identifier(table)),
-                    {"variant": name, "grader": grader, "before": before_run_id}).fetchone()
-                return None if row is None else row[0]
-
-            return follow_lineage(variant, inherited)
+            return measurements.earlier_names(conn, names, aspect=answers_aspect(grader), variant=variant,
+                                              before_run_id=before_run_id)
 
     return call_redacted(connection_string, "looking up the answer history", find)
 
@@ -536,40 +464,32 @@ def answer_recorded_of(connection_string: str, *, variant: str, grader: str, con
     accepted. A row that measured nothing does not count, as a limited one does not: a grader
     that applies to no prompt of the set (n_scored 0, nothing errored) is never a yardstick, and
     counting it would fail every later run of the same set as not compared."""
-    table = answer_table_name(prefix)
+    names = table_names(prefix)
 
     def find() -> str | None:
         with connect(connection_string) as conn:
-            if not _table_exists(conn, table):
+            if not history_exists(conn, names):
                 return None
-            found = conn.execute(sql.SQL(
-                "SELECT run_id FROM {table} WHERE NOT limited AND (n_scored > 0 OR errored > 0) AND "
-                + _SAME_VARIANT + " AND grader = %(grader)s"
-                " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text) ORDER BY seq DESC LIMIT 1").format(
-                    table=sql.Identifier(table)), {"variant": variant, "configuration": configuration,
-                                                   "grader": grader, "before": before_run_id}).fetchone()
-        return None if found is None else str(found[0])
+            return measurements.recorded_of(conn, names, aspect=answers_aspect(grader), variant=variant,
+                                            configuration=configuration, before_run_id=before_run_id)
 
     return call_redacted(connection_string, "looking up the answer history", find)
 
 
-def _since_acceptance(conn: Any, table: str, prefix: str, variant: str | None) -> dict[str, Any]:
-    """Where "since the latest acceptance" starts in the answer table, in recording order (not
+def _since_acceptance(conn: Any, names: Mapping[str, str], variant: str | None) -> dict[str, Any]:
+    """Where "since the latest acceptance" starts among the answer rows, in recording order (not
     by time: re-accepting an older run must not forget what was measured after it): the latest
     acceptance of ``variant`` (None: of any variant), its run, and the first answer row of that
     run (``since_seq``), else the time that run was recorded (``since_time``). All None when
     nothing was ever accepted."""
-    names = table_names(prefix)
     none: dict[str, Any] = {"accepted_run": None, "since_seq": None, "since_time": None}
-    if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (names["references"],)).fetchone()[0]:
-        return none
     found = conn.execute(sql.SQL("SELECT run_id FROM {} WHERE (%(variant)s::text IS NULL OR variant = %(variant)s)"
                                  " ORDER BY seq DESC LIMIT 1").format(sql.Identifier(names["references"])),
                          {"variant": variant}).fetchone()
     if found is None:
         return none
     accepted_run = found[0]
-    since_seq = conn.execute(sql.SQL("SELECT min(seq) FROM {} WHERE run_id = %s").format(sql.Identifier(table)),
+    since_seq = conn.execute(sql.SQL("SELECT min(seq) FROM {} WHERE run_id = %s").format(_rows(names)),
                              (accepted_run,)).fetchone()[0]
     since_time = None if since_seq is not None else conn.execute(sql.SQL(
         "SELECT created_at FROM {} WHERE run_id = %s").format(sql.Identifier(names["runs"])),
@@ -589,19 +509,20 @@ def answer_graders_of(connection_string: str, *, variant: str, configuration: st
     retrieval or answers; accepting a run without a measurement acknowledges its removal), in
     recording order, the accepted run's own rows included even when they could not be accepted
     (that run measured them: accepting it acknowledges no removal)."""
-    table = answer_table_name(prefix)
+    names = table_names(prefix)
 
     def find() -> dict[str, str]:
         with connect(connection_string) as conn:
-            if not _table_exists(conn, table):
+            if not history_exists(conn, names):
                 return {}
-            since = _since_acceptance(conn, table, prefix, variant)
+            since = _since_acceptance(conn, names, variant)
             rows = conn.execute(sql.SQL(
                 "SELECT DISTINCT ON (grader) grader, run_id FROM {} WHERE (eligible OR accepted"
-                " OR run_id = %(accepted_run)s::text) AND " + _SAME_VARIANT
+                " OR run_id = %(accepted_run)s::text) AND " + measurements.SAME_VARIANT
                 + " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)" + _SINCE
-                + " ORDER BY grader, seq DESC").format(sql.Identifier(table)),
-                {"variant": variant, "configuration": configuration, "before": before_run_id, **since}).fetchall()
+                + " ORDER BY grader, seq DESC").format(_rows(names)),
+                {"variant": variant, "configuration": configuration, "heirs": None, "before": before_run_id,
+                 **since}).fetchall()
         return {grader: run_id for grader, run_id in rows}
 
     return call_redacted(connection_string, "looking up the answer history", find)
@@ -614,18 +535,18 @@ def answer_tolerance_floor(connection_string: str, *, before_run_id: str | None 
     asked for, every later yardstick row for those it was judged with; the smallest wins. A
     grader or variant new today is bound by them too, so loosening the gate in the same change
     as a new measurement does not judge it loosely (the retrieval gate's rule, `_pinned_gate`)."""
-    table = answer_table_name(prefix)
+    names = table_names(prefix)
 
     def find() -> dict[str, tuple[float, str]]:
         with connect(connection_string) as conn:
-            if not _table_exists(conn, table):
+            if not history_exists(conn, names):
                 return {}
-            since = _since_acceptance(conn, table, prefix, None)
+            since = _since_acceptance(conn, names, None)
             rows = conn.execute(sql.SQL(
                 "SELECT run_id, run_id = %(accepted_run)s::text, provenance->'tolerances',"
                 " provenance->'effective_tolerances' FROM {} WHERE (eligible OR accepted)"
                 " AND (%(before)s::text IS NULL OR run_id <> %(before)s::text)" + _SINCE
-                + " ORDER BY seq").format(sql.Identifier(table)), {"before": before_run_id, **since}).fetchall()
+                + " ORDER BY seq").format(_rows(names)), {"before": before_run_id, **since}).fetchall()
         floor: dict[str, tuple[float, str]] = {}
         for run_id, accepted, asked, judged in rows:
             for each in [asked] if accepted else list(judged.values()) if isinstance(judged, dict) else []:
@@ -640,15 +561,15 @@ def answer_tolerance_floor(connection_string: str, *, before_run_id: str | None 
 def answer_history_exists(connection_string: str, *, before_run_id: str | None = None, prefix: str = "eval") -> bool:
     """Whether any answer row was ever a yardstick (eligible or accepted): a project with answer
     history, where ``strict`` judges a new measurement only once it is accepted."""
-    table = answer_table_name(prefix)
+    names = table_names(prefix)
 
     def find() -> bool:
         with connect(connection_string) as conn:
-            if not _table_exists(conn, table):
+            if not history_exists(conn, names):
                 return False
             return bool(conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE (eligible OR accepted) AND "
                                              "(%(before)s::text IS NULL OR run_id <> %(before)s::text))").format(
-                sql.Identifier(table)), {"before": before_run_id}).fetchone()[0])
+                _rows(names)), {"before": before_run_id}).fetchone()[0])
 
     return call_redacted(connection_string, "looking up the answer history", find)
 
@@ -657,20 +578,21 @@ def read_answer_runs(connection_string: str, *, variant: str | None = None, run_
                      prefix: str = "eval") -> list[dict[str, Any]]:
     """Every recorded row (of ``variant`` / ``run_id`` when given), in insertion order: dicts
     with ``run_id, variant, grader, seq, created_at`` and the stored fields of
-    :data:`ROW_FIELDS`; NULL metrics and bounds come back as NaN. No table yet: ``[]``."""
+    :data:`ROW_FIELDS`; NULL metrics and bounds come back as NaN. No history yet: ``[]``."""
     for name, value in (("variant", variant), ("run_id", run_id)):
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{name} must be a string or None, got {value!r}")
-    table = answer_table_name(prefix)
+    names = table_names(prefix)
 
     def read() -> list[dict[str, Any]]:
         with connect(connection_string) as conn:
-            if not _table_exists(conn, table):
+            if not history_exists(conn, names):
                 return []
             rows = conn.execute(
-                sql.SQL("{} WHERE (%(variant)s::text IS NULL OR variant = %(variant)s::text)"
+                sql.SQL("SELECT {cols} FROM {rows} WHERE (%(variant)s::text IS NULL OR variant = %(variant)s::text)"
                         " AND (%(run_id)s::text IS NULL OR run_id = %(run_id)s::text) ORDER BY seq").format(
-                    _select(table)), {"variant": variant, "run_id": run_id}).fetchall()
+                    cols=sql.SQL(", ").join(map(sql.Identifier, _READ)), rows=_rows(names)),
+                {"variant": variant, "run_id": run_id}).fetchall()
         return [_as_dict(r) for r in rows]
 
     return call_redacted(connection_string, "reading the answer history", read)
@@ -688,7 +610,6 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
     deliberately, by name). A run with no answer rows accepts nothing."""
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
-    table = answer_table_name(prefix)
     rows = [r for r in read_answer_runs(connection_string, run_id=run_id, prefix=prefix)
             if variants is None or r["variant"] in set(variants)]
     accepted, refused = [], []
@@ -707,19 +628,10 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
             accepted.append((r["variant"], r["grader"]))
 
     def write() -> None:
-        ensure_tables(connection_string, prefix=prefix)
-        references = table_names(prefix)
+        names = table_names(prefix)
         with connect(connection_string) as conn, conn.transaction():
-            for variant, grader in accepted:
-                conn.execute(sql.SQL("UPDATE {} SET accepted = true, accepted_at = clock_timestamp() "
-                                     "WHERE run_id = %s AND variant = %s AND grader = %s")
-                             .format(sql.Identifier(table)), (run_id, variant, grader))
-                # the one acceptance record, beside the retrieval ones (when the run is recorded there)
-                conn.execute(sql.SQL("INSERT INTO {refs} (variant, run_id, note, aspect, accepted_by) "
-                                     "SELECT %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {runs} WHERE run_id = %s)")
-                             .format(refs=sql.Identifier(references["references"]),
-                                     runs=sql.Identifier(references["runs"])),
-                             (variant, run_id, str(note), f"answers:{grader}", accepted_by or who_accepts(), run_id))
+            measurements.accept(conn, names, run_id, [(v, answers_aspect(g)) for v, g in accepted], note=note,
+                                accepted_by=accepted_by or who_accepts())
 
     if accepted:
         call_redacted(connection_string, f"accepting answer run {run_id!r}", write)

@@ -11,12 +11,18 @@ Tables (``prefix`` defaults to ``eval``; created idempotently on first write)::
 
     {prefix}_runs               run_id PK, seq (insertion order), created_at, limited,
                                 provenance columns + the full provenance as jsonb
-    {prefix}_variant_metrics    run_id, variant, metric, value, ci_low, ci_high
+    {prefix}_measurements       one row per (run, variant, aspect): the retrieval and the answer
+    {prefix}_variant_metrics    measurements of a run, in one shape, with their metrics
+                                (:mod:`eval_pipeline.history.measurements`)
     {prefix}_question_results   run_id, variant, qid, answerable, errored,
                                 "hit@10", mrr, "ndcg@10", miss_class, doc_ids jsonb
     {prefix}_references         benchmark identity, variant, run_id, aspect (retrieval |
                                 answers:<grader>), accepted_by, accepted_at, note: the one
                                 record of the runs a user accepted as the pinned reference
+
+This module records and reads a run's retrieval measurements; the lookups themselves (which
+measurement is a variant's yardstick) are :mod:`eval_pipeline.history.measurements`', shared
+with the answer history (:mod:`eval_pipeline.history.answers`).
 
 Which earlier run is the yardstick (:func:`previous_run`, :func:`reference_run`):
 
@@ -57,7 +63,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +73,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from eval_pipeline.common.formatting import float_or_none
+from eval_pipeline.history import measurements
 from eval_pipeline.metrics.retrieval import HISTORY, metric_names
 from eval_pipeline.questions.sets import Question
 from eval_pipeline.store.database import DatabaseError, connect
@@ -157,24 +164,25 @@ def labels_fingerprint(questions: Iterable[Question]) -> str:
 
 def table_names(prefix: str = "eval") -> dict[str, str]:
     """The history's table names for ``prefix`` (a lowercase SQL identifier of 1–30
-    characters, so derived index names stay within Postgres's 63-byte limit); the
-    references table last, so dropping them in reverse order respects its foreign key."""
+    characters, so derived index names stay within Postgres's 63-byte limit), each after the
+    tables it refers to, so dropping them in reverse order respects their foreign keys."""
     if not isinstance(prefix, str) or not _PREFIX.match(prefix):
         raise ValueError(
             f"table prefix {prefix!r} must be 1-30 characters of lowercase letters, digits and _, "
             "not starting with a digit"
         )
     return {
+        "answer_runs": f"{prefix}_answer_runs",  # the answer rows of a history before measurements: read once
         "runs": f"{prefix}_runs",
-        "metrics": f"{prefix}_variant_metrics",
         "questions": f"{prefix}_question_results",
+        "measurements": f"{prefix}_measurements",
+        "metrics": f"{prefix}_variant_metrics",
         "references": f"{prefix}_references",
     }
 
 
-def _create_tables(conn: Any, names: Mapping[str, str]) -> None:
-    runs, metrics, questions, references = (
-        sql.Identifier(names[k]) for k in ("runs", "metrics", "questions", "references"))
+def create_tables(conn: Any, names: Mapping[str, str]) -> None:
+    runs, questions, references = (sql.Identifier(names[k]) for k in ("runs", "questions", "references"))
     # Concurrent first writers would race on CREATE TABLE IF NOT EXISTS (a unique violation
     # in pg_type); a transaction-scoped advisory lock serializes them.
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (names["runs"],))
@@ -206,24 +214,6 @@ def _create_tables(conn: Any, names: Mapping[str, str]) -> None:
     # benchmark fingerprint, so they match no current run (the first run after the upgrade is
     # paired with them, or accepted).
     conn.execute(sql.SQL("ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS benchmark_fingerprint text").format(runs=runs))
-    conn.execute(
-        sql.SQL(
-            """CREATE TABLE IF NOT EXISTS {metrics} (
-                run_id text NOT NULL REFERENCES {runs} (run_id) ON DELETE CASCADE,
-                variant text NOT NULL,
-                metric text NOT NULL,
-                value double precision,
-                ci_low double precision,
-                ci_high double precision,
-                PRIMARY KEY (run_id, variant, metric)
-            )"""
-        ).format(metrics=metrics, runs=runs)
-    )
-    conn.execute(
-        sql.SQL("CREATE INDEX IF NOT EXISTS {idx} ON {metrics} (variant, run_id)").format(
-            idx=sql.Identifier(f"{names['metrics']}_variant_idx"), metrics=metrics
-        )
-    )
     conn.execute(
         sql.SQL(
             """CREATE TABLE IF NOT EXISTS {questions} (
@@ -263,33 +253,38 @@ def _create_tables(conn: Any, names: Mapping[str, str]) -> None:
                          ("benchmark_fingerprint", "text")):
         conn.execute(sql.SQL("ALTER TABLE {references} ADD COLUMN IF NOT EXISTS {column} " + kind).format(
             references=references, column=sql.Identifier(column)))
+    # the measurements of both aspects, and their metrics (an older history is upgraded here)
+    measurements.create(conn, names, legacy_answers=names["answer_runs"], eligible_sql=_ELIGIBLE)
 
 
 def ensure_tables(connection_string: str, *, prefix: str = "eval") -> None:
     """Create the history tables if they do not exist (idempotent, safe concurrently)."""
     names = table_names(prefix)
     with connect(connection_string) as conn, conn.transaction():
-        _create_tables(conn, names)
+        create_tables(conn, names)
 
 
-def _tables_exist(conn: Any, names: Mapping[str, str]) -> bool:
-    """Whether the history exists in its current shape; an older one (no references table,
-    no eligible column) is upgraded in place, under the same lock as a first write."""
-    row = conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL, "
-        "EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = 'aspect'), "
-        "to_regclass(%s) IS NOT NULL OR to_regclass(%s) IS NOT NULL",
-        (names["runs"], names["metrics"], names["references"], names["runs"], names["metrics"]),
+def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
+    """Whether there is a history; one in an older shape (no measurements, no references
+    table, no eligible column) is upgraded in place first, under the same lock as a first
+    write, so its variants keep their yardsticks."""
+    runs, metrics, current, answers, aspect = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL, "
+        "to_regclass(%s) IS NOT NULL, "
+        "EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = 'aspect')",
+        (names["runs"], names["metrics"], names["measurements"], names["answer_runs"], names["references"]),
     ).fetchone()
-    if row[2] and not row[0]:
+    if runs != metrics:
         # a history with its runs and no metrics (or the reverse) is damaged, not empty: read as
         # empty it would make every variant a first run
         raise DatabaseError(f"the history is damaged: one of {names['runs']} and {names['metrics']} exists "
                             "without the other")
-    if row[0] and not row[1]:
+    if not (runs or current or answers):
+        return False
+    if not (runs and current and aspect):
         with conn.transaction():
-            _create_tables(conn, names)
-    return bool(row[0])
+            create_tables(conn, names)
+    return True
 
 
 # --------------------------------------------------------------------------
@@ -453,8 +448,7 @@ def record_run(
     eligible = eligible and not limited and not any_errored
 
     def text(key: str) -> str | None:
-        value = prov.get(key)
-        return value if isinstance(value, str) else None
+        return _text(prov, key)
 
     run_row = {
         "run_id": run_id,
@@ -484,21 +478,53 @@ def record_run(
         ),
     )
 
+    rows, values = _measurement_rows(run_id, prov, summary, metric_rows, question_rows, limited=limited,
+                                     eligible=eligible)
     with connect(connection_string) as conn:
         with conn.transaction(), conn.cursor() as cur:
-            _create_tables(cur, names)
+            create_tables(cur, names)
             cur.execute(upsert, run_row)
-            for table in ("metrics", "questions"):
-                cur.execute(
-                    sql.SQL("DELETE FROM {} WHERE run_id = %s").format(sql.Identifier(names[table])), (run_id,)
-                )
-            cur.executemany(
-                sql.SQL(
-                    "INSERT INTO {} (run_id, variant, metric, value, ci_low, ci_high) VALUES (%s, %s, %s, %s, %s, %s)"
-                ).format(sql.Identifier(names["metrics"])),
-                metric_rows,
-            )
+            cur.execute(sql.SQL("DELETE FROM {} WHERE run_id = %s").format(sql.Identifier(names["questions"])),
+                        (run_id,))
+            measurements.write(cur, names, run_id, measurements.RETRIEVAL, rows, values)
             _insert_question_rows(cur, names["questions"], question_rows)
+
+
+def _text(prov: Mapping[str, Any], key: str) -> str | None:
+    value = prov.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _measurement_rows(run_id: str, prov: Mapping[str, Any], summary: pd.DataFrame, metric_rows: list[tuple],
+                      question_rows: list[tuple], *, limited: bool, eligible: bool) -> tuple[list[dict], dict]:
+    """The run's retrieval measurements, one per variant (:mod:`eval_pipeline.history.measurements`),
+    and their metrics. What the run's provenance says of one variant travels with it: its
+    configuration fingerprint, the name it inherited in a rename, its gate."""
+
+    def of(key: str, variant: str) -> Any:
+        value = prov.get(key)
+        return value.get(variant) if isinstance(value, Mapping) else None
+
+    def text(key: str) -> str | None:
+        return _text(prov, key)
+
+    rows, values = [], {}
+    for variant in map(str, summary["variant"]):
+        asked = [r for r in question_rows if r[1] == variant]
+        configuration = of("configurations", variant)
+        inherits = of("inherits", variant)
+        rows.append({
+            "run_id": run_id, "variant": variant, "aspect": measurements.RETRIEVAL,
+            "corpus_signature": text("corpus_signature"), "benchmark_id": measurements.RETRIEVAL_BENCHMARK_ID,
+            "benchmark": text("benchmark_fingerprint"), "instrument": text("scoring_protocol"),
+            "configuration": configuration if isinstance(configuration, str) else None, "generator": None,
+            "limited": limited, "errored": sum(1 for r in asked if r[4]), "eligible": eligible,
+            "n_scored": len(asked),
+            "variant_config": of("variants", variant) if isinstance(of("variants", variant), Mapping) else {},
+            "provenance": {k: v for k, v in (("configuration", configuration), ("inherits", inherits),
+                                             ("gate", of("gate", variant))) if v is not None}})
+        values[(variant, measurements.RETRIEVAL)] = [r[2:] for r in metric_rows if r[1] == variant]
+    return rows, values
 
 
 # --------------------------------------------------------------------------
@@ -524,18 +550,22 @@ _ELIGIBLE = """COALESCE(r.eligible,
     AND NOT EXISTS (SELECT 1 FROM {questions} q WHERE q.run_id = r.run_id AND q.errored))"""
 
 
-def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple | None) -> dict[str, Any] | None:
+def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple[str, str] | None) -> dict[str, Any] | None:
+    """The retrieval measurement ``found`` ((run id, variant name)) with its run's provenance and
+    its metrics, or None."""
     if found is None:
         return None
-    run_id, created_at, limited, provenance, variant = found[:5]
+    run_id, variant = found
+    created_at, limited, accepted, provenance = conn.execute(sql.SQL(
+        "SELECT m.created_at, m.limited, m.accepted_at IS NOT NULL, r.provenance FROM {measurements} m"
+        " JOIN {runs} r ON r.run_id = m.run_id WHERE m.run_id = %s AND m.variant = %s AND m.aspect = %s").format(
+            measurements=sql.Identifier(names["measurements"]), runs=sql.Identifier(names["runs"])),
+        (run_id, variant, measurements.RETRIEVAL)).fetchone()
     values = conn.execute(
-        sql.SQL("SELECT metric, value, ci_low, ci_high FROM {} WHERE run_id = %s AND variant = %s ORDER BY metric")
-        .format(sql.Identifier(names["metrics"])),
-        (run_id, variant),
+        sql.SQL("SELECT metric, value, ci_low, ci_high FROM {} WHERE run_id = %s AND variant = %s AND aspect = %s"
+                " ORDER BY metric").format(sql.Identifier(names["metrics"])),
+        (run_id, variant, measurements.RETRIEVAL),
     ).fetchall()
-    accepted = conn.execute(
-        sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE run_id = %s AND variant = %s AND aspect = 'retrieval')")
-        .format(sql.Identifier(names["references"])), (run_id, variant)).fetchone()[0]
     return {
         "accepted": bool(accepted),
         "run_id": run_id,
@@ -548,110 +578,28 @@ def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple | None) 
     }
 
 
-# Which earlier runs stand for a variant: its own name, or any name under which it ran with the
-# same configuration (a rename keeps its history). ``m`` is one (run, variant) of the history.
-# With ``heirs`` (the names a renamed variant may inherit from: names vanished in this run), only
-# those names count for the configuration match: a live variant's history is its own.
-_SAME_VARIANT = ("(m.variant = %(variant)s OR (%(configuration)s::text IS NOT NULL"
-                 " AND (%(heirs)s::text[] IS NULL OR m.variant = ANY(%(heirs)s::text[]))"
-                 " AND r.provenance->'configurations'->>m.variant = %(configuration)s::text))")
-# The latest acceptance of that (run, variant) for retrieval, if any.
-_ACCEPTED_SEQ = ("(SELECT max(f.seq) FROM {references} f WHERE f.run_id = r.run_id AND f.variant = m.variant"
-                 " AND f.aspect = 'retrieval')")
-_ACCEPTED_AT = ("(SELECT max(f.accepted_at) FROM {references} f WHERE f.run_id = r.run_id AND f.variant = m.variant"
-                " AND f.aspect = 'retrieval')")
-# previous: the run that most recently became a yardstick (recorded eligible, or accepted later:
-# re-accepting an older run makes it the previous run again); reference: the latest acceptance,
-# else the first eligible run.
-_ORDERS = {
-    "latest": f"GREATEST(r.created_at, COALESCE({_ACCEPTED_AT}, r.created_at)) DESC, r.seq DESC",
-    "accepted": f"{_ACCEPTED_SEQ} DESC",
-    "first": "r.seq ASC",
-}
-
-
-def _candidates(conn: Any, names: Mapping[str, str], *, variant: str, configuration: str | None,
-                identity: Mapping[str, Any] | None, before_run_id: str | None, order: str,
-                heirs: Sequence[str] | None = None) -> tuple | None:
-    """The first (run, variant name), in ``order`` (see _ORDERS), that stands for ``variant``
-    (its name, or its ``configuration`` fingerprint under another name), is eligible or was
-    accepted for it (only accepted, for ``order="accepted"``), matches ``identity`` when
-    given, and was recorded before ``before_run_id`` (when that run is recorded) and is not
-    that run."""
-    cutoff = None
-    if before_run_id is not None:
-        row = conn.execute(
-            sql.SQL("SELECT seq FROM {} WHERE run_id = %s").format(sql.Identifier(names["runs"])), (before_run_id,)
-        ).fetchone()
-        cutoff = row[0] if row else None
-    ident = dict(identity or {})
-    accepted = f"{_ACCEPTED_SEQ} IS NOT NULL"
-    usable = accepted if order == "accepted" else f"(({_ELIGIBLE}) OR {accepted})"
-    query = sql.SQL(
-        "SELECT r.run_id, r.created_at, r.limited, r.provenance, m.variant FROM {runs} r"
-        " JOIN (SELECT DISTINCT run_id, variant FROM {metrics}) m ON m.run_id = r.run_id"
-        f" WHERE {_SAME_VARIANT} AND {usable}"
-        " AND (%(identity)s::boolean IS FALSE OR (r.corpus_signature IS NOT DISTINCT FROM %(corpus_signature)s"
-        "      AND r.benchmark_fingerprint IS NOT DISTINCT FROM %(benchmark_fingerprint)s"
-        "      AND r.scoring_protocol IS NOT DISTINCT FROM %(scoring_protocol)s))"
-        " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
-        " AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint)"
-        # the variant's own name first when a run has it under both
-        f" ORDER BY {_ORDERS[order]}, (m.variant = %(variant)s) DESC LIMIT 1"
-    ).format(runs=sql.Identifier(names["runs"]), metrics=sql.Identifier(names["metrics"]),
-             questions=sql.Identifier(names["questions"]), references=sql.Identifier(names["references"]))
-    params = {"variant": variant, "configuration": configuration, "identity": identity is not None,
-              "heirs": None if heirs is None else [str(h) for h in heirs],
-              "before": before_run_id, "cutoff": cutoff,
-              **{k: ident.get(k) if isinstance(ident.get(k), str) else None for k in COMPARABILITY_FIELDS}}
-    if identity is not None and any(params[k] is None for k in COMPARABILITY_FIELDS):
-        return None  # an incomplete identity matches nothing: such a run is never judged as comparable
-    return conn.execute(query, params).fetchone()
-
-
-def _cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> int | None:
-    """The position (seq) of ``before_run_id`` when it is recorded: only runs before it count."""
-    if before_run_id is None:
+def _measured_identity(identity: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A run's benchmark identity (:func:`benchmark_identity`) as its retrieval measurements
+    record it (:data:`eval_pipeline.history.measurements.IDENTITY_FIELDS`)."""
+    if identity is None:
         return None
-    row = conn.execute(sql.SQL("SELECT seq FROM {} WHERE run_id = %s").format(sql.Identifier(names["runs"])),
-                       (before_run_id,)).fetchone()
-    return row[0] if row else None
-
-
-def follow_lineage(variant: str, inherited: Callable[[str], str | None]) -> list[str]:
-    """The names before ``variant``, nearest first: ``inherited(name)`` is the name ``name``
-    inherited its history from in a rename (None: none); a loop ends the walk."""
-    lineage: list[str] = []
-    current = variant
-    while (parent := inherited(current)) and parent not in lineage and parent != variant:
-        lineage.append(str(parent))
-        current = str(parent)
-    return lineage
+    return {"corpus_signature": identity.get("corpus_signature"),
+            "benchmark_id": measurements.RETRIEVAL_BENCHMARK_ID,
+            "benchmark": identity.get("benchmark_fingerprint"), "instrument": identity.get("scoring_protocol")}
 
 
 def earlier_names(connection_string: str, *, variant: str, before_run_id: str | None = None,
                   prefix: str = "eval") -> list[str]:
     """The names ``variant`` had before, nearest first: a run that renamed a variant (the new name
-    inherited a vanished name's history, same configuration) records ``inherits`` in its
-    provenance, and the lineage follows those records back. The pinned reference follows the
-    lineage (a rename is the same variant), so a rename does not re-pin it to the rename run."""
+    inherited a vanished name's history, same configuration) records it, and the lineage follows
+    those records back. The pinned reference follows the lineage (a rename is the same
+    variant), so a rename does not re-pin it to the rename run."""
     names = table_names(prefix)
     with connect(connection_string) as conn:
-        if not _tables_exist(conn, names):
+        if not history_exists(conn, names):
             return []
-        cutoff = _cutoff(conn, names, before_run_id)
-
-        def inherited(name: str) -> str | None:
-            row = conn.execute(sql.SQL(
-                "SELECT r.provenance->'inherits'->>%(name)s FROM {runs} r"
-                " WHERE r.provenance->'inherits' ? %(name)s"
-                " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
-                " AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint) ORDER BY r.seq ASC LIMIT 1").format(
-                    runs=sql.Identifier(names["runs"])),
-                {"name": name, "before": before_run_id, "cutoff": cutoff}).fetchone()
-            return None if row is None else row[0]
-
-        return follow_lineage(variant, inherited)
+        return measurements.earlier_names(conn, names, aspect=measurements.RETRIEVAL, variant=variant,
+                                          before_run_id=before_run_id)
 
 
 def recorded_run_of(connection_string: str, *, variant: str, configuration: str | None = None,
@@ -665,17 +613,20 @@ def recorded_run_of(connection_string: str, *, variant: str, configuration: str 
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
     with connect(connection_string) as conn:
-        if not _tables_exist(conn, names):
+        if not history_exists(conn, names):
             return None
-        query = sql.SQL(
-            "SELECT r.run_id FROM {runs} r JOIN (SELECT DISTINCT run_id, variant FROM {metrics}) m"
-            " ON m.run_id = r.run_id WHERE NOT r.limited AND " + _SAME_VARIANT +
-            " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
-            " AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint) ORDER BY r.seq DESC LIMIT 1").format(
-                runs=sql.Identifier(names["runs"]), metrics=sql.Identifier(names["metrics"]))
-        row = conn.execute(query, {"variant": variant, "configuration": configuration if heirs else None,
-                                   "heirs": [str(h) for h in heirs], "before": before_run_id,
-                                   "cutoff": _cutoff(conn, names, before_run_id)}).fetchone()
+        return measurements.recorded_of(conn, names, aspect=measurements.RETRIEVAL, variant=variant,
+                                        configuration=configuration if heirs else None, heirs=list(heirs),
+                                        before_run_id=before_run_id)
+
+
+def _cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> int | None:
+    """The position (seq) of ``before_run_id`` among the runs when it is recorded: only runs
+    before it count."""
+    if before_run_id is None:
+        return None
+    row = conn.execute(sql.SQL("SELECT seq FROM {} WHERE run_id = %s").format(sql.Identifier(names["runs"])),
+                       (before_run_id,)).fetchone()
     return row[0] if row else None
 
 
@@ -722,10 +673,11 @@ def previous_run(
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
     with connect(connection_string) as conn:
-        if not _tables_exist(conn, names):
+        if not history_exists(conn, names):
             return None
-        found = _candidates(conn, names, variant=variant, configuration=configuration, identity=identity,
-                            before_run_id=before_run_id, order="latest", heirs=heirs)
+        found = measurements.find(conn, names, aspect=measurements.RETRIEVAL, variant=variant, order="latest",
+                                  identity=_measured_identity(identity), configuration=configuration, heirs=heirs,
+                                  before_run_id=before_run_id)
         return _run_with_metrics(conn, names, found)
 
 
@@ -749,13 +701,13 @@ def reference_run(
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
     with connect(connection_string) as conn:
-        if not _tables_exist(conn, names):
+        if not history_exists(conn, names):
             return None
-        kwargs: dict[str, Any] = dict(variant=variant, configuration=configuration, identity=identity,
-                                      before_run_id=before_run_id, heirs=heirs)
-        found = _candidates(conn, names, order="accepted", **kwargs)
-        if found is None:
-            found = _candidates(conn, names, order="first", **kwargs)
+        kwargs: dict[str, Any] = dict(aspect=measurements.RETRIEVAL, variant=variant,
+                                      identity=_measured_identity(identity), configuration=configuration,
+                                      heirs=heirs, before_run_id=before_run_id)
+        found = measurements.find(conn, names, order="accepted", **kwargs) or \
+            measurements.find(conn, names, order="first", **kwargs)
         return _run_with_metrics(conn, names, found)
 
 
@@ -779,7 +731,7 @@ def project_history(connection_string: str, *, before_run_id: str | None = None,
     empty: dict[str, Any] = {"has_yardstick": False, "has_runs": False, "known": [], "established": [],
                              "configurations_of": {}}
     with connect(connection_string) as conn:
-        if not _tables_exist(conn, names):
+        if not history_exists(conn, names):
             return empty
         has_runs = conn.execute(sql.SQL(
             "SELECT EXISTS (SELECT 1 FROM {runs} r WHERE NOT r.limited"
@@ -789,11 +741,14 @@ def project_history(connection_string: str, *, before_run_id: str | None = None,
             {"before": before_run_id, "cutoff": _cutoff(conn, names, before_run_id)}).fetchone()[0]
         empty["has_runs"] = bool(has_runs)
         ident = {"runs": sql.Identifier(names["runs"]), "questions": sql.Identifier(names["questions"]),
-                 "references": sql.Identifier(names["references"]), "metrics": sql.Identifier(names["metrics"])}
+                 "references": sql.Identifier(names["references"]),
+                 "measurements": sql.Identifier(names["measurements"])}
         usable = ("((" + _ELIGIBLE + ") OR EXISTS (SELECT 1 FROM {references} f WHERE f.run_id = r.run_id"
                   " AND f.aspect = 'retrieval')) AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)")
-        variants = ("SELECT r.seq, r.provenance->'sweep_keys', (SELECT array_agg(DISTINCT m.variant) FROM {metrics} m"
-                    " WHERE m.run_id = r.run_id), r.provenance->'configurations', r.provenance->'gate_policy',"
+        variants = ("SELECT r.seq, r.provenance->'sweep_keys',"
+                    " (SELECT array_agg(m.variant ORDER BY m.variant) FROM {measurements} m"
+                    "  WHERE m.run_id = r.run_id AND m.aspect = 'retrieval'),"
+                    " r.provenance->'configurations', r.provenance->'gate_policy',"
                     " r.provenance->'effective_gate_policy', r.run_id, r.provenance->'tolerances',"
                     " r.provenance->'effective_tolerances' FROM {runs} r WHERE " + usable)
         accepted = conn.execute(sql.SQL(
@@ -869,20 +824,19 @@ def accept_reference(
     names = table_names(prefix)
     who = accepted_by or who_accepts()
     with connect(connection_string) as conn:
-        if not _tables_exist(conn, names):
+        if not history_exists(conn, names):
             raise ValueError(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
-        run = conn.execute(
-            sql.SQL("SELECT limited, corpus_signature, labels_fingerprint, scoring_protocol, benchmark_fingerprint, "
-                    "provenance->'gate' FROM {} WHERE run_id = %s")
-            .format(sql.Identifier(names["runs"])), (run_id,)).fetchone()
+        run = conn.execute(sql.SQL("SELECT limited, provenance->'gate' FROM {} WHERE run_id = %s")
+                           .format(sql.Identifier(names["runs"])), (run_id,)).fetchone()
         if run is None:
             raise ValueError(f"no recorded run {run_id!r} in {names['runs']}")
-        limited, *identity, gate = run
+        limited, gate = run
         if limited:
             raise ValueError(f"run {run_id!r} is a limited run (a subset of the questions): it cannot be a reference")
-        have = [r[0] for r in conn.execute(
-            sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s ORDER BY variant")
-            .format(sql.Identifier(names["metrics"])), (run_id,)).fetchall()]
+        measured = {r[0]: r[1] for r in conn.execute(
+            sql.SQL("SELECT variant, errored FROM {} WHERE run_id = %s AND aspect = %s ORDER BY variant")
+            .format(sql.Identifier(names["measurements"])), (run_id, measurements.RETRIEVAL)).fetchall()}
+        have = list(measured)
         chosen = sorted(set(variants)) if variants is not None else have
         absent = [v for v in chosen if v not in have]
         if absent or not chosen:
@@ -894,27 +848,21 @@ def accept_reference(
                 f"run {run_id!r}: {', '.join(regressed)} failed the gate against a comparable yardstick (a measured "
                 f"regression, not a missing comparison); accepting the whole run would accept it unnoticed. Name each "
                 f"variant to accept: python -m eval_pipeline.history accept {run_id} {command} (and any others)")
-        errored = [r[0] for r in conn.execute(
-            sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s AND errored AND variant = ANY(%s) "
-                    "ORDER BY variant").format(sql.Identifier(names["questions"])), (run_id, chosen)).fetchall()]
+        errored = [v for v in chosen if measured[v] > 0]
         if errored:
             raise ValueError(f"run {run_id!r} has errored questions for variant(s) {errored}: their metrics are "
                              "incomplete, so it cannot be a reference")
         fell_back = [r[0] for r in conn.execute(
-            sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s AND metric = 'n_rerank_fallback' AND value > 0"
-                    " AND variant = ANY(%s) ORDER BY variant").format(sql.Identifier(names["metrics"])),
-            (run_id, chosen)).fetchall()]
+            sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s AND aspect = %s AND metric = 'n_rerank_fallback'"
+                    " AND value > 0 AND variant = ANY(%s) ORDER BY variant").format(sql.Identifier(names["metrics"])),
+            (run_id, measurements.RETRIEVAL, chosen)).fetchall()]
         if fell_back:
             raise ValueError(f"run {run_id!r} has reranker fallbacks for variant(s) {fell_back}: their numbers are "
                              "the first-stage order's, not their configuration's, so it cannot be a reference")
         try:
             with conn.transaction():
-                for variant in chosen:
-                    conn.execute(
-                        sql.SQL("INSERT INTO {} (corpus_signature, labels_fingerprint, scoring_protocol, "
-                                "benchmark_fingerprint, variant, run_id, note, aspect, accepted_by) "
-                                "VALUES (%s, %s, %s, %s, %s, %s, %s, 'retrieval', %s)").format(
-                            sql.Identifier(names["references"])), (*identity, variant, run_id, str(note), who))
+                measurements.accept(conn, names, run_id, [(v, measurements.RETRIEVAL) for v in chosen], note=note,
+                                    accepted_by=who)
         except psycopg.Error as exc:
             raise RuntimeError(f"accepting run {run_id!r} failed: {type(exc).__name__}") from None
     return chosen
@@ -957,7 +905,7 @@ def read_run(connection_string: str, run_id: str, *, prefix: str = "eval") -> di
     miss_class, doc_ids)}`` (rows sorted; NULL values and bounds as NaN)."""
     names = table_names(prefix)
     with connect(connection_string) as conn:
-        if not _tables_exist(conn, names):
+        if not history_exists(conn, names):
             return None
         run = conn.execute(
             sql.SQL("SELECT r.run_id, r.created_at, r.limited, " + _ELIGIBLE + ", r.provenance FROM {runs} r "
@@ -969,9 +917,10 @@ def read_run(connection_string: str, run_id: str, *, prefix: str = "eval") -> di
             return None
         metric_rows = conn.execute(
             sql.SQL(
-                "SELECT variant, metric, value, ci_low, ci_high FROM {} WHERE run_id = %s ORDER BY variant, metric"
+                "SELECT variant, metric, value, ci_low, ci_high FROM {} WHERE run_id = %s AND aspect = %s"
+                " ORDER BY variant, metric"
             ).format(sql.Identifier(names["metrics"])),
-            (run_id,),
+            (run_id, measurements.RETRIEVAL),
         ).fetchall()
         qcols = ["variant", "qid", "answerable", "errored", *QUESTION_METRICS, "miss_class", "doc_ids"]
         question_rows = conn.execute(
@@ -1002,7 +951,7 @@ def recent_runs(connection_string: str, *, limit: int = 20, prefix: str = "eval"
     variants accepted from it (for `python -m eval_pipeline.history runs`)."""
     names = table_names(prefix)
     with connect(connection_string) as conn:
-        if not _tables_exist(conn, names):
+        if not history_exists(conn, names):
             return []
         rows = conn.execute(
             sql.SQL("SELECT r.run_id, r.created_at, r.limited, " + _ELIGIBLE + ", r.provenance->'gate_failed', "

@@ -1,6 +1,6 @@
-"""The project-wide answer table (`eval_answer_runs`, no prefix) and the default `eval_*`
-history, held fresh by one test at a time: every test that judges answers against them takes
-the same advisory lock, drops the tables before, and drops them after."""
+"""The default `eval_*` history (retrieval and answer measurements), held fresh by one test at
+a time: every test that judges answers against it takes the same advisory lock, drops the
+tables (or forgets the answers) before, and again after."""
 
 import zlib
 from collections.abc import Iterator
@@ -8,7 +8,6 @@ from contextlib import contextmanager
 
 import psycopg
 
-from eval_pipeline.history.answers import answer_table_name
 from eval_pipeline.history.runs import table_names
 
 # one lock for every test of the answer table (its name is historical)
@@ -17,8 +16,8 @@ ANSWER_TABLE_LOCK = zlib.crc32(b"tests.integration.test_verdict_attacks:eval_ans
 
 @contextmanager
 def fresh_default_history(pg_uri: str) -> Iterator[None]:
-    """Hold the lock; the answer table and the default retrieval history dropped before and after."""
-    tables = [answer_table_name("eval"), *reversed(list(table_names("eval").values()))]
+    """Hold the lock; the default history dropped before and after."""
+    tables = list(reversed(list(table_names("eval").values())))
     with psycopg.connect(pg_uri, autocommit=True) as lock:
         lock.execute("SELECT pg_advisory_lock(%s)", (ANSWER_TABLE_LOCK,))
         try:
@@ -29,3 +28,10 @@ def fresh_default_history(pg_uri: str) -> Iterator[None]:
             for table in tables:
                 lock.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
             lock.execute("SELECT pg_advisory_unlock(%s)", (ANSWER_TABLE_LOCK,))
+
+
+def forget_answers(conn: psycopg.Connection) -> None:
+    """The default history's answer measurements deleted (its retrieval ones kept): a fresh answer
+    history for a test that judges answers alone."""
+    if conn.execute("SELECT to_regclass('eval_measurements') IS NOT NULL").fetchone()[0]:
+        conn.execute("DELETE FROM eval_measurements WHERE aspect LIKE 'answers:%'")

@@ -36,5 +36,5 @@ def test_accept_prints_the_gate_in_force(pg_uri):
         assert "strict on" in line and "hit@1 0.05" in line and "mrr 0.05" in line
     finally:
         with psycopg.connect(pg_uri, autocommit=True) as conn:
-            for table in (f"{prefix}_answer_runs", *reversed(list(table_names(prefix).values()))):
+            for table in reversed(list(table_names(prefix).values())):
                 conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')

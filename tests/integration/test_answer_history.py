@@ -14,15 +14,15 @@ import pytest
 
 from eval_pipeline.gates.answers import evaluate_answer_gate
 from eval_pipeline.history.answers import (
-    answer_history_of,
-    answer_comparable,
-    answer_table_name,
-    previous_answer_run,
     accept_answer_run,
+    answer_comparable,
+    answer_history_of,
+    previous_answer_run,
     read_answer_runs,
     record_answer_run,
     reference_answer_run,
 )
+from eval_pipeline.history.runs import table_names
 
 pytestmark = pytest.mark.integration
 
@@ -61,12 +61,13 @@ def prefix(pg_uri):
     name = f"t_{uuid.uuid4().hex[:12]}"
     yield name
     with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(f'DROP TABLE IF EXISTS "{answer_table_name(name)}"')
+        for table in reversed(list(table_names(name).values())):
+            conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
 
 
 def table_exists(uri, prefix):
     with psycopg.connect(uri) as conn:
-        return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (answer_table_name(prefix),)).fetchone()[0]
+        return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table_names(prefix)["measurements"],)).fetchone()[0]
 
 
 def previous(uri, prefix, r, before=None, **overrides):
@@ -120,9 +121,9 @@ def test_record_and_read_back(pg_uri, prefix):
     with psycopg.connect(pg_uri) as conn:
         cols = [c for (c,) in conn.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
-            (answer_table_name(prefix),)).fetchall()]
+            (table_names(prefix)["measurements"],)).fetchall()]
     assert not [c for c in cols if "answer" in c or "text" in c]
-    assert cols[:3] == ["run_id", "variant", "grader"]
+    assert cols[:3] == ["run_id", "variant", "aspect"]
 
 
 def test_re_recording_a_run_replaces_its_rows_and_keeps_its_place(pg_uri, prefix):
@@ -205,7 +206,7 @@ def test_numpy_values_from_a_pandas_row_are_recorded_as_python_values(pg_uri, pr
 def test_the_table_refuses_an_eligible_limited_row_too(pg_uri, prefix):
     record_answer_run(pg_uri, "run-0", [row()], prefix=prefix)
     with psycopg.connect(pg_uri) as conn, pytest.raises(psycopg.errors.CheckViolation):
-        conn.execute(f'UPDATE "{answer_table_name(prefix)}" SET limited = true')
+        conn.execute(f'UPDATE "{table_names(prefix)["measurements"]}" SET limited = true')
 
 
 def test_concurrent_first_writers_do_not_race_on_creating_the_table(pg_uri, prefix):

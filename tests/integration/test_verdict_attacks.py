@@ -31,7 +31,6 @@ import pandas as pd
 import psycopg
 import pytest
 
-from eval_pipeline.history.answers import answer_table_name
 from eval_pipeline.history.identity import configuration_fingerprint
 from eval_pipeline.history.runs import SCORING_PROTOCOL, accept_reference, table_names
 from eval_pipeline.verdict.answers import judge_answer_run, record_answers
@@ -228,7 +227,7 @@ def test_an_openai_input_type_flip_with_a_benchmark_change_is_never_the_same_con
 
 
 # --------------------------------------------------------------------------------------------
-# answers (judge_answer_run reads and record_answers writes eval_answer_runs: no prefix)
+# answers (judge_answer_run reads and record_answers writes the default eval_* history)
 # --------------------------------------------------------------------------------------------
 
 ANSWER_TOL = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
@@ -248,17 +247,17 @@ def answer_frame(variant, pass_rate, *, limited=False, set_id="team.tiny", fp="f
 # held for the whole of an answer test: nothing else in this database may use the answer table
 # meanwhile (the table has no prefix, and its history is project-wide)
 from tests.integration.answer_history_lock import ANSWER_TABLE_LOCK as _ANSWER_TABLE_LOCK  # noqa: E402
+from tests.integration.answer_history_lock import forget_answers  # noqa: E402
 
 
 @pytest.fixture
 def answers(pg_uri):
-    """judge_answer_run + record_answers as the report does, on a fresh `eval_answer_runs`
-    (dropped before and after), under an advisory lock on the table."""
-    table = answer_table_name("eval")
+    """judge_answer_run + record_answers as the report does, on a fresh answer history
+    (deleted before and after), under an advisory lock on the table."""
     lock = psycopg.connect(pg_uri, autocommit=True)
     lock.execute("SELECT pg_advisory_lock(%s)", (_ANSWER_TABLE_LOCK,))
     try:
-        lock.execute(f'DROP TABLE IF EXISTS "{table}"')
+        forget_answers(lock)
 
         def run(run_id, frames, *, order=None, configurations=None, strict=False):
             verdict = judge_answer_run(frames, order=order or list(frames), corpus_signature="corpus-1",
@@ -268,7 +267,7 @@ def answers(pg_uri):
             return verdict
 
         yield run
-        lock.execute(f'DROP TABLE IF EXISTS "{table}"')
+        forget_answers(lock)
     finally:
         lock.execute("SELECT pg_advisory_unlock(%s)", (_ANSWER_TABLE_LOCK,))
         lock.close()

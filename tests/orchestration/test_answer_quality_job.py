@@ -30,8 +30,8 @@ from unittest import mock
 import pandas as pd
 import psycopg
 import pytest
-from psycopg.rows import dict_row
 
+from eval_pipeline.history.answers import read_answer_runs
 from eval_pipeline.store.database import EmbeddedPostgres
 from tests.integration.cli import (
     FIXTURES,
@@ -112,9 +112,7 @@ class JobRun:
 
     def history(self) -> list[dict]:
         """This run's rows of the answer history, in the job's own database."""
-        with psycopg.connect(EmbeddedPostgres(self.state).uri("eval"), row_factory=dict_row) as conn:
-            return conn.execute("SELECT * FROM eval_answer_runs WHERE run_id = %s ORDER BY seq",
-                                (self.run_id,)).fetchall()
+        return read_answer_runs(EmbeddedPostgres(self.state).uri("eval"), run_id=self.run_id)
 
 
 def run_job(root: Path, name: str, env: dict, config: dict, stub: OpenAIStub | None = None) -> JobRun:
@@ -302,8 +300,8 @@ def _run_metrics(tmp_path: Path, *, hits: int, set_id: str, n: int = 10):
 def answer_runs(pg_uri, tmp_path):
     """Judge and record answer runs in the session database as the report does, under a key
     (set id, corpus) of their own; their rows are deleted afterwards."""
-    from eval_pipeline.verdict.answers import record_answers
     from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
+    from eval_pipeline.verdict.answers import record_answers
     from tests.orchestration.test_answer_wiring import judge
 
     recorded = []
@@ -321,7 +319,7 @@ def answer_runs(pg_uri, tmp_path):
 
     yield run
     with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute("DELETE FROM eval_answer_runs WHERE run_id = ANY(%s)", (recorded,))
+        conn.execute("DELETE FROM eval_measurements WHERE run_id = ANY(%s)", (recorded,))
 
 
 @pytest.mark.parametrize("tolerance, before, after", [(0.1, 8, 7), (0.3, 10, 7), (0.0, 6, 6)])

@@ -23,7 +23,6 @@ import pandas as pd
 import psycopg
 import pytest
 
-from eval_pipeline.history.answers import answer_table_name
 from eval_pipeline.history.runs import SCORING_PROTOCOL, accept_reference, read_run, table_names
 from eval_pipeline.metrics.retrieval import score_queries
 from eval_pipeline.verdict.answers import judge_answer_run, record_answers
@@ -284,7 +283,7 @@ def test_variant_keys_that_differ_only_in_case_space_unicode_or_punctuation_cann
 
 
 # --------------------------------------------------------------------------------------------
-# answers (judge_answer_run reads and record_answers writes eval_answer_runs: no prefix)
+# answers (judge_answer_run reads and record_answers writes the default eval_* history)
 # --------------------------------------------------------------------------------------------
 
 ANSWER_TOL = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
@@ -316,10 +315,10 @@ from tests.integration.answer_history_lock import ANSWER_TABLE_LOCK as _ANSWER_T
 @pytest.fixture
 def answers(pg_uri):
     """judge_answer_run + record_answers as the report does (a row is a yardstick only when the
-    run's verdict passed), on a fresh `eval_answer_runs` and default (`eval_*`) history, dropped
+    run's verdict passed), on a fresh default (`eval_*`) history, dropped
     before and after, under an advisory lock. ``retrieval`` also records a retrieval run of the
     same id in the default history (so it can be accepted as the CLI does)."""
-    tables = [answer_table_name("eval"), *reversed(list(table_names("eval").values()))]
+    tables = list(reversed(list(table_names("eval").values())))
     lock = psycopg.connect(pg_uri, autocommit=True)
     lock.execute("SELECT pg_advisory_lock(%s)", (_ANSWER_TABLE_LOCK,))
 

@@ -5,7 +5,7 @@ Each test is a sequence of `dagster job execute` runs on the tiny fixture (tests
 in a state dir (and history) of its own (all but 5. continue from a copy of one shared first run,
 `started`: a brand-new project's run of `dense` and `bm25`, made once per session), asserting the exit code, each variant's gate line in
 results.md (`- `V`: **passed|FAILED** (STATE)`) and, where the contract names them, the history
-rows (`eval_runs`, `eval_answer_runs`). The retrieval tests run without answers (`golden_prompts:
+rows (`eval_runs`, `eval_measurements`). The retrieval tests run without answers (`golden_prompts:
 source: none`), so only the retrieval gate decides their exit code. A deterministic regression:
 `abstain_below: 5.0` on the dense variant (no score reaches it: every answerable question a miss).
 
@@ -38,8 +38,8 @@ from psycopg.rows import dict_row
 from eval_pipeline.questions.golden import Assertion, load_golden_prompts, write_golden_prompts
 from eval_pipeline.questions.sets import write_question_set
 from eval_pipeline.store.database import EmbeddedPostgres
-from tests.orchestration import verdict_runs
 from tests.integration.cli import FIXTURES
+from tests.orchestration import verdict_runs
 from tests.orchestration.verdict_runs import BM25, DENSE, REGRESSED
 
 pytestmark = pytest.mark.integration
@@ -66,7 +66,8 @@ class Project(verdict_runs.Project):
         return rows[0]
 
     def answer_rows(self, run_id: str) -> list[dict]:
-        return self._rows("SELECT variant, grader, eligible FROM eval_answer_runs WHERE run_id = %s", run_id)
+        return self._rows("SELECT variant, substr(aspect, 9) AS grader, eligible FROM eval_measurements"
+                          " WHERE run_id = %s AND aspect LIKE 'answers:%%'", run_id)
 
     def answer_checks(self, run_id: str) -> dict[str, tuple[bool, dict]]:
         """answer_gate__V check name -> (passed, metadata values), from the run's event log."""

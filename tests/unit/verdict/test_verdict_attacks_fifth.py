@@ -347,6 +347,7 @@ def test_a_rename_does_not_reset_the_pinned_reference(judge):
 # the answer half: the same rename, on the answer history (one unprefixed table: held under a lock)
 ANSWER_TOL = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
 from tests.integration.answer_history_lock import ANSWER_TABLE_LOCK as _ANSWER_TABLE_LOCK  # noqa: E402
+from tests.integration.answer_history_lock import forget_answers  # noqa: E402
 
 
 def _answer_frame(variant: str, pass_rate: float) -> pd.DataFrame:
@@ -363,14 +364,12 @@ def _answer_frame(variant: str, pass_rate: float) -> pd.DataFrame:
 def answers(pg_uri):
     import psycopg
 
-    from eval_pipeline.history.answers import answer_table_name
     from eval_pipeline.verdict.answers import judge_answer_run, record_answers
 
-    table = answer_table_name("eval")
     lock = psycopg.connect(pg_uri, autocommit=True)
     lock.execute("SELECT pg_advisory_lock(%s)", (_ANSWER_TABLE_LOCK,))
     try:
-        lock.execute(f'DROP TABLE IF EXISTS "{table}"')
+        forget_answers(lock)
 
         def run(run_id, variant, pass_rate):
             verdict = judge_answer_run({variant: _answer_frame(variant, pass_rate)}, order=[variant],
@@ -381,7 +380,7 @@ def answers(pg_uri):
             return verdict
 
         yield run
-        lock.execute(f'DROP TABLE IF EXISTS "{table}"')
+        forget_answers(lock)
     finally:
         lock.execute("SELECT pg_advisory_unlock(%s)", (_ANSWER_TABLE_LOCK,))
         lock.close()

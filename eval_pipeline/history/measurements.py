@@ -1,0 +1,379 @@
+"""The one history of measurements: retrieval and answers in one table, judged by one rule.
+
+A **measurement** is what one run measured of one variant under one aspect: ``retrieval``,
+or ``answers:<grader>``. Both aspects are rows of the same table, with the same columns,
+found as yardsticks by the same query, made eligible by the same rule and accepted through
+the same record, so the two gates cannot drift apart::
+
+    {prefix}_measurements      run_id, variant, aspect (PRIMARY KEY), seq (insertion order),
+                               created_at, corpus_signature, benchmark_id, benchmark,
+                               instrument, configuration, generator, limited, errored,
+                               eligible, n_scored, accepted_at, variant_config, provenance
+    {prefix}_variant_metrics   run_id, variant, aspect, metric, value, ci_low, ci_high: the
+                               numbers of a measurement (deleted with it)
+
+What each column holds, by aspect:
+
+============== ================================== ========================================
+column         retrieval                          answers:<grader>
+============== ================================== ========================================
+benchmark_id   ``questions``                      the golden set's id
+benchmark      the content fingerprint of the     the golden set's fingerprint (every
+               scored questions (texts, golds,    prompt and assertion)
+               grades, tuning split)
+instrument     the scoring protocol               the grader's yardstick (its version, and
+                                                  its model for one that spends tokens)
+generator      NULL                               the generating model (a treatment)
+errored        questions that errored             answers that could not be generated
+n_scored       questions scored                   answers graded
+============== ================================== ========================================
+
+**Comparable** (one rule): two measurements of a variant are each other's yardstick only with
+the same aspect and the same identity, :data:`IDENTITY_FIELDS` (corpus, benchmark id,
+benchmark, instrument), every one of them known. **Usable** as a yardstick (one rule): not
+limited, nothing errored, and eligible (its run's whole verdict passed) or accepted by a user;
+an answer measurement needs its generator known too. **A variant's history** is its name's, or,
+with its configuration fingerprint, that of another name with the same configuration (a
+rename keeps its history); a rename records the name it inherited (``provenance.inherits``)
+and the lineage follows those records back. **Accepted** (one record): :func:`accept` stamps
+``accepted_at`` and logs who accepted what, when and why in ``{prefix}_references``; the
+latest acceptance is the pinned reference, whatever order the runs ran in.
+
+A history recorded before this table existed (``{prefix}_runs`` with a per-run
+``{prefix}_variant_metrics``, and ``{prefix}_answer_runs``) is upgraded in place, in one
+transaction, on first contact: every run's variants and every answer row become measurements
+in the order they were recorded, their acceptances kept, so no variant with a history becomes
+a first run. The old answer table is left as it was, no longer read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+__all__ = [
+    "IDENTITY_FIELDS",
+    "RETRIEVAL",
+    "accept",
+    "answers_aspect",
+    "create",
+    "cutoff",
+    "earlier_names",
+    "find",
+    "recorded_of",
+    "write",
+]
+
+RETRIEVAL = "retrieval"
+_ANSWERS = "answers:"
+# What makes two measurements of a variant measure the same thing (besides the aspect).
+IDENTITY_FIELDS = ("corpus_signature", "benchmark_id", "benchmark", "instrument")
+# The benchmark id of every retrieval measurement: its benchmark is the scored question set.
+RETRIEVAL_BENCHMARK_ID = "questions"
+COLUMNS = ("run_id", "variant", "aspect", *IDENTITY_FIELDS, "configuration", "generator", "limited", "errored",
+           "eligible", "n_scored", "variant_config", "provenance")
+
+Order = Literal["latest", "accepted", "first"]
+
+
+def answers_aspect(grader: str) -> str:
+    """The aspect of ``grader``'s answer measurements."""
+    return f"{_ANSWERS}{grader}"
+
+
+def family(aspect: str) -> str:
+    """The SQL LIKE pattern of the aspects recorded together with ``aspect`` (one record call
+    replaces them for its run): ``retrieval``, or every ``answers:<grader>``."""
+    return RETRIEVAL if aspect == RETRIEVAL else f"{_ANSWERS}%"
+
+
+# --------------------------------------------------------------------------
+# the table, and the upgrade of an older history
+# --------------------------------------------------------------------------
+
+
+def _ident(names: Mapping[str, str]) -> dict[str, sql.Identifier]:
+    return {key: sql.Identifier(value) for key, value in names.items()}
+
+
+def _exists(conn: Any, table: str) -> bool:
+    return bool(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0])
+
+
+def _has_column(conn: Any, table: str, column: str) -> bool:
+    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = %s "
+                             "AND column_name = %s)", (table, column)).fetchone()[0])
+
+
+def create(conn: Any, names: Mapping[str, str], *, legacy_answers: str, eligible_sql: str) -> None:
+    """Create the measurements and their metrics table (idempotent), upgrading an older history
+    in place. Runs inside the caller's transaction, under its advisory lock; ``{runs}`` and
+    ``{questions}`` exist already. ``eligible_sql`` is the run-level eligibility of a legacy
+    run ``r`` (rows recorded before eligibility was stored compute it)."""
+    t = _ident(names)
+    fresh = not _exists(conn, names["measurements"])
+    conn.execute(sql.SQL(
+        """CREATE TABLE IF NOT EXISTS {measurements} (
+            run_id text NOT NULL,
+            variant text NOT NULL,
+            aspect text NOT NULL CHECK (aspect = 'retrieval' OR aspect LIKE 'answers:_%'),
+            seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            corpus_signature text,
+            benchmark_id text,
+            benchmark text,
+            instrument text,
+            configuration text,
+            generator text,
+            limited boolean NOT NULL,
+            errored integer NOT NULL CHECK (errored >= 0),
+            eligible boolean NOT NULL,
+            n_scored integer NOT NULL CHECK (n_scored >= 0),
+            accepted_at timestamptz,
+            variant_config jsonb NOT NULL DEFAULT '{{}}'::jsonb,
+            provenance jsonb NOT NULL DEFAULT '{{}}'::jsonb,
+            PRIMARY KEY (run_id, variant, aspect),
+            CONSTRAINT {check} CHECK (NOT eligible OR (NOT limited AND errored = 0 AND (aspect = 'retrieval'
+                OR (generator IS NOT NULL AND corpus_signature IS NOT NULL AND n_scored > 0))))
+        )""").format(measurements=t["measurements"], check=sql.Identifier(f"{names['measurements']}_eligible_check")))
+    conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {idx} ON {measurements} (variant, aspect, seq)").format(
+        idx=sql.Identifier(f"{names['measurements']}_variant_idx"), measurements=t["measurements"]))
+    legacy_metrics = _exists(conn, names["metrics"]) and not _has_column(conn, names["metrics"], "aspect")
+    if not legacy_metrics:
+        conn.execute(sql.SQL(
+            """CREATE TABLE IF NOT EXISTS {metrics} (
+                run_id text NOT NULL,
+                variant text NOT NULL,
+                aspect text NOT NULL,
+                metric text NOT NULL,
+                value double precision,
+                ci_low double precision,
+                ci_high double precision,
+                PRIMARY KEY (run_id, variant, aspect, metric),
+                CONSTRAINT {fkey} FOREIGN KEY (run_id, variant, aspect)
+                    REFERENCES {measurements} (run_id, variant, aspect) ON DELETE CASCADE
+            )""").format(metrics=t["metrics"], measurements=t["measurements"],
+                         fkey=sql.Identifier(f"{names['metrics']}_measurement_fkey")))
+    if fresh:
+        _upgrade(conn, names, legacy_metrics=legacy_metrics,
+                 legacy_answers=legacy_answers if _exists(conn, legacy_answers) else None, eligible_sql=eligible_sql)
+
+
+def _upgrade(conn: Any, names: Mapping[str, str], *, legacy_metrics: bool, legacy_answers: str | None,
+             eligible_sql: str) -> None:
+    """Copy an older history into the measurements, interleaved in the order it was recorded."""
+    t = _ident(names)
+    parts: list[str] = []
+    if legacy_metrics:
+        parts.append(
+            "SELECT r.created_at AS at, r.seq AS n, 0 AS part, m.run_id, m.variant, 'retrieval' AS aspect,"
+            " r.created_at, r.corpus_signature, 'questions' AS benchmark_id, r.benchmark_fingerprint AS benchmark,"
+            " r.scoring_protocol AS instrument, r.provenance->'configurations'->>m.variant AS configuration,"
+            " NULL::text AS generator, r.limited,"
+            " (SELECT count(*) FROM {questions} q WHERE q.run_id = m.run_id AND q.variant = m.variant"
+            "  AND q.errored)::integer AS errored,"
+            f" COALESCE(({eligible_sql}), false) AS eligible,"
+            " (SELECT count(*) FROM {questions} q WHERE q.run_id = m.run_id AND q.variant = m.variant)::integer"
+            "  AS n_scored,"
+            " (SELECT max(f.accepted_at) FROM {references} f WHERE f.run_id = m.run_id AND f.variant = m.variant"
+            "  AND f.aspect = 'retrieval') AS accepted_at,"
+            " COALESCE(r.variants->m.variant, '{{}}'::jsonb) AS variant_config,"
+            " jsonb_strip_nulls(jsonb_build_object('configuration', r.provenance->'configurations'->m.variant,"
+            "  'inherits', r.provenance->'inherits'->m.variant, 'gate', r.provenance->'gate'->m.variant))"
+            "  AS provenance"
+            " FROM (SELECT DISTINCT run_id, variant FROM {metrics}) m JOIN {runs} r ON r.run_id = m.run_id")
+    if legacy_answers is not None:
+        parts.append(
+            "SELECT a.created_at AS at, a.seq AS n, 1 AS part, a.run_id, a.variant, 'answers:' || a.grader,"
+            " a.created_at, a.corpus_signature, a.set_id, a.set_fingerprint, a.yardstick,"
+            " a.provenance->>'configuration', a.generator, a.limited, a.errored, a.eligible, a.n_scored,"
+            " CASE WHEN a.accepted THEN COALESCE(a.accepted_at, a.created_at) END, a.variant_config, a.provenance"
+            " FROM {answers} a")
+    if not parts:
+        return
+    columns = ("run_id", "variant", "aspect", "created_at", *IDENTITY_FIELDS, "configuration", "generator",
+               "limited", "errored", "eligible", "n_scored", "accepted_at", "variant_config", "provenance")
+    conn.execute(sql.SQL(
+        "INSERT INTO {measurements} ({columns}) SELECT {columns} FROM (" + " UNION ALL ".join(parts) + ") old"
+        " ORDER BY at, part, n").format(
+            columns=sql.SQL(", ").join(map(sql.Identifier, columns)),
+            answers=sql.Identifier(legacy_answers or "-"), **t))
+    if legacy_metrics:
+        # the per-run metrics table becomes the measurements' own: keyed by aspect, deleted with them
+        constraints = [row[0] for row in conn.execute(
+            "SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype IN ('p', 'f')",
+            (names["metrics"],)).fetchall()]
+        for name in constraints:
+            conn.execute(sql.SQL("ALTER TABLE {metrics} DROP CONSTRAINT {name}").format(
+                name=sql.Identifier(name), **t))
+        conn.execute(sql.SQL("ALTER TABLE {metrics} ADD COLUMN aspect text NOT NULL DEFAULT 'retrieval'").format(**t))
+        conn.execute(sql.SQL("ALTER TABLE {metrics} ALTER COLUMN aspect DROP DEFAULT").format(**t))
+        conn.execute(sql.SQL(
+            "ALTER TABLE {metrics} ADD PRIMARY KEY (run_id, variant, aspect, metric), ADD CONSTRAINT {fkey}"
+            " FOREIGN KEY (run_id, variant, aspect) REFERENCES {measurements} (run_id, variant, aspect)"
+            " ON DELETE CASCADE").format(fkey=sql.Identifier(f"{names['metrics']}_measurement_fkey"), **t))
+    if legacy_answers is not None:
+        for metric, low, high in (("pass_rate", "pass_rate_ci_low", "pass_rate_ci_high"),
+                                  ("mean_score", "mean_ci_low", "mean_ci_high")):
+            conn.execute(sql.SQL(
+                "INSERT INTO {metrics} (run_id, variant, aspect, metric, value, ci_low, ci_high)"
+                " SELECT run_id, variant, 'answers:' || grader, %s, {metric}, {low}, {high} FROM {answers}").format(
+                    metric=sql.Identifier(metric), low=sql.Identifier(low), high=sql.Identifier(high),
+                    answers=sql.Identifier(legacy_answers), **t), (metric,))
+
+
+# --------------------------------------------------------------------------
+# recording
+# --------------------------------------------------------------------------
+
+
+def write(cur: Any, names: Mapping[str, str], run_id: str, aspect_family: str, rows: Sequence[Mapping[str, Any]],
+          metrics: Mapping[tuple[str, str], Iterable[tuple[str, float | None, float | None, float | None]]]) -> None:
+    """Record ``rows`` (dicts of :data:`COLUMNS`, all of ``run_id``, aspects of
+    ``aspect_family``) and their ``metrics`` ((variant, aspect) -> (metric, value, ci_low,
+    ci_high) ...) in the caller's transaction. A measurement recorded again keeps its place in
+    the history (``seq``, ``created_at``) and its acceptance; one of the family no longer
+    present is deleted with its metrics."""
+    t = _ident(names)
+    updated = [c for c in COLUMNS if c not in ("run_id", "variant", "aspect")]
+    cur.executemany(sql.SQL(
+        "INSERT INTO {measurements} ({cols}) VALUES ({vals}) ON CONFLICT (run_id, variant, aspect) DO UPDATE SET {set}"
+    ).format(cols=sql.SQL(", ").join(map(sql.Identifier, COLUMNS)),
+             vals=sql.SQL(", ").join(sql.Placeholder(c) for c in COLUMNS),
+             set=sql.SQL(", ").join(sql.SQL("{c} = EXCLUDED.{c}").format(c=sql.Identifier(c)) for c in updated),
+             **t),
+        [{**row, "variant_config": Jsonb(dict(row.get("variant_config") or {})),
+          "provenance": Jsonb(dict(row.get("provenance") or {}))} for row in rows])
+    kept = [(str(r["variant"]), str(r["aspect"])) for r in rows]
+    cur.execute(sql.SQL(
+        "DELETE FROM {measurements} WHERE run_id = %s AND aspect LIKE %s AND (variant, aspect) NOT IN"
+        " (SELECT * FROM unnest(%s::text[], %s::text[]))").format(**t),
+        (run_id, aspect_family, [k[0] for k in kept], [k[1] for k in kept]))
+    cur.execute(sql.SQL("DELETE FROM {metrics} WHERE run_id = %s AND aspect LIKE %s").format(**t),
+                (run_id, aspect_family))
+    cur.executemany(sql.SQL(
+        "INSERT INTO {metrics} (run_id, variant, aspect, metric, value, ci_low, ci_high)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s)").format(**t),
+        [(run_id, variant, aspect, *values) for (variant, aspect), each in metrics.items() for values in each])
+
+
+# --------------------------------------------------------------------------
+# the yardsticks
+# --------------------------------------------------------------------------
+
+# A variant's measurements: its own name's, or, with its configuration fingerprint, another
+# name's with the same configuration (with ``heirs``, only those names: a live variant's
+# history is its own).
+SAME_VARIANT = ("(m.variant = %(variant)s OR (%(configuration)s::text IS NOT NULL"
+                 " AND (%(heirs)s::text[] IS NULL OR m.variant = ANY(%(heirs)s::text[]))"
+                 " AND m.configuration = %(configuration)s::text))")
+# The one eligibility rule of a yardstick, both aspects.
+USABLE = ("NOT m.limited AND m.errored = 0 AND (m.eligible OR m.accepted_at IS NOT NULL)"
+          " AND (m.aspect = 'retrieval' OR m.generator IS NOT NULL)")
+_BEFORE = (" AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
+           " AND (%(cutoff)s::bigint IS NULL OR m.seq < %(cutoff)s::bigint)")
+# previous ("latest"): the measurement that most recently became a yardstick (recorded
+# eligible, or accepted later: re-accepting an older run makes it the previous run again);
+# the pinned reference: the latest acceptance ("accepted"), else the first eligible ("first").
+_ORDERS: dict[str, tuple[str, str]] = {
+    "latest": (USABLE, "GREATEST(m.created_at, COALESCE(m.accepted_at, m.created_at)) DESC, m.seq DESC"),
+    "accepted": (USABLE + " AND m.accepted_at IS NOT NULL", "m.accepted_at DESC, m.seq DESC"),
+    "first": (USABLE + " AND m.eligible", "m.seq ASC"),
+}
+
+
+def cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> int | None:
+    """Where ``before_run_id`` starts in the history (its first measurement), when it is
+    recorded: only measurements before it count."""
+    if before_run_id is None:
+        return None
+    return conn.execute(sql.SQL("SELECT min(seq) FROM {} WHERE run_id = %s").format(
+        sql.Identifier(names["measurements"])), (before_run_id,)).fetchone()[0]
+
+
+def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, order: Order,
+         identity: Mapping[str, Any] | None = None, configuration: str | None = None,
+         heirs: Sequence[str] | None = None, before_run_id: str | None = None) -> tuple[str, str] | None:
+    """The (run id, variant name in that run) of ``variant``'s ``aspect`` yardstick in ``order``,
+    or None. With ``identity`` (:data:`IDENTITY_FIELDS`), only measurements of exactly that
+    identity; an incomplete identity (a field missing or not a non-empty string) matches
+    nothing: such a run is never judged as comparable. Without, any identity's (the history a
+    changed benchmark is paired with). ``before_run_id`` itself is never returned."""
+    params: dict[str, Any] = {"variant": variant, "aspect": aspect, "configuration": configuration,
+                              "heirs": None if heirs is None else [str(h) for h in heirs],
+                              "before": before_run_id, "cutoff": cutoff(conn, names, before_run_id)}
+    matches = ""
+    if identity is not None:
+        values = {k: identity.get(k) for k in IDENTITY_FIELDS}
+        if not all(isinstance(v, str) and v.strip() for v in values.values()):
+            return None
+        params.update(values)
+        matches = "".join(f" AND m.{k} = %({k})s" for k in IDENTITY_FIELDS)
+    condition, ordering = _ORDERS[order]
+    found = conn.execute(sql.SQL(
+        "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND " + SAME_VARIANT
+        + " AND " + condition + matches + _BEFORE
+        # the variant's own name first when a run has it under both
+        + " ORDER BY " + ordering + ", (m.variant = %(variant)s) DESC LIMIT 1").format(
+            measurements=sql.Identifier(names["measurements"])), params).fetchone()
+    return None if found is None else (str(found[0]), str(found[1]))
+
+
+def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, configuration: str | None = None,
+                heirs: Sequence[str] | None = None, before_run_id: str | None = None) -> str | None:
+    """The run id of ``variant``'s latest ``aspect`` measurement recorded at all (eligible or
+    not), or None: only then is it a genuinely new measurement. One that measured nothing
+    does not count: a limited run (a subset, a smoke run), or a measurement with nothing
+    scored and nothing errored (a grader that applies to no prompt of the set)."""
+    found = conn.execute(sql.SQL(
+        "SELECT m.run_id FROM {measurements} m WHERE m.aspect = %(aspect)s AND NOT m.limited"
+        " AND (m.n_scored > 0 OR m.errored > 0) AND " + SAME_VARIANT + _BEFORE
+        + " ORDER BY m.seq DESC LIMIT 1").format(measurements=sql.Identifier(names["measurements"])),
+        {"variant": variant, "aspect": aspect, "configuration": configuration,
+         "heirs": None if heirs is None else [str(h) for h in heirs], "before": before_run_id,
+         "cutoff": cutoff(conn, names, before_run_id)}).fetchone()
+    return None if found is None else str(found[0])
+
+
+def earlier_names(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str,
+                  before_run_id: str | None = None) -> list[str]:
+    """The names ``variant``'s ``aspect`` measurement had before, nearest first: a rename (the
+    new name inherited a vanished name's history, same configuration) records the name it
+    inherited, and the lineage follows those records back; a loop ends the walk."""
+    last = cutoff(conn, names, before_run_id)
+    lineage: list[str] = []
+    current = variant
+    while True:
+        row = conn.execute(sql.SQL(
+            "SELECT m.provenance->>'inherits' FROM {measurements} m WHERE m.variant = %(variant)s"
+            " AND m.aspect = %(aspect)s AND m.provenance ? 'inherits'" + _BEFORE
+            + " ORDER BY m.seq ASC LIMIT 1").format(measurements=sql.Identifier(names["measurements"])),
+            {"variant": current, "aspect": aspect, "before": before_run_id, "cutoff": last}).fetchone()
+        parent = None if row is None else row[0]
+        if not parent or parent in lineage or parent == variant:
+            return lineage
+        lineage.append(str(parent))
+        current = str(parent)
+
+
+def accept(conn: Any, names: Mapping[str, str], run_id: str, measured: Iterable[tuple[str, str]], *,
+           note: str, accepted_by: str) -> None:
+    """Accept ``run_id``'s (variant, aspect) measurements as their pinned reference, in the
+    caller's transaction: each is stamped ``accepted_at`` (the latest acceptance is the
+    reference) and logged in ``{references}`` with who, when, why and the benchmark accepted
+    on (when the run itself is recorded, which the log's foreign key needs)."""
+    t = _ident(names)
+    for variant, aspect in measured:
+        conn.execute(sql.SQL("UPDATE {measurements} SET accepted_at = clock_timestamp()"
+                             " WHERE run_id = %s AND variant = %s AND aspect = %s").format(**t),
+                     (run_id, variant, aspect))
+        conn.execute(sql.SQL(
+            "INSERT INTO {references} (corpus_signature, labels_fingerprint, scoring_protocol, benchmark_fingerprint,"
+            " variant, run_id, note, aspect, accepted_by, accepted_at)"
+            " SELECT r.corpus_signature, r.labels_fingerprint, r.scoring_protocol, m.benchmark, m.variant, m.run_id,"
+            " %s, m.aspect, %s, m.accepted_at FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
+            " WHERE m.run_id = %s AND m.variant = %s AND m.aspect = %s").format(**t),
+            (str(note), accepted_by, run_id, variant, aspect))
