@@ -16,7 +16,7 @@ States (:func:`evaluate_answer_gate`):
 ``comparable``      pass rate and mean score, each against the previous and the reference
                     row: a metric fails when ``current - yardstick < -(tolerance + EPSILON)``
                     (a drop equal to the tolerance passes, see
-                    :data:`eval_pipeline.gates.retrieval.EPSILON`); a NaN current value (nothing
+                    :func:`eval_pipeline.gates.rule.within_tolerance`); a NaN current value (nothing
                     scored) fails its row; so does a share of the prompts scored that fell
                     beyond ``max_pass_rate_drop`` (below).
 
@@ -47,7 +47,8 @@ from typing import Any
 
 from eval_pipeline.common.checks import as_flag, is_integer, is_real, is_text, unit_value
 from eval_pipeline.common.formatting import MISSING, fmt_number
-from eval_pipeline.gates.retrieval import EPSILON, GateResult
+from eval_pipeline.gates.retrieval import GateResult
+from eval_pipeline.gates.rule import within_tolerance, without_yardstick
 from eval_pipeline.history.answers import ANSWER_METRICS, KEY_FIELDS, answer_comparable
 
 __all__ = [
@@ -64,6 +65,8 @@ ANSWER_STATES = ("not_comparable", "first_run", "comparable", "not_compared")
 DEFAULT_ANSWER_TOLERANCES: dict[str, float] = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
 # metric -> the tolerance that gates it
 TOLERANCE_OF: dict[str, str] = {"pass_rate": "max_pass_rate_drop", "mean_score": "max_mean_score_drop"}
+# how a gate that cannot judge says to accept a run (the verdict makes it the exact command)
+_ACCEPT = "accept a run of it once its numbers are intended (python -m eval_pipeline.history accept RUN_ID)"
 
 # A plain decimal or scientific literal, ASCII digits only: "0.05", ".5", "5.", "1e-2", "+5E-1".
 # Not "nan", "inf", "0x1", "1_0" (all of which float() would take), nor "" or a bare sign/dot.
@@ -202,7 +205,7 @@ def _scored_shares(current: Mapping[str, Any], yardsticks: Sequence[tuple[str, M
         before = int(other["n_scored"])
         total = max(int(prompts) if prompts is not None else 0, before, int(scored))
         drop = (before - int(scored)) / total
-        if drop > tolerance + EPSILON:
+        if not within_tolerance(-drop, tolerance):
             reasons.append(f"{grader} scored {scored} of {total} answers, the {against} run {other['run_id']} "
                            f"{before} of {total} (share scored {fmt_number(before / total, 4)} -> "
                            f"{fmt_number(scored / total, 4)}, tolerance {tolerance:g}: the answers it could not "
@@ -213,7 +216,8 @@ def _scored_shares(current: Mapping[str, Any], yardsticks: Sequence[tuple[str, M
 def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any] | None,
                          reference: Mapping[str, Any] | None, tolerances: Mapping[str, object] | None, *,
                          strict: bool, history: Mapping[str, Any] | None = None,
-                         project_has_history: bool = False, vanished: Sequence[str] = ()) -> AnswerGateResult:
+                         project_has_history: bool = False, vanished: Sequence[str] = (),
+                         recorded: str | None = None) -> AnswerGateResult:
     """Judge the ``current`` row (a row as recorded, with ``run_id``) against the
     ``previous`` and ``reference`` rows (:func:`previous_answer_run`,
     :func:`reference_answer_run`; None when there is none) under ``tolerances``
@@ -233,8 +237,10 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
     so does a run that cannot be compared (unknown generator, no single grader) when the
     measurement has a history, and a limited run. A first run passes only when the
     measurement is new and no variant vanished from the variants file (``vanished``, in a
-    project with answer history); ``strict`` fails every first run, and every run that cannot
-    be compared."""
+    project with answer history) and it was never recorded (``recorded``: the run id of its
+    latest row recorded at all, eligible or not; :func:`eval_pipeline.gates.rule.without_yardstick`,
+    the retrieval gate's rule); ``strict`` fails every first run, and every run that cannot be
+    compared."""
     tol = validate_answer_tolerances(tolerances, "answer gate tolerances")
     if not isinstance(strict, bool):
         raise ValueError(f"strict must be True or False, got {strict!r}")
@@ -252,7 +258,11 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
         comparable, why = False, "the grader applies to no prompt of the set: nothing was measured"
     rows: list[dict[str, Any]] = []
     had = history is not None and is_text(history.get("run_id"))
-    if not comparable:
+    if not comparable and not had and recorded is not None:
+        state, passed = "not_compared", False
+        message = (f"FAILED (not compared): {why}; this measurement was recorded before (run {recorded}) but no run "
+                   f"of it was eligible or accepted: it is not new, and nothing can judge it; {_ACCEPT}")
+    elif not comparable:
         state = "not_comparable"
         passed = not strict and not had  # a limited run too: it cannot be compared with a measurement's history
         if passed:
@@ -264,27 +274,19 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
                 raise ValueError("history is None for a measurement with a history")
             message = (f"FAILED: {why}; this measurement has a history (run {history['run_id']}) and the run cannot "
                        "be compared with it")
-    elif previous is None and reference is None and had:
-        if history is None:  # `had`: it has a run id
-            raise ValueError("history is None for a measurement with a history")
-        state, passed = "not_compared", False
+    elif previous is None and reference is None:
         changed = [f"{k} {history.get(k)!r} -> {current.get(k)!r}" for k in ("set_id", "set_fingerprint",
                                                                               "corpus_signature", "yardstick")
-                   if history.get(k) != current.get(k)]
-        message = (f"FAILED (not compared): no earlier run measured the same thing, but run {history['run_id']} "
-                   f"measured this variant and grader ({'; '.join(changed) or 'another key'}): the golden set, "
-                   "corpus or grading yardstick changed under it, so nothing can judge this run. Accept it "
-                   "(python -m eval_pipeline.history accept RUN_ID) once the change is intended")
-    elif previous is None and reference is None and project_has_history and vanished:
-        state, passed = "not_compared", False
-        message = (f"FAILED (not compared): a new measurement while {', '.join(map(repr, vanished))} vanished from "
-                   "the variants file: a rename that also changed the configuration carries no history. Accept the "
-                   "run (python -m eval_pipeline.history accept RUN_ID) once the change is intended")
-    elif previous is None and reference is None:
-        state = "first_run"
-        passed = not strict
-        message = ("no earlier eligible run with the same set, corpus and yardstick: a new measurement, gate passes"
-                   if passed else "FAILED (strict): a new measurement is judged only once a run of it is accepted")
+                   if history is not None and history.get(k) != current.get(k)]
+        grader = current.get("grader") or "answer"
+        gate = without_yardstick(
+            f"the {grader} grades of {current.get('variant')!r}",
+            had_yardstick=str(history["run_id"]) if had and history is not None else None, recorded=recorded,
+            project_has_history=project_has_history, vanished=vanished, strict=strict, hint=_ACCEPT,
+            new="a new measurement (no earlier run with the same set, corpus and yardstick)",
+            changed="; ".join(changed) or "another key",
+            first="the project's first answer run")
+        state, passed, message = gate.state, gate.passed, gate.message
     else:
         state = "comparable"
         yardsticks = [(name, _check_yardstick(current, other, name))
@@ -304,7 +306,7 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
                     "yardstick": base,
                     "delta": delta,
                     "tolerance": tolerance,
-                    "passed": delta is not None and delta >= -(tolerance + EPSILON),
+                    "passed": within_tolerance(delta, tolerance),
                 })
         failures = [r for r in rows if not r["passed"]]
         unscored = _scored_shares(current, yardsticks, tol["max_pass_rate_drop"])

@@ -29,12 +29,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
 
 from eval_pipeline.common.checks import finite_number
 from eval_pipeline.common.formatting import fmt_number
+from eval_pipeline.gates.rule import EPSILON, GateResult, within_tolerance
 from eval_pipeline.metrics.retrieval import GATED, all_metric_names, measure, metric_names
 
 __all__ = [
@@ -69,29 +69,6 @@ def lower_is_better(metric: str) -> bool:
         return False
 
 COMPARISON_STATES = ("first_run", "comparable", "paired", "not_compared", "mismatch", "unknown")
-
-# A drop exactly equal to the tolerance passes. Metric means are sums of floats divided by
-# n, so "0.80 - 0.75" is 0.05000000000000004, not 0.05; without this slack a drop that is
-# equal to the tolerance on paper would fail on float noise. 1e-12 is far below any real
-# metric difference (one question out of a million moves a mean by 1e-6).
-EPSILON = 1e-12
-
-
-@dataclass(frozen=True)
-class GateResult:
-    """Outcome of one gate: ``rows`` holds one dict per gated metric with keys
-    ``metric, actual, yardstick, delta, tolerance, passed`` (``yardstick``/``delta`` are None
-    when there is nothing to compare; ``passed`` is None for rows that were not judged)."""
-
-    passed: bool
-    state: str
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    message: str = ""
-
-    @property
-    def failures(self) -> list[dict[str, Any]]:
-        return [row for row in self.rows if row["passed"] is False]
-
 
 # A scientific literal as PyYAML leaves it a string: digits, an optional fraction, an exponent.
 # ASCII only; not "nan", "inf", "0x1", "1_0", nor a literal without its exponent.
@@ -201,7 +178,7 @@ def evaluate_gate(
         if not judged or base is None:
             passed = None
         else:
-            passed = delta is not None and delta >= -(tolerance + EPSILON)
+            passed = within_tolerance(delta, tolerance)
         rows.append(
             {
                 "metric": metric,

@@ -187,13 +187,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                      "n_prompts": None if missing(prompts) else int(prompts),
                                      "configuration": configuration, "lineage": lineage}, previous,
                                     reference, effective, strict=strict, history=history,
-                                    project_has_history=project_has_history, vanished=vanished)
-        if recorded is not None and gate.state in ("first_run", "not_comparable"):
-            gate = replace(gate, passed=False, state="not_compared", message=(
-                f"FAILED (not compared): the {row['grader']} grades of this variant were recorded before (run "
-                f"{recorded}) but no run of them was eligible or accepted (a failed run, errored answers): it is not "
-                "a new measurement, and nothing can judge it; accept a run of it (python -m eval_pipeline.history "
-                f"accept RUN_ID) once its numbers are intended ({gate.message})"))
+                                    project_has_history=project_has_history, vanished=vanished, recorded=recorded)
         if loosened:
             gate = replace(gate, message=f"{gate.message} (the answer gate was loosened since its yardstick: "
                            f"{'; '.join(loosened)}; judged with the stricter tolerances until a run is accepted)")

@@ -25,6 +25,7 @@ from eval_pipeline.common.keyed_pickle import read_keyed, write_keyed
 from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.common.versions import package_code_digest
 from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate
+from eval_pipeline.gates.rule import without_yardstick
 from eval_pipeline.history.identity import configuration_fingerprint, scoring_protocol
 from eval_pipeline.history.runs import (
     SCORING_PROTOCOL,
@@ -389,14 +390,11 @@ def judge_run(
                 "an empty one, so nothing can say whether this run regressed; fix the database (or its URL) and run "
                 "again"))
             ref_gate = None
-        elif ever is None and recorded is not None:
-            gate = previous_gate = GateResult(False, "not_compared", [], (
-                f"FAILED (not compared): {variant!r} has recorded runs (the latest {recorded}) but none was eligible "
-                "or accepted (a failed gate, an errored question, a reranker fallback): it is not a new variant, "
-                f"and nothing can judge it; {hint}"))
-            ref_gate = None
-        elif ever is None:
-            gate = previous_gate = _first_run(variant, project["has_runs"], verdict.vanished, strict, hint)
+        elif ever is None:  # no yardstick of any benchmark: the one fail-closed rule
+            gate = previous_gate = without_yardstick(
+                repr(variant), had_yardstick=None, recorded=recorded, project_has_history=project["has_runs"],
+                vanished=verdict.vanished, strict=strict, hint=hint,
+                new="a new variant (never recorded, and no vanished variant had its configuration)")
             ref_gate = None
         elif verdict.vanished and variant not in project["established"] and \
                 configurations[variant] not in project["established"]:
@@ -520,30 +518,6 @@ def pinned_tolerances(asked: Mapping[str, float], yardsticks: Sequence[Mapping[s
                     loosened.append(note)
                 effective[metric] = min(value, effective.get(metric, value))
     return effective, loosened
-
-
-def _first_run(variant: str, project_has_history: bool, vanished: Sequence[str], strict: bool,
-               hint: str = ACCEPT_HINT) -> GateResult:
-    """The gate of a variant never recorded, by name or by a vanished name's configuration;
-    ``project_has_history``: any run recorded at all (eligible or not)."""
-    if not project_has_history:
-        if strict:
-            return GateResult(False, "not_compared", [], (
-                "FAILED (strict): the project's first run (an empty history: a new state dir or database?) "
-                f"is judged only once accepted; {hint}"))
-        return GateResult(True, "first_run", [], "the project's first run: nothing to compare with, gate passes")
-    if vanished:
-        return GateResult(False, "not_compared", [], (
-            f"FAILED (not compared): {variant!r} is new (never recorded, and no vanished variant had its "
-            "configuration) while "
-            f"{', '.join(map(repr, vanished))} vanished from the variants file since the last acceptance: a rename "
-            f"that also changed the configuration carries no history, so nothing can judge it; {hint} "
-            "(accepting a run without the vanished variants acknowledges their removal)"))
-    if strict:
-        return GateResult(False, "not_compared", [], f"FAILED (strict): {variant!r} is a new variant, judged only "
-                          f"once a run of it is accepted; {hint}")
-    return GateResult(True, "first_run", [], f"{variant!r} is a new variant (never recorded under this name, and no "
-                      "vanished variant had its configuration): its first run, nothing to compare with")
 
 
 def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mapping[str, float], strict: bool,

@@ -207,8 +207,9 @@ def test_first_run_passes_unless_strict():
     result = evaluate_answer_gate(row(), None, None, TOL, strict=False)
     assert isinstance(result, AnswerGateResult)
     assert (result.passed, result.state, result.rows) == (True, "first_run", [])
-    strict = evaluate_answer_gate(row(), None, None, TOL, strict=True)  # strict: nothing passes unjudged
-    assert (strict.passed, strict.state) == (False, "first_run") and "accepted" in strict.message
+    # strict: nothing passes unjudged; `not_compared`, as the retrieval gate says it (one rule: gates/rule.py)
+    strict = evaluate_answer_gate(row(), None, None, TOL, strict=True)
+    assert (strict.passed, strict.state) == (False, "not_compared") and "accepted" in strict.message
 
 
 @pytest.mark.parametrize("overrides", [
