@@ -60,7 +60,7 @@ from eval_pipeline.common.checks import as_flag, is_integer, is_real, is_text, u
 from eval_pipeline.grading.judges import GRADERS, comparable_yardstick
 from eval_pipeline.grading.registry import GRADER_KINDS
 from eval_pipeline.history import measurements
-from eval_pipeline.history.measurements import answers_aspect
+from eval_pipeline.history.measurements import ANSWER_METRICS, answers_aspect
 from eval_pipeline.history.runs import create_tables, history_exists, table_names, who_accepts
 from eval_pipeline.store.database import call_redacted, connect
 
@@ -74,8 +74,6 @@ __all__ = [
     "reference_answer_run",
 ]
 
-# the metrics stored per row, in [0, 1]
-ANSWER_METRICS = ("pass_rate", "mean_score")
 
 # What makes two rows the same measurement: the benchmark (set, its fingerprint over every
 # prompt and assertion, the corpus), the instrument (grader and its yardstick) and the variant.
@@ -196,7 +194,8 @@ def _rows(names: Mapping[str, str]) -> sql.Composed:
         " m.instrument AS yardstick, m.limited, m.errored, m.eligible, m.n_scored, p.value AS pass_rate,"
         " s.value AS mean_score, p.ci_low AS pass_rate_ci_low, p.ci_high AS pass_rate_ci_high,"
         " s.ci_low AS mean_ci_low, s.ci_high AS mean_ci_high, m.variant_config, m.provenance,"
-        " m.accepted_at IS NOT NULL AS accepted, m.accepted_at, m.configuration"
+        " " + measurements.ACCEPTED_AT + " IS NOT NULL AS accepted, " + measurements.ACCEPTED_AT + " AS accepted_at,"
+        " m.configuration"
         " FROM {measurements} m"
         " LEFT JOIN {metrics} p ON (p.run_id, p.variant, p.aspect, p.metric)"
         "  = (m.run_id, m.variant, m.aspect, 'pass_rate')"
@@ -204,7 +203,7 @@ def _rows(names: Mapping[str, str]) -> sql.Composed:
         "  = (m.run_id, m.variant, m.aspect, 'mean_score')"
         " WHERE m.aspect LIKE 'answers:%%') m").format(
             skip=sql.Literal(len(answers_aspect("")) + 1), measurements=sql.Identifier(names["measurements"]),
-            metrics=sql.Identifier(names["metrics"]))
+            metrics=sql.Identifier(names["metrics"]), references=sql.Identifier(names["references"]))
 
 
 # --------------------------------------------------------------------------

@@ -43,7 +43,9 @@ A history recorded before this table existed (``{prefix}_runs`` with a per-run
 ``{prefix}_variant_metrics``, and ``{prefix}_answer_runs``) is upgraded in place, in one
 transaction, on first contact: every run's variants and every answer row become measurements
 in the order they were recorded, their acceptances kept, so no variant with a history becomes
-a first run. The old answer table is left as it was, no longer read.
+a first run. The old answer table keeps its rows and refuses new ones (a process still on the
+older code fails loudly rather than record answers no one reads), as the metrics table, now
+keyed by aspect, refuses the older code's retrieval records.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ __all__ = [
 
 RETRIEVAL = "retrieval"
 _ANSWERS = "answers:"
+# the numbers of every answer measurement, in [0, 1]
+ANSWER_METRICS = ("pass_rate", "mean_score")
 # What makes two measurements of a variant measure the same thing (besides the aspect).
 IDENTITY_FIELDS = ("corpus_signature", "benchmark_id", "benchmark", "instrument")
 # The benchmark id of every retrieval measurement: its benchmark is the scored question set.
@@ -103,9 +107,11 @@ def _exists(conn: Any, table: str) -> bool:
     return bool(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0])
 
 
-def _has_column(conn: Any, table: str, column: str) -> bool:
-    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = %s "
-                             "AND column_name = %s)", (table, column)).fetchone()[0])
+def has_column(conn: Any, table: str, column: str) -> bool:
+    """Whether ``table`` (as the search path resolves it: the table every query here reads, not
+    a same-named one in another schema) has ``column``."""
+    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                             "AND attname = %s AND attnum > 0 AND NOT attisdropped)", (table, column)).fetchone()[0])
 
 
 def create(conn: Any, names: Mapping[str, str], *, legacy_answers: str, eligible_sql: str) -> None:
@@ -141,7 +147,7 @@ def create(conn: Any, names: Mapping[str, str], *, legacy_answers: str, eligible
         )""").format(measurements=t["measurements"], check=sql.Identifier(f"{names['measurements']}_eligible_check")))
     conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {idx} ON {measurements} (variant, aspect, seq)").format(
         idx=sql.Identifier(f"{names['measurements']}_variant_idx"), measurements=t["measurements"]))
-    legacy_metrics = _exists(conn, names["metrics"]) and not _has_column(conn, names["metrics"], "aspect")
+    legacy_metrics = _exists(conn, names["metrics"]) and not has_column(conn, names["metrics"], "aspect")
     if not legacy_metrics:
         conn.execute(sql.SQL(
             """CREATE TABLE IF NOT EXISTS {metrics} (
@@ -190,8 +196,10 @@ def _upgrade(conn: Any, names: Mapping[str, str], *, legacy_metrics: bool, legac
             "SELECT a.created_at AS at, a.seq AS n, 1 AS part, a.run_id, a.variant, 'answers:' || a.grader,"
             " a.created_at, a.corpus_signature, a.set_id, a.set_fingerprint, a.yardstick,"
             " a.provenance->>'configuration', a.generator, a.limited, a.errored, a.eligible, a.n_scored,"
-            " CASE WHEN a.accepted THEN COALESCE(a.accepted_at, a.created_at) END, a.variant_config, a.provenance"
-            " FROM {answers} a")
+            # a table from before acceptances has neither column: read through its row as json
+            " CASE WHEN COALESCE((to_jsonb(a)->>'accepted')::boolean, false)"
+            "  THEN COALESCE((to_jsonb(a)->>'accepted_at')::timestamptz, a.created_at) END,"
+            " a.variant_config, a.provenance FROM {answers} a")
     if not parts:
         return
     columns = ("run_id", "variant", "aspect", "created_at", *IDENTITY_FIELDS, "configuration", "generator",
@@ -216,6 +224,11 @@ def _upgrade(conn: Any, names: Mapping[str, str], *, legacy_metrics: bool, legac
             " FOREIGN KEY (run_id, variant, aspect) REFERENCES {measurements} (run_id, variant, aspect)"
             " ON DELETE CASCADE").format(fkey=sql.Identifier(f"{names['metrics']}_measurement_fkey"), **t))
     if legacy_answers is not None:
+        # read once, then closed: a process still on the older code that records answers into it
+        # fails loudly (the CHECK is not validated against the rows already there) instead of
+        # writing rows no one reads
+        conn.execute(sql.SQL("ALTER TABLE {answers} ADD CONSTRAINT {closed} CHECK (false) NOT VALID").format(
+            answers=sql.Identifier(legacy_answers), closed=sql.Identifier(f"{legacy_answers}_moved")))
         for metric, low, high in (("pass_rate", "pass_rate_ci_low", "pass_rate_ci_high"),
                                   ("mean_score", "mean_ci_low", "mean_ci_high")):
             conn.execute(sql.SQL(
@@ -270,17 +283,26 @@ def write(cur: Any, names: Mapping[str, str], run_id: str, aspect_family: str, r
 SAME_VARIANT = ("(m.variant = %(variant)s OR (%(configuration)s::text IS NOT NULL"
                  " AND (%(heirs)s::text[] IS NULL OR m.variant = ANY(%(heirs)s::text[]))"
                  " AND m.configuration = %(configuration)s::text))")
-# The one eligibility rule of a yardstick, both aspects.
-USABLE = ("NOT m.limited AND m.errored = 0 AND (m.eligible OR m.accepted_at IS NOT NULL)"
-          " AND (m.aspect = 'retrieval' OR m.generator IS NOT NULL)")
+# When measurement ``m`` was last accepted: its stamp, or the acceptance log's latest entry for
+# it, whichever is later (an older install's CLI logs an acceptance without stamping it: the two
+# records of one acceptance never disagree).
+ACCEPTED_AT = ("GREATEST(m.accepted_at, (SELECT max(f.accepted_at) FROM {references} f WHERE f.run_id = m.run_id"
+               " AND f.variant = m.variant AND f.aspect = m.aspect))")
+# The one eligibility rule of a yardstick, both aspects: not limited, nothing errored, eligible
+# or accepted; an answer measurement also needs its generator and both its numbers (a retried
+# step may re-record an accepted row whose grading failed this time: never a yardstick).
+USABLE = (f"NOT m.limited AND m.errored = 0 AND (m.eligible OR {ACCEPTED_AT} IS NOT NULL)"
+          " AND (m.aspect = 'retrieval' OR (m.generator IS NOT NULL AND (SELECT count(v.value) FROM {metrics} v"
+          "  WHERE v.run_id = m.run_id AND v.variant = m.variant AND v.aspect = m.aspect"
+          f"  AND v.metric IN {tuple(ANSWER_METRICS)!r}) = {len(ANSWER_METRICS)}))")
 _BEFORE = (" AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
            " AND (%(cutoff)s::bigint IS NULL OR m.seq < %(cutoff)s::bigint)")
 # previous ("latest"): the measurement that most recently became a yardstick (recorded
 # eligible, or accepted later: re-accepting an older run makes it the previous run again);
 # the pinned reference: the latest acceptance ("accepted"), else the first eligible ("first").
 _ORDERS: dict[str, tuple[str, str]] = {
-    "latest": (USABLE, "GREATEST(m.created_at, COALESCE(m.accepted_at, m.created_at)) DESC, m.seq DESC"),
-    "accepted": (USABLE + " AND m.accepted_at IS NOT NULL", "m.accepted_at DESC, m.seq DESC"),
+    "latest": (USABLE, f"GREATEST(m.created_at, COALESCE({ACCEPTED_AT}, m.created_at)) DESC, m.seq DESC"),
+    "accepted": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL", f"{ACCEPTED_AT} DESC, m.seq DESC"),
     "first": (USABLE + " AND m.eligible", "m.seq ASC"),
 }
 
@@ -318,7 +340,7 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
         + " AND " + condition + matches + _BEFORE
         # the variant's own name first when a run has it under both
         + " ORDER BY " + ordering + ", (m.variant = %(variant)s) DESC LIMIT 1").format(
-            measurements=sql.Identifier(names["measurements"])), params).fetchone()
+            **_ident(names)), params).fetchone()
     return None if found is None else (str(found[0]), str(found[1]))
 
 
@@ -326,11 +348,13 @@ def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: st
                 heirs: Sequence[str] | None = None, before_run_id: str | None = None) -> str | None:
     """The run id of ``variant``'s latest ``aspect`` measurement recorded at all (eligible or
     not), or None: only then is it a genuinely new measurement. One that measured nothing
-    does not count: a limited run (a subset, a smoke run), or a measurement with nothing
-    scored and nothing errored (a grader that applies to no prompt of the set)."""
+    does not count: a limited run (a subset, a smoke run), or an answer measurement with
+    nothing scored and nothing errored (a grader that applies to no prompt of the set)."""
     found = conn.execute(sql.SQL(
         "SELECT m.run_id FROM {measurements} m WHERE m.aspect = %(aspect)s AND NOT m.limited"
-        " AND (m.n_scored > 0 OR m.errored > 0) AND " + SAME_VARIANT + _BEFORE
+        # an answer measurement that graded nothing measured nothing; a retrieval run counts
+        # whatever its question rows (an older history may have pruned them)
+        " AND (m.aspect = 'retrieval' OR m.n_scored > 0 OR m.errored > 0) AND " + SAME_VARIANT + _BEFORE
         + " ORDER BY m.seq DESC LIMIT 1").format(measurements=sql.Identifier(names["measurements"])),
         {"variant": variant, "aspect": aspect, "configuration": configuration,
          "heirs": None if heirs is None else [str(h) for h in heirs], "before": before_run_id,

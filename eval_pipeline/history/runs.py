@@ -268,12 +268,12 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
     """Whether there is a history; one in an older shape (no measurements, no references
     table, no eligible column) is upgraded in place first, under the same lock as a first
     write, so its variants keep their yardsticks."""
-    runs, metrics, current, answers, aspect = conn.execute(
+    runs, metrics, current, answers = conn.execute(
         "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL, "
-        "to_regclass(%s) IS NOT NULL, "
-        "EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = 'aspect')",
-        (names["runs"], names["metrics"], names["measurements"], names["answer_runs"], names["references"]),
+        "to_regclass(%s) IS NOT NULL",
+        (names["runs"], names["metrics"], names["measurements"], names["answer_runs"]),
     ).fetchone()
+    aspect = measurements.has_column(conn, names["references"], "aspect")
     if runs != metrics:
         # a history with its runs and no metrics (or the reverse) is damaged, not empty: read as
         # empty it would make every variant a first run
@@ -557,9 +557,11 @@ def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple[str, str
         return None
     run_id, variant = found
     created_at, limited, accepted, provenance = conn.execute(sql.SQL(
-        "SELECT m.created_at, m.limited, m.accepted_at IS NOT NULL, r.provenance FROM {measurements} m"
-        " JOIN {runs} r ON r.run_id = m.run_id WHERE m.run_id = %s AND m.variant = %s AND m.aspect = %s").format(
-            measurements=sql.Identifier(names["measurements"]), runs=sql.Identifier(names["runs"])),
+        "SELECT m.created_at, m.limited, " + measurements.ACCEPTED_AT + " IS NOT NULL, r.provenance"
+        " FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
+        " WHERE m.run_id = %s AND m.variant = %s AND m.aspect = %s").format(
+            measurements=sql.Identifier(names["measurements"]), runs=sql.Identifier(names["runs"]),
+            references=sql.Identifier(names["references"])),
         (run_id, variant, measurements.RETRIEVAL)).fetchone()
     values = conn.execute(
         sql.SQL("SELECT metric, value, ci_low, ci_high FROM {} WHERE run_id = %s AND variant = %s AND aspect = %s"
