@@ -182,6 +182,8 @@ def table_names(prefix: str = "eval") -> dict[str, str]:
 
 
 def create_tables(conn: Any, names: Mapping[str, str]) -> None:
+    """Create the history's tables in ``conn``'s transaction (idempotent; concurrent callers
+    wait on one advisory lock), upgrading an older history in place."""
     runs, questions, references = (sql.Identifier(names[k]) for k in ("runs", "questions", "references"))
     # Concurrent first writers would race on CREATE TABLE IF NOT EXISTS (a unique violation
     # in pg_type); a transaction-scoped advisory lock serializes them.
@@ -274,11 +276,14 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
         (names["runs"], names["metrics"], names["measurements"], names["answer_runs"]),
     ).fetchone()
     aspect = measurements.has_column(conn, names["references"], "aspect")
-    if runs != metrics:
-        # a history with its runs and no metrics (or the reverse) is damaged, not empty: read as
-        # empty it would make every variant a first run
-        raise DatabaseError(f"the history is damaged: one of {names['runs']} and {names['metrics']} exists "
-                            "without the other")
+    # A history missing one of its tables is damaged, not empty: read as empty (or rebuilt
+    # empty) it would make every variant a first run.
+    if runs != metrics or (current and not runs):
+        raise DatabaseError(f"the history is damaged: of {names['runs']}, {names['metrics']} and "
+                            f"{names['measurements']}, some exist without the others")
+    if metrics and not current and measurements.has_column(conn, names["metrics"], "aspect"):
+        raise DatabaseError(f"the history is damaged: {names['metrics']} holds measurements' metrics, and "
+                            f"{names['measurements']} is missing")
     if not (runs or current or answers):
         return False
     if not (runs and current and aspect):

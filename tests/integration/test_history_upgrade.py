@@ -26,6 +26,7 @@ from eval_pipeline.history.runs import (
     reference_run,
     table_names,
 )
+from eval_pipeline.store.database import DatabaseError
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +96,8 @@ def legacy_answer(conn, p, run_id, *, pass_rate, eligible, minutes, accepted=Fal
         "corpus_signature, generator, yardstick, limited, errored, eligible, n_scored, pass_rate, mean_score, "
         "pass_rate_ci_low, pass_rate_ci_high, provenance, accepted, accepted_at) VALUES (%s, 'dense', "
         "'deterministic', now() - %s * interval '1 minute', 'team.set', 'set-1', 'corpus-1', 'gen-1', "
-        "'deterministic:v1+abc', false, 0, %s, 7, %s, %s, %s, %s, %s, %s, CASE WHEN %s THEN now() - interval '98 minutes' END)",
+        "'deterministic:v1+abc', false, 0, %s, 7, %s, %s, %s, %s, %s, %s,"
+        " CASE WHEN %s THEN now() - interval '98 minutes' END)",
         (run_id, 100 - minutes - 0.5, eligible, pass_rate, pass_rate, pass_rate - 0.1, pass_rate + 0.1,
          psycopg.types.json.Jsonb({"configuration": "cfg-dense"}), accepted, accepted))
 
@@ -193,3 +195,14 @@ def test_concurrent_first_readers_upgrade_once(pg_uri, legacy):
     assert not errors and found == ["r5"] * 4
     with psycopg.connect(pg_uri) as conn:
         assert conn.execute(f"SELECT count(*) FROM {legacy}_measurements").fetchone()[0] == 5 * 2 + 3
+
+
+@pytest.mark.parametrize("dropped", ["measurements", "runs"])
+def test_a_history_missing_a_table_is_damaged_not_empty(pg_uri, legacy, dropped):
+    """Measurements dropped (or the runs, CASCADE) under an upgraded history: rebuilt empty,
+    every variant would be a first run. It is refused as damaged, which the verdict fails closed on."""
+    previous_run(pg_uri, variant="dense", prefix=legacy)  # upgraded
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'DROP TABLE "{table_names(legacy)[dropped]}" CASCADE')
+    with pytest.raises(DatabaseError, match="damaged"):
+        previous_run(pg_uri, variant="dense", identity=IDENTITY, prefix=legacy)
