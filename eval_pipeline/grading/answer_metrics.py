@@ -112,15 +112,18 @@ Output
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from eval_pipeline.common import prices as pricing
+from eval_pipeline.common import versions
 from eval_pipeline.common.checks import (
     check_resamples,
     check_seed,
@@ -128,6 +131,7 @@ from eval_pipeline.common.checks import (
     is_integer,
     is_real,
 )
+from eval_pipeline.common.keyed_pickle import read_keyed, write_keyed
 from eval_pipeline.common.prices import PRICE_KEYS, check_prices
 from eval_pipeline.grading.assertions import ASSERTION_TYPES
 from eval_pipeline.grading.grounding import grounding_rates
@@ -374,14 +378,74 @@ def _group(rows: list[dict[str, Any]], has_pass: bool, has_score: bool) -> dict[
     }
 
 
-def _interval(values: list[float] | None, **boot: Any) -> list[float]:
-    if not values:
-        return [NAN, NAN]
-    # deferred: metrics.statistics imports scipy (~1.3 s): not at load (the variants file checks prices)
-    from eval_pipeline.metrics.statistics import bootstrap_ci  # noqa: PLC0415
+def interval_code_identity() -> str:
+    """The code an answer interval comes from: this module (which values it resamples),
+    `eval_pipeline.metrics.statistics` and its checks (as syntax trees, once per process), and
+    numpy's and scipy's versions and installed code."""
+    code = versions.source_digest("eval_pipeline/grading/answer_metrics.py", "eval_pipeline/metrics/statistics.py",
+                                  "eval_pipeline/common/checks.py")
+    packages = versions.package_versions(("numpy", "scipy"))
+    installed = versions.package_code_digest(["numpy", "scipy"])
+    return f"{code} numpy {packages['numpy']} scipy {packages['scipy']} {installed}"
 
-    low, high = bootstrap_ci(values, **boot)
-    return [low, high]
+
+class _Intervals:
+    """The bootstrap intervals one `answer_metrics` call asks for, computed together once every
+    grader has asked (`resolve`): with a cache folder they are one keyed entry there
+    (`common.keyed_pickle`) under a digest of every interval's values in order, the resampling
+    settings and `interval_code_identity`, so a run whose grades did not change reads them and
+    never imports scipy (1.3 s) or resamples. An entry is used only when it holds its own key
+    and one interval per request, each within its values' range (a bootstrap of means cannot
+    leave it); anything else is computed again and written over it."""
+
+    def __init__(self, boot: Mapping[str, Any]):
+        self.boot = dict(boot)
+        self.asked: list[tuple[np.ndarray, list[float]]] = []
+
+    def ask(self, values: list[float] | None) -> list[float]:
+        """The interval of `values`' mean: a [low, high] list filled in by `resolve` ([nan, nan]
+        for no values)."""
+        interval = [NAN, NAN]
+        if values:
+            self.asked.append((np.asarray(values, dtype="float64"), interval))
+        return interval
+
+    def key(self) -> str:
+        digest = hashlib.sha256(b"answer intervals\0")
+        digest.update(f"{interval_code_identity()}\0{sorted(self.boot.items())!r}\0".encode())
+        for values, _ in self.asked:
+            digest.update(f"{values.size}\0".encode() + values.tobytes())
+        return digest.hexdigest()
+
+    def _usable(self, stored: object) -> bool:
+        if not isinstance(stored, list) or len(stored) != len(self.asked):
+            return False
+        for (values, _), interval in zip(self.asked, stored):
+            if not (isinstance(interval, list) and len(interval) == 2 and all(is_finite(x) for x in interval)):
+                return False
+            if not values.min() <= interval[0] <= interval[1] <= values.max():
+                return False
+        return True
+
+    def resolve(self, cache: Path | None) -> None:
+        if not self.asked:
+            return
+        key = self.key() if cache is not None else ""
+        path = Path(cache) / f"answer_intervals_{key}.pkl" if cache is not None else None
+        stored = read_keyed(path, key) if path is not None else None
+        if not self._usable(stored):
+            # deferred: metrics.statistics imports scipy (~1.3 s): not at load (the variants file checks
+            # prices), nor when the intervals are cached
+            from eval_pipeline.metrics.statistics import bootstrap_ci  # noqa: PLC0415
+
+            stored = [[float(x) for x in bootstrap_ci(values, **self.boot)] for values, _ in self.asked]
+            if path is not None:
+                try:
+                    write_keyed(path, key, stored)
+                except OSError:
+                    pass  # a state dir that cannot be written costs the next run a recompute, never the metrics
+        for (_, interval), (low, high) in zip(self.asked, stored):  # type: ignore[arg-type]
+            interval[:] = [float(low), float(high)]
 
 
 def _by_assertion_type(scored: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -402,7 +466,7 @@ def _dimensions(graded: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _grader_metrics(
-    grader: str, grades: list[dict[str, Any]], answers: Mapping[str, dict[str, Any]], boot: Mapping[str, Any]
+    grader: str, grades: list[dict[str, Any]], answers: Mapping[str, dict[str, Any]], intervals: _Intervals
 ) -> dict[str, Any]:
     scored = sorted((g for g in grades if g["status"] in SCORED), key=lambda g: g["prompt_id"])
     graded = [g for g in scored if g["status"] == "graded"]
@@ -427,9 +491,9 @@ def _grader_metrics(
         "n_grader_failed": sum(g["status"] in GRADER_FAILED for g in grades),
         "n_missing": sum(pid not in graded_ids for pid in answers),
         "pass_rate": overall["pass_rate"],
-        "pass_rate_ci": _interval(passed, **boot),
+        "pass_rate_ci": intervals.ask(passed),
         "mean_score": overall["mean_score"],
-        "mean_score_ci": _interval(scores, **boot),
+        "mean_score_ci": intervals.ask(scores),
         "by_form": {form: _group(forms[form], has_pass, has_score) for form in sorted(forms)},
         "by_retrieval": {key: _group(rows, has_pass, has_score) for key, rows in retrieval.items()},
     }
@@ -521,6 +585,7 @@ def answer_metrics(
     n_resamples: int = 2000,
     seed: int = 0,
     confidence: float = 0.95,
+    interval_cache: Path | None = None,
 ) -> dict[str, Any]:
     """One variant's answer metrics, by the rules of the module docstring.
 
@@ -528,7 +593,9 @@ def answer_metrics(
     has one entry per grader that has rows in ``grades``, in `GRADERS` order (a grader that did
     not run is absent, not reported as NaN); ``variant`` is None when both frames are empty.
     Every input is checked before anything is computed (ValueError naming the bad column,
-    row or value); the frames are only read.
+    row or value); the frames are only read. With `interval_cache` (a folder: the state dir's
+    statistics cache), the intervals are stored there under their exact inputs and read back by
+    a call with the same ones (`_Intervals`): the same numbers, without resampling.
     """
     boot = {
         "n_resamples": check_resamples(n_resamples),
@@ -557,11 +624,13 @@ def answer_metrics(
             raise ValueError(f"grades has prompt {key[0]!r} twice for grader {key[1]!r}")
         seen.add(key)
 
+    intervals = _Intervals(boot)
     graders = {
-        grader: _grader_metrics(grader, [g for g in parsed if g["grader"] == grader], by_prompt, boot)
+        grader: _grader_metrics(grader, [g for g in parsed if g["grader"] == grader], by_prompt, intervals)
         for grader in GRADERS
         if any(g["grader"] == grader for g in parsed)
     }
+    intervals.resolve(interval_cache)
     if "grounding" in graders and isinstance(grades, pd.DataFrame) and "details_json" in grades.columns:
         graders["grounding"]["grounding"] = _grounding(grades)
     rows = list(by_prompt.values())
