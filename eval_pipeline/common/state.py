@@ -8,7 +8,9 @@ and a user can see the whole list:
     pgdata/                    the embedded PostgreSQL's data directory
     query_embeddings/          question embeddings, by embedder identity and question texts
     ranked_results_cache/      a variant's ranked results, by everything that decides them
-    statistics_cache/          bootstrap intervals and paired tests, by their inputs
+    statistics_cache/          bootstrap intervals and paired tests (the answer intervals too), by their inputs
+    scored_partitions/         a partition's per-question scores and its numbers, by its ranked results,
+                               questions, partition key and the scoring code
     plot_cache/                rendered plots, by their inputs
     question_cache.jsonl       generated questions, journaled per document
     answers/                   generated answers (with the context they saw), by prompt, context and generator
@@ -31,6 +33,15 @@ STATE_DIR_ENV = "EVAL_PIPELINE_STATE_DIR"
 def default_state_dir() -> Path:
     """`EVAL_PIPELINE_STATE_DIR`, else `.eval_state/` in the checkout."""
     return Path(os.environ.get(STATE_DIR_ENV) or PROJECT_ROOT / ".eval_state")
+
+
+def configured_state_dir() -> "StateDir | None":
+    """The state dir `EVAL_PIPELINE_STATE_DIR` names (the Makefile and the CI set it for the job),
+    else None: the caches a library function keeps by itself (answer intervals, scored
+    partitions) are kept only where a run was told to keep its state, never in a checkout a
+    library user merely imports from."""
+    root = os.environ.get(STATE_DIR_ENV)
+    return StateDir(Path(root)) if root else None
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,10 @@ class StateDir:
     @property
     def statistics(self) -> Path:
         return self.root / "statistics_cache"
+
+    @property
+    def scored_partitions(self) -> Path:
+        return self.root / "scored_partitions"
 
     @property
     def audits(self) -> Path:

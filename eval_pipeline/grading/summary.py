@@ -13,9 +13,7 @@ not_compared.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -23,7 +21,7 @@ import pandas as pd
 from eval_pipeline.answering.prompts import CheckedGoldenSet
 from eval_pipeline.answering.served import ServedBy, run_generator
 from eval_pipeline.common.metadata import frame_metadata
-from eval_pipeline.common.state import STATE_DIR_ENV, StateDir
+from eval_pipeline.common.state import configured_state_dir
 from eval_pipeline.grading.answer_metrics import answer_metrics, answer_summary_row
 from eval_pipeline.grading.presentation import (
     cost_metadata,
@@ -37,14 +35,6 @@ METRIC_COLUMNS = ["variant", "grader", "set_id", "set_name", "set_fingerprint", 
                   "mean_low", "mean_high", "n_grader_failed", "grounded_rate", "corpus_rate", "citations_per_answer",
                   "corpus_signature", "store_table", "variant_config", "treatment_json", "metrics_json",
                   "self_judged", "repair_json", "agreement_json", "gradings_json", "hallucinations_json"]
-
-
-def configured_statistics_cache() -> Path | None:
-    """The statistics cache of the state dir the job is configured with (`EVAL_PIPELINE_STATE_DIR`,
-    which the Makefile and the CI set), where the answer intervals are kept by their inputs; None
-    without one: a library call does not write into a checkout it merely imports from."""
-    root = os.environ.get(STATE_DIR_ENV)
-    return StateDir(Path(root)).statistics if root else None
 
 
 def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[str, pd.DataFrame],
@@ -62,10 +52,12 @@ def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[st
     ``gradings_json`` (the row's answers.jsonl lines, `grading_lines`) and
     ``hallucinations_json`` (the grounding row's log, `hallucinations_of`). The metadata adds
     the grounding rates, the repair pass rates and, when calibrated, kappa and the PPI bounds
-    as numbers. The intervals are kept in `configured_statistics_cache` by their exact inputs: a
-    run whose grades did not change reads them instead of resampling."""
+    as numbers. The intervals are kept in the configured state dir's statistics cache
+    (`configured_state_dir`) by their exact inputs: a run whose grades did not change reads them
+    instead of resampling."""
     frames, metadata = {}, {}
-    interval_cache = configured_statistics_cache()
+    state = configured_state_dir()
+    interval_cache = state.statistics if state is not None else None
     for variant, frame in answers.items():
         if golden.golden is None or not len(frame):
             frames[variant] = pd.DataFrame(columns=METRIC_COLUMNS)
