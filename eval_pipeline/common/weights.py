@@ -29,8 +29,14 @@ import json
 import os
 import stat as stat_mode
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: saves are then not serialized
+    fcntl = None  # type: ignore[assignment]
 
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.state import STATE_DIR_ENV, StateDir
@@ -228,15 +234,38 @@ def files_sha256(paths: Iterable[str | Path], *, cache_file: str | Path | None =
             digests.append(digest)
             any_computed |= computed
         if any_computed and cache is not None:
-            _save(cache, stored())
+            _save(cache)
     return digests
 
 
-def _save(cache: Path, stored: dict[str, list]) -> None:
-    stored = dict(stored)
-    stored.update({path: [sig, digest] for path, (sig, digest) in _MEMORY.items()})
+@contextmanager
+def _locked(cache: Path) -> Iterator[None]:
+    """An exclusive lock on a file beside `cache`, held by one saving process at a time (where
+    the platform has `fcntl`; readers never lock: a save replaces the file atomically)."""
+    if fcntl is None:
+        yield
+        return
+    with open(cache.with_name(cache.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _save(cache: Path) -> None:
+    """Every digest this process holds merged into the cache file as it is now, under `_locked`:
+    other processes save into the same file (the machine's one is shared by every job and test
+    run), and writing back the copy read before hashing lost whatever they saved meanwhile, so
+    each of them hashed those files again on its next run. The merged copy is this process's
+    parsed one (`_PARSED`): its own save is not parsed again."""
     try:
-        atomic_write_text(cache, json.dumps(stored, sort_keys=True))
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(cache):
+            merged = dict(_load(cache))
+            merged.update({path: [sig, digest] for path, (sig, digest) in _MEMORY.items()})
+            atomic_write_text(cache, json.dumps(merged, sort_keys=True))
+            _PARSED[cache] = (stat_signature(os.stat(cache)), merged)
     except OSError:
         pass  # a read-only state dir costs a re-hash next time, never a wrong identity
 
