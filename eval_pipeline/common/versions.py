@@ -143,8 +143,9 @@ def _under(path: Path, paths: Iterable[str]) -> bool:
 # (headers, type stubs, licences) and bytecode caches (rebuilt from the sources) are left out.
 CODE_SUFFIXES = (".py", ".so", ".pyd", ".dylib", ".dll")
 
-# per process: (names, sys.path, meta path length) -> digest, and ("dist", name, ...) -> its code
-# files (one walk of each distribution per process, whichever identities ask)
+# per process: (names, sys.path, meta path length) -> digest, ("dist", name, ...) -> its code
+# files (one walk of each distribution per process, whichever identities ask) and ("lines", name,
+# ...) -> its part of a digest (its files stat-ed and looked up once per process)
 _PACKAGE_CODE: dict[tuple, Any] = {}
 
 
@@ -284,8 +285,9 @@ def package_code_digest(names: Iterable[str]) -> str:
     characters; 'absent' for a distribution not installed counts too. A version number is a
     promise, not the code: a patched or editable install at the same version ranks and embeds
     differently, so an identity that names versions only would call two engines one. Taken
-    once per process, sys.path and meta path (the files are listed and stat-ed each time; their
-    bytes are hashed once per version of each file on this machine)."""
+    once per process, sys.path and meta path, and so is each distribution's part (its files are
+    listed and stat-ed once per process, whichever identities name it; their bytes are hashed
+    once per version of each file on this machine)."""
     key = (tuple(names), tuple(sys.path), len(sys.meta_path))
     if key not in _PACKAGE_CODE:
         listed: dict[str, dict[str, str] | None] = {}
@@ -297,17 +299,20 @@ def package_code_digest(names: Iterable[str]) -> str:
                 except PackageNotFoundError:
                     _PACKAGE_CODE[where] = None
             listed[name] = _PACKAGE_CODE[where]
+        # each distribution's lines are taken once per process, whichever identities name it (the
+        # embedding, ranking, chunking, audit and statistics identities share numpy, torch...): the
+        # files of those not taken yet are stat-ed and looked up in one batch
+        lines_of = {name: ("lines", name, key[1], key[2]) for name in key[0]}
+        new = {name: files for name, files in listed.items() if lines_of[name] not in _PACKAGE_CODE}
         # a dangling link in an import folder holds no code that can run
-        every = sorted({path for files in listed.values() if files for path in files.values() if os.path.isfile(path)})
-        sha = dict(zip(every, files_sha256(every, cache_file=machine_digest_cache(), resolve=False)))  # one batch
+        every = sorted({path for files in new.values() if files for path in files.values() if os.path.isfile(path)})
+        sha = dict(zip(every, files_sha256(every, cache_file=machine_digest_cache(), resolve=False))) if every else {}
+        for name, files in new.items():
+            _PACKAGE_CODE[lines_of[name]] = [f"{name}\0absent\n"] if files is None else [
+                f"{name}\0{relative}\0{sha[path]}\n" for relative, path in sorted(files.items()) if path in sha]
         digest = hashlib.sha256()
-        for name, files in listed.items():
-            if files is None:
-                digest.update(f"{name}\0absent\n".encode())
-                continue
-            for relative, path in sorted(files.items()):
-                if path in sha:
-                    digest.update(f"{name}\0{relative}\0{sha[path]}\n".encode())
+        for name in key[0]:
+            digest.update("".join(_PACKAGE_CODE[lines_of[name]]).encode())
         _PACKAGE_CODE[key] = digest.hexdigest()[:16]
     return _PACKAGE_CODE[key]
 
