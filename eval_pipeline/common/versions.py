@@ -17,13 +17,18 @@ from eval_pipeline.common.weights import files_sha256, stat_signature
 
 
 def package_versions(names: Iterable[str]) -> dict[str, str]:
-    """name -> installed version, 'absent' when not installed."""
+    """name -> installed version, 'absent' when not installed. Read once per process, sys.path
+    and meta path, as `package_code_digest` is (each read searches every folder on sys.path, and
+    an embedder's identity, read many times a run, names seven packages)."""
     out = {}
     for name in names:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "absent"
+        key = ("version", name, tuple(sys.path), len(sys.meta_path))
+        if key not in _PACKAGE_CODE:
+            try:
+                _PACKAGE_CODE[key] = version(name)
+            except PackageNotFoundError:
+                _PACKAGE_CODE[key] = "absent"
+        out[name] = _PACKAGE_CODE[key]
     return out
 
 
@@ -144,8 +149,9 @@ def _under(path: Path, paths: Iterable[str]) -> bool:
 CODE_SUFFIXES = (".py", ".so", ".pyd", ".dylib", ".dll")
 
 # per process: (names, sys.path, meta path length) -> digest, ("dist", name, ...) -> its code
-# files (one walk of each distribution per process, whichever identities ask) and ("lines", name,
-# ...) -> its part of a digest (its files stat-ed and looked up once per process)
+# files (one walk of each distribution per process, whichever identities ask), ("lines", name,
+# ...) -> its part of a digest (its files stat-ed and looked up once per process) and ("version",
+# name, ...) -> its installed version (`package_versions`)
 _PACKAGE_CODE: dict[tuple, Any] = {}
 
 

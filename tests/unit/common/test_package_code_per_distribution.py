@@ -65,3 +65,19 @@ def test_the_digests_are_what_they_were(fresh_package_code, monkeypatch, tmp_pat
     assert second == digest_as_before(["toyb", "toyc", "no-such-distribution-xyz"])
     assert package_code_digest(["toyc", "toyb"]) == digest_as_before(["toyc", "toyb"])  # the order named counts
     assert package_code_digest(["numpy"]) == digest_as_before(["numpy"])
+
+
+def test_installed_versions_are_read_once_per_process_and_path(fresh_package_code, monkeypatch, tmp_path):
+    """Every access of an embedder's identity named the seven embedding packages' versions, each
+    a search of sys.path (27 accesses a warm demo run, ~1 s): read once per process and path."""
+    asked = []
+    real = versions.version
+    monkeypatch.setattr(versions, "version", lambda name: asked.append(name) or real(name))
+    first = versions.package_versions(["numpy", "no-such-distribution-xyz"])
+    assert versions.package_versions(["numpy", "no-such-distribution-xyz"]) == first
+    assert asked == ["numpy", "no-such-distribution-xyz"]
+    assert first == {"numpy": real("numpy"), "no-such-distribution-xyz": "absent"}
+    site_with_three(tmp_path, monkeypatch)  # another path: read again, and what it installs is seen
+    assert versions.package_versions(["toya"]) == {"toya": "1.0"}
+    assert versions.package_versions(["numpy"]) == {"numpy": real("numpy")}
+    assert asked[2:] == ["toya", "numpy"]
