@@ -15,6 +15,15 @@ Dagster's STEP_SUCCESS log lines), and the tail after the last step.
     .venv/bin/python bench/warm_rerun.py --beir ../shared/datasets/scifact --split train
                                                     # the same on a BEIR collection, each document
                                                     # embedded whole (as bench/scifact.py does)
+    .venv/bin/python bench/warm_rerun.py --runs 3 --cprofile /tmp/warm.prof
+                                                    # the last warm run under cProfile (slower: its
+                                                    # seconds are not the warm figure), then the
+                                                    # slowest of our functions in it
+
+Run it from a clean checkout at a commit (a clone of its own, when others edit this one): with
+uncommitted changes the code version is `-dirty` (outside a checkout `unknown`) and no ranked
+result is cached, so every "warm" run ranks again (it says so before the first run); an edit
+landing in the checkout during a run also makes that run's identities its own.
 """
 
 from __future__ import annotations
@@ -28,7 +37,15 @@ import subprocess
 import time
 from pathlib import Path
 
-from common import DEFAULT_STATE_ROOT, REPO_ROOT, peak_rss_children_mb, print_machine, print_table, results_beside
+from common import (
+    DEFAULT_STATE_ROOT,
+    REPO_ROOT,
+    load_note,
+    peak_rss_children_mb,
+    print_machine,
+    print_table,
+    results_beside,
+)
 
 BIN = REPO_ROOT / ".venv" / "bin"
 STEP_DONE = re.compile(r'^(\S+ \S+ [+-]\d{4}) - dagster - \w+ - \S+ - \S+ - \d+ - (\S+) - STEP_SUCCESS - '
@@ -75,15 +92,28 @@ def stop_database(state_dir: Path) -> None:
                    cwd=REPO_ROOT, check=False)
 
 
-def run_once(state_dir: Path, config_path: Path, log_path: Path) -> dict:
+def cacheable_checkout() -> str | None:
+    """Why this checkout's ranked results are not cached (a `-dirty` or `unknown` code version:
+    eval_pipeline.verdict.retrieval.checkout_version), else None."""
+    from eval_pipeline.verdict.retrieval import checkout_version
+
+    version = checkout_version(REPO_ROOT)
+    if version == "unknown":
+        return "not a git checkout"
+    return "uncommitted changes under the code paths" if version.endswith("-dirty") else None
+
+
+def run_once(state_dir: Path, config_path: Path, log_path: Path, cprofile: str | None = None) -> dict:
     env = dagster_env(state_dir)
     started = time.perf_counter()
     env["EVAL_PIPELINE_DAGSTER_PG_URL"] = dagster_database_url(state_dir, env)
     url_seconds = time.perf_counter() - started
     wall_start = time.time()
     job_started = time.perf_counter()
+    profiled = [str(BIN / "python"), "-m", "cProfile", "-o", cprofile] if cprofile else []
     proc = subprocess.run(
-        [str(BIN / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval", "-c", str(config_path)],
+        [*profiled, str(BIN / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval",
+         "-c", str(config_path)],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True,
     )
     job_seconds = time.perf_counter() - job_started
@@ -170,6 +200,23 @@ def profile_sweep(state_dir: Path) -> None:
           + f"; queries by stage {sweep.queries_by_stage}")
 
 
+def print_profile(path: str, top: int = 25) -> None:
+    """The slowest functions of the project's own code in a cProfile of a run (cumulative
+    seconds: a step's asset function includes what it calls), then Dagster's event storage and
+    IO managers, for where a warm run's step time goes."""
+    import pstats
+
+    stats = pstats.Stats(path).stats  # type: ignore[attr-defined]
+    ours = [(v[3], f"{Path(k[0]).relative_to(REPO_ROOT)}:{k[1]}({k[2]})") for k, v in stats.items()
+            if k[0].startswith(str(REPO_ROOT)) and "/.venv/" not in k[0] and not k[2].startswith("<")]
+    print(f"\n== cProfile of the last run ({path}): our slowest functions, cumulative seconds (profiled: ~2x slower)")
+    rows = [[name, seconds] for seconds, name in sorted(ours, reverse=True)[:top]]
+    print_table(rows, ["function", "seconds"], digits=2)
+    dagster = [(v[3], k[2]) for k, v in stats.items() if "/dagster" in k[0]
+               and k[2] in ("store_event", "_store_output", "_load_input_with_input_manager")]
+    print("Dagster: " + ", ".join(f"{name} {seconds:.2f} s" for seconds, name in sorted(dagster, reverse=True)))
+
+
 def run_config(state_dir: Path, beir: str | None, split: str) -> str:
     """The job's run config: the report goes beside the state dir; with `beir`, the collection's corpus
     and judged queries, each document embedded whole (one chunk per document)."""
@@ -194,6 +241,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="after the runs, replay the warm ranked_results step in-process, timed by part")
     parser.add_argument("--profile-only", action="store_true", help="only the replay, on an existing state dir")
+    parser.add_argument("--cprofile", metavar="FILE",
+                        help="run the last run under cProfile into FILE and print our slowest functions in it")
     args = parser.parse_args()
     if args.profile_only:
         try:
@@ -205,6 +254,10 @@ def main() -> None:
 
     print_machine("retrieval_eval job: cold, then warm (nothing changed)"
                   + (f" on {args.beir} ({args.split})" if args.beir else " on the demo corpus"))
+    uncached = cacheable_checkout()
+    if uncached:
+        print(f"WARNING: {uncached}: the code version is not clean, no ranked result is cached and every run "
+              "ranks again (run from a clean checkout at a commit)")
     state_dir = Path(args.state_dir).resolve()
     if state_dir.exists() and not args.reuse:
         stop_database(state_dir)
@@ -216,11 +269,12 @@ def main() -> None:
     try:
         for i in range(args.runs):
             label = "cold" if i == 0 and not args.reuse else f"warm{'' if args.runs <= 2 else ' ' + str(i)}"
-            r = run_once(state_dir, config_path, state_dir / f"run{i}.log")
+            profiled = args.cprofile if args.cprofile and i == args.runs - 1 else None
+            r = run_once(state_dir, config_path, state_dir / f"run{i}.log", cprofile=profiled)
             r["label"] = label
             results.append(r)
-            print(f"{label}: url {r['url_seconds']:.1f} s + job {r['job_seconds']:.1f} s = {r['total_seconds']:.1f} s "
-                  f"(log {r['log']})")
+            print(f"{label}{' (under cProfile)' if profiled else ''}: url {r['url_seconds']:.1f} s + job "
+                  f"{r['job_seconds']:.1f} s = {r['total_seconds']:.1f} s (log {r['log']}; {load_note()})")
         if args.profile:
             profile_sweep(state_dir)
     finally:
@@ -245,6 +299,8 @@ def main() -> None:
         print(f"warm run: {fixed:.1f} s outside the steps (process start, imports, Dagster), "
               f"{warm['step_total']:.1f} s in steps; slowest warm steps: "
               + ", ".join(f"{n} {s:.1f} s" for n, s in sorted(warm["steps"], key=lambda x: -x[1])[:3]))
+    if args.cprofile:
+        print_profile(args.cprofile)
     print(f"peak RSS of the largest child (dagster job) {peak_rss_children_mb():.0f} MiB")
     print("Dagster log timestamps have 1 s resolution: the 'to first step' and 'after last step' rows are +-1 s.")
 
