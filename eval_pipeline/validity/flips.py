@@ -207,7 +207,9 @@ def outcomes_from_frame(
         raise ValueError(f"frame has duplicate qid(s) {dupes[:10]}")
 
     out: dict[str, Outcome] = {}
-    for qid, record in zip(qids, rows.to_dict("records")):
+    # only the columns an outcome is made of: a scored frame has forty more, each a cost to turn into records
+    read = [c for c in ("answerable", column, "errored", "doc_ids", "miss_class") if c in rows.columns]
+    for qid, record in zip(qids, rows[read].to_dict("records")):
         if not bool(record["answerable"]):
             continue
         if column in rows.columns:
