@@ -284,8 +284,7 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
             had_yardstick=str(history["run_id"]) if had and history is not None else None, recorded=recorded,
             project_has_history=project_has_history, vanished=vanished, strict=strict, hint=_ACCEPT,
             new="a new measurement (no earlier run with the same set, corpus and yardstick)",
-            changed="; ".join(changed) or "another key",
-            first="the project's first answer run")
+            changed="; ".join(changed) or "another key", first=None)
         state, passed, message = gate.state, gate.passed, gate.message
     else:
         state = "comparable"

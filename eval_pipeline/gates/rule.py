@@ -52,7 +52,7 @@ def within_tolerance(delta: float | None, tolerance: float) -> bool:
 
 def without_yardstick(what: str, *, had_yardstick: str | None, recorded: str | None, project_has_history: bool,
                       vanished: Sequence[str], strict: bool, hint: str, new: str, changed: str = "",
-                      first: str = "the project's first run") -> GateResult:
+                      first: str | None = "the project's first run") -> GateResult:
     """The gate of a measurement (``what``: "'dense'", "the deterministic grades of 'dense'")
     with no yardstick of its own benchmark:
 
@@ -60,10 +60,12 @@ def without_yardstick(what: str, *, had_yardstick: str | None, recorded: str | N
       instrument, ``changed`` saying what changed): the benchmark moved under it: ``not_compared``;
     * ``recorded`` (the run id of its latest run recorded at all): never eligible nor accepted
       (a failed gate, an error): not new, and nothing can judge it: ``not_compared``;
-    * ``project_has_history`` false: the project's ``first`` run (of its answers, say): passes,
-      unless ``strict``;
-    * ``vanished`` (variants gone from the variants file since the last acceptance): a rename
-      that also changed the configuration carries no history: ``not_compared``;
+    * ``project_has_history`` false: ``first`` (the project's first run): passes, unless
+      ``strict``; with ``first`` None (a history that is not the whole project's: its answers),
+      a new measurement as below;
+    * ``vanished`` (variants gone from the variants file since the last acceptance), in a
+      project with a history: a rename that also changed the configuration carries no
+      history: ``not_compared``;
     * else a genuinely new measurement (``new`` says what it is: "a new variant (never
       recorded…)"): passes, unless ``strict``.
 
@@ -78,13 +80,13 @@ def without_yardstick(what: str, *, had_yardstick: str | None, recorded: str | N
             f"FAILED (not compared): {what} has recorded runs (the latest {recorded}) but none was eligible or "
             f"accepted (a failed gate, an errored question or answer, a reranker fallback): it is not new, and "
             f"nothing can judge it; {hint}"))
-    if not project_has_history:
+    if not project_has_history and first is not None:
         if strict:
             return GateResult(False, "not_compared", [], (
                 f"FAILED (strict): {first} (an empty history: a new state dir or database?) is judged only once "
                 f"accepted; {hint}"))
         return GateResult(True, "first_run", [], f"{first}: nothing to compare with, gate passes")
-    if vanished:
+    if vanished and project_has_history:
         return GateResult(False, "not_compared", [], (
             f"FAILED (not compared): {what} is {new} while {', '.join(map(repr, vanished))} vanished from the "
             "variants file since the last acceptance: a rename that also changed the configuration carries no "

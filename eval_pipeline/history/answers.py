@@ -170,7 +170,7 @@ def yardstick_problems(row: Mapping[str, Any]) -> list[str]:
     if not ok:
         reasons.append(why)
     if row["errored"] > 0:
-        reasons.append(f"{row['errored']} answer(s) could not be generated: the metrics are incomplete")
+        reasons.append(f"{row['errored']} answer(s) could not be generated (or graded): the metrics are incomplete")
     if row["n_scored"] == 0:
         reasons.append("no answer was scored")
     nan = [m for m in ANSWER_METRICS if row[m] is None]

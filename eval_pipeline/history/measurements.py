@@ -24,7 +24,7 @@ benchmark      the content fingerprint of the     the golden set's fingerprint (
 instrument     the scoring protocol               the grader's yardstick (its version, and
                                                   its model for one that spends tokens)
 generator      NULL                               the generating model (a treatment)
-errored        questions that errored             answers that could not be generated
+errored        questions that errored             answers that could not be generated or graded
 n_scored       questions scored                   answers graded
 ============== ================================== ========================================
 

@@ -199,7 +199,10 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         eligible = bool(gate.passed and not yardstick_problems(current))
         treatment = json.loads(row["treatment_json"])
         config = {} if missing(row.get("variant_config")) else json.loads(row["variant_config"])
-        verdict.records.append({**current, "eligible": eligible, "variant_config": config,
+        # recorded errored: answers not generated, and answers whose grading call failed (neither
+        # has a grade), so a row whose grading failed counts as recorded (never "measured nothing")
+        verdict.records.append({**current, "errored": current["errored"] + int(row.get("n_grader_failed") or 0),
+                                "eligible": eligible, "variant_config": config,
                                 "provenance": {"set_name": row["set_name"], "treatment": treatment,
                                                "metrics": _no_nan(metrics),
                                                "configuration": recorded_configurations.get(row["variant"]),

@@ -25,7 +25,7 @@ from eval_pipeline.common.keyed_pickle import read_keyed, write_keyed
 from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.common.versions import package_code_digest
 from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate
-from eval_pipeline.gates.rule import without_yardstick
+from eval_pipeline.gates.rule import within_tolerance, without_yardstick
 from eval_pipeline.history.identity import configuration_fingerprint, scoring_protocol
 from eval_pipeline.history.runs import (
     SCORING_PROTOCOL,
@@ -604,7 +604,7 @@ def _check_drift(gate: GateResult, drift: Mapping[str, float], tolerances: Mappi
                  previous_run_id: str) -> GateResult:
     """The gate, failed when the drift carried from the pinned reference exceeds a tolerance."""
     rows = [{"metric": m, "actual": math.nan, "yardstick": None, "delta": drift[m], "tolerance": tolerances[m],
-             "passed": drift[m] >= -(tolerances[m] + EPSILON), "against": "reference (carried)"}
+             "passed": within_tolerance(drift[m], tolerances[m]), "against": "reference (carried)"}
             for m in tolerances if m in drift]
     failures = [r for r in rows if not r["passed"]]
     if not failures:
