@@ -36,8 +36,9 @@ def _interval(value: Any, low: Any, high: Any) -> str:
 def _gate_cell(gate) -> str:
     if not gate.passed:
         return "**fails**"
-    return {"comparable": "passes", "first_run": "first run", "not_comparable": "not compared"}.get(gate.state,
-                                                                                                    gate.state)
+    # a passing not_comparable gate judged nothing (a warning): never in the words of a failed not_compared one
+    return {"comparable": "passes", "first_run": "first run",
+            "not_comparable": "not comparable (warning)"}.get(gate.state, gate.state)
 
 
 def answer_section(verdict: AnswerVerdict, files: Mapping[str, str] | None = None) -> list[str]:
