@@ -270,18 +270,21 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
     """Whether there is a history; one in an older shape (no measurements, no references
     table, no eligible column) is upgraded in place first, under the same lock as a first
     write, so its variants keep their yardsticks."""
-    runs, metrics, current, answers = conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL, "
-        "to_regclass(%s) IS NOT NULL",
-        (names["runs"], names["metrics"], names["measurements"], names["answer_runs"]),
+    # one round trip: every lookup asks it first
+    runs, metrics, current, answers, aspect, metrics_aspect = conn.execute(
+        "SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(metrics)s) IS NOT NULL, "
+        "to_regclass(%(measurements)s) IS NOT NULL, to_regclass(%(answer_runs)s) IS NOT NULL, "
+        + ", ".join(f"EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%({table})s) "
+                    "AND attname = 'aspect' AND attnum > 0 AND NOT attisdropped)"
+                    for table in ("references", "metrics")),
+        names,
     ).fetchone()
-    aspect = measurements.has_column(conn, names["references"], "aspect")
     # A history missing one of its tables is damaged, not empty: read as empty (or rebuilt
     # empty) it would make every variant a first run.
     if runs != metrics or (current and not runs):
         raise DatabaseError(f"the history is damaged: of {names['runs']}, {names['metrics']} and "
                             f"{names['measurements']}, some exist without the others")
-    if metrics and not current and measurements.has_column(conn, names["metrics"], "aspect"):
+    if metrics and not current and metrics_aspect:
         raise DatabaseError(f"the history is damaged: {names['metrics']} holds measurements' metrics, and "
                             f"{names['measurements']} is missing")
     if not (runs or current or answers):
