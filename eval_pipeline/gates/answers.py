@@ -261,7 +261,9 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
     if not comparable and not had and recorded is not None:
         state, passed = "not_compared", False
         message = (f"FAILED (not compared): {why}; this measurement was recorded before (run {recorded}) but no run "
-                   f"of it was eligible or accepted: it is not new, and nothing can judge it; {_ACCEPT}")
+                   "of it was eligible or accepted: it is not new, and nothing can judge it. This run cannot be "
+                   "accepted (it cannot be compared); run it in full with one generator and grading model, and accept "
+                   "that run (python -m eval_pipeline.history accept <that run>) once its numbers are intended")
     elif not comparable:
         state = "not_comparable"
         passed = not strict and not had  # a limited run too: it cannot be compared with a measurement's history

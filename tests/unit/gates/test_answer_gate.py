@@ -396,3 +396,11 @@ def test_an_ineligible_yardstick_is_refused_not_judged(overrides, match):
 def test_invalid_current_rows_are_errors(overrides, match):
     with pytest.raises(ValueError, match=match):
         evaluate_answer_gate(row(**overrides), None, None, TOL, strict=False)
+
+
+def test_a_run_that_cannot_be_compared_is_never_offered_its_own_acceptance():
+    """A limited (or unknown-generator) run of a measurement recorded before fails closed; the
+    accept command it names must not be this run's, which `accept` refuses (found by a review)."""
+    result = evaluate_answer_gate(row(limited=True), None, None, TOL, strict=False, recorded="run-0")
+    assert (result.passed, result.state) == (False, "not_compared")
+    assert "accept RUN_ID" not in result.message and "<that run>" in result.message
