@@ -374,7 +374,7 @@ def _lookup(connection_string: str, key: Mapping[str, Any], before_run_id: str |
                 "benchmark": key["set_fingerprint"], "instrument": key["yardstick"]}
 
     def find() -> dict[str, Any] | None:
-        with connect(connection_string) as conn:
+        with measurements.connection(connection_string) as conn:
             if not history_exists(conn, names):
                 return None
             for order in orders:
@@ -427,7 +427,7 @@ def answer_history_of(connection_string: str, *, variant: str, grader: str, conf
     names = table_names(prefix)
 
     def find() -> dict[str, Any] | None:
-        with connect(connection_string) as conn:
+        with measurements.connection(connection_string) as conn:
             if not history_exists(conn, names):
                 return None
             found = measurements.find(conn, names, aspect=answers_aspect(grader), variant=variant, order="latest",
@@ -446,7 +446,7 @@ def answer_earlier_names(connection_string: str, *, variant: str, grader: str, b
     names = table_names(prefix)
 
     def find() -> list[str]:
-        with connect(connection_string) as conn:
+        with measurements.connection(connection_string) as conn:
             if not history_exists(conn, names):
                 return []
             return measurements.earlier_names(conn, names, aspect=answers_aspect(grader), variant=variant,
@@ -466,7 +466,7 @@ def answer_recorded_of(connection_string: str, *, variant: str, grader: str, con
     names = table_names(prefix)
 
     def find() -> str | None:
-        with connect(connection_string) as conn:
+        with measurements.connection(connection_string) as conn:
             if not history_exists(conn, names):
                 return None
             return measurements.recorded_of(conn, names, aspect=answers_aspect(grader), variant=variant,
@@ -511,7 +511,7 @@ def answer_graders_of(connection_string: str, *, variant: str, configuration: st
     names = table_names(prefix)
 
     def find() -> dict[str, str]:
-        with connect(connection_string) as conn:
+        with measurements.connection(connection_string) as conn:
             if not history_exists(conn, names):
                 return {}
             since = _since_acceptance(conn, names, variant)
@@ -537,7 +537,7 @@ def answer_tolerance_floor(connection_string: str, *, before_run_id: str | None 
     names = table_names(prefix)
 
     def find() -> dict[str, tuple[float, str]]:
-        with connect(connection_string) as conn:
+        with measurements.connection(connection_string) as conn:
             if not history_exists(conn, names):
                 return {}
             since = _since_acceptance(conn, names, None)
@@ -563,7 +563,7 @@ def answer_history_exists(connection_string: str, *, before_run_id: str | None =
     names = table_names(prefix)
 
     def find() -> bool:
-        with connect(connection_string) as conn:
+        with measurements.connection(connection_string) as conn:
             if not history_exists(conn, names):
                 return False
             return bool(conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE (eligible OR accepted) AND "
@@ -584,7 +584,7 @@ def read_answer_runs(connection_string: str, *, variant: str | None = None, run_
     names = table_names(prefix)
 
     def read() -> list[dict[str, Any]]:
-        with connect(connection_string) as conn:
+        with measurements.connection(connection_string) as conn:
             if not history_exists(conn, names):
                 return []
             rows = conn.execute(

@@ -270,6 +270,8 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
     """Whether there is a history; one in an older shape (no measurements, no references
     table, no eligible column) is upgraded in place first, under the same lock as a first
     write, so its variants keep their yardsticks."""
+    if measurements.known_current(conn, names["measurements"]):
+        return True
     # one round trip: every lookup asks it first
     runs, metrics, current, answers, aspect, metrics_aspect = conn.execute(
         "SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(metrics)s) IS NOT NULL, "
@@ -292,6 +294,7 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
     if not (runs and current and aspect):
         with conn.transaction():
             create_tables(conn, names)
+    measurements.remember_current(conn, names["measurements"])
     return True
 
 
@@ -605,7 +608,7 @@ def earlier_names(connection_string: str, *, variant: str, before_run_id: str | 
     those records back. The pinned reference follows the lineage (a rename is the same
     variant), so a rename does not re-pin it to the rename run."""
     names = table_names(prefix)
-    with connect(connection_string) as conn:
+    with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return []
         return measurements.earlier_names(conn, names, aspect=measurements.RETRIEVAL, variant=variant,
@@ -622,7 +625,7 @@ def recorded_run_of(connection_string: str, *, variant: str, configuration: str 
     does not count: it measured nothing a full run could be compared with."""
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
-    with connect(connection_string) as conn:
+    with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return None
         return measurements.recorded_of(conn, names, aspect=measurements.RETRIEVAL, variant=variant,
@@ -682,7 +685,7 @@ def previous_run(
     """
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
-    with connect(connection_string) as conn:
+    with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return None
         found = measurements.find(conn, names, aspect=measurements.RETRIEVAL, variant=variant, order="latest",
@@ -710,7 +713,7 @@ def reference_run(
     (whose ``"accepted"`` says whether it was accepted)."""
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
-    with connect(connection_string) as conn:
+    with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return None
         kwargs: dict[str, Any] = dict(aspect=measurements.RETRIEVAL, variant=variant,
@@ -740,7 +743,7 @@ def project_history(connection_string: str, *, before_run_id: str | None = None,
     names = table_names(prefix)
     empty: dict[str, Any] = {"has_yardstick": False, "has_runs": False, "known": [], "established": [],
                              "configurations_of": {}}
-    with connect(connection_string) as conn:
+    with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return empty
         has_runs = conn.execute(sql.SQL(
@@ -914,7 +917,7 @@ def read_run(connection_string: str, run_id: str, *, prefix: str = "eval") -> di
     "questions": DataFrame(variant, qid, answerable, errored, hit@10, mrr, ndcg@10,
     miss_class, doc_ids)}`` (rows sorted; NULL values and bounds as NaN)."""
     names = table_names(prefix)
-    with connect(connection_string) as conn:
+    with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return None
         run = conn.execute(
@@ -960,7 +963,7 @@ def recent_runs(connection_string: str, *, limit: int = 20, prefix: str = "eval"
     """The latest runs, newest first: run id, time, limited, eligible, failed gates and the
     variants accepted from it (for `python -m eval_pipeline.history runs`)."""
     names = table_names(prefix)
-    with connect(connection_string) as conn:
+    with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return []
         rows = conn.execute(

@@ -23,6 +23,7 @@ import pandas as pd
 
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.history.identity import benchmark_fingerprint
+from eval_pipeline.history.measurements import session as history_session
 from eval_pipeline.history.runs import labels_fingerprint, setting_changes
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.caches import engine_identity, store_environment
@@ -121,18 +122,21 @@ def decide_run(
                                          for k, i in index_of.items()} if sweep.indexes_listed else None)
     provenance["embedder_identity"] = embedder_for(run_index).identity  # what changes a vector, input types too
     provenance["database"], provenance["engine_identity"] = database, engine
-    verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance, tolerances=sweep.tolerances,
-                        strict=sweep.strict, answer_strict=sweep.answer_strict, run_id=run_id,
-                        limited=question_set.limited,
-                        connection_string=connection_string, record=False, statistics_cache=statistics_cache,
-                        sweep_keys=list(sweep.keys), rank_reference=rank_reference)
-    check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, tables=tables,
-                         variant_configs=provenance.get("variants", {}))
-    verdict.answers = judge_answer_run(answer_metrics or {}, order=order, corpus_signature=store.corpus_signature,
-                                       tolerances=sweep.answer_tolerances, strict=verdict.policy["answer_strict"],
-                                       connection_string=connection_string, run_id=run_id,
-                                       configurations=verdict.provenance["configurations"],
-                                       vanished=verdict.vanished, renamed=set(verdict.inherits))
+    with history_session():  # one connection for the verdict's ~180 history lookups
+        verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance,
+                            tolerances=sweep.tolerances, strict=sweep.strict, answer_strict=sweep.answer_strict,
+                            run_id=run_id, limited=question_set.limited, connection_string=connection_string,
+                            record=False, statistics_cache=statistics_cache, sweep_keys=list(sweep.keys),
+                            rank_reference=rank_reference)
+        check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, tables=tables,
+                             variant_configs=provenance.get("variants", {}))
+        verdict.answers = judge_answer_run(answer_metrics or {}, order=order,
+                                           corpus_signature=store.corpus_signature,
+                                           tolerances=sweep.answer_tolerances,
+                                           strict=verdict.policy["answer_strict"],
+                                           connection_string=connection_string, run_id=run_id,
+                                           configurations=verdict.provenance["configurations"],
+                                           vanished=verdict.vanished, renamed=set(verdict.inherits))
     verdict.run_id, verdict.index_of, verdict.tables = run_id, index_of, tables
     verdict.metrics_digest = metrics_digest(per_variant)
     return verdict

@@ -1,0 +1,82 @@
+"""A verdict's history lookups share one connection (`measurements.session`), and say the same.
+
+A verdict asks the history about 180 questions; on a connection each that was ~0.6 s of a
+warm demo run. Sharing must change no answer: the same lookups inside and outside a session
+return the same rows, a write inside one is committed, and a connection the server dropped
+is replaced rather than failing the verdict.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+
+from eval_pipeline.history import measurements
+from eval_pipeline.history.answers import previous_answer_run, record_answer_run
+from eval_pipeline.history.runs import previous_run, project_history, recorded_run_of, reference_run, table_names
+from tests.integration.test_answer_history import key_of, row
+from tests.integration.test_history import provenance, record
+
+pytestmark = pytest.mark.integration
+
+@pytest.fixture
+def prefix(pg_uri):
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        for table in reversed(list(table_names(name).values())):
+            conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+
+
+def _lookups(uri: str, prefix: str) -> list:
+    return [previous_run(uri, variant="a", prefix=prefix),
+            reference_run(uri, variant="a", identity=None, prefix=prefix),
+            recorded_run_of(uri, variant="b", prefix=prefix), project_history(uri, prefix=prefix)["known"],
+            previous_answer_run(uri, **key_of(row()), prefix=prefix)]
+
+
+def _backends(uri: str) -> int:
+    with psycopg.connect(uri) as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND pid <> pg_backend_pid()").fetchone()[0]
+
+
+def test_a_session_answers_as_separate_connections_do_on_one_connection(pg_uri, prefix, monkeypatch):
+    record(pg_uri, prefix, "run-1", prov=provenance())
+    record_answer_run(pg_uri, "run-1", [row()], prefix=prefix)
+    alone = _lookups(pg_uri, prefix)
+    opened = []
+    real = measurements.connect
+    monkeypatch.setattr(measurements, "connect", lambda *a, **k: opened.append(a) or real(*a, **k))
+    with measurements.session():
+        shared = _lookups(pg_uri, prefix)
+        with measurements.session():  # nested: the same session
+            shared_again = _lookups(pg_uri, prefix)
+    assert shared == alone == shared_again
+    assert alone[0]["run_id"] == "run-1" and alone[4]["run_id"] == "run-1"
+    assert len(opened) == 1  # ten lookups, one connection
+
+
+def test_a_write_inside_a_session_is_committed_and_seen(pg_uri, prefix):
+    with measurements.session():
+        assert previous_run(pg_uri, variant="a", prefix=prefix) is None  # no history yet
+        record(pg_uri, prefix, "run-1", prov=provenance())  # its own connection and transaction
+        assert previous_run(pg_uri, variant="a", prefix=prefix)["run_id"] == "run-1"
+    with psycopg.connect(pg_uri) as conn:  # committed: another connection sees it
+        assert conn.execute(f"SELECT count(*) FROM {prefix}_measurements").fetchone()[0] == 2
+
+
+def test_a_connection_the_server_dropped_is_replaced(pg_uri, prefix):
+    record(pg_uri, prefix, "run-1", prov=provenance())
+    before = _backends(pg_uri)
+    with measurements.session():
+        assert previous_run(pg_uri, variant="a", prefix=prefix)["run_id"] == "run-1"
+        with psycopg.connect(pg_uri, autocommit=True) as admin:  # the server ends the session's backend
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                          "AND pid <> pg_backend_pid() AND state = 'idle' AND application_name = ''")
+        with pytest.raises(psycopg.OperationalError):
+            previous_run(pg_uri, variant="a", prefix=prefix)  # the lookup that meets the dropped connection fails
+        assert previous_run(pg_uri, variant="a", prefix=prefix)["run_id"] == "run-1"  # the next reconnects
+    assert _backends(pg_uri) <= before  # closed at the session's end
