@@ -1,9 +1,12 @@
 """A value pickled in a file under the key it was computed for: the state dir's caches whose
-entries are a pure function of their key (the run statistics, the question-set audit).
+entries are a pure function of their key (the run statistics, the question-set audit, the
+answer intervals, the scored partitions).
 
 An entry is used only when it holds its own key: a missing, unreadable, truncated or foreign
 file, or one written for another key, reads as nothing, and the caller computes the value
-again and writes it over the entry (atomically: a reader never sees half a file)."""
+again and writes it over the entry (atomically: a reader never sees half a file). A cache is
+never the result: an entry that cannot be written (a read-only state dir, a full disk) costs
+the next run a recompute, never this run its value."""
 
 from __future__ import annotations
 
@@ -25,6 +28,11 @@ def read_keyed(path: Path, key: str) -> Any | None:
         return None
 
 
-def write_keyed(path: Path, key: str, value: Any) -> None:
-    """Store `value` at `path` under `key`, replacing whatever was there."""
-    atomic_write_bytes(path, pickle.dumps((key, value), protocol=pickle.HIGHEST_PROTOCOL))
+def write_keyed(path: Path, key: str, value: Any) -> bool:
+    """Store `value` at `path` under `key`, replacing whatever was there; False when the file
+    could not be written (see the module docstring)."""
+    try:
+        atomic_write_bytes(path, pickle.dumps((key, value), protocol=pickle.HIGHEST_PROTOCOL))
+    except OSError:
+        return False
+    return True

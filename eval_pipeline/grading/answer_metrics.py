@@ -440,10 +440,7 @@ class _Intervals:
 
             stored = [[float(x) for x in bootstrap_ci(values, **self.boot)] for values, _ in self.asked]
             if path is not None:
-                try:
-                    write_keyed(path, key, stored)
-                except OSError:
-                    pass  # a state dir that cannot be written costs the next run a recompute, never the metrics
+                write_keyed(path, key, stored)
         for (_, interval), (low, high) in zip(self.asked, stored):  # type: ignore[arg-type]
             interval[:] = [float(low), float(high)]
 

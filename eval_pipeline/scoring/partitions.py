@@ -64,13 +64,6 @@ def _frame_bytes(frame: pd.DataFrame) -> bytes:
     return pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _write(path: Path, key: str, value: Any) -> None:
-    try:
-        write_keyed(path, key, value)
-    except OSError:
-        pass  # a state dir that cannot be written costs the next run a recompute, never the scores
-
-
 def score_partitions(ranked: Mapping[str, pd.DataFrame], keys: Sequence[str], questions, *,
                      cache: CacheChoice = CONFIGURED) -> dict[str, pd.DataFrame]:
     """Each partition's per-question scores, refusing a partition that has no ranked results.
@@ -97,7 +90,7 @@ def score_partitions(ranked: Mapping[str, pd.DataFrame], keys: Sequence[str], qu
             out[key] = stored
             continue
         out[key] = score_variant(ranked[key], questions)
-        _write(path, digest, out[key])
+        write_keyed(path, digest, out[key])
     return out
 
 
@@ -119,7 +112,7 @@ def partition_metrics(key: str, scored: pd.DataFrame, *, cache: CacheChoice = CO
     if isinstance(stored, dict) and all(m in stored for m in (*PARTITION_METRICS, "table")):
         return stored
     numbers = _partition_metrics(key, scored)
-    _write(path, digest, numbers)
+    write_keyed(path, digest, numbers)
     return numbers
 
 

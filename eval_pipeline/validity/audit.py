@@ -713,10 +713,7 @@ def run_audit(questions: Sequence[Question], snapshot: CorpusSnapshot, threshold
         result = audit_question_set(questions, snapshot, metadata_ranks=metadata_engine_ranks(questions, snapshot),
                                     thresholds=thresholds)
         if path is not None:
-            try:
-                write_keyed(path, stored_key, result)
-            except OSError:
-                pass  # a state dir that cannot be written costs a recompute next run, never the check
+            write_keyed(path, stored_key, result)
     with _AUDITS_LOCK:
         _AUDITS[key] = result
         while len(_AUDITS) > _AUDITS_KEPT:

@@ -332,3 +332,13 @@ def test_no_confidence_no_risk_coverage_plot(tmp_path, verdict, risk_calls):
     per_query = _per_query().drop(columns=["confidence"])
     assert "risk_coverage" not in render_plots(verdict, tmp_path / "a", per_query=per_query)
     assert risk_calls == []
+
+
+def test_an_unwritable_cache_costs_the_cache_not_the_statistics(tmp_path, runs, stats_calls):
+    """A state dir that cannot be written (a read-only mount, a full disk) costs the next run a
+    recompute, never this run's verdict: the statistics are returned, as the audit's, the
+    answer intervals' and the scored partitions' caches already did."""
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the cache folder should be")
+    intervals, comparison = run_statistics(runs, "hybrid", cache_dir=blocked)
+    assert len(intervals) and len(comparison)
