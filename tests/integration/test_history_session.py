@@ -1,40 +1,31 @@
 """A verdict's history lookups share one connection (`measurements.session`), and say the same.
 
-A verdict asks the history about 180 questions; on a connection each that was ~0.6 s of a
-warm demo run. Sharing must change no answer: the same lookups inside and outside a session
-return the same rows, a write inside one is committed, and a connection the server dropped
-is replaced rather than failing the verdict.
+A verdict asks the history about 180 questions; on a connection each, that was most of a warm
+demo run's verdict step (bench/history_session.py: 1.8 s against 0.2 s shared). Sharing must
+change no answer: the same lookups inside and outside a session return the same rows, a write
+inside one is committed, and a connection the server dropped is replaced rather than failing
+the verdict.
 """
 
 from __future__ import annotations
-
-import uuid
 
 import psycopg
 import pytest
 
 from eval_pipeline.history import measurements
 from eval_pipeline.history.answers import previous_answer_run, record_answer_run
-from eval_pipeline.history.runs import previous_run, project_history, recorded_run_of, reference_run, table_names
+from eval_pipeline.history.runs import previous_run, project_history, recorded_run_of, reference_run
 from tests.integration.test_answer_history import key_of, row
-from tests.integration.test_history import provenance, record
+from tests.integration.test_history import prefix, provenance, record  # noqa: F401  (prefix: the fixture)
 
 pytestmark = pytest.mark.integration
 
-@pytest.fixture
-def prefix(pg_uri):
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        for table in reversed(list(table_names(name).values())):
-            conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
 
-
-def _lookups(uri: str, prefix: str) -> list:
-    return [previous_run(uri, variant="a", prefix=prefix),
-            reference_run(uri, variant="a", identity=None, prefix=prefix),
-            recorded_run_of(uri, variant="b", prefix=prefix), project_history(uri, prefix=prefix)["known"],
-            previous_answer_run(uri, **key_of(row()), prefix=prefix)]
+def _lookups(uri: str, table_prefix: str) -> list:
+    return [previous_run(uri, variant="a", prefix=table_prefix),
+            reference_run(uri, variant="a", identity=None, prefix=table_prefix),
+            recorded_run_of(uri, variant="b", prefix=table_prefix), project_history(uri, prefix=table_prefix)["known"],
+            previous_answer_run(uri, **key_of(row()), prefix=table_prefix)]
 
 
 def _backends(uri: str) -> int:
@@ -43,7 +34,7 @@ def _backends(uri: str) -> int:
                             "AND pid <> pg_backend_pid()").fetchone()[0]
 
 
-def test_a_session_answers_as_separate_connections_do_on_one_connection(pg_uri, prefix, monkeypatch):
+def test_a_session_answers_as_separate_connections_do_on_one_connection(pg_uri, prefix, monkeypatch):  # noqa: F811
     record(pg_uri, prefix, "run-1", prov=provenance())
     record_answer_run(pg_uri, "run-1", [row()], prefix=prefix)
     alone = _lookups(pg_uri, prefix)
@@ -59,7 +50,7 @@ def test_a_session_answers_as_separate_connections_do_on_one_connection(pg_uri, 
     assert len(opened) == 1  # ten lookups, one connection
 
 
-def test_a_write_inside_a_session_is_committed_and_seen(pg_uri, prefix):
+def test_a_write_inside_a_session_is_committed_and_seen(pg_uri, prefix):  # noqa: F811
     with measurements.session():
         assert previous_run(pg_uri, variant="a", prefix=prefix) is None  # no history yet
         record(pg_uri, prefix, "run-1", prov=provenance())  # its own connection and transaction
@@ -68,7 +59,7 @@ def test_a_write_inside_a_session_is_committed_and_seen(pg_uri, prefix):
         assert conn.execute(f"SELECT count(*) FROM {prefix}_measurements").fetchone()[0] == 2
 
 
-def test_a_connection_the_server_dropped_is_replaced(pg_uri, prefix):
+def test_a_connection_the_server_dropped_is_replaced(pg_uri, prefix):  # noqa: F811
     record(pg_uri, prefix, "run-1", prov=provenance())
     before = _backends(pg_uri)
     with measurements.session():
