@@ -3,8 +3,8 @@
 A verdict asks the history about 180 questions; on a connection each, that was most of a warm
 demo run's verdict step (bench/history_session.py: 1.8 s against 0.2 s shared). Sharing must
 change no answer: the same lookups inside and outside a session return the same rows, a write
-inside one is committed, and a connection the server dropped is replaced rather than failing
-the verdict.
+inside one is committed, and a connection the server dropped fails only the lookup that meets
+it (a verdict fails closed on that) and is replaced for the next.
 """
 
 from __future__ import annotations
