@@ -55,6 +55,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal
 
+import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
@@ -104,22 +105,23 @@ def family(aspect: str) -> str:
 # one connection for a verdict's questions
 # --------------------------------------------------------------------------
 
-# The open session's connections (connection string -> connection) and the histories found in
-# their current shape; None outside a session.
-_SESSION: ContextVar[tuple[dict[str, Any], set[tuple[int, str]]] | None] = ContextVar("history_session", default=None)
+# The open session's connections (connection string -> connection); None outside a session.
+_SESSION: ContextVar[dict[str, Any] | None] = ContextVar("history_session", default=None)
 
 
 @contextmanager
 def session() -> Iterator[None]:
     """Within it, the history's lookups share one connection per connection string (in
-    autocommit: a lookup reads, and whatever writes takes its own transaction) and ask whether
-    the history exists once. A verdict asks the history about 180 questions; each on a new
-    connection cost about 4 ms more. Nested sessions are one; the connections close at its end."""
+    autocommit: a lookup reads, and whatever writes takes its own transaction). A verdict asks
+    the history about 180 questions; each on a new connection cost about 4 ms more. Every
+    lookup still asks whether the history exists and is whole (one round trip), so a history
+    damaged during a long verdict is refused as on a connection of its own. Nested sessions
+    are one; the connections close at its end."""
     if _SESSION.get() is not None:
         yield
         return
     opened: dict[str, Any] = {}
-    token = _SESSION.set((opened, set()))
+    token = _SESSION.set(opened)
     try:
         yield
     finally:
@@ -130,32 +132,25 @@ def session() -> Iterator[None]:
 
 @contextmanager
 def connection(connection_string: str) -> Iterator[Any]:
-    """A connection for a lookup: the session's shared one (a broken one is replaced), else a
-    new one closed at the end."""
-    current = _SESSION.get()
-    if current is None:
+    """A connection for a lookup: the session's shared one, else a new one closed at the end.
+    A shared connection is checked before each reuse (a round trip of ~0.1 ms): one the server
+    ended while it sat idle (an idle timeout, a pooler, a restart during the paired rankings)
+    is replaced, never met by a lookup."""
+    opened = _SESSION.get()
+    if opened is None:
         with connect(connection_string) as conn:
             yield conn
         return
-    opened = current[0]
     conn = opened.get(connection_string)
+    if conn is not None and not (conn.closed or conn.broken):
+        try:
+            conn.execute("SELECT 1")
+        except psycopg.OperationalError:
+            conn.close()
+            conn = None
     if conn is None or conn.closed or conn.broken:
         conn = opened[connection_string] = connect(connection_string, autocommit=True)
     yield conn
-
-
-def known_current(conn: Any, table: str) -> bool:
-    """Whether this session already found ``table``'s history in its current shape on ``conn``."""
-    current = _SESSION.get()
-    return current is not None and (id(conn), table) in current[1]
-
-
-def remember_current(conn: Any, table: str) -> None:
-    """Remember, for the rest of the session, that ``table``'s history on ``conn`` is current
-    (tables are only ever created within a session, never dropped)."""
-    current = _SESSION.get()
-    if current is not None and conn in current[0].values():
-        current[1].add((id(conn), table))
 
 
 # --------------------------------------------------------------------------

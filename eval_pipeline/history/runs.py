@@ -270,8 +270,6 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
     """Whether there is a history; one in an older shape (no measurements, no references
     table, no eligible column) is upgraded in place first, under the same lock as a first
     write, so its variants keep their yardsticks."""
-    if measurements.known_current(conn, names["measurements"]):
-        return True
     # one round trip: every lookup asks it first
     runs, metrics, current, answers, aspect, metrics_aspect = conn.execute(
         "SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(metrics)s) IS NOT NULL, "
@@ -294,7 +292,6 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
     if not (runs and current and aspect):
         with conn.transaction():
             create_tables(conn, names)
-    measurements.remember_current(conn, names["measurements"])
     return True
 
 
