@@ -282,7 +282,7 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
                    if history is not None and history.get(k) != current.get(k)]
         grader = current.get("grader") or "answer"
         gate = without_yardstick(
-            f"the {grader} grades of {current.get('variant')!r}",
+            f"the {grader} grading of {current.get('variant')!r}",
             had_yardstick=str(history["run_id"]) if had and history is not None else None, recorded=recorded,
             project_has_history=project_has_history, vanished=vanished, strict=strict, hint=_ACCEPT,
             new="a new measurement (no earlier run with the same set, corpus and yardstick)",

@@ -53,7 +53,7 @@ def within_tolerance(delta: float | None, tolerance: float) -> bool:
 def without_yardstick(what: str, *, had_yardstick: str | None, recorded: str | None, project_has_history: bool,
                       vanished: Sequence[str], strict: bool, hint: str, new: str, changed: str = "",
                       first: str | None = "the project's first run") -> GateResult:
-    """The gate of a measurement (``what``: "'dense'", "the deterministic grades of 'dense'")
+    """The gate of a measurement (``what``: "'dense'", "the deterministic grading of 'dense'")
     with no yardstick of its own benchmark:
 
     * ``had_yardstick`` (the run id of its latest yardstick of any other benchmark or
