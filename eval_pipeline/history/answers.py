@@ -326,7 +326,7 @@ def record_answer_run(connection_string: str, run_id: str, rows: Sequence[Mappin
     def write() -> None:
         with connect(connection_string) as conn, conn.transaction(), conn.cursor() as cur:
             create_tables(cur, names)
-            measurements.write(cur, names, run_id, measurements.family(answers_aspect("any")), rows, values)
+            measurements.write(cur, names, run_id, measurements.ANSWER_ASPECTS, rows, values)
 
     call_redacted(connection_string, f"recording answer run {run_id!r}", write)
 
@@ -361,8 +361,8 @@ def _check_key(key: Mapping[str, Any], before_run_id: object) -> None:
 
 
 def _lookup(connection_string: str, key: Mapping[str, Any], before_run_id: str | None, prefix: str,
-            orders: Sequence[measurements.Order], configuration: str | None = None) -> dict[str, Any] | None:
-    """The first yardstick of the measurement ``key`` names, trying ``orders`` in turn
+            order: measurements.Order, configuration: str | None = None) -> dict[str, Any] | None:
+    """The yardstick in ``order`` of the measurement ``key`` names
     (:func:`eval_pipeline.history.measurements.find`: the one lookup of both aspects)."""
     _check_key(key, before_run_id)
     # An incomplete key, or one whose yardstick is not comparable, matches nothing: such a run
@@ -377,13 +377,10 @@ def _lookup(connection_string: str, key: Mapping[str, Any], before_run_id: str |
         with measurements.connection(connection_string) as conn:
             if not history_exists(conn, names):
                 return None
-            for order in orders:
-                found = measurements.find(conn, names, aspect=answers_aspect(key["grader"]), variant=key["variant"],
-                                          order=order, identity=identity, configuration=configuration,
-                                          before_run_id=before_run_id)
-                if found is not None:
-                    return _read_row(conn, names, found, key["grader"])
-        return None
+            found = measurements.find(conn, names, aspect=answers_aspect(key["grader"]), variant=key["variant"],
+                                      order=order, identity=identity, configuration=configuration,
+                                      before_run_id=before_run_id)
+            return _read_row(conn, names, found, key["grader"])
 
     return call_redacted(connection_string, "looking up the answer history", find)
 
@@ -402,7 +399,7 @@ def previous_answer_run(connection_string: str, *, variant: str, grader: str, se
     :func:`read_answer_runs` does."""
     key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
            "corpus_signature": corpus_signature, "yardstick": yardstick}
-    return _lookup(connection_string, key, before_run_id, prefix, ["latest"], configuration)
+    return _lookup(connection_string, key, before_run_id, prefix, "latest", configuration)
 
 
 def reference_answer_run(connection_string: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
@@ -414,7 +411,7 @@ def reference_answer_run(connection_string: str, *, variant: str, grader: str, s
     eligible row with exactly this key. Same rules and shape as :func:`previous_answer_run`."""
     key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
            "corpus_signature": corpus_signature, "yardstick": yardstick}
-    return _lookup(connection_string, key, before_run_id, prefix, ["accepted", "first"], configuration)
+    return _lookup(connection_string, key, before_run_id, prefix, "reference", configuration)
 
 
 def answer_history_of(connection_string: str, *, variant: str, grader: str, configuration: str | None = None,

@@ -87,7 +87,7 @@ RETRIEVAL_BENCHMARK_ID = "questions"
 COLUMNS = ("run_id", "variant", "aspect", *IDENTITY_FIELDS, "configuration", "generator", "limited", "errored",
            "eligible", "n_scored", "variant_config", "provenance")
 
-Order = Literal["latest", "accepted", "first"]
+Order = Literal["latest", "reference"]
 
 
 def answers_aspect(grader: str) -> str:
@@ -95,10 +95,9 @@ def answers_aspect(grader: str) -> str:
     return f"{_ANSWERS}{grader}"
 
 
-def family(aspect: str) -> str:
-    """The SQL LIKE pattern of the aspects recorded together with ``aspect`` (one record call
-    replaces them for its run): ``retrieval``, or every ``answers:<grader>``."""
-    return RETRIEVAL if aspect == RETRIEVAL else f"{_ANSWERS}%"
+# The SQL LIKE pattern of every answer aspect: one record call replaces them all for its run,
+# as one replaces its run's retrieval measurements (pattern ``retrieval``).
+ANSWER_ASPECTS = f"{_ANSWERS}%"
 
 
 # --------------------------------------------------------------------------
@@ -235,7 +234,8 @@ def _upgrade(conn: Any, names: Mapping[str, str], *, legacy_metrics: bool, legac
     if legacy_metrics:
         parts.append(
             "SELECT r.created_at AS at, r.seq AS n, 0 AS part, m.run_id, m.variant, 'retrieval' AS aspect,"
-            " r.created_at, r.corpus_signature, 'questions' AS benchmark_id, r.benchmark_fingerprint AS benchmark,"
+            f" r.created_at, r.corpus_signature, {RETRIEVAL_BENCHMARK_ID!r} AS benchmark_id,"
+            " r.benchmark_fingerprint AS benchmark,"
             " r.scoring_protocol AS instrument, r.provenance->'configurations'->>m.variant AS configuration,"
             " NULL::text AS generator, r.limited,"
             " (SELECT count(*) FROM {questions} q WHERE q.run_id = m.run_id AND q.variant = m.variant"
@@ -375,17 +375,38 @@ def cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> in
         sql.Identifier(names["measurements"])), (before_run_id,)).fetchone()[0]
 
 
+def _lookup_params(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, configuration: str | None,
+                   heirs: Sequence[str] | None, before_run_id: str | None) -> dict[str, Any]:
+    """The parameters of `SAME_VARIANT` and `_BEFORE` for one variant's lookup."""
+    return {"variant": variant, "aspect": aspect, "configuration": configuration,
+            "heirs": None if heirs is None else [str(h) for h in heirs],
+            "before": before_run_id, "cutoff": cutoff(conn, names, before_run_id)}
+
+
 def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, order: Order,
          identity: Mapping[str, Any] | None = None, configuration: str | None = None,
          heirs: Sequence[str] | None = None, before_run_id: str | None = None) -> tuple[str, str] | None:
-    """The (run id, variant name in that run) of ``variant``'s ``aspect`` yardstick in ``order``,
-    or None. With ``identity`` (:data:`IDENTITY_FIELDS`), only measurements of exactly that
-    identity; an incomplete identity (a field missing or not a non-empty string) matches
-    nothing: such a run is never judged as comparable. Without, any identity's (the history a
-    changed benchmark is paired with). ``before_run_id`` itself is never returned."""
-    params: dict[str, Any] = {"variant": variant, "aspect": aspect, "configuration": configuration,
-                              "heirs": None if heirs is None else [str(h) for h in heirs],
-                              "before": before_run_id, "cutoff": cutoff(conn, names, before_run_id)}
+    """The (run id, variant name in that run) of ``variant``'s ``aspect`` yardstick, or None:
+    with ``order="latest"`` its previous run, with ``"reference"`` its pinned reference (the
+    latest acceptance, else the first eligible run). With ``identity`` (:data:`IDENTITY_FIELDS`),
+    only measurements of exactly that identity; an incomplete identity (a field missing or not
+    a non-empty string) matches nothing: such a run is never judged as comparable. Without, any
+    identity's (the history a changed benchmark is paired with). ``before_run_id`` itself is
+    never returned."""
+    if order == "reference":
+        kwargs: dict[str, Any] = dict(aspect=aspect, variant=variant, identity=identity, configuration=configuration,
+                                      heirs=heirs, before_run_id=before_run_id)
+        return _find(conn, names, "accepted", **kwargs) or _find(conn, names, "first", **kwargs)
+    return _find(conn, names, order, aspect=aspect, variant=variant, identity=identity, configuration=configuration,
+                 heirs=heirs, before_run_id=before_run_id)
+
+
+def _find(conn: Any, names: Mapping[str, str], order: str, *, aspect: str, variant: str,
+          identity: Mapping[str, Any] | None, configuration: str | None, heirs: Sequence[str] | None,
+          before_run_id: str | None) -> tuple[str, str] | None:
+    """`find` in one of `_ORDERS`."""
+    params = _lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, heirs=heirs,
+                            before_run_id=before_run_id)
     matches = ""
     if identity is not None:
         values = {k: identity.get(k) for k in IDENTITY_FIELDS}
@@ -415,9 +436,8 @@ def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: st
         # whatever its question rows (an older history may have pruned them)
         " AND (m.aspect = 'retrieval' OR m.n_scored > 0 OR m.errored > 0) AND " + SAME_VARIANT + _BEFORE
         + " ORDER BY m.seq DESC LIMIT 1").format(measurements=sql.Identifier(names["measurements"])),
-        {"variant": variant, "aspect": aspect, "configuration": configuration,
-         "heirs": None if heirs is None else [str(h) for h in heirs], "before": before_run_id,
-         "cutoff": cutoff(conn, names, before_run_id)}).fetchone()
+        _lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, heirs=heirs,
+                       before_run_id=before_run_id)).fetchone()
     return None if found is None else str(found[0])
 
 

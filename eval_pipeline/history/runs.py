@@ -456,7 +456,8 @@ def record_run(
     eligible = eligible and not limited and not any_errored
 
     def text(key: str) -> str | None:
-        return _text(prov, key)
+        value = prov.get(key)
+        return value if isinstance(value, str) else None
 
     run_row = {
         "run_id": run_id,
@@ -486,8 +487,7 @@ def record_run(
         ),
     )
 
-    rows, values = _measurement_rows(run_id, prov, summary, metric_rows, question_rows, limited=limited,
-                                     eligible=eligible)
+    rows, values = _measurement_rows(run_row, prov, summary, metric_rows, question_rows)
     with connect(connection_string) as conn:
         with conn.transaction(), conn.cursor() as cur:
             create_tables(cur, names)
@@ -498,23 +498,16 @@ def record_run(
             _insert_question_rows(cur, names["questions"], question_rows)
 
 
-def _text(prov: Mapping[str, Any], key: str) -> str | None:
-    value = prov.get(key)
-    return value if isinstance(value, str) else None
-
-
-def _measurement_rows(run_id: str, prov: Mapping[str, Any], summary: pd.DataFrame, metric_rows: list[tuple],
-                      question_rows: list[tuple], *, limited: bool, eligible: bool) -> tuple[list[dict], dict]:
+def _measurement_rows(run_row: Mapping[str, Any], prov: Mapping[str, Any], summary: pd.DataFrame,
+                      metric_rows: list[tuple], question_rows: list[tuple]) -> tuple[list[dict], dict]:
     """The run's retrieval measurements, one per variant (:mod:`eval_pipeline.history.measurements`),
-    and their metrics. What the run's provenance says of one variant travels with it: its
-    configuration fingerprint, the name it inherited in a rename, its gate."""
+    and their metrics: the run's benchmark identity, limited and eligible flags (``run_row``,
+    as recorded in ``{runs}``) for each. What the run's provenance says of one variant travels
+    with it: its configuration fingerprint, the name it inherited in a rename, its gate."""
 
     def of(key: str, variant: str) -> Any:
         value = prov.get(key)
         return value.get(variant) if isinstance(value, Mapping) else None
-
-    def text(key: str) -> str | None:
-        return _text(prov, key)
 
     rows, values = [], {}
     for variant in map(str, summary["variant"]):
@@ -522,13 +515,13 @@ def _measurement_rows(run_id: str, prov: Mapping[str, Any], summary: pd.DataFram
         configuration = of("configurations", variant)
         inherits = of("inherits", variant)
         rows.append({
-            "run_id": run_id, "variant": variant, "aspect": measurements.RETRIEVAL,
-            "corpus_signature": text("corpus_signature"), "benchmark_id": measurements.RETRIEVAL_BENCHMARK_ID,
-            "benchmark": text("benchmark_fingerprint"), "instrument": text("scoring_protocol"),
+            "run_id": run_row["run_id"], "variant": variant, "aspect": measurements.RETRIEVAL,
+            "corpus_signature": run_row["corpus_signature"], "benchmark_id": measurements.RETRIEVAL_BENCHMARK_ID,
+            "benchmark": run_row["benchmark_fingerprint"], "instrument": run_row["scoring_protocol"],
             "configuration": configuration if isinstance(configuration, str) else None, "generator": None,
-            "limited": limited, "errored": sum(1 for r in asked if r[4]), "eligible": eligible,
-            "n_scored": len(asked),
-            "variant_config": of("variants", variant) if isinstance(of("variants", variant), Mapping) else {},
+            "limited": run_row["limited"], "errored": sum(1 for r in asked if r[4]), "eligible": run_row["eligible"],
+            "n_scored": len(asked), "variant_config": config if isinstance(config := of("variants", variant), Mapping)
+            else {},
             "provenance": {k: v for k, v in (("configuration", configuration), ("inherits", inherits),
                                              ("gate", of("gate", variant))) if v is not None}})
         values[(variant, measurements.RETRIEVAL)] = [r[2:] for r in metric_rows if r[1] == variant]
@@ -713,11 +706,9 @@ def reference_run(
     with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return None
-        kwargs: dict[str, Any] = dict(aspect=measurements.RETRIEVAL, variant=variant,
-                                      identity=_measured_identity(identity), configuration=configuration,
-                                      heirs=heirs, before_run_id=before_run_id)
-        found = measurements.find(conn, names, order="accepted", **kwargs) or \
-            measurements.find(conn, names, order="first", **kwargs)
+        found = measurements.find(conn, names, aspect=measurements.RETRIEVAL, variant=variant, order="reference",
+                                  identity=_measured_identity(identity), configuration=configuration, heirs=heirs,
+                                  before_run_id=before_run_id)
         return _run_with_metrics(conn, names, found)
 
 
