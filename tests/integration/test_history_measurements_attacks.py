@@ -43,6 +43,16 @@ def prefix(pg_uri):
         conn.execute(f'DROP SCHEMA IF EXISTS "{p}_elsewhere" CASCADE')
 
 
+def _a_drop_to_50_fails_closed(pg_uri: str, prefix: str) -> None:
+    """Run r1 of `a` at 50 hits, judged against the history under ``prefix``: never a first run,
+    and the gate fails."""
+    verdict = judge_run({"a": scored_frame("a", 50)}, baseline="a", provenance=provenance("B1", {"a": "bad"}),
+                        tolerances=TOL, strict=False, run_id="r1", limited=False, connection_string=pg_uri,
+                        history_prefix=prefix, record=False, sweep_keys=["a"], rank_reference=rank_reference)
+    assert verdict.gates["a"].state != "first_run"
+    assert not verdict.gate_passed
+
+
 def test_an_upgraded_copy_in_another_schema_does_not_hide_the_legacy_retrieval_history(pg_uri, prefix):
     """The upgrade decides whether ``{prefix}_variant_metrics`` is legacy by asking
     information_schema.columns for an ``aspect`` column by table name only, in every schema.
@@ -89,11 +99,7 @@ def test_an_upgraded_copy_in_another_schema_lets_a_regression_pass_the_gate(pg_u
         legacy_judged_run(conn, prefix, "r0", "B1", {"a": "good"}, hits=100)
         conn.execute(f'CREATE SCHEMA "{prefix}_elsewhere"')
         conn.execute(f'CREATE TABLE "{prefix}_elsewhere".{prefix}_variant_metrics (aspect text)')
-    verdict = judge_run({"a": scored_frame("a", 50)}, baseline="a", provenance=provenance("B1", {"a": "bad"}),
-                        tolerances=TOL, strict=False, run_id="r1", limited=False, connection_string=pg_uri,
-                        history_prefix=prefix, record=False, sweep_keys=["a"], rank_reference=rank_reference)
-    assert verdict.gates["a"].state != "first_run"
-    assert not verdict.gate_passed
+    _a_drop_to_50_fails_closed(pg_uri, prefix)
 
 
 def test_a_legacy_answer_table_from_before_acceptance_does_not_brick_the_whole_history(pg_uri, prefix):
@@ -141,11 +147,7 @@ def test_a_legacy_failed_run_without_question_rows_does_not_make_the_next_run_a_
         conn.execute(LEGACY_DDL.format(p=prefix))
         legacy_judged_run(conn, prefix, "r0", "B1", {"a": "bad"}, hits=50, failed=["a"])
         conn.execute(f"DELETE FROM {prefix}_question_results WHERE run_id = 'r0'")
-    verdict = judge_run({"a": scored_frame("a", 50)}, baseline="a", provenance=provenance("B1", {"a": "bad"}),
-                        tolerances=TOL, strict=False, run_id="r1", limited=False, connection_string=pg_uri,
-                        history_prefix=prefix, record=False, sweep_keys=["a"], rank_reference=rank_reference)
-    assert verdict.gates["a"].state != "first_run"
-    assert not verdict.gate_passed
+    _a_drop_to_50_fails_closed(pg_uri, prefix)
 
 
 def test_answer_rows_an_older_process_records_after_the_upgrade_are_not_lost(pg_uri, prefix):
