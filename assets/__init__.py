@@ -350,13 +350,16 @@ def variant_metrics_asset(partitions: PartitionsDefinition) -> AssetsDefinition:
         io_manager_key="variant_io_manager",
     )
     def variant_metrics(
-        context: AssetExecutionContext, ranked_results: dict[str, pd.DataFrame], question_set: QuestionSet
+        context: AssetExecutionContext, ranked_results: dict[str, pd.DataFrame], question_set: QuestionSet,
+        state: StateResource,
     ) -> dict[str, pd.DataFrame]:
         """Per-question scores of each variant (hit@k, MRR, recall, nDCG@10, miss class, latency); each
-        partition carries its own numbers (eval_pipeline.scoring.partitions.partition_metrics)."""
-        scored = score_partitions(ranked_results, context.partition_keys, question_set.questions)
+        partition carries its own numbers (eval_pipeline.scoring.partitions.partition_metrics), both
+        kept in the state dir by their inputs."""
+        cache = state.dir().scored_partitions
+        scored = score_partitions(ranked_results, context.partition_keys, question_set.questions, cache=cache)
         for key, frame in scored.items():  # each partition's own numbers, plotted over time on the asset page
-            context.add_asset_metadata(to_metadata(partition_metrics(key, frame)), partition_key=key)
+            context.add_asset_metadata(to_metadata(partition_metrics(key, frame, cache=cache)), partition_key=key)
         return scored
 
     return variant_metrics

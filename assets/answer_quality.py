@@ -188,11 +188,13 @@ def build_answer_assets(sweep: SweepConfig, partitions: PartitionsDefinition) ->
            io_manager_key="variant_io_manager")
     def answer_metrics(context: AssetExecutionContext, answers: dict[str, pd.DataFrame],
                        graded_answers: dict[str, pd.DataFrame],
-                       golden_prompts: CheckedGoldenSet) -> dict[str, pd.DataFrame]:
-        """Per variant and grader: pass rate and mean score with intervals, by assertion type and
-        question form, on retrieval hits and misses, latency, tokens and cost; the generator's
-        identity and the grading yardstick (eval_pipeline.grading.summary.answer_metric_frames)."""
-        frames, metadata = answer_metric_frames(answers, graded_answers, golden_prompts, prices=sweep.prices)
+                       golden_prompts: CheckedGoldenSet, state: StateResource) -> dict[str, pd.DataFrame]:
+        """Per variant and grader: pass rate and mean score with intervals (kept in the state
+        dir by their inputs), by assertion type and question form, on retrieval hits and misses,
+        latency, tokens and cost; the generator's identity and the grading yardstick
+        (eval_pipeline.grading.summary.answer_metric_frames)."""
+        frames, metadata = answer_metric_frames(answers, graded_answers, golden_prompts, prices=sweep.prices,
+                                                interval_cache=state.dir().statistics)
         for key, values in metadata.items():  # with the grounding rates, repair and agreement figures as numbers
             context.add_asset_metadata(to_metadata(values), partition_key=key)
         return frames

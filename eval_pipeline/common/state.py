@@ -35,15 +35,6 @@ def default_state_dir() -> Path:
     return Path(os.environ.get(STATE_DIR_ENV) or PROJECT_ROOT / ".eval_state")
 
 
-def configured_state_dir() -> "StateDir | None":
-    """The state dir `EVAL_PIPELINE_STATE_DIR` names (the Makefile and the CI set it for the job),
-    else None: the caches a library function keeps by itself (answer intervals, scored
-    partitions) are kept only where a run was told to keep its state, never in a checkout a
-    library user merely imports from."""
-    root = os.environ.get(STATE_DIR_ENV)
-    return StateDir(Path(root)) if root else None
-
-
 @dataclass(frozen=True)
 class StateDir:
     root: Path

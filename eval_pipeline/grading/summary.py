@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -21,7 +22,6 @@ import pandas as pd
 from eval_pipeline.answering.prompts import CheckedGoldenSet
 from eval_pipeline.answering.served import ServedBy, run_generator
 from eval_pipeline.common.metadata import frame_metadata
-from eval_pipeline.common.state import configured_state_dir
 from eval_pipeline.grading.answer_metrics import answer_metrics, answer_summary_row
 from eval_pipeline.grading.presentation import (
     cost_metadata,
@@ -39,6 +39,7 @@ METRIC_COLUMNS = ["variant", "grader", "set_id", "set_name", "set_fingerprint", 
 
 def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[str, pd.DataFrame],
                          golden: CheckedGoldenSet, *, prices: Mapping[str, Any] | None = None,
+                         interval_cache: Path | None = None,
                          ) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, Any]]]:
     """({variant: one row per grader, `METRIC_COLUMNS`}, {variant: metadata}). The generator is
     the one every generated answer reports (`run_generator`), else None (unknown: never
@@ -52,12 +53,10 @@ def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[st
     ``gradings_json`` (the row's answers.jsonl lines, `grading_lines`) and
     ``hallucinations_json`` (the grounding row's log, `hallucinations_of`). The metadata adds
     the grounding rates, the repair pass rates and, when calibrated, kappa and the PPI bounds
-    as numbers. The intervals are kept in the configured state dir's statistics cache
-    (`configured_state_dir`) by their exact inputs: a run whose grades did not change reads them
-    instead of resampling."""
+    as numbers. With `interval_cache` (the answer_metrics asset passes its state dir's
+    `statistics`), the intervals are kept there by their exact inputs: a run whose grades did not
+    change reads them instead of resampling."""
     frames, metadata = {}, {}
-    state = configured_state_dir()
-    interval_cache = state.statistics if state is not None else None
     for variant, frame in answers.items():
         if golden.golden is None or not len(frame):
             frames[variant] = pd.DataFrame(columns=METRIC_COLUMNS)

@@ -17,7 +17,6 @@ from eval_pipeline.common import versions
 from eval_pipeline.common.keyed_pickle import read_keyed, write_keyed
 from eval_pipeline.common.metadata import frame_metadata, shown_number
 from eval_pipeline.common.registry import plugin_code_digest
-from eval_pipeline.common.state import configured_state_dir
 from eval_pipeline.metrics.retrieval import PARTITION, PRIMARY_METRIC, metric_names
 from eval_pipeline.ranking.results import stage_latency_summary
 from eval_pipeline.scoring.variant import score_variant, summarize
@@ -25,19 +24,6 @@ from eval_pipeline.scoring.variant import score_variant, summarize
 PARTITION_METRICS = metric_names(PARTITION)
 
 
-class Configured:
-    """The cache of the configured state dir (`common.state.configured_state_dir`), none without one."""
-
-
-CONFIGURED = Configured()
-CacheChoice = Path | None | Configured
-
-
-def _cache_folder(cache: CacheChoice) -> Path | None:
-    if isinstance(cache, Configured):
-        state = configured_state_dir()
-        return state.scored_partitions if state is not None else None
-    return Path(cache) if cache is not None else None
 
 
 def scoring_code_identity() -> str:
@@ -65,10 +51,10 @@ def _frame_bytes(frame: pd.DataFrame) -> bytes:
 
 
 def score_partitions(ranked: Mapping[str, pd.DataFrame], keys: Sequence[str], questions, *,
-                     cache: CacheChoice = CONFIGURED) -> dict[str, pd.DataFrame]:
+                     cache: Path | None = None) -> dict[str, pd.DataFrame]:
     """Each partition's per-question scores, refusing a partition that has no ranked results.
 
-    With a cache folder (by default the configured state dir's `scored_partitions`), a
+    With a cache folder (the variant_metrics asset passes its state dir's `scored_partitions`), a
     partition's scores are kept there under a digest of its ranked frame, the questions with
     their labels in order and `scoring_code_identity`, and read back by a run whose rankings did
     not change: the same frame, without scoring again. An entry is used only when it holds its
@@ -76,15 +62,14 @@ def score_partitions(ranked: Mapping[str, pd.DataFrame], keys: Sequence[str], qu
     missing = sorted(set(keys) - set(ranked))
     if missing:
         raise ValueError(f"ranked_results has no partition for variant(s) {missing}; materialize them first")
-    folder = _cache_folder(cache)
-    if folder is None:
+    if cache is None:
         return {key: score_variant(ranked[key], questions) for key in keys}
     qids = sorted(q.qid for q in questions)
     labels = "\n".join(json.dumps(q.to_json(), sort_keys=True, ensure_ascii=False) for q in questions).encode()
     code, out = scoring_code_identity(), {}
     for key in keys:
         digest = _digest("scored partition", code, labels, _frame_bytes(ranked[key]))
-        path = folder / f"scored_{digest}.pkl"
+        path = Path(cache) / f"scored_{digest}.pkl"
         stored = read_keyed(path, digest)
         if isinstance(stored, pd.DataFrame) and "qid" in stored and sorted(stored["qid"]) == qids:
             out[key] = stored
@@ -94,7 +79,7 @@ def score_partitions(ranked: Mapping[str, pd.DataFrame], keys: Sequence[str], qu
     return out
 
 
-def partition_metrics(key: str, scored: pd.DataFrame, *, cache: CacheChoice = CONFIGURED) -> dict[str, Any]:
+def partition_metrics(key: str, scored: pd.DataFrame, *, cache: Path | None = None) -> dict[str, Any]:
     """One partition's own numbers, as floats and ints the UI plots over time: hit@1/5/10,
     MRR, recall@10, nDCG@10 with its 95% bootstrap interval, latency p50/p95, errored
     questions and the microscope's counts of misses per triage label and dense cause; with the
@@ -103,11 +88,10 @@ def partition_metrics(key: str, scored: pd.DataFrame, *, cache: CacheChoice = CO
     Kept like `score_partitions`' scores, under the partition key, the scored frame and the
     code: a run whose scores did not change reads them (and does not import scipy for the
     interval). An entry is used only when it holds its own key and every partition metric."""
-    folder = _cache_folder(cache)
-    if folder is None:
+    if cache is None:
         return _partition_metrics(key, scored)
     digest = _digest("partition numbers", scoring_code_identity(), key.encode(), _frame_bytes(scored))
-    path = folder / f"numbers_{digest}.pkl"
+    path = Path(cache) / f"numbers_{digest}.pkl"
     stored = read_keyed(path, digest)
     if isinstance(stored, dict) and all(m in stored for m in (*PARTITION_METRICS, "table")):
         return stored

@@ -68,10 +68,13 @@ def resources(own_state, tmp_path):
     }
 
 
-def test_whole_sweep_in_one_run_then_one_partition(tmp_path, resources):
-    """The whole sweep in one in-process run; then one variant re-materialized on its own."""
+def test_whole_sweep_in_one_run_then_one_partition(tmp_path, resources, own_state, monkeypatch):
+    """The whole sweep in one in-process run; then one variant re-materialized on its own. The
+    scores and intervals are kept in the state resource's folder, not in one the environment names."""
     from definitions import SWEEP
+    from eval_pipeline.common.state import STATE_DIR_ENV
 
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "elsewhere"))
     instance = DagsterInstance.ephemeral()
     result = materialize(_defs_assets(), resources=resources, run_config=_tiny_config(tmp_path),
                          instance=instance, tags=_whole_sweep_tags())
@@ -93,6 +96,8 @@ def test_whole_sweep_in_one_run_then_one_partition(tmp_path, resources):
     _assert_trec_parity(tmp_path / "trec", per_query)
     stored = tmp_path / "variants" / "ranked_results"
     assert {p.parent.name for p in stored.glob("*/*.parquet")} == set(SWEEP.keys)
+    assert len(list((own_state / "scored_partitions").glob("scored_*.pkl"))) == len(SWEEP.keys)
+    assert not any((tmp_path / "elsewhere" / cache).exists() for cache in ("scored_partitions", "statistics_cache"))
 
     # One variant alone: only its partition gets a new file.
     before = {str(p.relative_to(stored)) for p in stored.glob("*/*.parquet")}

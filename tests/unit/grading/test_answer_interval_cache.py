@@ -135,11 +135,12 @@ def test_a_cached_run_never_imports_scipy(tmp_path):
     assert scipy_imported() == ["False"]  # read
 
 
-def test_the_answer_metrics_step_keeps_its_intervals_in_the_state_dirs_statistics_cache(tmp_path, monkeypatch):
-    """answer_metric_frames (what the answer_metrics asset calls) passes the configured state
-    dir's statistics cache; without a configured state dir, none (a library call writes nothing)."""
+def test_answer_metric_frames_keeps_its_intervals_only_where_it_is_told(tmp_path, monkeypatch):
+    """answer_metric_frames passes the folder it is given (the answer_metrics asset gives its
+    state dir's statistics cache) to every interval; without one, none, even where
+    EVAL_PIPELINE_STATE_DIR names a state dir (a library call writes nothing)."""
     from eval_pipeline.answering.prompts import CheckedGoldenSet
-    from eval_pipeline.common.state import STATE_DIR_ENV, StateDir
+    from eval_pipeline.common.state import STATE_DIR_ENV
     from eval_pipeline.grading import summary
     from eval_pipeline.questions.golden import GoldenPrompt, GoldenPromptSet
 
@@ -158,7 +159,6 @@ def test_the_answer_metrics_step_keeps_its_intervals_in_the_state_dirs_statistic
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
     with pytest.raises(Stop):
         summary.answer_metric_frames({"v": a}, {"v": g}, golden)
-    monkeypatch.delenv(STATE_DIR_ENV)
     with pytest.raises(Stop):
-        summary.answer_metric_frames({"v": a}, {"v": g}, golden)
-    assert asked == [StateDir(tmp_path / "state").statistics, None]
+        summary.answer_metric_frames({"v": a}, {"v": g}, golden, interval_cache=tmp_path / "asked")
+    assert asked == [None, tmp_path / "asked"]

@@ -150,17 +150,20 @@ def test_changed_or_damaged_numbers_are_computed_again(tmp_path, monkeypatch, ch
     assert same_numbers(got, sp.partition_metrics(key, scored, cache=None))
 
 
-def test_the_configured_state_dir_holds_the_entries_and_no_state_dir_none(tmp_path, monkeypatch):
+def test_without_a_folder_nothing_is_kept_whatever_the_environment_names(tmp_path, monkeypatch):
+    """The cache folder is an argument (the variant_metrics asset passes its state dir's
+    `scored_partitions`): a library call without one writes nothing, even where
+    EVAL_PIPELINE_STATE_DIR names a state dir, so a StateResource configured elsewhere is the
+    one folder the entries go to."""
     from eval_pipeline.common.state import STATE_DIR_ENV, StateDir
 
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
-    scored = sp.score_partitions(frames(), ["v"], QUESTIONS)
-    sp.partition_metrics("v", scored["v"])
-    folder = StateDir(tmp_path / "state").scored_partitions
-    assert len(entries(folder, "scored")) == 1 and len(entries(folder, "numbers")) == 1
-    monkeypatch.delenv(STATE_DIR_ENV)
     monkeypatch.chdir(tmp_path)
-    sp.partition_metrics("w", sp.score_partitions(frames(), ["w"], QUESTIONS)["w"])
+    sp.partition_metrics("v", sp.score_partitions(frames(), ["v"], QUESTIONS)["v"])
+    assert not StateDir(tmp_path / "state").scored_partitions.exists()
+    assert [p.name for p in tmp_path.iterdir()] == []
+    folder = tmp_path / "asked"
+    sp.partition_metrics("v", sp.score_partitions(frames(), ["v"], QUESTIONS, cache=folder)["v"], cache=folder)
     assert len(entries(folder, "scored")) == 1 and len(entries(folder, "numbers")) == 1
 
 
