@@ -51,7 +51,7 @@ redis-server:
 	@command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; } \
 		|| echo "redis-server not installed: the Celery executor test will be skipped"
 
-# Lint (ruff, mypy: configured in pyproject.toml), then the fast unit lane (stops the run on its
+# Lint (ruff, mypy: configured in pyproject.toml) and the fast unit lane (stops the run on its
 # first failure), then the integration lane; each lane prints its slowest tests. Lanes are markers,
 # not folders: tests/unit/<package>/ (one folder per eval_pipeline stage package),
 # tests/integration/ and tests/orchestration/ (the Dagster layer, whole-job runs) feed both.
@@ -59,12 +59,19 @@ redis-server:
 # file's module fixtures (a server, a run its tests read) are made once, and each worker has its
 # own session Postgres and temp dir. The longest files go first (tests/conftest.py, LONGEST_FILES).
 INTEGRATION_WORKERS ?= auto
+RUFF = $(BIN)/ruff check eval_pipeline assets resources definitions.py
 lint: $(STAMP)
-	$(BIN)/ruff check eval_pipeline assets resources definitions.py
+	$(RUFF)
 	$(BIN)/mypy
 
-test: $(STAMP) chromium redis-server lint
-	$(BIN)/python -m pytest -q -m "not integration" -x --durations=10
+# mypy runs on the second core while the unit lane (one process) runs on the first; either failing
+# stops `make test` before the integration lane.
+test: $(STAMP) chromium redis-server
+	$(RUFF)
+	@typed=$$(mktemp); $(BIN)/mypy > $$typed 2>&1 & mypy=$$!; \
+	$(BIN)/python -m pytest -q -m "not integration" -x --durations=10; unit=$$?; \
+	wait $$mypy; mypy_code=$$?; echo "mypy:"; cat $$typed; rm -f $$typed; \
+	[ $$unit -eq 0 ] && [ $$mypy_code -eq 0 ]
 	$(BIN)/python -m pytest -q -m integration --durations=25 \
 		-n $(INTEGRATION_WORKERS) --dist loadfile --no-loadscope-reorder
 

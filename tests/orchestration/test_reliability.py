@@ -175,7 +175,8 @@ def test_sigkill_then_rerun_gives_the_same_metrics(tmp_path, job_env, clean_run,
     killed.wait(timeout=60)
     assert not (tmp_path / "killed" / "results.md").exists()
 
-    rerun = start_job(tmp_path, "rerun", env, tiny_job_config(tmp_path / "rerun"))
+    # a new interpreter: compared with the clean run, a run with another string-hash seed (tests/job_zygote.py)
+    rerun = start_job(tmp_path, "rerun", env, tiny_job_config(tmp_path / "rerun"), fresh=True)
     assert rerun.wait(timeout=600) == 0, (tmp_path / "rerun.log").read_text()[-3000:]
     assert metrics_table(tmp_path / "rerun") == metrics_table(clean_run.results)
 
@@ -183,7 +184,7 @@ def test_sigkill_then_rerun_gives_the_same_metrics(tmp_path, job_env, clean_run,
 def test_two_runs_at_once(tmp_path, job_env):
     env = job_env("state")  # both start cold and race for the same table
     a = start_job(tmp_path, "a", env, tiny_job_config(tmp_path / "a"))
-    b = start_job(tmp_path, "b", env, tiny_job_config(tmp_path / "b"))
+    b = start_job(tmp_path, "b", env, tiny_job_config(tmp_path / "b"), fresh=True)  # another hash seed than a
     assert a.wait(timeout=600) == 0, (tmp_path / "a.log").read_text()[-3000:]
     assert b.wait(timeout=600) == 0, (tmp_path / "b.log").read_text()[-3000:]
     assert metrics_table(tmp_path / "a") == metrics_table(tmp_path / "b")

