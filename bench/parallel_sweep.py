@@ -6,8 +6,13 @@ again (`reuse: false`) and alternate in-process / parallel, so both see the same
 per run: the ranking phase (from plan_ranking's start to collect_ranked_results' end, timed by
 when Dagster's log lines arrive), each rank_variants step's duration, and the whole job.
 
+The parallel job runs once per start method each round: `forkserver` (its default: every step
+forked from a server that imported the definitions once) and `spawn` (Dagster's default: a new
+interpreter per step), so the two are measured on the same machine in one run.
+
     .venv/bin/python bench/parallel_sweep.py              # 2 rounds, workers = CPU count
     .venv/bin/python bench/parallel_sweep.py --rounds 3 --workers 3
+    .venv/bin/python bench/parallel_sweep.py --start-methods forkserver   # the default alone
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ def main() -> None:
     parser.add_argument("--state-dir", default=str(DEFAULT_STATE_ROOT / "parallel_sweep"))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workers", type=int, default=None, help="ranked_results workers (default: the CPU count)")
+    parser.add_argument("--start-methods", default="forkserver,spawn",
+                        help="the parallel job's start methods, each run every round (default: forkserver,spawn)")
     args = parser.parse_args()
     print_machine("sweep in-process against the multiprocess executor, demo corpus")
     state = Path(args.state_dir).resolve()
@@ -73,35 +80,47 @@ def main() -> None:
     state.mkdir(parents=True)
     workers = args.workers or os.cpu_count() or 1
 
-    def config(name: str, reuse: bool, batches: int) -> Path:
+    methods = [m.strip() for m in args.start_methods.split(",") if m.strip()]
+
+    def config(name: str, reuse: bool, batches: int, start_method: str | None = None) -> Path:
         path = state / f"{name}.yaml"
-        path.write_text(f"ops:\n  report:\n    config:\n      results_dir: {results_beside(state)}\n"
+        execution = (f"execution:\n  config:\n    start_method:\n      {start_method}: {{}}\n"
+                     if start_method else "")
+        path.write_text(f"{execution}ops:\n  report:\n    config:\n      results_dir: {results_beside(state)}\n"
                         f"      record_history: false\n"
-                        f"  ranked_results:\n    config:\n      reuse: {str(reuse).lower()}\n      workers: {batches}\n")
+                        f"  ranked_results:\n    config:\n      reuse: {str(reuse).lower()}\n"
+                        f"      workers: {batches}\n")
         return path
 
     try:
         first = run_job("retrieval_eval", state, config("fill", True, 1), state / "fill.log")
         print(f"fill run (ingest, query embeddings, first ranking): {first['total']:.1f} s")
         runs = []
+        arms = [("retrieval_eval", 1, None), *(("retrieval_eval_parallel", workers, m) for m in methods)]
         for round_ in range(args.rounds):
-            for job, batches in (("retrieval_eval", 1), ("retrieval_eval_parallel", workers)):
-                path = config(f"{job}-{round_}", False, batches)
-                r = run_job(job, state, path, state / f"{job}-{round_}.log")
+            for job, batches, method in arms:
+                label = f"{job} ({method})" if method else job
+                name = f"{job}-{method or 'inprocess'}-{round_}"
+                r = run_job(job, state, config(name, False, batches, method), state / f"{name}.log")
+                r["arm"] = label
                 runs.append(r)
-                print(f"round {round_ + 1} {job}: ranking {r['ranking']:.1f} s, job {r['total']:.1f} s; steps "
+                print(f"round {round_ + 1} {label}: ranking {r['ranking']:.1f} s, job {r['total']:.1f} s; steps "
                       + ", ".join(f"{k} {v:.1f} s" for k, v in r["steps"].items()))
     finally:
         stop_database(state)
     rows = []
-    for job in ("retrieval_eval", "retrieval_eval_parallel"):
-        mine = [r for r in runs if r["job"] == job]
-        rows.append([job, statistics.median(r["ranking"] for r in mine), statistics.median(r["total"] for r in mine),
+    for job, _, method in arms:
+        label = f"{job} ({method})" if method else job
+        mine = [r for r in runs if r["arm"] == label]
+        rows.append([label, statistics.median(r["ranking"] for r in mine), statistics.median(r["total"] for r in mine),
                      max(len(r["steps"]) for r in mine)])
     print()
     print_table(rows, ["job", "ranking s (median)", "whole job s (median)", "rank steps"], digits=2)
-    print(f"parallel / in-process: ranking {rows[1][1] / rows[0][1]:.2f}, whole job {rows[1][2] / rows[0][2]:.2f} "
-          f"(workers {workers}, {os.cpu_count()} cores)")
+    for row in rows[1:]:
+        print(f"{row[0]} / in-process: ranking {row[1] / rows[0][1]:.2f}, whole job {row[2] / rows[0][2]:.2f} "
+              f"(workers {workers}, {os.cpu_count()} cores)")
+    if len(rows) == 3:
+        print(f"{rows[1][0]} / {rows[2][0]}: whole job {rows[1][2] / rows[2][2]:.2f}")
 
 
 if __name__ == "__main__":
