@@ -46,20 +46,25 @@ def dense_and_bm25_variants(tmp_path: Path, name: str, **dense_knobs) -> str:
 
 def start_job(tmp_path, name, env, config, job: str = "retrieval_eval", *,
               fresh: bool = False) -> subprocess.Popen | job_zygote.Child:
-    """`dagster job execute -m definitions -j <job> -c <name>.yaml` in the checkout, its output in
-    <name>.log, in a session of its own. Forked from the test worker's warmed-up interpreter
-    (tests/job_zygote.py, which says what differs) unless `fresh` (a test comparing two runs for
-    equality) or the environment differs in what an import reads: then a new process."""
+    """`dagster job execute -m definitions -j <job> -c <name>.yaml` (`start_dagster`)."""
     cfg = tmp_path / f"{name}.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    args = ["job", "execute", "-m", "definitions", "-j", job, "-c", str(cfg)]
+    return start_dagster(tmp_path, name, env, ["job", "execute", "-m", "definitions", "-j", job, "-c", str(cfg)],
+                         fresh=fresh)
+
+
+def start_dagster(tmp_path, name, env, args: list[str], *, fresh: bool = False) -> subprocess.Popen | job_zygote.Child:
+    """`dagster <args>` in the checkout, its output in <name>.log, in a session of its own. Forked
+    from the test worker's warmed-up interpreter (tests/job_zygote.py, which says what differs)
+    unless `fresh` (a test comparing two runs for equality) or the environment differs in what
+    an import reads: then a new process."""
     log_path = tmp_path / f"{name}.log"
     if not fresh and job_zygote.forks(env):
         log_path.write_text("")
         return job_zygote.spawn(args, env=env, cwd=REPO, log=log_path)
-    log = open(log_path, "w")
-    return subprocess.Popen([str(job_zygote.DAGSTER_SCRIPT), *args], cwd=REPO, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    with open(log_path, "w") as log:
+        return subprocess.Popen([str(job_zygote.DAGSTER_SCRIPT), *args], cwd=REPO, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _rows(section: str) -> list[list[str]]:

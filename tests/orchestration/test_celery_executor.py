@@ -25,8 +25,8 @@ import psycopg
 import pytest
 import yaml
 
-from tests.cluster import BIN, REPO, Cluster, missing
-from tests.integration.cli import job_environment, metrics_table
+from tests.cluster import Cluster, missing
+from tests.integration.cli import job_environment, metrics_table, start_dagster
 from tests.orchestration.test_secrets import forbidden
 
 pytestmark = pytest.mark.integration
@@ -38,22 +38,18 @@ RANK_STEP = "ranked_results.rank_variants["
 VOLATILE = ("latency_ms", "code_version")  # timings, and the checkout's version string
 
 
-def _start(env: dict, job: str, folder: Path, name: str, *, ops: dict | None = None) -> tuple[subprocess.Popen, str]:
+def _start(env: dict, job: str, folder: Path, name: str, *, ops: dict | None = None) -> tuple:
     """`dagster job execute` for the demo job, tagged so that its run can be found; (process, tag)."""
     tag = f"{name}-{uuid.uuid4().hex[:8]}"
     config = {"ops": {"report": {"config": {"results_dir": str(folder / name)}}, **(ops or {})}}
     cfg = folder / f"{name}.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    log = open(folder / f"{name}.log", "w")
-    proc = subprocess.Popen(
-        [str(BIN / "dagster"), "job", "execute", "-m", "definitions", "-j", job, "-c", str(cfg),
-         "--tags", json.dumps({"test/celery": tag})],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    log.close()
+    proc = start_dagster(folder, name, env, ["job", "execute", "-m", "definitions", "-j", job, "-c", str(cfg),
+                                             "--tags", json.dumps({"test/celery": tag})])
     return proc, tag
 
 
-def _finish(proc: subprocess.Popen, folder: Path, name: str, timeout: float = 600) -> tuple[int, str]:
+def _finish(proc, folder: Path, name: str, timeout: float = 600) -> tuple[int, str]:
     try:
         code = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -144,7 +140,7 @@ def reference(folder, embedded_pg):
     from eval_pipeline.store.database import EmbeddedPostgres
 
     state = folder / "inprocess-state"
-    env = job_environment(state, embedded_pg.uri("dagster", driver="psycopg2"), PYTHONPATH=str(REPO))
+    env = job_environment(state, embedded_pg.uri("dagster", driver="psycopg2"))
     try:
         proc, _ = _start(env, "retrieval_eval", folder, "inprocess")
         code, output = _finish(proc, folder, "inprocess")

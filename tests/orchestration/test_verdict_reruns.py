@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.cli import REPO
+from tests.integration.cli import REPO, start_dagster
 from tests.orchestration import verdict_runs
 from tests.orchestration.verdict_runs import BM25, DENSE, REGRESSED, Run
 
@@ -76,12 +76,8 @@ class Project(verdict_runs.Project):
         config.write_text(yaml.safe_dump({"ops": ops}))
         args = ["asset", "materialize", "-m", "definitions", "--select", select, "-c", str(config)]
         args += ["--partition", partition] if partition else []
-        with open(self.tmp / f"{name}.log", "w") as log:
-            proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster"), *args], cwd=REPO,
-                                    env={**self.env, "EVAL_PIPELINE_VARIANTS": str(variants)}, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-            code = proc.wait(timeout=600)
-        return self.finish(name, code)
+        proc = start_dagster(self.tmp, name, {**self.env, "EVAL_PIPELINE_VARIANTS": str(variants)}, args)
+        return self.finish(name, proc.wait(timeout=600))
 
     def reexecute_from_failure(self, parent_run_id: str, variants: Path) -> dict:
         out = subprocess.run([sys.executable, "-c", REEXECUTE, str(REPO), parent_run_id], cwd=REPO,
