@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -30,7 +28,7 @@ import yaml
 
 from eval_pipeline.corpus.sources import load_corpus
 from eval_pipeline.questions.sets import load_question_set, write_question_set
-from tests.integration.cli import REPO, start_job
+from tests.integration.cli import REPO, start_dagster, start_job
 from tests.openai_stub import Fault, OpenAIStub
 
 pytestmark = pytest.mark.integration
@@ -171,16 +169,16 @@ def test_a_partition_records_the_config_that_produced_it(tmp_path, job_env):
     second = tmp_path / "second.yaml"
     second.write_text("variants:\n  - {engine: pg-dense, name: dense, depth: 20}\n")
     env = job_env("state", EVAL_PIPELINE_VARIANTS=str(first))
-    dagster = str(Path(sys.executable).parent / "dagster")
 
     def materialize(select, variants, *extra, code=0):
         config = tmp_path / "run.yaml"
         config.write_text(yaml.safe_dump({"ops": {"report": {"config": {"results_dir": str(tmp_path / "out")}}}}))
-        out = subprocess.run([dagster, "asset", "materialize", "-m", "definitions", "--select", select, *extra,
-                              "-c", str(config)], cwd=REPO, env={**env, "EVAL_PIPELINE_VARIANTS": variants},
-                             capture_output=True, text=True, timeout=600)
-        assert (out.returncode == 0) == (code == 0), (out.stdout + out.stderr)[-3000:]
-        return out.stdout + out.stderr
+        args = ["asset", "materialize", "-m", "definitions", "--select", select, *extra, "-c", str(config)]
+        proc = start_dagster(tmp_path, "materialize", {**env, "EVAL_PIPELINE_VARIANTS": variants}, args)
+        returncode = proc.wait(timeout=600)
+        output = (tmp_path / "materialize.log").read_text(errors="replace")
+        assert (returncode == 0) == (code == 0), output[-3000:]
+        return output
 
     materialize("corpus_snapshot,pgvector_store,question_set", str(first))
     materialize("ranked_results,variant_metrics", str(first), "--partition", "dense")
