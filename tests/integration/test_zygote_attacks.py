@@ -1,0 +1,85 @@
+"""Where a run forked from the lane's warmed-up interpreter (tests/job_zygote.py) answers
+otherwise than the new `dagster` process a user starts: each test runs the same job file both
+ways, with the same environment and working directory, and asks for the same answer.
+
+Each one is a way for the lane to pass while the product fails (or the reverse):
+
+- a new interpreter ignores SIGPIPE (a write to a closed pipe or socket raises BrokenPipeError,
+  which the code can handle); the forked run has SIGPIPE at SIG_DFL and dies of it (-13);
+- a submodule the zygote imported (pyarrow.parquet, matplotlib.figure, scipy.stats, ...) is an
+  attribute of its package in every forked run: code that reaches it through the package without
+  importing it runs in the lane and raises AttributeError for the user;
+- the forked run ends with os._exit after atexit: the interpreter's finalization (objects' __del__
+  when the modules are torn down, and whatever fails or hangs there) never runs in the lane."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests import job_zygote
+
+pytestmark = pytest.mark.integration
+
+
+def _forked_and_fresh(tmp_path, body: str) -> tuple[tuple[int, str], tuple[int, str]]:
+    """(exit code, output) of `dagster job execute -f probe.py -j x` forked from the zygote, then
+    as a new process, in the same folder with the same environment."""
+    (tmp_path / "probe.py").write_text(body)
+    args = ["job", "execute", "-f", "probe.py", "-j", "x"]
+    env = dict(job_zygote.SESSION_ENV)
+    log = tmp_path / "forked.log"
+    log.write_text("")
+    forked = job_zygote.spawn(args, env=env, cwd=tmp_path, log=log)
+    forked_code = forked.wait(timeout=300)
+    forked_out = log.read_text()
+    for marker in tmp_path.glob("marker*"):
+        marker.rename(tmp_path / f"forked-{marker.name}")
+    fresh = subprocess.run([str(job_zygote.DAGSTER_SCRIPT), *args], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300)
+    return (forked_code, forked_out), (fresh.returncode, fresh.stdout + fresh.stderr)
+
+
+def test_a_write_to_a_closed_pipe_raises_in_a_forked_run_as_in_a_new_one(tmp_path):
+    (forked, forked_out), (fresh, fresh_out) = _forked_and_fresh(tmp_path, (
+        "import os\n"
+        "r, w = os.pipe()\n"
+        "os.close(r)\n"
+        "try:\n"
+        "    os.write(w, b'x')\n"
+        "except BrokenPipeError:\n"
+        "    raise SystemExit(3)\n"
+        "raise SystemExit(4)\n"))
+    assert fresh == 3, fresh_out[-2000:]
+    assert forked == fresh, forked_out[-2000:]
+
+
+def test_a_submodule_the_zygote_imported_is_no_attribute_a_run_can_lean_on(tmp_path):
+    (forked, forked_out), (fresh, fresh_out) = _forked_and_fresh(tmp_path, (
+        "import pyarrow as pa\n"
+        "try:\n"
+        "    pa.parquet  # never imported by this code: an AttributeError in a new interpreter\n"
+        "except AttributeError:\n"
+        "    raise SystemExit(3)\n"
+        "raise SystemExit(4)\n"))
+    assert fresh == 3, fresh_out[-2000:]
+    assert forked == fresh, forked_out[-2000:]
+
+
+def test_a_forked_run_is_finalized_as_a_new_interpreter_is(tmp_path):
+    """An object a module keeps is finalized when a new interpreter exits (what a pool's, a
+    server handle's or a buffered file's __del__ does then, and whatever fails there)."""
+    (forked, forked_out), (fresh, fresh_out) = _forked_and_fresh(tmp_path, (
+        "import os, sys, types\n"
+        "fd = os.open(os.path.join(os.getcwd(), 'marker'), os.O_WRONLY | os.O_CREAT, 0o644)\n"
+        "class Kept:\n"
+        "    def __del__(self, write=os.write, fd=fd):\n"
+        "        write(fd, b'finalized')\n"
+        "kept = sys.modules['kept_until_exit'] = types.ModuleType('kept_until_exit')\n"
+        "kept.object = Kept()\n"
+        "raise SystemExit(3)\n"))
+    assert fresh == forked == 3, (forked_out[-2000:], fresh_out[-2000:])
+    assert (tmp_path / "marker").read_text() == "finalized", "a new interpreter finalizes the module's objects"
+    assert (tmp_path / "forked-marker").read_text() == "finalized", "the forked run skips finalization"
+
