@@ -10,7 +10,9 @@ Each one is a way for the lane to pass while the product fails (or the reverse):
   attribute of its package in every forked run: code that reaches it through the package without
   importing it runs in the lane and raises AttributeError for the user;
 - the forked run ends with os._exit after atexit: the interpreter's finalization (objects' __del__
-  when the modules are torn down, and whatever fails or hangs there) never runs in the lane."""
+  when the modules are torn down, and whatever fails or hangs there) never runs in the lane;
+- what a preloaded package put in os.environ when imported (scikit-learn: KMP_*) is gone in the
+  forked run, which took the request's environment after the zygote's imports."""
 
 from __future__ import annotations
 
@@ -83,3 +85,16 @@ def test_a_forked_run_is_finalized_as_a_new_interpreter_is(tmp_path):
     assert (tmp_path / "marker").read_text() == "finalized", "a new interpreter finalizes the module's objects"
     assert (tmp_path / "forked-marker").read_text() == "finalized", "the forked run skips finalization"
 
+
+
+def test_what_an_import_puts_in_the_environment_is_in_a_forked_runs_too(tmp_path):
+    """scikit-learn (imported by sentence-transformers) sets KMP_DUPLICATE_LIB_OK and
+    KMP_INIT_AT_FORK when imported, torch TORCHINDUCTOR_CACHE_DIR: in a new interpreter they are in
+    os.environ from then on, and in every process the run starts; the forked run replaced the
+    zygote's environment with the request's after the zygote's imports, so they are gone."""
+    (forked, forked_out), (fresh, fresh_out) = _forked_and_fresh(tmp_path, (
+        "import os\n"
+        "import sklearn\n"
+        "raise SystemExit(3 if os.environ.get('KMP_INIT_AT_FORK') == 'FALSE' else 4)\n"))
+    assert fresh == 3, fresh_out[-2000:]
+    assert forked == fresh, forked_out[-2000:]
