@@ -161,27 +161,13 @@ def whole_sweep_tags(sweep: SweepConfig) -> dict[str, str]:
     return {"dagster/asset_partition_range_start": sweep.keys[0], "dagster/asset_partition_range_end": sweep.keys[-1]}
 
 
-def _forkserver_by_default(config: dict) -> dict:
-    """The multiprocess executor's config with `start_method: forkserver` unless the run names one:
-    each step process forks from a server that has imported this module (and with it Dagster and
-    the library) once per run, instead of a new interpreter importing them again for every step
-    (about 4 s a step on 2 cores: most of a small run's time)."""
-    return {**config, "start_method": config.get("start_method") or {"forkserver": {}}}
-
-
-# Dagster's multiprocess executor, same settings and name, starting its steps from a forkserver.
-parallel_executor = multiprocess_executor.configured(
-    _forkserver_by_default, config_schema=multiprocess_executor.config_schema.as_field().config_type)
-
-
 def build_jobs(sweep: SweepConfig) -> list:
     """The three whole-sweep jobs, one per executor (the same assets, the same partition range).
 
     - retrieval_eval, in-process: the steps share one loaded model and ranked_results ranks
       every variant in one step, sharing every leg; the multiprocess executor re-imports torch
       per step.
-    - retrieval_eval_parallel, the multiprocess executor (its steps forked from a forkserver that
-      has imported the definitions once): ranked_results splits the variants into
+    - retrieval_eval_parallel, the multiprocess executor: ranked_results splits the variants into
       as many steps as the executor runs at once (`execution: config: max_concurrent`, default
       the CPU count; or `ops: ranked_results: config: workers`), and they run in parallel.
       Variants that share a candidate pool stay in one step, and so do all API-backed rerankers
@@ -194,7 +180,7 @@ def build_jobs(sweep: SweepConfig) -> list:
       EVAL_PIPELINE_CELERY_BROKER.
     """
     executors: dict[str, ExecutorDefinition] = {"retrieval_eval": in_process_executor,
-                                                 "retrieval_eval_parallel": parallel_executor,
+                                                 "retrieval_eval_parallel": multiprocess_executor,
                                                  "retrieval_eval_celery": watched_celery_executor}
     descriptions = {
         "retrieval_eval": "The whole sweep in one run, in one process: corpus, index, questions, every variant's "

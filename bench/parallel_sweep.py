@@ -6,13 +6,13 @@ again (`reuse: false`) and alternate in-process / parallel, so both see the same
 per run: the ranking phase (from plan_ranking's start to collect_ranked_results' end, timed by
 when Dagster's log lines arrive), each rank_variants step's duration, and the whole job.
 
-The parallel job runs once per start method each round: `forkserver` (its default: every step
-forked from a server that imported the definitions once) and `spawn` (Dagster's default: a new
-interpreter per step), so the two are measured on the same machine in one run.
+The parallel job runs once per start method each round, set in its run config: `spawn` (Dagster's
+default and the job's: a new interpreter per step) and `forkserver` (every step forked from one
+server per run; measured, not adopted: bench/RESULTS.md section 24), on the same machine in one run.
 
     .venv/bin/python bench/parallel_sweep.py              # 2 rounds, workers = CPU count
     .venv/bin/python bench/parallel_sweep.py --rounds 3 --workers 3
-    .venv/bin/python bench/parallel_sweep.py --start-methods forkserver   # the default alone
+    .venv/bin/python bench/parallel_sweep.py --start-methods spawn   # the job's default alone
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ def main() -> None:
     parser.add_argument("--state-dir", default=str(DEFAULT_STATE_ROOT / "parallel_sweep"))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workers", type=int, default=None, help="ranked_results workers (default: the CPU count)")
-    parser.add_argument("--start-methods", default="forkserver,spawn",
-                        help="the parallel job's start methods, each run every round (default: forkserver,spawn)")
+    parser.add_argument("--start-methods", default="spawn,forkserver",
+                        help="the parallel job's start methods, each run every round (default: spawn,forkserver)")
     args = parser.parse_args()
     print_machine("sweep in-process against the multiprocess executor, demo corpus")
     state = Path(args.state_dir).resolve()
