@@ -11,16 +11,23 @@ project (eval_pipeline, assets, resources, definitions) itself after the fork, f
 they are then, as a new process would.
 
 What the test sees is a real process: its pid, `poll`, `wait(timeout)`, `kill`, `os.killpg`, and
-the exit code or the signal as `subprocess.Popen` reports them (`Child`). What differs from a
-new interpreter, and how the lane keeps it honest:
+the exit code or the signal as `subprocess.Popen` reports them (`Child`). The child sets what a new
+interpreter sets at its start (SIGPIPE and SIGXFSZ ignored, SIGINT raising KeyboardInterrupt, its
+own multiprocessing key, numpy's global generator seeded from the OS), keeps what the preloaded
+packages put in the environment when imported, and ends as an interpreter does (its SystemExit
+unwinds to the top: atexit, thread joins, the modules' finalization). What still differs, and how
+the lane keeps it honest (tests/integration/test_zygote_attacks.py shows each difference):
 
 - the string-hash seed is the zygote's, shared by every run it starts: a test comparing two runs
-  for equality starts them as new processes (`start_job(..., fresh=True)`), so that a
+  for equality starts one of them as a new process (`start_job(..., fresh=True)`), so that a
   set-order dependence would still show;
+- a submodule the zygote imported (pyarrow.parquet, scipy.stats, ...) is an attribute of its
+  package in a forked run, so code that uses one without importing it passes there: the lane's
+  shared runs (the clean run, a new project's first run) and the console's, the CLI test's, the
+  Celery pool's and the UI's runs are new processes, and run every asset;
 - a variable read when a package is imported could differ between the zygote and the run: any
   run whose environment differs from the zygote's in a variable outside `CALL_TIME_ENV` starts
   as a new process;
-- numpy's global generator is seeded again in the child, from the OS, as at a process start;
 - `EVAL_PIPELINE_FRESH_JOBS=1` starts every run as a new process.
 
 Run as `python -m tests.job_zygote` (by `Zygote`): one JSON line per request on stdin
@@ -64,27 +71,20 @@ def _send(message: dict) -> None:
     os.write(1, (json.dumps(message) + "\n").encode())
 
 
-def _exit_code(value) -> int:
-    """A SystemExit's code as the interpreter turns it into an exit status."""
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value & 0xFF
-    print(value, file=sys.stderr)
-    return 1
-
-
-def _run_child(request: dict, ready: int) -> None:
+def _run_child(request: dict, ready: int, imported_env: dict[str, str]) -> None:
     """In the forked child: become `dagster <args>` started by Popen(start_new_session=True,
     stdout=log, stderr=STDOUT) in `cwd` with `env`, telling the zygote through `ready` once it
-    leads its own session; never returns."""
-    code = 1
+    leads its own session. It never returns: the run's SystemExit (or exception) unwinds out of
+    `serve`, so the interpreter ends as a new one would (atexit, thread joins, the modules' and
+    their objects' finalization, the exit code or the traceback)."""
     try:
         os.setsid()
         os.write(ready, b"1")
         os.close(ready)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
+        for sig in (signal.SIGCHLD, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # what a new interpreter ignores at start
+            signal.signal(sig, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -96,41 +96,36 @@ def _run_child(request: dict, ready: int) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        for name, value in imported_env.items():  # what the preloaded packages set when imported
+            os.environ.setdefault(name, value)
         sys.argv = [str(DAGSTER_SCRIPT), *request["args"]]
         sys.path[0] = str(DAGSTER_SCRIPT.parent)  # a script's folder leads sys.path, as for the console script
         main = types.ModuleType("__main__")  # what multiprocessing's spawn re-runs in a step process
         main.__file__ = str(DAGSTER_SCRIPT)
         main.__dict__["__builtins__"] = __builtins__
         sys.modules["__main__"] = main
+        import multiprocessing
+
         import numpy
 
         numpy.random.seed()  # seeded from the OS, as in a new process
+        multiprocessing.current_process().authkey = os.urandom(32)  # a process's own, as at its start
         from dagster._cli import main as dagster_main
-
-        try:
-            dagster_main()
-            code = 0
-        except SystemExit as stop:
-            code = _exit_code(stop.code)
-        threading._shutdown()  # type: ignore[attr-defined]  # what interpreter exit does: join non-daemon threads
-        atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001 - reported in the run's log, as a crashed interpreter would
+    except BaseException:  # noqa: BLE001 - the run could not be set up: said in its log, exit 1
         import traceback
 
         traceback.print_exc()
-        code = 1
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
-        os._exit(code)
+        sys.stderr.flush()
+        os._exit(1)
+    dagster_main()
+    raise SystemExit(0)
 
 
 def serve() -> None:
+    before = dict(os.environ)
     for name in PRELOAD:
         importlib.import_module(name)
+    imported_env = {k: v for k, v in os.environ.items() if before.get(k) != v}
     _send({"ready": True, "threads": threading.active_count()})
     pending = b""
     while True:
@@ -147,7 +142,7 @@ def serve() -> None:
                 pid = os.fork()
                 if pid == 0:
                     os.close(started)
-                    _run_child(request, ready)
+                    _run_child(request, ready, imported_env)
                 os.close(ready)
                 os.read(started, 1)  # the child leads its own session: as when Popen returns
                 os.close(started)
@@ -204,6 +199,7 @@ class Zygote:
         self._pids: dict[int, int] = {}
         self._codes: dict[int, int] = {}
         self._ready = False
+        self._ended = False  # its output closed: it died or was stopped
         self._next = 0
         threading.Thread(target=self._read, name="job-zygote", daemon=True).start()
         atexit.register(self.close)
@@ -221,10 +217,11 @@ class Zygote:
                     self._codes[message["pid"]] = message["code"]
                 self._changed.notify_all()
         with self._changed:
+            self._ended = True
             self._changed.notify_all()
 
     def _alive(self) -> bool:
-        return self._process.poll() is None
+        return not self._ended and self._process.poll() is None
 
     def spawn(self, args: list[str], *, env: dict, cwd: Path, log: Path) -> Child:
         with self._changed:

@@ -45,7 +45,10 @@ def make_clean_run(root: Path, dagster_url: str) -> CleanRun:
 
     state = root / "state-clean"
     try:
-        job = start_job(root, "clean", job_environment(state, dagster_url), tiny_job_config(root / "clean"))
+        # a new process: the lane's own check that a run needs nothing the warmed-up interpreter
+        # had imported (tests/job_zygote.py)
+        job = start_job(root, "clean", job_environment(state, dagster_url), tiny_job_config(root / "clean"),
+                        fresh=True)
         code = job.wait(timeout=600)
     finally:
         EmbeddedPostgres(state).stop()

@@ -70,12 +70,14 @@ class Project:
         log = (self.tmp / f"{name}.log").read_text(errors="replace")
         return Run(code, report.read_text(encoding="utf-8") if report.exists() else "", log)
 
-    def run(self, name: str, variants: Path, *, questions: Path | None = None, golden: Path | None = None) -> Run:
-        """`dagster job execute -j retrieval_eval`; answers only with a golden set."""
+    def run(self, name: str, variants: Path, *, questions: Path | None = None, golden: Path | None = None,
+            fresh: bool = False) -> Run:
+        """`dagster job execute -j retrieval_eval`; answers only with a golden set; `fresh`: as a
+        new process (tests/integration/cli.start_job)."""
         config = tiny_job_config(self.tmp / name, **({"path": str(questions)} if questions else {}))
         config["ops"]["golden_prompts"] = {"config": {"source": "file", "path": str(golden)} if golden
                                            else {"source": "none"}}
-        job = start_job(self.tmp, name, {**self.env, "EVAL_PIPELINE_VARIANTS": str(variants)}, config)
+        job = start_job(self.tmp, name, {**self.env, "EVAL_PIPELINE_VARIANTS": str(variants)}, config, fresh=fresh)
         return self.finish(name, job.wait(timeout=600))
 
     def accept(self, run_id: str, *variants: str) -> None:
@@ -121,7 +123,7 @@ def make_first_run(root: Path, dagster_url: str) -> FirstRun:
     state = root / "state"
     project = Project(root, job_environment(state, dagster_url))
     try:
-        run = project.run("base", project.variants("good", DENSE, BM25))
+        run = project.run("base", project.variants("good", DENSE, BM25), fresh=True)  # a new process (job_zygote)
     finally:
         EmbeddedPostgres(state).stop()
     return FirstRun(state, run)
