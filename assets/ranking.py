@@ -72,11 +72,14 @@ class RankingConfig(Config):
 
 
 CELERY_DEFAULT_WORKERS = 2  # the worker pool's size is not in the executor's config
+# what Dagster's multiprocess executor runs at once when its config does not say
+MULTIPROCESS_DEFAULT_ENV = "DAGSTER_MULTIPROCESS_EXECUTOR_MAX_CONCURRENT"
 
 
 def executor_concurrency(context: OpExecutionContext) -> int:
     """How many steps the run's executor runs at once: 1 in-process; for the multiprocess
-    executor its `max_concurrent` (run config, else Dagster's default, the CPU count); for the
+    executor its `max_concurrent` (the run config, else Dagster's own default:
+    DAGSTER_MULTIPROCESS_EXECUTOR_MAX_CONCURRENT, else the CPU count); for the
     Celery executor (job `retrieval_eval_celery`) the worker pool's size, which its config does not
     hold: 2, unless `ops: ranked_results: config: workers` says otherwise."""
     executor = context.job_def.executor_def
@@ -86,7 +89,7 @@ def executor_concurrency(context: OpExecutionContext) -> int:
         return 1
     section = (context.run.run_config.get("execution") or {}).get("config") or {}
     section = section.get("multiprocess", section)  # multi_or_in_process nests it one level down
-    return int(section.get("max_concurrent") or os.cpu_count() or 1)
+    return int(section.get("max_concurrent") or os.environ.get(MULTIPROCESS_DEFAULT_ENV) or os.cpu_count() or 1)
 
 
 def reranker_builder(rerankers: RerankerResource, embedder):
