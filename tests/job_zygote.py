@@ -1,9 +1,9 @@
 """Whole-job runs forked from a warmed-up interpreter, for the integration lane's
-`dagster job execute` runs (tests/integration/cli.start_job).
+`dagster job execute` and `dagster asset materialize` runs (tests/integration/cli.start_dagster).
 
 Each whole-job run a test starts is a new Python process that imports Dagster, pandas, pyarrow,
 scipy, torch and sentence-transformers before its first step: about 7-12 s of a tiny run's
-20-30 s on these machines, paid by some 70 runs in the lane. The zygote imports those
+20-30 s on these machines, paid by about 80 runs in the lane. The zygote imports those
 third-party packages once per test worker and forks a child per run. The child is the console
 script's own entry (`dagster._cli.main`) with the run's arguments, environment, working
 directory and log, in a session of its own (as `start_new_session=True`), and it imports the
