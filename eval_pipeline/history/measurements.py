@@ -165,11 +165,19 @@ def _exists(conn: Any, table: str) -> bool:
     return bool(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0])
 
 
+def has_column_sql(table_parameter: str, column: str) -> str:
+    """SQL: whether the table named by the query parameter ``table_parameter`` (as the search path
+    resolves it: the table every query here reads, not a same-named one in another schema) has
+    ``column`` (an identifier from this code, never from input)."""
+    if not column.isidentifier():
+        raise ValueError(f"not a column name: {column!r}")
+    return (f"EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%({table_parameter})s) "
+            f"AND attname = '{column}' AND attnum > 0 AND NOT attisdropped)")
+
+
 def has_column(conn: Any, table: str, column: str) -> bool:
-    """Whether ``table`` (as the search path resolves it: the table every query here reads, not
-    a same-named one in another schema) has ``column``."""
-    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) "
-                             "AND attname = %s AND attnum > 0 AND NOT attisdropped)", (table, column)).fetchone()[0])
+    """Whether ``table`` has ``column`` (:func:`has_column_sql`)."""
+    return bool(conn.execute("SELECT " + has_column_sql("table", column), {"table": table}).fetchone()[0])
 
 
 def create(conn: Any, names: Mapping[str, str], *, legacy_answers: str, eligible_sql: str) -> None:
@@ -393,35 +401,25 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
     a non-empty string) matches nothing: such a run is never judged as comparable. Without, any
     identity's (the history a changed benchmark is paired with). ``before_run_id`` itself is
     never returned."""
-    if order == "reference":
-        kwargs: dict[str, Any] = dict(aspect=aspect, variant=variant, identity=identity, configuration=configuration,
-                                      heirs=heirs, before_run_id=before_run_id)
-        return _find(conn, names, "accepted", **kwargs) or _find(conn, names, "first", **kwargs)
-    return _find(conn, names, order, aspect=aspect, variant=variant, identity=identity, configuration=configuration,
-                 heirs=heirs, before_run_id=before_run_id)
-
-
-def _find(conn: Any, names: Mapping[str, str], order: str, *, aspect: str, variant: str,
-          identity: Mapping[str, Any] | None, configuration: str | None, heirs: Sequence[str] | None,
-          before_run_id: str | None) -> tuple[str, str] | None:
-    """`find` in one of `_ORDERS`."""
-    params = _lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, heirs=heirs,
-                            before_run_id=before_run_id)
-    matches = ""
+    matches, values = "", {}
     if identity is not None:
         values = {k: identity.get(k) for k in IDENTITY_FIELDS}
         if not all(isinstance(v, str) and v.strip() for v in values.values()):
             return None
-        params.update(values)
         matches = "".join(f" AND m.{k} = %({k})s" for k in IDENTITY_FIELDS)
-    condition, ordering = _ORDERS[order]
-    found = conn.execute(sql.SQL(
-        "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND " + SAME_VARIANT
-        + " AND " + condition + matches + _BEFORE
-        # the variant's own name first when a run has it under both
-        + " ORDER BY " + ordering + ", (m.variant = %(variant)s) DESC LIMIT 1").format(
-            **_ident(names)), params).fetchone()
-    return None if found is None else (str(found[0]), str(found[1]))
+    params = {**_lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration,
+                               heirs=heirs, before_run_id=before_run_id), **values}
+    for one in ("accepted", "first") if order == "reference" else (order,):
+        condition, ordering = _ORDERS[one]
+        found = conn.execute(sql.SQL(
+            "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND " + SAME_VARIANT
+            + " AND " + condition + matches + _BEFORE
+            # the variant's own name first when a run has it under both
+            + " ORDER BY " + ordering + ", (m.variant = %(variant)s) DESC LIMIT 1").format(
+                **_ident(names)), params).fetchone()
+        if found is not None:
+            return str(found[0]), str(found[1])
+    return None
 
 
 def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, configuration: str | None = None,

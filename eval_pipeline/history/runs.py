@@ -274,9 +274,7 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
     runs, metrics, current, answers, aspect, metrics_aspect = conn.execute(
         "SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(metrics)s) IS NOT NULL, "
         "to_regclass(%(measurements)s) IS NOT NULL, to_regclass(%(answer_runs)s) IS NOT NULL, "
-        + ", ".join(f"EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%({table})s) "
-                    "AND attname = 'aspect' AND attnum > 0 AND NOT attisdropped)"
-                    for table in ("references", "metrics")),
+        + ", ".join(measurements.has_column_sql(table, "aspect") for table in ("references", "metrics")),
         names,
     ).fetchone()
     # A history missing one of its tables is damaged, not empty: read as empty (or rebuilt
