@@ -28,11 +28,10 @@ def read_keyed(path: Path, key: str) -> Any | None:
         return None
 
 
-def write_keyed(path: Path, key: str, value: Any) -> bool:
-    """Store `value` at `path` under `key`, replacing whatever was there; False when the file
-    could not be written (see the module docstring)."""
+def write_keyed(path: Path, key: str, value: Any) -> None:
+    """Store `value` at `path` under `key`, replacing whatever was there; a file that cannot be
+    written is left as it was (see the module docstring)."""
     try:
         atomic_write_bytes(path, pickle.dumps((key, value), protocol=pickle.HIGHEST_PROTOCOL))
     except OSError:
-        return False
-    return True
+        pass

@@ -24,8 +24,6 @@ from eval_pipeline.scoring.variant import score_variant, summarize
 PARTITION_METRICS = metric_names(PARTITION)
 
 
-
-
 def scoring_code_identity() -> str:
     """What turns ranked results into scores and a partition's numbers: the package's code (as
     syntax trees, once per process: scoring, metrics, the microscope's labels, the intervals),
