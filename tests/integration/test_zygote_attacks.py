@@ -45,8 +45,15 @@ def _forked_and_fresh(tmp_path, body: str) -> tuple[tuple[int, str], tuple[int, 
     return (forked_code, forked_out), (fresh.returncode, fresh.stdout + fresh.stderr)
 
 
+def _exits_alike(tmp_path, body: str) -> None:
+    """`body` exits 3 in a new interpreter (what the product sees), and the forked run with it."""
+    (forked, forked_out), (fresh, fresh_out) = _forked_and_fresh(tmp_path, body)
+    assert fresh == 3, fresh_out[-2000:]
+    assert forked == fresh, forked_out[-2000:]
+
+
 def test_a_write_to_a_closed_pipe_raises_in_a_forked_run_as_in_a_new_one(tmp_path):
-    (forked, forked_out), (fresh, fresh_out) = _forked_and_fresh(tmp_path, (
+    _exits_alike(tmp_path, (
         "import os\n"
         "r, w = os.pipe()\n"
         "os.close(r)\n"
@@ -55,23 +62,19 @@ def test_a_write_to_a_closed_pipe_raises_in_a_forked_run_as_in_a_new_one(tmp_pat
         "except BrokenPipeError:\n"
         "    raise SystemExit(3)\n"
         "raise SystemExit(4)\n"))
-    assert fresh == 3, fresh_out[-2000:]
-    assert forked == fresh, forked_out[-2000:]
 
 
 @pytest.mark.xfail(strict=True, reason="a module imported before the fork cannot be unimported: the lane's shared "
                    "clean and first runs, and the console's, CLI test's, Celery pool's and UI's runs, are new "
                    "processes (tests/job_zygote.py)")
 def test_a_submodule_the_zygote_imported_is_no_attribute_a_run_can_lean_on(tmp_path):
-    (forked, forked_out), (fresh, fresh_out) = _forked_and_fresh(tmp_path, (
+    _exits_alike(tmp_path, (
         "import pyarrow as pa\n"
         "try:\n"
         "    pa.parquet  # never imported by this code: an AttributeError in a new interpreter\n"
         "except AttributeError:\n"
         "    raise SystemExit(3)\n"
         "raise SystemExit(4)\n"))
-    assert fresh == 3, fresh_out[-2000:]
-    assert forked == fresh, forked_out[-2000:]
 
 
 def test_a_forked_run_is_finalized_as_a_new_interpreter_is(tmp_path):
@@ -91,15 +94,12 @@ def test_a_forked_run_is_finalized_as_a_new_interpreter_is(tmp_path):
     assert (tmp_path / "forked-marker").read_text() == "finalized", "the forked run skips finalization"
 
 
-
 def test_what_an_import_puts_in_the_environment_is_in_a_forked_runs_too(tmp_path):
     """scikit-learn (imported by sentence-transformers) sets KMP_DUPLICATE_LIB_OK and
     KMP_INIT_AT_FORK when imported, torch TORCHINDUCTOR_CACHE_DIR: in a new interpreter they are in
     os.environ from then on, and in every process the run starts; the forked run replaced the
     zygote's environment with the request's after the zygote's imports, so they are gone."""
-    (forked, forked_out), (fresh, fresh_out) = _forked_and_fresh(tmp_path, (
+    _exits_alike(tmp_path, (
         "import os\n"
         "import sklearn\n"
         "raise SystemExit(3 if os.environ.get('KMP_INIT_AT_FORK') == 'FALSE' else 4)\n"))
-    assert fresh == 3, fresh_out[-2000:]
-    assert forked == fresh, forked_out[-2000:]
