@@ -16,7 +16,6 @@ and a user can see the whole list:
     answers/                   generated answers (with the context they saw), by prompt, context and generator
     answer_grades/             LLM judge and decision grades of answers, by their exact messages and grader
     generated_questions_<corpus signature>.jsonl   a generated question set
-    content_digests.json       hashes of model weight files, by size, mtime, ctime and inode
     assets/, variants/         Dagster's step outputs (the IO managers)
 """
 
@@ -93,10 +92,6 @@ class StateDir:
     @property
     def answer_grades(self) -> Path:
         return self.root / "answer_grades"
-
-    @property
-    def content_digests(self) -> Path:
-        return self.root / "content_digests.json"
 
     @property
     def asset_outputs(self) -> Path:

@@ -237,15 +237,6 @@ def _distribution_files(dist: Any) -> dict[str, str]:
     return files
 
 
-def machine_digest_cache() -> Path | None:
-    """Where installed files' digests are kept between processes: the user's cache folder
-    (``$XDG_CACHE_HOME`` or ``~/.cache``, then ``eval-pipeline/file-digests.json``), shared by
-    every state dir on this machine, since the packages are; None when there is no home."""
-    home = os.path.expanduser("~")
-    root = os.environ.get("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if home != "~" else "")
-    return Path(root) / "eval-pipeline" / "file-digests.json" if root else None
-
-
 def startup_code_digest() -> str:
     """A digest of the code Python runs at every start-up before ours: each ``.pth`` file on
     sys.path (its lines, and the source of each module an ``import`` line names) and the
@@ -312,7 +303,7 @@ def package_code_digest(names: Iterable[str]) -> str:
         new = {name: files for name, files in listed.items() if lines_of[name] not in _PACKAGE_CODE}
         # a dangling link in an import folder holds no code that can run
         every = sorted({path for files in new.values() if files for path in files.values() if os.path.isfile(path)})
-        sha = dict(zip(every, files_sha256(every, cache_file=machine_digest_cache(), resolve=False))) if every else {}
+        sha = dict(zip(every, files_sha256(every, resolve=False))) if every else {}
         for name, files in new.items():
             _PACKAGE_CODE[lines_of[name]] = [f"{name}\0absent\n"] if files is None else [
                 f"{name}\0{relative}\0{sha[path]}\n" for relative, path in sorted(files.items()) if path in sha]

@@ -8,10 +8,12 @@ A model named by a path can change without its path changing (new weights copied
 old ones, a symlink re-pointed, a fine-tune saved in place). Every cache key and table name
 that depends on a model is therefore built from what the files contain, never from where
 they are. Hashing a 90 MB model takes a fraction of a second, but it is still done once per
-file version: each file's digest is cached under its (size, mtime, ctime, inode), in memory
-and, when a cache file is given or `EVAL_PIPELINE_STATE_DIR` is set, on disk. The ctime and
+file version: each file's digest is cached under its absolute path and (size, mtime, ctime,
+inode, device), in memory and on disk in one file per machine (`machine_cache`). The ctime and
 inode make the cache safe even against a copy that keeps the old size and mtime (`cp -p`):
-neither can be set by a user, and both change when a file is rewritten or replaced.
+neither can be set by a user, and both change when a file is rewritten or replaced. Keyed so,
+an entry holds whichever state dir or project asks, so the cache is the machine's, not a state
+dir's: a new state dir does not hash the model and parse the project again.
 
 Symlinks are followed, to files and to folders alike (a hub snapshot is a folder of links
 into its blob store; a model may link a sub-folder to a shared tokenizer): the identity is of
@@ -39,7 +41,6 @@ except ImportError:  # not on Windows: saves are then not serialized
     fcntl = None  # type: ignore[assignment]
 
 from eval_pipeline.common.atomic import atomic_write_text
-from eval_pipeline.common.state import STATE_DIR_ENV, StateDir
 
 _LOCK = threading.Lock()
 _MEMORY: dict[str, tuple[list[int], str]] = {}  # file path -> (stat signature, sha256)
@@ -51,10 +52,14 @@ def stat_signature(stat: os.stat_result) -> list[int]:
     return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev]
 
 
-def _default_cache() -> Path | None:
-    """The state dir's digest file when a state dir is configured; else memory only (a
-    library user's process should not write into a checkout it merely imports from)."""
-    return StateDir(Path(os.environ[STATE_DIR_ENV])).content_digests if os.environ.get(STATE_DIR_ENV) else None
+def machine_cache() -> Path | None:
+    """Where file digests are kept between processes: the user's cache folder (``$XDG_CACHE_HOME``
+    or ``~/.cache``, then ``eval-pipeline/file-digests.json``), shared by every state dir and
+    project on this machine, since its keys are files' absolute paths and versions; None (memory
+    only) when there is no home."""
+    home = os.path.expanduser("~")
+    root = os.environ.get("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if home != "~" else "")
+    return Path(root) / "eval-pipeline" / "file-digests.json" if root else None
 
 
 # The digest cache file as last parsed in this process, with its stat signature: a job's
@@ -192,7 +197,7 @@ def content_digest(path: str | Path, *, cache_file: str | Path | None = None) ->
         raise ValueError(f"model path {str(root)!r} cannot be read ({type(exc).__name__}: {exc.strerror}): "
                          "cannot identify its weights") from None
     root = root.resolve()
-    cache = Path(cache_file) if cache_file is not None else _default_cache()
+    cache = Path(cache_file) if cache_file is not None else machine_cache()
     if root.is_file():
         files = [root]
     elif root.is_dir():
@@ -211,14 +216,14 @@ def content_digest(path: str | Path, *, cache_file: str | Path | None = None) ->
 def files_sha256(paths: Iterable[str | Path], *, cache_file: str | Path | None = None,
                  compute: Callable[[bytes], str] | None = None, kind: str = "", resolve: bool = True) -> list[str]:
     """The sha256 (hex) of each file's bytes, in order, through the same per-version cache as
-    the weights (memory, and the state dir's digest file when one is configured, written once
-    for the batch): an installed package's code file (`versions.package_code_digest`) is hashed
+    the weights (memory, and the machine's digest file, `machine_cache`, written once for the
+    batch): an installed package's code file (`versions.package_code_digest`) is hashed
     once per version of the file, not once per process. With `compute` (bytes -> digest) and a
     `kind` naming it in the cache, that digest instead (`versions.source_digest`: a Python
     file's syntax tree). `resolve=False` for paths already absolute and normalized, whose
     links need not be followed to name them (thousands of installed files: resolving each
     costs more than reading the cache)."""
-    cache = Path(cache_file) if cache_file is not None else _default_cache()
+    cache = Path(cache_file) if cache_file is not None else machine_cache()
     loaded: list[dict[str, list]] = []
 
     def stored() -> dict[str, list]:  # identities are read often: the disk cache only on a miss
@@ -257,17 +262,32 @@ def _save(cache: Path) -> None:
     """Every digest this process holds merged into the cache file as it is now, under `_locked`:
     other processes save into the same file (the machine's one is shared by every job and test
     run), and writing back the copy read before hashing lost whatever they saved meanwhile, so
-    each of them hashed those files again on its next run. The merged copy is this process's
-    parsed one (`_PARSED`): its own save is not parsed again."""
+    each of them hashed those files again on its next run. Only entries that can still match
+    are written (`_can_match`). The merged copy is this process's parsed one (`_PARSED`): its
+    own save is not parsed again."""
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         with _locked(cache):
             merged = dict(_load(cache))
             merged.update({path: [sig, digest] for path, (sig, digest) in _MEMORY.items()})
+            merged = {key: entry for key, entry in merged.items() if _can_match(key, entry)}
             atomic_write_text(cache, json.dumps(merged, sort_keys=True))
             _PARSED[cache] = (stat_signature(os.stat(cache)), merged)
     except OSError:
-        pass  # a read-only state dir costs a re-hash next time, never a wrong identity
+        pass  # a read-only cache folder costs a re-hash next time, never a wrong identity
+
+
+def _can_match(key: str, entry: object) -> bool:
+    """Whether a cache entry's file is still the version it was hashed at. One that is gone or
+    was rewritten can never match again (a rewrite changes the ctime, which never goes back),
+    so a save leaves it out: otherwise the machine's cache keeps every temporary checkout, venv
+    and model copy it has seen (38k of its 68k entries were such, 15 MB parsed by every
+    process). A stat per entry, on a save only, that is after something was hashed."""
+    path = key if os.path.isabs(key) else key.partition(":")[2]  # `kind:path` for a kind's digests
+    try:
+        return isinstance(entry, list) and len(entry) == 2 and entry[0] == stat_signature(os.stat(path))
+    except (OSError, ValueError):
+        return False
 
 
 def model_folder(model: str) -> Path:
