@@ -27,7 +27,7 @@ from eval_pipeline.common.metadata import shown_number
 from eval_pipeline.ranking import steps
 from eval_pipeline.ranking.steps import chooses_threshold
 from eval_pipeline.reporting.report import SECTIONS, ReportInputs, ReportSection, SectionPart
-from eval_pipeline.scoring.variant import score_variant
+from eval_pipeline.scoring.partitions import score_partitions
 from eval_pipeline.validity.sets import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, SetComparison, compare_sets
 
 TABLE_METRIC = "ndcg@10"
@@ -51,7 +51,9 @@ def rank_compared_set(name: str, question_set: Any, variants: Sequence[Any], *, 
     plan, caches and Sweep (`eval_pipeline.ranking.steps.rank_in_one_step`, as the answers asset
     ranks the golden prompts), and scored. A variant that tunes its fusion is tuned on
     `tuning_from`'s tuning part (the run's set), as when it was ranked, so only its scoring set
-    changes; so does a variant that chooses its refusal threshold there (`abstain: auto`). One
+    changes; so does a variant that chooses its refusal threshold there (`abstain: auto`). The
+    scores are kept in `state`'s scored_partitions, by ranked frame, questions and scoring code,
+    as the run's own partitions' are (`score_partitions`). One
     index: an index sweep compares the sets per index, calling this per store
     (`rank_compared_sets`)."""
     if tuning_from is not None and getattr(tuning_from, "tuning", None) and any(
@@ -60,7 +62,9 @@ def rank_compared_set(name: str, question_set: Any, variants: Sequence[Any], *, 
     frames = steps.rank_in_one_step(variants, snapshot=snapshot, store=store, question_set=question_set, state=state,
                               connection_string=connection_string, embedder=embedder, build_reranker=build_reranker,
                               miss_k=miss_k, reuse=True, code_version=code_version, log=log)
-    return ComparedSet(name, question_set, {k: score_variant(f, question_set.questions) for k, f in frames.items()})
+    # scored as the run's own partitions are, and kept beside them: a warm run reads the scores
+    scored = score_partitions(frames, list(frames), question_set.questions, cache=state.scored_partitions)
+    return ComparedSet(name, question_set, scored)
 
 
 def rank_compared_sets(compared: Sequence[tuple[str, Any]], pairs: Sequence[tuple[str, str, Any]], *, stores: Any,

@@ -89,3 +89,31 @@ def test_ranked_per_index_and_keyed_by_partition(monkeypatch):
     assert list(compared.per_variant) == ["small|dense", "small|bm25", "large|dense"]
     assert compared.per_variant["large|dense"]["store"].iloc[0] == "L"
     assert calls == [("S", ["dense", "bm25"], "run set"), ("L", ["dense"], "run set")]
+
+
+def test_a_compared_set_s_scores_are_read_back_when_its_rankings_did_not_change(tmp_path, monkeypatch):
+    """The second set's per-question scores are kept as the run's own partitions' are
+    (`scoring.partitions.score_partitions`, under the state dir's scored_partitions): a warm
+    run reads them instead of scoring every variant again."""
+    from eval_pipeline.scoring import partitions
+
+    questions = [SimpleNamespace(qid=q, to_json=lambda q=q: {"qid": q}) for q in ("q1", "q2")]
+    question_set = SimpleNamespace(questions=questions, tuning=None)
+    ranked = {"dense": pd.DataFrame({"qid": ["q1", "q2"], "rank": [1, 2]}),
+              "bm25": pd.DataFrame({"qid": ["q1", "q2"], "rank": [2, 1]})}
+    monkeypatch.setattr(set_validity.steps, "rank_in_one_step", lambda variants, **_: dict(ranked))
+    scored: list[int] = []
+
+    def score(frame, qs):
+        scored.append(len(frame))
+        return frame.assign(score=frame["rank"] * 1.0)
+
+    monkeypatch.setattr(partitions, "score_variant", score)
+    common = dict(snapshot=None, store=None, state=StateDir(tmp_path / "state"), connection_string="", embedder=None,
+                  build_reranker=None, code_version="v", log=print)
+    variants = [SimpleNamespace(key="dense"), SimpleNamespace(key="bm25")]
+    first = set_validity.rank_compared_set("ict", question_set, variants, **common)
+    again = set_validity.rank_compared_set("ict", question_set, variants, **common)
+    assert len(scored) == 2, scored  # each variant scored once, in the first run
+    for key in ranked:
+        pd.testing.assert_frame_equal(first.per_variant[key], again.per_variant[key])
