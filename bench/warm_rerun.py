@@ -6,7 +6,8 @@ in a subprocess, with the environment of the Makefile's DAGSTER_ENV pointed at t
 dir.  The only difference from `make demo` is a run config that sends the report to
 <state-dir>-results instead of the repo's results/ (so the bench never overwrites it).
 
-Prints both wall times, the ratio warm/cold (goal <= 0.10) and, for each run, where the time went:
+Prints both wall times, the ratio warm/cold (goal <= 0.10) and, for each run, where the time went
+(and how many connections Dagster's storage opened, with what one costs on this machine):
 process start + imports + Dagster setup before the first step, each step's duration (parsed from
 Dagster's STEP_SUCCESS log lines), and the tail after the last step.
 
@@ -103,11 +104,41 @@ def cacheable_checkout() -> str | None:
     return "uncommitted changes under the code paths" if version.endswith("-dirty") else None
 
 
+def dagster_sessions(url: str) -> int:
+    """How many connections Postgres has accepted into Dagster's database so far
+    (pg_stat_database.sessions): read before and after a run, the run's count."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg2://", "postgresql://"), autocommit=True) as conn:
+        row = conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()").fetchone()
+    return int(row[0]) if row else 0
+
+
+def connect_cost_ms(url: str, n: int = 200) -> tuple[float, float]:
+    """Milliseconds per `connect, SELECT 1, close` as Dagster's Postgres storage does it (a new
+    connection each time: its engines use SQLAlchemy's NullPool outside the webserver), and
+    per the same from a pool of one connection."""
+    import sqlalchemy as sa
+    from sqlalchemy import pool
+
+    out = []
+    for poolclass, extra in ((pool.NullPool, {}), (pool.QueuePool, {"pool_size": 1})):
+        engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=poolclass, **extra)
+        started = time.perf_counter()
+        for _ in range(n):
+            with engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+        out.append((time.perf_counter() - started) / n * 1000)
+        engine.dispose()
+    return out[0], out[1]
+
+
 def run_once(state_dir: Path, config_path: Path, log_path: Path, cprofile: str | None = None) -> dict:
     env = dagster_env(state_dir)
     started = time.perf_counter()
     env["EVAL_PIPELINE_DAGSTER_PG_URL"] = dagster_database_url(state_dir, env)
     url_seconds = time.perf_counter() - started
+    sessions_before = dagster_sessions(env["EVAL_PIPELINE_DAGSTER_PG_URL"])
     wall_start = time.time()
     job_started = time.perf_counter()
     profiled = [str(BIN / "python"), "-m", "cProfile", "-o", cprofile] if cprofile else []
@@ -118,6 +149,7 @@ def run_once(state_dir: Path, config_path: Path, log_path: Path, cprofile: str |
     )
     job_seconds = time.perf_counter() - job_started
     wall_end = time.time()
+    connections = dagster_sessions(env["EVAL_PIPELINE_DAGSTER_PG_URL"]) - sessions_before - 1  # less our own read
     log = proc.stdout + proc.stderr
     log_path.write_text(log)
     if proc.returncode != 0:
@@ -142,7 +174,7 @@ def run_once(state_dir: Path, config_path: Path, log_path: Path, cprofile: str |
         "steps": steps, "step_total": step_total, "before_first_step": before,
         "run_start_offset": (run_start - wall_start) if run_start else float("nan"),
         "after_last_step": (wall_end - last_end) if last_end else float("nan"),
-        "log": str(log_path),
+        "log": str(log_path), "dagster_connections": connections, "dagster_url": env["EVAL_PIPELINE_DAGSTER_PG_URL"],
     }
 
 
@@ -265,7 +297,7 @@ def main() -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
     config_path = state_dir / "run_config.yaml"
     config_path.write_text(run_config(state_dir, args.beir, args.split))
-    results = []
+    results, connect_ms = [], None
     try:
         for i in range(args.runs):
             label = "cold" if i == 0 and not args.reuse else f"warm{'' if args.runs <= 2 else ' ' + str(i)}"
@@ -275,6 +307,8 @@ def main() -> None:
             results.append(r)
             print(f"{label}{' (under cProfile)' if profiled else ''}: url {r['url_seconds']:.1f} s + job "
                   f"{r['job_seconds']:.1f} s = {r['total_seconds']:.1f} s (log {r['log']}; {load_note()})")
+        # what one of Dagster's connections costs, on the server the runs used (before it stops)
+        connect_ms = connect_cost_ms(results[-1]["dagster_url"]) if results else None
         if args.profile:
             profile_sweep(state_dir)
     finally:
@@ -289,6 +323,7 @@ def main() -> None:
         rows.append([f"  step {name}", *[dict(r["steps"]).get(name, float("nan")) for r in results]])
     rows.append(["job: after last step (run end, exit)", *[r["after_last_step"] for r in results]])
     rows.append(["TOTAL wall", *[r["total_seconds"] for r in results]])
+    rows.append(["connections to Dagster's database (count)", *[r["dagster_connections"] for r in results]])
     print_table(rows, ["seconds", *[r["label"] for r in results]], digits=2)
     cold, warm = results[0], results[-1]
     if len(results) > 1 and not args.reuse:
@@ -299,6 +334,11 @@ def main() -> None:
         print(f"warm run: {fixed:.1f} s outside the steps (process start, imports, Dagster), "
               f"{warm['step_total']:.1f} s in steps; slowest warm steps: "
               + ", ".join(f"{n} {s:.1f} s" for n, s in sorted(warm["steps"], key=lambda x: -x[1])[:3]))
+    if connect_ms:
+        new_ms, pooled_ms = connect_ms
+        print(f"Dagster's storage opened {warm['dagster_connections']} connections in the last run; one costs "
+              f"{new_ms:.2f} ms here ({pooled_ms:.2f} ms from a pool): about "
+              f"{warm['dagster_connections'] * (new_ms - pooled_ms) / 1000:.1f} s of that run")
     if args.cprofile:
         print_profile(args.cprofile)
     print(f"peak RSS of the largest child (dagster job) {peak_rss_children_mb():.0f} MiB")
