@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eval_pipeline.common.state import default_state_dir
 from eval_pipeline.store.database import EmbeddedPostgres, advisory_lock, advisory_unlock, connect
 
 STORES_TABLE = "eval_vector_stores"
@@ -264,15 +265,15 @@ def _connection_string(args) -> str:
         return args.database_url
     if os.environ.get("EVAL_PIPELINE_DATABASE_URL"):
         return os.environ["EVAL_PIPELINE_DATABASE_URL"]
-    state = args.state_dir or os.environ.get("EVAL_PIPELINE_STATE_DIR") or ".eval_state"
-    return EmbeddedPostgres(state).uri("eval")
+    return EmbeddedPostgres(args.state_dir or default_state_dir()).uri("eval")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval_pipeline.store.vectors",
                                      description="The stored embeddings: list, prune by age, drop a store.")
     parser.add_argument("--database-url", default=None, help="default: EVAL_PIPELINE_DATABASE_URL, else the "
-                        "embedded server of --state-dir (default: EVAL_PIPELINE_STATE_DIR, else .eval_state)")
+                        "embedded server of --state-dir (default: EVAL_PIPELINE_STATE_DIR, else the checkout's "
+                        ".eval_state)")
     parser.add_argument("--state-dir", default=None)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="each store: table, model, dims, rows, bytes, oldest use")

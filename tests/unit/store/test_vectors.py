@@ -3,6 +3,7 @@
 tests/integration/test_vector_store_reuse.py."""
 
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +132,29 @@ def test_cli_refuses_a_bad_age_before_connecting(capsys):
 
     assert main(["--database-url", "postgresql://nowhere.invalid/x", "prune", "--older-than", "soon"]) == 2
     assert "--older-than 'soon'" in capsys.readouterr().err
+
+
+def test_the_cli_finds_the_state_dir_as_every_other_command_does(tmp_path, monkeypatch):
+    """No --state-dir and no EVAL_PIPELINE_STATE_DIR: the checkout's .eval_state (as the jobs and
+    `python -m eval_pipeline.history` find it), not a .eval_state in whatever folder the command
+    was started from, where it would start a new, empty server and list nothing."""
+    from eval_pipeline.common.state import default_state_dir
+    from eval_pipeline.store import vectors
+
+    monkeypatch.delenv("EVAL_PIPELINE_STATE_DIR", raising=False)
+    monkeypatch.delenv("EVAL_PIPELINE_DATABASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    opened: list = []
+
+    class Server:
+        def __init__(self, state):
+            opened.append(Path(state).resolve())
+
+        def uri(self, database):
+            return "postgresql://nowhere.invalid/x"
+
+    monkeypatch.setattr(vectors, "EmbeddedPostgres", Server)
+    monkeypatch.setattr(vectors, "list_stores", lambda url: [])
+    assert vectors.main(["list"]) == 0
+    assert opened == [default_state_dir().resolve()]
+    assert not (tmp_path / ".eval_state").exists()
