@@ -34,6 +34,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeGuard
 
 try:
     import fcntl
@@ -58,7 +59,10 @@ def machine_cache() -> Path | None:
     project on this machine, since its keys are files' absolute paths and versions; None (memory
     only) when there is no home."""
     home = os.path.expanduser("~")
-    root = os.environ.get("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if home != "~" else "")
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    # a relative XDG_CACHE_HOME is ignored, as the XDG spec says: it would put the cache in
+    # whatever folder a job runs from (a state dir, the checkout), one per working folder
+    root = xdg if os.path.isabs(xdg) else (os.path.join(home, ".cache") if home != "~" else "")
     return Path(root) / "eval-pipeline" / "file-digests.json" if root else None
 
 
@@ -81,11 +85,18 @@ def _load(cache: Path | None) -> dict[str, list]:
             if parsed is not None and parsed[0] == signature:
                 return parsed[1]
             data = json.loads(fh.read().decode("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: a deeply nested (damaged) file
         return {}
     data = data if isinstance(data, dict) else {}
     _PARSED[cache] = (signature, data)
     return data
+
+
+def _well_formed(entry: object) -> TypeGuard[list]:
+    """An entry as `_save` writes it: [signature, digest], the digest a non-empty string. Anything
+    else in the file (damaged, or written by hand) is a miss and costs a re-hash; served, a null
+    or a number would become part of an identity."""
+    return isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str) and bool(entry[1])
 
 
 def _file_digest(path: Path | str, stored: Callable[[], dict[str, list]], compute: Callable[[bytes], str] | None = None,
@@ -100,7 +111,7 @@ def _file_digest(path: Path | str, stored: Callable[[], dict[str, list]], comput
     if hit and hit[0] == signature:
         return hit[1], False
     entry = stored().get(key)
-    if isinstance(entry, list) and len(entry) == 2 and entry[0] == signature:
+    if _well_formed(entry) and entry[0] == signature:
         _MEMORY[key] = (signature, entry[1])
         return entry[1], False
     for _ in range(_READ_ATTEMPTS):
@@ -285,7 +296,7 @@ def _can_match(key: str, entry: object) -> bool:
     process). A stat per entry, on a save only, that is after something was hashed."""
     path = key if os.path.isabs(key) else key.partition(":")[2]  # `kind:path` for a kind's digests
     try:
-        return isinstance(entry, list) and len(entry) == 2 and entry[0] == stat_signature(os.stat(path))
+        return _well_formed(entry) and entry[0] == stat_signature(os.stat(path))
     except (OSError, ValueError):
         return False
 
