@@ -46,6 +46,9 @@ from eval_pipeline.common.atomic import atomic_write_text
 _LOCK = threading.Lock()
 _MEMORY: dict[str, tuple[list[int], str]] = {}  # file path -> (stat signature, sha256)
 _READ_ATTEMPTS = 3  # a file changing under every read of it is an error, not an identity
+# A save prunes (`_can_match`: a stat per entry) once the entries have grown this many times over
+# the count kept by the last prune, which is written beside the cache (`_prune_due`).
+PRUNE_GROWTH = 2
 
 
 def stat_signature(stat: os.stat_result) -> list[int]:
@@ -273,19 +276,37 @@ def _save(cache: Path) -> None:
     """Every digest this process holds merged into the cache file as it is now, under `_locked`:
     other processes save into the same file (the machine's one is shared by every job and test
     run), and writing back the copy read before hashing lost whatever they saved meanwhile, so
-    each of them hashed those files again on its next run. Only entries that can still match
-    are written (`_can_match`). The merged copy is this process's parsed one (`_PARSED`): its
-    own save is not parsed again."""
+    each of them hashed those files again on its next run. When `_prune_due`, only entries
+    that can still match are written (`_can_match`). The merged copy is this process's parsed
+    one (`_PARSED`): its own save is not parsed again."""
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         with _locked(cache):
             merged = dict(_load(cache))
             merged.update({path: [sig, digest] for path, (sig, digest) in _MEMORY.items()})
-            merged = {key: entry for key, entry in merged.items() if _can_match(key, entry)}
+            if _prune_due(cache, len(merged)):
+                merged = {key: entry for key, entry in merged.items() if _can_match(key, entry)}
+                atomic_write_text(_pruned_count_file(cache), str(len(merged)))
             atomic_write_text(cache, json.dumps(merged, sort_keys=True))
             _PARSED[cache] = (stat_signature(os.stat(cache)), merged)
     except OSError:
         pass  # a read-only cache folder costs a re-hash next time, never a wrong identity
+
+
+def _pruned_count_file(cache: Path) -> Path:
+    return cache.with_name(cache.name + ".pruned")
+
+
+def _prune_due(cache: Path, count: int) -> bool:
+    """Whether a save of `count` entries prunes: when no prune is recorded beside the cache, or
+    the entries have grown `PRUNE_GROWTH` times over the count the last prune kept. The file
+    then holds at most about as many dead entries as live ones, and the stats are paid once per
+    doubling, not on every save (0.7 s on a 59k-entry machine cache under load)."""
+    try:
+        kept = int(_pruned_count_file(cache).read_text())
+    except (OSError, ValueError):
+        return True
+    return count >= PRUNE_GROWTH * kept
 
 
 def _can_match(key: str, entry: object) -> bool:
@@ -293,7 +314,7 @@ def _can_match(key: str, entry: object) -> bool:
     was rewritten can never match again (a rewrite changes the ctime, which never goes back),
     so a save leaves it out: otherwise the machine's cache keeps every temporary checkout, venv
     and model copy it has seen (38k of its 68k entries were such, 15 MB parsed by every
-    process). A stat per entry, on a save only, that is after something was hashed."""
+    process). A stat per entry, on a save that prunes (`_prune_due`)."""
     path = key if os.path.isabs(key) else key.partition(":")[2]  # `kind:path` for a kind's digests
     try:
         return _well_formed(entry) and entry[0] == stat_signature(os.stat(path))

@@ -226,6 +226,7 @@ def test_a_same_size_rewrite_within_the_timestamp_granularity_is_another_digest(
 
 
 def test_entries_of_paths_with_colons_are_kept_while_they_match_and_dropped_once_gone(tmp_path, monkeypatch):
+    monkeypatch.setattr(weights, "PRUNE_GROWTH", 0)  # every save prunes
     folder = tmp_path / "a:b" / "c:"
     folder.mkdir(parents=True)
     live, gone = folder / "live:1.py", folder / "gone:2.py"
@@ -348,12 +349,11 @@ def test_processes_saving_pruning_and_adding_at_once_lose_nothing_live_and_serve
     live = {path: digest for result in results for path, digest in result.items()}
     # each process's last save held all its live files: none may be lost by another's save
     assert set(live) <= set(kept), sorted(set(live) - set(kept))
-    # whatever is kept and still matches its file is that file's digest
+    # whatever is kept and still matches its file is that file's digest (an entry that can never
+    # match again may stay until the next prune is due, `weights._prune_due`: a miss, never served)
     for key, (signature, digest) in kept.items():
         if os.path.exists(key) and signature == stat_signature(os.stat(key)):
             assert digest == sha(Path(key)), key
-        else:
-            pytest.fail(f"{key}: kept although it can never match again")
     fresh(monkeypatch)
     assert files_sha256([*live, shared], cache_file=cache) == [*live.values(), sha(shared)]
 
