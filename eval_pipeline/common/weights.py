@@ -211,7 +211,6 @@ def content_digest(path: str | Path, *, cache_file: str | Path | None = None) ->
         raise ValueError(f"model path {str(root)!r} cannot be read ({type(exc).__name__}: {exc.strerror}): "
                          "cannot identify its weights") from None
     root = root.resolve()
-    cache = Path(cache_file) if cache_file is not None else machine_cache()
     if root.is_file():
         files = [root]
     elif root.is_dir():
@@ -221,7 +220,7 @@ def content_digest(path: str | Path, *, cache_file: str | Path | None = None) ->
     if not files:
         raise ValueError(f"model path {str(root)!r} holds no files: cannot identify its weights")
     total = hashlib.sha256()
-    for f, digest in zip(files, files_sha256(files, cache_file=cache)):
+    for f, digest in zip(files, files_sha256(files, cache_file=cache_file)):
         name = f.name if f == root else str(f.relative_to(root))
         total.update(f"{name}\0{digest}\n".encode())
     return total.hexdigest()
