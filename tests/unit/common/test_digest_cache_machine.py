@@ -11,12 +11,7 @@ from __future__ import annotations
 import json
 
 from eval_pipeline.common import versions, weights
-
-
-def _fresh_process(monkeypatch) -> None:
-    monkeypatch.setattr(weights, "_MEMORY", {})
-    monkeypatch.setattr(weights, "_PARSED", {})
-    monkeypatch.setattr(versions, "_SOURCES", {})
+from tests.unit.common.test_digest_cache_attacks import fresh as _fresh_process
 
 
 def test_weights_digests_go_to_the_machine_cache_and_never_into_the_state_dir(tmp_path, monkeypatch):
