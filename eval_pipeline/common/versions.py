@@ -201,7 +201,7 @@ def _import_locations(dist: Any, record: list[str]) -> list[tuple[str, str]]:
             continue
         for location in spec.submodule_search_locations or ([spec.origin] if spec.origin else []):
             if isinstance(location, str) and os.path.exists(location):
-                found.append((os.path.normpath(location), os.path.dirname(os.path.normpath(location))))
+                found.append((os.path.abspath(location), os.path.dirname(os.path.abspath(location))))
     return found
 
 
@@ -212,7 +212,7 @@ def _distribution_files(dist: Any) -> dict[str, str]:
     a package folder shadowing a listed module). `package_code_digest` hashes each from its
     bytes: a RECORD's hashes say what pip wrote, and anything that touches the files after (a
     patch, a `chmod -R`, a restored cache) would hide behind them."""
-    base = str(dist.locate_file(""))
+    base = os.path.abspath(dist.locate_file(""))  # relative when found through a relative sys.path entry
     record = _record_paths(dist)
     files: dict[str, str] = {}
     seen: set[str] = set()

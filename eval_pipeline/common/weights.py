@@ -102,6 +102,18 @@ def _well_formed(entry: object) -> TypeGuard[list]:
     return isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str) and bool(entry[1])
 
 
+def _cache_key(kind: str, path: Path | str) -> str:
+    """A cache entry's key: the absolute path, or `kind:` and the absolute path for a kind's digest
+    (`_key_path` reads it back). Unambiguous because every path in a key is absolute: a plain
+    key starts with the root, a kind's with its name (`files_sha256` refuses a relative path)."""
+    return f"{kind}:{path}" if kind else str(path)
+
+
+def _key_path(key: str) -> str:
+    """The file a `_cache_key` names."""
+    return key if os.path.isabs(key) else key.partition(":")[2]
+
+
 def _file_digest(path: Path | str, stored: Callable[[], dict[str, list]], compute: Callable[[bytes], str] | None = None,
                  kind: str = "") -> tuple[str, bool]:
     """(sha256 of the file, or `compute` of its bytes under the cache key's `kind`; whether it
@@ -109,7 +121,7 @@ def _file_digest(path: Path | str, stored: Callable[[], dict[str, list]], comput
     verified the file's signature yet."""
     stat = os.stat(path)
     signature = stat_signature(stat)
-    key = f"{kind}:{path}" if kind else str(path)
+    key = _cache_key(kind, path)
     hit = _MEMORY.get(key)
     if hit and hit[0] == signature:
         return hit[1], False
@@ -235,7 +247,8 @@ def files_sha256(paths: Iterable[str | Path], *, cache_file: str | Path | None =
     `kind` naming it in the cache, that digest instead (`versions.source_digest`: a Python
     file's syntax tree). `resolve=False` for paths already absolute and normalized, whose
     links need not be followed to name them (thousands of installed files: resolving each
-    costs more than reading the cache)."""
+    costs more than reading the cache); a relative one is a ValueError naming it, since its key
+    would be the path as given, which can read as another kind's key (`_cache_key`)."""
     cache = Path(cache_file) if cache_file is not None else machine_cache()
     loaded: list[dict[str, list]] = []
 
@@ -248,6 +261,8 @@ def files_sha256(paths: Iterable[str | Path], *, cache_file: str | Path | None =
     with _LOCK:
         any_computed = False
         for path in paths:
+            if not resolve and not os.path.isabs(path):
+                raise ValueError(f"files_sha256(resolve=False) takes absolute paths, got {os.fspath(path)!r}")
             digest, computed = _file_digest(Path(path).resolve() if resolve else path, stored, compute, kind)
             digests.append(digest)
             any_computed |= computed
@@ -314,9 +329,8 @@ def _can_match(key: str, entry: object) -> bool:
     so a save leaves it out: otherwise the machine's cache keeps every temporary checkout, venv
     and model copy it has seen (38k of its 68k entries were such, 15 MB parsed by every
     process). A stat per entry, on a save that prunes (`_prune_due`)."""
-    path = key if os.path.isabs(key) else key.partition(":")[2]  # `kind:path` for a kind's digests
     try:
-        return _well_formed(entry) and entry[0] == stat_signature(os.stat(path))
+        return _well_formed(entry) and entry[0] == stat_signature(os.stat(_key_path(key)))
     except (OSError, ValueError):
         return False
 

@@ -20,6 +20,7 @@ import json
 import mmap
 import multiprocessing
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -258,27 +259,26 @@ def test_a_kind_s_digest_and_the_bytes_digest_of_one_file_are_never_served_for_e
 
 
 def test_a_relative_key_is_never_served_for_another_folder_s_file(tmp_path, monkeypatch):
-    """`resolve=False` keys a relative path as given: the same key names another file from
-    another working folder; the signature (inode) must tell them apart."""
+    """A relative path names another file from another working folder: `resolve=False`, which
+    would key it as given, refuses it, and resolved it is keyed by the file it names."""
     for name, text in (("one", b"x = 1\n"), ("two", b"x = 2\n")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "mod.py").write_bytes(text)
     monkeypatch.chdir(tmp_path / "one")
-    first = files_sha256(["mod.py"], resolve=False)
+    with pytest.raises(ValueError, match="'mod.py'"):
+        files_sha256(["mod.py"], resolve=False)
+    first = files_sha256(["mod.py"])
     monkeypatch.chdir(tmp_path / "two")
-    assert files_sha256(["mod.py"], resolve=False) == [sha(tmp_path / "two" / "mod.py")] != first
+    assert files_sha256(["mod.py"]) == [sha(tmp_path / "two" / "mod.py")] != first
     fresh(monkeypatch)
-    assert files_sha256(["mod.py"], resolve=False) == [sha(tmp_path / "two" / "mod.py")]
+    assert files_sha256(["mod.py"]) == [sha(tmp_path / "two" / "mod.py")]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a plain key is the path as given when resolve=False, so a relative path that reads "
-    "'code:/abs/…' is the very key of the 'code' kind's digest of /abs/…; when both name one "
-    "inode (a hard link) the signatures match and the syntax-tree digest is served as the file's "
-    "sha256. Needs a caller breaking resolve=False's 'absolute paths' precondition (none does "
-    "today); keys that cannot collide (kind always in the key, or resolve=False refusing a "
-    "relative path) would close it"))
 def test_a_relative_path_spelled_like_a_kind_key_is_not_served_that_kind_s_digest(tmp_path, monkeypatch):
+    """A plain key is the path as given when resolve=False, so a relative path reading
+    'code:/abs/…' would be the very key of the 'code' kind's digest of /abs/…; when both name one
+    inode (a hard link) the signatures match and the syntax-tree digest would be served as the
+    file's sha256. resolve=False takes absolute paths only: a relative one is refused, named."""
     source = tmp_path / "src" / "mod.py"
     source.parent.mkdir()
     source.write_text("x = 1\n")
@@ -288,7 +288,9 @@ def test_a_relative_path_spelled_like_a_kind_key_is_not_served_that_kind_s_diges
     os.link(source, twin)  # (a new link changes the ctime: linked before the digest is taken)
     files_sha256([source], compute=lambda raw: "TREE-DIGEST", kind="code")
     monkeypatch.chdir(work)
-    assert files_sha256([f"code:{source}"], resolve=False) == [sha(source)]
+    with pytest.raises(ValueError, match=re.escape(repr(f"code:{source}"))):
+        files_sha256([f"code:{source}"], resolve=False)
+    assert files_sha256([f"code:{source}"]) == [sha(source)]  # resolved, it is the file it is
 
 
 def test_a_stale_entry_held_in_memory_never_replaces_a_valid_one_with_a_wrong_answer(tmp_path, monkeypatch):

@@ -52,3 +52,18 @@ def test_the_ranking_and_embedding_identities_carry_the_package_code(fresh_packa
 
     assert result_environment()["package-code"] == package_code_digest(RESULT_PACKAGES)
     assert embedding_runtime()["package-code"] == package_code_digest(EMBEDDING_PACKAGES)
+
+
+def test_a_distribution_found_through_a_relative_path_entry_is_the_one_found_through_the_absolute(
+        fresh_package_code, monkeypatch, tmp_path):
+    """`PYTHONPATH=.` or `python -m` from the install's folder: importlib names the files
+    relative to the working folder. They are hashed under their absolute paths (the digest
+    cache keys nothing else), with the same digest as through the absolute entry."""
+    site = tmp_path / "site"
+    # a module its RECORD lists outside the folder its top-level name imports from: named from
+    # the distribution's own location, which is relative through a relative entry
+    install_wheel(site, "toypkg", {"toypkg/__init__.py": b"K1 = 1.5\n", "toyhelper.py": b"K2 = 2\n"},
+                  top_level="toypkg")
+    absolute = digest_on_path(monkeypatch, site, "toypkg")
+    monkeypatch.chdir(tmp_path)
+    assert digest_on_path(monkeypatch, "site", "toypkg") == absolute
