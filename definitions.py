@@ -61,6 +61,7 @@ import assets  # noqa: E402
 from assets.partitions import read_sweep, variants_file  # noqa: E402
 from assets.reference import accept_reference_job  # noqa: E402
 from eval_pipeline.config.sweep import SweepConfig  # noqa: E402
+from eval_pipeline.store.database import DATABASE_KIND_ENV, DATABASE_URL_ENV  # noqa: E402
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource  # noqa: E402
 from resources.celery_executor import watched_celery_executor  # noqa: E402
 from resources.io import RunScopedPickleIOManager, VariantParquetIOManager  # noqa: E402
@@ -69,9 +70,9 @@ STATE = StateResource()  # EVAL_PIPELINE_STATE_DIR, else .eval_state/ in the che
 
 
 def _database() -> DatabaseResource:
-    kind = os.environ.get("EVAL_PIPELINE_DB", "embedded")
+    kind = os.environ.get(DATABASE_KIND_ENV, "embedded")
     if kind == "external":
-        return DatabaseResource(kind="external", url=EnvVar("EVAL_PIPELINE_DATABASE_URL"), state=STATE)
+        return DatabaseResource(kind="external", url=EnvVar(DATABASE_URL_ENV), state=STATE)
     return DatabaseResource(kind=kind, state=STATE)
 
 

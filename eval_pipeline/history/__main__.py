@@ -6,35 +6,30 @@ does the same from the UI).
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 
 from eval_pipeline.common.state import default_state_dir
 from eval_pipeline.history.answers import accept_answer_run
 from eval_pipeline.history.runs import LATEST, accept_reference, project_history, recent_runs, resolve_run_id
-from eval_pipeline.store.database import EmbeddedPostgres
-
-
-def _connection_from_args(args: argparse.Namespace) -> str:
-    if args.url_env:
-        url = os.environ.get(args.url_env)
-        if not url:
-            raise SystemExit(f"environment variable {args.url_env} is not set (it should hold the database URL)")
-        return url
-    return EmbeddedPostgres(args.state_dir).uri(args.database)
+from eval_pipeline.store.database import (
+    DATABASE_KIND_ENV,
+    DATABASE_URL_ENV,
+    CommandLineParser,
+    command_line_database_url,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     """`runs`: the latest runs with their eligibility; `accept RUN_ID`: pin a run as the
     reference of its variants (the Dagster job `accept_reference` does the same from the UI)."""
-    parser = argparse.ArgumentParser(prog="python -m eval_pipeline.history", description=main.__doc__)
+    parser = CommandLineParser(prog="python -m eval_pipeline.history", description=main.__doc__)
     parser.add_argument("--state-dir", default=str(default_state_dir()),
                         help="the embedded database's state dir (default: $EVAL_PIPELINE_STATE_DIR, else the "
                         "checkout's .eval_state)")
     parser.add_argument("--database", default="eval")
     parser.add_argument("--url-env", default=None, help="read the database URL from this environment variable "
-                        "(e.g. EVAL_PIPELINE_DATABASE_URL) instead of the embedded server")
+                        f"(default: {DATABASE_URL_ENV} when {DATABASE_KIND_ENV}=external, as the jobs; else the "
+                        "embedded server)")
     parser.add_argument("--prefix", default="eval")
     sub = parser.add_subparsers(dest="command", required=True)
     runs = sub.add_parser("runs", help="list the latest runs")
@@ -47,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     accept.add_argument("--note", default="", help="why it was accepted (kept with the reference)")
     accept.add_argument("--by", default=None, help="who accepts (default: $USER)")
     args = parser.parse_args(argv)
-    connection_string = _connection_from_args(args)
+    connection_string = command_line_database_url(args.url_env, args.state_dir, args.database)
     if args.command == "runs":
         for r in recent_runs(connection_string, limit=args.limit, prefix=args.prefix):
             flags = ["limited"] if r["limited"] else []

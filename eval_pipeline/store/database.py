@@ -38,7 +38,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote, unquote
 
 import psycopg
@@ -601,6 +601,42 @@ def advisory_lock(conn, key: str, *, what: str, timeout: float | None = None,
                 f"on {key!r}, held by {describe_holders(holders)}")
             next_log = now + log_every
         time.sleep(min(poll, max(0.0, started + timeout - time.monotonic()) + 0.01))
+
+
+# The jobs' choice of database (definitions.py) and the external database's URL: read by the jobs
+# and by the command-line tools (`command_line_database_url`) under these names only.
+DATABASE_KIND_ENV = "EVAL_PIPELINE_DB"  # embedded (default) | testcontainers | external
+DATABASE_URL_ENV = "EVAL_PIPELINE_DATABASE_URL"
+
+
+class CommandLineParser(argparse.ArgumentParser):
+    """The command-line tools' parser: its errors, which echo the arguments they refuse (a URL
+    pasted where it is not taken), go out with passwords redacted (`redact`)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(redact(message))
+
+
+def command_line_database_url(url_env: str | None, state_dir: str | Path, database: str, *,
+                              embedded: Callable[[str | Path, str], str] | None = None) -> str:
+    """The database a command-line tool (`python -m eval_pipeline.history`, `python -m
+    eval_pipeline.store.vectors`) opens, found as the jobs find theirs: the URL in the variable
+    `url_env` names (`--url-env`); else, with ``EVAL_PIPELINE_DB=external``, the one in
+    ``EVAL_PIPELINE_DATABASE_URL``; else the embedded server of `state_dir` (`embedded`, for
+    tests). A URL is never taken from the command line, where a password shows in `ps` and the
+    shell's history. A SystemExit names a variable that is unset, never a value."""
+    kind = os.environ.get(DATABASE_KIND_ENV, "embedded")
+    if url_env is None and kind == "external":
+        url_env = DATABASE_URL_ENV
+    if url_env is not None:
+        url = os.environ.get(url_env)
+        if not url:
+            raise SystemExit(f"environment variable {url_env} is not set (it should hold the database URL)")
+        return url
+    if kind != "embedded":
+        raise SystemExit(f"{DATABASE_KIND_ENV}={kind}: the jobs' database is not one this command can open; "
+                         f"name a variable holding its URL with --url-env")
+    return (embedded or (lambda folder, name: EmbeddedPostgres(folder).uri(name)))(state_dir, database)
 
 
 def advisory_unlock(conn, key: str) -> None:

@@ -33,9 +33,7 @@ batches, and puts them here; every table, chunking and corpus version of the emb
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -43,7 +41,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from eval_pipeline.common.state import default_state_dir
-from eval_pipeline.store.database import EmbeddedPostgres, advisory_lock, advisory_unlock, connect
+from eval_pipeline.store.database import (
+    DATABASE_KIND_ENV,
+    DATABASE_URL_ENV,
+    CommandLineParser,
+    advisory_lock,
+    advisory_unlock,
+    command_line_database_url,
+    connect,
+)
 
 STORES_TABLE = "eval_vector_stores"
 TABLE_PREFIX = "vectors_"
@@ -260,20 +266,12 @@ def drop(connection_string: str, which: str) -> str:
     return match[0]
 
 
-def _connection_string(args) -> str:
-    if args.database_url:
-        return args.database_url
-    if os.environ.get("EVAL_PIPELINE_DATABASE_URL"):
-        return os.environ["EVAL_PIPELINE_DATABASE_URL"]
-    return EmbeddedPostgres(args.state_dir or default_state_dir()).uri("eval")
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eval_pipeline.store.vectors",
+    parser = CommandLineParser(prog="python -m eval_pipeline.store.vectors",
                                      description="The stored embeddings: list, prune by age, drop a store.")
-    parser.add_argument("--database-url", default=None, help="default: EVAL_PIPELINE_DATABASE_URL, else the "
-                        "embedded server of --state-dir (default: EVAL_PIPELINE_STATE_DIR, else the checkout's "
-                        ".eval_state)")
+    parser.add_argument("--url-env", default=None, help="read the database URL from this environment variable "
+                        f"(default: {DATABASE_URL_ENV} when {DATABASE_KIND_ENV}=external, as the jobs; else the "
+                        "embedded server of --state-dir: EVAL_PIPELINE_STATE_DIR, else the checkout's .eval_state)")
     parser.add_argument("--state-dir", default=None)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="each store: table, model, dims, rows, bytes, oldest use")
@@ -286,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "prune":
             parse_age(args.older_than)  # before connecting
-        url = _connection_string(args)
+        url = command_line_database_url(args.url_env, args.state_dir or default_state_dir(), "eval")
         if args.command == "list":
             for s in list_stores(url):
                 print(f"{s['table']}  {s['rows']} vectors  {s['bytes']} bytes  dims {s['dims']}  oldest use "

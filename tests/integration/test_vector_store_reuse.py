@@ -164,7 +164,7 @@ def test_nothing_is_reused_after_the_weights_are_swapped(uri, tmp_path):
     assert np.abs(stored - stale).max() > 1e-3  # the swap changed the vectors: reusing them would show
 
 
-def test_list_prune_and_drop(uri, local_embedder, tiny_snapshot, capsys):
+def test_list_prune_and_drop(uri, local_embedder, tiny_snapshot, capsys, monkeypatch):
     ingest(tiny_snapshot, connection_string=uri, embedder=local_embedder, chunking=CHUNKING, log=lambda m: None)
     stores = {s["table"]: s for s in list_stores(uri)}
     mine = table_for(store_identity(local_embedder))
@@ -179,9 +179,10 @@ def test_list_prune_and_drop(uri, local_embedder, tiny_snapshot, capsys):
     with pytest.raises(ValueError, match="no vector store 'vectors_nope'"):
         prune(uri, "30d", tables=["vectors_nope"])
 
-    assert main(["--database-url", uri, "list"]) == 0
+    monkeypatch.setenv("STORES_URL", uri)
+    assert main(["--url-env", "STORES_URL", "list"]) == 0
     assert f"{mine}  {rows - 3} vectors" in capsys.readouterr().out
-    assert main(["--database-url", uri, "drop", store_identity(local_embedder)]) == 0
+    assert main(["--url-env", "STORES_URL", "drop", store_identity(local_embedder)]) == 0
     assert capsys.readouterr().out.strip() == f"dropped {mine}"
     with psycopg.connect(uri) as conn:
         assert conn.execute("SELECT to_regclass(%s)", (mine,)).fetchone()[0] is None

@@ -127,10 +127,11 @@ def test_bad_ages_name_the_value(text):
         parse_age(text)
 
 
-def test_cli_refuses_a_bad_age_before_connecting(capsys):
+def test_cli_refuses_a_bad_age_before_connecting(capsys, monkeypatch):
     from eval_pipeline.store.vectors import main
 
-    assert main(["--database-url", "postgresql://nowhere.invalid/x", "prune", "--older-than", "soon"]) == 2
+    monkeypatch.setenv("NOWHERE_URL", "postgresql://nowhere.invalid/x")
+    assert main(["--url-env", "NOWHERE_URL", "prune", "--older-than", "soon"]) == 2
     assert "--older-than 'soon'" in capsys.readouterr().err
 
 
@@ -139,10 +140,10 @@ def test_the_cli_finds_the_state_dir_as_every_other_command_does(tmp_path, monke
     `python -m eval_pipeline.history` find it), not a .eval_state in whatever folder the command
     was started from, where it would start a new, empty server and list nothing."""
     from eval_pipeline.common.state import default_state_dir
-    from eval_pipeline.store import vectors
+    from eval_pipeline.store import database, vectors
 
     monkeypatch.delenv("EVAL_PIPELINE_STATE_DIR", raising=False)
-    monkeypatch.delenv("EVAL_PIPELINE_DATABASE_URL", raising=False)
+    monkeypatch.delenv("EVAL_PIPELINE_DB", raising=False)
     monkeypatch.chdir(tmp_path)
     opened: list = []
 
@@ -153,7 +154,7 @@ def test_the_cli_finds_the_state_dir_as_every_other_command_does(tmp_path, monke
         def uri(self, database):
             return "postgresql://nowhere.invalid/x"
 
-    monkeypatch.setattr(vectors, "EmbeddedPostgres", Server)
+    monkeypatch.setattr(database, "EmbeddedPostgres", Server)
     monkeypatch.setattr(vectors, "list_stores", lambda url: [])
     assert vectors.main(["list"]) == 0
     assert opened == [default_state_dir().resolve()]
