@@ -31,12 +31,21 @@ class ServedBy:
 
 
 def provider_of(base_url: str | None) -> str:
-    """The host of an OpenAI-compatible endpoint ("default" when none is set: the client's
-    default endpoint); never user, password, path or query."""
+    """The host of an OpenAI-compatible endpoint, with its port when the URL names one (two
+    servers on one host, :8000 and :8001, can serve different weights under one model name);
+    "default" when none is set (the client's default endpoint). Never user, password, path or
+    query."""
     if not base_url:
         return "default"
-    host = urlparse(base_url).hostname
-    return host or "unknown"
+    parsed = urlparse(base_url)
+    host = parsed.hostname
+    if not host:
+        return "unknown"
+    try:
+        port = parsed.port
+    except ValueError:  # a port that is not a number names no server: the host alone
+        port = None
+    return f"{host}:{port}" if port is not None else host
 
 
 def run_generator(served: Iterable[ServedBy | None]) -> str | None:

@@ -229,7 +229,7 @@ def calibrate_judge(rows: Sequence[Mapping[str, Any]], *, grader: str, llm: Any,
                                           tuple(ContextEntry(i, f"cal:{i}", f"cal:{i}", t)
                                                 for i, t in enumerate(r["context"], start=1)), r["text"])
                                 for r in rows], llm=llm, cache_dir=cache_dir, max_tokens=max_tokens)
-        passes = [g.overall >= PASS_SCORE if g.ok and g.overall is not None else None for g in grades]
+        passes = [g.passed if g.ok else None for g in grades]
     kept = [(r, p) for r, p in zip(rows, passes) if p is not None]
     human = [human_passed(r["human"]) for r, _ in kept]
     judge = [bool(p) for _, p in kept]

@@ -65,6 +65,7 @@ from typing import Any, cast
 
 from eval_pipeline.answering.context import ContextEntry, render_context
 from eval_pipeline.answering.served import ServedBy, provider_of
+from eval_pipeline.common import versions
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import is_integer
 from eval_pipeline.grading.llm import (
@@ -183,9 +184,17 @@ _JUDGE_USER = (
     "Reply with the JSON object only."
 )
 _NO_DOCUMENTS = " (there were none: nothing was retrieved)"
-# Bump the number when the parsing or scoring rules change; the hash follows every prompt edit.
-_JUDGE_HASH = hashlib.sha256((_JUDGE_SYSTEM + _JUDGE_USER + _NO_DOCUMENTS).encode()).hexdigest()[:8]
-JUDGE_PROMPT_VERSION = f"judge-1+{_JUDGE_HASH}"
+# The code that turns an answer into a grade: this module (the prompts, how a reply is parsed
+# into levels, their scaling, the pass mark) and the rendering of the documents the judge reads
+# (answering/context.py). Its syntax tree is in both graders' versions, which are their
+# yardsticks and their grade caches' keys (the cache keeps parsed levels): an edit grades another
+# way, so it is another yardstick and no cached grade is read under it, whether or not someone
+# bumps a number.
+GRADING_CODE = versions.source_digest("eval_pipeline/grading/judges.py", "eval_pipeline/answering/context.py")
+# The hash follows every prompt edit and the pass mark (also as written here, for a reader).
+_JUDGE_HASH = hashlib.sha256((_JUDGE_SYSTEM + _JUDGE_USER + _NO_DOCUMENTS + f"|pass>={PASS_SCORE}").encode()
+                             ).hexdigest()[:8]
+JUDGE_PROMPT_VERSION = f"judge-1+{_JUDGE_HASH}.{GRADING_CODE}"
 
 DECISION_LEVELS = {
     5: "fully fulfils the task: correct by the reference, complete, and it follows every instruction of the "
@@ -225,9 +234,10 @@ _DECISION_USER = (
     "Reply with the JSON object only."
 )
 _NO_SYSTEM_PROMPT = " (it ran with none)"
-_DECISION_PROFILE_NUMBER = 1  # bump when the levels' scaling, the pass mark or the parsing change
+_DECISION_PROFILE_NUMBER = 1  # a reader's name for the profile; the code's own edits are in GRADING_CODE
 DECISION_PROFILE_VERSION = f"{_DECISION_PROFILE_NUMBER}+" + hashlib.sha256(
-    (_DECISION_SYSTEM + _DECISION_USER + _NO_SYSTEM_PROMPT + f"|pass>={PASS_SCORE}").encode()).hexdigest()[:8]
+    (_DECISION_SYSTEM + _DECISION_USER + _NO_SYSTEM_PROMPT + f"|pass>={PASS_SCORE}").encode()).hexdigest()[:8] \
+    + f".{GRADING_CODE}"
 
 # A tag that would open or close one of the fences (any case, spacing or attributes): blanked out.
 _DATA_TAG = re.compile(r"<\s*/?\s*(?:documents?|answer|task|system[\s_-]*prompt|reference|question)\b[^<>]*>",
@@ -372,6 +382,12 @@ class JudgeGrade:
     @property
     def ok(self) -> bool:
         return self.status == "graded"
+
+    @property
+    def passed(self) -> bool | None:
+        """``overall >= PASS_SCORE`` (None unless graded): the judge's pass rule, here so that
+        it is in the judge's version (`GRADING_CODE`)."""
+        return None if self.overall is None else self.overall >= PASS_SCORE
 
 
 @dataclass(frozen=True)

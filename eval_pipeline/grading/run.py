@@ -51,7 +51,6 @@ from eval_pipeline.grading.assertions import (
 from eval_pipeline.grading.grounding import GROUNDING_VERSION, KeywordCorpusProbe, ground_answer
 from eval_pipeline.grading.independence import SELF_JUDGED_LABEL
 from eval_pipeline.grading.judges import (
-    PASS_SCORE,
     DecisionItem,
     JudgeItem,
     check_graders,
@@ -286,7 +285,7 @@ def _llm_rows(grader: str, grades, todo: Sequence[AnswerToGrade], yardstick_of, 
         if not g.ok:
             out.append(_row(variant, prompt.id, grader, g.status, reason=g.error or "", grader_model=model))
         elif grader == "judge":
-            out.append(_row(variant, prompt.id, grader, "graded", passed=g.overall >= PASS_SCORE,
+            out.append(_row(variant, prompt.id, grader, "graded", passed=g.passed,
                             score=g.overall, faithfulness=g.faithfulness, relevance=g.relevance,
                             citations=g.citations, reason=g.reason if keep_text else "", grader_model=model))
         else:

@@ -15,6 +15,7 @@ import pytest
 from eval_pipeline.answering.context import ContextEntry
 from eval_pipeline.answering.llm import SYSTEM_PROMPT as ANSWER_SYSTEM_PROMPT
 from eval_pipeline.answering.llm import LLMGenerator
+from eval_pipeline.answering.served import provider_of
 from eval_pipeline.common.llm import LLMClient
 from eval_pipeline.grading.judges import (
     DECISION_PROFILE_VERSION,
@@ -139,7 +140,7 @@ def test_the_judge_gives_the_scripted_scores_and_never_invents_one(tmp_path):
         assert (g.faithfulness, g.relevance, g.citations, g.overall, g.levels) == (None,) * 5
     assert "HTTP 500" in by_id["down"].error and "sk-test-secret" not in by_id["down"].error
     # who graded: the endpoint's host, the model sent and the one the response reported
-    assert {(g.served.provider, g.served.model_sent) for g in grades} == {("127.0.0.1", "judge-alias")}
+    assert {(g.served.provider, g.served.model_sent) for g in grades} == {(provider_of(stub.base_url), "judge-alias")}
     assert good.served.model_reported == "judge-2025-01" and by_id["down"].served.model_reported is None
     assert judging_counts(grades) == {"answers": 8, "graded": 5, "cached": 0, "failed": 1, "unparseable": 2,
                                       "failures": 3}
@@ -238,7 +239,7 @@ def test_decisions_give_the_scripted_levels_and_a_run_with_failures_has_no_yards
     assert judging_counts(grades)["passed"] == 2 and judging_counts(grades)["failures"] == 3
     assert decision_yardstick(grades) == "decision" and not comparable_yardstick("decision")
     assert decision_yardstick(g for g in grades if g.ok) == \
-           f"decision:127.0.0.1:judge-2025-01:v{DECISION_PROFILE_VERSION}"
+           f"decision:{provider_of(stub.base_url)}:judge-2025-01:v{DECISION_PROFILE_VERSION}"
 
 
 def test_decisions_treat_task_system_prompt_reference_and_answer_as_data(tmp_path):
@@ -268,10 +269,11 @@ def test_decisions_treat_task_system_prompt_reference_and_answer_as_data(tmp_pat
 def test_the_grading_model_the_responses_report_names_the_yardstick(tmp_path):
     cache = tmp_path / "cache"
     items = [DECISION_ITEMS[0], DECISION_ITEMS[1], DECISION_ITEMS[6]]  # good, fenced, ref-inject
-    single = f"decision:127.0.0.1:judge-2025-01:v{DECISION_PROFILE_VERSION}"
     with OpenAIStub(chat=scripted(DECISION_REPLIES), served_model="judge-2025-01") as stub:
+        single = f"decision:{provider_of(stub.base_url)}:judge-2025-01:v{DECISION_PROFILE_VERSION}"
         grades = decide_answers(items, llm=client_for(stub), cache_dir=cache)
-        assert {g.served.label() for g in grades} == {"127.0.0.1:judge-alias->judge-2025-01"}
+        assert provider_of(stub.base_url).startswith("127.0.0.1:")  # the stub's port is part of who graded
+        assert {g.served.label() for g in grades} == {f"{provider_of(stub.base_url)}:judge-alias->judge-2025-01"}
         assert decision_yardstick(grades) == single and comparable_yardstick(single)
         asked = len(stub.chat_requests())
         resumed = decide_answers(items, llm=client_for(stub), cache_dir=cache)

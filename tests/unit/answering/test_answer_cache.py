@@ -55,11 +55,17 @@ def test_a_damaged_cache_entry_is_answered_again(tmp_path):
 
 
 @pytest.mark.parametrize("url, host", [
-    ("https://user:secret@api.example.com:8443/v1?key=sk-123", "api.example.com"),
-    ("http://127.0.0.1:8000/v1", "127.0.0.1"),
+    ("https://user:secret@api.example.com:8443/v1?key=sk-123", "api.example.com:8443"),
+    ("https://api.example.com/v1", "api.example.com"),
+    ("http://127.0.0.1:8000/v1", "127.0.0.1:8000"),
+    ("http://127.0.0.1:8001/v1", "127.0.0.1:8001"),
+    ("http://[::1]:8000/v1", "::1:8000"),
+    ("http://localhost:notaport/v1", "localhost"),
     (None, "default"),
 ])
-def test_the_provider_is_the_host_only(url, host):
+def test_the_provider_is_the_host_and_its_port_only(url, host):
+    """Never the user, password, path or query; the port, when named, since two servers on one
+    host can serve different weights under one model name."""
     assert provider_of(url) == host
 
 

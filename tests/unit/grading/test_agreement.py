@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from eval_pipeline.answering.served import provider_of
 from eval_pipeline.grading.agreement import agreement, cohen_kappa, load_calibration, ppi_mean_interval
 
 T, F = True, False
@@ -151,7 +152,7 @@ def test_a_scripted_judge_of_known_errors_is_calibrated_through_the_test_server(
     a = got["agreement"]
     assert a["accuracy"] == pytest.approx(16 / 19) and a["kappa"] == pytest.approx(106 / 163)
     assert a["confusion"] == {True: {True: 11, False: 1}, False: {True: 2, False: 5}}
-    assert got["graded_by"] == ["127.0.0.1:judge-model->judge-model"]
+    assert got["graded_by"] == [f"{provider_of(stub.base_url)}:judge-model->judge-model"]
     # the run's 40 judge passes (30 pass) with the PPI interval from the calibration
     run = [True] * 30 + [False] * 10
     ppi = judge_rate_with_ppi(run, got)

@@ -156,9 +156,14 @@ def test_levels_are_normalised_by_hand():
     assert PASS_SCORE == 0.6 and normalize_level(4) >= PASS_SCORE > normalize_level(3)
 
 
-def test_prompt_versions_carry_a_hash_of_the_prompt():
-    assert re.fullmatch(r"judge-\d+\+[0-9a-f]{8}", JUDGE_PROMPT_VERSION)
-    assert re.fullmatch(r"\d+\+[0-9a-f]{8}", DECISION_PROFILE_VERSION)
+def test_prompt_versions_carry_a_hash_of_the_prompt_and_the_grading_code():
+    """A hash of the prompts and pass mark, then the syntax tree of the code that grades
+    (GRADING_CODE: 12 hex characters, or this process's own name after an edit)."""
+    from eval_pipeline.grading.judges import GRADING_CODE
+
+    assert re.fullmatch(r"[0-9a-f]{12}(-changed-\S+)?", GRADING_CODE)
+    assert re.fullmatch(r"judge-\d+\+[0-9a-f]{8}\." + re.escape(GRADING_CODE), JUDGE_PROMPT_VERSION)
+    assert re.fullmatch(r"\d+\+[0-9a-f]{8}\." + re.escape(GRADING_CODE), DECISION_PROFILE_VERSION)
 
 
 # --- the prompts -----------------------------------------------------------------------------

@@ -49,6 +49,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import shutil
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -90,10 +93,8 @@ def test_the_decision_yardstick_moves_with_its_pass_mark():
     assert lenient.DECISION_PROFILE_VERSION != judges.DECISION_PROFILE_VERSION
 
 
-@pytest.mark.xfail(strict=True, reason="the LLM judge's yardstick (JUDGE_PROMPT_VERSION) hashes its prompts but not "
-                   "PASS_SCORE, so lowering the pass mark raises the judge's pass rate under the same yardstick and "
-                   "hides a generator regression (the decision profile hashes it)")
 def test_the_judge_yardstick_moves_with_its_pass_mark():
+    """Fixed: the judge's version hashes its pass mark (and the file's syntax tree, see below)."""
     from eval_pipeline.grading import judges
 
     lenient = _judges_edited("PASS_SCORE = 0.6\n", "PASS_SCORE = 0.2\n", "judge")
@@ -101,19 +102,42 @@ def test_the_judge_yardstick_moves_with_its_pass_mark():
     assert lenient.JUDGE_PROMPT_VERSION != judges.JUDGE_PROMPT_VERSION
 
 
-@pytest.mark.xfail(strict=True, reason="the LLM graders' yardsticks follow their prompts' text only: an edit of how a "
-                   "reply becomes a level (_parse_scores, _level) grades another way under the same yardstick unless "
-                   "someone bumps a hand-kept number")
-def test_the_llm_yardsticks_move_when_the_reply_parsing_changes():
+def _versions_in_a_checkout_with(tmp_path: Path, old: str, new: str) -> tuple[str, str]:
+    """(JUDGE_PROMPT_VERSION, DECISION_PROFILE_VERSION) as a new process imports them from a copy
+    of the checkout's eval_pipeline/ whose grading/judges.py has ``old`` replaced by ``new``: the
+    versions carry the file's syntax tree, which an in-process copy of the module cannot show."""
+    checkout = tmp_path / f"checkout-{uuid.uuid4().hex[:6]}"
+    shutil.copytree(ROOT / "eval_pipeline", checkout / "eval_pipeline",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    judges_file = checkout / "eval_pipeline" / "grading" / "judges.py"
+    source = judges_file.read_text()
+    assert old in source, f"{old!r} left judges.py: re-aim this test"
+    judges_file.write_text(source.replace(old, new, 1))
+    out = subprocess.run(
+        [sys.executable, "-c", "from eval_pipeline.grading import judges as j; "
+                               "print(j.JUDGE_PROMPT_VERSION); print(j.DECISION_PROFILE_VERSION)"],
+        cwd=checkout, env={**os.environ, "PYTHONPATH": str(checkout), "XDG_CACHE_HOME": str(tmp_path / "cache")},
+        capture_output=True, text=True, check=True)
+    judge, decision = out.stdout.split()
+    return judge, decision
+
+
+def test_the_llm_yardsticks_move_when_the_reply_parsing_changes(tmp_path):
+    """An edit of how a reply becomes a level (`_parse_scores`, `_level`) grades another way: both
+    LLM graders' versions (their yardsticks, and their grade caches' keys, since the cache keeps
+    parsed levels) change with it; no hand-kept number has to be bumped."""
     from eval_pipeline.grading import judges
 
+    old = "levels = tuple(_level(obj.get(k)) for k in keys)"
     # a reply's levels read one higher (capped): every judged answer scores better
-    edited = _judges_edited("levels = tuple(_level(obj.get(k)) for k in keys)",
-                            "levels = tuple(None if _level(obj.get(k)) is None else min(5, _level(obj.get(k)) + 1)"
-                            " for k in keys)", "parse")
+    new = "levels = tuple(None if _level(obj.get(k)) is None else min(5, _level(obj.get(k)) + 1) for k in keys)"
+    edited = _judges_edited(old, new, "parse")
     assert edited.parse_decision_reply('{"level": 3, "reason": "r"}')[0] == 4  # the edit grades otherwise
-    assert edited.JUDGE_PROMPT_VERSION != judges.JUDGE_PROMPT_VERSION
-    assert edited.DECISION_PROFILE_VERSION != judges.DECISION_PROFILE_VERSION
+    as_is = _versions_in_a_checkout_with(tmp_path, old, old)
+    assert as_is == (judges.JUDGE_PROMPT_VERSION, judges.DECISION_PROFILE_VERSION)  # the copy is this checkout
+    judge, decision = _versions_in_a_checkout_with(tmp_path, old, new)
+    assert judge != judges.JUDGE_PROMPT_VERSION
+    assert decision != judges.DECISION_PROFILE_VERSION
 
 
 def test_the_judge_yardstick_moves_when_its_prompt_changes():
@@ -140,10 +164,8 @@ def test_a_grading_model_on_another_host_is_another_yardstick():
     assert _decision_yardstick_at("http://gpu-a:8000/v1") != _decision_yardstick_at("http://gpu-b:8000/v1")
 
 
-@pytest.mark.xfail(strict=True, reason="who graded is the endpoint's host without its port, so a judge swapped for "
-                   "another server on the same host (localhost:8001 instead of :8000) that serves its model under the "
-                   "same name keeps the yardstick and is compared with the old judge's grades")
 def test_a_grading_model_on_another_port_of_the_same_host_is_another_yardstick():
+    """Fixed: who graded is the endpoint's host and its port."""
     assert _decision_yardstick_at("http://localhost:8000/v1") != _decision_yardstick_at("http://localhost:8001/v1")
 
 
