@@ -613,11 +613,14 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
         metrics = {m: None if isinstance(r[m], float) and math.isnan(r[m]) else r[m] for m in ANSWER_METRICS}
         reasons = yardstick_problems({**r, **metrics})
         gate = (r.get("provenance") or {}).get("gate")
-        if variants is None and isinstance(gate, Mapping) and gate.get("passed") is False and \
-                gate.get("state") in ("comparable", "paired"):
-            reasons.append(f"its answer gate failed against a comparable yardstick (a measured regression): name "
-                           f"the variant to accept it (python -m eval_pipeline.history accept {run_id} "
-                           f"--variant {r['variant']})")
+        if isinstance(gate, Mapping):
+            measured = gate.get("passed") is False and gate.get("state") in ("comparable", "paired")
+        else:  # recorded before rows kept their gate's state: an ineligible row may be a measured regression
+            measured = not r.get("eligible")
+        if variants is None and measured and not reasons:
+            reasons.append(f"its answer gate failed against a comparable yardstick (a measured regression), or "
+                           f"it was recorded not eligible without saying why: name the variant to accept it "
+                           f"(python -m eval_pipeline.history accept {run_id} --variant {r['variant']})")
         if reasons:
             refused.append(f"{r['variant']} {r['grader']}: " + "; ".join(reasons))
         else:

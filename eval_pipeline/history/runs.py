@@ -825,11 +825,11 @@ def accept_reference(
     with connect(connection_string) as conn:
         if not history_exists(conn, names):
             raise ValueError(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
-        run = conn.execute(sql.SQL("SELECT limited, provenance->'gate' FROM {} WHERE run_id = %s")
-                           .format(sql.Identifier(names["runs"])), (run_id,)).fetchone()
+        run = conn.execute(sql.SQL("SELECT limited, provenance->'gate', provenance->'gate_failed' FROM {} "
+                                   "WHERE run_id = %s").format(sql.Identifier(names["runs"])), (run_id,)).fetchone()
         if run is None:
             raise ValueError(f"no recorded run {run_id!r} in {names['runs']}")
-        limited, gate = run
+        limited, gate, gate_failed = run
         if limited:
             raise ValueError(f"run {run_id!r} is a limited run (a subset of the questions): it cannot be a reference")
         measured = {r[0]: r[1] for r in conn.execute(
@@ -840,13 +840,14 @@ def accept_reference(
         absent = [v for v in chosen if v not in have]
         if absent or not chosen:
             raise ValueError(f"run {run_id!r} has no variant(s) {absent or chosen}; it has: {', '.join(have)}")
-        regressed = failed_against_yardstick(gate, have)
+        regressed = failed_against_yardstick(gate, have, gate_failed)
         if variants is None and regressed:
             command = " ".join(f"--variant {v}" for v in regressed)
             raise ValueError(
                 f"run {run_id!r}: {', '.join(regressed)} failed the gate against a comparable yardstick (a measured "
-                f"regression, not a missing comparison); accepting the whole run would accept it unnoticed. Name each "
-                f"variant to accept: python -m eval_pipeline.history accept {run_id} {command} (and any others)")
+                f"regression, not a missing comparison), or failed it in a run recorded without saying which; "
+                f"accepting the whole run would accept it unnoticed. Name each variant to accept: "
+                f"python -m eval_pipeline.history accept {run_id} {command} (and any others)")
         errored = [v for v in chosen if measured[v] > 0]
         if errored:
             raise ValueError(f"run {run_id!r} has errored questions for variant(s) {errored}: their metrics are "
@@ -867,14 +868,18 @@ def accept_reference(
     return chosen
 
 
-def failed_against_yardstick(gate: object, variants: Iterable[str]) -> list[str]:
+def failed_against_yardstick(gate: object, variants: Iterable[str], gate_failed: object = None) -> list[str]:
     """The ``variants`` whose recorded gate (a run's ``provenance["gate"]``) failed against a
     comparable yardstick (state ``comparable`` or ``paired``): a regression the verdict measured,
-    which only an acceptance naming the variant may accept."""
-    if not isinstance(gate, Mapping):
-        return []
-    return sorted(v for v in variants if isinstance(gate.get(v), Mapping) and gate[v].get("passed") is False
-                  and gate[v].get("state") in ("comparable", "paired"))
+    which only an acceptance naming the variant may accept. A variant the run lists as failed
+    (``provenance["gate_failed"]``) with no recorded state of its own (a run recorded before the
+    states were kept) counts too: nothing says its failure was not a measured regression."""
+    states = gate if isinstance(gate, Mapping) else {}
+    listed = set(gate_failed) if isinstance(gate_failed, list) else set()
+    return sorted(v for v in variants
+                  if (isinstance(states.get(v), Mapping) and states[v].get("passed") is False
+                      and states[v].get("state") in ("comparable", "paired"))
+                  or (not isinstance(states.get(v), Mapping) and v in listed))
 
 
 def who_accepts() -> str:

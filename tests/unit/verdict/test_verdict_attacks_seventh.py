@@ -309,10 +309,8 @@ def test_a_deleted_accepted_reference_falls_back_to_the_first_eligible_run(judge
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="accept_reference asks for a regressed variant to be named only from the "
-                   "per-variant gate states ('gate'); a run recorded by older code, with only its 'gate_failed' list, "
-                   "is accepted whole, its measured regression included, without naming the variant")
 def test_accepting_a_whole_older_run_whose_variant_failed_its_gate_needs_that_variant_named(judge):
+    """Fixed: a variant the run lists in 'gate_failed' with no recorded state of its own must be named."""
     from eval_pipeline.history.runs import accept_reference
 
     judge("r1", "A", {"v": "good", "w": "good"})
@@ -413,8 +411,6 @@ def test_accepting_a_whole_answer_run_whose_gate_failed_needs_the_variant_named(
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="accept_answer_run asks for a regressed answer row's variant to be named only "
-                   "from the row's recorded gate state; a row recorded without it (older code) is accepted whole, its "
-                   "measured regression included")
 def test_accepting_a_whole_older_answer_run_whose_gate_failed_needs_the_variant_named(answers):
+    """Fixed: a row recorded without its gate's state and not eligible must be named."""
     assert _answer_regression(answers, older_code_recorded_it=True) == []
