@@ -682,6 +682,18 @@ def previous_run(
         return _run_with_metrics(conn, names, found)
 
 
+def recorded_runs(connection_string: str, run_ids: Iterable[str], *, prefix: str = "eval") -> set[str]:
+    """Which of ``run_ids`` the history still holds (a run deleted from it is not among them)."""
+    wanted = sorted({r for r in run_ids if isinstance(r, str) and r})
+    names = table_names(prefix)
+    with measurements.connection(connection_string) as conn:
+        if not wanted or not history_exists(conn, names):
+            return set()
+        rows = conn.execute(sql.SQL("SELECT run_id FROM {} WHERE run_id = ANY(%s)").format(
+            sql.Identifier(names["runs"])), (wanted,)).fetchall()
+    return {r[0] for r in rows}
+
+
 def reference_run(
     connection_string: str,
     *,

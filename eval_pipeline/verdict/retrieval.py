@@ -37,6 +37,7 @@ from eval_pipeline.history.runs import (
     project_history,
     record_run,
     recorded_run_of,
+    recorded_runs,
     reference_run,
 )
 from eval_pipeline.metrics.retrieval import COMPARED, INTERVAL, PRIMARY_METRIC, metric_names
@@ -346,6 +347,7 @@ def judge_run(
         variant = row["variant"]
         hint = accept_hint(run_id, [variant])
         ever = ref = prev = None
+        lost: str | None = None
         heirs: list[str] = []
         recorded: str | None = None
         if connection_string and unreadable is None:
@@ -375,6 +377,7 @@ def judge_run(
                         if older is not None:
                             ref = older
                             break
+                lost = lost_reference(connection_string, ever, ref, prefix=history_prefix)
             except history_errors as exc:
                 unreadable = f"{type(exc).__name__}: {exc}"
         if heirs:
@@ -404,6 +407,13 @@ def judge_run(
                 f"an addition and a removal cannot be told from a new variant, so nothing can judge it; {hint} "
                 "(accepting a run without the vanished variants acknowledges their removal)"))
             ref_gate = None
+        elif lost is not None:
+            gate = previous_gate = GateResult(False, "not_compared", [], (
+                f"FAILED (not compared): the pinned reference {lost} the previous run {ever['run_id']} was judged "
+                f"against is no longer in the history (deleted?), so the reference would silently become "
+                f"{ref['run_id'] if ref else 'none'}, against which a regression in steps could pass; nothing can say "
+                f"how far this run is from {lost}; {hint}"))
+            ref_gate = None
         elif prev is None and incomplete:
             gate = previous_gate = GateResult(False, "not_compared", [], (
                 f"FAILED (not compared): this run's benchmark identity is incomplete ({', '.join(incomplete)} "
@@ -432,6 +442,15 @@ def judge_run(
                     provenance.setdefault("drift", {})[variant] = {"reference": ref["run_id"], "metrics": drift}
                     if not reference_direct:
                         gate = _check_drift(gate, drift, effective, ref["run_id"], ever["run_id"])
+                elif not reference_direct:
+                    # the previous run recorded no drift from this reference (recorded before the ledger, or
+                    # against another reference): the code's steps since the reference cannot be counted
+                    # across the benchmark change, so nothing can say it did not regress in steps
+                    gate = replace(gate, passed=False, state="not_compared", message=(
+                        f"FAILED (not compared): the benchmark changed since the pinned reference {ref['run_id']}, "
+                        f"and the previous run {ever['run_id']} recorded no drift from it (recorded by an older "
+                        f"version, or against another reference), so the code's changes since the reference cannot "
+                        f"be counted across the change; {hint}"))
         if loosened:
             verdict.loosened[variant] = loosened
             gate = replace(gate, message=f"{gate.message} (the gate was loosened since its yardstick: "
@@ -574,6 +593,22 @@ def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mappi
         combined = replace(combined, message=combined.message + " (the pinned reference measured another "
                            "benchmark: its configuration was ranked on today's questions)")
     return replace(combined, state=state), previous, reference
+
+
+def lost_reference(connection_string: str, previous: Mapping[str, Any] | None, reference: Mapping[str, Any] | None,
+                   *, prefix: str) -> str | None:
+    """The pinned reference the previous run was judged against, when it is no longer in the
+    history and today's reference is not one a user accepted since: deleted, the reference would
+    silently become the next eligible run, against which a regression in steps can pass (each
+    step within the tolerance of the run before). None otherwise; an acceptance ends it."""
+    if previous is None or (reference is not None and reference.get("accepted")):
+        return None
+    gates = (previous.get("provenance") or {}).get("gate")
+    entry = gates.get(previous.get("variant")) if isinstance(gates, Mapping) else None
+    recorded = entry.get("reference_run_id") if isinstance(entry, Mapping) else None
+    if not isinstance(recorded, str) or not recorded or (reference is not None and reference["run_id"] == recorded):
+        return None
+    return None if recorded_runs(connection_string, [recorded], prefix=prefix) else recorded
 
 
 def carried_drift(previous: Mapping[str, Any], reference: Mapping[str, Any], previous_gate: GateResult,
