@@ -451,6 +451,15 @@ def judge_run(
                         f"and the previous run {ever['run_id']} recorded no drift from it (recorded by an older "
                         f"version, or against another reference), so the code's changes since the reference cannot "
                         f"be counted across the change; {hint}"))
+        fell_back = int(row.get("n_rerank_fallback", 0) or 0)
+        if fell_back and gate.passed:
+            # an LLM reranker whose answer named no candidate kept the first stage's order: the numbers
+            # are another configuration's, so nothing judged this one (never cached: a run asks again)
+            gate = replace(gate, passed=False, message=(
+                f"FAILED: the reranker fell back on the first-stage order for {fell_back} of "
+                f"{len(per_variant[variant])} questions, so these are not {variant!r}'s numbers and nothing judged "
+                f"its configuration; fallbacks are never cached: run again once the reranker answers "
+                f"({gate.message})"))
         if loosened:
             verdict.loosened[variant] = loosened
             gate = replace(gate, message=f"{gate.message} (the gate was loosened since its yardstick: "
