@@ -683,15 +683,31 @@ def previous_run(
 
 
 def recorded_runs(connection_string: str, run_ids: Iterable[str], *, prefix: str = "eval") -> set[str]:
-    """Which of ``run_ids`` the history still holds (a run deleted from it is not among them)."""
+    """Which of ``run_ids`` the history still holds, as a run or as any of its measurements (a
+    run deleted from it is not among them)."""
     wanted = sorted({r for r in run_ids if isinstance(r, str) and r})
     names = table_names(prefix)
     with measurements.connection(connection_string) as conn:
         if not wanted or not history_exists(conn, names):
             return set()
-        rows = conn.execute(sql.SQL("SELECT run_id FROM {} WHERE run_id = ANY(%s)").format(
-            sql.Identifier(names["runs"])), (wanted,)).fetchall()
+        rows = conn.execute(sql.SQL("SELECT run_id FROM {} WHERE run_id = ANY(%s) UNION "
+                                    "SELECT run_id FROM {} WHERE run_id = ANY(%s)").format(
+            sql.Identifier(names["runs"]), sql.Identifier(names["measurements"])), (wanted, wanted)).fetchall()
     return {r[0] for r in rows}
+
+
+def lost_reference(connection_string: str, judged_against: object, reference: Mapping[str, Any] | None, *,
+                   prefix: str = "eval") -> str | None:
+    """``judged_against``, the pinned reference the previous run recorded it was judged against,
+    when it is no longer in the history and today's reference is not one a user accepted since:
+    deleted, the reference would silently become the next eligible run, against which a
+    regression in steps can pass (each step within the tolerance of the run before). None
+    otherwise (nothing recorded, the same reference, or an acceptance, which ends it)."""
+    if reference is not None and (reference.get("accepted") or reference.get("run_id") == judged_against):
+        return None
+    if not isinstance(judged_against, str) or not judged_against:
+        return None
+    return None if recorded_runs(connection_string, [judged_against], prefix=prefix) else judged_against
 
 
 def reference_run(

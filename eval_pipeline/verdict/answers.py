@@ -44,7 +44,7 @@ from eval_pipeline.history.answers import (
     reference_answer_run,
     yardstick_problems,
 )
-from eval_pipeline.history.runs import setting_changes
+from eval_pipeline.history.runs import lost_reference, setting_changes
 from eval_pipeline.ranking.inputs import InconsistentInputs
 from eval_pipeline.verdict.retrieval import pinned_tolerances, with_exact_command
 
@@ -188,6 +188,15 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                      "configuration": configuration, "lineage": lineage}, previous,
                                     reference, effective, strict=strict, history=history,
                                     project_has_history=project_has_history, vanished=vanished, recorded=recorded)
+        judged_against = ((previous or {}).get("provenance") or {}).get("gate")
+        lost = lost_reference(connection_string, judged_against.get("reference_run_id"), reference) \
+            if connection_string and previous is not None and isinstance(judged_against, Mapping) else None
+        if lost is not None and previous is not None:
+            gate = GateResult(False, "not_compared", [], (
+                f"FAILED (not compared): the pinned reference {lost} the previous run {previous['run_id']} was "
+                f"judged against is no longer in the history (deleted?), so the reference would silently become "
+                f"{reference['run_id'] if reference else 'none'}, against which a regression in steps could pass; "
+                f"accept a run to make it the reference"))
         if loosened:
             gate = replace(gate, message=f"{gate.message} (the answer gate was loosened since its yardstick: "
                            f"{'; '.join(loosened)}; judged with the stricter tolerances until a run is accepted)")
@@ -210,7 +219,10 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                                "effective_tolerances": {row["variant"]: effective},
                                                # what the gate decided: accepting a row that failed against
                                                # a comparable yardstick needs its variant named
-                                               "gate": {"state": gate.state, "passed": bool(gate.passed)},
+                                               "gate": {"state": gate.state, "passed": bool(gate.passed),
+                                                        # the reference it was judged against: one deleted
+                                                        # later must not be replaced silently (lost_reference)
+                                                        "reference_run_id": (reference or {}).get("run_id")},
                                                **inherits}})
         generator_change = ([f"generator {previous['generator']!r} -> {current['generator']!r}"]
                             if previous is not None and previous.get("generator") != current["generator"] else [])

@@ -33,11 +33,11 @@ from eval_pipeline.history.runs import (
     benchmark_identity,
     compare_provenance,
     earlier_names,
+    lost_reference,
     previous_run,
     project_history,
     record_run,
     recorded_run_of,
-    recorded_runs,
     reference_run,
 )
 from eval_pipeline.metrics.retrieval import COMPARED, INTERVAL, PRIMARY_METRIC, metric_names
@@ -377,7 +377,11 @@ def judge_run(
                         if older is not None:
                             ref = older
                             break
-                lost = lost_reference(connection_string, ever, ref, prefix=history_prefix)
+                if ever is not None:
+                    gates = (ever.get("provenance") or {}).get("gate")
+                    entry = gates.get(ever.get("variant")) if isinstance(gates, Mapping) else None
+                    lost = lost_reference(connection_string, entry.get("reference_run_id")
+                                          if isinstance(entry, Mapping) else None, ref, prefix=history_prefix)
             except history_errors as exc:
                 unreadable = f"{type(exc).__name__}: {exc}"
         if heirs:
@@ -602,22 +606,6 @@ def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mappi
         combined = replace(combined, message=combined.message + " (the pinned reference measured another "
                            "benchmark: its configuration was ranked on today's questions)")
     return replace(combined, state=state), previous, reference
-
-
-def lost_reference(connection_string: str, previous: Mapping[str, Any] | None, reference: Mapping[str, Any] | None,
-                   *, prefix: str) -> str | None:
-    """The pinned reference the previous run was judged against, when it is no longer in the
-    history and today's reference is not one a user accepted since: deleted, the reference would
-    silently become the next eligible run, against which a regression in steps can pass (each
-    step within the tolerance of the run before). None otherwise; an acceptance ends it."""
-    if previous is None or (reference is not None and reference.get("accepted")):
-        return None
-    gates = (previous.get("provenance") or {}).get("gate")
-    entry = gates.get(previous.get("variant")) if isinstance(gates, Mapping) else None
-    recorded = entry.get("reference_run_id") if isinstance(entry, Mapping) else None
-    if not isinstance(recorded, str) or not recorded or (reference is not None and reference["run_id"] == recorded):
-        return None
-    return None if recorded_runs(connection_string, [recorded], prefix=prefix) else recorded
 
 
 def carried_drift(previous: Mapping[str, Any], reference: Mapping[str, Any], previous_gate: GateResult,

@@ -424,3 +424,15 @@ def test_accepting_a_whole_answer_run_whose_gate_failed_needs_the_variant_named(
 def test_accepting_a_whole_older_answer_run_whose_gate_failed_needs_the_variant_named(answers):
     """Fixed: a row recorded without its gate's state and not eligible must be named."""
     assert _answer_regression(answers, older_code_recorded_it=True) == []
+
+
+@pytest.mark.integration
+def test_a_deleted_pinned_answer_reference_does_not_let_a_regression_in_steps_pass(answers):
+    """The answer half of the deleted reference (3 above): the previous row records the reference it
+    was judged against; gone from the history, the gate is not compared until a run is accepted."""
+    assert answers("a0", "bm25", 0.90).passed  # the pinned reference: the first eligible row
+    assert answers("a1", "bm25", 0.85).passed  # -0.05, within the tolerance
+    answers.sql("DELETE FROM eval_variant_metrics WHERE run_id = %s", "a0")
+    answers.sql("DELETE FROM eval_measurements WHERE run_id = %s", "a0")
+    gate = answers("a2", "bm25", 0.78).gates["bm25"]["deterministic"]  # -0.07 from a1, -0.12 from a0
+    assert not gate.passed and gate.state == "not_compared" and "a0" in gate.message, gate.message
