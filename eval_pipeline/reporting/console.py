@@ -109,9 +109,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 def summary_table(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_METRICS) -> Records:
     """One row per variant, failed gates first (retrieval or answers): the variant, its headline
     metrics with the change that decided each (`_deciding`), its gate (and its failed answer
-    gates) and why. The console prints it at the end of a run; the verdict's and the report's
-    asset pages show it in place. `verdict` is a
-    `eval_pipeline.verdict.retrieval.RunVerdict`: its summary (one row per variant) and its gates
+    gates) and why (the first failed answer gate's, when only the answers failed). The console
+    prints it at the end of a run; the verdict's and the report's asset pages show it in place.
+    `verdict` is a `eval_pipeline.verdict.retrieval.RunVerdict`: its summary (one row per variant) and its gates
     (a state, rows of metric, actual, delta, tolerance, passed, and a message)."""
     summary = verdict.summary.set_index("variant") if len(verdict.summary) else None
     shown = [(m, label) for m, label in metrics if summary is not None and m in summary.columns]
@@ -126,9 +126,14 @@ def summary_table(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_ME
         cells = [_cell(_number(values.get(m)), deltas.get(m)) for m, _ in shown]
         state = _STATE_WORDS.get(gate.state, gate.state)
         verdict_cell = f"{'passed' if gate.passed else 'FAILED'} ({state})"
+        why = _why(gate)
         if answers_failed.get(variant):
-            verdict_cell += f"; answers FAILED ({', '.join(answers_failed[variant])})"
-        rows.append((variant, *cells, verdict_cell, _why(gate)))
+            graders = answers_failed[variant]
+            verdict_cell += f"; answers FAILED ({', '.join(graders)})"
+            if gate.passed and answers is not None:  # the answers are why it failed, not retrieval's tolerance
+                why = f"answers ({graders[0]}): {_why(answers.gates[variant][graders[0]])}" \
+                      + (f" (+{len(graders) - 1} more)" if len(graders) > 1 else "")
+        rows.append((variant, *cells, verdict_cell, why))
     return Records(("variant", *(f"{label} (Δ)" for _, label in shown), "gate", "why"), tuple(rows))
 
 

@@ -115,3 +115,20 @@ def test_a_variant_whose_answers_failed_says_so_and_comes_first():
     table = summary_table(Verdict(SUMMARY, gates, answers=answers))
     assert table.rows[0][0] == "hybrid"
     assert table.rows[0][4] == "passed (vs history); answers FAILED (judge)"
+
+
+def test_a_variant_whose_answers_failed_says_why_in_the_why_column():
+    """Its retrieval passed: the why column tells the answer gate's failure (the CI log's one place
+    for it), not that retrieval's metrics were within tolerance."""
+    gates = {"hybrid": GateResult(True, "comparable", [_row("ndcg@10", 0.0, True)], "ok")}
+    not_compared = GateResult(False, "not_compared", [], "FAILED (not compared): the yardstick changed "
+                              "('deterministic:v1+aaa' -> 'deterministic:v1+bbb')")
+    dropped = GateResult(False, "comparable", [{"metric": "pass_rate", "delta": -0.2, "tolerance": 0.1,
+                                                "passed": False}], "pass_rate dropped")
+    answers = Answers({"hybrid": {"deterministic": not_compared, "judge": dropped}})
+    why = summary_table(Verdict(SUMMARY, gates, answers=answers)).rows[0][-1]
+    assert why.startswith("answers (deterministic): FAILED (not compared): the yardstick changed"), why
+    assert why.endswith("(+1 more)"), why
+    answers = Answers({"hybrid": {"judge": dropped}})
+    assert summary_table(Verdict(SUMMARY, gates, answers=answers)).rows[0][-1] == \
+        "answers (judge): pass_rate -0.200 beyond its tolerance 0.100"
