@@ -336,6 +336,11 @@ def _worker(cache: str, folder: str, index: int, rounds: int, shared: str, barri
     return {str(path): hashlib.sha256(path.read_bytes()).hexdigest() for path in held}
 
 
+def _run_worker(results, cache: str, folder: str, index: int, rounds: int, shared: str, barrier) -> None:
+    """`_worker` in a process of its own, its result put in the shared `results` under its index."""
+    results[index] = _worker(cache, folder, index, rounds, shared, barrier)
+
+
 def test_processes_saving_pruning_and_adding_at_once_lose_nothing_live_and_serve_nothing_wrong(tmp_path,
                                                                                              monkeypatch):
     cache = tmp_path / "digests.json"
@@ -343,12 +348,29 @@ def test_processes_saving_pruning_and_adding_at_once_lose_nothing_live_and_serve
     shared.write_bytes(b"\x00" * 512)
     workers, rounds = 4, 12
     context = multiprocessing.get_context("spawn")
-    with context.Manager() as manager, context.Pool(workers) as pool:
-        barrier = manager.Barrier(workers)
-        results = pool.starmap(_worker, [(str(cache), str(tmp_path), i, rounds, str(shared), barrier)
-                                         for i in range(workers)])
+    # explicit processes joined with a deadline, not a Pool: Pool.terminate() on leaving its `with`
+    # once hung the unit lane for good (a worker blocked on the task queue's lock, CPython's
+    # terminate joining it); a worker that does not finish is killed and the test fails saying so
+    with context.Manager() as manager:
+        barrier, results = manager.Barrier(workers, timeout=120), manager.dict()
+        processes = [context.Process(target=_run_worker, args=(results, str(cache), str(tmp_path), i, rounds,
+                                                               str(shared), barrier)) for i in range(workers)]
+        for process in processes:
+            process.start()
+        deadline = time.monotonic() + 240
+        for process in processes:
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+        stuck = [process.pid for process in processes if process.is_alive()]
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+                process.join()
+        assert not stuck, f"worker processes {stuck} did not finish in 240 s"
+        assert [process.exitcode for process in processes] == [0] * workers
+        collected = dict(results)
+    assert sorted(collected) == list(range(workers))
     kept = json.loads(cache.read_text())
-    live = {path: digest for result in results for path, digest in result.items()}
+    live = {path: digest for result in collected.values() for path, digest in result.items()}
     # each process's last save held all its live files: none may be lost by another's save
     assert set(live) <= set(kept), sorted(set(live) - set(kept))
     # whatever is kept and still matches its file is that file's digest (an entry that can never
