@@ -555,8 +555,8 @@ def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple[str, str
     if found is None:
         return None
     run_id, variant = found
-    created_at, limited, accepted, provenance = conn.execute(sql.SQL(
-        "SELECT m.created_at, m.limited, " + measurements.ACCEPTED_AT + " IS NOT NULL, r.provenance"
+    created_at, limited, accepted_at, provenance = conn.execute(sql.SQL(
+        "SELECT m.created_at, m.limited, " + measurements.ACCEPTED_AT + ", r.provenance"
         " FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
         " WHERE m.run_id = %s AND m.variant = %s AND m.aspect = %s").format(
             measurements=sql.Identifier(names["measurements"]), runs=sql.Identifier(names["runs"]),
@@ -568,7 +568,8 @@ def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple[str, str
         (run_id, variant, measurements.RETRIEVAL),
     ).fetchall()
     return {
-        "accepted": bool(accepted),
+        "accepted": accepted_at is not None,
+        "accepted_at": accepted_at,  # when it was last accepted (None: never)
         "run_id": run_id,
         "created_at": created_at,
         "limited": limited,
@@ -682,32 +683,32 @@ def previous_run(
         return _run_with_metrics(conn, names, found)
 
 
-def recorded_runs(connection_string: str, run_ids: Iterable[str], *, prefix: str = "eval") -> set[str]:
-    """Which of ``run_ids`` the history still holds, as a run or as any of its measurements (a
-    run deleted from it is not among them)."""
-    wanted = sorted({r for r in run_ids if isinstance(r, str) and r})
-    names = table_names(prefix)
-    with measurements.connection(connection_string) as conn:
-        if not wanted or not history_exists(conn, names):
-            return set()
-        rows = conn.execute(sql.SQL("SELECT run_id FROM {} WHERE run_id = ANY(%s) UNION "
-                                    "SELECT run_id FROM {} WHERE run_id = ANY(%s)").format(
-            sql.Identifier(names["runs"]), sql.Identifier(names["measurements"])), (wanted, wanted)).fetchall()
-    return {r[0] for r in rows}
+def moved_reference(previous: Mapping[str, Any] | None, reference: Mapping[str, Any] | None, *, recorded: bool,
+                    judged_against: object) -> str | None:
+    """Why today's pinned ``reference`` is not one the ``previous`` run (or answer row) was judged
+    against and no user chose since, or None. ``judged_against`` is the reference the previous
+    run recorded (``recorded``: it recorded one at all; runs from before it did could not).
 
-
-def lost_reference(connection_string: str, judged_against: object, reference: Mapping[str, Any] | None, *,
-                   prefix: str = "eval") -> str | None:
-    """``judged_against``, the pinned reference the previous run recorded it was judged against,
-    when it is no longer in the history and today's reference is not one a user accepted since:
-    deleted, the reference would silently become the next eligible run, against which a
-    regression in steps can pass (each step within the tolerance of the run before). None
-    otherwise (nothing recorded, the same reference, or an acceptance, which ends it)."""
-    if reference is not None and (reference.get("accepted") or reference.get("run_id") == judged_against):
+    The reference moves legitimately in two ways only: it is the one the previous run was judged
+    against (or the previous run was the first, judged against none, and is now the reference),
+    or a user accepted it after the previous run was recorded. Anything else (the reference's
+    run, or its measurement of this variant, deleted; the latest acceptance deleted, so an older
+    one came back; a history from before references were recorded) would silently put another
+    yardstick in its place, against which a regression in steps can pass."""
+    if previous is None or reference is None:
         return None
-    if not isinstance(judged_against, str) or not judged_against:
+    now = reference.get("run_id")
+    if recorded and judged_against == now:
         return None
-    return None if recorded_runs(connection_string, [judged_against], prefix=prefix) else judged_against
+    if recorded and judged_against is None and previous.get("run_id") == now:
+        return None
+    accepted_at, created_at = reference.get("accepted_at"), previous.get("created_at")
+    if accepted_at is not None and created_at is not None and accepted_at > created_at:
+        return None
+    was = (f"against the pinned reference {judged_against}" if recorded and judged_against else
+           "against no reference" if recorded else "without recording its reference (an older version)")
+    return (f"the previous run {previous.get('run_id')} was judged {was}, and the pinned reference is now {now}, "
+            "which no one accepted since (a run, a measurement or an acceptance deleted from the history?)")
 
 
 def reference_run(

@@ -44,7 +44,7 @@ from eval_pipeline.history.answers import (
     reference_answer_run,
     yardstick_problems,
 )
-from eval_pipeline.history.runs import lost_reference, setting_changes
+from eval_pipeline.history.runs import moved_reference, setting_changes
 from eval_pipeline.ranking.inputs import InconsistentInputs
 from eval_pipeline.verdict.retrieval import pinned_tolerances, with_exact_command
 
@@ -188,15 +188,14 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                      "configuration": configuration, "lineage": lineage}, previous,
                                     reference, effective, strict=strict, history=history,
                                     project_has_history=project_has_history, vanished=vanished, recorded=recorded)
-        judged_against = ((previous or {}).get("provenance") or {}).get("gate")
-        lost = lost_reference(connection_string, judged_against.get("reference_run_id"), reference) \
-            if connection_string and previous is not None and isinstance(judged_against, Mapping) else None
-        if lost is not None and previous is not None:
+        previous_gate = ((previous or {}).get("provenance") or {}).get("gate")
+        previous_gate = previous_gate if isinstance(previous_gate, Mapping) else {}
+        moved = moved_reference(previous, reference, recorded="reference_run_id" in previous_gate,
+                                judged_against=previous_gate.get("reference_run_id"))
+        if moved is not None:
             gate = GateResult(False, "not_compared", [], (
-                f"FAILED (not compared): the pinned reference {lost} the previous run {previous['run_id']} was "
-                f"judged against is no longer in the history (deleted?), so the reference would silently become "
-                f"{reference['run_id'] if reference else 'none'}, against which a regression in steps could pass; "
-                f"accept a run to make it the reference"))
+                f"FAILED (not compared): {moved}: judged against it, a regression in steps could pass; accept a "
+                "run to make it the reference"))
         if loosened:
             gate = replace(gate, message=f"{gate.message} (the answer gate was loosened since its yardstick: "
                            f"{'; '.join(loosened)}; judged with the stricter tolerances until a run is accepted)")

@@ -33,7 +33,7 @@ from eval_pipeline.history.runs import (
     benchmark_identity,
     compare_provenance,
     earlier_names,
-    lost_reference,
+    moved_reference,
     previous_run,
     project_history,
     record_run,
@@ -347,7 +347,7 @@ def judge_run(
         variant = row["variant"]
         hint = accept_hint(run_id, [variant])
         ever = ref = prev = None
-        lost: str | None = None
+        moved: str | None = None
         heirs: list[str] = []
         recorded: str | None = None
         if connection_string and unreadable is None:
@@ -380,8 +380,9 @@ def judge_run(
                 if ever is not None:
                     gates = (ever.get("provenance") or {}).get("gate")
                     entry = gates.get(ever.get("variant")) if isinstance(gates, Mapping) else None
-                    lost = lost_reference(connection_string, entry.get("reference_run_id")
-                                          if isinstance(entry, Mapping) else None, ref, prefix=history_prefix)
+                    entry = entry if isinstance(entry, Mapping) else {}
+                    moved = moved_reference(ever, ref, recorded="reference_run_id" in entry,
+                                            judged_against=entry.get("reference_run_id"))
             except history_errors as exc:
                 unreadable = f"{type(exc).__name__}: {exc}"
         if heirs:
@@ -411,12 +412,9 @@ def judge_run(
                 f"an addition and a removal cannot be told from a new variant, so nothing can judge it; {hint} "
                 "(accepting a run without the vanished variants acknowledges their removal)"))
             ref_gate = None
-        elif lost is not None:
+        elif moved is not None:
             gate = previous_gate = GateResult(False, "not_compared", [], (
-                f"FAILED (not compared): the pinned reference {lost} the previous run {ever['run_id']} was judged "
-                f"against is no longer in the history (deleted?), so the reference would silently become "
-                f"{ref['run_id'] if ref else 'none'}, against which a regression in steps could pass; nothing can say "
-                f"how far this run is from {lost}; {hint}"))
+                f"FAILED (not compared): {moved}: judged against it, a regression in steps could pass; {hint}"))
             ref_gate = None
         elif prev is None and incomplete:
             gate = previous_gate = GateResult(False, "not_compared", [], (

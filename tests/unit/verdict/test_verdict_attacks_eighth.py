@@ -254,9 +254,6 @@ def _why(verdict, variant: str = "v") -> str:
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="lost_reference asks whether the reference's run is recorded, not its "
-                   "measurement: its measurements deleted and its run row kept, the next eligible run becomes the "
-                   "reference silently")
 def test_a_reference_whose_measurements_were_deleted_is_not_replaced_silently(judge):
     judge("r1", "A", {"v": "good"})  # hit@1 1.00: the pinned reference
     assert judge("r2", "A", {"v": "good"}, hits={"v": 97}).gates["v"].passed  # -0.03, within
@@ -266,8 +263,6 @@ def test_a_reference_whose_measurements_were_deleted_is_not_replaced_silently(ju
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="lost_reference asks whether the reference's run is recorded: one variant's "
-                   "measurement deleted while another variant's of the same run stays is not lost")
 def test_a_reference_whose_variant_measurement_alone_was_deleted_is_not_replaced_silently(judge):
     judge("r1", "A", {"v": "good", "w": "good"})
     assert judge("r2", "A", {"v": "good", "w": "good"}, hits={"v": 97}).gates["v"].passed
@@ -291,8 +286,6 @@ def test_a_reference_run_row_deleted_without_its_measurements_does_not_pass(judg
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="lost_reference takes any accepted reference for an acceptance made since: "
-                   "the latest acceptance deleted, an older acceptance becomes the reference silently")
 def test_deleting_the_latest_acceptance_does_not_fall_back_silently_on_an_older_one(judge):
     from eval_pipeline.history.runs import accept_reference
 
@@ -467,8 +460,6 @@ def _answer_gate(verdict, variant: str = "bm25"):
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="an answer row recorded before today has no reference_run_id: its pinned "
-                   "reference deleted, the next eligible row becomes the reference silently")
 def test_a_deleted_answer_reference_under_a_row_recorded_before_today_is_not_replaced_silently(answers):
     assert answers("a0", {"bm25": 0.90}).passed  # the pinned reference: the first eligible row
     assert answers("a1", {"bm25": 0.85}).passed  # -0.05, within
@@ -480,8 +471,6 @@ def test_a_deleted_answer_reference_under_a_row_recorded_before_today_is_not_rep
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="lost_reference asks whether the reference's run is recorded: one variant's "
-                   "answer measurement deleted while another's of the same run stays is not lost")
 def test_a_deleted_answer_reference_of_one_variant_is_not_replaced_silently(answers):
     assert answers("a0", {"bm25": 0.90, "dense": 0.90}).passed
     assert answers("a1", {"bm25": 0.85, "dense": 0.90}).passed
@@ -491,8 +480,6 @@ def test_a_deleted_answer_reference_of_one_variant_is_not_replaced_silently(answ
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="lost_reference takes any accepted reference for an acceptance made since: "
-                   "the latest answer acceptance deleted, an older one becomes the reference silently")
 def test_deleting_the_latest_answer_acceptance_does_not_fall_back_silently_on_an_older_one(answers):
     from eval_pipeline.history.answers import accept_answer_run
 
