@@ -901,10 +901,13 @@ def failed_against_yardstick(gate: object, variants: Iterable[str], gate_failed:
     """The ``variants`` whose recorded gate (a run's ``provenance["gate"]``) failed against a
     comparable yardstick (state ``comparable`` or ``paired``): a regression the verdict measured,
     which only an acceptance naming the variant may accept. A variant the run lists as failed
-    (``provenance["gate_failed"]``) with no recorded state of its own (a run recorded before the
-    states were kept) counts too: nothing says its failure was not a measured regression."""
+    (``provenance["gate_failed"]``: a list, or ``true`` in the oldest shape, naming none) with no
+    recorded state of its own (a run recorded before the states were kept) counts too: nothing
+    says its failure was not a measured regression."""
     states = gate if isinstance(gate, Mapping) else {}
-    listed = set(gate_failed) if isinstance(gate_failed, list) else set()
+    variants = list(variants)
+    # the older shapes: a list of the failed variants, or `true` (some gate failed, not which: any may have)
+    listed = set(variants) if gate_failed is True else set(gate_failed) if isinstance(gate_failed, list) else set()
     return sorted(v for v in variants
                   if (isinstance(states.get(v), Mapping) and states[v].get("passed") is False
                       and states[v].get("state") in ("comparable", "paired"))

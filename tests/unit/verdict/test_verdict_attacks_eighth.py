@@ -397,8 +397,6 @@ def test_accepting_the_older_previous_run_ends_it(judge):
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="failed_against_yardstick reads gate_failed only as a list: a run recorded "
-                   "as 'gate_failed': true without per-variant states is accepted whole, its regression unnamed")
 def test_accepting_a_whole_run_recorded_with_gate_failed_true_needs_its_variants_named(judge):
     from eval_pipeline.history.runs import accept_reference
 
