@@ -185,12 +185,14 @@ _JUDGE_USER = (
 )
 _NO_DOCUMENTS = " (there were none: nothing was retrieved)"
 # The code that turns an answer into a grade: this module (the prompts, how a reply is parsed
-# into levels, their scaling, the pass mark) and the rendering of the documents the judge reads
+# into levels, their scaling, the pass mark), the reading of a reply's scores shared with the
+# other LLM graders (grading/llm.py) and the rendering of the documents the judge reads
 # (answering/context.py). Its syntax tree is in both graders' versions, which are their
 # yardsticks and their grade caches' keys (the cache keeps parsed levels): an edit grades another
 # way, so it is another yardstick and no cached grade is read under it, whether or not someone
 # bumps a number.
-GRADING_CODE = versions.source_digest("eval_pipeline/grading/judges.py", "eval_pipeline/answering/context.py")
+GRADING_CODE = versions.source_digest("eval_pipeline/grading/judges.py", "eval_pipeline/grading/llm.py",
+                                      "eval_pipeline/answering/context.py")
 # The hash follows every prompt edit and the pass mark (also as written here, for a reader).
 _JUDGE_HASH = hashlib.sha256((_JUDGE_SYSTEM + _JUDGE_USER + _NO_DOCUMENTS + f"|pass>={PASS_SCORE}").encode()
                              ).hexdigest()[:8]

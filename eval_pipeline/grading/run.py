@@ -259,9 +259,11 @@ def grading_code() -> str:
 
 def _with_sampling(yardstick: str, sampling: str) -> str:
     """A single-grader yardstick with the grading model's sampling settings (another
-    temperature or token budget grades differently: another yardstick); the bare
+    temperature or token budget grades differently: another yardstick) and `grading_code`
+    (this module's routing of a grade into a row's `passed` and `score`, and how the rows become
+    the numbers: an edit of either passes other answers under the same model's grades); the bare
     `judge` / `decision` and `…:failed` stay as they are (never compared anyway)."""
-    return f"{yardstick}@{sampling}" if yardstick.count(":") >= 3 else yardstick
+    return f"{yardstick}@{sampling}+{grading_code()}" if yardstick.count(":") >= 3 else yardstick
 
 
 def _llm_rows(grader: str, grades, todo: Sequence[AnswerToGrade], yardstick_of, context: GradingContext):

@@ -554,16 +554,17 @@ def test_nothing_measured_is_not_a_first_run_that_passes_forever():
 
 
 def test_the_grading_models_sampling_is_part_of_its_yardstick():
-    from eval_pipeline.grading.run import _with_sampling
+    """With the code that routes its grades into rows and numbers (`grading_code`)."""
+    from eval_pipeline.grading.run import _with_sampling, grading_code
 
-    assert _with_sampling("judge:host:model:v1+abcd1234", "t0") == "judge:host:model:v1+abcd1234@t0"
+    assert _with_sampling("judge:host:model:v1+abcd1234", "t0") == f"judge:host:model:v1+abcd1234@t0+{grading_code()}"
     assert _with_sampling("judge:host:model:v1+abcd1234", "t0.7") != _with_sampling("judge:host:model:v1+abcd1234",
                                                                                     "t0")
     assert _with_sampling("judge", "t0") == "judge" and _with_sampling("judge:failed", "t0") == "judge:failed"
     from eval_pipeline.history.answers import answer_comparable
 
     row = {"variant": "v", "grader": "judge", "set_id": "a.b", "set_fingerprint": "f", "corpus_signature": "c",
-           "generator": "h:m->m", "yardstick": "judge:host:model:v1+abcd1234@t0", "limited": False}
+           "generator": "h:m->m", "yardstick": _with_sampling("judge:host:model:v1+abcd1234", "t0"), "limited": False}
     assert answer_comparable(row)[0]
 
 
