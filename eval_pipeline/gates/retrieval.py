@@ -141,8 +141,10 @@ def evaluate_gate(
 
     * ``current`` must contain every gated metric (ValueError otherwise). A current value
       that is NaN (e.g. no answerable questions) fails its row in a comparable run.
-    * A gated metric that the yardstick does not have (or has as NaN) is not judged
-      (``passed`` None) and is named in the message.
+    * A gated metric that the yardstick does not have (or has as NaN) while today's run
+      measured it fails its row, and the gate is ``not_compared``: a drop from the yardstick
+      could not be seen (a metric newly gated, or a yardstick that measured nothing of it). One
+      measured on neither side is not judged (``passed`` None) and is named in the message.
     * ``comparison_state`` must be one of :data:`COMPARISON_STATES`; ``comparable`` needs
       ``yardstick`` metrics (so does ``paired``). For ``mismatch``/``unknown``/``not_compared``
       the rows are still filled in for information, but no row decides: the gate fails
@@ -175,8 +177,10 @@ def evaluate_gate(
         # deltas are carried, such as the verdict's drift ledger)
         sign = -1.0 if lower_is_better(metric) else 1.0
         delta = sign * (actual - base) if actual is not None and base is not None else None
-        if not judged or base is None:
-            passed = None
+        if not judged or (base is None and actual is None):
+            passed = None  # unmeasured on both sides: nothing to judge, nothing measured today either
+        elif base is None:
+            passed = False  # measured today, not in the yardstick: a drop from it could not be seen
         else:
             passed = within_tolerance(delta, tolerance)
         rows.append(
@@ -202,7 +206,14 @@ def evaluate_gate(
 
     failures = [r for r in rows if r["passed"] is False]
     unjudged = [r["metric"] for r in rows if r["passed"] is None]
-    notes = f"; not judged (no yardstick value): {', '.join(unjudged)}" if unjudged else ""
+    notes = f"; not judged (measured on neither side): {', '.join(unjudged)}" if unjudged else ""
+    absent = [r for r in failures if r["yardstick"] is None and not math.isnan(r["actual"])]
+    if absent:
+        names = ", ".join(r["metric"] for r in absent)
+        return GateResult(False, "not_compared", rows,
+                          f"FAILED (not compared): gated metric(s) {names} measured now but not in the yardstick: "
+                          f"a drop from it cannot be seen, so the gate cannot pass{notes}; accept a run that "
+                          "measured them (python -m eval_pipeline.history accept RUN_ID)")
     if failures:
         parts = [
             f"{r['metric']} {fmt_number(r['yardstick'], 4)} -> {fmt_number(r['actual'], 4)} "

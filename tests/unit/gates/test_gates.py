@@ -151,12 +151,19 @@ def test_nan_current_value_fails_a_comparable_gate():
     assert not result.passed and result.failures[0]["metric"] == "mrr"
 
 
-def test_metric_missing_from_baseline_is_not_judged_and_is_named():
-    result = evaluate_gate({**BASE, "map": 0.1}, BASE, {"mrr": 0.05, "map": 0.0}, "comparable", strict=True)
-    assert result.passed
+def test_a_metric_measured_now_but_missing_from_the_yardstick_fails_closed_and_is_named():
+    """A drop from the yardstick cannot be seen, so the gate cannot pass (a metric newly gated, or
+    a yardstick that measured nothing of it: a regression in steps would be judged step to step
+    alone); one measured on neither side is not judged, and named."""
+    result = evaluate_gate({**BASE, "map": 0.1}, BASE, {"mrr": 0.05, "map": 0.0}, "comparable", strict=False)
+    assert not result.passed and result.state == "not_compared"
     row = next(r for r in result.rows if r["metric"] == "map")
-    assert row["passed"] is None and row["yardstick"] is None
-    assert "not judged (no yardstick value): map" in result.message
+    assert row["passed"] is False and row["yardstick"] is None
+    assert "map measured now but not in the yardstick" in result.message
+    nowhere = evaluate_gate({**BASE, "map": float("nan")}, BASE, {"mrr": 0.05, "map": 0.0}, "comparable",
+                            strict=True)
+    assert nowhere.passed and next(r for r in nowhere.rows if r["metric"] == "map")["passed"] is None
+    assert "not judged (measured on neither side): map" in nowhere.message
 
 
 def test_current_missing_a_gated_metric_is_an_error():
