@@ -31,10 +31,10 @@ class ServedBy:
 
 
 def provider_of(base_url: str | None) -> str:
-    """The host of an OpenAI-compatible endpoint, with its port when the URL names one (two
-    servers on one host, :8000 and :8001, can serve different weights under one model name);
-    "default" when none is set (the client's default endpoint). Never user, password, path or
-    query."""
+    """Who served: the endpoint's host, with its port when the URL names one and its path (two
+    servers on one host, or two deployments behind one gateway, can serve different weights
+    under one model name); "default" when none is set (the client's default endpoint). Never
+    user, password, query or fragment, as `safe_url` shows an endpoint."""
     if not base_url:
         return "default"
     parsed = urlparse(base_url)
@@ -45,7 +45,7 @@ def provider_of(base_url: str | None) -> str:
         port = parsed.port
     except ValueError:  # a port that is not a number names no server: the host alone
         port = None
-    return f"{host}:{port}" if port is not None else host
+    return (f"{host}:{port}" if port is not None else host) + parsed.path.rstrip("/")
 
 
 def run_generator(served: Iterable[ServedBy | None]) -> str | None:

@@ -459,7 +459,7 @@ def test_a_killed_llm_run_resumes_without_asking_twice(llm_chain):
     for variant, frame in c.rerun.frames("answer_metrics").items():
         assert (frame["n_errored"] == 0).all() and (frame["n_prompts"] == 7).all()
         (generator,) = set(frame["generator"])  # one: the stub's host and port, the model sent and reported
-        assert re.fullmatch(r"127\.0\.0\.1:\d+:stub-model->stub-model", generator), generator
+        assert re.fullmatch(r"127\.0\.0\.1:\d+(/\S*)?:stub-model->stub-model", generator), generator
         assert frame.set_index("grader").loc["deterministic", "pass_rate"] == pytest.approx(3 / 7)
     history = c.rerun.history()
     assert len(history) == 2 * len(VARIANTS)

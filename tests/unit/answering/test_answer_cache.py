@@ -55,17 +55,19 @@ def test_a_damaged_cache_entry_is_answered_again(tmp_path):
 
 
 @pytest.mark.parametrize("url, host", [
-    ("https://user:secret@api.example.com:8443/v1?key=sk-123", "api.example.com:8443"),
-    ("https://api.example.com/v1", "api.example.com"),
-    ("http://127.0.0.1:8000/v1", "127.0.0.1:8000"),
-    ("http://127.0.0.1:8001/v1", "127.0.0.1:8001"),
-    ("http://[::1]:8000/v1", "::1:8000"),
-    ("http://localhost:notaport/v1", "localhost"),
+    ("https://user:secret@api.example.com:8443/v1?key=sk-123#frag", "api.example.com:8443/v1"),
+    ("https://api.example.com/v1/", "api.example.com/v1"),
+    ("http://127.0.0.1:8000/v1", "127.0.0.1:8000/v1"),
+    ("http://127.0.0.1:8001/v1", "127.0.0.1:8001/v1"),
+    ("http://gw:8000/a/v1", "gw:8000/a/v1"),
+    ("http://[::1]:8000", "::1:8000"),
+    ("http://localhost:notaport/v1", "localhost/v1"),
     (None, "default"),
 ])
-def test_the_provider_is_the_host_and_its_port_only(url, host):
-    """Never the user, password, path or query; the port, when named, since two servers on one
-    host can serve different weights under one model name."""
+def test_the_provider_is_the_host_its_port_and_its_path_only(url, host):
+    """Never the user, password, query or fragment; the port and the path, when named, since two
+    servers on one host, or two deployments behind one gateway, can serve different weights
+    under one model name."""
     assert provider_of(url) == host
 
 

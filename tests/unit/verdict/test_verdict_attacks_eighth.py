@@ -145,8 +145,6 @@ def _decision_yardstick_at(base_url: str) -> str:
     return decision_yardstick([DecisionGrade("a1", 4, 0.75, True, "graded", "", served, DECISION_PROFILE_VERSION)])
 
 
-@pytest.mark.xfail(strict=True, reason="who graded is host and port without the path: two deployments behind one "
-                   "gateway serving one model name are one yardstick")
 def test_a_grading_endpoint_behind_another_path_is_another_yardstick():
     """A gateway routes by path (``/a/v1``, ``/b/v1``) to different weights served under one name,
     as the port did on one host (fixed in the seventh review). A digest of the path would do (the
