@@ -2,12 +2,16 @@
 (ac4017a..c957cde): a pinned reference gone from the history (``lost_reference``,
 ``recorded_runs``), a benchmark change with no drift recorded, a reranker fallback, the accept
 rules for runs recorded without per-variant gate states, and GRADING_CODE in the LLM graders'
-versions. Each hole found is a strict xfail; the attacks that held are plain tests. They call
+versions. Each hole found was written as a strict xfail and became a plain test with its fix
+(a115ba9: `moved_reference`, the reference moves only to the one the previous run was judged
+against or to one accepted since; bdc12ed: `gate_failed: true`; f4d9faa: a gated metric missing
+from a yardstick fails as not compared; 56c95af: grading/llm.py and `grading_code` in the LLM
+yardsticks; aef85b0: the endpoint's path in who served). The attacks that held are plain tests. They call
 the library directly; the ones that need the history judge runs with ``judge_run`` (or
 ``judge_answer_run``) against the session's embedded Postgres (marked ``integration``, a few
 seconds each); nothing here needs Dagster.
 
-What did not hold (strict xfails):
+What did not hold until fixed:
 
 1. a pinned reference deleted in part: ``recorded_runs`` asks whether the *run* is still in the
    history (its run row or any of its measurements), not whether the reference's measurement of
