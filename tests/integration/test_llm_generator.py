@@ -5,7 +5,7 @@ import pytest
 from eval_pipeline.answering.cache import AnswerCache
 from eval_pipeline.answering.context import ContextEntry, cited_documents
 from eval_pipeline.answering.llm import ANSWER_PROMPT_VERSION, LLMGenerator
-from eval_pipeline.answering.served import run_generator
+from eval_pipeline.answering.served import provider_of, run_generator
 from eval_pipeline.common.llm import LLMClient
 from tests.openai_stub import OpenAIStub
 
@@ -38,7 +38,8 @@ def test_the_answer_records_who_served_it_and_the_documents_stay_data(tmp_path):
     assert answer.text == "Use vinegar and water for an hour [1]. See also [9]."
     assert cited_documents(answer.text, CONTEXT) == (("kettle",), (9,))
     assert (answer.served.provider, answer.served.model_sent, answer.served.model_reported) == (
-        "127.0.0.1", "alias-model", "routed-model-2026")
+        provider_of(stub.base_url), "alias-model", "routed-model-2026")
+    assert answer.served.provider.startswith("127.0.0.1:")  # the stub's port (and path) is part of who served
     assert answer.prompt_tokens > 0 and answer.completion_tokens > 0
     assert generator.identity()["prompt_version"] == ANSWER_PROMPT_VERSION
     assert "sk-test" not in repr(generator.identity())
@@ -61,5 +62,5 @@ def test_cached_answers_cost_no_call_and_mixed_servers_leave_the_generator_unkno
     from eval_pipeline.answering.served import ServedBy
 
     served = [ServedBy(*r["served"]) for r in first]
-    assert run_generator(served) == "127.0.0.1:alias-model->alias-model"
-    assert run_generator([*served, ServedBy("127.0.0.1", "alias-model", "other")]) is None
+    assert run_generator(served) == f"{provider_of(stub.base_url)}:alias-model->alias-model"
+    assert run_generator([*served, ServedBy(provider_of(stub.base_url), "alias-model", "other")]) is None
