@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from numbers import Real
 from typing import Any
 
@@ -44,6 +45,7 @@ __all__ = [
     "EPSILON",
     "GATEABLE_METRICS",
     "GateResult",
+    "not_compared_unless_measured",
     "evaluate_gate",
     "validate_tolerances",
 ]
@@ -227,3 +229,12 @@ def evaluate_gate(
         return GateResult(False, "not_compared", rows, "FAILED (not compared): no gated metric could be judged"
                           f"{notes}; a gate that judged nothing does not pass")
     return GateResult(True, comparison_state, rows, f"passed: {judged_n} metric(s) within tolerance{notes}")
+
+
+def not_compared_unless_measured(gate: GateResult, why: str) -> GateResult:
+    """``gate`` failed closed as ``not_compared`` for ``why``; but a gate that already failed a
+    measured comparison (``comparable`` or ``paired``) keeps its state, with ``why`` added: a
+    measured regression must stay one, or accepting the run whole would accept it unnamed."""
+    if not gate.passed and gate.state in ("comparable", "paired"):
+        return replace(gate, message=f"{gate.message}; also not comparable with the pinned reference: {why}")
+    return replace(gate, passed=False, state="not_compared", message=f"FAILED (not compared): {why}")

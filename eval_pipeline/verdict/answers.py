@@ -29,7 +29,7 @@ import pandas as pd
 
 from eval_pipeline.common.checks import finite_number, missing
 from eval_pipeline.gates.answers import evaluate_answer_gate, validate_answer_tolerances
-from eval_pipeline.gates.retrieval import GateResult
+from eval_pipeline.gates.retrieval import GateResult, not_compared_unless_measured
 from eval_pipeline.grading.registry import GRADER_KINDS
 from eval_pipeline.history.answers import (
     answer_comparable,
@@ -157,6 +157,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         previous = reference = history = None
         recorded: str | None = None
         lineage: list[str] = []
+        inherited_reference = False  # found through an earlier name: accepted, if at all, for another variant
         if connection_string and answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
                                                    before_run_id=run_id) is not None:
             configuration = None  # its own name's history: another name's is used only for a rename
@@ -174,7 +175,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                         older = reference_answer_run(connection_string, **{**key, "variant": earlier},
                                                      before_run_id=run_id)
                         if older is not None:
-                            reference = older
+                            reference, inherited_reference = older, True
                             break
             history = answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
                                         configuration=configuration, before_run_id=run_id)
@@ -190,12 +191,12 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                     project_has_history=project_has_history, vanished=vanished, recorded=recorded)
         previous_gate = ((previous or {}).get("provenance") or {}).get("gate")
         previous_gate = previous_gate if isinstance(previous_gate, Mapping) else {}
-        moved = moved_reference(previous, reference, recorded="reference_run_id" in previous_gate,
+        moved = moved_reference(previous, {**reference, "accepted_at": None} if reference is not None and
+                                inherited_reference else reference, recorded="reference_run_id" in previous_gate,
                                 judged_against=previous_gate.get("reference_run_id"))
-        if moved is not None:
-            gate = GateResult(False, "not_compared", [], (
-                f"FAILED (not compared): {moved}: judged against it, a regression in steps could pass; accept a "
-                "run to make it the reference"))
+        if moved is not None:  # a measured drop from the previous row stays one (accepting then names it)
+            gate = not_compared_unless_measured(gate, f"{moved}: judged against it, a regression in steps could "
+                                                      "pass; accept a run to make it the reference")
         if loosened:
             gate = replace(gate, message=f"{gate.message} (the answer gate was loosened since its yardstick: "
                            f"{'; '.join(loosened)}; judged with the stricter tolerances until a run is accepted)")

@@ -24,7 +24,7 @@ from eval_pipeline.common.formatting import fmt_number
 from eval_pipeline.common.keyed_pickle import read_keyed, write_keyed
 from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.common.versions import package_code_digest
-from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate
+from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate, not_compared_unless_measured
 from eval_pipeline.gates.rule import within_tolerance, without_yardstick
 from eval_pipeline.history.identity import configuration_fingerprint, scoring_protocol
 from eval_pipeline.history.runs import (
@@ -365,8 +365,10 @@ def judge_run(
                                            configuration=configurations[variant] if heirs else None,
                                            before_run_id=run_id, prefix=history_prefix)
                 prev = previous_run(connection_string, identity=identity, **lookup)
-                ever = prev or previous_run(connection_string, **lookup)
+                latest = previous_run(connection_string, **lookup)  # of any benchmark: the last one judged
+                ever = prev or latest
                 ref = reference_run(connection_string, identity=None, **lookup) if ever is not None else None
+                lineage = False
                 if ref is not None and not heirs and not ref.get("accepted"):
                     # renamed in an earlier run: its pinned reference is the one of its lineage (the
                     # variant's own name re-pins it only by an acceptance), not the rename run
@@ -375,13 +377,17 @@ def judge_run(
                         older = reference_run(connection_string, identity=None, variant=earlier,
                                               before_run_id=run_id, prefix=history_prefix)
                         if older is not None:
-                            ref = older
+                            ref, lineage = older, True
                             break
-                if ever is not None:
-                    gates = (ever.get("provenance") or {}).get("gate")
-                    entry = gates.get(ever.get("variant")) if isinstance(gates, Mapping) else None
+                if latest is not None:
+                    # the reference the last run judged (of any benchmark: a question edit reverted must not
+                    # skip the run in between) recorded; one found through an earlier name was accepted, if at
+                    # all, for whatever variant has that name now, never since for this one
+                    gates = (latest.get("provenance") or {}).get("gate")
+                    entry = gates.get(latest.get("variant")) if isinstance(gates, Mapping) else None
                     entry = entry if isinstance(entry, Mapping) else {}
-                    moved = moved_reference(ever, ref, recorded="reference_run_id" in entry,
+                    moved = moved_reference(latest, {**ref, "accepted_at": None} if ref is not None and lineage
+                                            else ref, recorded="reference_run_id" in entry,
                                             judged_against=entry.get("reference_run_id"))
             except history_errors as exc:
                 unreadable = f"{type(exc).__name__}: {exc}"
@@ -413,8 +419,15 @@ def judge_run(
                 "(accepting a run without the vanished variants acknowledges their removal)"))
             ref_gate = None
         elif moved is not None:
-            gate = previous_gate = GateResult(False, "not_compared", [], (
-                f"FAILED (not compared): {moved}: judged against it, a regression in steps could pass; {hint}"))
+            # the reference cannot be trusted, the previous run still can: a measured drop from it stays a
+            # measured failure (accepting the run whole then needs the variant named); else not compared
+            gate, previous_gate, ref_gate = _judge_against(
+                variant, current, effective, strict, [("previous", ever, "direct" if prev is not None
+                                                       else "paired-same-engine")],
+                provenance=provenance, scores=per_variant[variant], rank=rank_reference, ranked=ranked,
+                reference_run_id=None, hint=hint)
+            gate = not_compared_unless_measured(gate, f"{moved}: judged against it, a regression in steps could "
+                                                       f"pass; {hint}")
             ref_gate = None
         elif prev is None and incomplete:
             gate = previous_gate = GateResult(False, "not_compared", [], (
@@ -445,14 +458,14 @@ def judge_run(
                     if not reference_direct:
                         gate = _check_drift(gate, drift, effective, ref["run_id"], ever["run_id"])
                 elif not reference_direct:
-                    # the previous run recorded no drift from this reference (recorded before the ledger, or
-                    # against another reference): the code's steps since the reference cannot be counted
-                    # across the benchmark change, so nothing can say it did not regress in steps
-                    gate = replace(gate, passed=False, state="not_compared", message=(
-                        f"FAILED (not compared): the benchmark changed since the pinned reference {ref['run_id']}, "
-                        f"and the previous run {ever['run_id']} recorded no drift from it (recorded by an older "
-                        f"version, or against another reference), so the code's changes since the reference cannot "
-                        f"be counted across the change; {hint}"))
+                    # the previous run recorded no drift from this reference for every gated metric (recorded
+                    # before the ledger, against another reference, or before the metric was gated): the
+                    # code's steps since the reference cannot be counted across the benchmark change
+                    gate = not_compared_unless_measured(gate, (
+                        f"the benchmark changed since the pinned reference {ref['run_id']}, and the previous run "
+                        f"{ever['run_id']} recorded no drift from it for every gated metric (recorded by an older "
+                        f"version, against another reference, or before the metric was gated), so the code's "
+                        f"changes since the reference cannot be counted across the change; {hint}"))
         fell_back = int(row.get("n_rerank_fallback", 0) or 0)
         if fell_back and gate.passed:
             # an LLM reranker whose answer named no candidate kept the first stage's order: the numbers
@@ -614,7 +627,8 @@ def carried_drift(previous: Mapping[str, Any], reference: Mapping[str, Any], pre
     ranking of the reference's configuration runs today's code, so it cannot see a regression
     the code made before the benchmark changed; the ledger does (two code steps of 0.03 around
     a question edit are 0.06 from the reference). None when the previous run recorded no drift
-    against this reference (a history from before the ledger)."""
+    against this reference (a history from before the ledger), or none for a gated metric
+    (gated since the ledger's last entry): its drift is unknown, not zero."""
     if reference_direct:
         rows = (reference_gate or previous_gate).rows
         return {r["metric"]: r["delta"] for r in rows if r.get("delta") is not None}
@@ -626,8 +640,9 @@ def carried_drift(previous: Mapping[str, Any], reference: Mapping[str, Any], pre
             return None
         carried = entry.get("metrics") or {}
     steps = {r["metric"]: r["delta"] for r in previous_gate.rows if r.get("delta") is not None}
-    return {m: float(carried.get(m, 0.0)) + step for m, step in steps.items()
-            if previous["run_id"] == reference["run_id"] or m in carried}
+    if previous["run_id"] != reference["run_id"] and any(m not in carried for m in steps):
+        return None  # a gated metric the ledger never carried (gated since): its drift is unknown, not zero
+    return {m: float(carried.get(m, 0.0)) + step for m, step in steps.items()}
 
 
 def _check_drift(gate: GateResult, drift: Mapping[str, float], tolerances: Mapping[str, float], reference_run_id: str,

@@ -5,7 +5,12 @@ compared, the drift ledger (``carried_drift``), the accept rules, and renames. T
 history judge runs with the eighth review's ``judge`` and ``answers`` fixtures against the
 session's embedded Postgres (marked ``integration``); nothing here needs Dagster.
 
-What did not hold (strict xfails):
+What did not hold until fixed (each was a strict xfail, now a plain test): a gated metric the
+ledger lacks makes the drift unknown, so the gate is not compared; a reference found through an
+earlier name is never "accepted since" for this variant; `not_compared_unless_measured` keeps a
+measured failure's state when a moved reference or a missing ledger is added to it (the run is
+then accepted only naming the variant); the moved-reference check reads the last run of any
+benchmark. The holes as found:
 
 1. a gated metric missing from the previous run's drift ledger is silently unchecked across a
    benchmark change: ``carried_drift`` keeps only ``m in carried``, so a metric gated since (or
@@ -98,8 +103,6 @@ def test_a_newly_gated_metric_is_judged_against_the_reference_on_the_same_benchm
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="carried_drift keeps only metrics in the previous run's ledger, so a gated "
-                   "metric the ledger lacks is silently unchecked against the reference across a benchmark change")
 def test_a_gated_metric_missing_from_the_drift_ledger_is_not_silently_skipped(judge):
     """The drift ledger r2 recorded holds hit@10 only (what it gated). r3 gates hit@1 too, on a
     changed benchmark: the paired ranking runs today's code (blind to r2's drop), and carried_drift
@@ -112,8 +115,6 @@ def test_a_gated_metric_missing_from_the_drift_ledger_is_not_silently_skipped(ju
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="the pinned reference of a renamed variant is looked up by its earlier name "
-                   "alone, so accepting another configuration later given that name re-pins the renamed variant to it")
 def test_a_reused_earlier_name_accepted_for_another_configuration_does_not_repin_the_renamed_variant(judge):
     """v (good) renamed w in r2; v comes back in r3 as another configuration (bad: hit@1 0.50),
     fails against v's own history and is accepted by name, as the README says. w's pinned reference
@@ -148,8 +149,6 @@ def test_accepting_whole_a_run_that_regressed_beside_a_metric_missing_from_the_y
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="the no-drift-recorded rule replaces the state of a gate that already "
-                   "failed against the previous run on today's benchmark with not_compared, so it is accepted whole")
 def test_accepting_whole_a_run_that_regressed_step_to_step_without_a_drift_ledger_is_refused(judge):
     from eval_pipeline.history.runs import accept_reference
 
@@ -163,8 +162,6 @@ def test_accepting_whole_a_run_that_regressed_step_to_step_without_a_drift_ledge
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="a moved reference makes the retrieval gate not_compared without judging the "
-                   "previous run, so a run that fell far from its previous run is accepted whole unnamed")
 def test_accepting_whole_a_run_that_regressed_from_its_previous_run_while_the_reference_moved_is_refused(judge):
     from eval_pipeline.history.runs import accept_reference
 
@@ -172,22 +169,24 @@ def test_accepting_whole_a_run_that_regressed_from_its_previous_run_while_the_re
     assert judge("r2", "A", {"v": "good"}, hits={"v": 97}).gates["v"].passed
     judge.sql("DELETE FROM {measurements} WHERE run_id = %s", "r1")  # the reference moved (eighth review: not compared)
     failed = judge("r3", "A", {"v": "good"}, hits={"v": 50})  # 0.97 -> 0.50 against r2, still in the history
-    assert not failed.gates["v"].passed and failed.gates["v"].state == "not_compared", _why(failed)
+    # fixed: the measured drop from r2 stays a measured failure (state comparable), the moved reference said
+    assert not failed.gates["v"].passed and failed.gates["v"].state == "comparable", _why(failed)
+    assert "not comparable with the pinned reference" in failed.gates["v"].message, _why(failed)
     with pytest.raises(ValueError):
         accept_reference(judge.uri, "r3", prefix=judge.prefix)
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="judge_answer_run overwrites a gate that failed against the previous row with "
-                   "not_compared when the reference moved, so the measured regression is accepted whole unnamed")
 def test_accepting_whole_an_answer_row_that_regressed_while_the_reference_moved_is_refused(answers):
     from eval_pipeline.history.answers import accept_answer_run
 
     assert answers("a0", {"bm25": 0.90}).passed
     assert answers("a1", {"bm25": 0.85}).passed
     answers.sql("DELETE FROM eval_measurements WHERE run_id = %s", "a0")
-    gate = _answer_gate(answers("a2", {"bm25": 0.50}))  # -0.35 against a1, measured, then overwritten
-    assert not gate.passed and gate.state == "not_compared", gate.message
+    gate = _answer_gate(answers("a2", {"bm25": 0.50}))  # -0.35 against a1, measured
+    # fixed: the measured drop stays a measured failure, the moved reference said beside it
+    assert not gate.passed and gate.state == "comparable", gate.message
+    assert "not comparable with the pinned reference" in gate.message, gate.message
     accepted, _ = accept_answer_run(answers.uri, "a2")
     assert accepted == [], accepted
 
@@ -236,8 +235,6 @@ def _answers_renamed(answers, run_id: str, rates: dict[str, float], configuratio
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="the answer gate's pinned reference of a renamed variant is looked up by its "
-                   "earlier name alone, so an acceptance of another configuration given that name later re-pins it")
 def test_a_reused_earlier_answer_name_accepted_for_another_configuration_does_not_repin_the_renamed_variant(answers):
     """The answer half of the rename attack: bm25 (cfg-x) renamed dense in a1; bm25 back in a2 as
     cfg-y at 0.50, failed and accepted by name; dense slides 0.90 -> 0.63 in steps of 0.09 (each
@@ -257,8 +254,6 @@ def test_a_reused_earlier_answer_name_accepted_for_another_configuration_does_no
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="moved_reference checks the reference against the previous run on today's "
-                   "benchmark, not the latest run: a deleted acceptance falls back silently after a benchmark revert")
 def test_a_deleted_acceptance_does_not_fall_back_silently_when_the_benchmark_reverts(judge):
     """r1 on A (0.90) is the first reference; on B (questions edited) r2 is accepted (1.00) and r3
     judged against it. r2 deleted, and the edit reverted (A again): the previous run on A is r1,
