@@ -20,3 +20,16 @@ def scored_frame(variant: str, hits: int, n: int = 100) -> pd.DataFrame:
     df["miss_class"] = [None if h else "never_candidate" for h in df["hit@1"]]
     df["rerank_fallback"] = False
     return df
+
+
+def bench_provenance(bench: str, configs: dict[str, str]) -> dict:
+    """A run's provenance on benchmark ``bench`` (its fingerprints all named after it) with each
+    variant's configuration a pg-dense engine and its ``knob``: what the verdict reviews' ``judge``
+    fixtures record, so two runs with the same ``bench`` measure the same benchmark."""
+    from eval_pipeline.history.runs import SCORING_PROTOCOL
+
+    return {"corpus_signature": "corpus-1", "question_set_fingerprint": f"qs-{bench}",
+            "labels_fingerprint": f"labels-{bench}", "benchmark_fingerprint": f"bench-{bench}",
+            "embedder": "minilm", "embedder_revision": "rev-1", "chunking": {"split_length": 150},
+            "scoring_protocol": SCORING_PROTOCOL, "code_version": "abc",
+            "variants": {v: {"engine": "pg-dense", "knob": k} for v, k in configs.items()}}

@@ -211,13 +211,9 @@ def _frame(variant: str, hits: int) -> pd.DataFrame:
 
 
 def _provenance(bench: str, configs: dict[str, str]) -> dict[str, Any]:
-    from eval_pipeline.history.runs import SCORING_PROTOCOL
+    from tests.verdict_frames import bench_provenance
 
-    return {"corpus_signature": "corpus-1", "question_set_fingerprint": f"qs-{bench}",
-            "labels_fingerprint": f"labels-{bench}", "benchmark_fingerprint": f"bench-{bench}",
-            "embedder": "minilm", "embedder_revision": "rev-1", "chunking": {"split_length": 150},
-            "scoring_protocol": SCORING_PROTOCOL, "code_version": "abc",
-            "variants": {v: {"engine": "pg-dense", "knob": k} for v, k in configs.items()}}
+    return bench_provenance(bench, configs)
 
 
 @pytest.fixture
