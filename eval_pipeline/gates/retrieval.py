@@ -36,6 +36,7 @@ from typing import Any
 from eval_pipeline.common.checks import finite_number
 from eval_pipeline.common.formatting import fmt_number
 from eval_pipeline.gates.rule import EPSILON, GateResult, within_tolerance
+from eval_pipeline.history.measurements import MEASURED_STATES, failed_measured
 from eval_pipeline.metrics.retrieval import GATED, all_metric_names, measure, metric_names
 
 __all__ = [
@@ -163,13 +164,13 @@ def evaluate_gate(
         raise ValueError(f"current must be a mapping of metric -> value, got {current!r}")
     if yardstick is not None and not isinstance(yardstick, Mapping):
         raise ValueError(f"yardstick must be a mapping of metric -> value or None, got {yardstick!r}")
-    if comparison_state in ("comparable", "paired") and yardstick is None:
+    if comparison_state in MEASURED_STATES and yardstick is None:
         raise ValueError(f"comparison_state {comparison_state!r} needs yardstick metrics, got yardstick=None")
     missing = [m for m in tolerances if m not in current]
     if missing:
         raise ValueError(f"current metrics lack gated metric(s) {missing}; have {sorted(current)}")
 
-    judged = comparison_state in ("comparable", "paired")
+    judged = comparison_state in MEASURED_STATES
     rows: list[dict[str, Any]] = []
     for metric, tolerance in tolerances.items():
         actual = finite_number(current[metric])
@@ -235,6 +236,6 @@ def not_compared_unless_measured(gate: GateResult, why: str) -> GateResult:
     """``gate`` failed closed as ``not_compared`` for ``why``; but a gate that already failed a
     measured comparison (``comparable`` or ``paired``) keeps its state, with ``why`` added: a
     measured regression must stay one, or accepting the run whole would accept it unnamed."""
-    if not gate.passed and gate.state in ("comparable", "paired"):
+    if failed_measured(gate.passed, gate.state):
         return replace(gate, message=f"{gate.message}; also not comparable with the pinned reference: {why}")
     return replace(gate, passed=False, state="not_compared", message=f"FAILED (not compared): {why}")

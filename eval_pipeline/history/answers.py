@@ -614,7 +614,7 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
         reasons = yardstick_problems({**r, **metrics})
         gate = (r.get("provenance") or {}).get("gate")
         if isinstance(gate, Mapping):
-            measured = gate.get("passed") is False and gate.get("state") in ("comparable", "paired")
+            measured = measurements.failed_measured(gate.get("passed"), gate.get("state"))
         else:  # recorded before rows kept their gate's state: an ineligible row may be a measured regression
             measured = not r.get("eligible")
         if variants is None and measured and not reasons:

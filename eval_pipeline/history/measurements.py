@@ -90,6 +90,16 @@ COLUMNS = ("run_id", "variant", "aspect", *IDENTITY_FIELDS, "configuration", "ge
 Order = Literal["latest", "reference"]
 
 
+# The states of a gate that compared numbers (directly, or with the configuration ranked today):
+# a failure in one of them is a measured regression, which is accepted only by naming the variant.
+MEASURED_STATES = ("comparable", "paired")
+
+
+def failed_measured(passed: object, state: object) -> bool:
+    """Whether a gate (or its recorded ``passed`` and ``state``) failed a measured comparison."""
+    return passed is False and state in MEASURED_STATES
+
+
 def answers_aspect(grader: str) -> str:
     """The aspect of ``grader``'s answer measurements."""
     return f"{_ANSWERS}{grader}"

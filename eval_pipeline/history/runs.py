@@ -683,11 +683,13 @@ def previous_run(
         return _run_with_metrics(conn, names, found)
 
 
-def moved_reference(previous: Mapping[str, Any] | None, reference: Mapping[str, Any] | None, *, recorded: bool,
-                    judged_against: object) -> str | None:
+def moved_reference(previous: Mapping[str, Any] | None, reference: Mapping[str, Any] | None, *, judged: object,
+                    inherited: bool = False) -> str | None:
     """Why today's pinned ``reference`` is not one the ``previous`` run (or answer row) was judged
-    against and no user chose since, or None. ``judged_against`` is the reference the previous
-    run recorded (``recorded``: it recorded one at all; runs from before it did could not).
+    against and no user chose since, or None. ``judged`` is the previous run's recorded gate (its
+    ``reference_run_id``: the reference it was judged against; runs from before that was recorded
+    have none). ``inherited``: the reference was found through an earlier name of the variant, so
+    an acceptance of it was, if any, for whatever variant has that name now, never for this one.
 
     The reference moves legitimately in two ways only: it is the one the previous run was judged
     against (or the previous run was the first, judged against none, and is now the reference),
@@ -697,13 +699,15 @@ def moved_reference(previous: Mapping[str, Any] | None, reference: Mapping[str, 
     yardstick in its place, against which a regression in steps can pass."""
     if previous is None or reference is None:
         return None
+    entry = judged if isinstance(judged, Mapping) else {}
+    recorded, judged_against = "reference_run_id" in entry, entry.get("reference_run_id")
     now = reference.get("run_id")
     if recorded and judged_against == now:
         return None
     if recorded and judged_against is None and previous.get("run_id") == now:
         return None
     accepted_at, created_at = reference.get("accepted_at"), previous.get("created_at")
-    if accepted_at is not None and created_at is not None and accepted_at > created_at:
+    if not inherited and accepted_at is not None and created_at is not None and accepted_at > created_at:
         return None
     was = (f"against the pinned reference {judged_against}" if recorded and judged_against else
            "against no reference" if recorded else "without recording its reference (an older version)")
@@ -909,8 +913,8 @@ def failed_against_yardstick(gate: object, variants: Iterable[str], gate_failed:
     # the older shapes: a list of the failed variants, or `true` (some gate failed, not which: any may have)
     listed = set(variants) if gate_failed is True else set(gate_failed) if isinstance(gate_failed, list) else set()
     return sorted(v for v in variants
-                  if (isinstance(states.get(v), Mapping) and states[v].get("passed") is False
-                      and states[v].get("state") in ("comparable", "paired"))
+                  if (isinstance(states.get(v), Mapping)
+                      and measurements.failed_measured(states[v].get("passed"), states[v].get("state")))
                   or (not isinstance(states.get(v), Mapping) and v in listed))
 
 

@@ -189,11 +189,8 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                      "configuration": configuration, "lineage": lineage}, previous,
                                     reference, effective, strict=strict, history=history,
                                     project_has_history=project_has_history, vanished=vanished, recorded=recorded)
-        previous_gate = ((previous or {}).get("provenance") or {}).get("gate")
-        previous_gate = previous_gate if isinstance(previous_gate, Mapping) else {}
-        moved = moved_reference(previous, {**reference, "accepted_at": None} if reference is not None and
-                                inherited_reference else reference, recorded="reference_run_id" in previous_gate,
-                                judged_against=previous_gate.get("reference_run_id"))
+        moved = moved_reference(previous, reference, inherited=inherited_reference,
+                                judged=((previous or {}).get("provenance") or {}).get("gate"))
         if moved is not None:  # a measured drop from the previous row stays one (accepting then names it)
             gate = not_compared_unless_measured(gate, f"{moved}: judged against it, a regression in steps could "
                                                       "pass; accept a run to make it the reference")
@@ -221,7 +218,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                                # a comparable yardstick needs its variant named
                                                "gate": {"state": gate.state, "passed": bool(gate.passed),
                                                         # the reference it was judged against: one deleted
-                                                        # later must not be replaced silently (lost_reference)
+                                                        # later must not be replaced silently (moved_reference)
                                                         "reference_run_id": (reference or {}).get("run_id")},
                                                **inherits}})
         generator_change = ([f"generator {previous['generator']!r} -> {current['generator']!r}"]

@@ -27,6 +27,7 @@ from eval_pipeline.common.versions import package_code_digest
 from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate, not_compared_unless_measured
 from eval_pipeline.gates.rule import within_tolerance, without_yardstick
 from eval_pipeline.history.identity import configuration_fingerprint, scoring_protocol
+from eval_pipeline.history.measurements import MEASURED_STATES
 from eval_pipeline.history.runs import (
     SCORING_PROTOCOL,
     Comparison,
@@ -384,11 +385,8 @@ def judge_run(
                     # skip the run in between) recorded; one found through an earlier name was accepted, if at
                     # all, for whatever variant has that name now, never since for this one
                     gates = (latest.get("provenance") or {}).get("gate")
-                    entry = gates.get(latest.get("variant")) if isinstance(gates, Mapping) else None
-                    entry = entry if isinstance(entry, Mapping) else {}
-                    moved = moved_reference(latest, {**ref, "accepted_at": None} if ref is not None and lineage
-                                            else ref, recorded="reference_run_id" in entry,
-                                            judged_against=entry.get("reference_run_id"))
+                    moved = moved_reference(latest, ref, inherited=lineage, judged=gates.get(latest.get("variant"))
+                                            if isinstance(gates, Mapping) else None)
             except history_errors as exc:
                 unreadable = f"{type(exc).__name__}: {exc}"
         if heirs:
@@ -450,7 +448,7 @@ def judge_run(
                 variant, current, effective, strict, yardsticks, provenance=provenance, scores=per_variant[variant],
                 rank=rank_reference, ranked=ranked, reference_run_id=ref["run_id"] if ref is not None else None,
                 hint=hint)
-            if gate.state in ("comparable", "paired") and ref is not None:
+            if gate.state in MEASURED_STATES and ref is not None:
                 reference_direct = (prev is not None) if same_ref else yardsticks[1][2] == "direct"
                 drift = carried_drift(ever, ref, previous_gate, ref_gate, reference_direct=reference_direct)
                 if drift is not None:
