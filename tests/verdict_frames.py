@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from eval_pipeline.metrics.retrieval import score_queries
@@ -33,3 +35,16 @@ def bench_provenance(bench: str, configs: dict[str, str]) -> dict:
             "embedder": "minilm", "embedder_revision": "rev-1", "chunking": {"split_length": 150},
             "scoring_protocol": SCORING_PROTOCOL, "code_version": "abc",
             "variants": {v: {"engine": "pg-dense", "knob": k} for v, k in configs.items()}}
+
+
+def answer_frame(variant: str, pass_rate: float, *, engine: str = "bm25") -> pd.DataFrame:
+    """One variant's answer_metrics row for the deterministic grader on a 50-prompt golden set,
+    passing ``pass_rate`` of it, its configuration an ``engine``: what the verdict reviews'
+    ``answers`` fixtures judge and record."""
+    row = {"variant": variant, "grader": "deterministic", "set_id": "team.tiny", "set_name": "team.tiny",
+           "set_fingerprint": "fp-1", "limited": False, "generator": "extractive:v1", "yardstick": "deterministic:v1",
+           "n_prompts": 50, "n_errored": 0, "n_scored": 50, "pass_rate": pass_rate, "pass_rate_low": 0.0,
+           "pass_rate_high": 1.0, "mean_score": pass_rate, "mean_low": 0.0, "mean_high": 1.0, "n_grader_failed": 0,
+           "corpus_signature": "corpus-1", "store_table": "t", "variant_config": json.dumps({"engine": engine}),
+           "treatment_json": json.dumps({"context_k": 5}), "metrics_json": json.dumps({})}
+    return pd.DataFrame([row])

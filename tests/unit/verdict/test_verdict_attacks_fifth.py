@@ -347,13 +347,9 @@ from tests.integration.answer_history_lock import forget_answers  # noqa: E402
 
 
 def _answer_frame(variant: str, pass_rate: float) -> pd.DataFrame:
-    row = {"variant": variant, "grader": "deterministic", "set_id": "team.tiny", "set_name": "team.tiny",
-           "set_fingerprint": "fp-1", "limited": False, "generator": "extractive:v1", "yardstick": "deterministic:v1",
-           "n_prompts": 50, "n_errored": 0, "n_scored": 50, "pass_rate": pass_rate, "pass_rate_low": 0.0,
-           "pass_rate_high": 1.0, "mean_score": pass_rate, "mean_low": 0.0, "mean_high": 1.0, "n_grader_failed": 0,
-           "corpus_signature": "corpus-1", "store_table": "t", "variant_config": json.dumps({"engine": "bm25"}),
-           "treatment_json": json.dumps({"context_k": 5}), "metrics_json": json.dumps({})}
-    return pd.DataFrame([row])
+    from tests.verdict_frames import answer_frame
+
+    return answer_frame(variant, pass_rate, engine="bm25")
 
 
 @pytest.fixture

@@ -54,7 +54,6 @@ whose variant failed against a comparable yardstick is refused, for retrieval an
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import subprocess
@@ -360,13 +359,9 @@ ANSWER_TOL = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
 
 
 def _answer_frame(variant: str, pass_rate: float) -> pd.DataFrame:
-    row = {"variant": variant, "grader": "deterministic", "set_id": "team.tiny", "set_name": "team.tiny",
-           "set_fingerprint": "fp-1", "limited": False, "generator": "extractive:v1", "yardstick": "deterministic:v1",
-           "n_prompts": 50, "n_errored": 0, "n_scored": 50, "pass_rate": pass_rate, "pass_rate_low": 0.0,
-           "pass_rate_high": 1.0, "mean_score": pass_rate, "mean_low": 0.0, "mean_high": 1.0, "n_grader_failed": 0,
-           "corpus_signature": "corpus-1", "store_table": "t", "variant_config": json.dumps({"engine": "bm25"}),
-           "treatment_json": json.dumps({"context_k": 5}), "metrics_json": json.dumps({})}
-    return pd.DataFrame([row])
+    from tests.verdict_frames import answer_frame
+
+    return answer_frame(variant, pass_rate, engine="bm25")
 
 
 @pytest.fixture
