@@ -260,6 +260,12 @@ def run_statistics(
     return intervals, comparison
 
 
+def _previous_yardstick(ever: Mapping[str, Any], prev: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any], str]:
+    """The previous run as a yardstick: compared directly when it ran on today's benchmark (``prev``),
+    else its configuration ranked on today's questions by today's engine."""
+    return ("previous", ever, "direct" if prev is not None else "paired-same-engine")
+
+
 def judge_run(
     per_variant: Mapping[str, pd.DataFrame],
     *,
@@ -420,8 +426,7 @@ def judge_run(
             # the reference cannot be trusted, the previous run still can: a measured drop from it stays a
             # measured failure (accepting the run whole then needs the variant named); else not compared
             gate, previous_gate, ref_gate = _judge_against(
-                variant, current, effective, strict, [("previous", ever, "direct" if prev is not None
-                                                       else "paired-same-engine")],
+                variant, current, effective, strict, [_previous_yardstick(ever, prev)],
                 provenance=provenance, scores=per_variant[variant], rank=rank_reference, ranked=ranked,
                 reference_run_id=None, hint=hint)
             gate = not_compared_unless_measured(gate, f"{moved}: judged against it, a regression in steps could "
@@ -434,7 +439,7 @@ def judge_run(
             ref_gate = None
         else:
             same_ref = ref is not None and ref["run_id"] == ever["run_id"] and ref["variant"] == ever["variant"]
-            yardsticks = [("previous", ever, "direct" if prev is not None else "paired-same-engine")]
+            yardsticks = [_previous_yardstick(ever, prev)]
             if ref is not None and not same_ref:
                 direct = benchmark_identity(ref["provenance"]) == identity and not incomplete
                 yardsticks.append(("reference", ref, "direct" if direct else "paired"))
