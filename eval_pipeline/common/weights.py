@@ -11,7 +11,9 @@ they are. Hashing a 90 MB model takes a fraction of a second, but it is still do
 file version: each file's digest is cached under its absolute path and (size, mtime, ctime,
 inode, device), in memory and on disk in one file per machine (`machine_cache`). The ctime and
 inode make the cache safe even against a copy that keeps the old size and mtime (`cp -p`):
-neither can be set by a user, and both change when a file is rewritten or replaced. Keyed so,
+neither can be set by a user, and both change when a file is rewritten or replaced. A file whose
+last change is younger than `RACY_WINDOW_NS` is hashed but not cached (`_settled`): on a coarse
+clock a rewrite within the same tick would keep its signature. Keyed so,
 an entry holds whichever state dir or project asks, so the cache is the machine's, not a state
 dir's: a new state dir does not hash the model and parse the project again.
 
@@ -31,6 +33,7 @@ import json
 import os
 import stat as stat_mode
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,11 +52,24 @@ _READ_ATTEMPTS = 3  # a file changing under every read of it is an error, not an
 # A save prunes (`_can_match`: a stat per entry) once the entries have grown this many times over
 # the count kept by the last prune, which is written beside the cache (`_prune_due`).
 PRUNE_GROWTH = 2
+# A file changed this recently can change again within its timestamps' tick without its signature
+# changing (coarse clocks: FAT 2 s, ext4 with 128-byte inodes 1 s, kernels before 6.13 one jiffy
+# for ctime): its digest is used but not cached until its last change is this much older than the
+# read began ("racy" entries in git's sense, which git re-checks by content).
+RACY_WINDOW_NS = 3 * 10**9
 
 
 def stat_signature(stat: os.stat_result) -> list[int]:
     """A file version as the digest caches key it: size, modification and change times, inode, device."""
     return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev]
+
+
+def _settled(signature: list[int], read_began_ns: int) -> bool:
+    """Whether a file's version, read from `read_began_ns` on, can be cached under its signature:
+    its last change (mtime or ctime) at least `RACY_WINDOW_NS` before the read began, so any write
+    since, even on the coarsest clock, stamps a later time. A time ahead of this clock (another
+    machine's file server) is never settled: hashed each time, never a stale digest."""
+    return read_began_ns - max(signature[1], signature[2]) >= RACY_WINDOW_NS
 
 
 def machine_cache() -> Path | None:
@@ -132,6 +148,7 @@ def _file_digest(path: Path | str, stored: Callable[[], dict[str, list]], comput
     for _ in range(_READ_ATTEMPTS):
         # the signature cached is the open file's, before and after the read: the one the bytes
         # came from, even if the path was replaced between the stat above and the open
+        began = time.time_ns()
         with open(path, "rb") as fh:
             before = stat_signature(os.fstat(fh.fileno()))
             if compute is None:
@@ -143,6 +160,8 @@ def _file_digest(path: Path | str, stored: Callable[[], dict[str, list]], comput
                 value = compute(fh.read())
             after = stat_signature(os.fstat(fh.fileno()))
         if before == after:
+            if not _settled(before, began):  # used, not cached: a rewrite in this tick would keep the signature
+                return value, False
             _MEMORY[key] = (before, value)
             return value, True
     raise ValueError(f"model file {key!r} changed while it was hashed ({_READ_ATTEMPTS} times): "

@@ -66,6 +66,20 @@ def model(folder: Path, weights_bytes: bytes = b"A" * 4096) -> Path:
     return folder
 
 
+def count_reads(monkeypatch):
+    """How many times each file is opened for reading from now on (`weights` opens what it hashes)."""
+    opened: dict[str, int] = {}
+    real_open = builtins.open
+
+    def counting(file, mode="r", *args, **kwargs):
+        if "r" in mode and "+" not in mode:
+            opened[str(file)] = opened.get(str(file), 0) + 1
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    return lambda path: opened.get(str(path), 0)
+
+
 def rewrite_in_place(path: Path, data: bytes) -> None:
     """New bytes into the same inode, same size (a fine-tune saved over its own files)."""
     with open(path, "r+b") as fh:
@@ -197,13 +211,13 @@ def test_bytes_written_through_a_shared_mapping_after_the_hash_are_another_diges
     assert content_digest(m) == folder_digest(m) != first
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "on a file system or kernel whose timestamps are coarse (ext4 with 128-byte inodes and "
-    "FAT: 1-2 s; kernels before 6.13 without multigrain ctime: one jiffy), a same-size rewrite "
-    "in place within the tick of the file's last change keeps the whole signature, and the "
-    "stale digest is served (and saved machine-wide); simulated here by rounding the times "
-    "to the second, as such a file system stores them"))
-def test_a_same_size_rewrite_within_the_timestamp_granularity_is_another_digest(tmp_path, monkeypatch):
+def test_a_same_size_rewrite_within_the_timestamp_granularity_is_another_digest(tmp_path, monkeypatch, racy_window):
+    """On a file system or kernel whose timestamps are coarse (ext4 with 128-byte inodes and FAT:
+    1-2 s; kernels before 6.13 without multigrain ctime: one jiffy), a same-size rewrite in place
+    within the tick of the file's last change keeps the whole signature; simulated here by
+    rounding the times to the second, as such a file system stores them. Was a strict xfail (the
+    stale digest was served, and saved machine-wide); now a digest is cached only once the file's
+    last change is `RACY_WINDOW_NS` older than the read (`weights._settled`)."""
     real = weights.stat_signature
 
     def coarse(stat: os.stat_result) -> list[int]:
@@ -215,12 +229,42 @@ def test_a_same_size_rewrite_within_the_timestamp_granularity_is_another_digest(
     while time.time() % 1 > 0.5:  # write, hash and rewrite within one second
         time.sleep(0.05)
     weights_file.write_bytes(b"H" * 4096)
+    before = coarse(os.stat(weights_file))
     first = files_sha256([weights_file])
     rewrite_in_place(weights_file, b"I" * 4096)
-    assert coarse(os.stat(weights_file)) == weights._MEMORY[str(weights_file)][0]  # the attack's premise
+    assert coarse(os.stat(weights_file)) == before  # the attack's premise: the signature did not change
+    assert files_sha256([weights_file]) == [sha(weights_file)] != first  # in this process
     fresh(monkeypatch)
     monkeypatch.setattr(weights, "stat_signature", coarse)
-    assert files_sha256([weights_file]) == [sha(weights_file)] != first
+    assert files_sha256([weights_file]) == [sha(weights_file)] != first  # and in the next
+
+
+def test_a_file_changed_within_the_racy_window_is_hashed_every_time_and_never_saved(tmp_path, monkeypatch,
+                                                                                   racy_window):
+    cache = tmp_path / "cache" / "digests.json"
+    young = model(tmp_path / "m") / "model.safetensors"
+    reads = count_reads(monkeypatch)
+    assert files_sha256([young], cache_file=cache) == [sha(young)]
+    assert files_sha256([young], cache_file=cache) == [sha(young)]
+    assert reads(young) == 2  # not served from memory
+    assert not cache.exists() or str(young) not in json.loads(cache.read_text())  # nor from disk
+
+
+def test_a_file_settled_past_the_window_is_cached_and_one_stamped_in_the_future_never_is(tmp_path, monkeypatch,
+                                                                                       racy_window):
+    cache = tmp_path / "cache" / "digests.json"
+    folder = model(tmp_path / "m")
+    old, future = folder / "model.safetensors", folder / "config.json"
+    now = time.time_ns()
+    os.utime(old, ns=(now, now))
+    os.utime(future, ns=(now + 3600 * 10**9, now + 3600 * 10**9))  # another machine's clock, ahead
+    real_clock = time.time_ns
+    monkeypatch.setattr(weights.time, "time_ns", lambda: real_clock() + 2 * racy_window)  # later: past the window
+    reads = count_reads(monkeypatch)
+    for _ in range(2):
+        assert files_sha256([old, future], cache_file=cache) == [sha(old), sha(future)]
+    assert (reads(old), reads(future)) == (1, 2)
+    assert set(json.loads(cache.read_text())) == {str(old)}
 
 
 # --- the "kind:path" keys and what a save prunes ----------------------------------------------
@@ -337,7 +381,10 @@ def _worker(cache: str, folder: str, index: int, rounds: int, shared: str, barri
 
 
 def _run_worker(results, cache: str, folder: str, index: int, rounds: int, shared: str, barrier) -> None:
-    """`_worker` in a process of its own, its result put in the shared `results` under its index."""
+    """`_worker` in a process of its own, its result put in the shared `results` under its index.
+    Its files are written and hashed at once: they count as settled, as in this folder's tests
+    (conftest.files_written_long_ago, which a spawned process does not inherit)."""
+    weights.RACY_WINDOW_NS = 0
     results[index] = _worker(cache, folder, index, rounds, shared, barrier)
 
 
