@@ -97,7 +97,8 @@ def measure_findings(
 def _verdicts_metrics(verdict, variant_metrics: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """The per-question metrics the verdict was decided on, in its order; other metrics (a
     partition materialized again since) are refused, naming what is missing or changed."""
-    order = [k for k in verdict.gates]
+    unmeasured = getattr(verdict, "unmeasured", ())  # gated without metrics: measured before, missing now
+    order = [k for k in verdict.gates if k not in unmeasured]
     missing = [k for k in order if k not in variant_metrics]
     per_variant = {k: variant_metrics[k] for k in order if k in variant_metrics}
     if missing or metrics_digest(per_variant) != verdict.metrics_digest:

@@ -89,13 +89,17 @@ class RunVerdict:
     tables: dict[str, str] = field(default_factory=dict)  # partition key -> its vector table
     metrics_digest: str = ""  # of the per-question scores it was decided on (run_verdict.metrics_digest)
     inherits: dict[str, str] = field(default_factory=dict)  # a renamed variant -> the vanished name it inherits
+    # variants of the variants file measured before and missing from this run's metrics: each has a
+    # not_compared gate and nothing else (no summary row, no scores)
+    unmeasured: list[str] = field(default_factory=list)
 
     @property
     def accept_command(self) -> str | None:
         """The command that accepts this run for every variant whose gate failed (None when
         none did); accepting a variant that failed against a comparable yardstick is a
-        deliberate acceptance of its regression, so each is named."""
-        failed = [v for v, g in self.gates.items() if not g.passed]
+        deliberate acceptance of its regression, so each is named. A variant this run did not
+        measure (`unmeasured`) is not: there is nothing of it to accept."""
+        failed = [v for v, g in self.gates.items() if not g.passed and v not in self.unmeasured]  # nothing to accept
         return accept_command(self.run_id, failed) if failed and self.run_id else None
 
     @property
@@ -258,6 +262,36 @@ def run_statistics(
     if path is not None:
         write_keyed(path, key, (intervals, comparison))
     return intervals, comparison
+
+
+def _gate_unmeasured(verdict: RunVerdict, missing: Sequence[str], *, connection_string: str, run_id: str,
+                     prefix: str, unreadable: str | None, errors: tuple[type[BaseException], ...]) -> None:
+    """A not_compared gate for each variant of the variants file that has no metrics in this run
+    but was measured before (a partition whose file is gone, a subset of partitions run on a
+    fresh state dir against a shared history): judged on the variants it was given alone, the
+    run would pass, and be recorded eligible, as if every variant had been judged. A variant
+    never measured (a new one not materialized yet) is only "no results yet", as before."""
+    for key in missing:
+        last: str | None = None
+        reason = unreadable
+        if reason is None:
+            try:
+                last = recorded_run_of(connection_string, variant=key, before_run_id=run_id, prefix=prefix)
+            except errors as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+        if last is None and reason is None:
+            continue
+        was = f"was measured before (run {last})" if last else f"may have a history (it could not be read: {reason})"
+        message = (f"FAILED (not compared): {key!r} is in the variants file and {was}, but this run has no metrics "
+                   "of it, so nothing judged it: materialize its partition (the whole sweep) and the verdict again, "
+                   "or remove it from the variants file")
+        gate = GateResult(False, "not_compared", [], message)
+        verdict.unmeasured.append(key)
+        verdict.gates[key] = verdict.previous_gates[key] = gate
+        verdict.decided_by[key] = "nothing (not measured in this run)"
+        verdict.previous[key] = verdict.reference[key] = None
+        verdict.history[key] = Comparison("unknown", reasons=[message])
+        verdict.reference_history[key] = verdict.reference_gates[key] = None
 
 
 def _previous_yardstick(ever: Mapping[str, Any], prev: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any], str]:
@@ -492,6 +526,9 @@ def judge_run(
         verdict.reference_history[variant] = compare_provenance(provenance, ref, variant) if ref is not None else None
         verdict.reference_gates[variant] = ref_gate
         verdict.gates[variant] = gate
+    if connection_string:
+        _gate_unmeasured(verdict, [k for k in keys if k not in per_variant], connection_string=connection_string,
+                         run_id=run_id, prefix=history_prefix, unreadable=unreadable, errors=history_errors)
     if connection_string and record:
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant,
                        history_prefix=history_prefix)
