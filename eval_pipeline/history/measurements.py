@@ -367,8 +367,11 @@ ACCEPTED_AT = ("GREATEST(m.accepted_at, (SELECT max(f.accepted_at) FROM {referen
                " AND f.variant = m.variant AND f.aspect = m.aspect))")
 # The one eligibility rule of a yardstick, both aspects: not limited, nothing errored, eligible
 # or accepted; an answer measurement also needs its generator and both its numbers (a retried
-# step may re-record an accepted row whose grading failed this time: never a yardstick).
+# step may re-record an accepted row whose grading failed this time: never a yardstick); a
+# retrieval measurement, its run's row (deleted by hand, the run is gone: its measurements are
+# no yardstick, and a pinned reference that moves so is `runs.moved_reference`'s to catch).
 USABLE = (f"NOT m.limited AND m.errored = 0 AND (m.eligible OR {ACCEPTED_AT} IS NOT NULL)"
+          " AND (m.aspect <> 'retrieval' OR EXISTS (SELECT 1 FROM {runs} r WHERE r.run_id = m.run_id))"
           " AND (m.aspect = 'retrieval' OR (m.generator IS NOT NULL AND (SELECT count(v.value) FROM {metrics} v"
           "  WHERE v.run_id = m.run_id AND v.variant = m.variant AND v.aspect = m.aspect"
           f"  AND v.metric IN {tuple(ANSWER_METRICS)!r}) = {len(ANSWER_METRICS)}))")

@@ -155,8 +155,6 @@ def test_a_golden_set_change_names_the_generator_change_that_came_with_it(answer
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="hole 2: a reference run row deleted: TypeError in _run_with_metrics")
 @pytest.mark.integration
 def test_a_reference_run_row_deleted_without_its_measurements_is_not_compared_cleanly(judge):
     """The reference r1's run row deleted, its measurements kept: the lookup joins the run row for
@@ -169,6 +167,19 @@ def test_a_reference_run_row_deleted_without_its_measurements_is_not_compared_cl
     judge.sql("DELETE FROM {runs} WHERE run_id = %s", "r1")
     step = judge("r3", "A", {"v": "good"}, hits={"v": 94})
     assert not step.gates["v"].passed and step.gates["v"].state == "not_compared", _why(step)
+    assert "pinned reference is now r2" in step.gates["v"].message  # fixed: r1's orphaned rows are no yardstick
+
+
+@pytest.mark.integration
+def test_the_previous_run_row_deleted_without_its_measurements_leaves_the_run_before_it(judge):
+    """The previous run r2's row deleted, its measurements kept: r2 is no yardstick, r1 (the
+    reference, 1.00) is the previous run again and r3's 0.94 fails against it."""
+    judge("r1", "A", {"v": "good"})
+    assert judge("r2", "A", {"v": "good"}, hits={"v": 97}).gates["v"].passed
+    judge.sql("DELETE FROM {runs} WHERE run_id = %s", "r2")
+    step = judge("r3", "A", {"v": "good"}, hits={"v": 94})
+    assert not step.gates["v"].passed and step.gates["v"].state == "comparable", _why(step)
+    assert step.previous["v"]["run_id"] == "r1"
 
 
 def _delete_acceptance(judge, run_id: str) -> None:
