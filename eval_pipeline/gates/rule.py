@@ -38,6 +38,10 @@ class GateResult:
     state: str
     rows: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
+    # not compared because a comparison failed (the history could not be read, a reference's
+    # ranking raised), not because none can be made: a run again judges it, so accepting the
+    # run whole must not take it unjudged (it is named, as a measured regression is)
+    unjudged: bool = False
 
     @property
     def failures(self) -> list[dict[str, Any]]:

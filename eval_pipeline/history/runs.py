@@ -881,6 +881,14 @@ def accept_reference(
                 f"regression, not a missing comparison), or failed it in a run recorded without saying which; "
                 f"accepting the whole run would accept it unnoticed. Name each variant to accept: "
                 f"python -m eval_pipeline.history accept {run_id} {command} (and any others)")
+        unjudged = unjudged_in(gate, have)
+        if variants is None and unjudged:
+            command = " ".join(f"--variant {v}" for v in unjudged)
+            raise ValueError(
+                f"run {run_id!r}: {', '.join(unjudged)} could not be judged in that run (a comparison failed: the "
+                f"history could not be read, or a reference could not be ranked), so nothing says whether they "
+                f"regressed; run the job again to judge them, or name each variant to accept it unjudged: "
+                f"python -m eval_pipeline.history accept {run_id} {command} (and any others)")
         errored = [v for v in chosen if measured[v] > 0]
         if errored:
             raise ValueError(f"run {run_id!r} has errored questions for variant(s) {errored}: their metrics are "
@@ -916,6 +924,15 @@ def failed_against_yardstick(gate: object, variants: Iterable[str], gate_failed:
                   if (isinstance(states.get(v), Mapping)
                       and measurements.failed_measured(states[v].get("passed"), states[v].get("state")))
                   or (not isinstance(states.get(v), Mapping) and v in listed))
+
+
+def unjudged_in(gate: object, variants: Iterable[str]) -> list[str]:
+    """The ``variants`` whose recorded gate (a run's ``provenance["gate"]``) was not compared
+    because a comparison failed (``unjudged``: the history could not be read, a reference's
+    ranking raised), not because none could be made: nothing measured whether they regressed,
+    and a run again would, so only an acceptance naming the variant may take them unjudged."""
+    states = gate if isinstance(gate, Mapping) else {}
+    return sorted(v for v in variants if isinstance(states.get(v), Mapping) and states[v].get("unjudged") is True)
 
 
 def who_accepts() -> str:

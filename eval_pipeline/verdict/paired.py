@@ -47,6 +47,7 @@ class PairedReference:
     scores: pd.DataFrame | None
     why: str
     same_configuration: bool = False
+    failed: bool = False  # no scores because the ranking failed (raised, errored), not by design: a re-run may judge
 
 
 def paired_reference(run: Mapping[str, Any], *, variant: str, provenance: Mapping[str, Any],
@@ -84,12 +85,13 @@ def paired_reference(run: Mapping[str, Any], *, variant: str, provenance: Mappin
     if fingerprint not in ranked:
         try:
             ranked[fingerprint] = rank(variant, reference)
-        except Exception as exc:  # a configuration today's code refuses, or a model that is gone
+        except Exception as exc:  # a configuration today's code refuses (a ValueError), or a failure (a model gone)
             return PairedReference(run_id, None, f"the configuration of run {run_id} could not be ranked today: "
-                                   f"{type(exc).__name__}: {exc}")
+                                   f"{type(exc).__name__}: {exc}", failed=not isinstance(exc, ValueError))
     unsound = _unsound(ranked[fingerprint])
     if unsound:  # a yardstick with errors or fallbacks is not the configuration's measurement
-        return PairedReference(run_id, None, f"the configuration of run {run_id}, ranked today, {unsound}")
+        return PairedReference(run_id, None, f"the configuration of run {run_id}, ranked today, {unsound}",
+                               failed=True)
     return PairedReference(run_id, ranked[fingerprint], f"the configuration of run {run_id} ranked on today's "
                            "questions")
 

@@ -285,7 +285,7 @@ def _gate_unmeasured(verdict: RunVerdict, missing: Sequence[str], *, connection_
         message = (f"FAILED (not compared): {key!r} is in the variants file and {was}, but this run has no metrics "
                    "of it, so nothing judged it: materialize its partition (the whole sweep) and the verdict again, "
                    "or remove it from the variants file")
-        gate = GateResult(False, "not_compared", [], message)
+        gate = GateResult(False, "not_compared", [], message, unjudged=reason is not None)
         verdict.unmeasured.append(key)
         verdict.gates[key] = verdict.previous_gates[key] = gate
         verdict.decided_by[key] = "nothing (not measured in this run)"
@@ -440,7 +440,7 @@ def judge_run(
             gate = previous_gate = GateResult(False, "not_compared", [], (
                 f"FAILED (not compared): the history could not be read ({unreadable}): an unreadable history is not "
                 "an empty one, so nothing can say whether this run regressed; fix the database (or its URL) and run "
-                "again"))
+                "again"), unjudged=True)
             ref_gate = None
         elif ever is None:  # no yardstick of any benchmark: the one fail-closed rule
             gate = previous_gate = without_yardstick(
@@ -613,6 +613,7 @@ def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mappi
     today's engine ranked it). ``not_compared`` when any cannot be made."""
     gates: dict[str, GateResult] = {}
     problems = []
+    failed_ranking = False  # a comparison that failed (not one that cannot be made): the variant is unjudged
     for against, run, how in yardsticks:
         if how == "direct":
             gates[against] = evaluate_gate(current, run["metrics"], tolerances, "comparable", strict=strict)
@@ -622,6 +623,7 @@ def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mappi
                                   rank=rank, ranked=ranked)
         if paired.scores is None:
             problems.append(paired.why)
+            failed_ranking |= paired.failed
             continue
         metrics = summarize({variant: paired.scores}).iloc[0]
         gate = evaluate_gate(current, {m: float(metrics[m]) for m in tolerances}, tolerances, "paired", strict=strict)
@@ -641,7 +643,9 @@ def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mappi
             return failed, gates.get("previous", failed), gates.get("reference")
         failed = GateResult(False, "not_compared", [], (
             "FAILED (not compared): a yardstick of this variant measured another benchmark and no paired "
-            f"comparison could be made: {'; '.join(problems)}; {hint or ACCEPT_HINT}"))
+            f"comparison could be made: {'; '.join(problems)}; "
+            + (f"run again to judge it (accepting this run needs the variant named); {hint}" if failed_ranking
+               else hint or ACCEPT_HINT)), unjudged=failed_ranking)
         return failed, failed, None
     previous, reference = gates["previous"], gates.get("reference")
     combined = combine_gates(previous, reference, reference_run_id=reference_run_id)
@@ -706,7 +710,8 @@ def record_verdict(verdict: RunVerdict, connection_string: str, *, run_id: str,
     """Record a judged run in the history with its eligibility and, per variant, the gate
     state and the runs it was compared with (all or nothing)."""
     failed = sorted(v for v, g in verdict.gates.items() if not g.passed)
-    gate = {v: {"state": g.state, "passed": g.passed, "decided_by": verdict.decided_by.get(v, ""),
+    gate = {v: {"state": g.state, "passed": g.passed, "unjudged": g.unjudged,
+                "decided_by": verdict.decided_by.get(v, ""),
                 "previous_run_id": (verdict.previous[v] or {}).get("run_id"),
                 "reference_run_id": (verdict.reference[v] or {}).get("run_id")} for v, g in verdict.gates.items()}
     record_run(connection_string, run_id=run_id, provenance={**verdict.provenance, "gate_failed": failed, "gate": gate},
