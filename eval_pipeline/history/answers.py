@@ -603,7 +603,8 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
     a limited row, one with errored answers, an unknown generator or a yardstick without a
     single grader can never be a yardstick; and, unless `variants` names its variant, a row
     whose gate failed against a comparable yardstick (a measured regression is accepted only
-    deliberately, by name). A run with no answer rows accepts nothing."""
+    deliberately, by name), or whose treatment changed in the run that changed its key (its set,
+    corpus or grader: nothing measured that change). A run with no answer rows accepts nothing."""
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     rows = [r for r in read_answer_runs(connection_string, run_id=run_id, prefix=prefix)
@@ -621,6 +622,11 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
             reasons.append(f"its answer gate failed against a comparable yardstick (a measured regression), or "
                            f"it was recorded not eligible without saying why: name the variant to accept it "
                            f"(python -m eval_pipeline.history accept {run_id} --variant {r['variant']})")
+        changed = gate.get("treatment_changed") if isinstance(gate, Mapping) else None
+        if variants is None and changed and not reasons:
+            reasons.append(f"its treatment changed in the run that changed its golden set, corpus or grader "
+                           f"({'; '.join(map(str, changed))}), and nothing measured that change: name the variant "
+                           f"to accept it (python -m eval_pipeline.history accept {run_id} --variant {r['variant']})")
         if reasons:
             refused.append(f"{r['variant']} {r['grader']}: " + "; ".join(reasons))
         else:

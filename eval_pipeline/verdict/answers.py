@@ -197,13 +197,23 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         if loosened:
             gate = replace(gate, message=f"{gate.message} (the answer gate was loosened since its yardstick: "
                            f"{'; '.join(loosened)}; judged with the stricter tolerances until a run is accepted)")
+        treatment = json.loads(row["treatment_json"])
+        # what changed in the treatment: since the previous row of this key, else (the set, the corpus or
+        # the grader changed too) since the variant's last row of any key, which nothing here can measure
+        changes = treatment_changes_since(treatment, current["generator"], previous or history)
+        unmeasured_changes = changes if previous is None and history is not None and gate.state == "not_compared" \
+            else []
+        if unmeasured_changes:
+            gate = replace(gate, message=(
+                f"{gate.message}; and the treatment changed in the same run ({'; '.join(unmeasured_changes)}): no "
+                "answer comparison can measure it across the change, so accepting this run needs the variant "
+                "named"))
         gate = with_exact_command(gate, run_id, row["variant"])  # the exact command, this run and variant
         inherited = next((r["variant"] for r in (reference, previous) if r is not None and configuration is not None
                           and r.get("variant") not in (None, row["variant"])), None)
         inherits = {"inherits": inherited} if inherited else {}  # a rename: the lineage later runs follow
         verdict.gates.setdefault(row["variant"], {})[row["grader"]] = gate
         eligible = bool(gate.passed and not yardstick_problems(current))
-        treatment = json.loads(row["treatment_json"])
         config = {} if missing(row.get("variant_config")) else json.loads(row["variant_config"])
         # recorded errored: answers not generated, and answers whose grading call failed (neither
         # has a grade), so a row whose grading failed counts as recorded (never "measured nothing")
@@ -219,12 +229,12 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                                "gate": {"state": gate.state, "passed": bool(gate.passed),
                                                         # the reference it was judged against: one deleted
                                                         # later must not be replaced silently (moved_reference)
-                                                        "reference_run_id": (reference or {}).get("run_id")},
+                                                        "reference_run_id": (reference or {}).get("run_id"),
+                                                        # changed with the set: never accepted unnamed
+                                                        "treatment_changed": unmeasured_changes},
                                                **inherits}})
-        generator_change = ([f"generator {previous['generator']!r} -> {current['generator']!r}"]
-                            if previous is not None and previous.get("generator") != current["generator"] else [])
         verdict.rows.append({**row, "metrics": metrics, "gate": gate, "previous": previous, "reference": reference,
-                             "treatment_changes": generator_change + treatment_changes(treatment, previous)})
+                             "treatment_changes": changes})
     return verdict
 
 
@@ -244,6 +254,15 @@ def _as_run(row: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
         return None
     return {"run_id": row["run_id"], "variant": row["variant"], "accepted": bool(row.get("accepted")),
             "provenance": row.get("provenance") or {}}
+
+
+def treatment_changes_since(treatment: Mapping[str, Any], generator: str | None,
+                            before: Mapping[str, Any] | None) -> list[str]:
+    """The generator's change and `treatment_changes` since the history row `before` ([] without one)."""
+    if before is None:
+        return []
+    moved = [f"generator {before.get('generator')!r} -> {generator!r}"] if before.get("generator") != generator else []
+    return moved + treatment_changes(treatment, before)
 
 
 def treatment_changes(treatment: Mapping[str, Any], previous: Mapping[str, Any] | None) -> list[str]:
