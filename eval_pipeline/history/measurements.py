@@ -380,9 +380,15 @@ _BEFORE = (" AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
 # previous ("latest"): the measurement that most recently became a yardstick (recorded
 # eligible, or accepted later: re-accepting an older run makes it the previous run again);
 # the pinned reference: the latest acceptance ("accepted"), else the first eligible ("first").
+# Which acceptance is the latest: the acceptance log's order (its seq), never its timestamps, which a
+# server clock that ran ahead and was set back would leave later than every acceptance made since;
+# an acceptance stamped on the measurement alone (its log entry deleted) comes after the logged ones.
+ACCEPTED_ORDER = ("(SELECT max(f.seq) FROM {references} f WHERE f.run_id = m.run_id AND f.variant = m.variant"
+                  " AND f.aspect = m.aspect)")
 _ORDERS: dict[str, tuple[str, str]] = {
     "latest": (USABLE, f"GREATEST(m.created_at, COALESCE({ACCEPTED_AT}, m.created_at)) DESC, m.seq DESC"),
-    "accepted": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL", f"{ACCEPTED_AT} DESC, m.seq DESC"),
+    "accepted": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL",
+                 f"{ACCEPTED_ORDER} DESC NULLS LAST, {ACCEPTED_AT} DESC, m.seq DESC"),
     "first": (USABLE + " AND m.eligible", "m.seq ASC"),
 }
 

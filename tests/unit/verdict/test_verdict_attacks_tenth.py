@@ -421,15 +421,15 @@ def _stamp_ahead(judge, run_id: str, interval: str = "1 day") -> None:
               interval, run_id)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="hole 4: the latest acceptance is chosen by timestamp (a clock step back)")
 @pytest.mark.integration
 def test_a_later_acceptance_wins_over_one_stamped_by_a_clock_that_was_ahead(judge):
     """r1 (0.90) accepted while the clock was a day ahead; r2 (1.00) accepted after the clock was
     set right: the user's latest acceptance is r2, but the reference is the acceptance with the
     greatest timestamp (``_ORDERS["accepted"]``: ``accepted_at DESC``), r1, and the previous run
-    too (``_ORDERS["latest"]``: ``GREATEST(created_at, accepted_at)``): the variant slides from
-    r2's 1.00 to r1's 0.90 in steps and passes."""
+    too (``_ORDERS["latest"]``: ``GREATEST(created_at, accepted_at)``): the variant slid from
+    r2's 1.00 to r1's 0.90 in steps and passed. Fixed: the latest acceptance is the acceptance
+    log's latest entry (``measurements.ACCEPTED_ORDER``), so r2 is the reference and r4 fails
+    against it; the previous run is still chosen by time (r1 until the clock passes its stamp)."""
     from eval_pipeline.history.runs import accept_reference
 
     judge("r1", "A", {"v": "good"}, hits={"v": 90})
@@ -442,19 +442,24 @@ def test_a_later_acceptance_wins_over_one_stamped_by_a_clock_that_was_ahead(judg
         (step.reference["v"]["run_id"], (step.previous["v"] or {}).get("run_id"), _why(step)) for step in steps]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="hole 4 (answers): the latest acceptance is chosen by timestamp")
 @pytest.mark.integration
 def test_a_later_answer_acceptance_wins_over_one_stamped_by_a_clock_that_was_ahead(answers):
     """The answer half (the same lookup): a0 (0.70) accepted a day ahead, a1 (0.90) accepted
-    after: the answers slide 0.90 -> 0.72 in steps of 0.09 against a0."""
+    after: the answers slid 0.90 -> 0.72 in steps of 0.09 against a0. Fixed (as retrieval): the
+    latest acceptance is the acceptance log's latest entry. Each run has its run row, as in the
+    job (the retrieval record comes first): the log's entries need it."""
     from eval_pipeline.history.answers import accept_answer_run
 
+    def recorded(run_id: str) -> None:
+        answers.sql("INSERT INTO eval_runs (run_id, limited, provenance) VALUES (%s, false, '{}')", run_id)
+
     assert _answers(answers, "a0", {"bm25": 0.70}).passed
+    recorded("a0")
     assert accept_answer_run(answers.uri, "a0")[0]
     answers.sql("UPDATE eval_measurements SET accepted_at = accepted_at + interval '1 day' WHERE run_id = %s", "a0")
     answers.sql("UPDATE eval_references SET accepted_at = accepted_at + interval '1 day' WHERE run_id = %s", "a0")
     assert _answers(answers, "a1", {"bm25": 0.90}).passed
+    recorded("a1")
     assert accept_answer_run(answers.uri, "a1")[0]
     gates = [_answer_gate(_answers(answers, run_id, {"bm25": rate})) for run_id, rate in (("a2", 0.81), ("a3", 0.72))]
     assert not all(gate.passed for gate in gates), [gate.message for gate in gates]
