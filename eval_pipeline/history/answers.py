@@ -475,9 +475,9 @@ def answer_recorded_of(connection_string: str, *, variant: str, grader: str, con
 def _since_acceptance(conn: Any, names: Mapping[str, str], variant: str | None) -> dict[str, Any]:
     """Where "since the latest acceptance" starts among the answer rows, in recording order (not
     by time: re-accepting an older run must not forget what was measured after it): the latest
-    acceptance of ``variant`` (None: of any variant), its run, and the first answer row of that
-    run (``since_seq``), else the time that run was recorded (``since_time``). All None when
-    nothing was ever accepted."""
+    acceptance of ``variant`` (None: of any variant), its run, and that run's first measurement
+    of any aspect (``since_seq``), else (a history from before measurements) the time that run
+    was recorded (``since_time``). All None when nothing was ever accepted."""
     none: dict[str, Any] = {"accepted_run": None, "since_seq": None, "since_time": None}
     found = conn.execute(sql.SQL("SELECT run_id FROM {} WHERE (%(variant)s::text IS NULL OR variant = %(variant)s)"
                                  " ORDER BY seq DESC LIMIT 1").format(sql.Identifier(names["references"])),
@@ -485,8 +485,10 @@ def _since_acceptance(conn: Any, names: Mapping[str, str], variant: str | None) 
     if found is None:
         return none
     accepted_run = found[0]
-    since_seq = conn.execute(sql.SQL("SELECT min(seq) FROM {} WHERE run_id = %s").format(_rows(names)),
-                             (accepted_run,)).fetchone()[0]
+    # its first measurement of any aspect (one sequence numbers both): a run accepted for its
+    # retrieval alone still starts the window by position, never by a clock that may have stepped
+    since_seq = conn.execute(sql.SQL("SELECT min(seq) FROM {} WHERE run_id = %s").format(
+        sql.Identifier(names["measurements"])), (accepted_run,)).fetchone()[0]
     since_time = None if since_seq is not None else conn.execute(sql.SQL(
         "SELECT created_at FROM {} WHERE run_id = %s").format(sql.Identifier(names["runs"])),
         (accepted_run,)).fetchone()
