@@ -199,15 +199,22 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                            f"{'; '.join(loosened)}; judged with the stricter tolerances until a run is accepted)")
         treatment = json.loads(row["treatment_json"])
         # what changed in the treatment: since the previous row of this key, else (the set, the corpus or
-        # the grader changed too) since the variant's last row of any key, which nothing here can measure
-        changes = treatment_changes_since(treatment, current["generator"], previous or history)
-        unmeasured_changes = changes if previous is None and history is not None and gate.state == "not_compared" \
-            else []
+        # the grader's yardstick changed too) since this grader's last row of any key, else (a grader new
+        # today) since the last row of a grader of this variant dropped today: nothing here can measure it
+        before = previous or history
+        if before is None and connection_string:
+            before = next((found for found in (
+                answer_history_of(connection_string, variant=variant, grader=dropped, configuration=configuration,
+                                  before_run_id=run_id)
+                for variant, dropped, _ in verdict.missing if variant == row["variant"]) if found is not None), None)
+        changes = treatment_changes_since(treatment, current["generator"], before)
+        unmeasured_changes = changes if previous is None and before is not None and \
+            (gate.state == "not_compared" or history is None) else []
         if unmeasured_changes:
-            gate = replace(gate, message=(
-                f"{gate.message}; and the treatment changed in the same run ({'; '.join(unmeasured_changes)}): no "
-                "answer comparison can measure it across the change, so accepting this run needs the variant "
-                "named"))
+            gate = replace(gate, passed=False, state="not_compared", message=(
+                f"{gate.message if gate.state == 'not_compared' else 'FAILED (not compared): a grader new today'}"
+                f"; and the treatment changed in the same run ({'; '.join(unmeasured_changes)}): no answer "
+                "comparison can measure it across the change, so accepting this run needs the variant named"))
         gate = with_exact_command(gate, run_id, row["variant"])  # the exact command, this run and variant
         inherited = next((r["variant"] for r in (reference, previous) if r is not None and configuration is not None
                           and r.get("variant") not in (None, row["variant"])), None)

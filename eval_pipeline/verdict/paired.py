@@ -31,11 +31,18 @@ from eval_pipeline.ranking.steps import rank_in_one_step
 from eval_pipeline.ranking.variants import parse_variant
 from eval_pipeline.scoring.variant import score_variant
 
-__all__ = ["PairedReference", "RankConfiguration", "paired_reference", "rank_configuration"]
+__all__ = ["ConfigurationRefused", "PairedReference", "RankConfiguration", "paired_reference", "rank_configuration"]
 
 # (partition key, the reference's recorded configuration) -> its per-question scores on
 # today's questions (eval_pipeline.scoring.variant.score_variant's frame)
 RankConfiguration = Callable[[str, Mapping[str, Any]], pd.DataFrame]
+
+
+class ConfigurationRefused(ValueError):
+    """A recorded configuration today's code cannot rank as it was recorded (an option it refuses,
+    defaults that resolve otherwise): no run again can rank it, so its paired comparison cannot be
+    made by design. Any other error from a ranking (a model that did not load, a timeout, a
+    malformed reply, even one that is a ValueError) is a failure: the variant is unjudged."""
 
 
 @dataclass(frozen=True)
@@ -85,9 +92,9 @@ def paired_reference(run: Mapping[str, Any], *, variant: str, provenance: Mappin
     if fingerprint not in ranked:
         try:
             ranked[fingerprint] = rank(variant, reference)
-        except Exception as exc:  # a configuration today's code refuses (a ValueError), or a failure (a model gone)
+        except Exception as exc:  # a configuration today's code refuses, or a failure (a model gone, a timeout)
             return PairedReference(run_id, None, f"the configuration of run {run_id} could not be ranked today: "
-                                   f"{type(exc).__name__}: {exc}", failed=not isinstance(exc, ValueError))
+                                   f"{type(exc).__name__}: {exc}", failed=not isinstance(exc, ConfigurationRefused))
     unsound = _unsound(ranked[fingerprint])
     if unsound:  # a yardstick with errors or fallbacks is not the configuration's measurement
         return PairedReference(run_id, None, f"the configuration of run {run_id}, ranked today, {unsound}",
@@ -122,13 +129,15 @@ def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot,
                        code_version: str, log: Callable[[str], None]) -> pd.DataFrame:
     """A recorded configuration (:func:`variant_configuration`'s ``variant`` part) ranked on
     today's questions, on ``store``, through the same plan, caches and Sweep as the ranking
-    asset, and scored: per-question scores."""
-
-
+    asset, and scored: per-question scores. A ConfigurationRefused when today's code refuses it
+    or would rank another configuration."""
     recorded = dict(configuration["variant"])
     # the settings as the variants file gives them; the rest of the record is derived from them
     given = {k: v for k, v in recorded.items() if k not in DERIVED}
-    variant = parse_variant({**given, "name": name}, f"the reference configuration {name}")
+    try:
+        variant = parse_variant({**given, "name": name}, f"the reference configuration {name}")
+    except ValueError as exc:
+        raise ConfigurationRefused(str(exc)) from exc
 
     log(f"paired comparison: ranking {name} ({variant.describe()}) on today's questions")
     started = time.perf_counter()
@@ -142,7 +151,8 @@ def rank_configuration(configuration: Mapping[str, Any], *, name: str, snapshot,
              if k not in RUN_OUTCOMES}  # chosen on today's tuning part
     if json.dumps(today, sort_keys=True, default=str) != json.dumps(recorded, sort_keys=True, default=str):
         changed = sorted(k for k in set(today) | set(recorded) if today.get(k) != recorded.get(k))
-        raise ValueError(f"ranked today, the configuration is not the one recorded (differs in {', '.join(changed)})")
+        raise ConfigurationRefused(f"ranked today, the configuration is not the one recorded (differs in "
+                                   f"{', '.join(changed)})")
     scores = score_variant(frame, question_set.questions)
     log(f"paired comparison: {name} ranked and scored on {len(question_set.questions)} questions in "
         f"{time.perf_counter() - started:.2f} s")

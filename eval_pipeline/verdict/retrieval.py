@@ -265,12 +265,16 @@ def run_statistics(
 
 
 def _gate_unmeasured(verdict: RunVerdict, missing: Sequence[str], *, connection_string: str, run_id: str,
-                     prefix: str, unreadable: str | None, errors: tuple[type[BaseException], ...]) -> None:
+                     prefix: str, unreadable: str | None, errors: tuple[type[BaseException], ...],
+                     established: Sequence[str]) -> None:
     """A not_compared gate for each variant of the variants file that has no metrics in this run
     but was measured before (a partition whose file is gone, a subset of partitions run on a
     fresh state dir against a shared history): judged on the variants it was given alone, the
-    run would pass, and be recorded eligible, as if every variant had been judged. A variant
-    never measured (a new one not materialized yet) is only "no results yet", as before."""
+    run would pass, and be recorded eligible, as if every variant had been judged. So does one
+    never measured under its name while a variant vanished from the variants file and it is not
+    `established` (accepted since): it may be that variant renamed, its history unjudged (the
+    rule the measured variants follow). Else a variant never measured (a new one not
+    materialized yet) is only "no results yet", as before."""
     for key in missing:
         last: str | None = None
         reason = unreadable
@@ -279,9 +283,12 @@ def _gate_unmeasured(verdict: RunVerdict, missing: Sequence[str], *, connection_
                 last = recorded_run_of(connection_string, variant=key, before_run_id=run_id, prefix=prefix)
             except errors as exc:
                 reason = f"{type(exc).__name__}: {exc}"
-        if last is None and reason is None:
+        renamed = last is None and reason is None and bool(verdict.vanished) and key not in established
+        if last is None and reason is None and not renamed:
             continue
-        was = f"was measured before (run {last})" if last else f"may have a history (it could not be read: {reason})"
+        was = (f"was measured before (run {last})" if last else
+               f"may have a history (it could not be read: {reason})" if reason else
+               f"may be {', '.join(map(repr, verdict.vanished))} (vanished from the variants file since) renamed")
         message = (f"FAILED (not compared): {key!r} is in the variants file and {was}, but this run has no metrics "
                    "of it, so nothing judged it: materialize its partition (the whole sweep) and the verdict again, "
                    "or remove it from the variants file")
@@ -387,7 +394,7 @@ def judge_run(
     for _, row in summary.iterrows():
         variant = row["variant"]
         hint = accept_hint(run_id, [variant])
-        ever = ref = prev = None
+        ever = ref = prev = anchor = None
         moved: str | None = None
         heirs: list[str] = []
         recorded: str | None = None
@@ -427,6 +434,10 @@ def judge_run(
                     gates = (latest.get("provenance") or {}).get("gate")
                     moved = moved_reference(latest, ref, inherited=lineage, judged=gates.get(latest.get("variant"))
                                             if isinstance(gates, Mapping) else None)
+                if prev is not None and ref is not None and ref["run_id"] != prev["run_id"]:
+                    # the first run on today's benchmark: the anchor of a reference paired below (looked up
+                    # here, so an unreadable history leaves this variant unjudged, never without its anchor)
+                    anchor = reference_run(connection_string, identity=identity, **lookup)
             except history_errors as exc:
                 unreadable = f"{type(exc).__name__}: {exc}"
         if heirs:
@@ -477,10 +488,9 @@ def judge_run(
             if ref is not None and not same_ref:
                 direct = benchmark_identity(ref["provenance"]) == identity and not incomplete
                 yardsticks.append(("reference", ref, "direct" if direct else "paired"))
-                if not direct and prev is not None and connection_string:  # prev is None without one
+                if not direct and prev is not None:
                     # the pinned reference's configuration, ranked today, cannot see what changed in the
                     # code since: the first run on today's benchmark anchors that, on the same questions
-                    anchor = reference_run(connection_string, identity=identity, **lookup)
                     if anchor is not None and anchor["run_id"] not in (prev["run_id"], ref["run_id"]):
                         yardsticks.append(("anchor", anchor, "direct"))
             gate, previous_gate, ref_gate = _judge_against(
@@ -528,7 +538,8 @@ def judge_run(
         verdict.gates[variant] = gate
     if connection_string:
         _gate_unmeasured(verdict, [k for k in keys if k not in per_variant], connection_string=connection_string,
-                         run_id=run_id, prefix=history_prefix, unreadable=unreadable, errors=history_errors)
+                         run_id=run_id, prefix=history_prefix, unreadable=unreadable, errors=history_errors,
+                         established=project["established"])
     if connection_string and record:
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant,
                        history_prefix=history_prefix)

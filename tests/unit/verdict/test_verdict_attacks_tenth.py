@@ -650,15 +650,16 @@ def test_a_run_whose_paired_ranking_failed_transiently_is_not_accepted_whole(jud
 
 @pytest.mark.integration
 def test_a_run_whose_paired_ranking_was_refused_by_design_is_still_accepted_whole(judge):
-    """The other side of hole 5b: a configuration today's code refuses (a ValueError) cannot be
-    ranked by any re-run, so the run is not compared by design and the README's flow (accept it
-    whole) still works."""
+    """The other side of hole 5b: a configuration today's code refuses (`ConfigurationRefused`,
+    which `rank_configuration` raises) cannot be ranked by any re-run, so the run is not compared
+    by design and the README's flow (accept it whole) still works."""
     from eval_pipeline.history.runs import accept_reference
+    from eval_pipeline.verdict.paired import ConfigurationRefused
 
     judge("r1", "A", {"v": "good"})
 
     def refused(variant, reference):
-        raise ValueError("option 'legacy_k' is no longer supported")
+        raise ConfigurationRefused("option 'legacy_k' is no longer supported")
 
     failed = judge("r2", "B", {"v": "bad"}, rank_reference=refused)
     assert failed.gates["v"].state == "not_compared" and not failed.gates["v"].unjudged, _why(failed)
