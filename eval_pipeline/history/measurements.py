@@ -50,7 +50,7 @@ keyed by aspect, refuses the older code's retrieval records.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal
@@ -379,16 +379,20 @@ _BEFORE = (" AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
            " AND (%(cutoff)s::bigint IS NULL OR m.seq < %(cutoff)s::bigint)")
 # previous ("latest"): the measurement that most recently became a yardstick (recorded
 # eligible, or accepted later: re-accepting an older run makes it the previous run again);
-# the pinned reference: the latest acceptance ("accepted"), else the first eligible ("first").
-# Which acceptance is the latest: the acceptance log's order (its seq), never its timestamps, which a
-# server clock that ran ahead and was set back would leave later than every acceptance made since;
-# an acceptance stamped on the measurement alone (its log entry deleted) comes after the logged ones.
+# the pinned reference: the latest acceptance (`_latest_acceptance`), else the first eligible ("first").
+# Which acceptance is the latest (`_latest_acceptance`): among the logged ones the acceptance log's
+# order (its seq), never their timestamps, which a server clock that ran ahead and was set back
+# would leave later than every acceptance made since; one stamped on the measurement alone (its log
+# entry deleted, or its run has no run row) can only be placed by its time.
 ACCEPTED_ORDER = ("(SELECT max(f.seq) FROM {references} f WHERE f.run_id = m.run_id AND f.variant = m.variant"
                   " AND f.aspect = m.aspect)")
 _ORDERS: dict[str, tuple[str, str]] = {
     "latest": (USABLE, f"GREATEST(m.created_at, COALESCE({ACCEPTED_AT}, m.created_at)) DESC, m.seq DESC"),
-    "accepted": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL",
-                 f"{ACCEPTED_ORDER} DESC NULLS LAST, {ACCEPTED_AT} DESC, m.seq DESC"),
+    "logged": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL AND {ACCEPTED_ORDER} IS NOT NULL",
+               f"{ACCEPTED_ORDER} DESC, m.seq DESC"),
+    "unlogged": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL AND {ACCEPTED_ORDER} IS NULL"
+                 f" AND (%(after)s::timestamptz IS NULL OR {ACCEPTED_AT} > %(after)s::timestamptz)",
+                 f"{ACCEPTED_AT} DESC, m.seq DESC"),
     "first": (USABLE + " AND m.eligible", "m.seq ASC"),
 }
 
@@ -427,18 +431,33 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
             return None
         matches = "".join(f" AND m.{k} = %({k})s" for k in IDENTITY_FIELDS)
     params = {**_lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration,
-                               heirs=heirs, before_run_id=before_run_id), **values}
-    for one in ("accepted", "first") if order == "reference" else (order,):
+                               heirs=heirs, before_run_id=before_run_id), **values, "after": None}
+
+    def pick(one: str) -> tuple[str, str, Any] | None:
         condition, ordering = _ORDERS[one]
         found = conn.execute(sql.SQL(
-            "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND " + SAME_VARIANT
-            + " AND " + condition + matches + _BEFORE
+            "SELECT m.run_id, m.variant, " + ACCEPTED_AT + " FROM {measurements} m WHERE m.aspect = %(aspect)s AND "
+            + SAME_VARIANT + " AND " + condition + matches + _BEFORE
             # the variant's own name first when a run has it under both
             + " ORDER BY " + ordering + ", (m.variant = %(variant)s) DESC LIMIT 1").format(
                 **_ident(names)), params).fetchone()
-        if found is not None:
-            return str(found[0]), str(found[1])
-    return None
+        return None if found is None else (str(found[0]), str(found[1]), found[2])
+
+    if order == "reference":
+        found = _latest_acceptance(pick, params) or pick("first")
+    else:
+        found = pick(order)
+    return None if found is None else found[:2]
+
+
+def _latest_acceptance(pick: Callable[[str], tuple[str, str, Any] | None],
+                       params: dict[str, Any]) -> tuple[str, str, Any] | None:
+    """The latest acceptance among a lookup's candidates: the logged one latest in the log, unless
+    an acceptance with no log entry was stamped after it (the log entry of a later acceptance
+    deleted: falling back to the logged one would silently move the reference to an older bar)."""
+    logged = pick("logged")
+    params["after"] = None if logged is None else logged[2]
+    return pick("unlogged") or logged
 
 
 def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, configuration: str | None = None,

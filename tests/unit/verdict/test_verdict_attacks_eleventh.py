@@ -382,8 +382,6 @@ def test_a_corpus_change_with_a_generator_change_is_named(answers):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="hole 5: an unlogged acceptance sorts after every logged one")
 @pytest.mark.integration
 def test_the_log_entry_of_the_latest_of_two_acceptances_deleted_does_not_fall_back_silently(judge):
     """r1 (0.90) accepted, then r2 (1.00) accepted: the bar is r2. r2's log entry is deleted (its
