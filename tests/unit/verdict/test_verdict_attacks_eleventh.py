@@ -7,7 +7,10 @@ answer window starting at the accepted run's first measurement. Tests that need 
 runs with the eighth review's ``judge`` and ``answers`` fixtures against the session's embedded
 Postgres (marked ``integration``); nothing here needs Dagster.
 
-The holes (each a strict xfail asserting the fail-closed behaviour, confirmed by running it):
+What did not hold until fixed (each a strict xfail first, confirmed by running it, now a plain
+test): 1, 1b, 2, 3 and 4 (6932cc9), 5 (1d41928). Left as strict xfails: 5b and 6, whose fix is
+one sequence across measurements and acceptances (decide "latest" and "accepted since" by
+position, and log an answer acceptance whose run has no run row). The holes as found:
 
 1. a variant renamed in the variants file (w -> w2, the same configuration) whose new partition has
    no file yet: ``_gate_unmeasured`` (eval_pipeline/verdict/retrieval.py:279) asks
