@@ -377,10 +377,14 @@ def _lookup(connection_string: str, key: Mapping[str, Any], before_run_id: str |
         with measurements.connection(connection_string) as conn:
             if not history_exists(conn, names):
                 return None
+            conflicts: list[str] = []
             found = measurements.find(conn, names, aspect=answers_aspect(key["grader"]), variant=key["variant"],
                                       order=order, identity=identity, configuration=configuration,
-                                      before_run_id=before_run_id)
-            return _read_row(conn, names, found, key["grader"])
+                                      before_run_id=before_run_id, conflicts=conflicts)
+            row = _read_row(conn, names, found, key["grader"])
+            if row is not None and conflicts:
+                row["acceptance_conflict"] = conflicts[0]  # moved_reference fails it closed
+            return row
 
     return call_redacted(connection_string, "looking up the answer history", find)
 

@@ -383,7 +383,8 @@ _BEFORE = (" AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
 # Which acceptance is the latest (`_latest_acceptance`): among the logged ones the acceptance log's
 # order (its seq), never their timestamps, which a server clock that ran ahead and was set back
 # would leave later than every acceptance made since; one stamped on the measurement alone (its log
-# entry deleted, or its run has no run row) can only be placed by its time.
+# entry deleted, or its run has no run row) can only be placed by its time, so one stamped after
+# the latest logged one makes the reference ambiguous (`find`'s `conflicts`).
 ACCEPTED_ORDER = ("(SELECT max(f.seq) FROM {references} f WHERE f.run_id = m.run_id AND f.variant = m.variant"
                   " AND f.aspect = m.aspect)")
 _ORDERS: dict[str, tuple[str, str]] = {
@@ -416,14 +417,17 @@ def _lookup_params(conn: Any, names: Mapping[str, str], *, aspect: str, variant:
 
 def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, order: Order,
          identity: Mapping[str, Any] | None = None, configuration: str | None = None,
-         heirs: Sequence[str] | None = None, before_run_id: str | None = None) -> tuple[str, str] | None:
+         heirs: Sequence[str] | None = None, before_run_id: str | None = None,
+         conflicts: list[str] | None = None) -> tuple[str, str] | None:
     """The (run id, variant name in that run) of ``variant``'s ``aspect`` yardstick, or None:
     with ``order="latest"`` its previous run, with ``"reference"`` its pinned reference (the
     latest acceptance, else the first eligible run). With ``identity`` (:data:`IDENTITY_FIELDS`),
     only measurements of exactly that identity; an incomplete identity (a field missing or not
     a non-empty string) matches nothing: such a run is never judged as comparable. Without, any
     identity's (the history a changed benchmark is paired with). ``before_run_id`` itself is
-    never returned."""
+    never returned. With ``conflicts`` (a list), the pinned reference's lookup appends the run of
+    an acceptance with no log entry stamped after the latest logged one: which is the latest
+    cannot be told (a log entry deleted, or a clock that ran ahead), and the caller fails closed."""
     matches, values = "", {}
     if identity is not None:
         values = {k: identity.get(k) for k in IDENTITY_FIELDS}
@@ -444,20 +448,27 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
         return None if found is None else (str(found[0]), str(found[1]), found[2])
 
     if order == "reference":
-        found = _latest_acceptance(pick, params) or pick("first")
+        found = _latest_acceptance(pick, params, conflicts) or pick("first")
     else:
         found = pick(order)
     return None if found is None else found[:2]
 
 
-def _latest_acceptance(pick: Callable[[str], tuple[str, str, Any] | None],
-                       params: dict[str, Any]) -> tuple[str, str, Any] | None:
-    """The latest acceptance among a lookup's candidates: the logged one latest in the log, unless
-    an acceptance with no log entry was stamped after it (the log entry of a later acceptance
-    deleted: falling back to the logged one would silently move the reference to an older bar)."""
+def _latest_acceptance(pick: Callable[[str], tuple[str, str, Any] | None], params: dict[str, Any],
+                       conflicts: list[str] | None) -> tuple[str, str, Any] | None:
+    """The latest acceptance among a lookup's candidates: the logged one latest in the log (none
+    logged: the unlogged one latest by its stamp). An acceptance with no log entry stamped after
+    the logged one is named in ``conflicts``: the log entry of a later acceptance deleted, or a
+    clock that ran ahead when the unlogged one was stamped; time cannot tell them apart."""
     logged = pick("logged")
-    params["after"] = None if logged is None else logged[2]
-    return pick("unlogged") or logged
+    if logged is None:
+        return pick("unlogged")
+    params["after"] = logged[2]
+    later = pick("unlogged")
+    params["after"] = None
+    if later is not None and conflicts is not None:
+        conflicts.append(later[0])
+    return logged
 
 
 def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, configuration: str | None = None,

@@ -699,6 +699,11 @@ def moved_reference(previous: Mapping[str, Any] | None, reference: Mapping[str, 
     yardstick in its place, against which a regression in steps can pass."""
     if previous is None or reference is None:
         return None
+    if reference.get("acceptance_conflict"):
+        return (f"run {reference['acceptance_conflict']} was accepted after the pinned reference "
+                f"{reference.get('run_id')} by its stamp but has no entry in the acceptance log (the entry deleted, "
+                "or a clock that ran ahead): which bar is in force cannot be told; accept the intended run again "
+                "(python -m eval_pipeline.history accept RUN_ID --variant VARIANT)")
     entry = judged if isinstance(judged, Mapping) else {}
     recorded, judged_against = "reference_run_id" in entry, entry.get("reference_run_id")
     now = reference.get("run_id")
@@ -737,10 +742,14 @@ def reference_run(
     with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return None
+        conflicts: list[str] = []
         found = measurements.find(conn, names, aspect=measurements.RETRIEVAL, variant=variant, order="reference",
                                   identity=_measured_identity(identity), configuration=configuration, heirs=heirs,
-                                  before_run_id=before_run_id)
-        return _run_with_metrics(conn, names, found)
+                                  before_run_id=before_run_id, conflicts=conflicts)
+        run = _run_with_metrics(conn, names, found)
+        if run is not None and conflicts:
+            run["acceptance_conflict"] = conflicts[0]  # moved_reference fails it closed
+        return run
 
 
 def project_history(connection_string: str, *, before_run_id: str | None = None,
@@ -873,6 +882,14 @@ def accept_reference(
         absent = [v for v in chosen if v not in have]
         if absent or not chosen:
             raise ValueError(f"run {run_id!r} has no variant(s) {absent or chosen}; it has: {', '.join(have)}")
+        renamed = {v: e["maybe_renamed_from"] for v, e in (gate if isinstance(gate, Mapping) else {}).items()
+                   if isinstance(e, Mapping) and e.get("maybe_renamed_from")}
+        if renamed:  # whole or by name: any acceptance of this run starts the project's window at it
+            raise ValueError(
+                f"run {run_id!r} did not measure {', '.join(sorted(renamed))}, which may be "
+                f"{', '.join(sorted({str(n) for names in renamed.values() for n in names}))} renamed (vanished from "
+                "the variants file in that run): accepting it would acknowledge that removal with nothing of its "
+                "history judged; materialize every variant and accept a run that measured them")
         regressed = failed_against_yardstick(gate, have, gate_failed)
         if variants is None and regressed:
             command = " ".join(f"--variant {v}" for v in regressed)

@@ -7,6 +7,13 @@ from __future__ import annotations
 from eval_pipeline.store.ingest import check_store_matches
 
 
+class ConfigurationRefused(ValueError):
+    """A configuration today's code will not rank on today's inputs, whatever is retried: an
+    option it refuses, defaults that resolve otherwise, a tuning part the question set does not
+    have. A paired comparison of a recorded configuration refused so cannot be made by design
+    (eval_pipeline.verdict.paired); any other error from a ranking is a failure."""
+
+
 class InconsistentInputs(ValueError):
     """The report's inputs were produced by different configurations (a partition ranked
     under another variants file, question set or store): judging them together would record

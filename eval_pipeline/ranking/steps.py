@@ -27,7 +27,7 @@ from eval_pipeline.ranking.caches import (
 )
 from eval_pipeline.ranking.engines import ENGINES
 from eval_pipeline.ranking.fusion_tuning import tune_fusion
-from eval_pipeline.ranking.inputs import check_inputs_agree
+from eval_pipeline.ranking.inputs import ConfigurationRefused, check_inputs_agree
 from eval_pipeline.ranking.results import identity_json
 from eval_pipeline.ranking.sweep import Sweep
 from eval_pipeline.store.ingest import chunks_fingerprint
@@ -175,14 +175,15 @@ def check_thresholds_can_be_chosen(variants: Sequence[Any], question_set, *, sou
     names = ", ".join(repr(k) for k in auto)
     tuning = list(getattr(question_set, "tuning", ()) or ())
     if not tuning:
-        raise ValueError(f"{source}: variant(s) {names} choose their refusal threshold (abstain: {{policy: auto}}) on "
-                         "the tuning part of the question set, and the set was not split: the variants file's "
-                         "`tuning: {fraction, seed}` splits it when a variant tunes its fusion or chooses a threshold")
+        raise ConfigurationRefused(
+            f"{source}: variant(s) {names} choose their refusal threshold (abstain: {{policy: auto}}) on the tuning "
+            "part of the question set, and the set was not split: the variants file's `tuning: {fraction, seed}` "
+            "splits it when a variant tunes its fusion or chooses a threshold")
     abstention = sum(1 for q in tuning if not q.answerable)
     answerable = len(tuning) - abstention
     if abstention == 0 or answerable == 0:
         missing = "abstention" if abstention == 0 else "answerable"
-        raise ValueError(
+        raise ConfigurationRefused(
             f"{source}: variant(s) {names} choose their refusal threshold (abstain: {{policy: auto}}) on the question "
             f"set's tuning part, which holds {answerable} answerable and {abstention} abstention question(s) "
             f"({getattr(question_set, 'path', 'the question set')}): without {missing} questions there a threshold "
@@ -238,8 +239,9 @@ def tune_variants(variants: Sequence[Any], question_set, *, snapshot, connection
         return {}
     tuning = list(question_set.tuning)
     if not tuning:
-        raise ValueError(f"variant {tuned_ones[0].key!r} tunes its fusion, but the question set has no tuning part: "
-                         "materialize question_set again (the variants file's tuning split is applied there)")
+        raise ConfigurationRefused(f"variant {tuned_ones[0].key!r} tunes its fusion, but the question set has no "
+                                   "tuning part: materialize question_set again (the variants file's tuning split "
+                                   "is applied there)")
     embeddings, _, _ = QueryEmbeddingCache(state.query_embeddings).get_or_compute(embedder, tuning)
     sweep = Sweep(snapshot=snapshot, connection_string=connection_string, table=table, query_embeddings=embeddings,
                   embed_ms_per_query=0.0, rerankers={}, miss_k=miss_k, code_version=code_version)

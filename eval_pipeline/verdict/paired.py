@@ -27,6 +27,7 @@ import pandas as pd
 
 from eval_pipeline.history.identity import RUN_OUTCOMES, configuration_fingerprint, variant_configuration
 from eval_pipeline.metrics.retrieval import PRIMARY_METRIC
+from eval_pipeline.ranking.inputs import ConfigurationRefused
 from eval_pipeline.ranking.steps import rank_in_one_step
 from eval_pipeline.ranking.variants import parse_variant
 from eval_pipeline.scoring.variant import score_variant
@@ -36,13 +37,6 @@ __all__ = ["ConfigurationRefused", "PairedReference", "RankConfiguration", "pair
 # (partition key, the reference's recorded configuration) -> its per-question scores on
 # today's questions (eval_pipeline.scoring.variant.score_variant's frame)
 RankConfiguration = Callable[[str, Mapping[str, Any]], pd.DataFrame]
-
-
-class ConfigurationRefused(ValueError):
-    """A recorded configuration today's code cannot rank as it was recorded (an option it refuses,
-    defaults that resolve otherwise): no run again can rank it, so its paired comparison cannot be
-    made by design. Any other error from a ranking (a model that did not load, a timeout, a
-    malformed reply, even one that is a ValueError) is a failure: the variant is unjudged."""
 
 
 @dataclass(frozen=True)

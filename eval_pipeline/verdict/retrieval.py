@@ -92,6 +92,8 @@ class RunVerdict:
     # variants of the variants file measured before and missing from this run's metrics: each has a
     # not_compared gate and nothing else (no summary row, no scores)
     unmeasured: list[str] = field(default_factory=list)
+    # of those, each never measured under its name while variants vanished -> the vanished names it may be
+    maybe_renamed: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def accept_command(self) -> str | None:
@@ -294,6 +296,8 @@ def _gate_unmeasured(verdict: RunVerdict, missing: Sequence[str], *, connection_
                    "or remove it from the variants file")
         gate = GateResult(False, "not_compared", [], message, unjudged=reason is not None)
         verdict.unmeasured.append(key)
+        if renamed:
+            verdict.maybe_renamed[key] = list(verdict.vanished)
         verdict.gates[key] = verdict.previous_gates[key] = gate
         verdict.decided_by[key] = "nothing (not measured in this run)"
         verdict.previous[key] = verdict.reference[key] = None
@@ -722,6 +726,9 @@ def record_verdict(verdict: RunVerdict, connection_string: str, *, run_id: str,
     state and the runs it was compared with (all or nothing)."""
     failed = sorted(v for v, g in verdict.gates.items() if not g.passed)
     gate = {v: {"state": g.state, "passed": g.passed, "unjudged": g.unjudged,
+                # not measured, and maybe a vanished variant renamed: accepting this run would acknowledge
+                # that variant's removal with nothing of its lineage judged (accept_reference refuses)
+                **({"maybe_renamed_from": verdict.maybe_renamed[v]} if v in verdict.maybe_renamed else {}),
                 "decided_by": verdict.decided_by.get(v, ""),
                 "previous_run_id": (verdict.previous[v] or {}).get("run_id"),
                 "reference_run_id": (verdict.reference[v] or {}).get("run_id")} for v, g in verdict.gates.items()}

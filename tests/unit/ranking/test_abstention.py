@@ -16,6 +16,7 @@ from eval_pipeline.ranking import steps
 from eval_pipeline.ranking import sweep as sweep_mod
 from eval_pipeline.ranking.abstention import AbstainSpec, confidence, refuses
 from eval_pipeline.ranking.hits import ChunkHit, RankedDoc
+from eval_pipeline.ranking.inputs import ConfigurationRefused
 from eval_pipeline.ranking.sweep import Sweep
 from eval_pipeline.ranking.variants import VariantConfigError
 from eval_pipeline.scoring.variant import score_variant, summarize
@@ -150,11 +151,12 @@ def test_auto_refuses_a_tuning_part_without_abstention_questions(monkeypatch):
     monkeypatch.setattr(steps, "Sweep", lambda **kw: _sweep(monkeypatch, **{k: v for k, v in kw.items()
                                                                              if k in ("rerankers", "miss_k")}))
     qs = SimpleNamespace(questions=tuple(QUESTIONS), tuning=tuple(TUNING[:2]))
-    with pytest.raises(ValueError, match=r"variant\(s\) 'hybrid' choose their refusal threshold .* tuning part, which "
+    # ConfigurationRefused: a reference configuration refused so is not comparable by design (verdict.paired)
+    with pytest.raises(ConfigurationRefused, match=r"variant\(s\) 'hybrid' choose their refusal threshold .* tuning part, which "
                                          r"holds 2 answerable and 0 abstention question\(s\)"):
         steps.tune_abstention([v], qs, snapshot=SNAPSHOT, connection_string="c", table="t", embedder=None,
                               state=SimpleNamespace(query_embeddings=None), miss_k=10, code_version="x", rerankers={})
-    with pytest.raises(ValueError, match="and the set was not split"):
+    with pytest.raises(ConfigurationRefused, match="and the set was not split"):
         steps.tune_abstention([v], SimpleNamespace(questions=(), tuning=()), snapshot=SNAPSHOT, connection_string="c",
                               table="t", embedder=None, state=None, miss_k=10, code_version="x", rerankers={})
 
