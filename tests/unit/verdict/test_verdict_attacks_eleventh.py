@@ -8,7 +8,9 @@ runs with the eighth review's ``judge`` and ``answers`` fixtures against the ses
 Postgres (marked ``integration``); nothing here needs Dagster.
 
 What did not hold until fixed (each a strict xfail first, confirmed by running it, now a plain
-test): 1, 1b, 2, 3 and 4 (6932cc9), 5 (1d41928). Left as strict xfails: 5b and 6, whose fix is
+test): 1, 1b, 2, 3 and 4 (6932cc9), 5 (1d41928, whose ordering the twelfth review broke; since
+3d449f5 the logged acceptance is the reference and a later unlogged stamp beside it fails the gate
+as not compared). Left as strict xfails: 5b and 6, whose fix is
 one sequence across measurements and acceptances (decide "latest" and "accepted since" by
 position, and log an answer acceptance whose run has no run row). The holes as found:
 
