@@ -517,9 +517,17 @@ def accept(conn: Any, names: Mapping[str, str], run_id: str, measured: Iterable[
     on (when the run itself is recorded, which the log's foreign key needs)."""
     t = _ident(names)
     for variant, aspect in measured:
-        conn.execute(sql.SQL("UPDATE {measurements} SET accepted_at = clock_timestamp()"
-                             " WHERE run_id = %s AND variant = %s AND aspect = %s").format(**t),
-                     (run_id, variant, aspect))
+        # stamped after every earlier acceptance of this variant and aspect, even one stamped by a clock
+        # that ran ahead: the latest acceptance is also the latest by time (an unlogged stamp ahead of it
+        # would otherwise keep its reference ambiguous, `find`'s conflicts, until the clock caught up)
+        conn.execute(sql.SQL(
+            "UPDATE {measurements} SET accepted_at = GREATEST(clock_timestamp(),"
+            " (SELECT max(x.accepted_at) FROM {measurements} x WHERE x.variant = %(variant)s AND x.aspect = %(aspect)s)"
+            " + interval '1 microsecond',"
+            " (SELECT max(f.accepted_at) FROM {references} f WHERE f.variant = %(variant)s AND f.aspect = %(aspect)s)"
+            " + interval '1 microsecond')"
+            " WHERE run_id = %(run)s AND variant = %(variant)s AND aspect = %(aspect)s").format(**t),
+            {"run": run_id, "variant": variant, "aspect": aspect})
         conn.execute(sql.SQL(
             "INSERT INTO {references} (corpus_signature, labels_fingerprint, scoring_protocol, benchmark_fingerprint,"
             " variant, run_id, note, aspect, accepted_by, accepted_at)"

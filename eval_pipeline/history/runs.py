@@ -683,6 +683,20 @@ def previous_run(
         return _run_with_metrics(conn, names, found)
 
 
+def acceptance_conflict(reference: Mapping[str, Any] | None) -> str | None:
+    """Why the pinned reference (or an anchor) ``reference`` cannot be trusted: an acceptance of
+    another run with no entry in the acceptance log was stamped after it (``acceptance_conflict``,
+    set by the lookup: `measurements.find`'s ``conflicts``), or None."""
+    other = (reference or {}).get("acceptance_conflict")
+    if not other:
+        return None
+    run, variant = reference.get("run_id"), reference.get("variant")  # type: ignore[union-attr]
+    return (f"run {other} was accepted after run {run} by its stamp but has no entry in the acceptance log (the "
+            "entry deleted, or a clock that ran ahead): which bar is in force cannot be told; accept the intended "
+            f"one again: python -m eval_pipeline.history accept {run} --variant {variant}, or accept {other} "
+            f"--variant {variant}")
+
+
 def moved_reference(previous: Mapping[str, Any] | None, reference: Mapping[str, Any] | None, *, judged: object,
                     inherited: bool = False) -> str | None:
     """Why today's pinned ``reference`` is not one the ``previous`` run (or answer row) was judged
@@ -699,11 +713,9 @@ def moved_reference(previous: Mapping[str, Any] | None, reference: Mapping[str, 
     yardstick in its place, against which a regression in steps can pass."""
     if previous is None or reference is None:
         return None
-    if reference.get("acceptance_conflict"):
-        return (f"run {reference['acceptance_conflict']} was accepted after the pinned reference "
-                f"{reference.get('run_id')} by its stamp but has no entry in the acceptance log (the entry deleted, "
-                "or a clock that ran ahead): which bar is in force cannot be told; accept the intended run again "
-                "(python -m eval_pipeline.history accept RUN_ID --variant VARIANT)")
+    conflict = acceptance_conflict(reference)
+    if conflict is not None:
+        return conflict
     entry = judged if isinstance(judged, Mapping) else {}
     recorded, judged_against = "reference_run_id" in entry, entry.get("reference_run_id")
     now = reference.get("run_id")
@@ -890,22 +902,15 @@ def accept_reference(
                 f"{', '.join(sorted({str(n) for names in renamed.values() for n in names}))} renamed (vanished from "
                 "the variants file in that run): accepting it would acknowledge that removal with nothing of its "
                 "history judged; materialize every variant and accept a run that measured them")
-        regressed = failed_against_yardstick(gate, have, gate_failed)
-        if variants is None and regressed:
-            command = " ".join(f"--variant {v}" for v in regressed)
-            raise ValueError(
-                f"run {run_id!r}: {', '.join(regressed)} failed the gate against a comparable yardstick (a measured "
-                f"regression, not a missing comparison), or failed it in a run recorded without saying which; "
-                f"accepting the whole run would accept it unnoticed. Name each variant to accept: "
-                f"python -m eval_pipeline.history accept {run_id} {command} (and any others)")
-        unjudged = unjudged_in(gate, have)
-        if variants is None and unjudged:
-            command = " ".join(f"--variant {v}" for v in unjudged)
-            raise ValueError(
-                f"run {run_id!r}: {', '.join(unjudged)} could not be judged in that run (a comparison failed: the "
-                f"history could not be read, or a reference could not be ranked), so nothing says whether they "
-                f"regressed; run the job again to judge them, or name each variant to accept it unjudged: "
-                f"python -m eval_pipeline.history accept {run_id} {command} (and any others)")
+        if variants is None:  # a whole run: each variant whose gate says more than "not comparable" is named
+            _refuse_unnamed(run_id, failed_against_yardstick(gate, have, gate_failed), (
+                "failed the gate against a comparable yardstick (a measured regression, not a missing comparison), "
+                "or failed it in a run recorded without saying which; accepting the whole run would accept it "
+                "unnoticed. Name each variant to accept:"))
+            _refuse_unnamed(run_id, unjudged_in(gate, have), (
+                "could not be judged in that run (a comparison failed: the history could not be read, or a "
+                "reference could not be ranked), so nothing says whether they regressed; run the job again to judge "
+                "them, or name each variant to accept it unjudged:"))
         errored = [v for v in chosen if measured[v] > 0]
         if errored:
             raise ValueError(f"run {run_id!r} has errored questions for variant(s) {errored}: their metrics are "
@@ -941,6 +946,15 @@ def failed_against_yardstick(gate: object, variants: Iterable[str], gate_failed:
                   if (isinstance(states.get(v), Mapping)
                       and measurements.failed_measured(states[v].get("passed"), states[v].get("state")))
                   or (not isinstance(states.get(v), Mapping) and v in listed))
+
+
+def _refuse_unnamed(run_id: str, variants: Sequence[str], why: str) -> None:
+    """A ValueError naming ``variants`` of ``run_id``, ``why`` a whole acceptance may not take them,
+    and the command that accepts them by name; nothing when there are none."""
+    if variants:
+        command = " ".join(f"--variant {v}" for v in variants)
+        raise ValueError(f"run {run_id!r}: {', '.join(variants)} {why} "
+                         f"python -m eval_pipeline.history accept {run_id} {command} (and any others)")
 
 
 def unjudged_in(gate: object, variants: Iterable[str]) -> list[str]:

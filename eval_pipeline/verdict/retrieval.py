@@ -31,6 +31,7 @@ from eval_pipeline.history.measurements import MEASURED_STATES
 from eval_pipeline.history.runs import (
     SCORING_PROTOCOL,
     Comparison,
+    acceptance_conflict,
     benchmark_identity,
     compare_provenance,
     earlier_names,
@@ -442,6 +443,7 @@ def judge_run(
                     # the first run on today's benchmark: the anchor of a reference paired below (looked up
                     # here, so an unreadable history leaves this variant unjudged, never without its anchor)
                     anchor = reference_run(connection_string, identity=identity, **lookup)
+                    moved = moved or acceptance_conflict(anchor)  # the anchor's acceptances disagree too
             except history_errors as exc:
                 unreadable = f"{type(exc).__name__}: {exc}"
         if heirs:

@@ -10,9 +10,10 @@ Postgres (marked ``integration``); nothing here needs Dagster.
 What did not hold until fixed (each a strict xfail first, confirmed by running it, now a plain
 test): 1, 1b, 2, 3 and 4 (6932cc9), 5 (1d41928, whose ordering the twelfth review broke; since
 3d449f5 the logged acceptance is the reference and a later unlogged stamp beside it fails the gate
-as not compared). Left as strict xfails: 5b and 6, whose fix is
-one sequence across measurements and acceptances (decide "latest" and "accepted since" by
-position, and log an answer acceptance whose run has no run row). The holes as found:
+as not compared), 5b (3d449f5's successor: an acceptance is stamped after every earlier one of
+its variant and aspect, so a stamp that ran ahead no longer outranks a later acceptance, logged
+or not). Left as a strict xfail: 6, whose fix is one sequence across measurements and
+acceptances (decide "latest" and "accepted since" by position). The holes as found:
 
 1. a variant renamed in the variants file (w -> w2, the same configuration) whose new partition has
    no file yet: ``_gate_unmeasured`` (eval_pipeline/verdict/retrieval.py:279) asks
@@ -437,8 +438,6 @@ def test_re_accepting_an_older_run_makes_it_the_reference_again(judge):
     assert step.reference["v"]["run_id"] == "r1", _why(step)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="hole 5b: answer acceptances without a run row are ordered by time")
 @pytest.mark.integration
 def test_an_answer_acceptance_without_a_run_row_yields_to_a_logged_one_only_by_order(answers):
     """Answer runs with no runs row (no log entry written? then timestamps decide): a0 (0.70)
