@@ -48,3 +48,13 @@ def answer_frame(variant: str, pass_rate: float, *, engine: str = "bm25") -> pd.
            "corpus_signature": "corpus-1", "store_table": "t", "variant_config": json.dumps({"engine": engine}),
            "treatment_json": json.dumps({"context_k": 5}), "metrics_json": json.dumps({})}
     return pd.DataFrame([row])
+
+
+def answer_frame_with(variant: str, pass_rate: float, **columns) -> pd.DataFrame:
+    """`answer_frame` with the variant's own name as its configuration's engine and any of its
+    columns replaced (set_fingerprint, generator, grader, treatment_json...): what the tenth to
+    twelfth reviews judge."""
+    frame = answer_frame(variant, pass_rate, engine=variant)
+    for column, value in columns.items():
+        frame[column] = [value]
+    return frame

@@ -78,17 +78,12 @@ import pytest
 
 from tests.unit.verdict import test_verdict_attacks_eighth as eighth
 from tests.unit.verdict.test_verdict_attacks_eighth import ANSWER_TOL, _why
+from tests.verdict_frames import answer_frame_with
 
 judge, answers = eighth.judge, eighth.answers  # the eighth review's fixtures: runs judged against the session Postgres
 
 
-def _answer_frame(variant: str, rate: float, **overrides):
-    from tests.verdict_frames import answer_frame
-
-    frame = answer_frame(variant, rate, engine=variant)
-    for column, value in overrides.items():
-        frame[column] = [value]
-    return frame
+_answer_frame = answer_frame_with  # tests/verdict_frames.py
 
 
 def _answers(answers, run_id: str, frames: dict, *, order=None, configurations=None, record=True, strict=False):
