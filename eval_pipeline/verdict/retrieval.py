@@ -439,7 +439,8 @@ def judge_run(
                     gates = (latest.get("provenance") or {}).get("gate")
                     moved = moved_reference(latest, ref, inherited=lineage, judged=gates.get(latest.get("variant"))
                                             if isinstance(gates, Mapping) else None)
-                if prev is not None and ref is not None and ref["run_id"] != prev["run_id"]:
+                if prev is not None and ref is not None and (ref["run_id"], ref["variant"]) != (prev["run_id"],
+                                                                                                prev["variant"]):
                     # the first run on today's benchmark: the anchor of a reference paired below (looked up
                     # here, so an unreadable history leaves this variant unjudged, never without its anchor)
                     anchor = reference_run(connection_string, identity=identity, **lookup)
