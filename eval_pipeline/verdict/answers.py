@@ -203,10 +203,8 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         # today) since the last row of a grader of this variant dropped today: nothing here can measure it
         before = previous or history
         if before is None and connection_string:
-            before = next((found for found in (
-                answer_history_of(connection_string, variant=variant, grader=dropped, configuration=configuration,
-                                  before_run_id=run_id)
-                for variant, dropped, _ in verdict.missing if variant == row["variant"]) if found is not None), None)
+            before = _dropped_graders_row(connection_string, verdict.missing, variant=row["variant"],
+                                          configuration=configuration, run_id=run_id)
         changes = treatment_changes_since(treatment, current["generator"], before)
         unmeasured_changes = changes if previous is None and before is not None and \
             (gate.state == "not_compared" or history is None) else []
@@ -243,6 +241,20 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         verdict.rows.append({**row, "metrics": metrics, "gate": gate, "previous": previous, "reference": reference,
                              "treatment_changes": changes})
     return verdict
+
+
+def _dropped_graders_row(connection_string: str, missing: Sequence[tuple[str, str, str]], *, variant: str,
+                         configuration: str | None, run_id: str) -> dict[str, Any] | None:
+    """The last yardstick row of a grader of ``variant`` that this run dropped (``missing``:
+    (variant, grader, last run) of the measurements missing from it), or None: what a grader new
+    today is compared with for a treatment change."""
+    for each, grader, _ in missing:
+        if each == variant:
+            row = answer_history_of(connection_string, variant=variant, grader=grader, configuration=configuration,
+                                    before_run_id=run_id)
+            if row is not None:
+                return row
+    return None
 
 
 def recorded_yardstick(grader: str, yardstick: Any) -> Any:
