@@ -687,10 +687,11 @@ def acceptance_conflict(reference: Mapping[str, Any] | None) -> str | None:
     """Why the pinned reference (or an anchor) ``reference`` cannot be trusted: an acceptance of
     another run with no entry in the acceptance log was stamped after it (``acceptance_conflict``,
     set by the lookup: `measurements.find`'s ``conflicts``), or None."""
-    other = (reference or {}).get("acceptance_conflict")
+    found = reference or {}
+    other = found.get("acceptance_conflict")
     if not other:
         return None
-    run, variant = reference.get("run_id"), reference.get("variant")  # type: ignore[union-attr]
+    run, variant = found.get("run_id"), found.get("variant")
     return (f"run {other} was accepted after run {run} by its stamp but has no entry in the acceptance log (the "
             "entry deleted, or a clock that ran ahead): which bar is in force cannot be told; accept the intended "
             f"one again: python -m eval_pipeline.history accept {run} --variant {variant}, or accept {other} "

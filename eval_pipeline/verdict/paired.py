@@ -32,7 +32,7 @@ from eval_pipeline.ranking.steps import rank_in_one_step
 from eval_pipeline.ranking.variants import parse_variant
 from eval_pipeline.scoring.variant import score_variant
 
-__all__ = ["ConfigurationRefused", "PairedReference", "RankConfiguration", "paired_reference", "rank_configuration"]
+__all__ = ["PairedReference", "RankConfiguration", "paired_reference", "rank_configuration"]
 
 # (partition key, the reference's recorded configuration) -> its per-question scores on
 # today's questions (eval_pipeline.scoring.variant.score_variant's frame)

@@ -493,7 +493,8 @@ def test_a_configuration_today_s_code_refuses_is_refused_by_design():
     """The by-design side of hole 2's fix: `rank_configuration` raises `ConfigurationRefused` for a
     recorded configuration today's code refuses (here an engine that no longer exists), before
     ranking anything; that alone keeps a paired comparison not comparable by design."""
-    from eval_pipeline.verdict.paired import ConfigurationRefused, rank_configuration
+    from eval_pipeline.ranking.inputs import ConfigurationRefused
+    from eval_pipeline.verdict.paired import rank_configuration
 
     with pytest.raises(ConfigurationRefused):
         rank_configuration({"variant": {"engine": "no-such-engine"}}, name="v", snapshot=None, store=None,

@@ -649,7 +649,7 @@ def test_a_run_whose_paired_ranking_was_refused_by_design_is_still_accepted_whol
     which `rank_configuration` raises) cannot be ranked by any re-run, so the run is not compared
     by design and the README's flow (accept it whole) still works."""
     from eval_pipeline.history.runs import accept_reference
-    from eval_pipeline.verdict.paired import ConfigurationRefused
+    from eval_pipeline.ranking.inputs import ConfigurationRefused
 
     judge("r1", "A", {"v": "good"})
 

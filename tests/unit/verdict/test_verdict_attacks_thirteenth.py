@@ -42,7 +42,7 @@ Held (plain tests): re-accepting the unlogged run clears the conflict (r4 judged
 with the same configuration accepted by name) never raises a conflict; the anchor control
 (log entry kept) catches the slide; the way out of a refused rename run (materialize w2, it
 inherits w and passes; ``accept latest`` takes that run; a later regression of w2 fails);
-``ConfigurationRefused`` is one class (inputs/steps/paired re-export), a ValueError, no import
+``ConfigurationRefused`` is one class (defined in inputs, used by steps and paired), a ValueError, no import
 cycle. By reading: ``params["after"]`` is reset after the unlogged pick and stays None when
 nothing is logged (the ``first`` fallback is unaffected); the conflict is set in both
 ``reference_run`` (retrieval, heirs, and the lineage ``older`` lookup, whose dict replaces
@@ -227,7 +227,7 @@ def test_the_way_out_of_a_refused_rename_run(judge):
 
 
 def test_configuration_refused_is_one_class_everywhere():
-    """Held: one class, re-exported by verdict.paired, raised by ranking.steps, a ValueError."""
+    """Held: one class (ranking.inputs), used by verdict.paired, raised by ranking.steps, a ValueError."""
     from eval_pipeline.ranking import inputs, steps
     from eval_pipeline.verdict import paired
 

@@ -286,7 +286,7 @@ def test_a_by_design_refusal_raised_as_a_plain_value_error_is_unjudged(judge):
 def test_a_configuration_refused_is_not_unjudged(judge):
     """Held (the by-design side): ConfigurationRefused from the ranking is not compared, not
     unjudged."""
-    from eval_pipeline.verdict.paired import ConfigurationRefused
+    from eval_pipeline.ranking.inputs import ConfigurationRefused
 
     judge("r1", "A", {"v": "good"})
 
