@@ -435,26 +435,27 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
             return None
         matches = "".join(f" AND m.{k} = %({k})s" for k in IDENTITY_FIELDS)
     params = {**_lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration,
-                               heirs=heirs, before_run_id=before_run_id), **values, "after": None}
+                               heirs=heirs, before_run_id=before_run_id), **values}
 
-    def pick(one: str) -> tuple[str, str, Any] | None:
+    def pick(one: str, after: Any = None) -> tuple[str, str, Any] | None:
+        """The first candidate in order ``one`` (``after``: only acceptances stamped after it)."""
         condition, ordering = _ORDERS[one]
         found = conn.execute(sql.SQL(
             "SELECT m.run_id, m.variant, " + ACCEPTED_AT + " FROM {measurements} m WHERE m.aspect = %(aspect)s AND "
             + SAME_VARIANT + " AND " + condition + matches + _BEFORE
             # the variant's own name first when a run has it under both
             + " ORDER BY " + ordering + ", (m.variant = %(variant)s) DESC LIMIT 1").format(
-                **_ident(names)), params).fetchone()
+                **_ident(names)), {**params, "after": after}).fetchone()
         return None if found is None else (str(found[0]), str(found[1]), found[2])
 
     if order == "reference":
-        found = _latest_acceptance(pick, params, conflicts) or pick("first")
+        found = _latest_acceptance(pick, conflicts) or pick("first")
     else:
         found = pick(order)
     return None if found is None else found[:2]
 
 
-def _latest_acceptance(pick: Callable[[str], tuple[str, str, Any] | None], params: dict[str, Any],
+def _latest_acceptance(pick: Callable[..., tuple[str, str, Any] | None],
                        conflicts: list[str] | None) -> tuple[str, str, Any] | None:
     """The latest acceptance among a lookup's candidates: the logged one latest in the log (none
     logged: the unlogged one latest by its stamp). An acceptance with no log entry stamped after
@@ -463,9 +464,7 @@ def _latest_acceptance(pick: Callable[[str], tuple[str, str, Any] | None], param
     logged = pick("logged")
     if logged is None:
         return pick("unlogged")
-    params["after"] = logged[2]
-    later = pick("unlogged")
-    params["after"] = None
+    later = pick("unlogged", after=logged[2])
     if later is not None and conflicts is not None:
         conflicts.append(later[0])
     return logged

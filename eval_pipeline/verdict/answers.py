@@ -206,8 +206,8 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
             before = _dropped_graders_row(connection_string, verdict.missing, variant=row["variant"],
                                           configuration=configuration, run_id=run_id)
         changes = treatment_changes_since(treatment, current["generator"], before)
-        unmeasured_changes = changes if previous is None and before is not None and \
-            (gate.state == "not_compared" or history is None) else []
+        unmeasured_changes = changes if previous is None and (gate.state == "not_compared" or history is None) \
+            else []
         if unmeasured_changes:
             gate = replace(gate, passed=False, state="not_compared", message=(
                 f"{gate.message if gate.state == 'not_compared' else 'FAILED (not compared): a grader new today'}"

@@ -286,7 +286,7 @@ def _gate_unmeasured(verdict: RunVerdict, missing: Sequence[str], *, connection_
                 last = recorded_run_of(connection_string, variant=key, before_run_id=run_id, prefix=prefix)
             except errors as exc:
                 reason = f"{type(exc).__name__}: {exc}"
-        renamed = last is None and reason is None and bool(verdict.vanished) and key not in established
+        renamed = last is None and reason is None and _may_be_a_rename(key, None, verdict.vanished, established)
         if last is None and reason is None and not renamed:
             continue
         was = (f"was measured before (run {last})" if last else
@@ -304,6 +304,19 @@ def _gate_unmeasured(verdict: RunVerdict, missing: Sequence[str], *, connection_
         verdict.previous[key] = verdict.reference[key] = None
         verdict.history[key] = Comparison("unknown", reasons=[message])
         verdict.reference_history[key] = verdict.reference_gates[key] = None
+
+
+def _may_be_a_rename(variant: str, configuration: str | None, vanished: Sequence[str],
+                     established: Sequence[str]) -> bool:
+    """Whether ``variant`` (with ``configuration``, when measured) cannot be told from a variant
+    that ``vanished`` from the variants file, renamed and changed: some vanished, and neither its
+    name nor its configuration is ``established`` (known at the latest acceptance)."""
+    return bool(vanished) and variant not in established and configuration not in established
+
+
+def _same_measurement(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two history records are one measurement: the same run, under the same name."""
+    return (a["run_id"], a["variant"]) == (b["run_id"], b["variant"])
 
 
 def _previous_yardstick(ever: Mapping[str, Any], prev: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any], str]:
@@ -439,8 +452,7 @@ def judge_run(
                     gates = (latest.get("provenance") or {}).get("gate")
                     moved = moved_reference(latest, ref, inherited=lineage, judged=gates.get(latest.get("variant"))
                                             if isinstance(gates, Mapping) else None)
-                if prev is not None and ref is not None and (ref["run_id"], ref["variant"]) != (prev["run_id"],
-                                                                                                prev["variant"]):
+                if prev is not None and ref is not None and not _same_measurement(ref, prev):
                     # the first run on today's benchmark: the anchor of a reference paired below (looked up
                     # here, so an unreadable history leaves this variant unjudged, never without its anchor)
                     anchor = reference_run(connection_string, identity=identity, **lookup)
@@ -466,8 +478,7 @@ def judge_run(
                 vanished=verdict.vanished, strict=strict, hint=hint,
                 new="a new variant (never recorded, and no vanished variant had its configuration)")
             ref_gate = None
-        elif verdict.vanished and variant not in project["established"] and \
-                configurations[variant] not in project["established"]:
+        elif _may_be_a_rename(variant, configurations[variant], verdict.vanished, project["established"]):
             gate = previous_gate = GateResult(False, "not_compared", [], (
                 f"FAILED (not compared): {variant!r} was added since the last acceptance and "
                 f"{', '.join(map(repr, verdict.vanished))} vanished from the variants file since: a rename done as "
@@ -490,7 +501,7 @@ def judge_run(
                 f"missing or invalid): no run can be compared with it, nor paired by configuration; {hint}"))
             ref_gate = None
         else:
-            same_ref = ref is not None and ref["run_id"] == ever["run_id"] and ref["variant"] == ever["variant"]
+            same_ref = ref is not None and _same_measurement(ref, ever)
             yardsticks = [_previous_yardstick(ever, prev)]
             if ref is not None and not same_ref:
                 direct = benchmark_identity(ref["provenance"]) == identity and not incomplete
