@@ -415,6 +415,17 @@ def _answer_frame(variant: str, pass_rate: float) -> pd.DataFrame:
     return answer_frame(variant, pass_rate, engine=variant)
 
 
+def two_acceptances(judge) -> None:
+    """r1 (hit@1 0.90) accepted, then r2 (1.00, an improvement that passes) accepted: the history
+    the later reviews damage (a log entry, a stamp, a clock) to see whether the bar stays r2's."""
+    from eval_pipeline.history.runs import accept_reference
+
+    judge("r1", "A", {"v": "good"}, hits={"v": 90})
+    accept_reference(judge.uri, "r1", prefix=judge.prefix)
+    assert judge("r2", "A", {"v": "good"}).gates["v"].passed
+    accept_reference(judge.uri, "r2", prefix=judge.prefix)
+
+
 @pytest.fixture
 def answers(pg_uri):
     """answers(run_id, {variant: pass_rate}): judge_answer_run + record_answers of deterministic

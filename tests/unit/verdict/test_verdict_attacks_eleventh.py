@@ -390,12 +390,7 @@ def test_the_log_entry_of_the_latest_of_two_acceptances_deleted_does_not_fall_ba
     held). ``ACCEPTED_ORDER`` sorts an acceptance without a log entry after every logged one
     (``DESC NULLS LAST``), so r1 is the reference again; r2 was judged against r1, so
     ``moved_reference`` sees nothing, and the variant slides from r2's 1.00 to 0.92 in steps."""
-    from eval_pipeline.history.runs import accept_reference
-
-    judge("r1", "A", {"v": "good"}, hits={"v": 90})
-    accept_reference(judge.uri, "r1", prefix=judge.prefix)
-    assert judge("r2", "A", {"v": "good"}).gates["v"].passed
-    accept_reference(judge.uri, "r2", prefix=judge.prefix)
+    eighth.two_acceptances(judge)
     judge.sql("DELETE FROM {references} WHERE run_id = %s", "r2")
     steps = [judge(run_id, "A", {"v": "good"}, hits={"v": hits}) for run_id, hits in (("r3", 96), ("r4", 92))]
     assert not all(step.gates["v"].passed for step in steps), [
@@ -406,12 +401,7 @@ def test_the_log_entry_of_the_latest_of_two_acceptances_deleted_does_not_fall_ba
 def test_the_stamp_of_the_latest_of_two_acceptances_deleted_keeps_it(judge):
     """Held (the other half of hole 5): r2's stamp on the measurement nulled, its log entry kept:
     the log orders it last, so r2 stays the reference and r4's 0.92 fails against it."""
-    from eval_pipeline.history.runs import accept_reference
-
-    judge("r1", "A", {"v": "good"}, hits={"v": 90})
-    accept_reference(judge.uri, "r1", prefix=judge.prefix)
-    assert judge("r2", "A", {"v": "good"}).gates["v"].passed
-    accept_reference(judge.uri, "r2", prefix=judge.prefix)
+    eighth.two_acceptances(judge)
     judge.sql("UPDATE {measurements} SET accepted_at = NULL WHERE run_id = %s", "r2")
     steps = [judge(run_id, "A", {"v": "good"}, hits={"v": hits}) for run_id, hits in (("r3", 96), ("r4", 92))]
     assert not all(step.gates["v"].passed for step in steps)
@@ -424,10 +414,7 @@ def test_re_accepting_an_older_run_makes_it_the_reference_again(judge):
     r1's, so r3 is judged against r1 (0.88: -0.02 passes; against r2 it would fail)."""
     from eval_pipeline.history.runs import accept_reference
 
-    judge("r1", "A", {"v": "good"}, hits={"v": 90})
-    accept_reference(judge.uri, "r1", prefix=judge.prefix)
-    judge("r2", "A", {"v": "good"})
-    accept_reference(judge.uri, "r2", prefix=judge.prefix)
+    eighth.two_acceptances(judge)
     accept_reference(judge.uri, "r1", prefix=judge.prefix)
     step = judge("r3", "A", {"v": "good"}, hits={"v": 88})
     assert step.reference["v"]["run_id"] == "r1", _why(step)

@@ -94,10 +94,7 @@ def _pushed_history(judge):
     judge("r0", "A", {"v": "good"}, hits={"v": 90})
     _accept(judge, "r0")
     _ahead(judge, "r0")
-    judge("r1", "A", {"v": "good"}, hits={"v": 90})
-    _accept(judge, "r1")
-    assert judge("r2", "A", {"v": "good"}).gates["v"].passed
-    _accept(judge, "r2")
+    eighth.two_acceptances(judge)
     r3 = judge("r3", "A", {"v": "good"}, hits={"v": 97})
     assert r3.gates["v"].passed and r3.reference["v"]["run_id"] == "r2", _why(r3)
 
@@ -138,10 +135,7 @@ def test_the_control_without_the_clock_step_catches_the_deletion(judge):
     """Held (the control): no stamp ahead, r2 deleted: r4 fails (the reference moved)."""
     judge("r0", "A", {"v": "good"}, hits={"v": 90})
     _accept(judge, "r0")
-    judge("r1", "A", {"v": "good"}, hits={"v": 90})
-    _accept(judge, "r1")
-    judge("r2", "A", {"v": "good"})
-    _accept(judge, "r2")
+    eighth.two_acceptances(judge)
     assert judge("r3", "A", {"v": "good"}, hits={"v": 97}).gates["v"].passed
     _delete_run(judge, "r0")
     _delete_run(judge, "r2")

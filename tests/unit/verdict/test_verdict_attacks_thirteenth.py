@@ -110,10 +110,7 @@ def test_re_accepting_the_unlogged_run_clears_the_conflict(judge):
     accepting r2 again logs it, and r4 is judged against r2 (0.94 fails as measured)."""
     from eval_pipeline.history.runs import accept_reference
 
-    judge("r1", "A", {"v": "good"}, hits={"v": 90})
-    accept_reference(judge.uri, "r1", prefix=judge.prefix)
-    judge("r2", "A", {"v": "good"})
-    accept_reference(judge.uri, "r2", prefix=judge.prefix)
+    eighth.two_acceptances(judge)
     judge.sql("DELETE FROM {references} WHERE run_id = %s", "r2")
     step = judge("r3", "A", {"v": "good"})
     assert not step.gates["v"].passed and CONFLICT in step.gates["v"].message, _why(step)
@@ -183,12 +180,7 @@ def test_the_anchor_control_without_the_deletion_catches_the_slide(judge):
 
 @pytest.mark.integration
 def test_the_conflict_message_does_not_ask_to_accept_todays_run(judge):
-    from eval_pipeline.history.runs import accept_reference
-
-    judge("r1", "A", {"v": "good"}, hits={"v": 90})
-    accept_reference(judge.uri, "r1", prefix=judge.prefix)
-    judge("r2", "A", {"v": "good"})
-    accept_reference(judge.uri, "r2", prefix=judge.prefix)
+    eighth.two_acceptances(judge)
     judge.sql("DELETE FROM {references} WHERE run_id = %s", "r2")
     step = judge("r3", "A", {"v": "good"})
     message = step.gates["v"].message

@@ -155,10 +155,7 @@ def test_re_accepting_an_older_run_after_an_unlogged_later_acceptance_makes_it_t
     (logged, after r2's stamp): r1 is the reference (r3's 0.88 passes against it)."""
     from eval_pipeline.history.runs import accept_reference
 
-    judge("r1", "A", {"v": "good"}, hits={"v": 90})
-    accept_reference(judge.uri, "r1", prefix=judge.prefix)
-    judge("r2", "A", {"v": "good"})
-    accept_reference(judge.uri, "r2", prefix=judge.prefix)
+    eighth.two_acceptances(judge)
     judge.sql("DELETE FROM {references} WHERE run_id = %s", "r2")
     accept_reference(judge.uri, "r1", prefix=judge.prefix)
     step = judge("r3", "A", {"v": "good"}, hits={"v": 88})
