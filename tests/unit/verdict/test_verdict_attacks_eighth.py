@@ -241,6 +241,22 @@ def _delete_run(judge, run_id: str) -> None:
     judge.sql("DELETE FROM {runs} WHERE run_id = %s", run_id)
 
 
+def stamp_ahead(history, run_id: str, variant: str | None = None) -> None:
+    """``run_id``'s acceptance (of ``variant``, default all) as if the server's clock had been a day
+    ahead when it was made, then set right (by NTP after a restart, say): its stamp on the
+    measurement and in the acceptance log. ``history``: the ``judge`` or ``answers`` fixture."""
+    import psycopg
+
+    from eval_pipeline.history.runs import table_names
+
+    names = table_names(getattr(history, "prefix", "eval"))
+    where = "run_id = %s" + (" AND variant = %s" if variant else "")
+    params = (run_id, variant) if variant else (run_id,)
+    with psycopg.connect(history.uri, autocommit=True) as conn:
+        for table in (names["measurements"], names["references"]):
+            conn.execute(f'UPDATE "{table}" SET accepted_at = accepted_at + interval \'1 day\' WHERE {where}', params)
+
+
 def _why(verdict, variant: str = "v") -> str:
     reference = verdict.reference.get(variant)
     return f"reference {reference and reference['run_id']}: {verdict.gates[variant].message}"

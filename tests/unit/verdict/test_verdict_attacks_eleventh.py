@@ -428,8 +428,7 @@ def test_an_answer_acceptance_without_a_run_row_yields_to_a_logged_one_only_by_o
 
     assert _answers(answers, "a0", {"bm25": _answer_frame("bm25", 0.70)}).passed
     assert accept_answer_run(answers.uri, "a0")[0]
-    answers.sql("UPDATE eval_measurements SET accepted_at = accepted_at + interval '1 day' WHERE run_id = %s", "a0")
-    answers.sql("UPDATE eval_references SET accepted_at = accepted_at + interval '1 day' WHERE run_id = %s", "a0")
+    eighth.stamp_ahead(answers, "a0")
     assert _answers(answers, "a1", {"bm25": _answer_frame("bm25", 0.90)}).passed
     assert accept_answer_run(answers.uri, "a1")[0]
     gates = [_answer_gate(_answers(answers, run_id, {"bm25": _answer_frame("bm25", rate)}))
@@ -449,8 +448,7 @@ def test_moved_reference_accepted_since_by_a_clock_that_was_ahead(judge):
 
     judge("r1", "A", {"v": "good"}, hits={"v": 90})
     accept_reference(judge.uri, "r1", prefix=judge.prefix)
-    judge.sql("UPDATE {measurements} SET accepted_at = accepted_at + interval '1 day' WHERE run_id = %s", "r1")
-    judge.sql("UPDATE {references} SET accepted_at = accepted_at + interval '1 day' WHERE run_id = %s", "r1")
+    eighth.stamp_ahead(judge, "r1")
     assert judge("r2", "A", {"v": "good"}).gates["v"].passed
     accept_reference(judge.uri, "r2", prefix=judge.prefix)
     assert judge("r3", "A", {"v": "good"}, hits={"v": 96}).reference["v"]["run_id"] == "r2"

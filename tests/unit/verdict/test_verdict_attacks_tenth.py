@@ -413,15 +413,6 @@ def test_a_pair_renamed_with_another_index_does_not_inherit_the_history(judge):
 # --------------------------------------------------------------------------------------------
 
 
-def _stamp_ahead(judge, run_id: str, interval: str = "1 day") -> None:
-    """As if the server's clock had been ``interval`` ahead when ``run_id`` was accepted (then set
-    right, say by NTP after a restart)."""
-    judge.sql("UPDATE {measurements} SET accepted_at = accepted_at + %s::interval WHERE run_id = %s",
-              interval, run_id)
-    judge.sql("UPDATE {references} SET accepted_at = accepted_at + %s::interval WHERE run_id = %s",
-              interval, run_id)
-
-
 @pytest.mark.integration
 def test_a_later_acceptance_wins_over_one_stamped_by_a_clock_that_was_ahead(judge):
     """r1 (0.90) accepted while the clock was a day ahead; r2 (1.00) accepted after the clock was
@@ -435,7 +426,7 @@ def test_a_later_acceptance_wins_over_one_stamped_by_a_clock_that_was_ahead(judg
 
     judge("r1", "A", {"v": "good"}, hits={"v": 90})
     accept_reference(judge.uri, "r1", prefix=judge.prefix)
-    _stamp_ahead(judge, "r1")
+    eighth.stamp_ahead(judge, "r1")
     assert judge("r2", "A", {"v": "good"}).gates["v"].passed  # 1.00: an improvement
     accept_reference(judge.uri, "r2", prefix=judge.prefix)  # the bar from now on
     steps = [judge(run_id, "A", {"v": "good"}, hits={"v": hits}) for run_id, hits in (("r3", 96), ("r4", 92))]
@@ -457,8 +448,7 @@ def test_a_later_answer_acceptance_wins_over_one_stamped_by_a_clock_that_was_ahe
     assert _answers(answers, "a0", {"bm25": 0.70}).passed
     recorded("a0")
     assert accept_answer_run(answers.uri, "a0")[0]
-    answers.sql("UPDATE eval_measurements SET accepted_at = accepted_at + interval '1 day' WHERE run_id = %s", "a0")
-    answers.sql("UPDATE eval_references SET accepted_at = accepted_at + interval '1 day' WHERE run_id = %s", "a0")
+    eighth.stamp_ahead(answers, "a0")
     assert _answers(answers, "a1", {"bm25": 0.90}).passed
     recorded("a1")
     assert accept_answer_run(answers.uri, "a1")[0]

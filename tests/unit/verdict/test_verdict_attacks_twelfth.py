@@ -101,12 +101,7 @@ def _answers(answers, run_id: str, frames: dict, *, order=None, configurations=N
     return verdict
 
 
-def _ahead(judge, run_id: str, variant: str | None = None) -> None:
-    """r's acceptance stamped a day ahead (a server clock that ran ahead), log and measurement."""
-    where = "run_id = %s" + (" AND variant = %s" if variant else "")
-    params = (run_id, variant) if variant else (run_id,)
-    judge.sql("UPDATE {measurements} SET accepted_at = accepted_at + interval '1 day' WHERE " + where, *params)
-    judge.sql("UPDATE {references} SET accepted_at = accepted_at + interval '1 day' WHERE " + where, *params)
+_ahead = eighth.stamp_ahead  # a clock that ran ahead
 
 
 # --------------------------------------------------------------------------------------------
@@ -406,7 +401,7 @@ def test_an_answer_acceptance_without_a_run_row_stamped_ahead_does_not_outrank_a
 
     assert _answers(answers, "a0", {"bm25": _answer_frame("bm25", 0.70)}).passed
     assert accept_answer_run(answers.uri, "a0")[0]
-    answers.sql("UPDATE eval_measurements SET accepted_at = accepted_at + interval '1 day' WHERE run_id = %s", "a0")
+    _ahead(answers, "a0")  # its stamp (a0 has no run row, so no log entry to move)
     _retrieval_row(answers, "a1")
     assert _answers(answers, "a1", {"bm25": _answer_frame("bm25", 0.90)}).passed
     assert accept_answer_run(answers.uri, "a1")[0]
