@@ -314,6 +314,12 @@ def _may_be_a_rename(variant: str, configuration: str | None, vanished: Sequence
     return bool(vanished) and variant not in established and configuration not in established
 
 
+def _measured_today(run: Mapping[str, Any], identity: Mapping[str, Any], incomplete: Sequence[str]) -> bool:
+    """Whether a history record measured today's benchmark (``identity``, complete): compared
+    directly; else its configuration is paired on today's questions."""
+    return benchmark_identity(run["provenance"]) == identity and not incomplete
+
+
 def _same_measurement(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Whether two history records are one measurement: the same run, under the same name."""
     return (a["run_id"], a["variant"]) == (b["run_id"], b["variant"])
@@ -452,7 +458,8 @@ def judge_run(
                     gates = (latest.get("provenance") or {}).get("gate")
                     moved = moved_reference(latest, ref, inherited=lineage, judged=gates.get(latest.get("variant"))
                                             if isinstance(gates, Mapping) else None)
-                if prev is not None and ref is not None and not _same_measurement(ref, prev):
+                if prev is not None and ref is not None and not _same_measurement(ref, prev) and \
+                        not _measured_today(ref, identity, incomplete):
                     # the first run on today's benchmark: the anchor of a reference paired below (looked up
                     # here, so an unreadable history leaves this variant unjudged, never without its anchor)
                     anchor = reference_run(connection_string, identity=identity, **lookup)
@@ -504,7 +511,7 @@ def judge_run(
             same_ref = ref is not None and _same_measurement(ref, ever)
             yardsticks = [_previous_yardstick(ever, prev)]
             if ref is not None and not same_ref:
-                direct = benchmark_identity(ref["provenance"]) == identity and not incomplete
+                direct = _measured_today(ref, identity, incomplete)
                 yardsticks.append(("reference", ref, "direct" if direct else "paired"))
                 if not direct and prev is not None:
                     # the pinned reference's configuration, ranked today, cannot see what changed in the
