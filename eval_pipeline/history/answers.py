@@ -90,7 +90,8 @@ _CI_FIELDS = ("pass_rate_ci_low", "pass_rate_ci_high", "mean_ci_low", "mean_ci_h
 _STORED = ("run_id", "variant", "grader", "set_id", "set_fingerprint", "corpus_signature", "generator", "yardstick",
            "limited", "errored", "eligible", "n_scored", "pass_rate", "mean_score", *_CI_FIELDS,
            "variant_config", "provenance")
-_READ = ("run_id", "variant", "grader", "seq", "created_at", *_STORED[3:], "accepted", "accepted_at")
+_READ = ("run_id", "variant", "grader", "seq", "created_at", *_STORED[3:], "accepted", "accepted_at",
+         "accepted_position")
 _FLOATS = ("pass_rate", "mean_score", *_CI_FIELDS)
 
 # An offline grader's yardstick: `<name>:v<version>…` (the version and whatever else it holds, no
@@ -195,6 +196,7 @@ def _rows(names: Mapping[str, str]) -> sql.Composed:
         " s.value AS mean_score, p.ci_low AS pass_rate_ci_low, p.ci_high AS pass_rate_ci_high,"
         " s.ci_low AS mean_ci_low, s.ci_high AS mean_ci_high, m.variant_config, m.provenance,"
         " " + measurements.ACCEPTED_AT + " IS NOT NULL AS accepted, " + measurements.ACCEPTED_AT + " AS accepted_at,"
+        " " + measurements.ACCEPTED_POSITION + " AS accepted_position,"
         " m.configuration"
         " FROM {measurements} m"
         " LEFT JOIN {metrics} p ON (p.run_id, p.variant, p.aspect, p.metric)"

@@ -8,7 +8,8 @@ the same record, so the two gates cannot drift apart::
     {prefix}_measurements      run_id, variant, aspect (PRIMARY KEY), seq (insertion order),
                                created_at, corpus_signature, benchmark_id, benchmark,
                                instrument, configuration, generator, limited, errored,
-                               eligible, n_scored, accepted_at, variant_config, provenance
+                               eligible, n_scored, accepted_at, accepted_position,
+                               variant_config, provenance
     {prefix}_variant_metrics   run_id, variant, aspect, metric, value, ci_low, ci_high: the
                                numbers of a measurement (deleted with it)
 
@@ -37,7 +38,10 @@ with its configuration fingerprint, that of another name with the same configura
 rename keeps its history); a rename records the name it inherited (``provenance.inherits``)
 and the lineage follows those records back. **Accepted** (one record): :func:`accept` stamps
 ``accepted_at`` and logs who accepted what, when and why in ``{prefix}_references``; the
-latest acceptance is the pinned reference, whatever order the runs ran in.
+latest acceptance is the pinned reference, whatever order the runs ran in. **Order** (one
+sequence): measurements are numbered by ``seq`` and every acceptance takes its position
+(``accepted_position``, the log's ``position``) from the same sequence, so what happened after
+what is read from positions, never from a server clock that may have stepped.
 
 A history recorded before this table existed (``{prefix}_runs`` with a per-run
 ``{prefix}_variant_metrics``, and ``{prefix}_answer_runs``) is upgraded in place, in one
@@ -242,6 +246,42 @@ def create(conn: Any, names: Mapping[str, str], *, legacy_answers: str, eligible
     if fresh:
         _upgrade(conn, names, legacy_metrics=legacy_metrics,
                  legacy_answers=legacy_answers if _exists(conn, legacy_answers) else None, eligible_sql=eligible_sql)
+    if not has_column(conn, names["references"], "position"):
+        _place_acceptances(conn, names)
+
+
+def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
+    """Give every acceptance its position in the history (:data:`ACCEPTED_POSITION`): the
+    measurement row's ``accepted_position`` and the log's ``position``, from then on drawn by
+    :func:`accept` from the sequence that numbers the measurements (the log's default draws
+    from it too, so an older install's CLI that logs an acceptance places it as well).
+    Acceptances made before positions existed can only be placed by their time: each goes
+    after the last measurement recorded by then, the log's entries kept in the log's order,
+    a stamp with no log entry after them. Runs once, in the caller's transaction."""
+    t = _ident(names)
+    conn.execute(sql.SQL("ALTER TABLE {measurements} ADD COLUMN IF NOT EXISTS accepted_position double precision")
+                 .format(**t))
+    conn.execute(sql.SQL("ALTER TABLE {references} ADD COLUMN IF NOT EXISTS position double precision").format(**t))
+    # the last measurement recorded by time `at`: the acceptance comes after it
+    after = "COALESCE((SELECT max(x.seq) FROM {measurements} x WHERE x.created_at <= {at}), 0)"
+    conn.execute(sql.SQL(
+        "WITH placed AS (SELECT f.seq, " + after.replace("{at}", "f.accepted_at") + " AS after FROM {references} f),"
+        # never before an acceptance earlier in the log (a clock set back between two of them)
+        " monotone AS (SELECT seq, max(after) OVER (ORDER BY seq) AS after FROM placed),"
+        " ranked AS (SELECT seq, after, row_number() OVER (PARTITION BY after ORDER BY seq) AS k,"
+        "  count(*) OVER (PARTITION BY after) AS n FROM monotone)"
+        " UPDATE {references} f SET position = r.after + r.k::double precision / (r.n + 1)"
+        " FROM ranked r WHERE f.seq = r.seq").format(**t))
+    conn.execute(sql.SQL(
+        "UPDATE {measurements} m SET accepted_position = COALESCE(" + LOGGED_POSITION + ", "
+        + after.replace("{at}", "m.accepted_at") + " + 0.5) WHERE m.accepted_at IS NOT NULL").format(**t))
+    conn.execute(sql.SQL("ALTER TABLE {references} ALTER COLUMN position SET DEFAULT nextval({sequence}::regclass)")
+                 .format(sequence=sql.Literal(_sequence(conn, names)), **t))
+
+
+def _sequence(conn: Any, names: Mapping[str, str]) -> str:
+    """The sequence that numbers the measurements (``seq``): one sequence for every position."""
+    return str(conn.execute("SELECT pg_get_serial_sequence(%s, 'seq')", (names["measurements"],)).fetchone()[0])
 
 
 def _upgrade(conn: Any, names: Mapping[str, str], *, legacy_metrics: bool, legacy_answers: str | None,
@@ -362,9 +402,17 @@ SAME_VARIANT = ("(m.variant = %(variant)s OR (%(configuration)s::text IS NOT NUL
                  " AND m.configuration = %(configuration)s::text))")
 # When measurement ``m`` was last accepted: its stamp, or the acceptance log's latest entry for
 # it, whichever is later (an older install's CLI logs an acceptance without stamping it: the two
-# records of one acceptance never disagree).
+# records of one acceptance never disagree). A time, for people: no rule orders by it.
 ACCEPTED_AT = ("GREATEST(m.accepted_at, (SELECT max(f.accepted_at) FROM {references} f WHERE f.run_id = m.run_id"
                " AND f.variant = m.variant AND f.aspect = m.aspect))")
+# Where measurement ``m``'s latest acceptance stands in the history: every acceptance takes its
+# position from the sequence that numbers the measurements (`accept`), so "accepted after run X
+# was recorded" is ``position > X's seq``, never a comparison of clocks (a server clock that ran
+# ahead and was set back leaves a stamp later than everything done since). In the log
+# (`LOGGED_POSITION`) and on the measurement row, which keeps it when the log entry is gone.
+LOGGED_POSITION = ("(SELECT max(f.position) FROM {references} f WHERE f.run_id = m.run_id AND f.variant = m.variant"
+                   " AND f.aspect = m.aspect)")
+ACCEPTED_POSITION = f"GREATEST(CASE WHEN m.accepted_at IS NOT NULL THEN m.accepted_position END, {LOGGED_POSITION})"
 # The one eligibility rule of a yardstick, both aspects: not limited, nothing errored, eligible
 # or accepted; an answer measurement also needs its generator and both its numbers (a retried
 # step may re-record an accepted row whose grading failed this time: never a yardstick); a
@@ -377,23 +425,21 @@ USABLE = (f"NOT m.limited AND m.errored = 0 AND (m.eligible OR {ACCEPTED_AT} IS 
           f"  AND v.metric IN {tuple(ANSWER_METRICS)!r}) = {len(ANSWER_METRICS)}))")
 _BEFORE = (" AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
            " AND (%(cutoff)s::bigint IS NULL OR m.seq < %(cutoff)s::bigint)")
-# previous ("latest"): the measurement that most recently became a yardstick (recorded
-# eligible, or accepted later: re-accepting an older run makes it the previous run again);
-# the pinned reference: the latest acceptance (`_latest_acceptance`), else the first eligible ("first").
-# Which acceptance is the latest (`_latest_acceptance`): among the logged ones the acceptance log's
-# order (its seq), never their timestamps, which a server clock that ran ahead and was set back
-# would leave later than every acceptance made since; one stamped on the measurement alone (its log
-# entry deleted, or its run has no run row) can only be placed by its time, so one stamped after
-# the latest logged one makes the reference ambiguous (`find`'s `conflicts`).
-ACCEPTED_ORDER = ("(SELECT max(f.seq) FROM {references} f WHERE f.run_id = m.run_id AND f.variant = m.variant"
-                  " AND f.aspect = m.aspect)")
+# previous ("latest"): the measurement that most recently became a yardstick, by position
+# (recorded eligible: its seq; or accepted later: its acceptance's position, so re-accepting an
+# older run makes it the previous run again); the pinned reference: the latest acceptance
+# (`_latest_acceptance`), else the first eligible ("first"). Which acceptance is the latest: among
+# the logged ones, the latest in the log; one whose log entry is gone (deleted, or its run has no
+# run row to log against) after it makes the reference ambiguous (`find`'s `conflicts`): placed by
+# its position, or, made by an older install that recorded no position, by its stamp.
+_UNLOGGED_AFTER = (" AND (%(after_position)s::double precision IS NULL OR m.accepted_position > %(after_position)s"
+                   f" OR (m.accepted_position IS NULL AND {ACCEPTED_AT} > %(after)s::timestamptz))")
 _ORDERS: dict[str, tuple[str, str]] = {
-    "latest": (USABLE, f"GREATEST(m.created_at, COALESCE({ACCEPTED_AT}, m.created_at)) DESC, m.seq DESC"),
-    "logged": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL AND {ACCEPTED_ORDER} IS NOT NULL",
-               f"{ACCEPTED_ORDER} DESC, m.seq DESC"),
-    "unlogged": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL AND {ACCEPTED_ORDER} IS NULL"
-                 f" AND (%(after)s::timestamptz IS NULL OR {ACCEPTED_AT} > %(after)s::timestamptz)",
-                 f"{ACCEPTED_AT} DESC, m.seq DESC"),
+    "latest": (USABLE, f"GREATEST(m.seq, COALESCE({ACCEPTED_POSITION}, m.seq)) DESC, m.seq DESC"),
+    "logged": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL AND {LOGGED_POSITION} IS NOT NULL",
+               f"{LOGGED_POSITION} DESC, m.seq DESC"),
+    "unlogged": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL AND {LOGGED_POSITION} IS NULL" + _UNLOGGED_AFTER,
+                 f"{ACCEPTED_POSITION} DESC NULLS LAST, {ACCEPTED_AT} DESC, m.seq DESC"),
     "first": (USABLE + " AND m.eligible", "m.seq ASC"),
 }
 
@@ -437,16 +483,17 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
     params = {**_lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration,
                                heirs=heirs, before_run_id=before_run_id), **values}
 
-    def pick(one: str, after: Any = None) -> tuple[str, str, Any] | None:
-        """The first candidate in order ``one`` (``after``: only acceptances stamped after it)."""
+    def pick(one: str, after: tuple[Any, Any] = (None, None)) -> tuple[str, str, Any, Any] | None:
+        """The first candidate in order ``one`` (``after``: an acceptance's (stamp, position);
+        only the acceptances after it)."""
         condition, ordering = _ORDERS[one]
         found = conn.execute(sql.SQL(
-            "SELECT m.run_id, m.variant, " + ACCEPTED_AT + " FROM {measurements} m WHERE m.aspect = %(aspect)s AND "
-            + SAME_VARIANT + " AND " + condition + matches + _BEFORE
+            "SELECT m.run_id, m.variant, " + ACCEPTED_AT + ", " + ACCEPTED_POSITION + " FROM {measurements} m"
+            " WHERE m.aspect = %(aspect)s AND " + SAME_VARIANT + " AND " + condition + matches + _BEFORE
             # the variant's own name first when a run has it under both
             + " ORDER BY " + ordering + ", (m.variant = %(variant)s) DESC LIMIT 1").format(
-                **_ident(names)), {**params, "after": after}).fetchone()
-        return None if found is None else (str(found[0]), str(found[1]), found[2])
+                **_ident(names)), {**params, "after": after[0], "after_position": after[1]}).fetchone()
+        return None if found is None else (str(found[0]), str(found[1]), found[2], found[3])
 
     if order == "reference":
         found = _latest_acceptance(pick, conflicts) or pick("first")
@@ -455,16 +502,16 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
     return None if found is None else found[:2]
 
 
-def _latest_acceptance(pick: Callable[..., tuple[str, str, Any] | None],
-                       conflicts: list[str] | None) -> tuple[str, str, Any] | None:
+def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any] | None],
+                       conflicts: list[str] | None) -> tuple[str, str, Any, Any] | None:
     """The latest acceptance among a lookup's candidates: the logged one latest in the log (none
-    logged: the unlogged one latest by its stamp). An acceptance with no log entry stamped after
-    the logged one is named in ``conflicts``: the log entry of a later acceptance deleted, or a
-    clock that ran ahead when the unlogged one was stamped; time cannot tell them apart."""
+    logged: the unlogged one latest by position). An acceptance with no log entry after the
+    logged one is named in ``conflicts``: the log is the record of which acceptance is in force,
+    and an entry missing from it (deleted by hand, say) leaves that unknown."""
     logged = pick("logged")
     if logged is None:
         return pick("unlogged")
-    later = pick("unlogged", after=logged[2])
+    later = pick("unlogged", after=logged[2:])
     if later is not None and conflicts is not None:
         conflicts.append(later[0])
     return logged
@@ -511,26 +558,24 @@ def earlier_names(conn: Any, names: Mapping[str, str], *, aspect: str, variant: 
 def accept(conn: Any, names: Mapping[str, str], run_id: str, measured: Iterable[tuple[str, str]], *,
            note: str, accepted_by: str) -> None:
     """Accept ``run_id``'s (variant, aspect) measurements as their pinned reference, in the
-    caller's transaction: each is stamped ``accepted_at`` (the latest acceptance is the
-    reference) and logged in ``{references}`` with who, when, why and the benchmark accepted
-    on (when the run itself is recorded, which the log's foreign key needs)."""
+    caller's transaction: each is stamped (``accepted_at``, the time, for people; and
+    ``accepted_position``, its place in the history, which the rules read) and logged in
+    ``{references}`` with who, when, why and the benchmark accepted on (when the run itself is
+    recorded, which the log's foreign key needs)."""
     t = _ident(names)
+    sequence = _sequence(conn, names)
     for variant, aspect in measured:
-        # stamped after every earlier acceptance of this variant and aspect, even one stamped by a clock
-        # that ran ahead: the latest acceptance is also the latest by time (an unlogged stamp ahead of it
-        # would otherwise keep its reference ambiguous, `find`'s conflicts, until the clock caught up)
+        # the acceptance's position comes from the sequence that numbers the measurements: it is
+        # after every measurement recorded so far, and before every one recorded later
         conn.execute(sql.SQL(
-            "UPDATE {measurements} SET accepted_at = GREATEST(clock_timestamp(),"
-            " (SELECT max(x.accepted_at) FROM {measurements} x WHERE x.variant = %(variant)s AND x.aspect = %(aspect)s)"
-            " + interval '1 microsecond',"
-            " (SELECT max(f.accepted_at) FROM {references} f WHERE f.variant = %(variant)s AND f.aspect = %(aspect)s)"
-            " + interval '1 microsecond')"
+            "UPDATE {measurements} SET accepted_at = clock_timestamp(),"
+            " accepted_position = nextval(%(sequence)s::regclass)"
             " WHERE run_id = %(run)s AND variant = %(variant)s AND aspect = %(aspect)s").format(**t),
-            {"run": run_id, "variant": variant, "aspect": aspect})
+            {"run": run_id, "variant": variant, "aspect": aspect, "sequence": sequence})
         conn.execute(sql.SQL(
             "INSERT INTO {references} (corpus_signature, labels_fingerprint, scoring_protocol, benchmark_fingerprint,"
-            " variant, run_id, note, aspect, accepted_by, accepted_at)"
+            " variant, run_id, note, aspect, accepted_by, accepted_at, position)"
             " SELECT r.corpus_signature, r.labels_fingerprint, r.scoring_protocol, m.benchmark, m.variant, m.run_id,"
-            " %s, m.aspect, %s, m.accepted_at FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
-            " WHERE m.run_id = %s AND m.variant = %s AND m.aspect = %s").format(**t),
+            " %s, m.aspect, %s, m.accepted_at, m.accepted_position FROM {measurements} m JOIN {runs} r"
+            " ON r.run_id = m.run_id WHERE m.run_id = %s AND m.variant = %s AND m.aspect = %s").format(**t),
             (str(note), accepted_by, run_id, variant, aspect))

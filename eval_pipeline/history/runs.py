@@ -17,8 +17,9 @@ Tables (``prefix`` defaults to ``eval``; created idempotently on first write)::
     {prefix}_question_results   run_id, variant, qid, answerable, errored,
                                 "hit@10", mrr, "ndcg@10", miss_class, doc_ids jsonb
     {prefix}_references         benchmark identity, variant, run_id, aspect (retrieval |
-                                answers:<grader>), accepted_by, accepted_at, note: the one
-                                record of the runs a user accepted as the pinned reference
+                                answers:<grader>), accepted_by, accepted_at, position, note:
+                                the one record of the runs a user accepted as the pinned
+                                reference (``position``: its place in the history)
 
 This module records and reads a run's retrieval measurements; the lookups themselves (which
 measurement is a variant's yardstick) are :mod:`eval_pipeline.history.measurements`', shared
@@ -268,13 +269,14 @@ def ensure_tables(connection_string: str, *, prefix: str = "eval") -> None:
 
 def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
     """Whether there is a history; one in an older shape (no measurements, no references
-    table, no eligible column) is upgraded in place first, under the same lock as a first
-    write, so its variants keep their yardsticks."""
+    table, no eligible column, acceptances without positions) is upgraded in place first,
+    under the same lock as a first write, so its variants keep their yardsticks."""
     # one round trip: every lookup asks it first
-    runs, metrics, current, answers, aspect, metrics_aspect = conn.execute(
+    runs, metrics, current, answers, aspect, metrics_aspect, placed = conn.execute(
         "SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(metrics)s) IS NOT NULL, "
         "to_regclass(%(measurements)s) IS NOT NULL, to_regclass(%(answer_runs)s) IS NOT NULL, "
-        + ", ".join(measurements.has_column_sql(table, "aspect") for table in ("references", "metrics")),
+        + ", ".join(measurements.has_column_sql(table, "aspect") for table in ("references", "metrics"))
+        + ", " + measurements.has_column_sql("references", "position"),
         names,
     ).fetchone()
     # A history missing one of its tables is damaged, not empty: read as empty (or rebuilt
@@ -287,7 +289,7 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
                             f"{names['measurements']} is missing")
     if not (runs or current or answers):
         return False
-    if not (runs and current and aspect):
+    if not (runs and current and aspect and placed):
         with conn.transaction():
             create_tables(conn, names)
     return True
@@ -555,8 +557,9 @@ def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple[str, str
     if found is None:
         return None
     run_id, variant = found
-    created_at, limited, accepted_at, provenance = conn.execute(sql.SQL(
-        "SELECT m.created_at, m.limited, " + measurements.ACCEPTED_AT + ", r.provenance"
+    seq, created_at, limited, accepted_at, position, provenance = conn.execute(sql.SQL(
+        "SELECT m.seq, m.created_at, m.limited, " + measurements.ACCEPTED_AT + ", "
+        + measurements.ACCEPTED_POSITION + ", r.provenance"
         " FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
         " WHERE m.run_id = %s AND m.variant = %s AND m.aspect = %s").format(
             measurements=sql.Identifier(names["measurements"]), runs=sql.Identifier(names["runs"]),
@@ -570,8 +573,10 @@ def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple[str, str
     return {
         "accepted": accepted_at is not None,
         "accepted_at": accepted_at,  # when it was last accepted (None: never)
+        "accepted_position": position,  # where that acceptance stands in the history (None: unknown)
         "run_id": run_id,
         "created_at": created_at,
+        "seq": seq,  # where the measurement stands in the history
         "limited": limited,
         "variant": variant,  # the name it had in that run: another one when found by its configuration
         "provenance": provenance,
@@ -708,7 +713,8 @@ def moved_reference(previous: Mapping[str, Any] | None, reference: Mapping[str, 
 
     The reference moves legitimately in two ways only: it is the one the previous run was judged
     against (or the previous run was the first, judged against none, and is now the reference),
-    or a user accepted it after the previous run was recorded. Anything else (the reference's
+    or a user accepted it after the previous run was recorded (``accepted_position`` after the
+    previous's ``seq``: one sequence numbers both). Anything else (the reference's
     run, or its measurement of this variant, deleted; the latest acceptance deleted, so an older
     one came back; a history from before references were recorded) would silently put another
     yardstick in its place, against which a regression in steps can pass."""
@@ -724,8 +730,11 @@ def moved_reference(previous: Mapping[str, Any] | None, reference: Mapping[str, 
         return None
     if recorded and judged_against is None and previous.get("run_id") == now:
         return None
-    accepted_at, created_at = reference.get("accepted_at"), previous.get("created_at")
-    if not inherited and accepted_at is not None and created_at is not None and accepted_at > created_at:
+    # accepted since: by position in the history, never by time (a clock that ran ahead and was
+    # set back would make an old acceptance later than every run since); an acceptance an older
+    # install made without a position cannot be placed, and is not taken as accepted since
+    position, previous_seq = reference.get("accepted_position"), previous.get("seq")
+    if not inherited and position is not None and previous_seq is not None and position > previous_seq:
         return None
     was = (f"against the pinned reference {judged_against}" if recorded and judged_against else
            "against no reference" if recorded else "without recording its reference (an older version)")

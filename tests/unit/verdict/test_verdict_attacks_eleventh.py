@@ -12,8 +12,8 @@ test): 1, 1b, 2, 3 and 4 (6932cc9), 5 (1d41928, whose ordering the twelfth revie
 3d449f5 the logged acceptance is the reference and a later unlogged stamp beside it fails the gate
 as not compared), 5b (3d449f5's successor: an acceptance is stamped after every earlier one of
 its variant and aspect, so a stamp that ran ahead no longer outranks a later acceptance, logged
-or not). Left as a strict xfail: 6, whose fix is one sequence across measurements and
-acceptances (decide "latest" and "accepted since" by position). The holes as found:
+or not), 6 (one sequence across measurements and acceptances: "latest" and "accepted since"
+decided by position, history/measurements.py ``ACCEPTED_POSITION``). The holes as found:
 
 1. a variant renamed in the variants file (w -> w2, the same configuration) whose new partition has
    no file yet: ``_gate_unmeasured`` (eval_pipeline/verdict/retrieval.py:279) asks
@@ -436,8 +436,6 @@ def test_an_answer_acceptance_without_a_run_row_yields_to_a_logged_one_only_by_o
     assert not all(gate.passed for gate in gates), [gate.message for gate in gates]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="hole 6 (the tenth's left): the previous run and moved_reference by time")
 @pytest.mark.integration
 def test_moved_reference_accepted_since_by_a_clock_that_was_ahead(judge):
     """The tenth review's "left" confirmed: r1 (0.90) accepted a day ahead, r2 (1.00) accepted

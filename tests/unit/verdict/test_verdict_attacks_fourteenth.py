@@ -12,7 +12,11 @@ previous run chosen by time (``_ORDERS["latest"]``: GREATEST(created_at, accepte
 ``moved_reference``'s "accepted since" (``accepted_at > created_at``), the answer side, a
 rename, and the anchor's conflict on a legitimate history.
 
-Holes (strict xfails, each confirmed by running it):
+Holes (strict xfails, each confirmed by running it; both closed since, now plain tests, by one
+sequence across measurements and acceptances: every acceptance takes its position from the
+sequence that numbers the measurements, "the previous run" and "accepted since" are decided by
+position, and ``accept`` stamps the plain time again, which no rule orders by; see
+tests/unit/verdict/test_acceptance_positions.py):
 
 1. a pushed stamp hides a deleted acceptance (FAILS OPEN): measurements.py:521-530 stamps r1
    a day ahead because r0 (an earlier acceptance of v) was stamped ahead, so r1 stays "the latest
@@ -37,7 +41,7 @@ Holes (strict xfails, each confirmed by running it):
    ``moved_reference`` (runs.py:727) from verdict/answers.py:192 calls the older reference
    "accepted since". Same fix. Specific to 5f6eaca (z0, the row stamped ahead, deleted too).
 
-Left open (the lead, after the review): the minimum fix, an ``accepted_at`` in the future never
+Left open at first (the lead, after the review), then closed by the one sequence: the minimum fix, an ``accepted_at`` in the future never
 "since" in ``moved_reference``, was tried and reverted: every acceptance after one stamped ahead
 is pushed into the future, so every run after it, in a history with no deletion, became not
 compared until the clock caught up (``_pushed_history``'s r2 failed). Both holes need a clock
@@ -105,9 +109,6 @@ def _pushed_history(judge):
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="hole: a stamp pushed ahead makes r1 'accepted since' r3 (runs.py:727) and the previous "
-                          "run by time (measurements.py:391): r2's deletion passes unnoticed")
 def test_a_pushed_stamp_does_not_hide_a_deleted_acceptance_when_the_ahead_run_is_purged(judge):
     """r0 accepted ahead, r1 and r2 accepted (pushed), r3 0.97; r0 and r2 deleted: r4's 0.94 is
     -0.06 from r2, which r3 was judged against, and must not pass against r1 (0.90)."""
@@ -119,9 +120,6 @@ def test_a_pushed_stamp_does_not_hide_a_deleted_acceptance_when_the_ahead_run_is
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="hole: a stamp pushed ahead makes r1 'accepted since' r3 (runs.py:727) and the previous "
-                          "run by time (measurements.py:391): r2's deletion passes unnoticed")
 def test_a_pushed_stamp_does_not_hide_a_deleted_acceptance(judge):
     """As above, r0 kept."""
     _pushed_history(judge)
@@ -209,9 +207,6 @@ def test_a_rename_after_an_acceptance_stamped_ahead_keeps_the_new_names_acceptan
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="hole: accept_answer_run's stamp pushed ahead makes a0 'accepted since' a2 (runs.py:727) "
-                          "and the previous row by time (measurements.py:391): a1's deletion passes unnoticed")
 def test_a_pushed_answer_stamp_does_not_hide_a_deleted_acceptance(answers):
     """The eighth review's answer deletion attack after a clock step: z0 (0.80) accepted a day
     ahead, a0 (0.80) and a1 (0.90) accepted since (pushed after z0's stamp), a2 0.85 passes; z0
