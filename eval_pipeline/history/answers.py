@@ -345,13 +345,16 @@ def _as_dict(values: Sequence[Any]) -> dict[str, Any]:
     return row
 
 
-def _read_row(conn: Any, names: Mapping[str, str], found: tuple[str, str] | None, grader: str) -> dict[str, Any] | None:
-    """The answer row of the measurement ``found`` ((run id, variant)) for ``grader``, or None."""
+def _read_row(conn: Any, names: Mapping[str, str], found: measurements.Yardstick | None,
+              grader: str) -> dict[str, Any] | None:
+    """The answer row of the measurement ``found`` for ``grader`` (with its
+    ``acceptance_conflict``, when the lookup found one), or None."""
     if found is None:
         return None
     row = conn.execute(sql.SQL("SELECT {cols} FROM {rows} WHERE run_id = %s AND variant = %s AND grader = %s").format(
-        cols=sql.SQL(", ").join(map(sql.Identifier, _READ)), rows=_rows(names)), (*found, grader)).fetchone()
-    return None if row is None else _as_dict(row)
+        cols=sql.SQL(", ").join(map(sql.Identifier, _READ)), rows=_rows(names)),
+        (found.run_id, found.variant, grader)).fetchone()
+    return None if row is None else {**_as_dict(row), **found.conflict_mark()}
 
 
 def _check_key(key: Mapping[str, Any], before_run_id: object) -> None:
@@ -379,14 +382,10 @@ def _lookup(connection_string: str, key: Mapping[str, Any], before_run_id: str |
         with measurements.connection(connection_string) as conn:
             if not history_exists(conn, names):
                 return None
-            conflicts: list[str] = []
             found = measurements.find(conn, names, aspect=answers_aspect(key["grader"]), variant=key["variant"],
                                       order=order, identity=identity, configuration=configuration,
-                                      before_run_id=before_run_id, conflicts=conflicts)
-            row = _read_row(conn, names, found, key["grader"])
-            if row is not None and conflicts:
-                row["acceptance_conflict"] = conflicts[0]  # moved_reference fails it closed
-            return row
+                                      before_run_id=before_run_id)
+            return _read_row(conn, names, found, key["grader"])
 
     return call_redacted(connection_string, "looking up the answer history", find)
 

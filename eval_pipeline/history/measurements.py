@@ -57,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import psycopg
 from psycopg import sql
@@ -68,6 +68,7 @@ from eval_pipeline.store.database import connect
 __all__ = [
     "IDENTITY_FIELDS",
     "RETRIEVAL",
+    "Yardstick",
     "accept",
     "answers_aspect",
     "connection",
@@ -461,19 +462,31 @@ def _lookup_params(conn: Any, names: Mapping[str, str], *, aspect: str, variant:
             "before": before_run_id, "cutoff": cutoff(conn, names, before_run_id)}
 
 
+class Yardstick(NamedTuple):
+    """A measurement found as a yardstick: its run, the variant's name in that run, and, for a
+    pinned reference, the run of an acceptance with no log entry made after it
+    (``acceptance_conflict``): which acceptance is in force cannot be told, and the verdict
+    fails closed (`runs.moved_reference`)."""
+
+    run_id: str
+    variant: str
+    acceptance_conflict: str | None = None
+
+    def conflict_mark(self) -> dict[str, str]:
+        """What a row read for this yardstick carries of the conflict: ``{"acceptance_conflict":
+        run}`` when there is one (`runs.moved_reference` fails it closed), else nothing."""
+        return {} if self.acceptance_conflict is None else {"acceptance_conflict": self.acceptance_conflict}
+
+
 def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, order: Order,
          identity: Mapping[str, Any] | None = None, configuration: str | None = None,
-         heirs: Sequence[str] | None = None, before_run_id: str | None = None,
-         conflicts: list[str] | None = None) -> tuple[str, str] | None:
-    """The (run id, variant name in that run) of ``variant``'s ``aspect`` yardstick, or None:
-    with ``order="latest"`` its previous run, with ``"reference"`` its pinned reference (the
-    latest acceptance, else the first eligible run). With ``identity`` (:data:`IDENTITY_FIELDS`),
-    only measurements of exactly that identity; an incomplete identity (a field missing or not
-    a non-empty string) matches nothing: such a run is never judged as comparable. Without, any
-    identity's (the history a changed benchmark is paired with). ``before_run_id`` itself is
-    never returned. With ``conflicts`` (a list), the pinned reference's lookup appends the run of
-    an acceptance with no log entry stamped after the latest logged one: which is the latest
-    cannot be told (a log entry deleted, or a clock that ran ahead), and the caller fails closed."""
+         heirs: Sequence[str] | None = None, before_run_id: str | None = None) -> Yardstick | None:
+    """``variant``'s ``aspect`` yardstick, or None: with ``order="latest"`` its previous run,
+    with ``"reference"`` its pinned reference (the latest acceptance, else the first eligible
+    run). With ``identity`` (:data:`IDENTITY_FIELDS`), only measurements of exactly that
+    identity; an incomplete identity (a field missing or not a non-empty string) matches
+    nothing: such a run is never judged as comparable. Without, any identity's (the history a
+    changed benchmark is paired with). ``before_run_id`` itself is never returned."""
     matches, values = "", {}
     if identity is not None:
         values = {k: identity.get(k) for k in IDENTITY_FIELDS}
@@ -495,26 +508,23 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
                 **_ident(names)), {**params, "after": after[0], "after_position": after[1]}).fetchone()
         return None if found is None else (str(found[0]), str(found[1]), found[2], found[3])
 
-    if order == "reference":
-        found = _latest_acceptance(pick, conflicts) or pick("first")
-    else:
+    if order != "reference":
         found = pick(order)
-    return None if found is None else found[:2]
+        return None if found is None else Yardstick(*found[:2])
+    return _latest_acceptance(pick) or (None if (first := pick("first")) is None else Yardstick(*first[:2]))
 
 
-def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any] | None],
-                       conflicts: list[str] | None) -> tuple[str, str, Any, Any] | None:
+def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any] | None]) -> Yardstick | None:
     """The latest acceptance among a lookup's candidates: the logged one latest in the log (none
     logged: the unlogged one latest by position). An acceptance with no log entry after the
-    logged one is named in ``conflicts``: the log is the record of which acceptance is in force,
-    and an entry missing from it (deleted by hand, say) leaves that unknown."""
+    logged one is its ``acceptance_conflict``: the log is the record of which acceptance is in
+    force, and an entry missing from it (deleted by hand, say) leaves that unknown."""
     logged = pick("logged")
     if logged is None:
-        return pick("unlogged")
+        unlogged = pick("unlogged")
+        return None if unlogged is None else Yardstick(*unlogged[:2])
     later = pick("unlogged", after=logged[2:])
-    if later is not None and conflicts is not None:
-        conflicts.append(later[0])
-    return logged
+    return Yardstick(*logged[:2], acceptance_conflict=None if later is None else later[0])
 
 
 def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, configuration: str | None = None,

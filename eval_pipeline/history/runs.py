@@ -551,12 +551,12 @@ _ELIGIBLE = """COALESCE(r.eligible,
     AND NOT EXISTS (SELECT 1 FROM {questions} q WHERE q.run_id = r.run_id AND q.errored))"""
 
 
-def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple[str, str] | None) -> dict[str, Any] | None:
-    """The retrieval measurement ``found`` ((run id, variant name)) with its run's provenance and
-    its metrics, or None."""
+def _run_with_metrics(conn: Any, names: Mapping[str, str],
+                      found: measurements.Yardstick | None) -> dict[str, Any] | None:
+    """The retrieval measurement ``found`` with its run's provenance and its metrics, or None."""
     if found is None:
         return None
-    run_id, variant = found
+    run_id, variant = found.run_id, found.variant
     seq, created_at, limited, accepted_at, position, provenance = conn.execute(sql.SQL(
         "SELECT m.seq, m.created_at, m.limited, " + measurements.ACCEPTED_AT + ", "
         + measurements.ACCEPTED_POSITION + ", r.provenance"
@@ -582,6 +582,7 @@ def _run_with_metrics(conn: Any, names: Mapping[str, str], found: tuple[str, str
         "provenance": provenance,
         "metrics": {m: _nan_if_none(v) for m, v, _, _ in values},
         "intervals": {m: (lo, hi) for m, _, lo, hi in values if lo is not None and hi is not None},
+        **found.conflict_mark(),
     }
 
 
@@ -691,7 +692,7 @@ def previous_run(
 def acceptance_conflict(reference: Mapping[str, Any] | None) -> str | None:
     """Why the pinned reference (or an anchor) ``reference`` cannot be trusted: an acceptance of
     another run with no entry in the acceptance log was stamped after it (``acceptance_conflict``,
-    set by the lookup: `measurements.find`'s ``conflicts``), or None."""
+    set by the lookup: `measurements.Yardstick`), or None."""
     found = reference or {}
     other = found.get("acceptance_conflict")
     if not other:
@@ -764,14 +765,10 @@ def reference_run(
     with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return None
-        conflicts: list[str] = []
         found = measurements.find(conn, names, aspect=measurements.RETRIEVAL, variant=variant, order="reference",
                                   identity=_measured_identity(identity), configuration=configuration, heirs=heirs,
-                                  before_run_id=before_run_id, conflicts=conflicts)
-        run = _run_with_metrics(conn, names, found)
-        if run is not None and conflicts:
-            run["acceptance_conflict"] = conflicts[0]  # moved_reference fails it closed
-        return run
+                                  before_run_id=before_run_id)
+        return _run_with_metrics(conn, names, found)
 
 
 def project_history(connection_string: str, *, before_run_id: str | None = None,
