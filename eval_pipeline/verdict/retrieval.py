@@ -130,6 +130,18 @@ class RunVerdict:
         the first-stage order (its numbers are not the configuration's it claims)."""
         return not self.limited and self.passed and self.n_errored == 0 and self.n_rerank_fallback == 0
 
+    def judged(self, variant: str, gate: GateResult, *, decided_by: str,
+               previous: dict[str, Any] | None, history: Comparison, previous_gate: GateResult,
+               reference: dict[str, Any] | None, reference_history: Comparison | None,
+               reference_gate: GateResult | None) -> None:
+        """Record ``variant``'s combined ``gate`` with both of its comparisons (the previous run's
+        and the pinned reference's): every field a judged variant has, set in one place."""
+        self.gates[variant] = gate
+        self.decided_by[variant] = decided_by
+        self.previous[variant], self.history[variant], self.previous_gates[variant] = previous, history, previous_gate
+        self.reference[variant], self.reference_history[variant] = reference, reference_history
+        self.reference_gates[variant] = reference_gate
+
     def gate_rows(self) -> list[dict[str, Any]]:
         """One row per (variant, comparison, metric); `against` is previous or reference."""
         return [{"variant": v, "state": g.state, **row} for v, g in self.gates.items() for row in g.rows]
@@ -299,11 +311,9 @@ def _gate_unmeasured(verdict: RunVerdict, missing: Sequence[str], *, connection_
         verdict.unmeasured.append(key)
         if renamed:
             verdict.maybe_renamed[key] = list(verdict.vanished)
-        verdict.gates[key] = verdict.previous_gates[key] = gate
-        verdict.decided_by[key] = "nothing (not measured in this run)"
-        verdict.previous[key] = verdict.reference[key] = None
-        verdict.history[key] = Comparison("unknown", reasons=[message])
-        verdict.reference_history[key] = verdict.reference_gates[key] = None
+        verdict.judged(key, gate, decided_by="nothing (not measured in this run)", previous=None,
+                       history=Comparison("unknown", reasons=[message]), previous_gate=gate, reference=None,
+                       reference_history=None, reference_gate=None)
 
 
 def _may_be_a_rename(variant: str, configuration: str | None, vanished: Sequence[str],
@@ -553,14 +563,10 @@ def judge_run(
                            f"{'; '.join(loosened)}; judged with the stricter settings until a run under the new "
                            "ones is accepted)")
         gate = with_exact_command(gate, run_id, variant)
-        verdict.decided_by[variant] = _decided_by(gate)
-        verdict.previous[variant] = ever
-        verdict.history[variant] = compare_provenance(provenance, ever, variant)
-        verdict.previous_gates[variant] = previous_gate
-        verdict.reference[variant] = ref
-        verdict.reference_history[variant] = compare_provenance(provenance, ref, variant) if ref is not None else None
-        verdict.reference_gates[variant] = ref_gate
-        verdict.gates[variant] = gate
+        verdict.judged(variant, gate, decided_by=_decided_by(gate), previous=ever,
+                       history=compare_provenance(provenance, ever, variant), previous_gate=previous_gate,
+                       reference=ref, reference_history=None if ref is None else compare_provenance(
+                           provenance, ref, variant), reference_gate=ref_gate)
     if connection_string:
         _gate_unmeasured(verdict, [k for k in keys if k not in per_variant], connection_string=connection_string,
                          run_id=run_id, prefix=history_prefix, unreadable=unreadable, errors=history_errors,
