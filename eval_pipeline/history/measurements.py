@@ -253,12 +253,19 @@ def create(conn: Any, names: Mapping[str, str], *, legacy_answers: str, eligible
 
 def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
     """Give every acceptance its position in the history (:data:`ACCEPTED_POSITION`): the
-    measurement row's ``accepted_position`` and the log's ``position``, from then on drawn by
-    :func:`accept` from the sequence that numbers the measurements (the log's default draws
-    from it too, so an older install's CLI that logs an acceptance places it as well).
-    Acceptances made before positions existed can only be placed by their time: each goes
-    after the last measurement recorded by then, the log's entries kept in the log's order,
-    a stamp with no log entry after them. Runs once, in the caller's transaction."""
+    measurement row's ``accepted_position`` and the log's ``position``, from then on drawn from
+    the sequence that numbers the measurements by whatever writes an acceptance: the log's
+    column default, and a trigger for the row (:data:`_PLACE_FUNCTION`), so an older install
+    that stamps ``accepted_at`` or logs an acceptance places it too, without knowing positions.
+
+    Acceptances made before positions existed can only be placed by their time, and a clock
+    that ran ahead makes a stamp too late, never too early; placed too late, an old acceptance
+    would pass for one made after runs it preceded. So each goes after the last measurement
+    recorded by its stamp, but never after a later log entry's place (a running minimum from
+    the log's end: the log's order is kept, and a stamp is only ever moved earlier, which makes
+    a later run "not accepted since": not compared, never passed); a stamp with no log entry
+    goes after every log entry placed after the same measurement (an entry deleted from the
+    log stays a conflict). Runs once, in the caller's transaction."""
     t = _ident(names)
     conn.execute(sql.SQL("ALTER TABLE {measurements} ADD COLUMN IF NOT EXISTS accepted_position double precision")
                  .format(**t))
@@ -267,17 +274,37 @@ def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
     after = "COALESCE((SELECT max(x.seq) FROM {measurements} x WHERE x.created_at <= {at}), 0)"
     conn.execute(sql.SQL(
         "WITH placed AS (SELECT f.seq, " + after.replace("{at}", "f.accepted_at") + " AS after FROM {references} f),"
-        # never before an acceptance earlier in the log (a clock set back between two of them)
-        " monotone AS (SELECT seq, max(after) OVER (ORDER BY seq) AS after FROM placed),"
+        " bounded AS (SELECT seq, min(after) OVER (ORDER BY seq DESC) AS after FROM placed),"
         " ranked AS (SELECT seq, after, row_number() OVER (PARTITION BY after ORDER BY seq) AS k,"
-        "  count(*) OVER (PARTITION BY after) AS n FROM monotone)"
-        " UPDATE {references} f SET position = r.after + r.k::double precision / (r.n + 1)"
+        "  count(*) OVER (PARTITION BY after) AS n FROM bounded)"
+        # log entries in (after, after + 0.5), a stamp with no log entry at after + 0.75
+        " UPDATE {references} f SET position = r.after + 0.5 * r.k::double precision / (r.n + 1)"
         " FROM ranked r WHERE f.seq = r.seq").format(**t))
     conn.execute(sql.SQL(
         "UPDATE {measurements} m SET accepted_position = COALESCE(" + LOGGED_POSITION + ", "
-        + after.replace("{at}", "m.accepted_at") + " + 0.5) WHERE m.accepted_at IS NOT NULL").format(**t))
+        + after.replace("{at}", "m.accepted_at") + " + 0.75) WHERE m.accepted_at IS NOT NULL").format(**t))
+    sequence = sql.Literal(_sequence(conn, names))
     conn.execute(sql.SQL("ALTER TABLE {references} ALTER COLUMN position SET DEFAULT nextval({sequence}::regclass)")
-                 .format(sequence=sql.Literal(_sequence(conn, names)), **t))
+                 .format(sequence=sequence, **t))
+    # one function for every history in the database (created under a lock of its own: two
+    # prefixes upgraded at once would race on it), a trigger per measurements table
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_PLACE_FUNCTION,))
+    conn.execute(sql.SQL(
+        "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM OLD.accepted_position THEN"
+        " NEW.accepted_position := nextval(TG_ARGV[0]::regclass); END IF; RETURN NEW; END $$").format(
+            function=sql.Identifier(_PLACE_FUNCTION)))
+    trigger = sql.Identifier(f"{names['measurements']}_place_acceptance")
+    conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {trigger} ON {measurements}").format(trigger=trigger, **t))
+    conn.execute(sql.SQL(
+        "CREATE TRIGGER {trigger} BEFORE UPDATE OF accepted_at ON {measurements} FOR EACH ROW"
+        " EXECUTE FUNCTION {function}({sequence})").format(
+            trigger=trigger, function=sql.Identifier(_PLACE_FUNCTION), sequence=sequence, **t))
+
+
+# The trigger function that places an acceptance stamped on a measurement row: every UPDATE that
+# sets ``accepted_at`` (an acceptance) without setting a new ``accepted_position`` draws one.
+_PLACE_FUNCTION = "eval_pipeline_place_acceptance"
 
 
 def _sequence(conn: Any, names: Mapping[str, str]) -> str:
@@ -430,16 +457,19 @@ _BEFORE = (" AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
 # (recorded eligible: its seq; or accepted later: its acceptance's position, so re-accepting an
 # older run makes it the previous run again); the pinned reference: the latest acceptance
 # (`_latest_acceptance`), else the first eligible ("first"). Which acceptance is the latest: among
-# the logged ones, the latest in the log; one whose log entry is gone (deleted, or its run has no
-# run row to log against) after it makes the reference ambiguous (`find`'s `conflicts`): placed by
-# its position, or, made by an older install that recorded no position, by its stamp.
+# the logged ones, the latest in the log; an acceptance missing from the log (no entry at all:
+# deleted, or its run has no run row to log against; or the row's acceptance later than its latest
+# entry: that entry deleted) placed after it makes the reference ambiguous
+# (`Yardstick.acceptance_conflict`); a stamp with no position (written around the trigger) is
+# placed by its time.
 _UNLOGGED_AFTER = (" AND (%(after_position)s::double precision IS NULL OR m.accepted_position > %(after_position)s"
                    f" OR (m.accepted_position IS NULL AND {ACCEPTED_AT} > %(after)s::timestamptz))")
 _ORDERS: dict[str, tuple[str, str]] = {
     "latest": (USABLE, f"GREATEST(m.seq, COALESCE({ACCEPTED_POSITION}, m.seq)) DESC, m.seq DESC"),
     "logged": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL AND {LOGGED_POSITION} IS NOT NULL",
                f"{LOGGED_POSITION} DESC, m.seq DESC"),
-    "unlogged": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL AND {LOGGED_POSITION} IS NULL" + _UNLOGGED_AFTER,
+    "unlogged": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL AND ({LOGGED_POSITION} IS NULL"
+                 f" OR m.accepted_position > {LOGGED_POSITION})" + _UNLOGGED_AFTER,
                  f"{ACCEPTED_POSITION} DESC NULLS LAST, {ACCEPTED_AT} DESC, m.seq DESC"),
     "first": (USABLE + " AND m.eligible", "m.seq ASC"),
 }
@@ -573,15 +603,13 @@ def accept(conn: Any, names: Mapping[str, str], run_id: str, measured: Iterable[
     ``{references}`` with who, when, why and the benchmark accepted on (when the run itself is
     recorded, which the log's foreign key needs)."""
     t = _ident(names)
-    sequence = _sequence(conn, names)
     for variant, aspect in measured:
-        # the acceptance's position comes from the sequence that numbers the measurements: it is
-        # after every measurement recorded so far, and before every one recorded later
+        # the stamp draws the acceptance's position (the table's trigger, `_place_acceptances`) from the
+        # sequence that numbers the measurements: after every one recorded so far, before every later one
         conn.execute(sql.SQL(
-            "UPDATE {measurements} SET accepted_at = clock_timestamp(),"
-            " accepted_position = nextval(%(sequence)s::regclass)"
+            "UPDATE {measurements} SET accepted_at = clock_timestamp()"
             " WHERE run_id = %(run)s AND variant = %(variant)s AND aspect = %(aspect)s").format(**t),
-            {"run": run_id, "variant": variant, "aspect": aspect, "sequence": sequence})
+            {"run": run_id, "variant": variant, "aspect": aspect})
         conn.execute(sql.SQL(
             "INSERT INTO {references} (corpus_signature, labels_fingerprint, scoring_protocol, benchmark_fingerprint,"
             " variant, run_id, note, aspect, accepted_by, accepted_at, position)"

@@ -691,17 +691,17 @@ def previous_run(
 
 def acceptance_conflict(reference: Mapping[str, Any] | None) -> str | None:
     """Why the pinned reference (or an anchor) ``reference`` cannot be trusted: an acceptance of
-    another run with no entry in the acceptance log was stamped after it (``acceptance_conflict``,
-    set by the lookup: `measurements.Yardstick`), or None."""
+    another run made after it has no entry in the acceptance log (``acceptance_conflict``, set by
+    the lookup: `measurements.Yardstick`), or None."""
     found = reference or {}
     other = found.get("acceptance_conflict")
     if not other:
         return None
     run, variant = found.get("run_id"), found.get("variant")
-    return (f"run {other} was accepted after run {run} by its stamp but has no entry in the acceptance log (the "
-            "entry deleted, or a clock that ran ahead): which bar is in force cannot be told; accept the intended "
-            f"one again: python -m eval_pipeline.history accept {run} --variant {variant}, or accept {other} "
-            f"--variant {variant}")
+    return (f"run {other} was accepted after run {run} but that acceptance has no entry in the acceptance log (the "
+            "entry deleted, or a run with no run row to log it against): which bar is in force cannot be told; "
+            f"accept the intended one again: python -m eval_pipeline.history accept {run} --variant {variant}, or "
+            f"accept {other} --variant {variant} (a run whose run row is recorded: only it can be logged)")
 
 
 def moved_reference(previous: Mapping[str, Any] | None, reference: Mapping[str, Any] | None, *, judged: object,
