@@ -249,14 +249,16 @@ def create(conn: Any, names: Mapping[str, str], *, legacy_answers: str, eligible
                  legacy_answers=legacy_answers if _exists(conn, legacy_answers) else None, eligible_sql=eligible_sql)
     if not has_column(conn, names["references"], "position"):
         _place_acceptances(conn, names)
+    if not has_placement_trigger(conn, names):
+        _create_placement_trigger(conn, names)
 
 
 def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
     """Give every acceptance its position in the history (:data:`ACCEPTED_POSITION`): the
     measurement row's ``accepted_position`` and the log's ``position``, from then on drawn from
-    the sequence that numbers the measurements by whatever writes an acceptance: the log's
-    column default, and a trigger for the row (:data:`_PLACE_FUNCTION`), so an older install
-    that stamps ``accepted_at`` or logs an acceptance places it too, without knowing positions.
+    the sequence that numbers the measurements by :func:`accept`, and, for a writer that knows
+    no positions (an older install), by the log's column default and the row's trigger
+    (:func:`_create_placement_trigger`).
 
     Acceptances made before positions existed can only be placed by their time, and a clock
     that ran ahead makes a stamp too late, never too early; placed too late, an old acceptance
@@ -264,8 +266,9 @@ def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
     recorded by its stamp, but never after a later log entry's place (a running minimum from
     the log's end: the log's order is kept, and a stamp is only ever moved earlier, which makes
     a later run "not accepted since": not compared, never passed); a stamp with no log entry
-    goes after every log entry placed after the same measurement (an entry deleted from the
-    log stays a conflict). Runs once, in the caller's transaction."""
+    goes after every log entry placed after the same measurement, and so does a row stamped
+    later than all of its own log entries (an entry deleted from the log stays a conflict).
+    Runs once, in the caller's transaction."""
     t = _ident(names)
     conn.execute(sql.SQL("ALTER TABLE {measurements} ADD COLUMN IF NOT EXISTS accepted_position double precision")
                  .format(**t))
@@ -280,21 +283,50 @@ def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
         # log entries in (after, after + 0.5), a stamp with no log entry at after + 0.75
         " UPDATE {references} f SET position = r.after + 0.5 * r.k::double precision / (r.n + 1)"
         " FROM ranked r WHERE f.seq = r.seq").format(**t))
+    # a row stamped later than every entry of its own in the log was accepted again with that entry
+    # deleted (every version logs the row's own stamp, or logs without stamping: never earlier)
+    latest_logged = ("(SELECT max(f.accepted_at) FROM {references} f WHERE f.run_id = m.run_id"
+                     " AND f.variant = m.variant AND f.aspect = m.aspect)")
     conn.execute(sql.SQL(
-        "UPDATE {measurements} m SET accepted_position = COALESCE(" + LOGGED_POSITION + ", "
-        + after.replace("{at}", "m.accepted_at") + " + 0.75) WHERE m.accepted_at IS NOT NULL").format(**t))
-    sequence = sql.Literal(_sequence(conn, names))
+        "UPDATE {measurements} m SET accepted_position = CASE WHEN " + LOGGED_POSITION + " IS NULL"
+        f" OR m.accepted_at > {latest_logged}"
+        " THEN " + after.replace("{at}", "m.accepted_at") + " + 0.75 ELSE " + LOGGED_POSITION + " END"
+        " WHERE m.accepted_at IS NOT NULL").format(**t))
     conn.execute(sql.SQL("ALTER TABLE {references} ALTER COLUMN position SET DEFAULT nextval({sequence}::regclass)")
-                 .format(sequence=sequence, **t))
-    # one function for every history in the database (created under a lock of its own: two
-    # prefixes upgraded at once would race on it), a trigger per measurements table
+                 .format(sequence=sql.Literal(_sequence(conn, names)), **t))
+
+
+_TRIGGER_SUFFIX = "_place_acceptance"
+# SQL: whether the measurements table (the query parameter ``measurements``) has the trigger that
+# places an acceptance (a history upgraded without it, or whose trigger was dropped, gets it back
+# on first contact: `runs.history_exists`).
+HAS_PLACEMENT_TRIGGER_SQL = ("EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(%(measurements)s)"
+                             f" AND tgname = %(measurements)s || '{_TRIGGER_SUFFIX}')")
+
+
+def has_placement_trigger(conn: Any, names: Mapping[str, str]) -> bool:
+    """Whether the measurements table has the trigger that places an acceptance."""
+    return bool(conn.execute("SELECT " + HAS_PLACEMENT_TRIGGER_SQL, dict(names)).fetchone()[0])
+
+
+def _trigger_name(names: Mapping[str, str]) -> str:
+    return names["measurements"] + _TRIGGER_SUFFIX
+
+
+def _create_placement_trigger(conn: Any, names: Mapping[str, str]) -> None:
+    """The trigger that places every acceptance stamped on a measurement row by a writer that
+    does not draw its position (an older install): one function for every history in the
+    database (created under a lock of its own: two prefixes upgraded at once would race on it),
+    a trigger per measurements table, given its sequence."""
+    t = _ident(names)
+    sequence = sql.Literal(_sequence(conn, names))
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_PLACE_FUNCTION,))
     conn.execute(sql.SQL(
         "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
         " IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM OLD.accepted_position THEN"
         " NEW.accepted_position := nextval(TG_ARGV[0]::regclass); END IF; RETURN NEW; END $$").format(
             function=sql.Identifier(_PLACE_FUNCTION)))
-    trigger = sql.Identifier(f"{names['measurements']}_place_acceptance")
+    trigger = sql.Identifier(_trigger_name(names))
     conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {trigger} ON {measurements}").format(trigger=trigger, **t))
     conn.execute(sql.SQL(
         "CREATE TRIGGER {trigger} BEFORE UPDATE OF accepted_at ON {measurements} FOR EACH ROW"
@@ -603,13 +635,16 @@ def accept(conn: Any, names: Mapping[str, str], run_id: str, measured: Iterable[
     ``{references}`` with who, when, why and the benchmark accepted on (when the run itself is
     recorded, which the log's foreign key needs)."""
     t = _ident(names)
+    sequence = _sequence(conn, names)
     for variant, aspect in measured:
-        # the stamp draws the acceptance's position (the table's trigger, `_place_acceptances`) from the
-        # sequence that numbers the measurements: after every one recorded so far, before every later one
+        # the acceptance's position comes from the sequence that numbers the measurements: after every
+        # one recorded so far, before every later one (drawn here, not left to the table's trigger,
+        # which only places what a writer that knows no positions stamps)
         conn.execute(sql.SQL(
-            "UPDATE {measurements} SET accepted_at = clock_timestamp()"
+            "UPDATE {measurements} SET accepted_at = clock_timestamp(),"
+            " accepted_position = nextval(%(sequence)s::regclass)"
             " WHERE run_id = %(run)s AND variant = %(variant)s AND aspect = %(aspect)s").format(**t),
-            {"run": run_id, "variant": variant, "aspect": aspect})
+            {"run": run_id, "variant": variant, "aspect": aspect, "sequence": sequence})
         conn.execute(sql.SQL(
             "INSERT INTO {references} (corpus_signature, labels_fingerprint, scoring_protocol, benchmark_fingerprint,"
             " variant, run_id, note, aspect, accepted_by, accepted_at, position)"

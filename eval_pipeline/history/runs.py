@@ -269,14 +269,16 @@ def ensure_tables(connection_string: str, *, prefix: str = "eval") -> None:
 
 def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
     """Whether there is a history; one in an older shape (no measurements, no references
-    table, no eligible column, acceptances without positions) is upgraded in place first,
-    under the same lock as a first write, so its variants keep their yardsticks."""
+    table, no eligible column, acceptances without positions or the trigger that places them)
+    is upgraded in place first, under the same lock as a first write, so its variants keep
+    their yardsticks."""
     # one round trip: every lookup asks it first
-    runs, metrics, current, answers, aspect, metrics_aspect, placed = conn.execute(
+    runs, metrics, current, answers, aspect, metrics_aspect, placed, triggered = conn.execute(
         "SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(metrics)s) IS NOT NULL, "
         "to_regclass(%(measurements)s) IS NOT NULL, to_regclass(%(answer_runs)s) IS NOT NULL, "
         + ", ".join(measurements.has_column_sql(table, "aspect") for table in ("references", "metrics"))
-        + ", " + measurements.has_column_sql("references", "position"),
+        + ", " + measurements.has_column_sql("references", "position")
+        + ", " + measurements.HAS_PLACEMENT_TRIGGER_SQL,
         names,
     ).fetchone()
     # A history missing one of its tables is damaged, not empty: read as empty (or rebuilt
@@ -289,7 +291,7 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
                             f"{names['measurements']} is missing")
     if not (runs or current or answers):
         return False
-    if not (runs and current and aspect and placed):
+    if not (runs and current and aspect and placed and triggered):
         with conn.transaction():
             create_tables(conn, names)
     return True
