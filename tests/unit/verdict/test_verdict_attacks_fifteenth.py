@@ -233,12 +233,23 @@ def test_a_restored_reference_whose_latest_log_entry_was_deleted_is_a_conflict(j
     position), never "unlogged": r2 is the reference with no conflict; r1 is the previous run (by
     its kept position), r2 "accepted since" r1's seq, so nothing moved; r4 0.96 passes against
     both, and r5 0.92 (-0.08 from the bar in force) passes against r4 and r2."""
+    restore_then_delete_its_entry(judge)
+    assert_the_slide_is_caught(judge)
+
+
+def restore_then_delete_its_entry(judge) -> None:
+    """r1 (1.00) accepted, r2 (0.90, a measured drop) accepted by name, r1 accepted again; that
+    last log entry deleted by hand."""
     judge("r1", "A", {"v": "good"})
     _accept(judge, "r1")
     assert not judge("r2", "A", {"v": "good"}, hits={"v": 90}).gates["v"].passed
     _accept(judge, "r2", variants=["v"])
     _accept(judge, "r1")
     judge.sql("DELETE FROM {references} WHERE seq = (SELECT max(seq) FROM {references})")
+
+
+def assert_the_slide_is_caught(judge) -> None:
+    """r4 0.96, then r5 0.92 (-0.08 from the bar in force, r1's 1.00): not both passed."""
     steps = [judge(run_id, "A", {"v": "good"}, hits={"v": hits}) for run_id, hits in (("r4", 96), ("r5", 92))]
     assert not all(s.gates["v"].passed for s in steps), [_why(s) for s in steps]
 
@@ -293,10 +304,9 @@ def test_an_older_installs_acceptance_of_an_answer_row_outranks_an_earlier_one(a
 # --------------------------------------------------------------------------------------------
 
 
-def test_an_unloggable_answer_acceptance_after_a_logged_one_is_a_conflict(answers):
-    """Held: a0 (0.90, with a run row: its acceptance logged), a1 (0.82, no run row: its
-    acceptance cannot be logged) accepted after it: a2 is not compared (which bar is in force
-    cannot be told), never judged against a0 or a1 alone."""
+def _logged_then_unloggable(answers):
+    """a0 (0.90, with a run row: its acceptance logged) accepted, a1 (0.82, no run row: its
+    acceptance cannot be logged) accepted after it: a2's (0.82) gate."""
     from eval_pipeline.history.answers import accept_answer_run
 
     _retrieval_row(answers, "a0")
@@ -304,7 +314,14 @@ def test_an_unloggable_answer_acceptance_after_a_logged_one_is_a_conflict(answer
     assert accept_answer_run(answers.uri, "a0")[0]
     assert answers("a1", {"bm25": 0.82}).passed
     assert accept_answer_run(answers.uri, "a1")[0]
-    gate = eighth._answer_gate(answers("a2", {"bm25": 0.82}))
+    return eighth._answer_gate(answers("a2", {"bm25": 0.82}))
+
+
+def test_an_unloggable_answer_acceptance_after_a_logged_one_is_a_conflict(answers):
+    """Held: a0 (0.90, with a run row: its acceptance logged), a1 (0.82, no run row: its
+    acceptance cannot be logged) accepted after it: a2 is not compared (which bar is in force
+    cannot be told), never judged against a0 or a1 alone."""
+    gate = _logged_then_unloggable(answers)
     assert not gate.passed and gate.state == "not_compared" and CONFLICT in gate.message, gate.message
 
 
@@ -318,12 +335,7 @@ def test_accepting_the_unloggable_answer_run_again_ends_the_conflict(answers):
     must be compared."""
     from eval_pipeline.history.answers import accept_answer_run
 
-    _retrieval_row(answers, "a0")
-    assert answers("a0", {"bm25": 0.90}).passed
-    assert accept_answer_run(answers.uri, "a0")[0]
-    assert answers("a1", {"bm25": 0.82}).passed
-    assert accept_answer_run(answers.uri, "a1")[0]
-    gate = eighth._answer_gate(answers("a2", {"bm25": 0.82}))
+    gate = _logged_then_unloggable(answers)
     assert "accept a1 --variant bm25" in gate.message, gate.message
     assert accept_answer_run(answers.uri, "a1", variants=["bm25"])[0]
     gate = eighth._answer_gate(answers("a3", {"bm25": 0.82}))

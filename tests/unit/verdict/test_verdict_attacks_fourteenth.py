@@ -41,13 +41,14 @@ tests/unit/verdict/test_acceptance_positions.py):
    ``moved_reference`` (runs.py:727) from verdict/answers.py:192 calls the older reference
    "accepted since". Same fix. Specific to 5f6eaca (z0, the row stamped ahead, deleted too).
 
-Left open at first (the lead, after the review), then closed by the one sequence: the minimum fix, an ``accepted_at`` in the future never
-"since" in ``moved_reference``, was tried and reverted: every acceptance after one stamped ahead
-is pushed into the future, so every run after it, in a history with no deletion, became not
-compared until the clock caught up (``_pushed_history``'s r2 failed). Both holes need a clock
-that ran ahead *and* runs or acceptances deleted by hand; closing them needs one sequence across
-measurements and acceptances (a schema change with a migration of the existing acceptances),
-which is also what the eleventh review's hole 6 needs.
+Left open at first (the lead, after the review), then closed by the one sequence: the minimum
+fix, an ``accepted_at`` in the future never "since" in ``moved_reference``, was tried and
+reverted: every acceptance after one stamped ahead is pushed into the future, so every run after
+it, in a history with no deletion, became not compared until the clock caught up
+(``_pushed_history``'s r2 failed). Both holes need a clock that ran ahead *and* runs or
+acceptances deleted by hand; closing them needs one sequence across measurements and acceptances
+(a schema change with a migration of the existing acceptances), which is also what the eleventh
+review's hole 6 needs.
 
 Checked against 5f6eaca^ (a frozen worktree, this file copied in): the purged retrieval variant
 of hole 1 and hole 2 pass there (held before 5f6eaca: regressions of the commit); the r0-kept

@@ -92,6 +92,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.verdict import test_verdict_attacks_eighth as eighth
+from tests.unit.verdict import test_verdict_attacks_fifteenth as fifteenth
 from tests.unit.verdict import test_verdict_attacks_twelfth as twelfth
 from tests.unit.verdict.test_verdict_attacks_eighth import _why
 
@@ -211,15 +212,9 @@ def test_accepting_a_new_run_in_a_history_without_the_trigger_is_not_stuck(judge
 def test_a_legacy_restored_reference_whose_latest_log_entry_was_deleted_is_a_conflict(judge):
     """Hole 2: the fifteenth review's 1b, recorded before positions and then upgraded: r4 0.96
     and r5 0.92 (-0.08 from the bar in force) must not both pass."""
-    judge("r1", "A", {"v": "good"})
-    _accept(judge, "r1")
-    assert not judge("r2", "A", {"v": "good"}, hits={"v": 90}).gates["v"].passed
-    _accept(judge, "r2", variants=["v"])
-    _accept(judge, "r1")
-    judge.sql("DELETE FROM {references} WHERE seq = (SELECT max(seq) FROM {references})")
+    fifteenth.restore_then_delete_its_entry(judge)
     _as_before_positions(judge)
-    steps = [judge(run_id, "A", {"v": "good"}, hits={"v": hits}) for run_id, hits in (("r4", 96), ("r5", 92))]
-    assert not all(s.gates["v"].passed for s in steps), [_why(s) for s in steps]
+    fifteenth.assert_the_slide_is_caught(judge)
 
 
 # --------------------------------------------------------------------------------------------
