@@ -315,28 +315,22 @@ def _trigger_name(names: Mapping[str, str]) -> str:
 
 def _create_placement_trigger(conn: Any, names: Mapping[str, str]) -> None:
     """The trigger that places every acceptance stamped on a measurement row by a writer that
-    does not draw its position (an older install): one function for every history in the
-    database (created under a lock of its own: two prefixes upgraded at once would race on it),
-    a trigger per measurements table, given its sequence."""
+    does not draw its position (an older install): every UPDATE that sets ``accepted_at``
+    without a new ``accepted_position`` draws one from the measurements' sequence. Its function
+    is the history's own (named after its table, owned by whoever owns the table): one shared
+    by every history in the database could only be replaced by its owner, so another role's
+    history could never be created."""
     t = _ident(names)
-    sequence = sql.Literal(_sequence(conn, names))
-    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_PLACE_FUNCTION,))
+    name = sql.Identifier(_trigger_name(names))
     conn.execute(sql.SQL(
         "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
         " IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM OLD.accepted_position THEN"
-        " NEW.accepted_position := nextval(TG_ARGV[0]::regclass); END IF; RETURN NEW; END $$").format(
-            function=sql.Identifier(_PLACE_FUNCTION)))
-    trigger = sql.Identifier(_trigger_name(names))
-    conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {trigger} ON {measurements}").format(trigger=trigger, **t))
+        " NEW.accepted_position := nextval({sequence}::regclass); END IF; RETURN NEW; END $$").format(
+            function=name, sequence=sql.Literal(_sequence(conn, names))))
+    conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {trigger} ON {measurements}").format(trigger=name, **t))
     conn.execute(sql.SQL(
         "CREATE TRIGGER {trigger} BEFORE UPDATE OF accepted_at ON {measurements} FOR EACH ROW"
-        " EXECUTE FUNCTION {function}({sequence})").format(
-            trigger=trigger, function=sql.Identifier(_PLACE_FUNCTION), sequence=sequence, **t))
-
-
-# The trigger function that places an acceptance stamped on a measurement row: every UPDATE that
-# sets ``accepted_at`` (an acceptance) without setting a new ``accepted_position`` draws one.
-_PLACE_FUNCTION = "eval_pipeline_place_acceptance"
+        " EXECUTE FUNCTION {function}()").format(trigger=name, function=name, **t))
 
 
 def _sequence(conn: Any, names: Mapping[str, str]) -> str:

@@ -64,6 +64,7 @@ import json
 import math
 import os
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -291,9 +292,20 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
                             f"{names['measurements']} is missing")
     if not (runs or current or answers):
         return False
-    if not (runs and current and aspect and placed and triggered):
+    if not (runs and current and aspect and placed):
         with conn.transaction():
             create_tables(conn, names)
+    elif not triggered:
+        # the trigger only places an older install's acceptances (this version's accept draws its
+        # positions itself): a role that may read and write the history but does not own its tables
+        # cannot restore it, and reads on without it
+        try:
+            with conn.transaction():
+                create_tables(conn, names)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            warnings.warn(f"the history {names['measurements']} has no trigger placing an older install's "
+                          f"acceptances, and this role cannot restore it ({exc}); its owner restores it on its "
+                          "next lookup", stacklevel=2)
     return True
 
 

@@ -232,6 +232,7 @@ def judge(pg_uri):
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         for table in reversed(list(table_names(prefix).values())):
             conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+        conn.execute(f'DROP FUNCTION IF EXISTS "{prefix}_measurements_place_acceptance"')  # the history's own
 
 
 def _delete_run(judge, run_id: str) -> None:
