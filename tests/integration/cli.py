@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -10,18 +11,25 @@ from tests import job_zygote
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
+# The tests' Dagster home: the project's dagster.yaml with a pooled storage (its folder's
+# pooled_dagster_storage.py says why). A test runs on the project's own file with
+# `DAGSTER_HOME=str(REPO)` in its environment (the shared clean run, the CLI and console tests,
+# the webserver, `dagster dev`, the Celery cluster).
+DAGSTER_HOME = job_zygote.STORAGE_PATH
+if str(DAGSTER_HOME) not in sys.path:
+    sys.path.append(str(DAGSTER_HOME))  # this process reads the runs' events through that instance too
 
 
 def job_environment(state_dir: Path, dagster_url: str, **extra) -> dict:
-    env = dict(os.environ)
+    env = job_zygote.with_storage_path(dict(os.environ))
     env.update(
-        DAGSTER_HOME=str(REPO),
+        DAGSTER_HOME=str(DAGSTER_HOME),
         EVAL_PIPELINE_STATE_DIR=str(state_dir),
         EVAL_PIPELINE_ARTIFACTS_DIR=str(state_dir / "dagster"),
         EVAL_PIPELINE_COMPUTE_LOGS_DIR=str(state_dir / "dagster" / "logs"),
         EVAL_PIPELINE_DAGSTER_PG_URL=dagster_url,
-        **extra,
     )
+    env.update(extra)
     return env
 
 

@@ -1,5 +1,6 @@
-"""Whole-job runs that several tests only read, or continue from a copy of, made once per session
-(again if the code changed meanwhile: shared_runs.Shared); the browser tests' page."""
+"""Whole-job runs that several tests only read, or continue from a copy of, made once per test run
+for all its pytest-xdist workers (again if the code changed meanwhile: shared_runs.Shared); the
+browser tests' page."""
 
 import pytest
 
@@ -11,7 +12,8 @@ def first_run(tmp_path_factory, embedded_pg) -> shared_runs.Shared[verdict_runs.
     """A brand-new project's first run (`dense` and `bm25`, no answers; verdict_runs.make_first_run):
     the verdict tests that start from it copy its state dir instead of running it again."""
     dagster_url = embedded_pg.uri("dagster", driver="psycopg2")
-    return shared_runs.Shared(lambda: verdict_runs.make_first_run(tmp_path_factory.mktemp("first-run"), dagster_url))
+    return shared_runs.Shared(lambda: verdict_runs.make_first_run(tmp_path_factory.mktemp("first-run"), dagster_url),
+                              shared_runs.worker_store(tmp_path_factory, "first-run"))
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +22,8 @@ def clean_run(tmp_path_factory, embedded_pg) -> shared_runs.Shared[shared_runs.C
     the reference metrics a killed-and-rerun job must give (test_reliability.py) and the in-process
     run the multiprocess executor must agree with (test_parallel.py)."""
     dagster_url = embedded_pg.uri("dagster", driver="psycopg2")
-    return shared_runs.Shared(lambda: shared_runs.make_clean_run(tmp_path_factory.mktemp("clean-run"), dagster_url))
+    return shared_runs.Shared(lambda: shared_runs.make_clean_run(tmp_path_factory.mktemp("clean-run"), dagster_url),
+                              shared_runs.worker_store(tmp_path_factory, "clean-run"))
 
 
 @pytest.fixture

@@ -35,7 +35,6 @@ from eval_pipeline.history.answers import read_answer_runs
 from eval_pipeline.store.database import EmbeddedPostgres
 from tests.integration.cli import (
     FIXTURES,
-    REPO,
     job_environment,
     start_job,
     tiny_job_config,
@@ -101,7 +100,7 @@ class JobRun:
         from dagster import DagsterEventType, DagsterInstance
 
         with mock.patch.dict(os.environ, {k: self.env[k] for k in INSTANCE_ENV}):
-            instance = DagsterInstance.from_config(str(REPO))
+            instance = DagsterInstance.from_config(self.env["DAGSTER_HOME"])  # the run's instance
             try:
                 records = instance.get_records_for_run(
                     self.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION, limit=1000).records

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 def _run(tmp_path: Path, name: str, env: dict, config: dict) -> subprocess.CompletedProcess:
     cfg = tmp_path / f"{name}.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    env = {**env, "DAGSTER": str(Path(sys.executable).parent / "dagster")}
+    env = {**env, "DAGSTER": str(Path(sys.executable).parent / "dagster"), "DAGSTER_HOME": str(REPO)}  # the project's
     env.pop("EVAL_PIPELINE_LOG_LEVEL", None)  # the user's default
     return subprocess.run([str(REPO / "scripts" / "run_job.sh"), "retrieval_eval", "-c", str(cfg)], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=900)

@@ -149,10 +149,11 @@ def test_demo_job_body_only_questions(tmp_path, resources):
 
 
 def test_dagster_job_execute_cli(tmp_path, job_env):
-    """The command CI and the README use, with run storage in the embedded Postgres."""
+    """The command CI and the README use, with run storage in the embedded Postgres (the
+    project's dagster.yaml)."""
     config_file = tmp_path / "run.yaml"
     config_file.write_text(yaml.safe_dump(_tiny_config(tmp_path / "results")))
-    env = job_env("state")
+    env = job_env("state", DAGSTER_HOME=str(REPO))
     cmd = [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval"]
     ok = subprocess.run([*cmd, "-c", str(config_file)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0, ok.stderr[-3000:]

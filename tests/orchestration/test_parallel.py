@@ -1,18 +1,19 @@
 """The sweep with Dagster's multiprocess executor: variants ranked in parallel steps, same results.
 
-Checked on structured facts from the Dagster instance both runs wrote to (run storage in the
-session's embedded Postgres), not on log text: the run's step keys, the process id recorded
-with each step event, and the output metadata of ranked_results' collect step."""
+Checked on structured facts from the Dagster instance each run wrote to (run storage in a session
+Postgres; the serial run's read right after it by the shared clean run, which another test worker
+may have made: shared_runs.RunFacts), not on log text: the run's step keys, the process id
+recorded with each step event, and the output metadata of ranked_results' collect step."""
 
 import pytest
-from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from tests.integration.cli import metrics_table, start_job, tiny_job_config
+from tests.orchestration.shared_runs import COLLECT_STEP, run_facts
 
 pytestmark = pytest.mark.integration
 
 RANK_STEP = "ranked_results.rank_variants"
-COLLECT_STEP = "ranked_results.collect_ranked_results"
 N_VARIANTS = 7
 
 
@@ -35,23 +36,6 @@ def _new_run(instance, job, before):
     return run_id
 
 
-def _step_facts(instance, run_id):
-    """{step_key: pid} of each step's STEP_START and of its STEP_SUCCESS (the process that ran the
-    step; the orchestrator logs a step's worker events itself), and the collect step's metadata."""
-    started, succeeded, collect_metadata = {}, {}, None
-    for record in instance.get_records_for_run(run_id, limit=100_000).records:
-        event = record.event_log_entry.dagster_event
-        if event is None or event.step_key is None:
-            continue
-        if event.event_type == DagsterEventType.STEP_START:
-            started[event.step_key] = event.pid
-        elif event.event_type == DagsterEventType.STEP_SUCCESS:
-            succeeded[event.step_key] = event.pid
-        elif event.event_type == DagsterEventType.STEP_OUTPUT and event.step_key == COLLECT_STEP:
-            collect_metadata = {k: v.value for k, v in event.event_specific_data.metadata.items()}
-    return started, succeeded, collect_metadata
-
-
 def _rank_steps(step_keys):
     return sorted(k for k in step_keys if k.startswith(RANK_STEP + "["))
 
@@ -64,9 +48,9 @@ def test_parallel_job_ranks_in_separate_processes_and_agrees_with_in_process(tmp
     assert clean_run.code == 0, clean_run.log[-3000:]
     env = job_env(clean_run.copy_state(tmp_path / "state").name)
     instance = _instance(monkeypatch, env)
-    serial_id = clean_run.run_id
-    serial_run = instance.get_run_by_id(serial_id)
-    assert serial_run.job_name == "retrieval_eval" and serial_run.status == DagsterRunStatus.SUCCESS
+    serial = clean_run.facts  # read from the instance it wrote to, right after it ran
+    assert serial is not None, clean_run.log[-3000:]
+    assert serial.job_name == "retrieval_eval" and serial.status == DagsterRunStatus.SUCCESS
 
     config = tiny_job_config(tmp_path / "parallel")
     # reuse: false, or every variant would come from the serial run's results cache
@@ -77,7 +61,7 @@ def test_parallel_job_ranks_in_separate_processes_and_agrees_with_in_process(tmp
     parallel_id = _new_run(instance, "retrieval_eval_parallel", before)
 
     # in-process: one rank step shares every leg, in the process that ran every other step
-    started, succeeded, meta = _step_facts(instance, serial_id)
+    started, succeeded, meta = serial.started, serial.succeeded, serial.collect_metadata
     (rank_step,) = _rank_steps(started)
     assert set(started) == set(succeeded) and COLLECT_STEP in succeeded
     assert meta is not None, "no output metadata recorded for the collect step"
@@ -88,7 +72,8 @@ def test_parallel_job_ranks_in_separate_processes_and_agrees_with_in_process(tmp
     assert len(set(started.values()) | set(succeeded.values())) == 1
 
     # multiprocess: three rank steps, each in its own process, all of them ranking (no reuse)
-    started, succeeded, meta = _step_facts(instance, parallel_id)
+    parallel_run = run_facts(instance, parallel_id)
+    started, succeeded, meta = parallel_run.started, parallel_run.succeeded, parallel_run.collect_metadata
     rank_steps = _rank_steps(started)
     assert len(rank_steps) == 3 and set(rank_steps) <= set(succeeded), rank_steps
     assert meta is not None, "no output metadata recorded for the collect step"

@@ -175,8 +175,9 @@ def test_sigkill_then_rerun_gives_the_same_metrics(tmp_path, job_env, clean_run,
     killed.wait(timeout=60)
     assert not (tmp_path / "killed" / "results.md").exists()
 
-    # a new interpreter: compared with the clean run, a run with another string-hash seed (tests/job_zygote.py)
-    rerun = start_job(tmp_path, "rerun", env, tiny_job_config(tmp_path / "rerun"), fresh=True)
+    # forked: the run it is compared with, the clean run, is a new process (shared_runs.make_clean_run),
+    # so the two still have different string-hash seeds (tests/job_zygote.py)
+    rerun = start_job(tmp_path, "rerun", env, tiny_job_config(tmp_path / "rerun"))
     assert rerun.wait(timeout=600) == 0, (tmp_path / "rerun.log").read_text()[-3000:]
     assert metrics_table(tmp_path / "rerun") == metrics_table(clean_run.results)
 

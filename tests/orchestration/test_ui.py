@@ -47,7 +47,8 @@ def _free_port() -> int:
 def webserver(tmp_path, env):
     port = _free_port()
     web = subprocess.Popen([str(Path(sys.executable).parent / "dagster-webserver"), "-m", "definitions",
-                            "-h", "127.0.0.1", "-p", str(port)], cwd=REPO, env=env,
+                            "-h", "127.0.0.1", "-p", str(port)], cwd=REPO,
+                           env={**env, "DAGSTER_HOME": str(REPO)},  # the project's dagster.yaml
                            stdout=open(tmp_path / "web.log", "w"), stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120

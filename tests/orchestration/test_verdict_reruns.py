@@ -35,13 +35,13 @@ pytestmark = pytest.mark.integration
 # own with the job's environment; prints one JSON line: the run, its parent, success, the check
 # evaluations and the steps that ran.
 REEXECUTE = textwrap.dedent("""
-    import json, sys
+    import json, os, sys
     from dagster import DagsterEventType, DagsterInstance, ReexecutionOptions, execute_job
     from dagster._core.definitions.reconstruct import ReconstructableRepository
 
     repo, parent = sys.argv[1], sys.argv[2]
     sys.path.insert(0, repo)
-    instance = DagsterInstance.from_config(repo)
+    instance = DagsterInstance.from_config(os.environ["DAGSTER_HOME"])
     try:
         job = ReconstructableRepository.for_module("definitions", "defs", working_directory=repo) \\
             .get_reconstructable_job("retrieval_eval")

@@ -93,7 +93,7 @@ class Project:
         from dagster import DagsterEventType, DagsterInstance
 
         with mock.patch.dict(os.environ, {k: self.env[k] for k in INSTANCE_ENV}):
-            instance = DagsterInstance.from_config(str(REPO))
+            instance = DagsterInstance.from_config(self.env["DAGSTER_HOME"])  # the runs' instance
             try:
                 return instance.get_records_for_run(run_id, of_type=DagsterEventType[kind], limit=1000).records
             finally:
