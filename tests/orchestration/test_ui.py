@@ -11,6 +11,7 @@ points read from the chart's own props) and its run links. The screenshots in do
 import asyncio
 import itertools
 import json
+import os
 import re
 import shutil
 import socket
@@ -76,6 +77,7 @@ class Browser:
     """One headless Chromium page, driven through the DevTools protocol."""
 
     def __init__(self, profile: Path):
+        self.profile = profile
         self.proc = subprocess.Popen([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
                                       "--remote-debugging-port=0", "--window-size=1500,1100", "about:blank"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -91,6 +93,12 @@ class Browser:
     def close(self):
         self.proc.terminate()
         self.proc.wait(timeout=30)
+        # Chromium keeps its singleton socket in a folder of its own in the system's temp dir (the
+        # profile's SingletonSocket links to it), which a terminated browser leaves behind
+        link = self.profile / "SingletonSocket"
+        folder = Path(os.readlink(link)).parent if link.is_symlink() else None
+        if folder is not None and folder.name.startswith("org.chromium.Chromium."):
+            shutil.rmtree(folder, ignore_errors=True)
 
     async def _call(self, method: str, **params):
         import websockets
