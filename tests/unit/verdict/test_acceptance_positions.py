@@ -143,3 +143,18 @@ def test_a_deleted_acceptance_is_named_with_the_reference_the_previous_run_was_j
     assert not gate.passed and gate.state == "not_compared", eighth._why(r4)
     assert ("the previous run r3 was judged against the pinned reference r2, and the pinned reference is now r1"
             in gate.message), gate.message
+
+
+def test_the_reference_accepted_again_with_that_entry_deleted_is_no_conflict_with_itself(judge):
+    """r1 accepted, r2 recorded, r1 accepted again and that log entry deleted: both of r1's records
+    name the same bar (r1), so r3 is judged against it, not stopped by a conflict of r1 with r1
+    (held: the logged acceptance is placed at its measurement's latest position, the row's)."""
+    judge("r1", "A", {"v": "good"})
+    _accept(judge, "r1")
+    assert judge("r2", "A", {"v": "good"}, hits={"v": 97}).gates["v"].passed
+    _accept(judge, "r1")
+    judge.sql("DELETE FROM {references} WHERE seq = (SELECT max(seq) FROM {references})")
+    r3 = judge("r3", "A", {"v": "good"}, hits={"v": 94})
+    gate = r3.gates["v"]
+    assert r3.reference["v"]["run_id"] == "r1" and gate.state in ("comparable", "paired"), eighth._why(r3)
+    assert not gate.passed, eighth._why(r3)  # 0.94 against r1's 1.00: a measured failure
