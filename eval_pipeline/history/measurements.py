@@ -54,6 +54,7 @@ keyed by aspect, refuses the older code's retrieval records.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -249,8 +250,7 @@ def create(conn: Any, names: Mapping[str, str], *, legacy_answers: str, eligible
                  legacy_answers=legacy_answers if _exists(conn, legacy_answers) else None, eligible_sql=eligible_sql)
     if not has_column(conn, names["references"], "position"):
         _place_acceptances(conn, names)
-    if not has_placement_trigger(conn, names):
-        _create_placement_trigger(conn, names)
+    restore_placement_trigger(conn, names)
 
 
 def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
@@ -309,6 +309,26 @@ def has_placement_trigger(conn: Any, names: Mapping[str, str]) -> bool:
     return bool(conn.execute("SELECT " + HAS_PLACEMENT_TRIGGER_SQL, dict(names)).fetchone()[0])
 
 
+def restore_placement_trigger(conn: Any, names: Mapping[str, str]) -> None:
+    """Create the placement trigger when it is missing (a history upgraded before it existed,
+    or one whose trigger was dropped). It only places an older install's acceptances (this
+    version's :func:`accept` draws its positions itself), so a role that cannot create it (not
+    the tables' owner; a read-only connection or a standby) reads and records on without it,
+    warned: its owner restores it on its next contact."""
+    if has_placement_trigger(conn, names):
+        return
+    savepoint = (conn.connection if isinstance(conn, psycopg.Cursor) else conn).transaction
+    try:
+        with savepoint():  # a savepoint when the caller is in a transaction: left usable
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (names["runs"],))
+            if not has_placement_trigger(conn, names):
+                _create_placement_trigger(conn, names)
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
+        warnings.warn(f"the history {names['measurements']} has no trigger placing an older install's "
+                      f"acceptances, and this connection cannot restore it ({exc}); its owner does on "
+                      "its next contact", stacklevel=2)
+
+
 def _trigger_name(names: Mapping[str, str]) -> str:
     return names["measurements"] + _TRIGGER_SUFFIX
 
@@ -316,17 +336,20 @@ def _trigger_name(names: Mapping[str, str]) -> str:
 def _create_placement_trigger(conn: Any, names: Mapping[str, str]) -> None:
     """The trigger that places every acceptance stamped on a measurement row by a writer that
     does not draw its position (an older install): every UPDATE that sets ``accepted_at``
-    without a new ``accepted_position`` draws one from the measurements' sequence. Its function
-    is the history's own (named after its table, owned by whoever owns the table): one shared
-    by every history in the database could only be replaced by its owner, so another role's
-    history could never be created."""
+    without a new ``accepted_position`` draws one from the measurements' sequence (by name, so a
+    function left behind by a dropped history of this prefix serves the new one). Its function is
+    the history's own (named after its table): one shared by every history in the database could
+    only be replaced by its owner, so another role's history could never be created."""
     t = _ident(names)
     name = sql.Identifier(_trigger_name(names))
-    conn.execute(sql.SQL(
-        "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-        " IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM OLD.accepted_position THEN"
-        " NEW.accepted_position := nextval({sequence}::regclass); END IF; RETURN NEW; END $$").format(
-            function=name, sequence=sql.Literal(_sequence(conn, names))))
+    # created when missing, never replaced: one left behind by a dropped history (DROP TABLE keeps a
+    # function) may belong to another role, and the trigger needs only to run it
+    if conn.execute("SELECT to_regprocedure(%s) IS NULL", (f'"{_trigger_name(names)}"()',)).fetchone()[0]:
+        conn.execute(sql.SQL(
+            "CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM OLD.accepted_position"
+            " THEN NEW.accepted_position := nextval({sequence}::regclass); END IF; RETURN NEW; END $$").format(
+                function=name, sequence=sql.Literal(_sequence(conn, names))))
     conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {trigger} ON {measurements}").format(trigger=name, **t))
     conn.execute(sql.SQL(
         "CREATE TRIGGER {trigger} BEFORE UPDATE OF accepted_at ON {measurements} FOR EACH ROW"

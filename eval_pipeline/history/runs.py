@@ -64,7 +64,6 @@ import json
 import math
 import os
 import re
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -183,9 +182,27 @@ def table_names(prefix: str = "eval") -> dict[str, str]:
     }
 
 
+# SQL: whether every table, column and index `create_tables` makes exists (the placement trigger
+# aside): then it runs no DDL at all, which needs the tables' owner, so a role that may only read
+# and write their rows records and reads a history in this shape.
+_COMPLETE_SQL = " AND ".join([
+    *(f"to_regclass(%({table})s) IS NOT NULL" for table in ("runs", "questions", "references", "measurements",
+                                                             "metrics")),
+    "to_regclass(%(measurements)s || '_variant_idx') IS NOT NULL",
+    *(measurements.has_column_sql(table, column) for table, column in (
+        ("runs", "eligible"), ("runs", "benchmark_fingerprint"), ("references", "aspect"),
+        ("references", "accepted_by"), ("references", "benchmark_fingerprint"), ("references", "position"),
+        ("measurements", "accepted_position"), ("metrics", "aspect")))])
+
+
 def create_tables(conn: Any, names: Mapping[str, str]) -> None:
     """Create the history's tables in ``conn``'s transaction (idempotent; concurrent callers
-    wait on one advisory lock), upgrading an older history in place."""
+    wait on one advisory lock), upgrading an older history in place. A history already in
+    this shape gets no DDL, at most its placement trigger back
+    (:func:`eval_pipeline.history.measurements.restore_placement_trigger`)."""
+    if conn.execute("SELECT " + _COMPLETE_SQL, dict(names)).fetchone()[0]:
+        measurements.restore_placement_trigger(conn, names)
+        return
     runs, questions, references = (sql.Identifier(names[k]) for k in ("runs", "questions", "references"))
     # Concurrent first writers would race on CREATE TABLE IF NOT EXISTS (a unique violation
     # in pg_type); a transaction-scoped advisory lock serializes them.
@@ -296,16 +313,7 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
         with conn.transaction():
             create_tables(conn, names)
     elif not triggered:
-        # the trigger only places an older install's acceptances (this version's accept draws its
-        # positions itself): a role that may read and write the history but does not own its tables
-        # cannot restore it, and reads on without it
-        try:
-            with conn.transaction():
-                create_tables(conn, names)
-        except psycopg.errors.InsufficientPrivilege as exc:
-            warnings.warn(f"the history {names['measurements']} has no trigger placing an older install's "
-                          f"acceptances, and this role cannot restore it ({exc}); its owner restores it on its "
-                          "next lookup", stacklevel=2)
+        measurements.restore_placement_trigger(conn, names)
     return True
 
 
