@@ -79,36 +79,19 @@ import psycopg
 import pytest
 
 from tests.unit.verdict import test_verdict_attacks_eighth as eighth
+from tests.unit.verdict import test_verdict_attacks_seventeenth as seventeenth
 from tests.unit.verdict.test_verdict_attacks_eighth import _why
 
 pytestmark = pytest.mark.integration
 judge, answers = eighth.judge, eighth.answers  # the eighth review's fixtures: runs judged against the session Postgres
+other_role, _as_role = seventeenth.other_role, seventeenth._as_role  # a second role of the same database
 
 _SUFFIX = "_measurements_place_acceptance"
-
-
-def _as_role(uri: str, role: str) -> str:
-    """``uri`` connecting as the session user, then acting as ``role`` (``SET ROLE`` at start-up)."""
-    return uri + ("&" if "?" in uri else "?") + f"options=-crole%3D{role}"
 
 
 def _read_only(uri: str) -> str:
     """``uri`` whose every transaction is read-only (a reporting role, or a hot standby)."""
     return uri + ("&" if "?" in uri else "?") + "options=-cdefault_transaction_read_only%3Don"
-
-
-@pytest.fixture
-def other_role(judge):
-    """A second, ordinary role of the same database (no superuser), allowed to create tables in the
-    schema."""
-    role = f"rev18_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(judge.uri, autocommit=True) as conn:
-        conn.execute(f'CREATE ROLE "{role}" NOLOGIN NOSUPERUSER')
-        conn.execute(f'GRANT USAGE, CREATE ON SCHEMA public TO "{role}"')
-    yield role
-    with psycopg.connect(judge.uri, autocommit=True) as conn:
-        conn.execute(f'DROP OWNED BY "{role}" CASCADE')
-        conn.execute(f'DROP ROLE "{role}"')
 
 
 def _grant_rows(judge, role: str) -> None:
