@@ -336,10 +336,11 @@ def _trigger_name(names: Mapping[str, str]) -> str:
 def _create_placement_trigger(conn: Any, names: Mapping[str, str]) -> None:
     """The trigger that places every acceptance stamped on a measurement row by a writer that
     does not draw its position (an older install): every UPDATE that sets ``accepted_at``
-    without a new ``accepted_position`` draws one from the measurements' sequence (by name, so a
-    function left behind by a dropped history of this prefix serves the new one). Its function is
-    the history's own (named after its table): one shared by every history in the database could
-    only be replaced by its owner, so another role's history could never be created."""
+    without a new ``accepted_position`` draws one from the sequence of the table it fires on (found
+    when it fires, never written into the function: a function left behind by a history of this
+    prefix dropped or renamed away serves the new one, with the new one's sequence). Its function
+    is the history's own (named after its table): one shared by every history in the database
+    could only be replaced by its owner, so another role's history could never be created."""
     t = _ident(names)
     name = sql.Identifier(_trigger_name(names))
     # created when missing, never replaced: one left behind by a dropped history (DROP TABLE keeps a
@@ -348,8 +349,9 @@ def _create_placement_trigger(conn: Any, names: Mapping[str, str]) -> None:
         conn.execute(sql.SQL(
             "CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
             " IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM OLD.accepted_position"
-            " THEN NEW.accepted_position := nextval({sequence}::regclass); END IF; RETURN NEW; END $$").format(
-                function=name, sequence=sql.Literal(_sequence(conn, names))))
+            " THEN NEW.accepted_position := nextval(pg_get_serial_sequence("
+            "quote_ident(TG_TABLE_SCHEMA) || '.' || quote_ident(TG_TABLE_NAME), 'seq')); END IF;"
+            " RETURN NEW; END $$").format(function=name))
     conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {trigger} ON {measurements}").format(trigger=name, **t))
     conn.execute(sql.SQL(
         "CREATE TRIGGER {trigger} BEFORE UPDATE OF accepted_at ON {measurements} FOR EACH ROW"
