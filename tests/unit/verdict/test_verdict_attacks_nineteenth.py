@@ -122,6 +122,17 @@ def _older_install_accepts(judge, run_id: str, variant: str = "v") -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def _archived_then_a_failing_run(judge) -> str:
+    """r1 recorded, the history archived (its tables renamed to ``<prefix>_old``, which is
+    returned), ``<prefix>`` started again: r1 (1.00) recorded, r2 (0.90) recorded failing."""
+    archive = judge.prefix + "_old"
+    judge("r1", "A", {"v": "good"})
+    _archive(judge, archive)
+    assert judge("r1", "A", {"v": "good"}).gates["v"].passed
+    assert not judge("r2", "A", {"v": "good"}, hits={"v": 90}).gates["v"].passed
+    return archive
+
+
 def test_an_older_install_acceptance_on_a_history_started_after_an_archive_is_placed_in_its_own_history(judge):
     """``eval`` archived as ``eval_old`` (tables renamed), ``eval`` started again: r1 (1.00) recorded,
     r2 (0.90) recorded failing, accepted by an older install (stamp and log, no position); r3 (1.00)
@@ -129,12 +140,8 @@ def test_an_older_install_acceptance_on_a_history_started_after_an_archive_is_pl
     seq, before r3's); and r4 (0.90), -0.10 from r3 (the previous run), must not pass."""
     from eval_pipeline.history.runs import table_names
 
-    archive = judge.prefix + "_old"
+    archive = _archived_then_a_failing_run(judge)
     try:
-        judge("r1", "A", {"v": "good"})
-        _archive(judge, archive)
-        assert judge("r1", "A", {"v": "good"}).gates["v"].passed
-        assert not judge("r2", "A", {"v": "good"}, hits={"v": 90}).gates["v"].passed
         _older_install_accepts(judge, "r2")
         r3 = judge("r3", "A", {"v": "good"})
         names = table_names(judge.prefix)
@@ -177,12 +184,8 @@ def test_a_history_started_after_an_archive_records_and_compares(judge):
     new history records, accepts r2 (0.90), r3 (1.00) records, and r4 (0.90) after it fails."""
     from eval_pipeline.history.runs import accept_reference
 
-    archive = judge.prefix + "_old"
+    archive = _archived_then_a_failing_run(judge)
     try:
-        judge("r1", "A", {"v": "good"})
-        _archive(judge, archive)
-        assert judge("r1", "A", {"v": "good"}).gates["v"].passed
-        assert not judge("r2", "A", {"v": "good"}, hits={"v": 90}).gates["v"].passed
         assert accept_reference(judge.uri, "r2", variants=["v"], prefix=judge.prefix) == ["v"]
         assert judge("r3", "A", {"v": "good"}).gates["v"].passed
         r4 = judge("r4", "A", {"v": "good"}, hits={"v": 90}, record=False)
