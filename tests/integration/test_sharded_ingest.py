@@ -8,8 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 import threading
+from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -338,9 +338,10 @@ def test_the_parallel_executor_writes_shards_in_separate_processes(tmp_path, job
     """Two shards under Dagster's multiprocess executor, each step in its own process: the same
     table as a one-step ingest."""
     import yaml
-    from dagster import DagsterEventType, DagsterInstance
+    from dagster import DagsterInstance
 
     from eval_pipeline.store.database import EmbeddedPostgres
+    from tests.orchestration.shared_runs import run_facts
 
     reference = _one_step_reference(tiny_snapshot, pg_uri, local_embedder)
     (tmp_path / "ingest_job.py").write_text(textwrap.dedent("""
@@ -368,11 +369,7 @@ def test_the_parallel_executor_writes_shards_in_separate_processes(tmp_path, job
         monkeypatch.setenv(name, env[name])
     instance = DagsterInstance.get()
     (run,) = [r.dagster_run for r in instance.get_run_records() if r.dagster_run.job_name == "ingest_parallel"][:1]
-    pids = {}
-    for record in instance.get_records_for_run(run.run_id, limit=100_000).records:
-        event = record.event_log_entry.dagster_event
-        if event is not None and event.event_type == DagsterEventType.STEP_START:
-            pids[event.step_key] = event.pid
+    pids = run_facts(instance, run.run_id).started
     shards = sorted(k for k in pids if k.startswith("pgvector_store.ingest_shard["))
     assert shards == ["pgvector_store.ingest_shard[shard_1_of_2]", "pgvector_store.ingest_shard[shard_2_of_2]"]
     assert len({pids[k] for k in shards}) == 2
