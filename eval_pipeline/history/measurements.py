@@ -54,6 +54,7 @@ keyed by aspect, refuses the older code's retrieval records.
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -297,11 +298,25 @@ def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
 
 
 _TRIGGER_SUFFIX = "_place_acceptance"
+# The placement function's body: it names no table and no sequence (it finds the sequence of the
+# table it fires on when it fires), so one function serves any history of its prefix.
+_PLACEMENT_BODY = (
+    "BEGIN IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM OLD.accepted_position"
+    " THEN NEW.accepted_position := nextval(pg_get_serial_sequence("
+    "quote_ident(TG_TABLE_SCHEMA) || '.' || quote_ident(TG_TABLE_NAME), 'seq')); END IF; RETURN NEW; END")
+# The function's name carries its body's digest: a function an older version of this code left
+# under the history's name (a body naming one sequence, which after an archive by rename is
+# another history's) is never found by name and reused; a body changed later gets a name of its
+# own. At most 43 + 7 + 8 bytes: within Postgres's 63.
+_FUNCTION_SUFFIX = "_place_" + hashlib.sha256(_PLACEMENT_BODY.encode()).hexdigest()[:8]
 # SQL: whether the measurements table (the query parameter ``measurements``) has the trigger that
-# places an acceptance (a history upgraded without it, or whose trigger was dropped, gets it back
+# places an acceptance, calling this version's function (a history upgraded without it, whose
+# trigger was dropped, or whose trigger an older version bound to its own function, gets it back
 # on first contact: `runs.history_exists`).
-HAS_PLACEMENT_TRIGGER_SQL = ("EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(%(measurements)s)"
-                             f" AND tgname = %(measurements)s || '{_TRIGGER_SUFFIX}')")
+HAS_PLACEMENT_TRIGGER_SQL = (
+    "EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid"
+    f" WHERE t.tgrelid = to_regclass(%(measurements)s) AND t.tgname = %(measurements)s || '{_TRIGGER_SUFFIX}'"
+    f" AND p.proname = %(measurements)s || '{_FUNCTION_SUFFIX}')")
 
 
 def has_placement_trigger(conn: Any, names: Mapping[str, str]) -> bool:
@@ -310,8 +325,10 @@ def has_placement_trigger(conn: Any, names: Mapping[str, str]) -> bool:
 
 
 def restore_placement_trigger(conn: Any, names: Mapping[str, str]) -> None:
-    """Create the placement trigger when it is missing (a history upgraded before it existed,
-    or one whose trigger was dropped). It only places an older install's acceptances (this
+    """Create the placement trigger when it is missing or calls another function than this
+    version's (a history upgraded before it existed, one whose trigger was dropped, or one an
+    older version bound to a function of its own, whose body may name another history's
+    sequence). It only places an older install's acceptances (this
     version's :func:`accept` draws its positions itself), so a role that cannot create it (not
     the tables' owner; a read-only connection or a standby) reads and records on without it,
     warned: its owner restores it on its next contact."""
@@ -324,7 +341,7 @@ def restore_placement_trigger(conn: Any, names: Mapping[str, str]) -> None:
             if not has_placement_trigger(conn, names):
                 _create_placement_trigger(conn, names)
     except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
-        warnings.warn(f"the history {names['measurements']} has no trigger placing an older install's "
+        warnings.warn(f"the history {names['measurements']} has no trigger of this version placing an older install's "
                       f"acceptances, and this connection cannot restore it ({exc}); its owner does on "
                       "its next contact", stacklevel=2)
 
@@ -333,29 +350,30 @@ def _trigger_name(names: Mapping[str, str]) -> str:
     return names["measurements"] + _TRIGGER_SUFFIX
 
 
+def placement_function(names: Mapping[str, str]) -> str:
+    """The name of the history's placement function (this version's body)."""
+    return names["measurements"] + _FUNCTION_SUFFIX
+
+
 def _create_placement_trigger(conn: Any, names: Mapping[str, str]) -> None:
     """The trigger that places every acceptance stamped on a measurement row by a writer that
     does not draw its position (an older install): every UPDATE that sets ``accepted_at``
-    without a new ``accepted_position`` draws one from the sequence of the table it fires on (found
-    when it fires, never written into the function: a function left behind by a history of this
-    prefix dropped or renamed away serves the new one, with the new one's sequence). Its function
-    is the history's own (named after its table): one shared by every history in the database
-    could only be replaced by its owner, so another role's history could never be created."""
+    without a new ``accepted_position`` draws one from the sequence of the table it fires on
+    (`_PLACEMENT_BODY`). Its function is the history's own (named after its table and its body):
+    one shared by every history in the database could only be replaced by its owner, so another
+    role's history could never be created. A trigger bound to another function (an older
+    version's) is bound to this one."""
     t = _ident(names)
-    name = sql.Identifier(_trigger_name(names))
+    trigger, function = sql.Identifier(_trigger_name(names)), sql.Identifier(placement_function(names))
     # created when missing, never replaced: one left behind by a dropped history (DROP TABLE keeps a
-    # function) may belong to another role, and the trigger needs only to run it
-    if conn.execute("SELECT to_regprocedure(%s) IS NULL", (f'"{_trigger_name(names)}"()',)).fetchone()[0]:
-        conn.execute(sql.SQL(
-            "CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-            " IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM OLD.accepted_position"
-            " THEN NEW.accepted_position := nextval(pg_get_serial_sequence("
-            "quote_ident(TG_TABLE_SCHEMA) || '.' || quote_ident(TG_TABLE_NAME), 'seq')); END IF;"
-            " RETURN NEW; END $$").format(function=name))
-    conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {trigger} ON {measurements}").format(trigger=name, **t))
+    # function) may belong to another role, and the trigger needs only to run it; its name pins its body
+    if conn.execute("SELECT to_regprocedure(%s) IS NULL", (f'"{placement_function(names)}"()',)).fetchone()[0]:
+        conn.execute(sql.SQL("CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS {body}").format(
+            function=function, body=sql.Literal(_PLACEMENT_BODY)))
+    conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {trigger} ON {measurements}").format(trigger=trigger, **t))
     conn.execute(sql.SQL(
         "CREATE TRIGGER {trigger} BEFORE UPDATE OF accepted_at ON {measurements} FOR EACH ROW"
-        " EXECUTE FUNCTION {function}()").format(trigger=name, function=name, **t))
+        " EXECUTE FUNCTION {function}()").format(trigger=trigger, function=function, **t))
 
 
 def _sequence(conn: Any, names: Mapping[str, str]) -> str:

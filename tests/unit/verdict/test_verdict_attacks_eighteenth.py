@@ -78,6 +78,7 @@ import uuid
 import psycopg
 import pytest
 
+from eval_pipeline.history.measurements import placement_function
 from tests.unit.verdict import test_verdict_attacks_eighth as eighth
 from tests.unit.verdict import test_verdict_attacks_seventeenth as seventeenth
 from tests.unit.verdict.test_verdict_attacks_eighth import _why
@@ -133,14 +134,14 @@ def test_a_thirty_character_prefix_keeps_its_trigger_name_whole_and_found(judge)
                 assert has_placement_trigger(conn, table_names(prefix))
             functions = {r[0] for r in conn.execute(
                 "SELECT proname FROM pg_proc WHERE proname LIKE %s", (stem + "%",)).fetchall()}
-        assert functions == {p + _SUFFIX for p in prefixes}
+        assert functions == {placement_function(table_names(p)) for p in prefixes}
         assert all(len(f.encode()) <= 63 for f in functions)
     finally:
         with psycopg.connect(judge.uri, autocommit=True) as conn:
             for prefix in prefixes:
                 for table in reversed(list(table_names(prefix).values())):
                     conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-                conn.execute(f'DROP FUNCTION IF EXISTS "{prefix}{_SUFFIX}"')
+                conn.execute(f'DROP FUNCTION IF EXISTS "{placement_function(table_names(prefix))}"')
 
 
 def test_a_history_recreated_by_another_role_after_its_tables_were_dropped_records(judge, other_role):
@@ -153,7 +154,8 @@ def test_a_history_recreated_by_another_role_after_its_tables_were_dropped_recor
     with psycopg.connect(judge.uri, autocommit=True) as conn:
         for table in reversed(list(table_names(judge.prefix).values())):
             conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-        assert conn.execute("SELECT to_regproc(%s) IS NOT NULL", (judge.prefix + _SUFFIX,)).fetchone()[0], \
+        function = placement_function(table_names(judge.prefix))
+        assert conn.execute("SELECT to_regproc(%s) IS NOT NULL", (function,)).fetchone()[0], \
             "the function was dropped with the tables"
     error = None
     try:

@@ -207,6 +207,7 @@ def judge(pg_uri):
     configuration ranked today (paired) scores as many hits as its knob says."""
     import psycopg
 
+    from eval_pipeline.history.measurements import placement_function
     from eval_pipeline.history.runs import table_names
     from eval_pipeline.verdict.retrieval import judge_run
 
@@ -232,7 +233,9 @@ def judge(pg_uri):
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         for table in reversed(list(table_names(prefix).values())):
             conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-        conn.execute(f'DROP FUNCTION IF EXISTS "{prefix}_measurements_place_acceptance"')  # the history's own
+        names = table_names(prefix)  # the history's own function, and one an older version left
+        for function in (placement_function(names), names["measurements"] + "_place_acceptance"):
+            conn.execute(f'DROP FUNCTION IF EXISTS "{function}"')
 
 
 def _delete_run(judge, run_id: str) -> None:

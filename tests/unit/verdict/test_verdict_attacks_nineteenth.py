@@ -70,6 +70,7 @@ import threading
 import psycopg
 import pytest
 
+from eval_pipeline.history.measurements import placement_function
 from tests.unit.verdict import test_verdict_attacks_eighth as eighth
 from tests.unit.verdict import test_verdict_attacks_seventeenth as seventeenth
 from tests.unit.verdict.test_verdict_attacks_eighth import _why
@@ -101,7 +102,7 @@ def _drop_archive(judge, archive: str) -> None:
     with psycopg.connect(judge.uri, autocommit=True) as conn:
         for table in reversed(list(table_names(archive).values())):
             conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-        conn.execute(f'DROP FUNCTION IF EXISTS "{archive}{_SUFFIX}"')
+        conn.execute(f'DROP FUNCTION IF EXISTS "{placement_function(table_names(archive))}"')
 
 
 def _older_install_accepts(judge, run_id: str, variant: str = "v") -> None:
