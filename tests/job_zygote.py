@@ -27,7 +27,9 @@ the lane keeps it honest (tests/integration/test_zygote_attacks.py shows each di
   Celery pool's and the UI's runs are new processes, and run every asset;
 - a variable read when a package is imported could differ between the zygote and the run: any
   run whose environment differs from the zygote's in a variable outside `CALL_TIME_ENV` starts
-  as a new process;
+  as a new process, except a variable a preloaded package sets when imported, at the value it
+  sets (torch's `KMP_*`: once a test imported torch in the worker, every job environment built
+  from `os.environ` has them; before, each such run silently started as a new process);
 - the preloaded packages' objects are frozen (`gc.freeze()` after their imports): a forked run's
   cyclic garbage collector, and its collection at exit, never traverse them. That took 2.3-2.5 s
   of a tiny run's 8 s, at its exit (module finalization and the last collections over torch's,
@@ -146,7 +148,7 @@ def serve() -> None:
         importlib.import_module(name)
     gc.freeze()  # see the module docstring: the preloaded heap out of every run's collections and exit
     imported_env = {k: v for k, v in os.environ.items() if before.get(k) != v}
-    _send({"ready": True, "threads": threading.active_count()})
+    _send({"ready": True, "threads": threading.active_count(), "imported_env": imported_env})
     pending = b""
     while True:
         readable, _, _ = select.select([0], [], [], 0.05)
@@ -219,6 +221,7 @@ class Zygote:
         self._pids: dict[int, int] = {}
         self._codes: dict[int, int] = {}
         self._ready = False
+        self.imported_env: dict[str, str] = {}  # what its preloaded imports set in its environment
         self._ended = False  # its output closed: it died or was stopped
         self._next = 0
         threading.Thread(target=self._read, name="job-zygote", daemon=True).start()
@@ -230,7 +233,7 @@ class Zygote:
             message = json.loads(line)
             with self._changed:
                 if "ready" in message:
-                    self._ready = True
+                    self._ready, self.imported_env = True, message["imported_env"]
                 elif "id" in message:
                     self._pids[message["id"]] = message["pid"]
                 else:
@@ -243,10 +246,19 @@ class Zygote:
     def _alive(self) -> bool:
         return not self._ended and self._process.poll() is None
 
+    def _wait_ready(self) -> None:
+        """(Holding ``_changed``.) Until the zygote's imports are done."""
+        if not self._changed.wait_for(lambda: self._ready or not self._alive(), timeout=300) or not self._ready:
+            raise RuntimeError("the job zygote did not start (its imports failed: see the test's stderr)")
+
+    def imported_environment(self) -> dict[str, str]:
+        with self._changed:
+            self._wait_ready()
+            return dict(self.imported_env)
+
     def spawn(self, args: list[str], *, env: dict, cwd: Path, log: Path) -> Child:
         with self._changed:
-            if not self._changed.wait_for(lambda: self._ready or not self._alive(), timeout=300) or not self._ready:
-                raise RuntimeError("the job zygote did not start (its imports failed: see the test's stderr)")
+            self._wait_ready()
             self._next += 1
             request_id = self._next
             assert self._process.stdin is not None
@@ -286,14 +298,30 @@ def forks(env: dict) -> bool:
     if "1" in (os.environ.get(FRESH_ENV), SESSION_ENV.get(FRESH_ENV), env.get(FRESH_ENV)):
         return False
     changed = {k for k in set(env) | set(SESSION_ENV) if env.get(k) != SESSION_ENV.get(k)}
-    return all(k.startswith(CALL_TIME_ENV) for k in changed)
+    read_at_import = {k for k in changed if not k.startswith(CALL_TIME_ENV)}
+    if not read_at_import:
+        return True
+    # A variable a preloaded package sets when imported (torch: KMP_*, TORCHINDUCTOR_CACHE_DIR) is in
+    # every job environment built from os.environ once a test of this worker imported that package.
+    # The zygote's imports set it to the same value, and a new process's imports would find it so.
+    set_by_imports = imported_environment()
+    return all(k not in SESSION_ENV and env.get(k) == set_by_imports.get(k) for k in read_at_import)
 
 
-def spawn(args: list[str], *, env: dict, cwd: Path, log: Path) -> Child:
+def _zygote() -> Zygote:
     global _ZYGOTE
     if _ZYGOTE is None or not _ZYGOTE._alive():
         _ZYGOTE = Zygote()
-    return _ZYGOTE.spawn(args, env=env, cwd=cwd, log=log)
+    return _ZYGOTE
+
+
+def imported_environment() -> dict[str, str]:
+    """What the zygote's preloaded imports set in its environment (starting it when needed)."""
+    return _zygote().imported_environment()
+
+
+def spawn(args: list[str], *, env: dict, cwd: Path, log: Path) -> Child:
+    return _zygote().spawn(args, env=env, cwd=cwd, log=log)
 
 
 if __name__ == "__main__":

@@ -70,3 +70,28 @@ def test_a_run_whose_environment_changes_an_import_starts_fresh():
     assert not job_zygote.forks({**job_zygote.SESSION_ENV, "HF_HUB_OFFLINE": "0"})
     assert not job_zygote.forks({**job_zygote.SESSION_ENV, "PYTHONPATH": "/elsewhere"})
     assert not job_zygote.forks({**job_zygote.SESSION_ENV, job_zygote.FRESH_ENV: "1"})
+
+
+def test_what_the_preloaded_imports_set_is_no_difference_once_the_worker_imported_them_too(tmp_path):
+    """The preloaded packages set variables of their own when imported (KMP_DUPLICATE_LIB_OK,
+    KMP_INIT_AT_FORK, TORCHINDUCTOR_CACHE_DIR): after any test of the worker imports them (the
+    embedder, say), every job environment built from ``os.environ`` carries them. The zygote's
+    imports set the same values (a forked run has them), so such a run still forks; the same
+    variable with another value does not."""
+    import importlib
+
+    for name in job_zygote.PRELOAD:  # what a test using the embedder does to this process's environment
+        importlib.import_module(name)
+
+    set_by_imports = job_zygote.imported_environment()
+    assert set_by_imports and not set(set_by_imports) & set(job_zygote.SESSION_ENV), set_by_imports
+    worker = {**job_zygote.SESSION_ENV, **{k: os.environ[k] for k in set_by_imports if k in os.environ}}
+    assert set(set_by_imports) <= set(worker), (set_by_imports, "not set in this process by the same imports")
+    assert job_zygote.forks(worker)
+    assert job_zygote.forks({**worker, "EVAL_PIPELINE_VARIANTS": "x.yaml"})
+    name = next(iter(set_by_imports))
+    assert not job_zygote.forks({**worker, name: set_by_imports[name] + "-other"})
+    # what the lane's runs use: an environment built now, from this process's
+    from tests.integration.cli import job_environment
+
+    assert job_zygote.forks(job_environment(tmp_path / "state", "postgresql+psycopg2://u@h/dagster"))
