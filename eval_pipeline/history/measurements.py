@@ -308,15 +308,29 @@ _PLACEMENT_BODY = (
 # under the history's name (a body naming one sequence, which after an archive by rename is
 # another history's) is never found by name and reused; a body changed later gets a name of its
 # own. At most 43 + 7 + 8 bytes: within Postgres's 63.
-_FUNCTION_SUFFIX = "_place_" + hashlib.sha256(_PLACEMENT_BODY.encode()).hexdigest()[:8]
+_PLACEMENT_DIGEST = hashlib.sha256(_PLACEMENT_BODY.encode()).hexdigest()[:8]
+_FUNCTION_SUFFIX = "_place_" + _PLACEMENT_DIGEST
+# Every history's trigger is named so (``<prefix>_measurements_place_acceptance``); a table renamed
+# from another prefix (an archive) keeps its former life's, which fires before or after this
+# one's by name and may draw from another history's sequence.
+_TRIGGER_FAMILY = "_measurements" + _TRIGGER_SUFFIX
 # SQL: whether the measurements table (the query parameter ``measurements``) has the trigger that
-# places an acceptance, calling this version's function (a history upgraded without it, whose
-# trigger was dropped, or whose trigger an older version bound to its own function, gets it back
-# on first contact: `runs.history_exists`).
+# places an acceptance as this version makes it, and no other of its family: named for the
+# table, enabled, BEFORE UPDATE FOR EACH ROW (``tgtype`` 19), calling this version's function
+# (its name and its body's digest). A history upgraded without it, whose trigger was dropped,
+# disabled or bound by an older version to its own function, or which carries a trigger of
+# another prefix, gets it back on first contact (`runs.history_exists`). What a connection that
+# cannot restore it reads is safe anyway: a row's position above its log entry's is an
+# acceptance missing from the log (`_latest_acceptance`).
 HAS_PLACEMENT_TRIGGER_SQL = (
-    "EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid"
+    "(EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid"
     f" WHERE t.tgrelid = to_regclass(%(measurements)s) AND t.tgname = %(measurements)s || '{_TRIGGER_SUFFIX}'"
-    f" AND p.proname = %(measurements)s || '{_FUNCTION_SUFFIX}')")
+    " AND t.tgenabled IN ('O', 'A') AND t.tgtype = 19"
+    f" AND p.proname = %(measurements)s || '{_FUNCTION_SUFFIX}'"
+    f" AND left(encode(sha256(convert_to(p.prosrc, 'UTF8')), 'hex'), 8) = '{_PLACEMENT_DIGEST}')"
+    " AND NOT EXISTS (SELECT 1 FROM pg_trigger o WHERE o.tgrelid = to_regclass(%(measurements)s)"
+    f" AND NOT o.tgisinternal AND right(o.tgname, {len(_TRIGGER_FAMILY)}) = '{_TRIGGER_FAMILY}'"
+    f" AND o.tgname <> %(measurements)s || '{_TRIGGER_SUFFIX}'))")
 
 
 def has_placement_trigger(conn: Any, names: Mapping[str, str]) -> bool:
@@ -365,11 +379,21 @@ def _create_placement_trigger(conn: Any, names: Mapping[str, str]) -> None:
     version's) is bound to this one."""
     t = _ident(names)
     trigger, function = sql.Identifier(_trigger_name(names)), sql.Identifier(placement_function(names))
-    # created when missing, never replaced: one left behind by a dropped history (DROP TABLE keeps a
-    # function) may belong to another role, and the trigger needs only to run it; its name pins its body
-    if conn.execute("SELECT to_regprocedure(%s) IS NULL", (f'"{placement_function(names)}"()',)).fetchone()[0]:
-        conn.execute(sql.SQL("CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS {body}").format(
-            function=function, body=sql.Literal(_PLACEMENT_BODY)))
+    # created when missing: one left behind by a dropped history (DROP TABLE keeps a function) may
+    # belong to another role, and the trigger needs only to run it; its name pins its body, so one of
+    # that name with another body was written by hand, and is replaced (by its owner only)
+    found = conn.execute("SELECT p.prosrc FROM pg_proc p WHERE p.oid = to_regprocedure(%s)",
+                         (f'"{placement_function(names)}"()',)).fetchone()
+    if found is None or found[0] != _PLACEMENT_BODY:
+        conn.execute(sql.SQL("CREATE {replace}FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS {body}").format(
+            replace=sql.SQL("" if found is None else "OR REPLACE "), function=function,
+            body=sql.Literal(_PLACEMENT_BODY)))
+    # the family's triggers of the table's former lives (an archive renamed from another prefix)
+    others = conn.execute("SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND NOT tgisinternal"
+                          " AND right(tgname, %s) = %s AND tgname <> %s",
+                          (names["measurements"], len(_TRIGGER_FAMILY), _TRIGGER_FAMILY, _trigger_name(names)))
+    for (other,) in others.fetchall():
+        conn.execute(sql.SQL("DROP TRIGGER {trigger} ON {measurements}").format(trigger=sql.Identifier(other), **t))
     conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {trigger} ON {measurements}").format(trigger=trigger, **t))
     conn.execute(sql.SQL(
         "CREATE TRIGGER {trigger} BEFORE UPDATE OF accepted_at ON {measurements} FOR EACH ROW"
@@ -596,11 +620,11 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
                                heirs=heirs, before_run_id=before_run_id), **values}
 
     def pick(one: str, after: tuple[Any, Any] = (None, None)) -> tuple[str, str, Any, Any] | None:
-        """The first candidate in order ``one`` (``after``: an acceptance's (stamp, position);
-        only the acceptances after it)."""
+        """The first candidate in order ``one`` (``after``: an acceptance's (stamp, logged
+        position); only the acceptances after it): its run, variant, stamp and logged position."""
         condition, ordering = _ORDERS[one]
         found = conn.execute(sql.SQL(
-            "SELECT m.run_id, m.variant, " + ACCEPTED_AT + ", " + ACCEPTED_POSITION + " FROM {measurements} m"
+            "SELECT m.run_id, m.variant, " + ACCEPTED_AT + ", " + LOGGED_POSITION + " FROM {measurements} m"
             " WHERE m.aspect = %(aspect)s AND " + SAME_VARIANT + " AND " + condition + matches + _BEFORE
             # the variant's own name first when a run has it under both
             + " ORDER BY " + ordering + ", (m.variant = %(variant)s) DESC LIMIT 1").format(
@@ -616,8 +640,12 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
 def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any] | None]) -> Yardstick | None:
     """The latest acceptance among a lookup's candidates: the logged one latest in the log (none
     logged: the unlogged one latest by position). An acceptance with no log entry after the
-    logged one is its ``acceptance_conflict``: the log is the record of which acceptance is in
-    force, and an entry missing from it (deleted by hand, say) leaves that unknown."""
+    logged one's entry is its ``acceptance_conflict``: the log is the record of which acceptance
+    is in force, and an entry missing from it (deleted by hand, say) leaves that unknown. The
+    logged one's own row counts too when its position is past its entry's: this version logs the
+    row's position, an older install's row is placed before its entry (stamped, then logged), so
+    a row past its entry was accepted again with that entry deleted, or placed by a trigger this
+    version did not make (one an older version bound to another history's sequence)."""
     logged = pick("logged")
     if logged is None:
         unlogged = pick("unlogged")
