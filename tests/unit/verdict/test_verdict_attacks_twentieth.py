@@ -119,6 +119,22 @@ def _positions(uri: str, prefix: str, *runs: str) -> dict[str, tuple]:
                                   " AND variant = 'v' AND aspect = 'retrieval'", (run,)).fetchone() for run in runs}
 
 
+def _a_function_drawing_from(conn, name: str, sequence: str) -> None:
+    """A placement function as 9f0315e and d8f7952 wrote one: the sequence (``sequence``, as
+    ``regclass`` text) written into its body (``CREATE OR REPLACE``)."""
+    conn.execute(f'CREATE OR REPLACE FUNCTION "{name}"() RETURNS trigger LANGUAGE plpgsql'
+                 " AS $$ BEGIN IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM"
+                 f" OLD.accepted_position THEN NEW.accepted_position := nextval('{sequence}'::regclass); END IF;"
+                 " RETURN NEW; END $$")
+
+
+def _bind(conn, table: str, trigger: str, function: str) -> None:
+    """``trigger`` on ``table`` made again, BEFORE UPDATE OF accepted_at FOR EACH ROW, calling ``function``."""
+    conn.execute(f'DROP TRIGGER IF EXISTS "{trigger}" ON "{table}"')
+    conn.execute(f'CREATE TRIGGER "{trigger}" BEFORE UPDATE OF accepted_at ON "{table}"'
+                 f' FOR EACH ROW EXECUTE FUNCTION "{function}"()')
+
+
 def _as_an_older_version_left_it(judge) -> None:
     """The history's function as 9f0315e and d8f7952 created it (every database that ran either
     has it): the sequence's name written into its body (9f0315e: ``CREATE OR REPLACE``; d8f7952:
@@ -129,16 +145,9 @@ def _as_an_older_version_left_it(judge) -> None:
     names = table_names(judge.prefix)
     with psycopg.connect(judge.uri, autocommit=True) as conn:
         sequence = conn.execute("SELECT pg_get_serial_sequence(%s, 'seq')", (names["measurements"],)).fetchone()[0]
-        conn.execute(
-            f'CREATE OR REPLACE FUNCTION "{names["measurements"]}_place_acceptance"() RETURNS trigger LANGUAGE plpgsql'
-            " AS $$ BEGIN IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM"
-            f" OLD.accepted_position THEN NEW.accepted_position := nextval('{sequence}'::regclass); END IF;"
-            " RETURN NEW; END $$")
-        # and the history's trigger bound to it, as those versions left it
-        conn.execute(f'DROP TRIGGER IF EXISTS "{names["measurements"]}_place_acceptance" ON "{names["measurements"]}"')
-        conn.execute(f'CREATE TRIGGER "{names["measurements"]}_place_acceptance" BEFORE UPDATE OF accepted_at'
-                     f' ON "{names["measurements"]}" FOR EACH ROW EXECUTE FUNCTION'
-                     f' "{names["measurements"]}_place_acceptance"()')
+        older = names["measurements"] + "_place_acceptance"  # those versions named trigger and function alike
+        _a_function_drawing_from(conn, older, sequence)
+        _bind(conn, names["measurements"], older, older)  # the history's trigger bound to it, as they left it
 
 
 def _the_slide_after_an_older_install_acceptance(judge, *, uri: str | None = None, prefix: str | None = None,
@@ -194,15 +203,9 @@ def test_a_trigger_an_older_version_bound_to_another_sequence_is_bound_again_on_
     judge("r1", "A", {"v": "good"})
     with psycopg.connect(judge.uri, autocommit=True) as conn:
         conn.execute(f'CREATE SEQUENCE "{other}" START 10000')
-        conn.execute(
-            f'CREATE OR REPLACE FUNCTION "{names["measurements"]}_place_acceptance"() RETURNS trigger LANGUAGE plpgsql'
-            " AS $$ BEGIN IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM"
-            f" OLD.accepted_position THEN NEW.accepted_position := nextval('\"{other}\"'::regclass); END IF;"
-            " RETURN NEW; END $$")
-        conn.execute(f'DROP TRIGGER IF EXISTS "{names["measurements"]}_place_acceptance" ON "{names["measurements"]}"')
-        conn.execute(f'CREATE TRIGGER "{names["measurements"]}_place_acceptance" BEFORE UPDATE OF accepted_at'
-                     f' ON "{names["measurements"]}" FOR EACH ROW EXECUTE FUNCTION'
-                     f' "{names["measurements"]}_place_acceptance"()')
+        older = names["measurements"] + "_place_acceptance"
+        _a_function_drawing_from(conn, older, f'"{other}"')
+        _bind(conn, names["measurements"], older, older)
     try:
         r4, placed = _the_slide_after_an_older_install_acceptance(judge)
         (r2_seq, position), (r3_seq, _) = placed["r2"], placed["r3"]

@@ -136,6 +136,7 @@ _as_an_older_version_left_it = twentieth._as_an_older_version_left_it
 _older_install_accepts = twentieth._older_install_accepts
 _positions = twentieth._positions
 _the_slide = twentieth._the_slide_after_an_older_install_acceptance
+_a_function_drawing_from, _bind = twentieth._a_function_drawing_from, twentieth._bind
 
 
 def _names(prefix: str) -> dict[str, str]:
@@ -149,9 +150,7 @@ def _bind_to_the_older_function(judge) -> None:
     place_acceptance``), as d8f7952 bound a history it created (it reused a function found by name)."""
     table = _names(judge.prefix)["measurements"]
     with psycopg.connect(judge.uri, autocommit=True) as conn:
-        conn.execute(f'DROP TRIGGER IF EXISTS "{table}_place_acceptance" ON "{table}"')
-        conn.execute(f'CREATE TRIGGER "{table}_place_acceptance" BEFORE UPDATE OF accepted_at ON "{table}"'
-                     f' FOR EACH ROW EXECUTE FUNCTION "{table}_place_acceptance"()')
+        _bind(conn, table, f"{table}_place_acceptance", f"{table}_place_acceptance")
 
 
 def _rename(judge, to: str) -> None:
@@ -238,13 +237,8 @@ def test_another_prefixs_trigger_beside_this_versions_own_is_dropped_on_first_co
     judge("r1", "A", {"v": "good"})
     with psycopg.connect(judge.uri, autocommit=True) as conn:
         conn.execute(f'CREATE SEQUENCE "{other}" START 10000')
-        conn.execute(
-            f'CREATE FUNCTION "{foreign}"() RETURNS trigger LANGUAGE plpgsql'
-            " AS $$ BEGIN IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM"
-            f" OLD.accepted_position THEN NEW.accepted_position := nextval('\"{other}\"'::regclass); END IF;"
-            " RETURN NEW; END $$")
-        conn.execute(f'CREATE TRIGGER "{foreign}" BEFORE UPDATE OF accepted_at ON "{table}"'
-                     f' FOR EACH ROW EXECUTE FUNCTION "{foreign}"()')
+        _a_function_drawing_from(conn, foreign, f'"{other}"')
+        _bind(conn, table, foreign, foreign)
     try:
         r4, placed = _the_slide(judge)
         (r2_seq, position), (r3_seq, _) = placed["r2"], placed["r3"]
@@ -310,11 +304,7 @@ def test_a_function_of_the_digest_name_with_another_body_is_not_taken_for_this_v
     judge("r1", "A", {"v": "good"})
     with psycopg.connect(judge.uri, autocommit=True) as conn:
         conn.execute(f'CREATE SEQUENCE "{other}" START 10000')
-        conn.execute(
-            f'CREATE OR REPLACE FUNCTION "{placement_function(names)}"() RETURNS trigger LANGUAGE plpgsql'
-            " AS $$ BEGIN IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM"
-            f" OLD.accepted_position THEN NEW.accepted_position := nextval('\"{other}\"'::regclass); END IF;"
-            " RETURN NEW; END $$")
+        _a_function_drawing_from(conn, placement_function(names), f'"{other}"')
     try:
         r4, placed = _the_slide(judge)
         (r2_seq, position), (r3_seq, _) = placed["r2"], placed["r3"]
