@@ -293,19 +293,28 @@ class Zygote:
 _ZYGOTE: Zygote | None = None
 
 
-def forks(env: dict) -> bool:
-    """Whether a run with this environment may start from the zygote (see the module's text)."""
-    if "1" in (os.environ.get(FRESH_ENV), SESSION_ENV.get(FRESH_ENV), env.get(FRESH_ENV)):
-        return False
+def fresh_forced(env: dict) -> bool:
+    """Whether `FRESH_ENV` asks every run to start as a new process."""
+    return "1" in (os.environ.get(FRESH_ENV), SESSION_ENV.get(FRESH_ENV), env.get(FRESH_ENV))
+
+
+def unforkable(env: dict) -> list[str]:
+    """The variables by which a run with this environment differs from the zygote's in what an
+    import may read (see the module's text): empty when it may start from the zygote."""
     changed = {k for k in set(env) | set(SESSION_ENV) if env.get(k) != SESSION_ENV.get(k)}
     read_at_import = {k for k in changed if not k.startswith(CALL_TIME_ENV)}
     if not read_at_import:
-        return True
+        return []
     # A variable a preloaded package sets when imported (torch: KMP_*, TORCHINDUCTOR_CACHE_DIR) is in
     # every job environment built from os.environ once a test of this worker imported that package.
     # The zygote's imports set it to the same value, and a new process's imports would find it so.
     set_by_imports = imported_environment()
-    return all(k not in SESSION_ENV and env.get(k) == set_by_imports.get(k) for k in read_at_import)
+    return sorted(k for k in read_at_import if k in SESSION_ENV or env.get(k) != set_by_imports.get(k))
+
+
+def forks(env: dict) -> bool:
+    """Whether a run with this environment may start from the zygote (see the module's text)."""
+    return not fresh_forced(env) and not unforkable(env)
 
 
 def _zygote() -> Zygote:

@@ -64,10 +64,16 @@ def start_job(tmp_path, name, env, config, job: str = "retrieval_eval", *,
 def start_dagster(tmp_path, name, env, args: list[str], *, fresh: bool = False) -> subprocess.Popen | job_zygote.Child:
     """`dagster <args>` in the checkout, its output in <name>.log, in a session of its own. Forked
     from the test worker's warmed-up interpreter (tests/job_zygote.py, which says what differs)
-    unless `fresh` (a test comparing two runs for equality) or the environment differs in what
-    an import reads: then a new process."""
+    unless `fresh` (a test comparing two runs for equality, or a run whose environment is its
+    own on purpose) or `EVAL_PIPELINE_FRESH_JOBS=1`: then a new process. An environment that
+    differs from the zygote's in what an import reads, without `fresh`, is an error: such runs
+    once started as new processes silently, at about four times a forked run's cost."""
     log_path = tmp_path / f"{name}.log"
-    if not fresh and job_zygote.forks(env):
+    if not fresh and not job_zygote.fresh_forced(env):
+        differing = job_zygote.unforkable(env)
+        if differing:
+            raise ValueError(f"run {name!r}: its environment differs from the job zygote's in {differing}, which an "
+                             "import may read; pass fresh=True if a new process is meant")
         log_path.write_text("")
         return job_zygote.spawn(args, env=env, cwd=REPO, log=log_path)
     with open(log_path, "w") as log:

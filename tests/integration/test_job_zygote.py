@@ -95,3 +95,16 @@ def test_what_the_preloaded_imports_set_is_no_difference_once_the_worker_importe
     from tests.integration.cli import job_environment
 
     assert job_zygote.forks(job_environment(tmp_path / "state", "postgresql+psycopg2://u@h/dagster"))
+
+
+def test_a_run_that_cannot_fork_must_say_it_starts_fresh(tmp_path):
+    """A run whose environment differs in what an import reads is refused unless the test says
+    `fresh=True`: such runs once started as new processes silently, by test order."""
+    from tests.integration.cli import start_dagster
+
+    env = {**job_zygote.SESSION_ENV, "HF_HUB_OFFLINE": "0"}
+    with pytest.raises(ValueError, match=r"differs from the job zygote's in \['HF_HUB_OFFLINE'\].*fresh=True"):
+        start_dagster(tmp_path, "refused", env, ["--version"])
+    assert not (tmp_path / "refused.log").exists()
+    proc = start_dagster(tmp_path, "fresh", env, ["--version"], fresh=True)
+    assert isinstance(proc, subprocess.Popen) and proc.wait(timeout=120) == 0

@@ -39,13 +39,16 @@ VOLATILE = ("latency_ms", "code_version")  # timings, and the checkout's version
 
 
 def _start(env: dict, job: str, folder: Path, name: str, *, ops: dict | None = None) -> tuple:
-    """`dagster job execute` for the demo job, tagged so that its run can be found; (process, tag)."""
+    """`dagster job execute` for the demo job, tagged so that its run can be found; (process, tag).
+    A run in the cluster's environment (its own PATH and PYTHONPATH: the CLI starts `celery` by
+    name) is a new process, as CI's would be."""
     tag = f"{name}-{uuid.uuid4().hex[:8]}"
     config = {"ops": {"report": {"config": {"results_dir": str(folder / name)}}, **(ops or {})}}
     cfg = folder / f"{name}.yaml"
     cfg.write_text(yaml.safe_dump(config))
     proc = start_dagster(folder, name, env, ["job", "execute", "-m", "definitions", "-j", job, "-c", str(cfg),
-                                             "--tags", json.dumps({"test/celery": tag})])
+                                             "--tags", json.dumps({"test/celery": tag})],
+                         fresh=job == "retrieval_eval_celery")
     return proc, tag
 
 
