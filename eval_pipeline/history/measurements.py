@@ -284,13 +284,19 @@ def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
         # log entries in (after, after + 0.5), a stamp with no log entry at after + 0.75
         " UPDATE {references} f SET position = r.after + 0.5 * r.k::double precision / (r.n + 1)"
         " FROM ranked r WHERE f.seq = r.seq").format(**t))
-    # a row stamped later than every entry of its own in the log was accepted again with that entry
-    # deleted (every version logs the row's own stamp, or logs without stamping: never earlier)
+    # a row stamped later than every entry of its own in the log, with a measurement recorded or an
+    # acceptance logged in between, was accepted again with that entry deleted. Nothing in between:
+    # the same acceptance (the code before 3eb5cd5 stamped an answer row with clock_timestamp() and
+    # logged it with now(), the transaction's start: a little earlier), or one no order can tell apart.
     latest_logged = ("(SELECT max(f.accepted_at) FROM {references} f WHERE f.run_id = m.run_id"
                      " AND f.variant = m.variant AND f.aspect = m.aspect)")
+    in_between = (f"(EXISTS (SELECT 1 FROM {{measurements}} x WHERE x.created_at > {latest_logged}"
+                  " AND x.created_at <= m.accepted_at)"
+                  f" OR EXISTS (SELECT 1 FROM {{references}} g WHERE g.accepted_at > {latest_logged}"
+                  " AND g.accepted_at <= m.accepted_at))")
     conn.execute(sql.SQL(
         "UPDATE {measurements} m SET accepted_position = CASE WHEN " + LOGGED_POSITION + " IS NULL"
-        f" OR m.accepted_at > {latest_logged}"
+        f" OR (m.accepted_at > {latest_logged} AND {in_between})"
         " THEN " + after.replace("{at}", "m.accepted_at") + " + 0.75 ELSE " + LOGGED_POSITION + " END"
         " WHERE m.accepted_at IS NOT NULL").format(**t))
     conn.execute(sql.SQL("ALTER TABLE {references} ALTER COLUMN position SET DEFAULT nextval({sequence}::regclass)")
@@ -316,7 +322,8 @@ _FUNCTION_SUFFIX = "_place_" + _PLACEMENT_DIGEST
 _TRIGGER_FAMILY = "_measurements" + _TRIGGER_SUFFIX
 # SQL: whether the measurements table (the query parameter ``measurements``) has the trigger that
 # places an acceptance as this version makes it, and no other of its family: named for the
-# table, enabled, BEFORE UPDATE FOR EACH ROW (``tgtype`` 19), calling this version's function
+# table, enabled, BEFORE UPDATE OF accepted_at FOR EACH ROW (``tgtype`` 19, ``tgattr``) with no
+# WHEN condition, calling this version's function
 # (its name and its body's digest). A history upgraded without it, whose trigger was dropped,
 # disabled or bound by an older version to its own function, or which carries a trigger of
 # another prefix, gets it back on first contact (`runs.history_exists`). What a connection that
@@ -325,7 +332,9 @@ _TRIGGER_FAMILY = "_measurements" + _TRIGGER_SUFFIX
 HAS_PLACEMENT_TRIGGER_SQL = (
     "(EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid"
     f" WHERE t.tgrelid = to_regclass(%(measurements)s) AND t.tgname = %(measurements)s || '{_TRIGGER_SUFFIX}'"
-    " AND t.tgenabled IN ('O', 'A') AND t.tgtype = 19"
+    " AND t.tgenabled IN ('O', 'A') AND t.tgtype = 19 AND t.tgqual IS NULL"
+    " AND t.tgattr::text = (SELECT a.attnum::text FROM pg_attribute a WHERE a.attrelid = t.tgrelid"
+    "  AND a.attname = 'accepted_at')"
     f" AND p.proname = %(measurements)s || '{_FUNCTION_SUFFIX}'"
     f" AND left(encode(sha256(convert_to(p.prosrc, 'UTF8')), 'hex'), 8) = '{_PLACEMENT_DIGEST}')"
     " AND NOT EXISTS (SELECT 1 FROM pg_trigger o WHERE o.tgrelid = to_regclass(%(measurements)s)"
@@ -619,17 +628,19 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
     params = {**_lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration,
                                heirs=heirs, before_run_id=before_run_id), **values}
 
-    def pick(one: str, after: tuple[Any, Any] = (None, None)) -> tuple[str, str, Any, Any] | None:
+    def pick(one: str, after: tuple[Any, Any] = (None, None)) -> tuple[str, str, Any, Any, bool] | None:
         """The first candidate in order ``one`` (``after``: an acceptance's (stamp, logged
-        position); only the acceptances after it): its run, variant, stamp and logged position."""
+        position); only the acceptances after it): its run, variant, stamp, logged position, and
+        whether its run has a run row (an acceptance of it could have been logged)."""
         condition, ordering = _ORDERS[one]
         found = conn.execute(sql.SQL(
-            "SELECT m.run_id, m.variant, " + ACCEPTED_AT + ", " + LOGGED_POSITION + " FROM {measurements} m"
+            "SELECT m.run_id, m.variant, " + ACCEPTED_AT + ", " + LOGGED_POSITION + ","
+            " EXISTS (SELECT 1 FROM {runs} r WHERE r.run_id = m.run_id) FROM {measurements} m"
             " WHERE m.aspect = %(aspect)s AND " + SAME_VARIANT + " AND " + condition + matches + _BEFORE
             # the variant's own name first when a run has it under both
             + " ORDER BY " + ordering + ", (m.variant = %(variant)s) DESC LIMIT 1").format(
                 **_ident(names)), {**params, "after": after[0], "after_position": after[1]}).fetchone()
-        return None if found is None else (str(found[0]), str(found[1]), found[2], found[3])
+        return None if found is None else (str(found[0]), str(found[1]), found[2], found[3], found[4])
 
     if order != "reference":
         found = pick(order)
@@ -637,7 +648,7 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
     return _latest_acceptance(pick) or (None if (first := pick("first")) is None else Yardstick(*first[:2]))
 
 
-def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any] | None]) -> Yardstick | None:
+def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any, bool] | None]) -> Yardstick | None:
     """The latest acceptance among a lookup's candidates: the logged one latest in the log (none
     logged: the unlogged one latest by position). An acceptance with no log entry after the
     logged one's entry is its ``acceptance_conflict``: the log is the record of which acceptance
@@ -645,12 +656,19 @@ def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any] | None]) ->
     logged one's own row counts too when its position is past its entry's: this version logs the
     row's position, an older install's row is placed before its entry (stamped, then logged), so
     a row past its entry was accepted again with that entry deleted, or placed by a trigger this
-    version did not make (one an older version bound to another history's sequence)."""
+    version did not make (one an older version bound to another history's sequence). With nothing
+    logged, an unlogged acceptance of a run that has a run row conflicts with itself too: every
+    version logs such an acceptance, so its entry was deleted (only an answer run recorded without
+    a run row, through the library, is accepted unlogged)."""
     logged = pick("logged")
     if logged is None:
         unlogged = pick("unlogged")
-        return None if unlogged is None else Yardstick(*unlogged[:2])
-    later = pick("unlogged", after=logged[2:])
+        if unlogged is None:
+            return None
+        # one that could have been logged (its run has a run row: every version logs it) had its
+        # entry deleted: which bar is in force, and where it stands, cannot be told either
+        return Yardstick(*unlogged[:2], acceptance_conflict=unlogged[0] if unlogged[4] else None)
+    later = pick("unlogged", after=logged[2:4])
     return Yardstick(*logged[:2], acceptance_conflict=None if later is None else later[0])
 
 

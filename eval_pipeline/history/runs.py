@@ -721,10 +721,10 @@ def acceptance_conflict(reference: Mapping[str, Any] | None) -> str | None:
         return None
     run, variant = found.get("run_id"), found.get("variant")
     if other == run:
-        return (f"run {run}'s latest acceptance is placed after its entry in the acceptance log (accepted again "
+        return (f"run {run}'s latest acceptance has no entry of its own in the acceptance log (accepted again "
                 "with that entry deleted, or placed by a trigger this version did not make): which bar is in force "
                 f"cannot be told; accept the intended one again: python -m eval_pipeline.history accept {run} "
-                f"--variant {variant}")
+                f"--variant {variant}, or accept a newer run of {variant}")
     return (f"run {other} was accepted after run {run} but that acceptance has no entry in the acceptance log (the "
             "entry deleted, or a run with no run row to log it against): which bar is in force cannot be told; "
             f"accept the intended one again: python -m eval_pipeline.history accept {run} --variant {variant}, or "

@@ -122,7 +122,10 @@ def test_an_earlier_acceptance_stamped_ahead_whose_log_entry_is_gone_does_not_ou
     accept_reference(judge.uri, "r1", prefix=judge.prefix)
     _ahead(judge, "r1")
     judge.sql("DELETE FROM {references} WHERE run_id = %s", "r1")
-    assert judge("r2", "A", {"v": "good"}).gates["v"].passed
+    # nothing logged, r1's entry deleted: which bar is in force cannot be told (the twenty-second
+    # review's hole 3) until a run is accepted
+    r2 = judge("r2", "A", {"v": "good"})
+    assert r2.gates["v"].state == "not_compared" and "no entry of its own" in r2.gates["v"].message, _why(r2)
     accept_reference(judge.uri, "r2", prefix=judge.prefix)
     steps = [judge(run_id, "A", {"v": "good"}, hits={"v": hits}) for run_id, hits in (("r3", 96), ("r4", 92))]
     assert not all(step.gates["v"].passed for step in steps), [
