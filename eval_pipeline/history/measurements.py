@@ -631,11 +631,11 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
     def pick(one: str, after: tuple[Any, Any] = (None, None)) -> tuple[str, str, Any, Any, bool] | None:
         """The first candidate in order ``one`` (``after``: an acceptance's (stamp, logged
         position); only the acceptances after it): its run, variant, stamp, logged position, and
-        whether its run has a run row (an acceptance of it could have been logged)."""
+        whether the version that made its acceptance logged it (`_LOGGED_WHEN_MADE`)."""
         condition, ordering = _ORDERS[one]
         found = conn.execute(sql.SQL(
             "SELECT m.run_id, m.variant, " + ACCEPTED_AT + ", " + LOGGED_POSITION + ","
-            " EXISTS (SELECT 1 FROM {runs} r WHERE r.run_id = m.run_id) FROM {measurements} m"
+            " " + _LOGGED_WHEN_MADE + " FROM {measurements} m"
             " WHERE m.aspect = %(aspect)s AND " + SAME_VARIANT + " AND " + condition + matches + _BEFORE
             # the variant's own name first when a run has it under both
             + " ORDER BY " + ordering + ", (m.variant = %(variant)s) DESC LIMIT 1").format(
@@ -648,6 +648,15 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
     return _latest_acceptance(pick) or (None if (first := pick("first")) is None else Yardstick(*first[:2]))
 
 
+# SQL: whether measurement ``m``'s acceptance was logged by the version that made it: every
+# version logs the acceptance of a run with a run row, except the code from 19af7bb to a60854a^,
+# which accepted answers by a flag alone (the upgrade stamped those at their measurement's own
+# time, `_upgrade`; an accept stamps the time it runs). An answer run recorded without a run row
+# (through the library) cannot be logged.
+_LOGGED_WHEN_MADE = ("(EXISTS (SELECT 1 FROM {runs} r WHERE r.run_id = m.run_id)"
+                     " AND m.accepted_at IS DISTINCT FROM m.created_at)")
+
+
 def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any, bool] | None]) -> Yardstick | None:
     """The latest acceptance among a lookup's candidates: the logged one latest in the log (none
     logged: the unlogged one latest by position). An acceptance with no log entry after the
@@ -657,16 +666,15 @@ def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any, bool] | Non
     row's position, an older install's row is placed before its entry (stamped, then logged), so
     a row past its entry was accepted again with that entry deleted, or placed by a trigger this
     version did not make (one an older version bound to another history's sequence). With nothing
-    logged, an unlogged acceptance of a run that has a run row conflicts with itself too: every
-    version logs such an acceptance, so its entry was deleted (only an answer run recorded without
-    a run row, through the library, is accepted unlogged)."""
+    logged, an unlogged acceptance its version logged (`_LOGGED_WHEN_MADE`) conflicts with itself
+    too: its entry was deleted."""
     logged = pick("logged")
     if logged is None:
         unlogged = pick("unlogged")
         if unlogged is None:
             return None
-        # one that could have been logged (its run has a run row: every version logs it) had its
-        # entry deleted: which bar is in force, and where it stands, cannot be told either
+        # one its version logged had its entry deleted: which bar is in force, and where it
+        # stands, cannot be told either
         return Yardstick(*unlogged[:2], acceptance_conflict=unlogged[0] if unlogged[4] else None)
     later = pick("unlogged", after=logged[2:4])
     return Yardstick(*logged[:2], acceptance_conflict=None if later is None else later[0])

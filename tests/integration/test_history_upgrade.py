@@ -114,6 +114,9 @@ def legacy(pg_uri):
         legacy_answer(conn, p, "r1", pass_rate=0.8, eligible=True, minutes=1, accepted=True)
         conn.execute(f"INSERT INTO {p}_references (variant, run_id, aspect, accepted_by, accepted_at) "
                      "VALUES ('dense', 'r1', 'retrieval', 'alice', now() - interval '98 minutes')")
+        # the answers' acceptance logged too, as every version that stamped `accepted_at` did (a60854a on)
+        conn.execute(f"INSERT INTO {p}_references (variant, run_id, aspect, accepted_by, accepted_at) "
+                     "VALUES ('dense', 'r1', 'answers:deterministic', 'alice', now() - interval '98 minutes')")
         legacy_run(conn, p, "r2", hit=0.5, eligible=False, minutes=2, gate_failed=["dense"])
         legacy_answer(conn, p, "r2", pass_rate=0.4, eligible=False, minutes=2)
         legacy_run(conn, p, "r3", hit=0.85, eligible=None, minutes=3)
