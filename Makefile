@@ -59,24 +59,26 @@ redis-server:
 # file's module fixtures (a server, a run its tests read) are made once, and each worker has its
 # own session Postgres and temp dir. The longest files go first (tests/conftest.py, LONGEST_FILES).
 INTEGRATION_WORKERS ?= auto
+# The unit lane on one worker per core too, mypy beside it: 98 s -> 82 s on these 2-core machines
+# (a cold mypy cache, as on a clean clone; bench/RESULTS.md section 29).
+UNIT_WORKERS ?= auto
 RUFF = $(BIN)/ruff check eval_pipeline assets resources definitions.py
 lint: $(STAMP)
 	$(RUFF)
 	$(BIN)/mypy
 
-# mypy runs on the second core while the unit lane (one process) runs on the first; either failing
-# stops `make test` before the integration lane.
+# mypy runs beside the unit lane; either failing stops `make test` before the integration lane.
 test: $(STAMP) chromium redis-server
 	$(RUFF)
 	@typed=$$(mktemp); $(BIN)/mypy > $$typed 2>&1 & mypy=$$!; \
-	$(BIN)/python -m pytest -q -m "not integration" -x --durations=10; unit=$$?; \
+	$(BIN)/python -m pytest -q -m "not integration" -x --durations=10 -n $(UNIT_WORKERS); unit=$$?; \
 	wait $$mypy; mypy_code=$$?; echo "mypy:"; cat $$typed; rm -f $$typed; \
 	[ $$unit -eq 0 ] && [ $$mypy_code -eq 0 ]
 	$(BIN)/python -m pytest -q -m integration --durations=25 \
 		-n $(INTEGRATION_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-unit: $(STAMP) lint
-	$(BIN)/python -m pytest -q -m "not integration" -x --durations=10
+	$(BIN)/python -m pytest -q -m "not integration" -x --durations=10 -n $(UNIT_WORKERS)
 
 stop-db: $(STAMP)
 	$(BIN)/python -m eval_pipeline.store.database stop --state-dir $(STATE_DIR)
