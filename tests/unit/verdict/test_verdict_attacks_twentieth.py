@@ -170,6 +170,15 @@ def _the_slide_after_an_older_install_acceptance(judge, *, uri: str | None = Non
 # --------------------------------------------------------------------------------------------
 
 
+def _archived_and_started_again(judge, archive: str) -> None:
+    """r1 recorded; the history's function and trigger as an older version left them; the history
+    archived (renamed to ``archive``) and started again under its prefix with r1."""
+    judge("r1", "A", {"v": "good"})
+    _as_an_older_version_left_it(judge)
+    _archive(judge, archive)
+    assert judge("r1", "A", {"v": "good"}).gates["v"].passed
+
+
 def test_an_older_versions_function_left_behind_by_an_archive_does_not_place_the_new_historys_acceptances(judge):
     """The nineteenth review's hole 1 on a database that ran 9f0315e or d8f7952 (its function's
     body names the sequence): ``eval`` archived, started again, r2 accepted by an older install is
@@ -177,10 +186,7 @@ def test_an_older_versions_function_left_behind_by_an_archive_does_not_place_the
     from r3) passes against it. 4dd16af fixed only the body of functions created from now on."""
     archive = judge.prefix + "_old"
     try:
-        judge("r1", "A", {"v": "good"})
-        _as_an_older_version_left_it(judge)
-        _archive(judge, archive)
-        assert judge("r1", "A", {"v": "good"}).gates["v"].passed
+        _archived_and_started_again(judge, archive)
         r4, placed = _the_slide_after_an_older_install_acceptance(judge)
         (r2_seq, position), (r3_seq, _) = placed["r2"], placed["r3"]
         assert not r4.gates["v"].passed, f"r2 placed at {position} (r2 seq {r2_seq}, r3 seq {r3_seq}); {_why(r4)}"

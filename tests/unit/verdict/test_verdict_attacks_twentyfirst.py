@@ -265,10 +265,7 @@ def test_a_non_owner_meeting_an_older_versions_trigger_does_not_let_a_drop_slide
     compared, saying so and how to end it, and so is r4."""
     archive = judge.prefix + "_old"
     try:
-        judge("r1", "A", {"v": "good"})
-        _as_an_older_version_left_it(judge)
-        _archive(judge, archive)
-        assert judge("r1", "A", {"v": "good"}).gates["v"].passed
+        twentieth._archived_and_started_again(judge, archive)
         _bind_to_the_older_function(judge)  # as d8f7952 created the new history
         with psycopg.connect(judge.uri, autocommit=True) as conn:
             for table in _names(judge.prefix).values():

@@ -211,13 +211,21 @@ def test_an_answer_acceptance_whose_run_row_was_deleted_after_a_logged_one_stays
     _retrieval_row(answers, "a0")
     assert answers("a0", {"bm25": 0.90}).passed
     assert accept_answer_run(answers.uri, "a0")[0]
+    _a1_accepted_then_its_run_row_deleted(answers)
+    gate = _gate(answers("a2", {"bm25": 0.75}))
+    assert not gate.passed, gate.message
+
+
+def _a1_accepted_then_its_run_row_deleted(answers) -> None:
+    """a1 (0.75) recorded with a run row, its answers of bm25 accepted and logged, then its run row
+    deleted (with its retrieval measurement; the log's entry cascades away)."""
+    from eval_pipeline.history.answers import accept_answer_run
+
     _retrieval_row(answers, "a1")
     answers("a1", {"bm25": 0.75})
     assert accept_answer_run(answers.uri, "a1", variants=["bm25"])[0]
     answers.sql("DELETE FROM eval_measurements WHERE run_id = %s AND aspect = 'retrieval'", "a1")
     answers.sql("DELETE FROM eval_runs WHERE run_id = %s", "a1")
-    gate = _gate(answers("a2", {"bm25": 0.75}))
-    assert not gate.passed, gate.message
 
 
 def test_an_answer_acceptance_whose_run_row_was_deleted_with_nothing_else_accepted_is_the_reference(answers):
@@ -225,15 +233,10 @@ def test_an_answer_acceptance_whose_run_row_was_deleted_with_nothing_else_accept
     row deleted (its entry cascades away): nothing is logged and a1 has no run row, so a1 (really
     accepted, no other bar ever in force) is the reference; a2 (0.60, -0.15 from a1) fails
     measured."""
-    from eval_pipeline.history.answers import accept_answer_run
 
     _retrieval_row(answers, "a0")
     assert answers("a0", {"bm25": 0.90}).passed
-    _retrieval_row(answers, "a1")
-    answers("a1", {"bm25": 0.75})
-    assert accept_answer_run(answers.uri, "a1", variants=["bm25"])[0]
-    answers.sql("DELETE FROM eval_measurements WHERE run_id = %s AND aspect = 'retrieval'", "a1")
-    answers.sql("DELETE FROM eval_runs WHERE run_id = %s", "a1")
+    _a1_accepted_then_its_run_row_deleted(answers)
     gate = _gate(answers("a2", {"bm25": 0.60}))
     assert not gate.passed, gate.message
 
