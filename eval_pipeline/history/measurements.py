@@ -542,7 +542,18 @@ ACCEPTED_AT = ("GREATEST(m.accepted_at, (SELECT max(f.accepted_at) FROM {referen
 # (`LOGGED_POSITION`) and on the measurement row, which keeps it when the log entry is gone.
 LOGGED_POSITION = ("(SELECT max(f.position) FROM {references} f WHERE f.run_id = m.run_id AND f.variant = m.variant"
                    " AND f.aspect = m.aspect)")
-ACCEPTED_POSITION = f"GREATEST(CASE WHEN m.accepted_at IS NOT NULL THEN m.accepted_position END, {LOGGED_POSITION})"
+# A flag-only acceptance: the code from 19af7bb to a60854a^ accepted answers by a flag, with no
+# time and no log entry; the upgrade stamps it at its measurement's own time, which no version's
+# accept stamps (it stamps the time it runs).
+FLAG_ONLY = "m.accepted_at = m.created_at"
+# Where measurement ``m``'s own row places its acceptance: its ``accepted_position``. A flag-only
+# one was made at an unknown time after its measurement and before any answer acceptance was
+# logged (a60854a on): just after its measurement (1e-6: below any logged entry placed after it,
+# `_place_acceptances`), never later by a clock (a stamp that ran ahead, placed by time, made it
+# the previous run over runs recorded after it). So it is "accepted since" only its own run.
+ROW_POSITION = (f"CASE WHEN m.accepted_at IS NULL THEN NULL WHEN {FLAG_ONLY} THEN m.seq + 1e-6"
+                " ELSE m.accepted_position END")
+ACCEPTED_POSITION = f"GREATEST({ROW_POSITION}, {LOGGED_POSITION})"
 # The one eligibility rule of a yardstick, both aspects: not limited, nothing errored, eligible
 # or accepted; an answer measurement also needs its generator and both its numbers (a retried
 # step may re-record an accepted row whose grading failed this time: never a yardstick); a
@@ -564,14 +575,14 @@ _BEFORE = (" AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
 # entry: that entry deleted) placed after it makes the reference ambiguous
 # (`Yardstick.acceptance_conflict`); a stamp with no position (written around the trigger) is
 # placed by its time.
-_UNLOGGED_AFTER = (" AND (%(after_position)s::double precision IS NULL OR m.accepted_position > %(after_position)s"
-                   f" OR (m.accepted_position IS NULL AND {ACCEPTED_AT} > %(after)s::timestamptz))")
+_UNLOGGED_AFTER = (f" AND (%(after_position)s::double precision IS NULL OR {ROW_POSITION} > %(after_position)s"
+                   f" OR ({ROW_POSITION} IS NULL AND {ACCEPTED_AT} > %(after)s::timestamptz))")
 _ORDERS: dict[str, tuple[str, str]] = {
     "latest": (USABLE, f"GREATEST(m.seq, COALESCE({ACCEPTED_POSITION}, m.seq)) DESC, m.seq DESC"),
     "logged": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL AND {LOGGED_POSITION} IS NOT NULL",
                f"{LOGGED_POSITION} DESC, m.seq DESC"),
     "unlogged": (f"{USABLE} AND {ACCEPTED_AT} IS NOT NULL AND ({LOGGED_POSITION} IS NULL"
-                 f" OR m.accepted_position > {LOGGED_POSITION})" + _UNLOGGED_AFTER,
+                 f" OR {ROW_POSITION} > {LOGGED_POSITION})" + _UNLOGGED_AFTER,
                  f"{ACCEPTED_POSITION} DESC NULLS LAST, {ACCEPTED_AT} DESC, m.seq DESC"),
     "first": (USABLE + " AND m.eligible", "m.seq ASC"),
 }
@@ -628,19 +639,20 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
     params = {**_lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration,
                                heirs=heirs, before_run_id=before_run_id), **values}
 
-    def pick(one: str, after: tuple[Any, Any] = (None, None)) -> tuple[str, str, Any, Any, bool] | None:
+    def pick(one: str, after: tuple[Any, Any] = (None, None)) -> tuple[str, str, Any, Any, bool, int] | None:
         """The first candidate in order ``one`` (``after``: an acceptance's (stamp, logged
-        position); only the acceptances after it): its run, variant, stamp, logged position, and
-        whether the version that made its acceptance logged it (`_LOGGED_WHEN_MADE`)."""
+        position); only the acceptances after it): its run, variant, stamp, logged position,
+        whether the version that made its acceptance logged it (`_LOGGED_WHEN_MADE`), and how many
+        of the candidates are flag-only acceptances (`FLAG_ONLY`)."""
         condition, ordering = _ORDERS[one]
         found = conn.execute(sql.SQL(
             "SELECT m.run_id, m.variant, " + ACCEPTED_AT + ", " + LOGGED_POSITION + ","
-            " " + _LOGGED_WHEN_MADE + " FROM {measurements} m"
+            " " + _LOGGED_WHEN_MADE + ", count(*) FILTER (WHERE " + FLAG_ONLY + ") OVER () FROM {measurements} m"
             " WHERE m.aspect = %(aspect)s AND " + SAME_VARIANT + " AND " + condition + matches + _BEFORE
             # the variant's own name first when a run has it under both
             + " ORDER BY " + ordering + ", (m.variant = %(variant)s) DESC LIMIT 1").format(
                 **_ident(names)), {**params, "after": after[0], "after_position": after[1]}).fetchone()
-        return None if found is None else (str(found[0]), str(found[1]), found[2], found[3], found[4])
+        return None if found is None else (str(found[0]), str(found[1]), found[2], found[3], found[4], found[5])
 
     if order != "reference":
         found = pick(order)
@@ -649,15 +661,12 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
 
 
 # SQL: whether measurement ``m``'s acceptance was logged by the version that made it: every
-# version logs the acceptance of a run with a run row, except the code from 19af7bb to a60854a^,
-# which accepted answers by a flag alone (the upgrade stamped those at their measurement's own
-# time, `_upgrade`; an accept stamps the time it runs). An answer run recorded without a run row
-# (through the library) cannot be logged.
-_LOGGED_WHEN_MADE = ("(EXISTS (SELECT 1 FROM {runs} r WHERE r.run_id = m.run_id)"
-                     " AND m.accepted_at IS DISTINCT FROM m.created_at)")
+# version logs the acceptance of a run with a run row, except a flag-only one (`FLAG_ONLY`). An
+# answer run recorded without a run row (through the library) cannot be logged.
+_LOGGED_WHEN_MADE = f"(EXISTS (SELECT 1 FROM {{runs}} r WHERE r.run_id = m.run_id) AND NOT {FLAG_ONLY})"
 
 
-def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any, bool] | None]) -> Yardstick | None:
+def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any, bool, int] | None]) -> Yardstick | None:
     """The latest acceptance among a lookup's candidates: the logged one latest in the log (none
     logged: the unlogged one latest by position). An acceptance with no log entry after the
     logged one's entry is its ``acceptance_conflict``: the log is the record of which acceptance
@@ -667,15 +676,16 @@ def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any, bool] | Non
     a row past its entry was accepted again with that entry deleted, or placed by a trigger this
     version did not make (one an older version bound to another history's sequence). With nothing
     logged, an unlogged acceptance its version logged (`_LOGGED_WHEN_MADE`) conflicts with itself
-    too: its entry was deleted."""
+    too (its entry was deleted), and so does any when two flag-only acceptances (`FLAG_ONLY`, of
+    a version that recorded no time) are among the candidates."""
     logged = pick("logged")
     if logged is None:
         unlogged = pick("unlogged")
         if unlogged is None:
             return None
-        # one its version logged had its entry deleted: which bar is in force, and where it
-        # stands, cannot be told either
-        return Yardstick(*unlogged[:2], acceptance_conflict=unlogged[0] if unlogged[4] else None)
+        # one its version logged had its entry deleted; of two flag-only ones, neither says when it
+        # was made: which bar is in force cannot be told either
+        return Yardstick(*unlogged[:2], acceptance_conflict=unlogged[0] if unlogged[4] or unlogged[5] > 1 else None)
     later = pick("unlogged", after=logged[2:4])
     return Yardstick(*logged[:2], acceptance_conflict=None if later is None else later[0])
 

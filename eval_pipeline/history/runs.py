@@ -722,7 +722,8 @@ def acceptance_conflict(reference: Mapping[str, Any] | None) -> str | None:
     run, variant = found.get("run_id"), found.get("variant")
     if other == run:
         return (f"run {run}'s latest acceptance has no entry of its own in the acceptance log (accepted again "
-                "with that entry deleted, or placed by a trigger this version did not make): which bar is in force "
+                "with that entry deleted, placed by a trigger this version did not make, or one of several made by "
+                "a version that recorded no time): which bar is in force "
                 f"cannot be told; accept the intended one again: python -m eval_pipeline.history accept {run} "
                 f"--variant {variant}, or accept a newer run of {variant}")
     return (f"run {other} was accepted after run {run} but that acceptance has no entry in the acceptance log (the "
