@@ -416,8 +416,7 @@ def _sequence(conn: Any, names: Mapping[str, str]) -> str:
 
 def _upgrade(conn: Any, names: Mapping[str, str], *, legacy_metrics: bool, legacy_answers: str | None,
              eligible_sql: str) -> None:
-    """Copy an older history into the measurements: each old table's rows in its own order,
-    interleaved by time."""
+    """Copy an older history into the measurements, interleaved in the order it was recorded."""
     t = _ident(names)
     parts: list[str] = []
     if legacy_metrics:
@@ -453,12 +452,11 @@ def _upgrade(conn: Any, names: Mapping[str, str], *, legacy_metrics: bool, legac
     columns = ("run_id", "variant", "aspect", "created_at", *IDENTITY_FIELDS, "configuration", "generator",
                "limited", "errored", "eligible", "n_scored", "accepted_at", "variant_config", "provenance")
     conn.execute(sql.SQL(
-        # Numbered in each old table's own order (its seq: the order the code that wrote it read it
-        # in), interleaved by time: each row at the latest time of its table up to it, so a row
-        # recorded while the clock ran ahead never overtakes a row its table recorded after it.
-        "INSERT INTO {measurements} ({columns}) SELECT {columns} FROM (SELECT *,"
-        " max(at) OVER (PARTITION BY part ORDER BY n) AS upto FROM (" + " UNION ALL ".join(parts) + ") u) old"
-        " ORDER BY upto, part, n").format(
+        # Numbered by time, as `_place_acceptances` places the acceptances: the two must agree (each
+        # table numbered in its own order and interleaved otherwise let a clock that ran ahead in one
+        # table carry an acceptance past rows recorded after it: the twenty-sixth review).
+        "INSERT INTO {measurements} ({columns}) SELECT {columns} FROM (" + " UNION ALL ".join(parts) + ") old"
+        " ORDER BY at, part, n").format(
             columns=sql.SQL(", ").join(map(sql.Identifier, columns)),
             answers=sql.Identifier(legacy_answers or "-"), **t))
     if legacy_metrics:

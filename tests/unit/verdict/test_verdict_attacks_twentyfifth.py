@@ -11,10 +11,12 @@ session Postgres (marked ``integration``), on a legacy history written with the 
 tests/integration/test_history_upgrade.py (``LEGACY_DDL``) under the default prefix, upgraded on
 the verdict's first contact.
 
-Closed since by the lead (both tests below are plain; without the fix both fail): ``_upgrade``
-numbers the old rows in each old table's own order (its ``seq``), interleaved by time through
-each row's running maximum time within its table (``max(at) OVER (PARTITION BY part ORDER BY
-n)``), so a row recorded while the clock ran ahead never overtakes one its table recorded after it.
+Still open (strict xfails): the lead's c8d2b58 numbered the old rows in each old table's own
+order, interleaved by each row's running maximum time within its table; it closed both holes, but
+the twenty-sixth review found it opened three others (``_place_acceptances`` places by time, so
+the two orders disagreed) and it was reverted. The class, an old history whose clock stepped, is
+left for a fix that detects the step (a legacy table's stamps decreasing along its own ``seq``,
+or an acceptance stamped before its run) and fails closed.
 
 Holes (strict xfails, each confirmed failing on 50abdac, and with --runxfail on an AssertionError
 about the verdict; both also fail with --runxfail at 76c754d in a frozen worktree: not new in
@@ -121,6 +123,9 @@ def _legacy_clock_ahead(answers, *, ahead: bool) -> None:
         _legacy_answer(conn, "a3", 0.95, eligible=True, minutes=-50, accepted=False)
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "hole 1 (open: c8d2b58 closed it and opened three others, reverted): _upgrade numbers legacy answer rows by"
+    " created_at; a flag-only acceptance recorded with the clock ahead is the previous row: a -0.25 step passes"))
 def test_a_legacy_acceptance_recorded_ahead_is_not_the_previous_row_after_the_upgrade(answers):
     """Hole 1: a4 (0.70) is -0.25 from the previous eligible row a3 (0.95), the row the code that
     made the history read as the previous one: it must fail, not pass against a2 numbered last
@@ -163,6 +168,9 @@ def _legacy_window(answers, *, ahead: bool) -> None:
         _legacy_answer(conn, "s1", 0.80, eligible=True, minutes=-50, accepted=False, grader="static")
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "hole 2 (open: c8d2b58 closed it and opened three others, reverted): _since_acceptance starts at the"
+    " accepted run's min(seq), numbered by a clock ahead: a grader measured after it and dropped is forgotten"))
 def test_a_grader_measured_after_an_accepted_run_recorded_ahead_is_not_forgotten(answers):
     """Hole 2: s1 measured ``static`` after r1 was accepted; t1 drops it. The window "since the
     latest acceptance" (``_since_acceptance``: the accepted run's first measurement by ``seq``)
