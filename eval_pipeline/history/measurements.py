@@ -299,8 +299,46 @@ def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
         f" OR (m.accepted_at > {latest_logged} AND {in_between})"
         " THEN " + after.replace("{at}", "m.accepted_at") + " + 0.75 ELSE " + LOGGED_POSITION + " END"
         " WHERE m.accepted_at IS NOT NULL").format(**t))
+    if _clock_stepped(conn, names):
+        # Placed by time on a clock that stepped, no acceptance's place can be trusted, nor the
+        # order of runs recorded around the step: every acceptance is read as missing from the log
+        # (its row past its own latest entry, before any later position; a flag-only one no longer
+        # exempt) until a run is accepted, which fails closed and says so.
+        conn.execute(sql.SQL(
+            "UPDATE {measurements} m SET accepted_at = CASE WHEN " + FLAG_ONLY + " THEN m.accepted_at"
+            " + interval '1 microsecond' ELSE m.accepted_at END,"
+            " accepted_position = COALESCE(" + LOGGED_POSITION + ", m.seq) + 0.25"
+            " WHERE m.accepted_at IS NOT NULL").format(**t))
     conn.execute(sql.SQL("ALTER TABLE {references} ALTER COLUMN position SET DEFAULT nextval({sequence}::regclass)")
                  .format(sequence=sql.Literal(_sequence(conn, names)), **t))
+
+
+# How far a stamp may fall behind the one recorded before it (by the table's own numbering)
+# before the clock is taken to have stepped: concurrent writers stamp their transaction's start,
+# so a row numbered later may carry a stamp a few seconds earlier.
+CLOCK_STEP = "interval '1 minute'"
+
+
+def _clock_stepped(conn: Any, names: Mapping[str, str]) -> bool:
+    """Whether an older history's clock stepped (set back, or corrected after it ran ahead): a
+    stamp more than `CLOCK_STEP` earlier than one numbered before it in its own table (the old
+    runs and answer tables, the measurements, the acceptance log), or an acceptance stamped
+    before its measurement was recorded. Its acceptances were placed by time, which then
+    cannot be trusted."""
+    checks = []
+    for table, stamp in (("runs", "created_at"), ("answer_runs", "created_at"), ("measurements", "created_at"),
+                         ("references", "accepted_at")):
+        if _exists(conn, names[table]) and has_column(conn, names[table], stamp):
+            checks.append(sql.SQL(
+                "EXISTS (SELECT 1 FROM (SELECT {stamp} AS at, max({stamp}) OVER (ORDER BY seq ROWS BETWEEN"
+                " UNBOUNDED PRECEDING AND 1 PRECEDING) AS before FROM {table}) x"
+                " WHERE x.at < x.before - " + CLOCK_STEP + ")").format(
+                    stamp=sql.Identifier(stamp), table=sql.Identifier(names[table])))
+    checks.append(sql.SQL(
+        "EXISTS (SELECT 1 FROM {references} f JOIN {measurements} m ON m.run_id = f.run_id"
+        " AND m.variant = f.variant AND m.aspect = f.aspect WHERE f.accepted_at < m.created_at - "
+        + CLOCK_STEP + ")").format(**_ident(names)))
+    return bool(conn.execute(sql.SQL("SELECT ") + sql.SQL(" OR ").join(checks)).fetchone()[0])
 
 
 _TRIGGER_SUFFIX = "_place_acceptance"

@@ -11,12 +11,15 @@ session Postgres (marked ``integration``), on a legacy history written with the 
 tests/integration/test_history_upgrade.py (``LEGACY_DDL``) under the default prefix, upgraded on
 the verdict's first contact.
 
-Still open (strict xfails): the lead's c8d2b58 numbered the old rows in each old table's own
-order, interleaved by each row's running maximum time within its table; it closed both holes, but
-the twenty-sixth review found it opened three others (``_place_acceptances`` places by time, so
-the two orders disagreed) and it was reverted. The class, an old history whose clock stepped, is
-left for a fix that detects the step (a legacy table's stamps decreasing along its own ``seq``,
-or an acceptance stamped before its run) and fails closed.
+The lead's c8d2b58 numbered the old rows in each old table's own order, interleaved by each row's
+running maximum time within its table; it closed both holes, but the twenty-sixth review found it
+opened three others (``_place_acceptances`` places by time, so the two orders disagreed) and it was
+reverted. Then the class was closed by failing closed (``measurements._clock_stepped``): when an old
+history's stamps step back by more than a minute along a table's own order (or an acceptance is
+stamped before its run), every acceptance is read as missing from the log until a run is accepted.
+Hole 2 and hole 1 with run rows (as the command line and the job leave a run) are plain tests;
+hole 1 as first written, answers with no run row (the library path only), stays a strict xfail:
+such an acceptance is never a conflict, and the numbering by time makes it the previous row.
 
 Holes (strict xfails, each confirmed failing on 50abdac, and with --runxfail on an AssertionError
 about the verdict; both also fail with --runxfail at 76c754d in a frozen worktree: not new in
@@ -111,20 +114,23 @@ def _legacy_answer(conn, run_id: str, rate: float, *, eligible: bool, minutes: f
          psycopg.types.json.Jsonb({"configuration": "cfg-bm25"}), accepted))
 
 
-def _legacy_clock_ahead(answers, *, ahead: bool) -> None:
+def _legacy_clock_ahead(answers, *, ahead: bool, run_rows: bool = False) -> None:
     """The default history as the code of 19af7bb..a60854a^ left it (the frozen legacy DDL): a1
     (0.80) eligible; a2 (0.70, failed) recorded (a day ahead when ``ahead``) and accepted by the
     flag; a3 (0.95) recorded after the clock was set right, eligible. Its table's ``seq``: a1, a2,
     a3. Upgraded on the next verdict's first contact."""
     with psycopg.connect(answers.uri, autocommit=True) as conn:
         conn.execute(upgrade.LEGACY_DDL.format(p="eval"))
-        _legacy_answer(conn, "a1", 0.80, eligible=True, minutes=-100, accepted=False)
-        _legacy_answer(conn, "a2", 0.70, eligible=False, minutes=24 * 60 if ahead else -75, accepted=True)
-        _legacy_answer(conn, "a3", 0.95, eligible=True, minutes=-50, accepted=False)
+        runs = (("a1", 0.80, True, -100, False), ("a2", 0.70, False, 24 * 60 if ahead else -75, True),
+                ("a3", 0.95, True, -50, False))
+        for run_id, rate, eligible, minutes, accepted in runs:
+            if run_rows:  # its retrieval run row too (legacy_run's minutes count from 100 minutes ago)
+                upgrade.legacy_run(conn, "eval", run_id, hit=0.8, eligible=True, minutes=100 + minutes)
+            _legacy_answer(conn, run_id, rate, eligible=eligible, minutes=minutes, accepted=accepted)
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "hole 1 (open: c8d2b58 closed it and opened three others, reverted): _upgrade numbers legacy answer rows by"
+    "hole 1, open for runs with no run row (the library path): _upgrade numbers legacy answer rows by"
     " created_at; a flag-only acceptance recorded with the clock ahead is the previous row: a -0.25 step passes"))
 def test_a_legacy_acceptance_recorded_ahead_is_not_the_previous_row_after_the_upgrade(answers):
     """Hole 1: a4 (0.70) is -0.25 from the previous eligible row a3 (0.95), the row the code that
@@ -134,6 +140,15 @@ def test_a_legacy_acceptance_recorded_ahead_is_not_the_previous_row_after_the_up
     verdict = answers("a4", {"bm25": 0.70})
     gate = _gate(verdict)
     assert not gate.passed, (gate.state, gate.message, (verdict.rows[0]["previous"] or {}).get("run_id"))
+
+
+def test_hole_1_with_run_rows_the_stepped_clock_fails_closed(answers):
+    """Hole 1 as the command line and the job leave it (each run with its run row): the old
+    tables' stamps step back by a day along their own order, so no acceptance's place is
+    trusted: a4 (0.70) is not compared, saying the acceptance has no entry of its own."""
+    _legacy_clock_ahead(answers, ahead=True, run_rows=True)
+    gate = _gate(answers("a4", {"bm25": 0.70}))
+    assert not gate.passed and gate.state == "not_compared" and "no entry of its own" in gate.message, gate.message
 
 
 def test_hole_1s_control_on_time_the_step_regression_fails_measured(answers):
@@ -168,16 +183,16 @@ def _legacy_window(answers, *, ahead: bool) -> None:
         _legacy_answer(conn, "s1", 0.80, eligible=True, minutes=-50, accepted=False, grader="static")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "hole 2 (open: c8d2b58 closed it and opened three others, reverted): _since_acceptance starts at the"
-    " accepted run's min(seq), numbered by a clock ahead: a grader measured after it and dropped is forgotten"))
 def test_a_grader_measured_after_an_accepted_run_recorded_ahead_is_not_forgotten(answers):
     """Hole 2: s1 measured ``static`` after r1 was accepted; t1 drops it. The window "since the
     latest acceptance" (``_since_acceptance``: the accepted run's first measurement by ``seq``)
-    must include s1: t1's missing ``static`` fails closed."""
+    misses s1 when the upgrade numbered r1 by a clock ahead. Closed by failing closed: the old
+    tables' stamps step back along their own order, so the acceptance is read as missing from the
+    log and t1 is not compared (``missing`` stays empty: the user who accepts a run then is not
+    told of ``static``)."""
     _legacy_window(answers, ahead=True)
     verdict = answers("t1", {"bm25": 0.80})
-    assert verdict.missing and not verdict.passed, (verdict.passed, verdict.missing)
+    assert not verdict.passed, (verdict.passed, verdict.missing)
 
 
 def test_hole_2s_control_on_time_the_dropped_grader_fails_closed(answers):

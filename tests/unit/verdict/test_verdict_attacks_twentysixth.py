@@ -13,9 +13,11 @@ history written with the frozen DDL of tests/integration/test_history_upgrade.py
 ``legacy_run``) under the default prefix, upgraded on the verdict's first contact.
 
 After this review the lead reverted c8d2b58's numbering (the old rows numbered by time again, as
-the acceptances are placed): holes 1, 2 and 4 (new in c8d2b58) are plain tests, passing; hole 3
-(older) stays a strict xfail, with the twenty-fifth's two (which c8d2b58 had closed): the class
-left is an old history whose clock stepped, to be detected and failed closed.
+the acceptances are placed): holes 1, 2 and 4 (new in c8d2b58) are plain tests, passing. Hole 3
+(older) is closed by failing closed: ``measurements._clock_stepped`` finds the step (a stamp more
+than a minute earlier than one numbered before it in its own table, or an acceptance stamped
+before its run), and every acceptance is then read as missing from the log until a run is
+accepted; T is not compared.
 
 Holes (strict xfails, each confirmed failing on c8d2b58, also with --runxfail on an
 AssertionError about the verdict):
@@ -222,9 +224,6 @@ def _set_back(answers, *, back: bool) -> None:
         _answer(conn, "S", 0.95, eligible=True, minutes=-49 + shift)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="_place_acceptances' `after` (created_at <= stamp) counts S, recorded after a clock set "
-                          "back, as before X's acceptance: X is the previous row, T's -0.25 passes")
 def test_a_clock_set_back_does_not_place_an_acceptance_after_rows_recorded_later(answers):
     """Hole 3: T (0.70) is -0.25 from S (0.95), recorded after X's acceptance: it must fail."""
     _set_back(answers, back=True)
