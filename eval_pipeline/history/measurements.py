@@ -595,6 +595,16 @@ FLAG_ONLY = "m.accepted_at = m.created_at"
 ROW_POSITION = (f"CASE WHEN m.accepted_at IS NULL THEN NULL WHEN {FLAG_ONLY} THEN m.seq + 1e-6"
                 " ELSE m.accepted_position END")
 ACCEPTED_POSITION = f"GREATEST({ROW_POSITION}, {LOGGED_POSITION})"
+# SQL: whether measurement ``m``'s latest log entry was placed by time past a run recorded after
+# ``m``'s own. Only `_place_acceptances` (an old history's acceptances, placed once by their
+# stamps) gives a log entry a fractional position; every later position is drawn from the
+# sequence. Past a later run, the stamp alone says the acceptance came after that run: a clock
+# that ran ahead while accepting, or stepped by less than anything can see, says the same, so
+# such an acceptance is in doubt (an acceptance of an older run made after later ones is one
+# `accept` away from being trusted).
+PLACED_PAST_LATER_RUNS = (f"({LOGGED_POSITION} <> floor({LOGGED_POSITION}) AND EXISTS (SELECT 1 FROM"
+                          " {measurements} x WHERE x.run_id <> m.run_id AND x.seq > m.seq"
+                          f" AND x.seq < {LOGGED_POSITION}))")
 # The one eligibility rule of a yardstick, both aspects: not limited, nothing errored, eligible
 # or accepted; an answer measurement also needs its generator and both its numbers (a retried
 # step may re-record an accepted row whose grading failed this time: never a yardstick); a
@@ -680,20 +690,22 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
     params = {**_lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration,
                                heirs=heirs, before_run_id=before_run_id), **values}
 
-    def pick(one: str, after: tuple[Any, Any] = (None, None)) -> tuple[str, str, Any, Any, bool, int] | None:
+    def pick(one: str, after: tuple[Any, Any] = (None, None)) -> tuple[str, str, Any, Any, bool, int, bool] | None:
         """The first candidate in order ``one`` (``after``: an acceptance's (stamp, logged
         position); only the acceptances after it): its run, variant, stamp, logged position,
-        whether the version that made its acceptance logged it (`_LOGGED_WHEN_MADE`), and how many
-        of the candidates are flag-only acceptances (`FLAG_ONLY`)."""
+        whether the version that made its acceptance logged it (`_LOGGED_WHEN_MADE`), how many
+        of the candidates are flag-only acceptances (`FLAG_ONLY`), and whether its entry was
+        placed by time past a later run (`PLACED_PAST_LATER_RUNS`)."""
         condition, ordering = _ORDERS[one]
         found = conn.execute(sql.SQL(
             "SELECT m.run_id, m.variant, " + ACCEPTED_AT + ", " + LOGGED_POSITION + ","
-            " " + _LOGGED_WHEN_MADE + ", count(*) FILTER (WHERE " + FLAG_ONLY + ") OVER () FROM {measurements} m"
+            " " + _LOGGED_WHEN_MADE + ", count(*) FILTER (WHERE " + FLAG_ONLY + ") OVER (), "
+            + PLACED_PAST_LATER_RUNS + " FROM {measurements} m"
             " WHERE m.aspect = %(aspect)s AND " + SAME_VARIANT + " AND " + condition + matches + _BEFORE
             # the variant's own name first when a run has it under both
             + " ORDER BY " + ordering + ", (m.variant = %(variant)s) DESC LIMIT 1").format(
                 **_ident(names)), {**params, "after": after[0], "after_position": after[1]}).fetchone()
-        return None if found is None else (str(found[0]), str(found[1]), found[2], found[3], found[4], found[5])
+        return None if found is None else (str(found[0]), str(found[1]), *found[2:7])
 
     if order != "reference":
         found = pick(order)
@@ -707,7 +719,7 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
 _LOGGED_WHEN_MADE = f"(EXISTS (SELECT 1 FROM {{runs}} r WHERE r.run_id = m.run_id) AND NOT {FLAG_ONLY})"
 
 
-def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any, bool, int] | None]) -> Yardstick | None:
+def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any, bool, int, bool] | None]) -> Yardstick | None:
     """The latest acceptance among a lookup's candidates: the logged one latest in the log (none
     logged: the unlogged one latest by position). An acceptance with no log entry after the
     logged one's entry is its ``acceptance_conflict``: the log is the record of which acceptance
@@ -728,6 +740,8 @@ def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any, bool, int] 
         # was made: which bar is in force cannot be told either
         return Yardstick(*unlogged[:2], acceptance_conflict=unlogged[0] if unlogged[4] or unlogged[5] > 1 else None)
     later = pick("unlogged", after=logged[2:4])
+    if later is None and logged[6]:  # placed by an old stamp past a later run: in doubt
+        later = logged
     return Yardstick(*logged[:2], acceptance_conflict=None if later is None else later[0])
 
 
