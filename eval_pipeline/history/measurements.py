@@ -301,9 +301,11 @@ def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
         " WHERE m.accepted_at IS NOT NULL").format(**t))
     if _clock_stepped(conn, names):
         # Placed by time on a clock that stepped, no acceptance's place can be trusted, nor the
-        # order of runs recorded around the step: every acceptance is read as missing from the log
-        # (its row past its own latest entry, before any later position; a flag-only one no longer
-        # exempt) until a run is accepted, which fails closed and says so.
+        # order of runs recorded around the step: no measurement recorded so far is a yardstick by
+        # eligibility (each variant has run, never eligibly: not compared until a run is accepted),
+        # and every acceptance is read as missing from the log (its row past its own latest entry,
+        # before any later position; a flag-only one no longer exempt) until a run is accepted.
+        conn.execute(sql.SQL("UPDATE {measurements} SET eligible = false WHERE eligible").format(**t))
         conn.execute(sql.SQL(
             "UPDATE {measurements} m SET accepted_at = CASE WHEN " + FLAG_ONLY + " THEN m.accepted_at"
             " + interval '1 microsecond' ELSE m.accepted_at END,"
