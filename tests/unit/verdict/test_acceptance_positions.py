@@ -145,16 +145,34 @@ def test_a_deleted_acceptance_is_named_with_the_reference_the_previous_run_was_j
             in gate.message), gate.message
 
 
-def test_the_reference_accepted_again_with_that_entry_deleted_is_no_conflict_with_itself(judge):
-    """r1 accepted, r2 recorded, r1 accepted again and that log entry deleted: both of r1's records
-    name the same bar (r1), so r3 is judged against it, not stopped by a conflict of r1 with r1
-    (held: the logged acceptance is placed at its measurement's latest position, the row's)."""
+def _reaccepted_with_that_entry_deleted(judge) -> None:
+    """r1 accepted, r2 recorded, r1 accepted again and that log entry deleted."""
     judge("r1", "A", {"v": "good"})
     _accept(judge, "r1")
     assert judge("r2", "A", {"v": "good"}, hits={"v": 97}).gates["v"].passed
     _accept(judge, "r1")
     judge.sql("DELETE FROM {references} WHERE seq = (SELECT max(seq) FROM {references})")
-    r3 = judge("r3", "A", {"v": "good"}, hits={"v": 94})
+
+
+@pytest.mark.parametrize("hits", [100, 94], ids=["same numbers", "a drop"])
+def test_the_reference_accepted_again_with_that_entry_deleted_is_not_compared_with(judge, hits):
+    """r1's row is now past its own latest log entry: accepted again with that entry deleted, or
+    placed by a trigger this version did not make (2d9c93e); which cannot be told, so the pinned
+    reference is not compared with, whatever r3 measures, and the message says to accept again.
+    (Until this session this test asserted the opposite, "no conflict with itself", and passed
+    only because a drop also fails against the previous run.)"""
+    _reaccepted_with_that_entry_deleted(judge)
+    r3 = judge("r3", "A", {"v": "good"}, hits={"v": hits})
     gate = r3.gates["v"]
-    assert r3.reference["v"]["run_id"] == "r1" and gate.state in ("comparable", "paired"), eighth._why(r3)
-    assert not gate.passed, eighth._why(r3)  # 0.94 against r1's 1.00: a measured failure
+    assert not gate.passed and r3.reference["v"]["run_id"] == "r1", eighth._why(r3)
+    assert "run r1's latest acceptance has no entry of its own in the acceptance log" in eighth._why(r3)
+    if hits == 100:
+        assert gate.state == "not_compared", eighth._why(r3)
+
+
+def test_the_reference_accepted_again_with_that_entry_deleted_is_trusted_once_accepted_again(judge):
+    """The way out the message names: accepting r1 again logs it, and r3 is judged against it."""
+    _reaccepted_with_that_entry_deleted(judge)
+    _accept(judge, "r1")
+    r3 = judge("r3", "A", {"v": "good"})
+    assert r3.gates["v"].passed and r3.reference["v"]["run_id"] == "r1", eighth._why(r3)
