@@ -65,7 +65,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from eval_pipeline.store.database import connect
+from eval_pipeline.store.database import DatabaseError, connect
 
 __all__ = [
     "IDENTITY_FIELDS",
@@ -251,6 +251,8 @@ def create(conn: Any, names: Mapping[str, str], *, legacy_answers: str, eligible
                  legacy_answers=legacy_answers if _exists(conn, legacy_answers) else None, eligible_sql=eligible_sql)
     if not has_column(conn, names["references"], "position"):
         _place_acceptances(conn, names)
+    else:
+        check_clock_once(conn, names)
     restore_placement_trigger(conn, names)
 
 
@@ -300,19 +302,80 @@ def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
         " THEN " + after.replace("{at}", "m.accepted_at") + " + 0.75 ELSE " + LOGGED_POSITION + " END"
         " WHERE m.accepted_at IS NOT NULL").format(**t))
     if _clock_stepped(conn, names):
-        # Placed by time on a clock that stepped, no acceptance's place can be trusted, nor the
-        # order of runs recorded around the step: no measurement recorded so far is a yardstick by
-        # eligibility (each variant has run, never eligibly: not compared until a run is accepted),
-        # and every acceptance is read as missing from the log (its row past its own latest entry,
-        # before any later position; a flag-only one no longer exempt) until a run is accepted.
-        conn.execute(sql.SQL("UPDATE {measurements} SET eligible = false WHERE eligible").format(**t))
-        conn.execute(sql.SQL(
-            "UPDATE {measurements} m SET accepted_at = CASE WHEN " + FLAG_ONLY + " THEN m.accepted_at"
-            " + interval '1 microsecond' ELSE m.accepted_at END,"
-            " accepted_position = COALESCE(" + LOGGED_POSITION + ", m.seq) + 0.25"
-            " WHERE m.accepted_at IS NOT NULL").format(**t))
+        _distrust_everything_recorded(conn, names)
+    _mark_clock_checked(conn, names)
     conn.execute(sql.SQL("ALTER TABLE {references} ALTER COLUMN position SET DEFAULT nextval({sequence}::regclass)")
                  .format(sequence=sql.Literal(_sequence(conn, names)), **t))
+
+
+def _distrust_everything_recorded(conn: Any, names: Mapping[str, str]) -> None:
+    """What a history whose clock stepped before positions existed gets: its acceptances were
+    placed by time, so no acceptance's place can be trusted, nor the order of runs recorded
+    around the step. No measurement recorded so far is a yardstick by eligibility (each variant
+    has run, never eligibly: not compared until a run is accepted), and every acceptance is read
+    as missing from the log (its row past its own latest entry, before any later position; a
+    flag-only one no longer exempt) until a run is accepted. Done once (`CLOCK_CHECKED`): done
+    again, it would take back every acceptance made since."""
+    t = _ident(names)
+    conn.execute(sql.SQL("UPDATE {measurements} SET eligible = false WHERE eligible").format(**t))
+    conn.execute(sql.SQL(
+        "UPDATE {measurements} m SET accepted_at = CASE WHEN " + FLAG_ONLY + " THEN m.accepted_at"
+        " + interval '1 microsecond' ELSE m.accepted_at END,"
+        " accepted_position = COALESCE(" + LOGGED_POSITION + ", m.seq) + 0.25"
+        " WHERE m.accepted_at IS NOT NULL").format(**t))
+
+
+# The mark this version leaves once a history's acceptances are placed and its older stamps
+# checked for a clock step (a comment on the acceptance log's ``position`` column, which
+# `_place_acceptances` adds). 87cb394..e89ab96^ placed acceptances without that check and left no
+# mark: a history they placed is checked once, on contact (`check_clock_once`).
+CLOCK_CHECKED = "eval-pipeline: acceptances placed; the stamps before them checked for a clock step"
+# SQL: whether the history (the query parameter ``references``: its acceptance log) has the mark.
+CLOCK_CHECKED_SQL = (
+    "COALESCE(col_description(to_regclass(%(references)s), (SELECT a.attnum::integer FROM pg_attribute a"
+    " WHERE a.attrelid = to_regclass(%(references)s) AND a.attname = 'position' AND NOT a.attisdropped))"
+    f" = '{CLOCK_CHECKED}', false)")
+
+
+def clock_checked(conn: Any, names: Mapping[str, str]) -> bool:
+    """Whether the history's stamps were checked for a clock step when its acceptances were
+    placed (:data:`CLOCK_CHECKED`)."""
+    return bool(conn.execute("SELECT " + CLOCK_CHECKED_SQL, dict(names)).fetchone()[0])
+
+
+def _mark_clock_checked(conn: Any, names: Mapping[str, str]) -> None:
+    conn.execute(sql.SQL("COMMENT ON COLUMN {references}.position IS {mark}").format(
+        mark=sql.Literal(CLOCK_CHECKED), **_ident(names)))
+
+
+def check_clock_once(conn: Any, names: Mapping[str, str]) -> None:
+    """Check a history placed by 87cb394..e89ab96^ (acceptances placed by time, no clock check,
+    no :data:`CLOCK_CHECKED` mark) for a clock step, as `_place_acceptances` does now, and mark
+    it: once, the marking and the mark in one savepoint. A role that cannot leave the mark (not
+    the tables' owner, a read-only connection) leaves nothing: a history that did not step it
+    reads on, warned; one that did is refused (:class:`DatabaseError`: the verdict fails closed)
+    until the owner's first contact marks it."""
+    if clock_checked(conn, names):
+        return
+    savepoint = (conn.connection if isinstance(conn, psycopg.Cursor) else conn).transaction
+    try:
+        with savepoint():  # a savepoint when the caller is in a transaction: left usable
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (names["runs"],))
+            if clock_checked(conn, names):
+                return
+            if _clock_stepped(conn, names):
+                _distrust_everything_recorded(conn, names)
+            _mark_clock_checked(conn, names)
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
+        if _clock_stepped(conn, names):
+            raise DatabaseError(
+                f"the history {names['measurements']} was upgraded by a version that placed its acceptances by "
+                "their times without checking the clock, and its stamps show the clock stepped; this connection "
+                f"cannot mark what can no longer be trusted ({type(exc).__name__}): its tables' owner must contact "
+                "it once first (any run, or python -m eval_pipeline.history with the owner's database URL)") from None
+        warnings.warn(f"the history {names['measurements']} was upgraded by a version that did not check its clock "
+                      f"for a step; it did not step, but this connection cannot mark it checked ({exc}): its owner "
+                      "does on its next contact", stacklevel=2)
 
 
 # How far a stamp may fall behind the one recorded before it (by the table's own numbering)

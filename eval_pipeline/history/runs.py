@@ -201,6 +201,7 @@ def create_tables(conn: Any, names: Mapping[str, str]) -> None:
     this shape gets no DDL, at most its placement trigger back
     (:func:`eval_pipeline.history.measurements.restore_placement_trigger`)."""
     if conn.execute("SELECT " + _COMPLETE_SQL, dict(names)).fetchone()[0]:
+        measurements.check_clock_once(conn, names)
         measurements.restore_placement_trigger(conn, names)
         return
     runs, questions, references = (sql.Identifier(names[k]) for k in ("runs", "questions", "references"))
@@ -291,12 +292,12 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
     is upgraded in place first, under the same lock as a first write, so its variants keep
     their yardsticks."""
     # one round trip: every lookup asks it first
-    runs, metrics, current, answers, aspect, metrics_aspect, placed, triggered = conn.execute(
+    runs, metrics, current, answers, aspect, metrics_aspect, placed, triggered, checked = conn.execute(
         "SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(metrics)s) IS NOT NULL, "
         "to_regclass(%(measurements)s) IS NOT NULL, to_regclass(%(answer_runs)s) IS NOT NULL, "
         + ", ".join(measurements.has_column_sql(table, "aspect") for table in ("references", "metrics"))
         + ", " + measurements.has_column_sql("references", "position")
-        + ", " + measurements.HAS_PLACEMENT_TRIGGER_SQL,
+        + ", " + measurements.HAS_PLACEMENT_TRIGGER_SQL + ", " + measurements.CLOCK_CHECKED_SQL,
         names,
     ).fetchone()
     # A history missing one of its tables is damaged, not empty: read as empty (or rebuilt
@@ -312,7 +313,10 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
     if not (runs and current and aspect and placed):
         with conn.transaction():
             create_tables(conn, names)
-    elif not triggered:
+        return True
+    if not checked:  # placed by 87cb394..e89ab96^, which did not check the clock
+        measurements.check_clock_once(conn, names)
+    if not triggered:
         measurements.restore_placement_trigger(conn, names)
     return True
 

@@ -1,0 +1,144 @@
+"""An old history's clock is checked for a step once, whichever version placed its acceptances.
+
+Acceptances recorded before positions existed are placed by their stamps once
+(``measurements._place_acceptances``); from e89ab96 on, that placement also checks the old stamps
+for a clock that stepped (``_clock_stepped``) and, if it did, trusts no measurement and no
+acceptance recorded so far (every variant not compared until a run is accepted). The versions
+87cb394..e89ab96^ placed without that check, and the placement runs only once (when the log has
+no ``position``): a history they placed was never checked (the twenty-seventh review's hole 4).
+
+So this version leaves a mark when the check has run (a comment on the log's ``position`` column,
+``measurements.CLOCK_CHECKED``), and a history placed without it is checked on first contact, once:
+checked again, the marking would take back every acceptance made since. A role that cannot leave
+the mark (not the tables' owner, a read-only connection) reads a history that did not step on,
+warned, and cannot read one that did (the lookup fails closed until the owner contacts it once).
+
+Legacy histories are written with the frozen DDL of tests/integration/test_history_upgrade.py and
+the twenty-sixth and twenty-seventh reviews' builders; an older version's placement is simulated by
+placing with ``_clock_stepped`` forced False and no mark, exactly what 87cb394..e89ab96^ left.
+Against the session Postgres (marked ``integration``).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+
+from eval_pipeline.history import measurements
+from eval_pipeline.history.answers import accept_answer_run
+from eval_pipeline.history.runs import ensure_tables, previous_run, table_names
+from eval_pipeline.store.database import DatabaseError
+from tests.integration import test_history_upgrade as upgrade
+from tests.unit.verdict import test_verdict_attacks_eighth as eighth
+from tests.unit.verdict import test_verdict_attacks_twentyseventh as twentyseventh
+from tests.unit.verdict import test_verdict_attacks_twentysixth as twentysixth
+from tests.unit.verdict.test_verdict_attacks_seventeenth import _as_role
+
+pytestmark = pytest.mark.integration
+answers = eighth.answers  # the eighth review's fixture: answer runs judged on a fresh default history
+legacy_prefix = twentyseventh.legacy_prefix  # a fresh prefix, its tables dropped after
+
+
+def placed_by_an_older_version(uri: str, prefix: str = "eval") -> None:
+    """What 87cb394..e89ab96^ did on first contact with a history from before positions: placed
+    its acceptances by time, with no clock check and no mark."""
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(measurements, "_clock_stepped", lambda conn, names: False)
+        ensure_tables(uri, prefix=prefix)
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f'COMMENT ON COLUMN "{table_names(prefix)["references"]}".position IS NULL')
+
+
+def _checked(uri: str, prefix: str = "eval") -> bool:
+    with psycopg.connect(uri, autocommit=True) as conn:
+        return measurements.clock_checked(conn, table_names(prefix))
+
+
+@pytest.fixture
+def row_role(pg_uri):
+    """grant(prefix): a role with every row privilege on that history's tables, not their owner."""
+    role = f"clk_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" NOLOGIN NOSUPERUSER')
+        conn.execute(f'GRANT USAGE ON SCHEMA public TO "{role}"')
+
+    def grant(prefix: str) -> str:
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            for table in table_names(prefix).values():
+                if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
+                    conn.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{table}" TO "{role}"')
+            conn.execute(f'GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
+        return _as_role(pg_uri, role)
+
+    yield grant
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'DROP OWNED BY "{role}" CASCADE')
+        conn.execute(f'DROP ROLE "{role}"')
+
+
+def test_a_new_history_is_marked_checked_when_it_is_made(answers):
+    answers("a0", {"bm25": 0.90})
+    assert _checked(answers.uri)
+
+
+def test_a_history_placed_by_an_older_version_without_a_step_is_marked_and_judged_as_before(answers):
+    """The control: no step; the first contact checks and marks it, and T's -0.25 from S fails
+    measured against S (not stopped)."""
+    twentysixth._set_back(answers, back=False)
+    placed_by_an_older_version(answers.uri)
+    assert not _checked(answers.uri)
+    verdict = answers("T", {"bm25": 0.70})
+    gate = eighth._answer_gate(verdict)
+    assert not gate.passed and gate.state != "not_compared", gate.message
+    assert verdict.rows[0]["previous"]["run_id"] == "S"
+    assert _checked(answers.uri)
+
+
+def test_after_the_check_accepting_a_run_ends_the_conflict_for_good(answers):
+    """The check runs once: after it stopped T, accepting X (as the message says) lets V be
+    compared, and a later contact does not take that acceptance back (W compared too)."""
+    twentysixth._set_back(answers, back=True)
+    placed_by_an_older_version(answers.uri)
+    gate = eighth._answer_gate(answers("T", {"bm25": 0.70}))
+    assert gate.state == "not_compared", gate.message
+    assert accept_answer_run(answers.uri, "X", variants=["bm25"])[0] == [("bm25", "deterministic")]
+    for run_id in ("V", "W"):
+        gate = eighth._answer_gate(answers(run_id, {"bm25": 0.70}))
+        assert gate.state != "not_compared", (run_id, gate.message)
+
+
+def test_a_stepped_history_placed_by_an_older_version_has_no_eligible_previous_run(pg_uri, legacy_prefix):
+    """The twenty-seventh's hole 3 (a step, nothing accepted), placed by an older version: on
+    contact, dense has no previous run (none eligible), never X recorded before S."""
+    twentyseventh._set_back_no_acceptance(pg_uri, legacy_prefix, back=True)
+    placed_by_an_older_version(pg_uri, legacy_prefix)
+    found = previous_run(pg_uri, variant="dense", identity=upgrade.IDENTITY, prefix=legacy_prefix)
+    assert found is None, (found["run_id"], found["metrics"])
+    assert _checked(pg_uri, legacy_prefix)
+
+
+def test_a_role_that_cannot_mark_a_stepped_history_cannot_read_it(pg_uri, legacy_prefix, row_role):
+    """Not the owner: it cannot leave the mark, so it leaves nothing (the marking and the mark are
+    one), and the lookup fails closed naming what the owner must do; the owner's contact then
+    marks it, and the role reads what the owner reads."""
+    twentyseventh._set_back_no_acceptance(pg_uri, legacy_prefix, back=True)
+    placed_by_an_older_version(pg_uri, legacy_prefix)
+    as_role = row_role(legacy_prefix)
+    with pytest.raises(DatabaseError, match="stepped") as raised:
+        previous_run(as_role, variant="dense", identity=upgrade.IDENTITY, prefix=legacy_prefix)
+    assert "owner" in str(raised.value), raised.value
+    assert not _checked(pg_uri, legacy_prefix)
+    assert previous_run(pg_uri, variant="dense", identity=upgrade.IDENTITY, prefix=legacy_prefix) is None
+    assert previous_run(as_role, variant="dense", identity=upgrade.IDENTITY, prefix=legacy_prefix) is None
+
+
+def test_a_role_that_cannot_mark_a_history_that_did_not_step_reads_it_warned(pg_uri, legacy_prefix, row_role):
+    twentyseventh._set_back_no_acceptance(pg_uri, legacy_prefix, back=False)
+    placed_by_an_older_version(pg_uri, legacy_prefix)
+    as_role = row_role(legacy_prefix)
+    with pytest.warns(UserWarning, match="clock"):
+        found = previous_run(as_role, variant="dense", identity=upgrade.IDENTITY, prefix=legacy_prefix)
+    assert found["run_id"] == "S", found["run_id"]
+    assert not _checked(pg_uri, legacy_prefix)
