@@ -252,7 +252,7 @@ def create(conn: Any, names: Mapping[str, str], *, legacy_answers: str, eligible
     if not has_column(conn, names["references"], "position"):
         _place_acceptances(conn, names)
     else:
-        check_clock_once(conn, names)
+        check_placement_once(conn, names)
     restore_placement_trigger(conn, names)
 
 
@@ -314,7 +314,7 @@ def _distrust_everything_recorded(conn: Any, names: Mapping[str, str]) -> None:
     around the step. No measurement recorded so far is a yardstick by eligibility (each variant
     has run, never eligibly: not compared until a run is accepted), and every acceptance is read
     as missing from the log (its row past its own latest entry, before any later position; a
-    flag-only one no longer exempt) until a run is accepted. Done once (`CLOCK_CHECKED`): done
+    flag-only one no longer exempt) until a run is accepted. Done once (`CLOCK_CHECKED_SQL`): done
     again, it would take back every acceptance made since."""
     t = _ident(names)
     conn.execute(sql.SQL("UPDATE {measurements} SET eligible = false WHERE eligible").format(**t))
@@ -326,35 +326,47 @@ def _distrust_everything_recorded(conn: Any, names: Mapping[str, str]) -> None:
 
 
 # The mark this version leaves once a history's acceptances are placed and its older stamps
-# checked for a clock step (a comment on the acceptance log's ``position`` column, which
-# `_place_acceptances` adds). 87cb394..e89ab96^ placed acceptances without that check and left no
-# mark: a history they placed is checked once, on contact (`check_clock_once`).
-CLOCK_CHECKED = "eval-pipeline: acceptances placed; the stamps before them checked for a clock step"
+# checked for a clock step: a constraint on the acceptance log that holds for every row
+# (``CHECK (true)``), named ``<log>_clock_checked``. A constraint, not a comment: every dump and
+# copy of the table's definition keeps it (``pg_dump --no-comments`` drops comments), and it
+# stays with the table under another name (an archive renamed into another prefix keeps its
+# family's suffix). 87cb394..e89ab96^ placed acceptances without that check, and e89ab96..f19148d^
+# with it but left no mark (f19148d's was a comment): nothing tells them apart, so a history
+# placed by either is distrusted once on contact (`check_placement_once`).
+_CLOCK_CHECKED_SUFFIX = "_clock_checked"
 # SQL: whether the history (the query parameter ``references``: its acceptance log) has the mark.
 CLOCK_CHECKED_SQL = (
-    "COALESCE(col_description(to_regclass(%(references)s), (SELECT a.attnum::integer FROM pg_attribute a"
-    " WHERE a.attrelid = to_regclass(%(references)s) AND a.attname = 'position' AND NOT a.attisdropped))"
-    f" = '{CLOCK_CHECKED}', false)")
+    "EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conrelid = to_regclass(%(references)s) AND c.contype = 'c'"
+    f" AND right(c.conname, {len(_CLOCK_CHECKED_SUFFIX)}) = '{_CLOCK_CHECKED_SUFFIX}')")
 
 
 def clock_checked(conn: Any, names: Mapping[str, str]) -> bool:
-    """Whether the history's stamps were checked for a clock step when its acceptances were
-    placed (:data:`CLOCK_CHECKED`)."""
+    """Whether the history's acceptances were placed by this version, its stamps checked for a
+    clock step (:data:`CLOCK_CHECKED_SQL`)."""
     return bool(conn.execute("SELECT " + CLOCK_CHECKED_SQL, dict(names)).fetchone()[0])
 
 
 def _mark_clock_checked(conn: Any, names: Mapping[str, str]) -> None:
-    conn.execute(sql.SQL("COMMENT ON COLUMN {references}.position IS {mark}").format(
-        mark=sql.Literal(CLOCK_CHECKED), **_ident(names)))
+    if clock_checked(conn, names):  # placed again (its `position` column dropped by hand): marked once
+        return
+    conn.execute(sql.SQL("ALTER TABLE {references} ADD CONSTRAINT {mark} CHECK (true)").format(
+        mark=sql.Identifier(names["references"] + _CLOCK_CHECKED_SUFFIX), **_ident(names)))
 
 
-def check_clock_once(conn: Any, names: Mapping[str, str]) -> None:
-    """Check a history placed by 87cb394..e89ab96^ (acceptances placed by time, no clock check,
-    no :data:`CLOCK_CHECKED` mark) for a clock step, as `_place_acceptances` does now, and mark
-    it: once, the marking and the mark in one savepoint. A role that cannot leave the mark (not
-    the tables' owner, a read-only connection) leaves nothing: a history that did not step it
-    reads on, warned; one that did is refused (:class:`DatabaseError`: the verdict fails closed)
-    until the owner's first contact marks it."""
+def check_placement_once(conn: Any, names: Mapping[str, str]) -> None:
+    """Distrust, once, what a history placed without this version's mark holds (by 87cb394..e89ab96^:
+    acceptances placed by their times with no check of the clock; e89ab96..f19148d^ checked but
+    left no mark that can be told from theirs: :data:`CLOCK_CHECKED_SQL`), then mark it.
+
+    Checking its stamps now cannot stand in for the check it missed: what showed the step may be
+    gone since (a legacy table the placement read, dropped as closed), and rows recorded since by
+    position would be read as if placed by time. So everything it recorded so far is distrusted
+    (`_distrust_everything_recorded`: each variant not compared until a run is accepted), whether
+    its clock stepped or not: the cost is one accept per variant, once. The marking and the mark
+    are one savepoint, so it never runs twice (it would take back acceptances made since). A role
+    that cannot leave the mark (not the tables' owner, a read-only connection) leaves nothing and
+    is refused (:class:`DatabaseError`: the verdict fails closed) until the owner's contact; a
+    history with nothing recorded is read on, warned."""
     if clock_checked(conn, names):
         return
     savepoint = (conn.connection if isinstance(conn, psycopg.Cursor) else conn).transaction
@@ -363,19 +375,21 @@ def check_clock_once(conn: Any, names: Mapping[str, str]) -> None:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (names["runs"],))
             if clock_checked(conn, names):
                 return
-            if _clock_stepped(conn, names):
-                _distrust_everything_recorded(conn, names)
+            _distrust_everything_recorded(conn, names)
             _mark_clock_checked(conn, names)
     except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
-        if _clock_stepped(conn, names):
+        recorded = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {measurements})").format(
+            **_ident(names))).fetchone()[0]
+        if recorded:
             raise DatabaseError(
-                f"the history {names['measurements']} was upgraded by a version that placed its acceptances by "
-                "their times without checking the clock, and its stamps show the clock stepped; this connection "
-                f"cannot mark what can no longer be trusted ({type(exc).__name__}): its tables' owner must contact "
-                "it once first (any run, or python -m eval_pipeline.history with the owner's database URL)") from None
-        warnings.warn(f"the history {names['measurements']} was upgraded by a version that did not check its clock "
-                      f"for a step; it did not step, but this connection cannot mark it checked ({exc}): its owner "
-                      "does on its next contact", stacklevel=2)
+                f"the history {names['measurements']} was placed by a version of 2026-12-06 that left no mark of "
+                "checking the clock its acceptances were placed by, so nothing in it can be trusted until its "
+                f"tables' owner marks it, and this connection cannot ({type(exc).__name__}): as the owner, run "
+                "python -m eval_pipeline.history --url-env VAR runs with the owner's database URL in VAR (or any "
+                "run of the job); then accept a run of each variant") from None
+        warnings.warn(f"the history {names['measurements']} has nothing recorded and no mark that its acceptances "
+                      f"were placed by this version; this connection cannot mark it ({exc}): its owner does on its "
+                      "next contact", stacklevel=2)
 
 
 # How far a stamp may fall behind the one recorded before it (by the table's own numbering)

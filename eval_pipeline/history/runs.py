@@ -201,7 +201,7 @@ def create_tables(conn: Any, names: Mapping[str, str]) -> None:
     this shape gets no DDL, at most its placement trigger back
     (:func:`eval_pipeline.history.measurements.restore_placement_trigger`)."""
     if conn.execute("SELECT " + _COMPLETE_SQL, dict(names)).fetchone()[0]:
-        measurements.check_clock_once(conn, names)
+        measurements.check_placement_once(conn, names)
         measurements.restore_placement_trigger(conn, names)
         return
     runs, questions, references = (sql.Identifier(names[k]) for k in ("runs", "questions", "references"))
@@ -314,8 +314,8 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
         with conn.transaction():
             create_tables(conn, names)
         return True
-    if not checked:  # placed by 87cb394..e89ab96^, which did not check the clock
-        measurements.check_clock_once(conn, names)
+    if not checked:  # placed by 87cb394..e89ab96^, which did not check the clock: distrusted once
+        measurements.check_placement_once(conn, names)
     if not triggered:
         measurements.restore_placement_trigger(conn, names)
     return True

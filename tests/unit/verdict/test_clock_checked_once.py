@@ -1,4 +1,4 @@
-"""An old history's clock is checked for a step once, whichever version placed its acceptances.
+"""A history placed without a check of its clock is distrusted once, whichever version placed it.
 
 Acceptances recorded before positions existed are placed by their stamps once
 (``measurements._place_acceptances``); from e89ab96 on, that placement also checks the old stamps
@@ -7,11 +7,13 @@ acceptance recorded so far (every variant not compared until a run is accepted).
 87cb394..e89ab96^ placed without that check, and the placement runs only once (when the log has
 no ``position``): a history they placed was never checked (the twenty-seventh review's hole 4).
 
-So this version leaves a mark when the check has run (a comment on the log's ``position`` column,
-``measurements.CLOCK_CHECKED``), and a history placed without it is checked on first contact, once:
-checked again, the marking would take back every acceptance made since. A role that cannot leave
-the mark (not the tables' owner, a read-only connection) reads a history that did not step on,
-warned, and cannot read one that did (the lookup fails closed until the owner contacts it once).
+So this version marks a history when its placement checked the clock (a ``CHECK (true)``
+constraint named ``<log>_clock_checked``: ``measurements.CLOCK_CHECKED_SQL``). A history placed
+without the mark cannot be checked afterwards (what showed a step may be gone: the twenty-eighth
+review's hole 3), so on first contact everything it recorded is distrusted, once, and it is
+marked: distrusted again, every acceptance made since would be taken back. A role that cannot
+leave the mark (not the tables' owner, a read-only connection) cannot read such a history until
+the owner has contacted it (the lookup fails closed); one with nothing recorded it reads, warned.
 
 Legacy histories are written with the frozen DDL of tests/integration/test_history_upgrade.py and
 the twenty-sixth and twenty-seventh reviews' builders; an older version's placement is simulated by
@@ -47,8 +49,9 @@ def placed_by_an_older_version(uri: str, prefix: str = "eval") -> None:
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(measurements, "_clock_stepped", lambda conn, names: False)
         ensure_tables(uri, prefix=prefix)
+    log = table_names(prefix)["references"]
     with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute(f'COMMENT ON COLUMN "{table_names(prefix)["references"]}".position IS NULL')
+        conn.execute(f'ALTER TABLE "{log}" DROP CONSTRAINT "{log}_clock_checked"')
 
 
 def _checked(uri: str, prefix: str = "eval") -> bool:
@@ -83,17 +86,33 @@ def test_a_new_history_is_marked_checked_when_it_is_made(answers):
     assert _checked(answers.uri)
 
 
-def test_a_history_placed_by_an_older_version_without_a_step_is_marked_and_judged_as_before(answers):
-    """The control: no step; the first contact checks and marks it, and T's -0.25 from S fails
-    measured against S (not stopped)."""
+def test_a_history_placed_by_an_older_version_is_distrusted_once_even_without_a_step(answers):
+    """No step in its stamps, but nothing can show that now: T is not compared (the message says
+    to accept), the history is marked; accepting S ends it, and T's -0.25 from S then fails
+    measured, on every later contact."""
     twentysixth._set_back(answers, back=False)
     placed_by_an_older_version(answers.uri)
     assert not _checked(answers.uri)
+    gate = eighth._answer_gate(answers("T", {"bm25": 0.70}))
+    assert gate.state == "not_compared" and "accept" in gate.message, gate.message
+    assert _checked(answers.uri)
+    assert accept_answer_run(answers.uri, "S", variants=["bm25"])[0] == [("bm25", "deterministic")]
+    for run_id in ("U", "V"):
+        verdict = answers(run_id, {"bm25": 0.70})
+        gate = eighth._answer_gate(verdict)
+        assert not gate.passed and gate.state != "not_compared", (run_id, gate.message)
+
+
+def test_a_history_placed_with_the_check_is_not_distrusted_again(answers):
+    """The control: the same history placed by this version (checked, no step: marked): T's -0.25
+    from S fails measured, never stopped."""
+    twentysixth._set_back(answers, back=False)
+    ensure_tables(answers.uri)
+    assert _checked(answers.uri)
     verdict = answers("T", {"bm25": 0.70})
     gate = eighth._answer_gate(verdict)
     assert not gate.passed and gate.state != "not_compared", gate.message
     assert verdict.rows[0]["previous"]["run_id"] == "S"
-    assert _checked(answers.uri)
 
 
 def test_after_the_check_accepting_a_run_ends_the_conflict_for_good(answers):
@@ -119,26 +138,17 @@ def test_a_stepped_history_placed_by_an_older_version_has_no_eligible_previous_r
     assert _checked(pg_uri, legacy_prefix)
 
 
-def test_a_role_that_cannot_mark_a_stepped_history_cannot_read_it(pg_uri, legacy_prefix, row_role):
-    """Not the owner: it cannot leave the mark, so it leaves nothing (the marking and the mark are
-    one), and the lookup fails closed naming what the owner must do; the owner's contact then
-    marks it, and the role reads what the owner reads."""
-    twentyseventh._set_back_no_acceptance(pg_uri, legacy_prefix, back=True)
+@pytest.mark.parametrize("back", [True, False], ids=["stepped", "not stepped"])
+def test_a_role_that_cannot_mark_such_a_history_cannot_read_it(pg_uri, legacy_prefix, row_role, back):
+    """Not the owner: it cannot leave the mark, so it leaves nothing (the distrust and the mark
+    are one), and the lookup fails closed naming what the owner must do; the owner's contact
+    then marks it, and the role reads what the owner reads."""
+    twentyseventh._set_back_no_acceptance(pg_uri, legacy_prefix, back=back)
     placed_by_an_older_version(pg_uri, legacy_prefix)
     as_role = row_role(legacy_prefix)
-    with pytest.raises(DatabaseError, match="stepped") as raised:
+    with pytest.raises(DatabaseError, match="left no mark of checking the clock") as raised:
         previous_run(as_role, variant="dense", identity=upgrade.IDENTITY, prefix=legacy_prefix)
-    assert "owner" in str(raised.value), raised.value
+    assert "python -m eval_pipeline.history --url-env VAR runs" in str(raised.value), raised.value
     assert not _checked(pg_uri, legacy_prefix)
     assert previous_run(pg_uri, variant="dense", identity=upgrade.IDENTITY, prefix=legacy_prefix) is None
     assert previous_run(as_role, variant="dense", identity=upgrade.IDENTITY, prefix=legacy_prefix) is None
-
-
-def test_a_role_that_cannot_mark_a_history_that_did_not_step_reads_it_warned(pg_uri, legacy_prefix, row_role):
-    twentyseventh._set_back_no_acceptance(pg_uri, legacy_prefix, back=False)
-    placed_by_an_older_version(pg_uri, legacy_prefix)
-    as_role = row_role(legacy_prefix)
-    with pytest.warns(UserWarning, match="clock"):
-        found = previous_run(as_role, variant="dense", identity=upgrade.IDENTITY, prefix=legacy_prefix)
-    assert found["run_id"] == "S", found["run_id"]
-    assert not _checked(pg_uri, legacy_prefix)

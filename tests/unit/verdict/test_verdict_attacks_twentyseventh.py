@@ -22,8 +22,8 @@ Hole 3 closed too (a plain test): on a step, no measurement recorded so far is e
 variant has run, never eligibly, and is not compared until a run is accepted. Left open (a strict
 xfail): hole 4, a history whose acceptances 87cb394..e89ab96^ placed is never checked for a step.
 Proposed: run the check once on histories already placed (a marker that it ran). Closed since
-by the lead (a plain test): a history placed without ``measurements.CLOCK_CHECKED`` is checked once
-on contact (``check_clock_once``).
+by the lead (a plain test): a history placed without the mark (``measurements.CLOCK_CHECKED_SQL``)
+is distrusted once on contact (``check_placement_once``).
 
 Holes (strict xfails, each confirmed failing on e89ab96, also with --runxfail, on an
 AssertionError about the verdict or the yardstick; each control passes):
@@ -237,14 +237,14 @@ def test_hole_3s_control_on_time_s_is_the_previous_run(pg_uri, legacy_prefix):
 
 def test_a_history_placed_before_e89ab96_is_checked_for_a_stepped_clock(answers, monkeypatch):
     """Hole 4: the twenty-sixth's hole 3 history, first contacted by the code before e89ab96
-    (``_clock_stepped`` forced False and no ``CLOCK_CHECKED`` mark: the only differences), then
+    (``_clock_stepped`` forced False and no ``CLOCK_CHECKED_SQL`` mark: the only differences), then
     judged by this version: T (0.70, -0.25 from S) must not pass. Closed since: a history placed
-    without the mark is checked once on contact (tests/unit/verdict/test_clock_checked_once.py)."""
+    without the mark is distrusted once on contact (tests/unit/verdict/test_clock_checked_once.py)."""
     twentysixth._set_back(answers, back=True)
     with monkeypatch.context() as patched:
         patched.setattr(measurements, "_clock_stepped", lambda conn, names: False)
         ensure_tables(answers.uri)
-    answers.sql("COMMENT ON COLUMN eval_references.position IS NULL")  # 87cb394..e89ab96^ left no mark
+    answers.sql("ALTER TABLE eval_references DROP CONSTRAINT eval_references_clock_checked")  # ..e89ab96^: no mark
     verdict = answers("T", {"bm25": 0.70})
     gate = _gate(verdict)
     assert not gate.passed, (gate.state, gate.message, _previous(verdict))
