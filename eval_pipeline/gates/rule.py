@@ -82,8 +82,9 @@ def without_yardstick(what: str, *, had_yardstick: str | None, recorded: str | N
     if recorded is not None:
         return GateResult(False, "not_compared", [], (
             f"FAILED (not compared): {what} has recorded runs (the latest {recorded}) but none was eligible or "
-            f"accepted (a failed gate, an errored question or answer, a reranker fallback): it is not new, and "
-            f"nothing can judge it; {hint}"))
+            f"accepted (a failed gate, an errored question or answer, a reranker fallback, or a history whose "
+            f"runs were all distrusted once when this version first read it: see the README's verdict notes): it "
+            f"is not new, and nothing can judge it; {hint}"))
     if not project_has_history and first is not None:
         if strict:
             return GateResult(False, "not_compared", [], (
