@@ -276,10 +276,13 @@ def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
     conn.execute(sql.SQL("ALTER TABLE {measurements} ADD COLUMN IF NOT EXISTS accepted_position double precision")
                  .format(**t))
     conn.execute(sql.SQL("ALTER TABLE {references} ADD COLUMN IF NOT EXISTS position double precision").format(**t))
-    # the last measurement recorded by time `at`: the acceptance comes after it
-    after = "COALESCE((SELECT max(x.seq) FROM {measurements} x WHERE x.created_at <= {at}), 0)"
+
+    def after(stamp: str) -> str:
+        """SQL: the last measurement recorded by the time in column ``stamp``: the acceptance comes after it."""
+        return f"COALESCE((SELECT max(x.seq) FROM {{measurements}} x WHERE x.created_at <= {stamp}), 0)"
+
     conn.execute(sql.SQL(
-        "WITH placed AS (SELECT f.seq, " + after.replace("{at}", "f.accepted_at") + " AS after FROM {references} f),"
+        "WITH placed AS (SELECT f.seq, " + after("f.accepted_at") + " AS after FROM {references} f),"
         " bounded AS (SELECT seq, min(after) OVER (ORDER BY seq DESC) AS after FROM placed),"
         " ranked AS (SELECT seq, after, row_number() OVER (PARTITION BY after ORDER BY seq) AS k,"
         "  count(*) OVER (PARTITION BY after) AS n FROM bounded)"
@@ -299,7 +302,7 @@ def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
     conn.execute(sql.SQL(
         "UPDATE {measurements} m SET accepted_position = CASE WHEN " + LOGGED_POSITION + " IS NULL"
         f" OR (m.accepted_at > {latest_logged} AND {in_between})"
-        " THEN " + after.replace("{at}", "m.accepted_at") + " + 0.75 ELSE " + LOGGED_POSITION + " END"
+        " THEN " + after("m.accepted_at") + " + 0.75 ELSE " + LOGGED_POSITION + " END"
         " WHERE m.accepted_at IS NOT NULL").format(**t))
     if _clock_stepped(conn, names):
         _distrust_everything_recorded(conn, names)
