@@ -249,6 +249,10 @@ def create(conn: Any, names: Mapping[str, str], *, legacy_answers: str, eligible
     if fresh:
         _upgrade(conn, names, legacy_metrics=legacy_metrics,
                  legacy_answers=legacy_answers if _exists(conn, legacy_answers) else None, eligible_sql=eligible_sql)
+    # a measurement recorded before its history was distrusted (`_distrust_everything_recorded`): no
+    # yardstick, eligible or accepted, until its run is accepted again
+    conn.execute(sql.SQL("ALTER TABLE {measurements} ADD COLUMN IF NOT EXISTS distrusted boolean NOT NULL"
+                         " DEFAULT false").format(**t))
     if not has_column(conn, names["references"], "position"):
         _place_acceptances(conn, names)
     else:
@@ -312,20 +316,16 @@ def _place_acceptances(conn: Any, names: Mapping[str, str]) -> None:
 
 
 def _distrust_everything_recorded(conn: Any, names: Mapping[str, str]) -> None:
-    """What a history whose clock stepped before positions existed gets: its acceptances were
-    placed by time, so no acceptance's place can be trusted, nor the order of runs recorded
-    around the step. No measurement recorded so far is a yardstick by eligibility (each variant
-    has run, never eligibly: not compared until a run is accepted), and every acceptance is read
-    as missing from the log (its row past its own latest entry, before any later position; a
-    flag-only one no longer exempt) until a run is accepted. Done once (`CLOCK_CHECKED_SQL`): done
-    again, it would take back every acceptance made since."""
-    t = _ident(names)
-    conn.execute(sql.SQL("UPDATE {measurements} SET eligible = false WHERE eligible").format(**t))
-    conn.execute(sql.SQL(
-        "UPDATE {measurements} m SET accepted_at = CASE WHEN " + FLAG_ONLY + " THEN m.accepted_at"
-        " + interval '1 microsecond' ELSE m.accepted_at END,"
-        " accepted_position = COALESCE(" + LOGGED_POSITION + ", m.seq) + 0.25"
-        " WHERE m.accepted_at IS NOT NULL").format(**t))
+    """What a history gets whose acceptances were placed by time on a clock that stepped, or may
+    have: no acceptance's place can be trusted, nor the order of runs recorded around the step.
+    Every measurement recorded so far is ``distrusted``: no yardstick at all (`USABLE`), however
+    it was recorded (eligible or not) and accepted (stamped, logged, both, with a run row or
+    without), until its run is accepted again (`accept` clears it); each variant has run, so it is
+    not new: not compared until a run is accepted. What each row recorded (eligible, accepted,
+    the log) is left as it was, for the people reading it and for the rules that read it as
+    such (which graders a variant has: `answers.answer_graders_of`). Done once
+    (`CLOCK_CHECKED_SQL`): done again, it would take back every acceptance made since."""
+    conn.execute(sql.SQL("UPDATE {measurements} SET distrusted = true WHERE NOT distrusted").format(**_ident(names)))
 
 
 # The mark this version leaves once a history's acceptances are placed and its older stamps
@@ -368,8 +368,8 @@ def check_placement_once(conn: Any, names: Mapping[str, str]) -> None:
     its clock stepped or not: the cost is one accept per variant, once. The marking and the mark
     are one savepoint, so it never runs twice (it would take back acceptances made since). A role
     that cannot leave the mark (not the tables' owner, a read-only connection) leaves nothing and
-    is refused (:class:`DatabaseError`: the verdict fails closed) until the owner's contact; a
-    history with nothing recorded is read on, warned."""
+    is refused (:class:`DatabaseError`: the verdict fails closed) until the owner's contact, even
+    on a history with nothing recorded (what it recorded would be distrusted then)."""
     if clock_checked(conn, names):
         return
     savepoint = (conn.connection if isinstance(conn, psycopg.Cursor) else conn).transaction
@@ -381,18 +381,15 @@ def check_placement_once(conn: Any, names: Mapping[str, str]) -> None:
             _distrust_everything_recorded(conn, names)
             _mark_clock_checked(conn, names)
     except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
-        recorded = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {measurements})").format(
-            **_ident(names))).fetchone()[0]
-        if recorded:
-            raise DatabaseError(
-                f"the history {names['measurements']} was placed by a version of 2026-12-06 that left no mark of "
-                "checking the clock its acceptances were placed by, so nothing in it can be trusted until its "
-                f"tables' owner marks it, and this connection cannot ({type(exc).__name__}): as the owner, run "
-                "python -m eval_pipeline.history --url-env VAR runs with the owner's database URL in VAR (or any "
-                "run of the job); then accept a run of each variant") from None
-        warnings.warn(f"the history {names['measurements']} has nothing recorded and no mark that its acceptances "
-                      f"were placed by this version; this connection cannot mark it ({exc}): its owner does on its "
-                      "next contact", stacklevel=2)
+        # refused even with nothing recorded yet: what this role recorded now would be distrusted by
+        # the owner's first contact
+        raise DatabaseError(
+            f"the history {names['measurements']} was placed by a version of 2026-12-06 that left no mark of "
+            "checking the clock its acceptances were placed by, so nothing in it can be trusted until its "
+            f"tables' owner marks it, and this connection cannot ({type(exc).__name__}): as the owner, run "
+            "python -m eval_pipeline.history --url-env VAR runs with the owner's database URL in VAR (and "
+            "--prefix, for a history under another prefix than eval), or any run of the job; then accept a run "
+            "of each variant") from None
 
 
 # How far a stamp may fall behind the one recorded before it (by the table's own numbering)
@@ -687,12 +684,13 @@ ACCEPTED_POSITION = f"GREATEST({ROW_POSITION}, {LOGGED_POSITION})"
 PLACED_PAST_LATER_RUNS = (f"({LOGGED_POSITION} <> floor({LOGGED_POSITION}) AND EXISTS (SELECT 1 FROM"
                           " {measurements} x WHERE x.run_id <> m.run_id AND x.seq > m.seq"
                           f" AND x.seq < {LOGGED_POSITION}))")
-# The one eligibility rule of a yardstick, both aspects: not limited, nothing errored, eligible
-# or accepted; an answer measurement also needs its generator and both its numbers (a retried
-# step may re-record an accepted row whose grading failed this time: never a yardstick); a
-# retrieval measurement, its run's row (deleted by hand, the run is gone: its measurements are
-# no yardstick, and a pinned reference that moves so is `runs.moved_reference`'s to catch).
-USABLE = (f"NOT m.limited AND m.errored = 0 AND (m.eligible OR {ACCEPTED_AT} IS NOT NULL)"
+# The one eligibility rule of a yardstick, both aspects: not distrusted (`_distrust_everything_recorded`),
+# not limited, nothing errored, eligible or accepted; an answer measurement also needs its
+# generator and both its numbers (a retried step may re-record an accepted row whose grading
+# failed this time: never a yardstick); a retrieval measurement, its run's row (deleted by hand,
+# the run is gone: its measurements are no yardstick, and a pinned reference that moves so is
+# `runs.moved_reference`'s to catch).
+USABLE = (f"NOT m.distrusted AND NOT m.limited AND m.errored = 0 AND (m.eligible OR {ACCEPTED_AT} IS NOT NULL)"
           " AND (m.aspect <> 'retrieval' OR EXISTS (SELECT 1 FROM {runs} r WHERE r.run_id = m.run_id))"
           " AND (m.aspect = 'retrieval' OR (m.generator IS NOT NULL AND (SELECT count(v.value) FROM {metrics} v"
           "  WHERE v.run_id = m.run_id AND v.variant = m.variant AND v.aspect = m.aspect"
@@ -880,7 +878,7 @@ def accept(conn: Any, names: Mapping[str, str], run_id: str, measured: Iterable[
         # which only places what a writer that knows no positions stamps)
         conn.execute(sql.SQL(
             "UPDATE {measurements} SET accepted_at = clock_timestamp(),"
-            " accepted_position = nextval(%(sequence)s::regclass)"
+            " accepted_position = nextval(%(sequence)s::regclass), distrusted = false"
             " WHERE run_id = %(run)s AND variant = %(variant)s AND aspect = %(aspect)s").format(**t),
             {"run": run_id, "variant": variant, "aspect": aspect, "sequence": sequence})
         conn.execute(sql.SQL(

@@ -192,7 +192,7 @@ _COMPLETE_SQL = " AND ".join([
     *(measurements.has_column_sql(table, column) for table, column in (
         ("runs", "eligible"), ("runs", "benchmark_fingerprint"), ("references", "aspect"),
         ("references", "accepted_by"), ("references", "benchmark_fingerprint"), ("references", "position"),
-        ("measurements", "accepted_position"), ("metrics", "aspect")))])
+        ("measurements", "accepted_position"), ("measurements", "distrusted"), ("metrics", "aspect")))])
 
 
 def create_tables(conn: Any, names: Mapping[str, str]) -> None:
@@ -296,7 +296,8 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
         "SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(metrics)s) IS NOT NULL, "
         "to_regclass(%(measurements)s) IS NOT NULL, to_regclass(%(answer_runs)s) IS NOT NULL, "
         + ", ".join(measurements.has_column_sql(table, "aspect") for table in ("references", "metrics"))
-        + ", " + measurements.has_column_sql("references", "position")
+        + ", " + measurements.has_column_sql("references", "position") + " AND "
+        + measurements.has_column_sql("measurements", "distrusted")
         + ", " + measurements.HAS_PLACEMENT_TRIGGER_SQL + ", " + measurements.CLOCK_CHECKED_SQL,
         names,
     ).fetchone()

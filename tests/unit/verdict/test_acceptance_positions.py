@@ -98,7 +98,8 @@ def test_the_upgrade_keeps_the_log_in_order_when_the_clock_was_set_back_between_
     judge("r4", "A", {"v": "good"}, hits={"v": 90})
     judge.sql("ALTER TABLE {measurements} DROP COLUMN accepted_position")
     judge.sql("ALTER TABLE {references} DROP COLUMN position")
-    assert reference_run(judge.uri, variant="v", identity=None, prefix=judge.prefix)["run_id"] == "r1"
+    # the stamps step back (r2's a day ahead): nothing recorded so far is trusted until a run is accepted
+    assert reference_run(judge.uri, variant="v", identity=None, prefix=judge.prefix) is None
     logged = [p for _, p in _rows(judge, "SELECT run_id, position FROM {references} ORDER BY seq")]
     assert logged == sorted(logged) and len(set(logged)) == len(logged), logged
 

@@ -451,8 +451,8 @@ def test_a_caller_rolled_back_takes_the_mark_and_the_marking_back_together(pg_ur
         conn.rollback()
     assert not _checked(pg_uri, legacy_prefix)
     with psycopg.connect(pg_uri, autocommit=True) as conn:
-        eligible = conn.execute(f'SELECT count(*) FROM "{names["measurements"]}" WHERE eligible').fetchone()[0]
-    assert eligible > 0  # nothing distrusted without its mark
+        distrusted = conn.execute(f'SELECT count(*) FROM "{names["measurements"]}" WHERE distrusted').fetchone()[0]
+    assert distrusted == 0  # nothing distrusted without its mark
     assert previous_run(pg_uri, variant="dense", identity=upgrade.IDENTITY, prefix=legacy_prefix) is None
     assert _checked(pg_uri, legacy_prefix)
 
@@ -466,8 +466,9 @@ def test_a_first_write_checks_before_it_writes(pg_uri, legacy_prefix):
     ensure_tables(pg_uri, prefix=legacy_prefix)
     assert _checked(pg_uri, legacy_prefix)
     with psycopg.connect(pg_uri, autocommit=True) as conn:
-        eligible = conn.execute(f'SELECT count(*) FROM "{legacy_prefix}_measurements" WHERE eligible').fetchone()[0]
-    assert eligible == 0
+        trusted = conn.execute(f'SELECT count(*) FROM "{legacy_prefix}_measurements"'
+                               " WHERE NOT distrusted").fetchone()[0]
+    assert trusted == 0  # every measurement distrusted (since the twenty-ninth review: a flag, eligible kept)
 
 
 def test_an_accept_as_the_first_contact_is_made_after_the_check_and_stands(pg_uri, legacy_prefix):
