@@ -251,8 +251,14 @@ def create(conn: Any, names: Mapping[str, str], *, legacy_answers: str, eligible
                  legacy_answers=legacy_answers if _exists(conn, legacy_answers) else None, eligible_sql=eligible_sql)
     # a measurement recorded before its history was distrusted (`_distrust_everything_recorded`): no
     # yardstick, eligible or accepted, until its run is accepted again
+    flagged = has_column(conn, names["measurements"], "distrusted")
     conn.execute(sql.SQL("ALTER TABLE {measurements} ADD COLUMN IF NOT EXISTS distrusted boolean NOT NULL"
                          " DEFAULT false").format(**t))
+    if not flagged and clock_checked(conn, names):
+        # marked by 4fafd48..dea2bc0^, whose distrust wiped eligibility and moved positions and left some
+        # acceptances trusted (one with no run row, one only logged): which rows it distrusted is not
+        # recorded, so every row recorded so far is distrusted now, once (the column is added once)
+        _distrust_everything_recorded(conn, names)
     if not has_column(conn, names["references"], "position"):
         _place_acceptances(conn, names)
     else:
@@ -423,8 +429,12 @@ def _clock_stepped(conn: Any, names: Mapping[str, str]) -> bool:
 _TRIGGER_SUFFIX = "_place_acceptance"
 # The placement function's body: it names no table and no sequence (it finds the sequence of the
 # table it fires on when it fires), so one function serves any history of its prefix.
+# An older install's acceptance (a new stamp, its position drawn by itself or not) is an
+# acceptance: it ends the row's distrust as `accept` does.
 _PLACEMENT_BODY = (
-    "BEGIN IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM OLD.accepted_position"
+    "BEGIN IF NEW.accepted_at IS NOT NULL AND NEW.accepted_at IS DISTINCT FROM OLD.accepted_at"
+    " THEN NEW.distrusted := false; END IF;"
+    " IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM OLD.accepted_position"
     " THEN NEW.accepted_position := nextval(pg_get_serial_sequence("
     "quote_ident(TG_TABLE_SCHEMA) || '.' || quote_ident(TG_TABLE_NAME), 'seq')); END IF; RETURN NEW; END")
 # The function's name carries its body's digest: a function an older version of this code left
