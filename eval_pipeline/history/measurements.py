@@ -355,7 +355,15 @@ def clock_checked(conn: Any, names: Mapping[str, str]) -> bool:
     return bool(conn.execute("SELECT " + CLOCK_CHECKED_SQL, dict(names)).fetchone()[0])
 
 
+# f19148d's mark (a comment on the log's ``position`` column), left beside this version's: an
+# f19148d install that met a history without it would distrust it by its own means (eligibility
+# wiped, flag-only stamps moved), under this version's rules too.
+_F19148D_MARK = "eval-pipeline: acceptances placed; the stamps before them checked for a clock step"
+
+
 def _mark_clock_checked(conn: Any, names: Mapping[str, str]) -> None:
+    conn.execute(sql.SQL("COMMENT ON COLUMN {references}.position IS {mark}").format(
+        mark=sql.Literal(_F19148D_MARK), **_ident(names)))
     if clock_checked(conn, names):  # placed again (its `position` column dropped by hand): marked once
         return
     conn.execute(sql.SQL("ALTER TABLE {references} ADD CONSTRAINT {mark} CHECK (true)").format(
@@ -430,9 +438,11 @@ _TRIGGER_SUFFIX = "_place_acceptance"
 # The placement function's body: it names no table and no sequence (it finds the sequence of the
 # table it fires on when it fires), so one function serves any history of its prefix.
 # An older install's acceptance (a new stamp, its position drawn by itself or not) is an
-# acceptance: it ends the row's distrust as `accept` does.
+# acceptance: it ends the row's distrust as `accept` does. The one stamp change that is not one:
+# the 1-microsecond move of a flag-only stamp by e89ab96..dea2bc0^'s own distrust.
 _PLACEMENT_BODY = (
     "BEGIN IF NEW.accepted_at IS NOT NULL AND NEW.accepted_at IS DISTINCT FROM OLD.accepted_at"
+    " AND NEW.accepted_at IS DISTINCT FROM OLD.accepted_at + interval '1 microsecond'"
     " THEN NEW.distrusted := false; END IF;"
     " IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM OLD.accepted_position"
     " THEN NEW.accepted_position := nextval(pg_get_serial_sequence("

@@ -52,6 +52,7 @@ def placed_by_an_older_version(uri: str, prefix: str = "eval") -> None:
     log = table_names(prefix)["references"]
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute(f'ALTER TABLE "{log}" DROP CONSTRAINT "{log}_clock_checked"')
+        conn.execute(f'COMMENT ON COLUMN "{log}".position IS NULL')
 
 
 def _checked(uri: str, prefix: str = "eval") -> bool:
@@ -152,3 +153,23 @@ def test_a_role_that_cannot_mark_such_a_history_cannot_read_it(pg_uri, legacy_pr
     assert not _checked(pg_uri, legacy_prefix)
     assert previous_run(pg_uri, variant="dense", identity=upgrade.IDENTITY, prefix=legacy_prefix) is None
     assert previous_run(as_role, variant="dense", identity=upgrade.IDENTITY, prefix=legacy_prefix) is None
+
+
+def test_only_a_new_acceptance_stamp_ends_a_rows_distrust(answers):
+    """The placement trigger clears ``distrusted`` when a row's acceptance stamp changes, whoever
+    writes it (an older install's accept), except for the 1-microsecond move of a flag-only stamp
+    that e89ab96..dea2bc0^'s own distrust made: that is no acceptance."""
+    twentysixth._set_back(answers, back=True)  # X accepted, the clock set back: distrusted when placed
+    ensure_tables(answers.uri)
+
+    def x_distrusted() -> bool:
+        with psycopg.connect(answers.uri, autocommit=True) as conn:
+            return conn.execute("SELECT bool_and(distrusted) FROM eval_measurements WHERE run_id = 'X'"
+                                " AND accepted_at IS NOT NULL").fetchone()[0]
+
+    assert x_distrusted()
+    answers.sql("UPDATE eval_measurements SET accepted_at = accepted_at + interval '1 microsecond'"
+                " WHERE run_id = 'X' AND accepted_at IS NOT NULL")
+    assert x_distrusted()
+    answers.sql("UPDATE eval_measurements SET accepted_at = now() WHERE run_id = 'X' AND accepted_at IS NOT NULL")
+    assert not x_distrusted()
