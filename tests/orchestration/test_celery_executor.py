@@ -4,7 +4,7 @@ store a password-protected Postgres on 127.0.0.1 reached through `EVAL_PIPELINE_
 (tests/cluster.py starts and stops all of it; the state dir is on the same disk, as a cluster's
 would be on shared storage).
 
-- the whole demo job on the pool: exit 0, every step in a worker, the two ranking batches on two
+- the whole job on the pool: exit 0, every step in a worker, the two ranking batches on two
   different workers, and per-question metrics identical to the in-process job's;
 - a worker SIGKILLed while it runs a ranking task: the task is submitted again and the run
   completes (or, past the retries, fails saying which step and worker were lost); a re-run
@@ -12,10 +12,20 @@ would be on shared storage).
 - the database password is in no log: job output, worker logs, redis' log and keys, the state
   dir (compute logs included) and Dagster's event log and run tables.
 
+Every run is the whole job on the tiny fixture (tests/integration/cli.tiny_job_config) with the
+tests' default sweep plus `bm25+llm`, an LLM reranker answered by an OpenAI-compatible stub in
+this process (tests/openai_stub.py), in every run, the in-process reference's included. The
+variants with an API reranker all rank in one batch (eval_pipeline.ranking.batches.plan_batches),
+and the stub can hold their calls: the kill test holds them, kills the worker whose ranking task
+is waiting on the stub (so it is surely mid-task: a tiny batch without a held call ranks in
+50-90 ms, too fast to be caught running), then answers again, so the resubmitted task does not wait.
+
 One cluster serves the module (module fixtures)."""
 
 import json
+import re
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -26,7 +36,8 @@ import pytest
 import yaml
 
 from tests.cluster import Cluster, missing
-from tests.integration.cli import job_environment, metrics_table, start_dagster
+from tests.integration.cli import FIXTURES, job_environment, metrics_table, start_dagster, tiny_job_config
+from tests.openai_stub import OpenAIStub
 from tests.orchestration.test_secrets import forbidden
 
 pytestmark = pytest.mark.integration
@@ -35,15 +46,51 @@ if missing():
     pytest.skip(missing(), allow_module_level=True)
 
 RANK_STEP = "ranked_results.rank_variants["
+LLM_VARIANT = "bm25+llm"
+LLM_BATCH = re.sub(r"[^A-Za-z0-9_]", "_", LLM_VARIANT)  # as in its batch's mapping key (ranking.steps.mapping_key)
+GATE_SECONDS = 30  # the longest a held LLM call waits (below the client's 60 s timeout: no retry)
 VOLATILE = ("latency_ms", "code_version")  # timings, and the checkout's version string
 
 
+class HeldLLM:
+    """The stub's chat answers for the LLM reranker: the candidates' ids in the order given (as
+    tests/orchestration/test_verdict_scenario.py's), every run alike. While `hold()` is on, each
+    reranking call waits (at most GATE_SECONDS) until `release()`; `waiting` counts the calls
+    held at this moment."""
+
+    def __init__(self):
+        self.open = threading.Event()
+        self.open.set()
+        self.waiting = 0
+        self._lock = threading.Lock()
+
+    def hold(self):
+        self.open.clear()
+
+    def release(self):
+        self.open.set()
+
+    def __call__(self, body: dict) -> str:
+        user = body["messages"][-1]["content"]
+        ids = re.findall(r'"id": "([^"]+)"', user)
+        if ids and not self.open.is_set():
+            with self._lock:
+                self.waiting += 1
+            try:
+                self.open.wait(GATE_SECONDS)
+            finally:
+                with self._lock:
+                    self.waiting -= 1
+        return json.dumps(ids)
+
+
 def _start(env: dict, job: str, folder: Path, name: str, *, ops: dict | None = None) -> tuple:
-    """`dagster job execute` for the demo job, tagged so that its run can be found; (process, tag).
+    """`dagster job execute` for the tiny job, tagged so that its run can be found; (process, tag).
     A run in the cluster's environment (its own PATH and PYTHONPATH: the CLI starts `celery` by
     name) is a new process, as CI's would be."""
     tag = f"{name}-{uuid.uuid4().hex[:8]}"
-    config = {"ops": {"report": {"config": {"results_dir": str(folder / name)}}, **(ops or {})}}
+    config = tiny_job_config(folder / name)
+    config["ops"].update(ops or {})
     cfg = folder / f"{name}.yaml"
     cfg.write_text(yaml.safe_dump(config))
     proc = start_dagster(folder, name, env, ["job", "execute", "-m", "definitions", "-j", job, "-c", str(cfg),
@@ -130,20 +177,44 @@ def first_event_id(dagster_uri):
 
 
 @pytest.fixture(scope="module")
-def cluster(folder, embedded_pg, first_event_id):
+def llm():
+    """The stub every run's LLM reranker calls, and its gate (HeldLLM)."""
+    held = HeldLLM()
+    stub = OpenAIStub(chat=held)
+    stub.held = held
+    with stub:
+        yield stub
+        held.release()  # no handler left waiting at shutdown
+
+
+@pytest.fixture(scope="module")
+def llm_env(folder, llm):
+    """The tests' default sweep plus `bm25+llm`, and the stub's endpoint: for the workers, the
+    runs on the pool and the in-process reference alike."""
+    sweep = yaml.safe_load((FIXTURES / "variants_tiny.yaml").read_text())
+    sweep["variants"].append({"engine": "bm25", "name": LLM_VARIANT, "reranker": {"kind": "llm", "max_candidates": 5}})
+    path = folder / "variants.yaml"
+    path.write_text(yaml.safe_dump(sweep, sort_keys=False))
+    return {"EVAL_PIPELINE_VARIANTS": str(path), "OPENAI_BASE_URL": llm.base_url,
+            "EVAL_PIPELINE_LLM_MODEL": "stub-model", "OPENAI_API_KEY": "sk-test"}
+
+
+@pytest.fixture(scope="module")
+def cluster(folder, embedded_pg, first_event_id, llm_env):
     # quick loss detection for the kill test (defaults: a check every 5 s, lost after 20 s)
     with Cluster(folder / "cluster", dagster_url=embedded_pg.uri("dagster", driver="psycopg2"), workers=2,
-                 extra_env={"EVAL_PIPELINE_CELERY_CHECK_EVERY": "1", "EVAL_PIPELINE_CELERY_LOST_AFTER": "4"}) as c:
+                 extra_env={"EVAL_PIPELINE_CELERY_CHECK_EVERY": "1", "EVAL_PIPELINE_CELERY_LOST_AFTER": "4",
+                            **llm_env}) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
-def reference(folder, embedded_pg):
-    """The same demo job in-process, on its own state dir and embedded vector store."""
+def reference(folder, embedded_pg, llm_env):
+    """The same tiny job in-process, on its own state dir and embedded vector store."""
     from eval_pipeline.store.database import EmbeddedPostgres
 
     state = folder / "inprocess-state"
-    env = job_environment(state, embedded_pg.uri("dagster", driver="psycopg2"))
+    env = job_environment(state, embedded_pg.uri("dagster", driver="psycopg2"), **llm_env)
     try:
         proc, _ = _start(env, "retrieval_eval", folder, "inprocess")
         code, output = _finish(proc, folder, "inprocess")
@@ -160,7 +231,7 @@ def pool_run(cluster, folder, dagster_uri, reference):
     return {"code": code, "output": output, "run_id": _run_id(dagster_uri, tag), "results": folder / "pool"}
 
 
-def test_whole_demo_job_on_two_workers_gives_the_in_process_metrics(pool_run, reference, dagster_uri, cluster):
+def test_whole_job_on_two_workers_gives_the_in_process_metrics(pool_run, reference, dagster_uri, cluster):
     assert pool_run["code"] == 0, pool_run["output"][-3000:]
     entries = _events(dagster_uri, pool_run["run_id"])
     where = _worker_of_step(entries)
@@ -173,31 +244,36 @@ def test_whole_demo_job_on_two_workers_gives_the_in_process_metrics(pool_run, re
     # both workers took tasks (which worker runs which batch depends on what else is running:
     # the answer steps run beside the ranking, so both batches may land on one worker)
     assert {w for ws in where.values() for w in ws} == nodes and len(nodes) == 2, where
+    assert sum(LLM_BATCH in k for k in rank_steps) == 1, rank_steps  # one batch holds the LLM variant
     _assert_same_metrics(pool_run["results"], reference)
+    assert LLM_VARIANT in {row[0] for row in metrics_table(reference)}  # the LLM variant is compared too
 
 
 def test_a_worker_killed_mid_task_is_survived_and_a_rerun_gives_the_same_metrics(
-        pool_run, reference, cluster, folder, dagster_uri):
+        pool_run, reference, cluster, folder, dagster_uri, llm):
     assert pool_run["code"] == 0
     no_reuse = {"ranked_results": {"config": {"reuse": False}}}
+    llm.held.hold()  # the LLM batch's ranking task waits on the stub until its worker is killed
     proc, tag = _start(cluster.env, "retrieval_eval_celery", folder, "killed", ops=no_reuse)
     victim = step = None
     deadline = time.monotonic() + 300
     try:
         while victim is None and proc.poll() is None and time.monotonic() < deadline:
-            run_id = _run_id(dagster_uri, tag)
+            run_id = _run_id(dagster_uri, tag) if llm.held.waiting else None
             if run_id:
                 for event in _by_type(_events(dagster_uri, run_id, "STEP_START"), "STEP_START"):
-                    if event.step_key.startswith(RANK_STEP):
+                    if event.step_key.startswith(RANK_STEP) and LLM_BATCH in event.step_key:
                         name = cluster.pool.group_of(event.pid)
                         if name is not None:
                             cluster.pool.kill(name)  # SIGKILL: the CLI, celery's main process and its pool
                             victim, step = name, event.step_key
                             break
             time.sleep(0.1)
+        llm.held.release()  # the resubmitted task's calls are answered at once
         assert victim is not None, "no ranking task was seen running on a worker"
         code, output = _finish(proc, folder, "killed")
     finally:
+        llm.held.release()
         if proc.poll() is None:
             proc.kill()
     entries = _events(dagster_uri, _run_id(dagster_uri, tag))
