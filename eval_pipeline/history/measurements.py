@@ -362,6 +362,8 @@ _F19148D_MARK = "eval-pipeline: acceptances placed; the stamps before them check
 
 
 def _mark_clock_checked(conn: Any, names: Mapping[str, str]) -> None:
+    """Mark the history as placed by this version, its clock checked (both marks: f19148d's and
+    this version's), in the caller's transaction; the tables' owner only."""
     conn.execute(sql.SQL("COMMENT ON COLUMN {references}.position IS {mark}").format(
         mark=sql.Literal(_F19148D_MARK), **_ident(names)))
     if clock_checked(conn, names):  # placed again (its `position` column dropped by hand): marked once

@@ -290,7 +290,8 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
     """Whether there is a history; one in an older shape (no measurements, no references
     table, no eligible column, acceptances without positions or the trigger that places them)
     is upgraded in place first, under the same lock as a first write, so its variants keep
-    their yardsticks."""
+    their yardsticks; one placed without this version's mark is distrusted once
+    (:func:`eval_pipeline.history.measurements.check_placement_once`)."""
     # one round trip: every lookup asks it first
     runs, metrics, current, answers, aspect, metrics_aspect, placed, triggered, checked = conn.execute(
         "SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(metrics)s) IS NOT NULL, "
@@ -315,7 +316,7 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
         with conn.transaction():
             create_tables(conn, names)
         return True
-    if not checked:  # placed by 87cb394..e89ab96^, which did not check the clock: distrusted once
+    if not checked:  # placed without this version's mark (87cb394..f19148d^): distrusted once
         measurements.check_placement_once(conn, names)
     if not triggered:
         measurements.restore_placement_trigger(conn, names)
