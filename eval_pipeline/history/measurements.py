@@ -372,6 +372,17 @@ def _mark_clock_checked(conn: Any, names: Mapping[str, str]) -> None:
         mark=sql.Identifier(names["references"] + _CLOCK_CHECKED_SUFFIX), **_ident(names)))
 
 
+@contextmanager
+def _under_the_history_lock(conn: Any, names: Mapping[str, str]) -> Iterator[None]:
+    """A savepoint (a transaction when the caller has none) holding the history's advisory lock,
+    the one its first writers take: a repair of the history made once, by one process, and rolled
+    back whole when it fails (the caller's transaction left usable)."""
+    savepoint = (conn.connection if isinstance(conn, psycopg.Cursor) else conn).transaction
+    with savepoint():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (names["runs"],))
+        yield
+
+
 def check_placement_once(conn: Any, names: Mapping[str, str]) -> None:
     """Distrust, once, what a history placed without this version's mark holds (by 87cb394..e89ab96^:
     acceptances placed by their times with no check of the clock; e89ab96..f19148d^ checked but
@@ -388,10 +399,8 @@ def check_placement_once(conn: Any, names: Mapping[str, str]) -> None:
     on a history with nothing recorded (what it recorded would be distrusted then)."""
     if clock_checked(conn, names):
         return
-    savepoint = (conn.connection if isinstance(conn, psycopg.Cursor) else conn).transaction
     try:
-        with savepoint():  # a savepoint when the caller is in a transaction: left usable
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (names["runs"],))
+        with _under_the_history_lock(conn, names):
             if clock_checked(conn, names):
                 return
             _distrust_everything_recorded(conn, names)
@@ -496,10 +505,8 @@ def restore_placement_trigger(conn: Any, names: Mapping[str, str]) -> None:
     warned: its owner restores it on its next contact."""
     if has_placement_trigger(conn, names):
         return
-    savepoint = (conn.connection if isinstance(conn, psycopg.Cursor) else conn).transaction
     try:
-        with savepoint():  # a savepoint when the caller is in a transaction: left usable
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (names["runs"],))
+        with _under_the_history_lock(conn, names):
             if not has_placement_trigger(conn, names):
                 _create_placement_trigger(conn, names)
     except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
