@@ -361,15 +361,47 @@ def clock_checked(conn: Any, names: Mapping[str, str]) -> bool:
 _F19148D_MARK = "eval-pipeline: acceptances placed; the stamps before them checked for a clock step"
 
 
-def _mark_clock_checked(conn: Any, names: Mapping[str, str]) -> None:
-    """Mark the history as placed by this version, its clock checked (both marks: f19148d's and
-    this version's), in the caller's transaction; the tables' owner only."""
+# SQL: whether the history carries f19148d's mark too.
+_F19148D_MARKED_SQL = (
+    "COALESCE(col_description(to_regclass(%(references)s), (SELECT a.attnum::integer FROM pg_attribute a"
+    " WHERE a.attrelid = to_regclass(%(references)s) AND a.attname = 'position' AND NOT a.attisdropped))"
+    f" = '{_F19148D_MARK}', false)")
+# SQL: whether the history carries both marks (this version's and f19148d's): `runs.history_exists`.
+BOTH_MARKS_SQL = f"({CLOCK_CHECKED_SQL} AND {_F19148D_MARKED_SQL})"
+
+
+def _leave_f19148d_mark(conn: Any, names: Mapping[str, str]) -> None:
     conn.execute(sql.SQL("COMMENT ON COLUMN {references}.position IS {mark}").format(
         mark=sql.Literal(_F19148D_MARK), **_ident(names)))
+
+
+def _mark_clock_checked(conn: Any, names: Mapping[str, str]) -> None:
+    """Mark the history as placed by this version, its clock checked (both marks: f19148d's and
+    this version's), in the caller's transaction; the tables' owner only. This version's names
+    the ``position`` column (always true), so dropping that column by hand drops the mark too."""
+    _leave_f19148d_mark(conn, names)
     if clock_checked(conn, names):  # placed again (its `position` column dropped by hand): marked once
         return
-    conn.execute(sql.SQL("ALTER TABLE {references} ADD CONSTRAINT {mark} CHECK (true)").format(
-        mark=sql.Identifier(names["references"] + _CLOCK_CHECKED_SUFFIX), **_ident(names)))
+    conn.execute(sql.SQL("ALTER TABLE {references} ADD CONSTRAINT {mark} CHECK (position IS NULL OR position IS NOT"
+                         " NULL)").format(mark=sql.Identifier(names["references"] + _CLOCK_CHECKED_SUFFIX),
+                                          **_ident(names)))
+
+
+def _give_the_f19148d_mark(conn: Any, names: Mapping[str, str]) -> None:
+    """Leave f19148d's mark on a history this version's mark is on but f19148d's is not (marked by
+    4fafd48..a7f1507^, or its comment lost in a dump), so an f19148d install never distrusts it
+    by its own means. Its owner only; anyone else reads on (what it misses protects only
+    against that install)."""
+    marked, owner = conn.execute(
+        "SELECT " + _F19148D_MARKED_SQL + ", pg_has_role((SELECT relowner FROM pg_class"
+        " WHERE oid = to_regclass(%(references)s)), 'MEMBER')", dict(names)).fetchone()
+    if marked or not owner:
+        return
+    try:
+        with _under_the_history_lock(conn, names):
+            _leave_f19148d_mark(conn, names)
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
+        pass
 
 
 @contextmanager
@@ -398,6 +430,7 @@ def check_placement_once(conn: Any, names: Mapping[str, str]) -> None:
     is refused (:class:`DatabaseError`: the verdict fails closed) until the owner's contact, even
     on a history with nothing recorded (what it recorded would be distrusted then)."""
     if clock_checked(conn, names):
+        _give_the_f19148d_mark(conn, names)
         return
     try:
         with _under_the_history_lock(conn, names):
@@ -450,10 +483,14 @@ _TRIGGER_SUFFIX = "_place_acceptance"
 # table it fires on when it fires), so one function serves any history of its prefix.
 # An older install's acceptance (a new stamp, its position drawn by itself or not) is an
 # acceptance: it ends the row's distrust as `accept` does. The one stamp change that is not one:
-# the 1-microsecond move of a flag-only stamp by e89ab96..dea2bc0^'s own distrust.
+# e89ab96..dea2bc0^'s own distrust, which moved a flag-only stamp (one equal to its row's
+# creation) by 1 microsecond and set its position in the same statement. (5f6eaca..87cb394^
+# stamped a re-acceptance 1 microsecond past the latest stamp when the clock had stepped back:
+# that one moves no position, and ends the distrust.)
 _PLACEMENT_BODY = (
     "BEGIN IF NEW.accepted_at IS NOT NULL AND NEW.accepted_at IS DISTINCT FROM OLD.accepted_at"
-    " AND NEW.accepted_at IS DISTINCT FROM OLD.accepted_at + interval '1 microsecond'"
+    " AND NOT COALESCE(OLD.accepted_at = OLD.created_at AND NEW.accepted_at = OLD.accepted_at"
+    " + interval '1 microsecond' AND NEW.accepted_position IS DISTINCT FROM OLD.accepted_position, false)"
     " THEN NEW.distrusted := false; END IF;"
     " IF NEW.accepted_at IS NOT NULL AND NEW.accepted_position IS NOT DISTINCT FROM OLD.accepted_position"
     " THEN NEW.accepted_position := nextval(pg_get_serial_sequence("

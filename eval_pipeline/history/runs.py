@@ -299,7 +299,7 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
         + ", ".join(measurements.has_column_sql(table, "aspect") for table in ("references", "metrics"))
         + ", " + measurements.has_column_sql("references", "position") + " AND "
         + measurements.has_column_sql("measurements", "distrusted")
-        + ", " + measurements.HAS_PLACEMENT_TRIGGER_SQL + ", " + measurements.CLOCK_CHECKED_SQL,
+        + ", " + measurements.HAS_PLACEMENT_TRIGGER_SQL + ", " + measurements.BOTH_MARKS_SQL,
         names,
     ).fetchone()
     # A history missing one of its tables is damaged, not empty: read as empty (or rebuilt

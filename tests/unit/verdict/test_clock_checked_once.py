@@ -51,7 +51,7 @@ def placed_by_an_older_version(uri: str, prefix: str = "eval") -> None:
         ensure_tables(uri, prefix=prefix)
     log = table_names(prefix)["references"]
     with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute(f'ALTER TABLE "{log}" DROP CONSTRAINT "{log}_clock_checked"')
+        conn.execute(f'ALTER TABLE "{log}" DROP CONSTRAINT IF EXISTS "{log}_clock_checked"')
         conn.execute(f'COMMENT ON COLUMN "{log}".position IS NULL')
 
 
@@ -157,19 +157,33 @@ def test_a_role_that_cannot_mark_such_a_history_cannot_read_it(pg_uri, legacy_pr
 
 def test_only_a_new_acceptance_stamp_ends_a_rows_distrust(answers):
     """The placement trigger clears ``distrusted`` when a row's acceptance stamp changes, whoever
-    writes it (an older install's accept), except for the 1-microsecond move of a flag-only stamp
-    that e89ab96..dea2bc0^'s own distrust made: that is no acceptance."""
+    writes it (an older install's accept, 5f6eaca..87cb394^'s included, which stamps a
+    re-acceptance 1 microsecond past the latest stamp after a clock stepped back), except for
+    e89ab96..dea2bc0^'s own distrust: a flag-only stamp moved 1 microsecond with its position set
+    in the same statement. That is no acceptance."""
     twentysixth._set_back(answers, back=True)  # X accepted, the clock set back: distrusted when placed
     ensure_tables(answers.uri)
+    where = " WHERE run_id = 'X' AND accepted_at IS NOT NULL"
 
     def x_distrusted() -> bool:
         with psycopg.connect(answers.uri, autocommit=True) as conn:
-            return conn.execute("SELECT bool_and(distrusted) FROM eval_measurements WHERE run_id = 'X'"
-                                " AND accepted_at IS NOT NULL").fetchone()[0]
+            return conn.execute("SELECT bool_and(distrusted) FROM eval_measurements" + where).fetchone()[0]
 
     assert x_distrusted()
-    answers.sql("UPDATE eval_measurements SET accepted_at = accepted_at + interval '1 microsecond'"
-                " WHERE run_id = 'X' AND accepted_at IS NOT NULL")
-    assert x_distrusted()
-    answers.sql("UPDATE eval_measurements SET accepted_at = now() WHERE run_id = 'X' AND accepted_at IS NOT NULL")
+    answers.sql("UPDATE eval_measurements SET accepted_at = created_at" + where)  # made flag-only: an acceptance
     assert not x_distrusted()
+    answers.sql("UPDATE eval_measurements SET distrusted = true" + where)
+    answers.sql("UPDATE eval_measurements SET accepted_at = accepted_at + interval '1 microsecond',"
+                " accepted_position = accepted_position + 0.25" + where)  # the older distrust's move
+    assert x_distrusted()
+    answers.sql("UPDATE eval_measurements SET accepted_at = accepted_at + interval '1 microsecond'" + where)
+    assert not x_distrusted()  # a re-acceptance stamped 1 microsecond on: it ends the distrust
+
+
+def test_dropping_the_position_column_drops_the_mark(answers):
+    """This version's mark names the log's ``position`` column: dropped by hand, the column takes the
+    mark with it, so the history is placed (or distrusted) again, never read as checked."""
+    answers("a0", {"bm25": 0.90})
+    assert _checked(answers.uri)
+    answers.sql("ALTER TABLE eval_references DROP COLUMN position")
+    assert not _checked(answers.uri)

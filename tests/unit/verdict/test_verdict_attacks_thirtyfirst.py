@@ -174,7 +174,7 @@ def _flag_only_x_then_s_with_a_step(answers) -> None:
 def _distrusted_by_this_version(answers) -> None:
     """This version's distrust, on the history with its mark dropped (as an older placement left it):
     the next contact distrusts every row, once."""
-    answers.sql('ALTER TABLE eval_references DROP CONSTRAINT "eval_references_clock_checked"')
+    answers.sql('ALTER TABLE eval_references DROP CONSTRAINT IF EXISTS "eval_references_clock_checked"')
     ensure_tables(answers.uri)
     assert _checked(answers.uri)
     assert all(row[0] for row in _rows(answers.uri).values()), _rows(answers.uri)
@@ -269,7 +269,7 @@ def _retrieval_distrusted(judge, variants=("v",)) -> None:
     judge("X", "A", {v: "good" for v in variants}, hits={v: 70 for v in variants})
     judge("S", "A", {v: "good" for v in variants}, hits={v: 95 for v in variants})
     names = table_names(judge.prefix)
-    judge.sql(f'ALTER TABLE {{references}} DROP CONSTRAINT "{names["references"]}_clock_checked"')
+    judge.sql(f'ALTER TABLE {{references}} DROP CONSTRAINT IF EXISTS "{names["references"]}_clock_checked"')
     ensure_tables(judge.uri, prefix=judge.prefix)
     assert all(row[0] for row in _rows(judge.uri, judge.prefix).values())
 

@@ -298,7 +298,7 @@ def _logged_unstamped_before_positions(judge, *, older: bool) -> None:
     names = table_names(judge.prefix)
     judge.sql("ALTER TABLE {references} DROP COLUMN position")
     judge.sql("ALTER TABLE {measurements} DROP COLUMN accepted_position")
-    judge.sql(f'ALTER TABLE {{references}} DROP CONSTRAINT "{names["references"]}_clock_checked"')
+    judge.sql(f'ALTER TABLE {{references}} DROP CONSTRAINT IF EXISTS "{names["references"]}_clock_checked"')
     judge.sql("INSERT INTO {references} (variant, run_id, aspect, accepted_by, accepted_at) SELECT 'v', 'X',"
               " 'retrieval', 'alice', m.created_at + (s.created_at - m.created_at) / 2 FROM {measurements} m,"
               " {measurements} s WHERE m.run_id = 'X' AND s.run_id = 'S'")
