@@ -335,8 +335,9 @@ def _distrust_everything_recorded(conn: Any, names: Mapping[str, str]) -> None:
 
 
 # The mark this version leaves once a history's acceptances are placed and its older stamps
-# checked for a clock step: a constraint on the acceptance log that holds for every row
-# (``CHECK (true)``), named ``<log>_clock_checked``. A constraint, not a comment: every dump and
+# checked for a clock step: a constraint on the acceptance log that holds for every row and names
+# its ``position`` column (dropped with it), named ``<log>_clock_checked`` (4fafd48..364fdcb^ made it
+# ``CHECK (true)``: it counts the same). A constraint, not a comment: every dump and
 # copy of the table's definition keeps it (``pg_dump --no-comments`` drops comments), and it
 # stays with the table under another name (an archive renamed into another prefix keeps its
 # family's suffix). 87cb394..e89ab96^ placed acceptances without that check, and e89ab96..f19148d^
