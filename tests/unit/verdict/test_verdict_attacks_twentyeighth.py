@@ -153,17 +153,9 @@ DAY = 24 * 60
 _run, _answer = twentysixth._run, twentysixth._answer
 
 
-def _gate(verdict):
-    return eighth._answer_gate(verdict)
-
-
-def _previous(verdict):
-    return (verdict.rows[0]["previous"] or {}).get("run_id")
-
-
-def _checked(uri: str, prefix: str = "eval") -> bool:
-    with psycopg.connect(uri, autocommit=True) as conn:
-        return measurements.clock_checked(conn, table_names(prefix))
+_gate = twentyseventh._gate  # an answer verdict's bm25 deterministic gate
+_previous = twentyseventh._previous  # the run id of its previous row
+_checked = once._checked  # whether the history carries this version's mark
 
 
 def _lose_the_mark(answers) -> None:

@@ -124,6 +124,7 @@ from eval_pipeline.history.runs import table_names
 from tests.integration import test_history_upgrade as upgrade
 from tests.unit.verdict import test_clock_checked_once as once
 from tests.unit.verdict import test_verdict_attacks_eighth as eighth
+from tests.unit.verdict import test_verdict_attacks_twentyseventh as twentyseventh
 from tests.unit.verdict import test_verdict_attacks_twentysixth as twentysixth
 
 pytestmark = pytest.mark.integration
@@ -132,17 +133,9 @@ answers = eighth.answers  # the eighth review's fixture: answer runs through the
 _run = twentysixth._run
 
 
-def _gate(verdict):
-    return eighth._answer_gate(verdict)
-
-
-def _previous(verdict):
-    return (verdict.rows[0]["previous"] or {}).get("run_id")
-
-
-def _checked(uri: str, prefix: str = "eval") -> bool:
-    with psycopg.connect(uri, autocommit=True) as conn:
-        return measurements.clock_checked(conn, table_names(prefix))
+_gate = twentyseventh._gate  # an answer verdict's bm25 deterministic gate
+_previous = twentyseventh._previous  # the run id of its previous row
+_checked = once._checked  # whether the history carries this version's mark
 
 
 # --------------------------------------------------------------------------------------------
