@@ -316,7 +316,9 @@ def history_exists(conn: Any, names: Mapping[str, str]) -> bool:
         with conn.transaction():
             create_tables(conn, names)
         return True
-    if not checked:  # placed without this version's mark (87cb394..f19148d^): distrusted once
+    # without both marks: placed by 87cb394..f19148d^ (distrusted once), or marked by
+    # 4fafd48..a7f1507^ (given f19148d's mark)
+    if not checked:
         measurements.check_placement_once(conn, names)
     if not triggered:
         measurements.restore_placement_trigger(conn, names)
