@@ -334,20 +334,26 @@ def _distrust_everything_recorded(conn: Any, names: Mapping[str, str]) -> None:
     conn.execute(sql.SQL("UPDATE {measurements} SET distrusted = true WHERE NOT distrusted").format(**_ident(names)))
 
 
-# The mark this version leaves once a history's acceptances are placed and its older stamps
-# checked for a clock step: a constraint on the acceptance log that holds for every row and names
-# its ``position`` column (dropped with it), named ``<log>_clock_checked`` (4fafd48..364fdcb^ made it
-# ``CHECK (true)``: it counts the same). A constraint, not a comment: every dump and
-# copy of the table's definition keeps it (``pg_dump --no-comments`` drops comments), and it
-# stays with the table under another name (an archive renamed into another prefix keeps its
-# family's suffix). 87cb394..e89ab96^ placed acceptances without that check, and e89ab96..f19148d^
-# with it but left no mark (f19148d's was a comment): nothing tells them apart, so a history
-# placed by either is distrusted once on contact (`check_placement_once`).
+# The mark this version leaves once a history's acceptances are placed and its older stamps checked
+# for a clock step: a constraint on the acceptance log that holds for every row and names its
+# ``position`` column (dropped with it; renamed with it, and then no longer counted), named
+# ``<log>_clock_checked`` (4fafd48..364fdcb^ made it ``CHECK (true)``: it counts the same). A
+# constraint, not a comment: every dump and copy of the table's definition keeps it (``pg_dump
+# --no-comments`` drops comments), and it stays with the table under another name (an archive
+# renamed into another prefix keeps its family's suffix). 87cb394..e89ab96^ placed acceptances
+# without that check, and e89ab96..f19148d^ with it but left no mark (f19148d's was a comment):
+# nothing tells them apart, so a history placed by either is distrusted once on contact
+# (`check_placement_once`).
 _CLOCK_CHECKED_SUFFIX = "_clock_checked"
 # SQL: whether the history (the query parameter ``references``: its acceptance log) has the mark.
+# It counts only while it names the log's current ``position`` column (a column renamed by hand
+# takes the constraint with it, and an older install then places the history again under a new
+# ``position``, by time, unchecked) or no column at all (4fafd48..364fdcb^'s ``CHECK (true)``).
 CLOCK_CHECKED_SQL = (
     "EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conrelid = to_regclass(%(references)s) AND c.contype = 'c'"
-    f" AND right(c.conname, {len(_CLOCK_CHECKED_SUFFIX)}) = '{_CLOCK_CHECKED_SUFFIX}')")
+    f" AND right(c.conname, {len(_CLOCK_CHECKED_SUFFIX)}) = '{_CLOCK_CHECKED_SUFFIX}'"
+    " AND (COALESCE(cardinality(c.conkey), 0) = 0 OR (SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = c.conrelid"
+    " AND a.attname = 'position' AND NOT a.attisdropped) = ANY (c.conkey)))")
 
 
 def clock_checked(conn: Any, names: Mapping[str, str]) -> bool:
@@ -383,9 +389,12 @@ def _mark_clock_checked(conn: Any, names: Mapping[str, str]) -> None:
     _leave_f19148d_mark(conn, names)
     if clock_checked(conn, names):  # placed again (its `position` column dropped by hand): marked once
         return
+    mark = sql.Identifier(names["references"] + _CLOCK_CHECKED_SUFFIX)
+    # one of that name that does not count names a column renamed by hand: the mark moves to `position`
+    conn.execute(sql.SQL("ALTER TABLE {references} DROP CONSTRAINT IF EXISTS {mark}").format(mark=mark,
+                                                                                           **_ident(names)))
     conn.execute(sql.SQL("ALTER TABLE {references} ADD CONSTRAINT {mark} CHECK (position IS NULL OR position IS NOT"
-                         " NULL)").format(mark=sql.Identifier(names["references"] + _CLOCK_CHECKED_SUFFIX),
-                                          **_ident(names)))
+                         " NULL)").format(mark=mark, **_ident(names)))
 
 
 def _give_the_f19148d_mark(conn: Any, names: Mapping[str, str]) -> None:
