@@ -20,8 +20,8 @@ from pydantic import Field
 
 from assets.metadata import to_metadata
 from eval_pipeline.common.metadata import RunLink
-from eval_pipeline.history.answers import accept_answer_run
-from eval_pipeline.history.runs import LATEST, accept_reference, resolve_run_id
+from eval_pipeline.history.answers import accept_run
+from eval_pipeline.history.runs import LATEST, resolve_run_id
 from resources import DatabaseResource
 
 
@@ -46,21 +46,20 @@ def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, data
         run_id = resolve_run_id(connection_string, config.run_id)
         asked_for = config.run_id if run_id == config.run_id else f"{LATEST}: the newest recorded run, {run_id}"
         context.log.info(f"accepting run {run_id}" + (f" ({asked_for})" if run_id != config.run_id else ""))
-        accepted = accept_reference(connection_string, run_id, variants=config.variants, note=config.note,
-                                    accepted_by=who)
+        accepted = accept_run(connection_string, run_id, variants=config.variants, note=config.note,
+                              accepted_by=who)
     except ValueError as exc:
         raise Failure(description=str(exc)) from None
-    answers, refused = accept_answer_run(connection_string, run_id, variants=config.variants, note=config.note,
-                                         accepted_by=who)
-    context.log.info(f"run {run_id} is now the pinned reference of: {', '.join(accepted)}; answers: "
-                     f"{', '.join(f'{v} {g}' for v, g in answers) or 'none'}")
-    for reason in refused:
+    retrieval = accepted.retrieval or []
+    answers = ", ".join(f"{v} {g}" for v, g in accepted.answers) or "none"
+    context.log.info(f"run {run_id} is now the pinned reference of: {', '.join(retrieval) or 'no retrieval variant'}"
+                     f"; answers: {answers}")
+    for reason in accepted.refused:
         context.log.warning(f"answers not accepted: {reason}")
     context.add_output_metadata(to_metadata({
-        "run_id": RunLink(run_id), "asked for": asked_for, "variants": ", ".join(accepted),
-        "answers": ", ".join(f"{v} {g}" for v, g in answers) or "none",
-        "answers not accepted": "; ".join(refused) or "none"}))
-    return accepted
+        "run_id": RunLink(run_id), "asked for": asked_for, "variants": ", ".join(retrieval),
+        "answers": answers, "answers not accepted": "; ".join(accepted.refused) or "none"}))
+    return retrieval
 
 
 @job(name="accept_reference",

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 
 from eval_pipeline.common.state import default_state_dir
-from eval_pipeline.history.answers import accept_answer_run
-from eval_pipeline.history.runs import LATEST, accept_reference, project_history, recent_runs, resolve_run_id
+from eval_pipeline.history.answers import accept_run
+from eval_pipeline.history.runs import LATEST, project_history, recent_runs, resolve_run_id
 from eval_pipeline.store.database import (
     DATABASE_KIND_ENV,
     DATABASE_URL_ENV,
@@ -58,16 +58,17 @@ def main(argv: list[str] | None = None) -> int:
         if run_id != args.run_id:
             print(f"{LATEST}: the newest recorded run, {run_id}")
         args.run_id = run_id
-        accepted = accept_reference(connection_string, args.run_id, variants=args.variants, note=args.note,
-                                    accepted_by=args.by, prefix=args.prefix)
+        accepted = accept_run(connection_string, args.run_id, variants=args.variants, note=args.note,
+                              accepted_by=args.by, prefix=args.prefix)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    answers, refused = accept_answer_run(connection_string, args.run_id, variants=args.variants, note=args.note,
-                                         accepted_by=args.by, prefix=args.prefix)
-    print(f"run {args.run_id} is now the pinned reference of: {', '.join(accepted)}")
-    print(f"answers accepted: {', '.join(f'{v} {g}' for v, g in answers) or 'none'}")
-    for reason in refused:
+    if accepted.retrieval is None:
+        print(f"run {args.run_id} has no run row (its answers were recorded through the library): its answers alone")
+    else:
+        print(f"run {args.run_id} is now the pinned reference of: {', '.join(accepted.retrieval)}")
+    print(f"answers accepted: {', '.join(f'{v} {g}' for v, g in accepted.answers) or 'none'}")
+    for reason in accepted.refused:
         print(f"answers not accepted: {reason}")
     gate = project_history(connection_string, prefix=args.prefix)
     policy = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in sorted((gate.get("policy") or {}).items()))

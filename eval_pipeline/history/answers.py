@@ -52,6 +52,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
@@ -61,7 +62,14 @@ from eval_pipeline.grading.judges import GRADERS, comparable_yardstick
 from eval_pipeline.grading.registry import GRADER_KINDS
 from eval_pipeline.history import measurements
 from eval_pipeline.history.measurements import ANSWER_METRICS, answers_aspect
-from eval_pipeline.history.runs import create_tables, history_exists, table_names, who_accepts
+from eval_pipeline.history.runs import (
+    NoRecordedRun,
+    accept_reference,
+    create_tables,
+    history_exists,
+    table_names,
+    who_accepts,
+)
 from eval_pipeline.store.database import call_redacted, connect
 
 __all__ = [
@@ -648,3 +656,35 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
     if accepted:
         call_redacted(connection_string, f"accepting answer run {run_id!r}", write)
     return accepted, refused
+
+
+@dataclass(frozen=True)
+class RunAcceptance:
+    """What accepting a run did: the retrieval variants pinned (None for a run with no run row,
+    whose answers were recorded through the library), the (variant, grader) answer rows
+    accepted, and why each other answer row was not."""
+
+    retrieval: list[str] | None
+    answers: list[tuple[str, str]]
+    refused: list[str]
+
+
+def accept_run(connection_string: str, run_id: str, *, variants: Sequence[str] | None = None, note: str = "",
+               accepted_by: str | None = None, prefix: str = "eval") -> RunAcceptance:
+    """Accept a recorded run as the pinned reference of its variants, retrieval
+    (`runs.accept_reference`) and answers (:func:`accept_answer_run`) alike: what the command
+    line's ``accept`` and the ``accept_reference`` job do. A run with no run row but answer rows
+    (recorded through the library, by `record_answers`) has its answers accepted alone, the way
+    out a not-compared message names for it; with neither, or with nothing accepted, a
+    ValueError says why."""
+    try:
+        retrieval: list[str] | None = accept_reference(connection_string, run_id, variants=variants, note=note,
+                                                       accepted_by=accepted_by, prefix=prefix)
+    except NoRecordedRun as missing:
+        retrieval, no_run = None, missing
+    answers, refused = accept_answer_run(connection_string, run_id, variants=variants, note=note,
+                                         accepted_by=accepted_by, prefix=prefix)
+    if retrieval is None and not answers:
+        raise ValueError(f"{no_run}" + (f"; its answer rows were not accepted: {'; '.join(refused)}" if refused
+                                        else ", nor any answer row of it"))
+    return RunAcceptance(retrieval, answers, refused)

@@ -895,6 +895,11 @@ def _pinned_gate(rows: list[tuple], *, accepted_seq: int | None) -> dict[str, An
     return {"policy": policy, "tolerances": tolerances}
 
 
+class NoRecordedRun(ValueError):
+    """The history has no run of that id: none ran, or its answers were recorded through the
+    library (`answers.record_answers` writes no run row), which `answers.accept_run` accepts."""
+
+
 def accept_reference(
     connection_string: str,
     run_id: str,
@@ -921,11 +926,11 @@ def accept_reference(
     who = accepted_by or who_accepts()
     with connect(connection_string) as conn:
         if not history_exists(conn, names):
-            raise ValueError(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
+            raise NoRecordedRun(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
         run = conn.execute(sql.SQL("SELECT limited, provenance->'gate', provenance->'gate_failed' FROM {} "
                                    "WHERE run_id = %s").format(sql.Identifier(names["runs"])), (run_id,)).fetchone()
         if run is None:
-            raise ValueError(f"no recorded run {run_id!r} in {names['runs']}")
+            raise NoRecordedRun(f"no recorded run {run_id!r} in {names['runs']}")
         limited, gate, gate_failed = run
         if limited:
             raise ValueError(f"run {run_id!r} is a limited run (a subset of the questions): it cannot be a reference")

@@ -55,15 +55,15 @@ Holes (strict xfails, each confirmed failing on an AssertionError about the verd
    hole 3). Control: no f19148d contact: T fails measured against S. Reach: f19148d and this version on one
    history, any clock step ever recorded. Fix: the same COMMENT mark (f19148d then sees "checked").
 
-3. STUCK by message (pre-existing; the twenty-ninth asserted the exit code as a fact in its hole 5
-   control, not as a hole), answers.py / runs.py:925 ``accept_reference``: after a distrust, an answer run
-   recorded through the library (``record_answers``: no run row) is refused "not compared ... accept a
-   run of it ... (python -m eval_pipeline.history accept T --variant bm25)"; that command exits 2
-   ("no recorded run 'T' in eval_runs") before ``accept_answer_run`` is reached; every later run names its
-   own run id the same way. Control: ``accept_answer_run(uri, "T")`` (the library) ends it. Reach: every
-   library user of a distrusted history (and any not-compared library answer run, distrust or not).
-   Fix: the CLI falls through to the answer accept when the run has no run row but has answer rows, or
-   the message names the library call.
+3. (fixed since: the command line accepts such a run's answers alone, ``answers.accept_run``) STUCK by message
+   (pre-existing; the twenty-ninth asserted the exit code as a fact in its hole 5 control, not as a hole),
+   answers.py / runs.py:925 ``accept_reference``: after a distrust, an answer run recorded through the library
+   (``record_answers``: no run row) is refused "not compared ... accept a run of it ... (python -m
+   eval_pipeline.history accept T --variant bm25)"; that command exits 2 ("no recorded run 'T' in eval_runs")
+   before ``accept_answer_run`` is reached; every later run names its own run id the same way. Control:
+   ``accept_answer_run(uri, "T")`` (the library) ends it. Reach: every library user of a distrusted history
+   (and any not-compared library answer run, distrust or not). Fix: the CLI falls through to the answer accept
+   when the run has no run row but has answer rows, or the message names the library call.
 
 What held (plain tests): the trigger clears only the row whose stamp changed: ``accept S --variant v``
 trusts (S, v) alone (S's w, X's rows stay distrusted: w not compared); a retrieval variant renamed (the
@@ -336,15 +336,25 @@ def test_held_an_answer_variant_renamed_with_its_configuration_after_the_distrus
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="hole 3 (STUCK by message, pre-existing): the "
-                   "refusal names 'python -m eval_pipeline.history accept T --variant bm25', which exits 2 "
-                   "('no recorded run') for an answer run recorded through the library")
 def test_the_command_the_refusal_names_accepts_a_library_answer_run(answers, monkeypatch, capsys):
+    """Hole 3 closed: the command line accepts the answers of a run with no run row; the next run is
+    judged against it (comparable, and -0.20 fails)."""
     twentyninth._older_version_used_it(answers, older=True)
     gate = _gate(answers("T", {"bm25": 0.70}))
     assert gate.state == "not_compared" and "python -m eval_pipeline.history accept T --variant bm25" in gate.message
     rc = twentyninth._accept_through_the_cli(answers, monkeypatch, "T", "--variant", "bm25")
-    assert rc == 0, capsys.readouterr().err
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "no run row" in out.out and "answers accepted: bm25 deterministic" in out.out, out.out
+    gate = _gate(answers("U", {"bm25": 0.50}))
+    assert gate.state == "comparable" and not gate.passed, gate.message
+
+
+def test_the_command_line_refuses_a_run_with_neither_a_run_row_nor_answers(answers, monkeypatch, capsys):
+    twentyninth._older_version_used_it(answers, older=True)
+    assert twentyninth._accept_through_the_cli(answers, monkeypatch, "nope") == 2
+    err = capsys.readouterr().err
+    assert "no recorded run 'nope'" in err and "nor any answer row of it" in err, err
 
 
 def test_hole_3s_control_the_library_accept_of_t_ends_it(answers):

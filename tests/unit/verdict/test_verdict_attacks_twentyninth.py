@@ -334,14 +334,14 @@ def test_accepting_a_newer_answer_run_after_the_distrust_ends_it(answers):
 
 
 def test_hole_5s_control_accepting_x_again_ends_it_too(answers, monkeypatch):
-    """The other way out: X (a run row: the CLI accepts it, retrieval and answers) accepted again; the
-    CLI cannot accept T or U at all (no run row: 'no recorded run'). U is then judged against X."""
+    """The other way out: X (a run row: the CLI accepts it, retrieval and answers) accepted again. U is
+    then judged against X. (T, with no run row, is accepted by the CLI too since the thirty-first
+    review's hole 3: its answers alone.)"""
     from eval_pipeline.history.__main__ import main
 
     _older_version_used_it(answers, older=True, run_row_for_x=True)
     assert _gate(answers("T", {"bm25": 0.70})).state == "not_compared"
     monkeypatch.setenv("ATK29_URL", answers.uri)
-    assert main(["--url-env", "ATK29_URL", "accept", "T", "--variant", "bm25"]) == 2
     assert main(["--url-env", "ATK29_URL", "accept", "X", "--variant", "bm25"]) == 0
     verdict = answers("U", {"bm25": 0.70})
     assert _gate(verdict).state == "comparable" and _previous(verdict) == "X", _gate(verdict).message
