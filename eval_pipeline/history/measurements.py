@@ -349,11 +349,16 @@ _CLOCK_CHECKED_SUFFIX = "_clock_checked"
 # It counts only while it names the log's current ``position`` column (a column renamed by hand
 # takes the constraint with it, and an older install then places the history again under a new
 # ``position``, by time, unchecked) or no column at all (4fafd48..364fdcb^'s ``CHECK (true)``).
-CLOCK_CHECKED_SQL = (
-    "EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conrelid = to_regclass(%(references)s) AND c.contype = 'c'"
-    f" AND right(c.conname, {len(_CLOCK_CHECKED_SUFFIX)}) = '{_CLOCK_CHECKED_SUFFIX}'"
-    " AND (COALESCE(cardinality(c.conkey), 0) = 0 OR (SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = c.conrelid"
-    " AND a.attname = 'position' AND NOT a.attisdropped) = ANY (c.conkey)))")
+_A_MARK = ("pg_constraint c WHERE c.conrelid = to_regclass(%(references)s) AND c.contype = 'c'"
+           f" AND right(c.conname, {len(_CLOCK_CHECKED_SUFFIX)}) = '{_CLOCK_CHECKED_SUFFIX}'")
+_NAMES_POSITION = ("(SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = c.conrelid AND a.attname = 'position'"
+                   " AND NOT a.attisdropped) = ANY (c.conkey)")
+CLOCK_CHECKED_SQL = (f"EXISTS (SELECT 1 FROM {_A_MARK}"
+                     f" AND (COALESCE(cardinality(c.conkey), 0) = 0 OR {_NAMES_POSITION}))")
+# SQL: whether the history has this version's mark, the one naming ``position`` (an older
+# ``CHECK (true)`` mark counts, but is replaced by this one on the owner's contact: it would
+# count whatever later happens to the column).
+_NAMING_MARK_SQL = f"EXISTS (SELECT 1 FROM {_A_MARK} AND {_NAMES_POSITION})"
 
 
 def clock_checked(conn: Any, names: Mapping[str, str]) -> bool:
@@ -373,8 +378,9 @@ _F19148D_MARKED_SQL = (
     "COALESCE(col_description(to_regclass(%(references)s), (SELECT a.attnum::integer FROM pg_attribute a"
     " WHERE a.attrelid = to_regclass(%(references)s) AND a.attname = 'position' AND NOT a.attisdropped))"
     f" = '{_F19148D_MARK}', false)")
-# SQL: whether the history carries both marks (this version's and f19148d's): `runs.history_exists`.
-BOTH_MARKS_SQL = f"({CLOCK_CHECKED_SQL} AND {_F19148D_MARKED_SQL})"
+# SQL: whether the history carries both marks (this version's, naming ``position``, and f19148d's):
+# `runs.history_exists`.
+BOTH_MARKS_SQL = f"({_NAMING_MARK_SQL} AND {_F19148D_MARKED_SQL})"
 
 
 def _leave_f19148d_mark(conn: Any, names: Mapping[str, str]) -> None:
@@ -385,31 +391,34 @@ def _leave_f19148d_mark(conn: Any, names: Mapping[str, str]) -> None:
 def _mark_clock_checked(conn: Any, names: Mapping[str, str]) -> None:
     """Mark the history as placed by this version, its clock checked (both marks: f19148d's and
     this version's), in the caller's transaction; the tables' owner only. This version's names
-    the ``position`` column (always true), so dropping that column by hand drops the mark too."""
+    the ``position`` column (always true), so dropping that column by hand drops the mark too,
+    and renaming it leaves a mark that no longer counts: such a stale mark, and an older
+    ``CHECK (true)`` one (which would count whatever happens to the column), are replaced."""
     _leave_f19148d_mark(conn, names)
-    if clock_checked(conn, names):  # placed again (its `position` column dropped by hand): marked once
-        return
-    mark = sql.Identifier(names["references"] + _CLOCK_CHECKED_SUFFIX)
-    # one of that name that does not count names a column renamed by hand: the mark moves to `position`
-    conn.execute(sql.SQL("ALTER TABLE {references} DROP CONSTRAINT IF EXISTS {mark}").format(mark=mark,
-                                                                                           **_ident(names)))
+    if conn.execute("SELECT " + _NAMING_MARK_SQL, dict(names)).fetchone()[0]:
+        return  # f19148d's comment was all it lacked
+    t = _ident(names)
+    for (stale,) in conn.execute(f"SELECT c.conname FROM {_A_MARK}", dict(names)).fetchall():
+        conn.execute(sql.SQL("ALTER TABLE {references} DROP CONSTRAINT {mark}").format(mark=sql.Identifier(stale), **t))
     conn.execute(sql.SQL("ALTER TABLE {references} ADD CONSTRAINT {mark} CHECK (position IS NULL OR position IS NOT"
-                         " NULL)").format(mark=mark, **_ident(names)))
+                         " NULL)").format(mark=sql.Identifier(names["references"] + _CLOCK_CHECKED_SUFFIX), **t))
 
 
-def _give_the_f19148d_mark(conn: Any, names: Mapping[str, str]) -> None:
-    """Leave f19148d's mark on a history this version's mark is on but f19148d's is not (marked by
+def _complete_the_marks(conn: Any, names: Mapping[str, str]) -> None:
+    """On a history already checked, leave what marks it lacks: f19148d's (marked by
     4fafd48..a7f1507^, or its comment lost in a dump), so an f19148d install never distrusts it
-    by its own means. Its owner only; anyone else reads on (what it misses protects only
-    against that install)."""
-    marked, owner = conn.execute(
-        "SELECT " + _F19148D_MARKED_SQL + ", pg_has_role((SELECT relowner FROM pg_class"
+    by its own means; and this version's in place of an older ``CHECK (true)``
+    (4fafd48..364fdcb^), which names no column and so would still count after ``position`` is
+    renamed by hand and an older install places the history again, unchecked. Its owner only;
+    anyone else reads on (what it misses protects only against those cases)."""
+    marked, named, owner = conn.execute(
+        "SELECT " + _F19148D_MARKED_SQL + ", " + _NAMING_MARK_SQL + ", pg_has_role((SELECT relowner FROM pg_class"
         " WHERE oid = to_regclass(%(references)s)), 'MEMBER')", dict(names)).fetchone()
-    if marked or not owner:
+    if (marked and named) or not owner:
         return
     try:
         with _under_the_history_lock(conn, names):
-            _leave_f19148d_mark(conn, names)
+            _mark_clock_checked(conn, names)
     except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
         pass
 
@@ -440,7 +449,7 @@ def check_placement_once(conn: Any, names: Mapping[str, str]) -> None:
     is refused (:class:`DatabaseError`: the verdict fails closed) until the owner's contact, even
     on a history with nothing recorded (what it recorded would be distrusted then)."""
     if clock_checked(conn, names):
-        _give_the_f19148d_mark(conn, names)
+        _complete_the_marks(conn, names)
         return
     try:
         with _under_the_history_lock(conn, names):
