@@ -1,7 +1,8 @@
 """The gate as a hostile user meets it: the real job, run several times on the demo corpus.
 
 One state dir and one history through the whole sequence, each step a `dagster job execute`
-(or `dagster asset materialize`) as CI runs it:
+(or `dagster asset materialize`) as CI runs it, without golden prompts (`golden_prompts: source:
+none`), so the retrieval gate alone decides each exit code:
 
 1. base run                                  exit 0, every variant `first_run`
 2. a stamped 50-question subset (another benchmark) exit 0, `paired` with run 1's configurations
@@ -80,7 +81,9 @@ def scenario(tmp_path, job_env, local_embedder):
                   OPENAI_BASE_URL=stub.base_url, EVAL_PIPELINE_LLM_MODEL="stub-model", OPENAI_API_KEY="sk-test")
 
     def run(name, questions=None, rank_again=False, **env_overrides):
-        config = {"ops": {"report": {"config": {"results_dir": str(tmp_path / name)}}}}
+        # no golden prompts: answering them again (the first run, the weights swap) took 4.6 s a run
+        config = {"ops": {"report": {"config": {"results_dir": str(tmp_path / name)}},
+                          "golden_prompts": {"config": {"source": "none"}}}}
         if rank_again:  # a clean checkout replays unchanged results from the cache; ask the endpoint again
             config["ops"]["ranked_results"] = {"config": {"reuse": False}}
         if questions:
@@ -118,7 +121,8 @@ def test_the_gate_is_not_fooled(scenario, tmp_path):
     assert {s for _, s in _gates(report).values()} == {"paired"}
 
     # 3. a regression on the full set: judged against run 1 despite run 2 in between
-    code, report, log = run("regressed", EVAL_PIPELINE_VARIANTS=_variants(tmp_path, "bad", dense={"abstain_below": 5.0}))
+    code, report, log = run("regressed",
+                            EVAL_PIPELINE_VARIANTS=_variants(tmp_path, "bad", dense={"abstain_below": 5.0}))
     assert code == 1
     gates = _gates(report)
     assert gates["dense"] == ("FAILED", "comparable") and gates["bm25"] == ("passed", "comparable")
