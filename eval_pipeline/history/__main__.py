@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     if accepted.retrieval is None:
         print(f"run {args.run_id} has no run row (its answers were recorded through the library): its answers alone")
     else:
-        print(f"run {args.run_id} is now the pinned reference of: {', '.join(accepted.retrieval)}")
+        print(f"run {args.run_id} is now the pinned reference of: "
+              f"{', '.join(accepted.retrieval) or 'no retrieval variant (answers alone)'}")
     print(f"answers accepted: {', '.join(f'{v} {g}' for v, g in accepted.answers) or 'none'}")
     for reason in accepted.refused:
         print(f"answers not accepted: {reason}")

@@ -677,9 +677,10 @@ def accept_run(connection_string: str, run_id: str, *, variants: Sequence[str] |
     (recorded through the library, by `record_answers`) has its answers accepted alone, the way
     out a not-compared message names for it; with neither, or with nothing accepted, a
     ValueError says why."""
+    answered = {r["variant"] for r in read_answer_runs(connection_string, run_id=run_id, prefix=prefix)}
     try:
         retrieval: list[str] | None = accept_reference(connection_string, run_id, variants=variants, note=note,
-                                                       accepted_by=accepted_by, prefix=prefix)
+                                                       accepted_by=accepted_by, prefix=prefix, answered=answered)
     except NoRecordedRun as missing:
         retrieval, no_run = None, missing
     answers, refused = accept_answer_run(connection_string, run_id, variants=variants, note=note,

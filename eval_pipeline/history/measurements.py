@@ -404,23 +404,38 @@ def _mark_clock_checked(conn: Any, names: Mapping[str, str]) -> None:
                          " NULL)").format(mark=sql.Identifier(names["references"] + _CLOCK_CHECKED_SUFFIX), **t))
 
 
+# The way out of a refusal only the history's owner can end.
+_OWNERS_CONTACT = ("as the owner, run python -m eval_pipeline.history --url-env VAR runs with the owner's database "
+                   "URL in VAR (and --prefix, for a history under another prefix than eval), or any run of the job")
+
+
 def _complete_the_marks(conn: Any, names: Mapping[str, str]) -> None:
     """On a history already checked, leave what marks it lacks: f19148d's (marked by
     4fafd48..a7f1507^, or its comment lost in a dump), so an f19148d install never distrusts it
     by its own means; and this version's in place of an older ``CHECK (true)``
     (4fafd48..364fdcb^), which names no column and so would still count after ``position`` is
-    renamed by hand and an older install places the history again, unchecked. Its owner only;
-    anyone else reads on (what it misses protects only against those cases)."""
+    renamed by hand and an older install places the history again, unchecked. Its owner only:
+    anyone else reads on without f19148d's mark (it protects only against that install), and is
+    refused (:class:`DatabaseError`) on a history whose only mark is ``CHECK (true)`` until the
+    owner's contact replaces it."""
     marked, named, owner = conn.execute(
         "SELECT " + _F19148D_MARKED_SQL + ", " + _NAMING_MARK_SQL + ", pg_has_role((SELECT relowner FROM pg_class"
         " WHERE oid = to_regclass(%(references)s)), 'MEMBER')", dict(names)).fetchone()
-    if (marked and named) or not owner:
+    if marked and named:
         return
-    try:
-        with _under_the_history_lock(conn, names):
-            _mark_clock_checked(conn, names)
-    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
-        pass
+    refused = "not the tables' owner"
+    if owner:
+        try:
+            with _under_the_history_lock(conn, names):
+                _mark_clock_checked(conn, names)
+            return
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
+            refused = type(exc).__name__
+    if not named:  # only CHECK (true): read on, and an older install's re-placement would pass unseen
+        raise DatabaseError(
+            f"the history {names['measurements']} carries a mark of an older version (2026-12-06) that names no "
+            f"column, which only its tables' owner can replace, and this connection cannot ({refused}): "
+            f"{_OWNERS_CONTACT}")
 
 
 @contextmanager
@@ -463,10 +478,9 @@ def check_placement_once(conn: Any, names: Mapping[str, str]) -> None:
         raise DatabaseError(
             f"the history {names['measurements']} was placed by a version of 2026-12-06 that left no mark of "
             "checking the clock its acceptances were placed by, so nothing in it can be trusted until its "
-            f"tables' owner marks it, and this connection cannot ({type(exc).__name__}): as the owner, run "
-            "python -m eval_pipeline.history --url-env VAR runs with the owner's database URL in VAR (and "
-            "--prefix, for a history under another prefix than eval), or any run of the job; then accept a run "
-            "of each variant") from None
+            f"tables' owner marks it, and this connection cannot ({type(exc).__name__}): {_OWNERS_CONTACT}; "
+            "then accept a run of each variant") from None
+
 
 
 # How far a stamp may fall behind the one recorded before it (by the table's own numbering)

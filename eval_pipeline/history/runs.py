@@ -64,7 +64,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -908,9 +908,12 @@ def accept_reference(
     note: str = "",
     accepted_by: str | None = None,
     prefix: str = "eval",
+    answered: Collection[str] = (),
 ) -> list[str]:
     """Accept a recorded run as the pinned reference of ``variants`` (default: all of its
     variants) on its benchmark, for example after a deliberate trade-off the gate failed.
+    A variant named in ``answered`` (the run has answers of it: `answers.accept_run`) that the run
+    did not rank is left to the answers' acceptance, not refused.
     The run then also serves as the previous run. Refused, with a ValueError naming why: an
     unknown run, a limited run (its means are over other questions), a variant the run does
     not have, or a variant with errored questions (its metrics are incomplete); and, unless
@@ -939,9 +942,10 @@ def accept_reference(
             .format(sql.Identifier(names["measurements"])), (run_id, measurements.RETRIEVAL)).fetchall()}
         have = list(measured)
         chosen = sorted(set(variants)) if variants is not None else have
-        absent = [v for v in chosen if v not in have]
+        absent = [v for v in chosen if v not in have and v not in answered]
         if absent or not chosen:
-            raise ValueError(f"run {run_id!r} has no variant(s) {absent or chosen}; it has: {', '.join(have)}")
+            raise ValueError(f"run {run_id!r} has no variant(s) {absent or chosen}; it has: {', '.join(have)}"
+                             + (f" (and answers of {', '.join(sorted(answered))})" if answered else ""))
         renamed = {v: e["maybe_renamed_from"] for v, e in (gate if isinstance(gate, Mapping) else {}).items()
                    if isinstance(e, Mapping) and e.get("maybe_renamed_from")}
         if renamed:  # whole or by name: any acceptance of this run starts the project's window at it
@@ -950,6 +954,9 @@ def accept_reference(
                 f"{', '.join(sorted({str(n) for names in renamed.values() for n in names}))} renamed (vanished from "
                 "the variants file in that run): accepting it would acknowledge that removal with nothing of its "
                 "history judged; materialize every variant and accept a run that measured them")
+        chosen = [v for v in chosen if v in have]  # the others named are answers alone (`answered`)
+        if not chosen:
+            return []
         if variants is None:  # a whole run: each variant whose gate says more than "not comparable" is named
             _refuse_unnamed(run_id, failed_against_yardstick(gate, have, gate_failed), (
                 "failed the gate against a comparable yardstick (a measured regression, not a missing comparison), "
