@@ -267,6 +267,12 @@ def _password_role(pg: EmbeddedPostgres) -> str:
     return url
 
 
+# The run's Dagster instance in a database of its own on the session server: the scan reads every
+# table of it, and the worker's shared "dagster" database holds every other run of the session too
+# (22 s of scanning in the loaded lane, for rows this run never wrote).
+DAGSTER_DATABASE = "dagster_secret_scan"
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, embedded_pg):
     root = tmp_path_factory.mktemp("secret_scan")
@@ -281,7 +287,7 @@ def run(tmp_path_factory, embedded_pg):
             base_url = (f"http://{BASIC_USER}:{quote(SECRETS['base URL userinfo password'], safe='')}"
                         f"@127.0.0.1:{port}/v1?api-key={quote(SECRETS['base URL query api-key'], safe='')}")
             env = job_environment(
-                state, embedded_pg.uri("dagster", driver="psycopg2"),
+                state, embedded_pg.uri(DAGSTER_DATABASE, driver="psycopg2"),
                 EVAL_PIPELINE_DB="external", EVAL_PIPELINE_DATABASE_URL=db_url,
                 OPENAI_BASE_URL=base_url, OPENAI_API_KEY=SECRETS["OPENAI_API_KEY"],
                 EVAL_PIPELINE_LLM_MODEL="stub-model", EVAL_PIPELINE_LLM_SHARED_LIMIT="1",
@@ -298,7 +304,7 @@ def run(tmp_path_factory, embedded_pg):
             job = start_job(root, "job", env, config)
             code = job.wait(timeout=900)
             log = (root / "job.log").read_text(encoding="utf-8", errors="replace")
-            yield ScanRun(root, state, results, code, log, embedded_pg.uri("dagster"), pg.uri("eval"),
+            yield ScanRun(root, state, results, code, log, embedded_pg.uri(DAGSTER_DATABASE), pg.uri("eval"),
                           list(stub.raw), list(stub.requests), list(stub.errors))
     finally:
         pg.stop()
