@@ -6,6 +6,7 @@ does the same from the UI).
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from eval_pipeline.common.state import default_state_dir
@@ -15,6 +16,7 @@ from eval_pipeline.store.database import (
     DATABASE_KIND_ENV,
     DATABASE_URL_ENV,
     CommandLineParser,
+    DatabaseError,
     command_line_database_url,
 )
 
@@ -43,30 +45,35 @@ def main(argv: list[str] | None = None) -> int:
     accept.add_argument("--by", default=None, help="who accepts (default: $USER)")
     args = parser.parse_args(argv)
     connection_string = command_line_database_url(args.url_env, args.state_dir, args.database)
-    if args.command == "runs":
-        for r in recent_runs(connection_string, limit=args.limit, prefix=args.prefix):
-            flags = ["limited"] if r["limited"] else []
-            flags += ["eligible" if r["eligible"] else "not eligible"]
-            if r["gate_failed"]:
-                flags.append(f"gate failed: {', '.join(r['gate_failed'])}")
-            if r["accepted"]:
-                flags.append(f"accepted: {', '.join(r['accepted'])}")
-            print(f"{r['run_id']}  {r['created_at']:%Y-%m-%d %H:%M:%S}  {'; '.join(flags)}")
-        return 0
-    try:
-        run_id = resolve_run_id(connection_string, args.run_id, prefix=args.prefix)
-        if run_id != args.run_id:
-            print(f"{LATEST}: the newest recorded run, {run_id}")
-        args.run_id = run_id
-        accepted = accept_run(connection_string, args.run_id, variants=args.variants, note=args.note,
-                              accepted_by=args.by, prefix=args.prefix)
-    except ValueError as exc:
+    try:  # a refusal (a bad run id, a history only its owner can repair first) is an error line, not a traceback
+        return (_runs if args.command == "runs" else _accept)(args, connection_string)
+    except (ValueError, DatabaseError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _runs(args: argparse.Namespace, connection_string: str) -> int:
+    for r in recent_runs(connection_string, limit=args.limit, prefix=args.prefix):
+        flags = ["limited"] if r["limited"] else []
+        flags += ["eligible" if r["eligible"] else "not eligible"]
+        if r["gate_failed"]:
+            flags.append(f"gate failed: {', '.join(r['gate_failed'])}")
+        if r["accepted"]:
+            flags.append(f"accepted: {', '.join(r['accepted'])}")
+        print(f"{r['run_id']}  {r['created_at']:%Y-%m-%d %H:%M:%S}  {'; '.join(flags)}")
+    return 0
+
+
+def _accept(args: argparse.Namespace, connection_string: str) -> int:
+    run_id = resolve_run_id(connection_string, args.run_id, prefix=args.prefix)
+    if run_id != args.run_id:
+        print(f"{LATEST}: the newest recorded run, {run_id}")
+    accepted = accept_run(connection_string, run_id, variants=args.variants, note=args.note, accepted_by=args.by,
+                          prefix=args.prefix)
     if accepted.retrieval is None:
-        print(f"run {args.run_id} has no run row (its answers were recorded through the library): its answers alone")
+        print(f"run {run_id} has no run row (its answers were recorded through the library): its answers alone")
     else:
-        print(f"run {args.run_id} is now the pinned reference of: "
+        print(f"run {run_id} is now the pinned reference of: "
               f"{', '.join(accepted.retrieval) or 'no retrieval variant (answers alone)'}")
     print(f"answers accepted: {', '.join(f'{v} {g}' for v, g in accepted.answers) or 'none'}")
     for reason in accepted.refused:
@@ -77,7 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"the gate in force for the whole project from now on (the accepted run's settings, every variant): "
           f"{policy or 'strict off'}; tolerances {tolerances or 'none recorded'}")
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -685,7 +685,8 @@ def accept_run(connection_string: str, run_id: str, *, variants: Sequence[str] |
         retrieval, no_run = None, missing
     answers, refused = accept_answer_run(connection_string, run_id, variants=variants, note=note,
                                          accepted_by=accepted_by, prefix=prefix)
-    if retrieval is None and not answers:
-        raise ValueError(f"{no_run}" + (f"; its answer rows were not accepted: {'; '.join(refused)}" if refused
-                                        else ", nor any answer row of it"))
+    if not retrieval and not answers:  # nothing accepted: no run, or only answer rows named, all refused
+        why = no_run if retrieval is None else f"run {run_id!r} ranked none of {', '.join(sorted(variants or []))}"
+        raise ValueError(f"{why}" + (f"; its answer rows were not accepted: {'; '.join(refused)}" if refused
+                                     else ", nor any answer row of it"))
     return RunAcceptance(retrieval, answers, refused)
