@@ -85,5 +85,6 @@ def _accept(args: argparse.Namespace, connection_string: str) -> int:
           f"{policy or 'strict off'}; tolerances {tolerances or 'none recorded'}")
     return 0
 
+
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -482,7 +482,6 @@ def check_placement_once(conn: Any, names: Mapping[str, str]) -> None:
             "then accept a run of each variant") from None
 
 
-
 # How far a stamp may fall behind the one recorded before it (by the table's own numbering)
 # before the clock is taken to have stepped: concurrent writers stamp their transaction's start,
 # so a row numbered later may carry a stamp a few seconds earlier.
