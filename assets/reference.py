@@ -22,6 +22,7 @@ from assets.metadata import to_metadata
 from eval_pipeline.common.metadata import RunLink
 from eval_pipeline.history.answers import accept_run
 from eval_pipeline.history.runs import LATEST, resolve_run_id
+from eval_pipeline.store.database import DatabaseError
 from resources import DatabaseResource
 
 
@@ -48,7 +49,7 @@ def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, data
         context.log.info(f"accepting run {run_id}" + (f" ({asked_for})" if run_id != config.run_id else ""))
         accepted = accept_run(connection_string, run_id, variants=config.variants, note=config.note,
                               accepted_by=who)
-    except ValueError as exc:
+    except (ValueError, DatabaseError) as exc:  # refused, or not written at all (one transaction)
         raise Failure(description=str(exc)) from None
     retrieval = accepted.retrieval or []
     answers = ", ".join(f"{v} {g}" for v, g in accepted.answers) or "none"

@@ -46,10 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     connection_string = command_line_database_url(args.url_env, args.state_dir, args.database)
     try:  # a refusal (a bad run id, a history only its owner can repair first) is an error line, not a traceback
-        return (_runs if args.command == "runs" else _accept)(args, connection_string)
+        if args.command == "runs":
+            return _runs(args, connection_string)
+        run_id = _accept(args, connection_string)
     except (ValueError, DatabaseError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:  # the acceptance is committed: what follows only reports
+        _print_the_gate_in_force(args, connection_string)
+    except DatabaseError as exc:
+        print(f"warning: run {run_id} is accepted as printed; reading the gate now in force failed: {exc}",
+              file=sys.stderr)
+    return 0
 
 
 def _runs(args: argparse.Namespace, connection_string: str) -> int:
@@ -64,7 +72,8 @@ def _runs(args: argparse.Namespace, connection_string: str) -> int:
     return 0
 
 
-def _accept(args: argparse.Namespace, connection_string: str) -> int:
+def _accept(args: argparse.Namespace, connection_string: str) -> str:
+    """Accept the run (all of what it prints, in one transaction, or nothing); its id."""
     run_id = resolve_run_id(connection_string, args.run_id, prefix=args.prefix)
     if run_id != args.run_id:
         print(f"{LATEST}: the newest recorded run, {run_id}")
@@ -78,12 +87,15 @@ def _accept(args: argparse.Namespace, connection_string: str) -> int:
     print(f"answers accepted: {', '.join(f'{v} {g}' for v, g in accepted.answers) or 'none'}")
     for reason in accepted.refused:
         print(f"answers not accepted: {reason}")
+    return run_id
+
+
+def _print_the_gate_in_force(args: argparse.Namespace, connection_string: str) -> None:
     gate = project_history(connection_string, prefix=args.prefix)
     policy = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in sorted((gate.get("policy") or {}).items()))
     tolerances = ", ".join(f"{m} {v:g}" for m, (v, _) in sorted((gate.get("tolerances") or {}).items()))
     print(f"the gate in force for the whole project from now on (the accepted run's settings, every variant): "
           f"{policy or 'strict off'}; tolerances {tolerances or 'none recorded'}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -64,17 +64,20 @@ from eval_pipeline.history import measurements
 from eval_pipeline.history.measurements import ANSWER_METRICS, answers_aspect
 from eval_pipeline.history.runs import (
     NoRecordedRun,
-    accept_reference,
     create_tables,
     history_exists,
+    retrieval_to_accept,
     table_names,
     who_accepts,
+    write_acceptance,
 )
 from eval_pipeline.store.database import call_redacted, connect
 
 __all__ = [
     "ANSWER_METRICS",
     "ROW_FIELDS",
+    "RunAcceptance",
+    "accept_run",
     "answer_comparable",
     "previous_answer_run",
     "read_answer_runs",
@@ -622,10 +625,29 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
     corpus or grader: nothing measured that change). A run with no answer rows accepts nothing."""
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
-    rows = [r for r in read_answer_runs(connection_string, run_id=run_id, prefix=prefix)
-            if variants is None or r["variant"] in set(variants)]
-    accepted, refused = [], []
+    accepted, refused = answers_to_accept(read_answer_runs(connection_string, run_id=run_id, prefix=prefix),
+                                          run_id=run_id, variants=variants)
+
+    def write() -> None:
+        names = table_names(prefix)
+        with connect(connection_string) as conn:
+            write_acceptance(conn, names, run_id, [(v, answers_aspect(g)) for v, g in accepted], note=note,
+                             accepted_by=accepted_by or who_accepts())
+
+    if accepted:
+        call_redacted(connection_string, f"accepting answer run {run_id!r}", write)
+    return accepted, refused
+
+
+def answers_to_accept(rows: Sequence[Mapping[str, Any]], *, run_id: str,
+                      variants: Sequence[str] | None = None) -> tuple[list[tuple[str, str]], list[str]]:
+    """Of a run's answer rows (:func:`read_answer_runs`), those of `variants` (default all) an
+    acceptance takes, as (variant, grader), and why each other was not (:func:`accept_answer_run`)."""
+    accepted: list[tuple[str, str]] = []
+    refused: list[str] = []
     for r in rows:
+        if variants is not None and r["variant"] not in set(variants):
+            continue
         metrics = {m: None if isinstance(r[m], float) and math.isnan(r[m]) else r[m] for m in ANSWER_METRICS}
         reasons = yardstick_problems({**r, **metrics})
         gate = (r.get("provenance") or {}).get("gate")
@@ -646,15 +668,6 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
             refused.append(f"{r['variant']} {r['grader']}: " + "; ".join(reasons))
         else:
             accepted.append((r["variant"], r["grader"]))
-
-    def write() -> None:
-        names = table_names(prefix)
-        with connect(connection_string) as conn, conn.transaction():
-            measurements.accept(conn, names, run_id, [(v, answers_aspect(g)) for v, g in accepted], note=note,
-                                accepted_by=accepted_by or who_accepts())
-
-    if accepted:
-        call_redacted(connection_string, f"accepting answer run {run_id!r}", write)
     return accepted, refused
 
 
@@ -672,21 +685,27 @@ class RunAcceptance:
 def accept_run(connection_string: str, run_id: str, *, variants: Sequence[str] | None = None, note: str = "",
                accepted_by: str | None = None, prefix: str = "eval") -> RunAcceptance:
     """Accept a recorded run as the pinned reference of its variants, retrieval
-    (`runs.accept_reference`) and answers (:func:`accept_answer_run`) alike: what the command
-    line's ``accept`` and the ``accept_reference`` job do. A run with no run row but answer rows
-    (recorded through the library, by `record_answers`) has its answers accepted alone, the way
-    out a not-compared message names for it; with neither, or with nothing accepted, a
-    ValueError says why."""
-    answered = {r["variant"] for r in read_answer_runs(connection_string, run_id=run_id, prefix=prefix)}
-    try:
-        retrieval: list[str] | None = accept_reference(connection_string, run_id, variants=variants, note=note,
-                                                       accepted_by=accepted_by, prefix=prefix, answered=answered)
-    except NoRecordedRun as missing:
-        retrieval, no_run = None, missing
-    answers, refused = accept_answer_run(connection_string, run_id, variants=variants, note=note,
-                                         accepted_by=accepted_by, prefix=prefix)
-    if not retrieval and not answers:  # nothing accepted: no run, or only answer rows named, all refused
-        why = no_run if retrieval is None else f"run {run_id!r} ranked none of {', '.join(sorted(variants or []))}"
-        raise ValueError(f"{why}" + (f"; its answer rows were not accepted: {'; '.join(refused)}" if refused
-                                     else ", nor any answer row of it"))
+    (`runs.retrieval_to_accept`) and answers (:func:`answers_to_accept`) alike, in one
+    transaction: all of it or nothing. What the command line's ``accept`` and the
+    ``accept_reference`` job do. A run with no run row but answer rows (recorded through the
+    library, by `record_answers`) has its answers accepted alone, the way out a not-compared
+    message names for it; with neither, or with nothing accepted, a ValueError says why."""
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+    names = table_names(prefix)
+    rows = read_answer_runs(connection_string, run_id=run_id, prefix=prefix)
+    answers, refused = answers_to_accept(rows, run_id=run_id, variants=variants)
+    with connect(connection_string) as conn:
+        try:
+            retrieval: list[str] | None = retrieval_to_accept(conn, names, run_id, variants=variants,
+                                                              answered={r["variant"] for r in rows})
+        except NoRecordedRun as missing:
+            retrieval, no_run = None, missing
+        if not retrieval and not answers:  # nothing to accept: no run, or only answer rows named, all refused
+            why = no_run if retrieval is None else f"run {run_id!r} ranked none of {', '.join(sorted(variants or []))}"
+            raise ValueError(f"{why}" + (f"; its answer rows were not accepted: {'; '.join(refused)}" if refused
+                                         else ", nor any answer row of it"))
+        write_acceptance(conn, names, run_id, [(v, measurements.RETRIEVAL) for v in retrieval or []]
+                         + [(v, answers_aspect(g)) for v, g in answers], note=note,
+                         accepted_by=accepted_by or who_accepts())
     return RunAcceptance(retrieval, answers, refused)

@@ -908,82 +908,99 @@ def accept_reference(
     note: str = "",
     accepted_by: str | None = None,
     prefix: str = "eval",
-    answered: Collection[str] = (),
 ) -> list[str]:
     """Accept a recorded run as the pinned reference of ``variants`` (default: all of its
     variants) on its benchmark, for example after a deliberate trade-off the gate failed.
-    A variant named in ``answered`` (the run has answers of it: `answers.accept_run`) that the run
-    did not rank is left to the answers' acceptance, not refused.
-    The run then also serves as the previous run. Refused, with a ValueError naming why: an
-    unknown run, a limited run (its means are over other questions), a variant the run does
-    not have, or a variant with errored questions (its metrics are incomplete); and, unless
-    ``variants`` names them, a run whose variants failed their gate against a comparable
-    yardstick (:func:`failed_against_yardstick`: accepting the whole run must not accept a
-    measured regression unnoticed). Returns the variants accepted.
+    The run then also serves as the previous run. Refused, with a ValueError naming why
+    (:func:`retrieval_to_accept`). Returns the variants accepted. Its answers too:
+    `answers.accept_run`, which the command line and the job use.
 
     The acceptance is recorded with who accepted (``accepted_by``, else the ``USER`` of the
     environment) and when; the latest acceptance wins, whatever the order the runs ran in."""
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     names = table_names(prefix)
-    who = accepted_by or who_accepts()
     with connect(connection_string) as conn:
-        if not history_exists(conn, names):
-            raise NoRecordedRun(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
-        run = conn.execute(sql.SQL("SELECT limited, provenance->'gate', provenance->'gate_failed' FROM {} "
-                                   "WHERE run_id = %s").format(sql.Identifier(names["runs"])), (run_id,)).fetchone()
-        if run is None:
-            raise NoRecordedRun(f"no recorded run {run_id!r} in {names['runs']}")
-        limited, gate, gate_failed = run
-        if limited:
-            raise ValueError(f"run {run_id!r} is a limited run (a subset of the questions): it cannot be a reference")
-        measured = {r[0]: r[1] for r in conn.execute(
-            sql.SQL("SELECT variant, errored FROM {} WHERE run_id = %s AND aspect = %s ORDER BY variant")
-            .format(sql.Identifier(names["measurements"])), (run_id, measurements.RETRIEVAL)).fetchall()}
-        have = list(measured)
-        chosen = sorted(set(variants)) if variants is not None else have
-        absent = [v for v in chosen if v not in have and v not in answered]
-        if absent or not chosen:
-            raise ValueError(f"run {run_id!r} has no variant(s) {absent or chosen}; it has: {', '.join(have)}"
-                             + (f" (and answers of {', '.join(sorted(answered))})" if answered else ""))
-        renamed = {v: e["maybe_renamed_from"] for v, e in (gate if isinstance(gate, Mapping) else {}).items()
-                   if isinstance(e, Mapping) and e.get("maybe_renamed_from")}
-        if renamed:  # whole or by name: any acceptance of this run starts the project's window at it
-            raise ValueError(
-                f"run {run_id!r} did not measure {', '.join(sorted(renamed))}, which may be "
-                f"{', '.join(sorted({str(n) for names in renamed.values() for n in names}))} renamed (vanished from "
-                "the variants file in that run): accepting it would acknowledge that removal with nothing of its "
-                "history judged; materialize every variant and accept a run that measured them")
-        chosen = [v for v in chosen if v in have]  # the others named are answers alone (`answered`)
-        if not chosen:
-            return []
-        if variants is None:  # a whole run: each variant whose gate says more than "not comparable" is named
-            _refuse_unnamed(run_id, failed_against_yardstick(gate, have, gate_failed), (
-                "failed the gate against a comparable yardstick (a measured regression, not a missing comparison), "
-                "or failed it in a run recorded without saying which; accepting the whole run would accept it "
-                "unnoticed. Name each variant to accept:"))
-            _refuse_unnamed(run_id, unjudged_in(gate, have), (
-                "could not be judged in that run (a comparison failed: the history could not be read, or a "
-                "reference could not be ranked), so nothing says whether they regressed; run the job again to judge "
-                "them, or name each variant to accept it unjudged:"))
-        errored = [v for v in chosen if measured[v] > 0]
-        if errored:
-            raise ValueError(f"run {run_id!r} has errored questions for variant(s) {errored}: their metrics are "
-                             "incomplete, so it cannot be a reference")
-        fell_back = [r[0] for r in conn.execute(
-            sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s AND aspect = %s AND metric = 'n_rerank_fallback'"
-                    " AND value > 0 AND variant = ANY(%s) ORDER BY variant").format(sql.Identifier(names["metrics"])),
-            (run_id, measurements.RETRIEVAL, chosen)).fetchall()]
-        if fell_back:
-            raise ValueError(f"run {run_id!r} has reranker fallbacks for variant(s) {fell_back}: their numbers are "
-                             "the first-stage order's, not their configuration's, so it cannot be a reference")
-        try:
-            with conn.transaction():
-                measurements.accept(conn, names, run_id, [(v, measurements.RETRIEVAL) for v in chosen], note=note,
-                                    accepted_by=who)
-        except psycopg.Error as exc:
-            raise RuntimeError(f"accepting run {run_id!r} failed: {type(exc).__name__}") from None
+        chosen = retrieval_to_accept(conn, names, run_id, variants=variants)
+        write_acceptance(conn, names, run_id, [(v, measurements.RETRIEVAL) for v in chosen], note=note,
+                         accepted_by=accepted_by or who_accepts())
     return chosen
+
+
+def retrieval_to_accept(conn: Any, names: Mapping[str, str], run_id: str, *, variants: Iterable[str] | None = None,
+                        answered: Collection[str] = ()) -> list[str]:
+    """The retrieval variants of ``run_id`` an acceptance of ``variants`` (default: all of them)
+    takes, or a ValueError naming why it is refused: an unknown run (:class:`NoRecordedRun`), a
+    limited run (its means are over other questions), a variant the run does not have, or a
+    variant with errored questions (its metrics are incomplete) or reranker fallbacks; and, unless
+    ``variants`` names them, a run whose variants failed their gate against a comparable
+    yardstick (:func:`failed_against_yardstick`: accepting the whole run must not accept a
+    measured regression unnoticed). A variant named in ``answered`` (the run has answers of it)
+    that the run did not rank is left to the answers' acceptance, not refused. Writes nothing."""
+    if not history_exists(conn, names):
+        raise NoRecordedRun(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
+    run = conn.execute(sql.SQL("SELECT limited, provenance->'gate', provenance->'gate_failed' FROM {} "
+                               "WHERE run_id = %s").format(sql.Identifier(names["runs"])), (run_id,)).fetchone()
+    if run is None:
+        raise NoRecordedRun(f"no recorded run {run_id!r} in {names['runs']}")
+    limited, gate, gate_failed = run
+    if limited:
+        raise ValueError(f"run {run_id!r} is a limited run (a subset of the questions): it cannot be a reference")
+    measured = {r[0]: r[1] for r in conn.execute(
+        sql.SQL("SELECT variant, errored FROM {} WHERE run_id = %s AND aspect = %s ORDER BY variant")
+        .format(sql.Identifier(names["measurements"])), (run_id, measurements.RETRIEVAL)).fetchall()}
+    have = list(measured)
+    chosen = sorted(set(variants)) if variants is not None else have
+    absent = [v for v in chosen if v not in have and v not in answered]
+    if absent or not chosen:
+        raise ValueError(f"run {run_id!r} has no variant(s) {absent or chosen}; it has: {', '.join(have)}"
+                         + (f" (and answers of {', '.join(sorted(answered))})" if answered else ""))
+    renamed = {v: e["maybe_renamed_from"] for v, e in (gate if isinstance(gate, Mapping) else {}).items()
+               if isinstance(e, Mapping) and e.get("maybe_renamed_from")}
+    if renamed:  # whole or by name: any acceptance of this run starts the project's window at it
+        raise ValueError(
+            f"run {run_id!r} did not measure {', '.join(sorted(renamed))}, which may be "
+            f"{', '.join(sorted({str(n) for names in renamed.values() for n in names}))} renamed (vanished from "
+            "the variants file in that run): accepting it would acknowledge that removal with nothing of its "
+            "history judged; materialize every variant and accept a run that measured them")
+    chosen = [v for v in chosen if v in have]  # the others named are answers alone (`answered`)
+    if not chosen:
+        return []
+    if variants is None:  # a whole run: each variant whose gate says more than "not comparable" is named
+        _refuse_unnamed(run_id, failed_against_yardstick(gate, have, gate_failed), (
+            "failed the gate against a comparable yardstick (a measured regression, not a missing comparison), "
+            "or failed it in a run recorded without saying which; accepting the whole run would accept it "
+            "unnoticed. Name each variant to accept:"))
+        _refuse_unnamed(run_id, unjudged_in(gate, have), (
+            "could not be judged in that run (a comparison failed: the history could not be read, or a "
+            "reference could not be ranked), so nothing says whether they regressed; run the job again to judge "
+            "them, or name each variant to accept it unjudged:"))
+    errored = [v for v in chosen if measured[v] > 0]
+    if errored:
+        raise ValueError(f"run {run_id!r} has errored questions for variant(s) {errored}: their metrics are "
+                         "incomplete, so it cannot be a reference")
+    fell_back = [r[0] for r in conn.execute(
+        sql.SQL("SELECT DISTINCT variant FROM {} WHERE run_id = %s AND aspect = %s AND metric = 'n_rerank_fallback'"
+                " AND value > 0 AND variant = ANY(%s) ORDER BY variant").format(sql.Identifier(names["metrics"])),
+        (run_id, measurements.RETRIEVAL, chosen)).fetchall()]
+    if fell_back:
+        raise ValueError(f"run {run_id!r} has reranker fallbacks for variant(s) {fell_back}: their numbers are "
+                         "the first-stage order's, not their configuration's, so it cannot be a reference")
+    return chosen
+
+
+def write_acceptance(conn: Any, names: Mapping[str, str], run_id: str, measured: Sequence[tuple[str, str]], *,
+                     note: str, accepted_by: str) -> None:
+    """Record the acceptance of ``run_id``'s (variant, aspect) measurements in one transaction: all
+    of them, or (a DatabaseError saying so) none."""
+    if not measured:
+        return
+    try:
+        with conn.transaction():
+            measurements.accept(conn, names, run_id, measured, note=note, accepted_by=accepted_by)
+    except psycopg.Error as exc:
+        raise DatabaseError(f"accepting run {run_id!r} failed: {type(exc).__name__}; nothing of it was accepted"
+                            ) from None
 
 
 def failed_against_yardstick(gate: object, variants: Iterable[str], gate_failed: object = None) -> list[str]:
