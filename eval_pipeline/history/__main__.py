@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import psycopg
+
 from eval_pipeline.common.state import default_state_dir
 from eval_pipeline.history.answers import accept_run
 from eval_pipeline.history.runs import LATEST, project_history, recent_runs, resolve_run_id
@@ -54,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:  # the acceptance is committed: what follows only reports
         _print_the_gate_in_force(args, connection_string)
-    except DatabaseError as exc:
-        print(f"warning: run {run_id} is accepted as printed; reading the gate now in force failed: {exc}",
+    except (DatabaseError, psycopg.Error) as exc:
+        # a query's own error (a lock or statement timeout) by its type only: nothing it might quote
+        reason = str(exc) if isinstance(exc, DatabaseError) else type(exc).__name__
+        print(f"warning: run {run_id} is accepted as printed; reading the gate now in force failed: {reason}",
               file=sys.stderr)
     return 0
 

@@ -991,13 +991,15 @@ def retrieval_to_accept(conn: Any, names: Mapping[str, str], run_id: str, *, var
 
 def write_acceptance(conn: Any, names: Mapping[str, str], run_id: str, measured: Sequence[tuple[str, str]], *,
                      note: str, accepted_by: str) -> None:
-    """Record the acceptance of ``run_id``'s (variant, aspect) measurements in one transaction: all
-    of them, or (a DatabaseError saying so) none."""
+    """Record the acceptance of ``run_id``'s (variant, aspect) measurements and commit it, with
+    whatever the caller's transaction holds: all of them, or (a DatabaseError saying so, also
+    for a failure at the commit) none."""
     if not measured:
         return
     try:
         with conn.transaction():
             measurements.accept(conn, names, run_id, measured, note=note, accepted_by=accepted_by)
+        conn.commit()
     except psycopg.Error as exc:
         raise DatabaseError(f"accepting run {run_id!r} failed: {type(exc).__name__}; nothing of it was accepted"
                             ) from None
