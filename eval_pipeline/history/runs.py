@@ -993,7 +993,8 @@ def write_acceptance(conn: Any, names: Mapping[str, str], run_id: str, measured:
                      note: str, accepted_by: str) -> None:
     """Record the acceptance of ``run_id``'s (variant, aspect) measurements and commit it, with
     whatever the caller's transaction holds: all of them, or (a DatabaseError saying so, also
-    for a failure at the commit) none."""
+    when the server refuses the commit) none. A connection lost at the commit leaves its outcome
+    unknown (the server may have committed before its reply was lost), and the error says so."""
     if not measured:
         return
     try:
@@ -1001,6 +1002,10 @@ def write_acceptance(conn: Any, names: Mapping[str, str], run_id: str, measured:
             measurements.accept(conn, names, run_id, measured, note=note, accepted_by=accepted_by)
         conn.commit()
     except psycopg.Error as exc:
+        if conn.broken:
+            raise DatabaseError(
+                f"accepting run {run_id!r}: the connection was lost at its commit ({type(exc).__name__}), so "
+                "whether it was accepted is unknown: python -m eval_pipeline.history runs shows it") from None
         raise DatabaseError(f"accepting run {run_id!r} failed: {type(exc).__name__}; nothing of it was accepted"
                             ) from None
 
