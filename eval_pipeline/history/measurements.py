@@ -351,8 +351,10 @@ _CLOCK_CHECKED_SUFFIX = "_clock_checked"
 # ``position``, by time, unchecked) or no column at all (4fafd48..364fdcb^'s ``CHECK (true)``).
 _A_MARK = ("pg_constraint c WHERE c.conrelid = to_regclass(%(references)s) AND c.contype = 'c'"
            f" AND right(c.conname, {len(_CLOCK_CHECKED_SUFFIX)}) = '{_CLOCK_CHECKED_SUFFIX}'")
-_NAMES_POSITION = ("(SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = c.conrelid AND a.attname = 'position'"
-                   " AND NOT a.attisdropped) = ANY (c.conkey)")
+# SQL: the number of the log's ``position`` column (NULL without one); both marks name it.
+_POSITION_ATTNUM = ("(SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = to_regclass(%(references)s)"
+                    " AND a.attname = 'position' AND NOT a.attisdropped)")
+_NAMES_POSITION = f"{_POSITION_ATTNUM} = ANY (c.conkey)"
 CLOCK_CHECKED_SQL = (f"EXISTS (SELECT 1 FROM {_A_MARK}"
                      f" AND (COALESCE(cardinality(c.conkey), 0) = 0 OR {_NAMES_POSITION}))")
 # SQL: whether the history has this version's mark, the one naming ``position`` (an older
@@ -374,10 +376,8 @@ _F19148D_MARK = "eval-pipeline: acceptances placed; the stamps before them check
 
 
 # SQL: whether the history carries f19148d's mark too.
-_F19148D_MARKED_SQL = (
-    "COALESCE(col_description(to_regclass(%(references)s), (SELECT a.attnum::integer FROM pg_attribute a"
-    " WHERE a.attrelid = to_regclass(%(references)s) AND a.attname = 'position' AND NOT a.attisdropped))"
-    f" = '{_F19148D_MARK}', false)")
+_F19148D_MARKED_SQL = (f"COALESCE(col_description(to_regclass(%(references)s), {_POSITION_ATTNUM}::integer)"
+                       f" = '{_F19148D_MARK}', false)")
 # SQL: whether the history carries both marks (this version's, naming ``position``, and f19148d's):
 # `runs.history_exists`.
 BOTH_MARKS_SQL = f"({_NAMING_MARK_SQL} AND {_F19148D_MARKED_SQL})"
