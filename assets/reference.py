@@ -53,8 +53,7 @@ def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, data
         raise Failure(description=str(exc)) from None
     retrieval = accepted.retrieval or []
     answers = ", ".join(f"{v} {g}" for v, g in accepted.answers) or "none"
-    context.log.info(f"run {run_id} is now the pinned reference of: {', '.join(retrieval) or 'no retrieval variant'}"
-                     f"; answers: {answers}")
+    context.log.info("; ".join(accepted.summary(run_id)))
     for reason in accepted.refused:
         context.log.warning(f"answers not accepted: {reason}")
     context.add_output_metadata(to_metadata({

@@ -83,12 +83,7 @@ def _accept(args: argparse.Namespace, connection_string: str) -> str:
         print(f"{LATEST}: the newest recorded run, {run_id}")
     accepted = accept_run(connection_string, run_id, variants=args.variants, note=args.note, accepted_by=args.by,
                           prefix=args.prefix)
-    if accepted.retrieval is None:
-        print(f"run {run_id} has no run row (its answers were recorded through the library): its answers alone")
-    else:
-        print(f"run {run_id} is now the pinned reference of: "
-              f"{', '.join(accepted.retrieval) or 'no retrieval variant (answers alone)'}")
-    print(f"answers accepted: {', '.join(f'{v} {g}' for v, g in accepted.answers) or 'none'}")
+    print("\n".join(accepted.summary(run_id)))
     for reason in accepted.refused:
         print(f"answers not accepted: {reason}")
     return run_id
