@@ -202,17 +202,10 @@ def test_hole_1s_control_without_the_older_contact_t_is_not_compared(answers):
 def test_hole_1s_control_x_accepted_by_this_version_stays_distrusted_after_the_older_contact(answers, tmp_path):
     """The same, X accepted by ``accept`` (a stamp of its own time, not flag-only): f19148d's bump does not
     touch it, the trigger does not fire on a changed stamp, X stays distrusted: T is not compared."""
-    from eval_pipeline.history.answers import accept_answer_run
-
     code = _code_of(_F19, tmp_path)
     if code is None:
         pytest.skip(f"no git history with {_F19}")
-    assert answers("X", {"bm25": 0.70}).passed
-    assert accept_answer_run(answers.uri, "X", variants=["bm25"])[0] == [("bm25", "deterministic")]
-    assert answers("S", {"bm25": 0.95}).passed
-    with psycopg.connect(answers.uri, autocommit=True) as conn:
-        conn.execute("SET session_replication_role = replica")
-        conn.execute("UPDATE eval_measurements SET created_at = created_at - interval '1 day' WHERE run_id = 'S'")
+    _accepted_x_then_s_after_a_step(answers)
     _distrusted_by_this_version(answers)
     _contacted_by(code, answers.uri)
     gate = _gate(answers("T", {"bm25": 0.70}))
