@@ -38,6 +38,7 @@ import inspect
 import json
 import logging
 import math
+import operator
 import os
 import re
 import threading
@@ -103,11 +104,22 @@ def _by_rank(candidates: Sequence[Candidate]) -> list[Candidate]:
     return [replace(c, score=float(n - i)) for i, c in enumerate(candidates)]
 
 
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    """a . b summed left to right, the same floats as ``sum(x * y for x, y in zip(a, b))``
+    (cached scores depend on the last bit) at a quarter of its cost: no generator frame per term."""
+    return sum(map(operator.mul, a, b))
+
+
+def _norm(a: Sequence[float]) -> float:
+    return math.sqrt(_dot(a, a))
+
+
+def _cosine_with_norms(a: Sequence[float], b: Sequence[float], na: float, nb: float) -> float:
+    return _dot(a, b) / (na * nb) if na > 0 and nb > 0 else 0.0  # a zero vector is similar to nothing
+
+
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na > 0 and nb > 0 else 0.0  # a zero vector is similar to nothing
+    return _cosine_with_norms(a, b, _norm(a), _norm(b))
 
 
 def _version(*parts: Any) -> str:
@@ -423,8 +435,9 @@ class MMRReranker:
     """Maximal marginal relevance (Carbonell & Goldstein 1998) over the candidates' own
     first-stage embeddings and the query embedding of the same model.
 
-    Greedily picks the candidate maximizing  lambda_ * cos(query, d) - (1 - lambda_) * max
-    cos(d, s) over the already selected s (0 for the first pick), equal values by doc id.  Its
+    Greedily picks the candidate maximizing  lambda_ * cos(query, d) - (1 - lambda_) * max(0,
+    cos(d, s) over the already selected s), equal values by doc id: a candidate unlike everything
+    selected (a negative cosine) is not rewarded for it.  Its
     score is that value at the moment it was picked, which never increases along the list.
     lambda_ = 1 is pure relevance; lower values push near-duplicates down.
     """
@@ -455,9 +468,11 @@ class MMRReranker:
             if len(c.embedding) != len(q):
                 raise ValueError(f"doc id {c.doc_id!r} has a {len(c.embedding)}-d embedding, "
                                  f"the query embedding is {len(q)}-d")
-        relevance = [_cosine(q, c.embedding) for c in candidates]
+        norms = [_norm(c.embedding) for c in candidates]
+        q_norm = _norm(q)
+        relevance = [_cosine_with_norms(q, c.embedding, q_norm, n) for c, n in zip(candidates, norms)]
         remaining = list(range(len(candidates)))
-        max_sim = [0.0] * len(candidates)  # max cosine to the selected set, so far
+        max_sim = [0.0] * len(candidates)  # max cosine to the selected set so far, floored at 0
         out: list[Candidate] = []
         lam = self.lambda_
         while remaining:
@@ -466,7 +481,8 @@ class MMRReranker:
             out.append(replace(candidates[best], score=lam * relevance[best] - (1 - lam) * max_sim[best]))
             remaining.remove(best)
             for i in remaining:
-                max_sim[i] = max(max_sim[i], _cosine(candidates[i].embedding, candidates[best].embedding))
+                max_sim[i] = max(max_sim[i], _cosine_with_norms(candidates[i].embedding, candidates[best].embedding,
+                                                                norms[i], norms[best]))
         return out
 
 
