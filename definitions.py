@@ -44,7 +44,6 @@ from dagster import (
     define_asset_job,
     in_process_executor,
     map_asset_specs,
-    multiprocess_executor,
 )
 
 from eval_pipeline.common.registry import load_plugins
@@ -65,6 +64,7 @@ from eval_pipeline.store.database import DATABASE_KIND_ENV, DATABASE_URL_ENV  # 
 from resources import DatabaseResource, EmbedderResource, LLMResource, RerankerResource, StateResource  # noqa: E402
 from resources.celery_executor import watched_celery_executor  # noqa: E402
 from resources.io import RunScopedPickleIOManager, VariantParquetIOManager  # noqa: E402
+from resources.parallel_executor import forkserver_multiprocess_executor  # noqa: E402
 
 STATE = StateResource()  # EVAL_PIPELINE_STATE_DIR, else .eval_state/ in the checkout
 
@@ -166,11 +166,13 @@ def build_jobs(sweep: SweepConfig) -> list:
     """The three whole-sweep jobs, one per executor (the same assets, the same partition range).
 
     - retrieval_eval, in-process: the steps share one loaded model and ranked_results ranks
-      every variant in one step, sharing every leg; the multiprocess executor re-imports torch
+      every variant in one step, sharing every leg; the multiprocess executor loads the model
       per step.
-    - retrieval_eval_parallel, the multiprocess executor: ranked_results splits the variants into
-      as many steps as the executor runs at once (`execution: config: max_concurrent`, default
-      the CPU count; or `ops: ranked_results: config: workers`), and they run in parallel.
+    - retrieval_eval_parallel, Dagster's multiprocess executor, its steps forked from a server
+      that imported the heavy packages once (resources/parallel_executor.py): ranked_results
+      splits the variants into as many steps as the executor runs at once (`execution: config:
+      max_concurrent`, default the CPU count; or `ops: ranked_results: config: workers`), and
+      they run in parallel.
       Variants that share a candidate pool stay in one step, and so do all API-backed rerankers
       (one client, one concurrency limit). Pays off with more cores than variants' shared work,
       or slow rerankers.
@@ -181,7 +183,7 @@ def build_jobs(sweep: SweepConfig) -> list:
       EVAL_PIPELINE_CELERY_BROKER.
     """
     executors: dict[str, ExecutorDefinition] = {"retrieval_eval": in_process_executor,
-                                                 "retrieval_eval_parallel": multiprocess_executor,
+                                                 "retrieval_eval_parallel": forkserver_multiprocess_executor,
                                                  "retrieval_eval_celery": watched_celery_executor}
     descriptions = {
         "retrieval_eval": "The whole sweep in one run, in one process: corpus, index, questions, every variant's "

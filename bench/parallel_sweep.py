@@ -6,13 +6,14 @@ again (`reuse: false`) and alternate in-process / parallel, so both see the same
 per run: the ranking phase (from plan_ranking's start to collect_ranked_results' end, timed by
 when Dagster's log lines arrive), each rank_variants step's duration, and the whole job.
 
-The parallel job runs once per start method each round, set in its run config: `spawn` (Dagster's
-default and the job's: a new interpreter per step) and `forkserver` (every step forked from one
-server per run; measured, not adopted: bench/RESULTS.md section 24), on the same machine in one run.
+The parallel job runs once per start method each round, on the same machine in one run: `default`
+(the job's own: every step forked from one server per run that preloaded the installed packages a
+step imports, resources/parallel_executor.py) and `spawn` (Dagster's default: a new interpreter per
+step), set in the run config; `forkserver` is Dagster's forkserver with its own (empty) preload list.
 
     .venv/bin/python bench/parallel_sweep.py              # 2 rounds, workers = CPU count
     .venv/bin/python bench/parallel_sweep.py --rounds 3 --workers 3
-    .venv/bin/python bench/parallel_sweep.py --start-methods spawn   # the job's default alone
+    .venv/bin/python bench/parallel_sweep.py --start-methods default   # the job's default alone
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ def main() -> None:
     parser.add_argument("--state-dir", default=str(DEFAULT_STATE_ROOT / "parallel_sweep"))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workers", type=int, default=None, help="ranked_results workers (default: the CPU count)")
-    parser.add_argument("--start-methods", default="spawn,forkserver",
-                        help="the parallel job's start methods, each run every round (default: spawn,forkserver)")
+    parser.add_argument("--start-methods", default="default,spawn",
+                        help="the parallel job's start methods, each run every round: default (the job's), spawn, "
+                             "forkserver (default: default,spawn)")
     args = parser.parse_args()
     print_machine("sweep in-process against the multiprocess executor, demo corpus")
     state = Path(args.state_dir).resolve()
@@ -85,7 +87,7 @@ def main() -> None:
     def config(name: str, reuse: bool, batches: int, start_method: str | None = None) -> Path:
         path = state / f"{name}.yaml"
         execution = (f"execution:\n  config:\n    start_method:\n      {start_method}: {{}}\n"
-                     if start_method else "")
+                     if start_method not in (None, "default") else "")
         path.write_text(f"{execution}ops:\n  report:\n    config:\n      results_dir: {results_beside(state)}\n"
                         f"      record_history: false\n"
                         f"  ranked_results:\n    config:\n      reuse: {str(reuse).lower()}\n"

@@ -335,8 +335,10 @@ def test_the_asset_writes_each_shard_in_its_own_step(tmp_path, tiny_snapshot, pg
 
 def test_the_parallel_executor_writes_shards_in_separate_processes(tmp_path, job_env, tiny_snapshot, pg_uri,
                                                                      local_embedder, monkeypatch):
-    """Two shards under Dagster's multiprocess executor, each step in its own process: the same
-    table as a one-step ingest."""
+    """Two shards under the parallel job's executor (Dagster's multiprocess executor, its steps
+    forked from a server that preloaded the installed packages: resources/parallel_executor.py),
+    each step in its own process: the same table as a one-step ingest. Started from another
+    folder with `-d`, as a forkserver that preloaded the project would fail."""
     import yaml
     from dagster import DagsterInstance
 
@@ -346,9 +348,10 @@ def test_the_parallel_executor_writes_shards_in_separate_processes(tmp_path, job
     reference = _one_step_reference(tiny_snapshot, pg_uri, local_embedder)
     (tmp_path / "ingest_job.py").write_text(textwrap.dedent("""
         import definitions as project
-        from dagster import AssetSelection, Definitions, define_asset_job, multiprocess_executor
+        from dagster import AssetSelection, Definitions, define_asset_job
+        from resources.parallel_executor import forkserver_multiprocess_executor
 
-        ingest_parallel = define_asset_job("ingest_parallel", executor_def=multiprocess_executor,
+        ingest_parallel = define_asset_job("ingest_parallel", executor_def=forkserver_multiprocess_executor,
                                            selection=AssetSelection.assets("corpus_snapshot", "pgvector_store", "question_set"))
         defs = Definitions(assets=project.ALL_ASSETS, jobs=[ingest_parallel], resources=project.defs.resources)
     """))
@@ -360,7 +363,7 @@ def test_the_parallel_executor_writes_shards_in_separate_processes(tmp_path, job
     env = job_env("state")
     out = subprocess.run([str(Path(sys.executable).parent / "dagster"), "job", "execute", "-f",
                           str(tmp_path / "ingest_job.py"), "-d", str(REPO), "-j", "ingest_parallel",
-                          "-c", str(tmp_path / "run.yaml")], cwd=REPO, env=env, capture_output=True, text=True,
+                          "-c", str(tmp_path / "run.yaml")], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
 

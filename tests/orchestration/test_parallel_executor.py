@@ -1,29 +1,74 @@
-"""The parallel job's executor is Dagster's multiprocess executor with its own start method
-(`spawn`, a new interpreter per step). A forkserver default was tried and withdrawn
-(bench/RESULTS.md section 24): Dagster read the missing `preload_modules` as an empty list, so
-the server preloaded none of the project (only Dagster's executor module) while the job's text
-said it did; preloading `definitions` imports it from the working directory on Python 3.11 (a
-run started elsewhere with `-d` fails every step); and a forkserver lives as long as the process
-that started it, so a second in-process run would fork its steps with the first run's
-environment."""
+"""The parallel job's executor (resources/parallel_executor.py): Dagster's multiprocess executor, each
+run's steps forked from a server that preloaded the installed packages a step imports.
 
-from dagster import multiprocess_executor
-from dagster._core.definitions.executor_definition import _core_multiprocess_executor_creation
+A forkserver default was tried once and withdrawn (bench/RESULTS.md section 24), for three reasons
+these tests hold: Dagster read a missing `preload_modules` as an empty list, so the server preloaded
+nothing of what a step imports (here the list is explicit, and each name imports); preloading
+`definitions` imported it from the server's working directory (here nothing of the project is
+preloaded); a forkserver outlives its run, so a second run in the same process forked its steps with
+the first run's environment (here each run stops its server)."""
+
+import importlib
+import importlib.util
+import os
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from dagster import DagsterInstance, execute_job, reconstructable
 from dagster._core.system_config.objects import ResolvedRunConfig
 
+from resources.parallel_executor import DEFAULT_START_METHOD, STEP_PRELOAD, forkserver_multiprocess_executor
 
-def _start_method(run_config: dict) -> str:
+
+def _executor(run_config: dict):
     import definitions
 
     job = definitions.defs.resolve_job_def("retrieval_eval_parallel")
     config = ResolvedRunConfig.build(job, run_config).execution.execution_engine_config
-    return _core_multiprocess_executor_creation(config)._start_method
+    return forkserver_multiprocess_executor.executor_creation_fn(mock.Mock(executor_config=config))
 
 
-def test_the_parallel_job_spawns_each_step_unless_the_run_says_otherwise():
+def test_the_parallel_job_forks_its_steps_from_a_preloaded_server_unless_the_run_says_otherwise():
     import definitions
 
-    assert definitions.retrieval_eval_parallel.executor_def is multiprocess_executor
-    assert _start_method({}) == "spawn"
-    assert _start_method({"execution": {"config": {"max_concurrent": 2}}}) == "spawn"
-    assert _start_method({"execution": {"config": {"start_method": {"forkserver": {}}}}}) == "forkserver"
+    assert definitions.retrieval_eval_parallel.executor_def is forkserver_multiprocess_executor
+    for run_config in ({}, {"execution": {"config": {"max_concurrent": 2}}}):
+        executor = _executor(run_config)
+        assert (executor.start_method, executor.preload) == ("forkserver", list(STEP_PRELOAD)), run_config
+    assert _executor({"execution": {"config": {"max_concurrent": 2}}})._inner._max_concurrent == 2
+    assert _executor({"execution": {"config": {"start_method": {"spawn": {}}}}}).start_method == "spawn"
+    own = _executor({"execution": {"config": {"start_method": {"forkserver": {"preload_modules": ["numpy"]}}}}})
+    assert (own.start_method, own.preload) == ("forkserver", ["numpy"])
+    assert DEFAULT_START_METHOD == {"forkserver": {"preload_modules": list(STEP_PRELOAD)}}
+
+
+@pytest.mark.parametrize("name", STEP_PRELOAD)
+def test_every_preloaded_module_is_an_installed_package_that_imports(name):
+    """The forkserver skips a name that does not import without a word, and a module of the project
+    would be imported from the server's working directory, not the run's sys.path."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None, name
+    origin = Path(spec.origin).resolve()
+    assert "site-packages" in origin.parts, origin  # the project's own packages resolve to the checkout
+    importlib.import_module(name)
+
+
+@pytest.mark.integration
+def test_a_second_run_in_one_process_forks_its_steps_with_its_own_environment(tmp_path):
+    """Two runs of a toy job in this process, each with its own TOY_MARK: each run's steps see their
+    run's value, and no step of the second run is forked by the first run's server."""
+    from tests.toys.env_job import toy_env_job
+
+    config = {"execution": {"config": {"start_method": {"forkserver": {"preload_modules": ["dagster"]}}}}}
+    marks = []
+    (tmp_path / "instance").mkdir()
+    with DagsterInstance.local_temp(str(tmp_path / "instance")) as instance:
+        for mark in ("first", "second"):
+            with mock.patch.dict(os.environ, {"TOY_MARK": mark}):
+                with execute_job(reconstructable(toy_env_job), instance=instance, run_config=config) as result:
+                    assert result.success
+                    outputs = [result.output_for_node(step) for step in ("first_mark", "second_mark")]
+            marks.append({mark for mark, _ in outputs})
+            assert all(pid != os.getpid() for _, pid in outputs)  # each step in a process of its own
+    assert marks == [{"first"}, {"second"}]
