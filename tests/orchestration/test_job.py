@@ -148,20 +148,22 @@ def test_demo_job_body_only_questions(tmp_path, resources):
     assert (summary["n_errored"] == 0).all()
 
 
-def test_dagster_job_execute_cli(tmp_path, job_env):
+def test_dagster_job_execute_cli(tmp_path, job_env, clean_run):
     """The command CI and the README use, with run storage in the embedded Postgres (the
-    project's dagster.yaml)."""
-    config_file = tmp_path / "run.yaml"
-    config_file.write_text(yaml.safe_dump(_tiny_config(tmp_path / "results")))
-    env = job_env("state", DAGSTER_HOME=str(REPO))
-    cmd = [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval"]
-    ok = subprocess.run([*cmd, "-c", str(config_file)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert ok.returncode == 0, ok.stderr[-3000:]
-    report = (tmp_path / "results" / "results.md").read_text()
+    project's dagster.yaml): the session's clean run is that command in a new process, on the
+    tiny fixture (shared_runs.make_clean_run); then the same command with a variants file that
+    names an engine there is not."""
+    clean = clean_run.get()
+    assert clean.code == 0, clean.log[-3000:]
+    report = (clean.results / "results.md").read_text()
     from definitions import SWEEP
 
     assert all(f"| {key} |" in report for key in SWEEP.keys)  # every partition in one run
 
+    config_file = tmp_path / "run.yaml"
+    config_file.write_text(yaml.safe_dump(_tiny_config(tmp_path / "results")))
+    env = job_env("state", DAGSTER_HOME=str(REPO))
+    cmd = [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval"]
     bad_variants = tmp_path / "variants.yaml"
     bad_variants.write_text("variants:\n  - engine: elastic\n")
     failed = subprocess.run([*cmd, "-c", str(config_file)], cwd=REPO, env={**env, "EVAL_PIPELINE_VARIANTS": str(bad_variants)},
