@@ -39,7 +39,6 @@ import json
 import logging
 import math
 import operator
-import os
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from eval_pipeline.common.checks import is_integer, is_real
+from eval_pipeline.common.hub import offline_by_default
 from eval_pipeline.common.registry import Names, Option, Registry, boolean, string
 from eval_pipeline.common.weights import content_digest, model_folder
 from eval_pipeline.store.embedders import embedding_runtime, runtime_digest
@@ -189,8 +189,7 @@ class CrossEncoderReranker:
     def warm_up(self) -> None:
         if self._ranker is not None:
             return
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        offline_by_default()  # before Haystack imports huggingface_hub, which reads it then
         from haystack.utils import ComponentDevice  # noqa: PLC0415  deferred: Haystack imports torch, ~3 s
 
         # deferred: Haystack imports torch, ~3 s

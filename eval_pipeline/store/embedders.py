@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from eval_pipeline.common import versions
 from eval_pipeline.common.endpoint import Endpoint
+from eval_pipeline.common.hub import offline_by_default
 from eval_pipeline.common.versions import package_versions
 from eval_pipeline.common.weights import content_digest, model_folder
 
@@ -142,8 +142,7 @@ class LocalEmbedder:
         if self._loaded_digest is not None or _LOADED_DIGESTS.get(self.model, digest) != digest:
             _forget_loaded_model(self.model)
         self._component = None
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        offline_by_default()  # before Haystack imports huggingface_hub, which reads it then
         from haystack.utils import ComponentDevice  # noqa: PLC0415  deferred: Haystack imports torch, ~3 s
 
         # deferred: Haystack imports torch, ~3 s

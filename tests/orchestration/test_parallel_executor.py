@@ -4,9 +4,10 @@ run's steps forked from a server that preloaded the installed packages a step im
 A forkserver default was tried once and withdrawn (bench/RESULTS.md section 24), for three reasons
 these tests hold: Dagster read a missing `preload_modules` as an empty list, so the server preloaded
 nothing of what a step imports (here the list is explicit, and each name imports); preloading
-`definitions` imported it from the server's working directory (here nothing of the project is
+`definitions` imported it from the server's working directory (here nothing of the project's steps is
 preloaded); a forkserver outlives its run, so a second run in the same process forked its steps with
-the first run's environment (here each run stops its server)."""
+the first run's environment (here the last run to end stops it). The review of the second try
+(test_parallel_executor_attacks.py) holds the rest."""
 
 import importlib
 import importlib.util
@@ -18,7 +19,8 @@ import pytest
 from dagster import DagsterInstance, execute_job, reconstructable
 from dagster._core.system_config.objects import ResolvedRunConfig
 
-from resources.parallel_executor import DEFAULT_START_METHOD, STEP_PRELOAD, forkserver_multiprocess_executor
+from eval_pipeline.common.step_preload import PACKAGES
+from resources.parallel_executor import DEFAULT_START_METHOD, PRELOAD_MODULE, forkserver_multiprocess_executor
 
 
 def _executor(run_config: dict):
@@ -35,18 +37,18 @@ def test_the_parallel_job_forks_its_steps_from_a_preloaded_server_unless_the_run
     assert definitions.retrieval_eval_parallel.executor_def is forkserver_multiprocess_executor
     for run_config in ({}, {"execution": {"config": {"max_concurrent": 2}}}):
         executor = _executor(run_config)
-        assert (executor.start_method, executor.preload) == ("forkserver", list(STEP_PRELOAD)), run_config
+        assert (executor.start_method, executor.preload) == ("forkserver", [PRELOAD_MODULE]), run_config
     assert _executor({"execution": {"config": {"max_concurrent": 2}}})._inner._max_concurrent == 2
     assert _executor({"execution": {"config": {"start_method": {"spawn": {}}}}}).start_method == "spawn"
     own = _executor({"execution": {"config": {"start_method": {"forkserver": {"preload_modules": ["numpy"]}}}}})
     assert (own.start_method, own.preload) == ("forkserver", ["numpy"])
-    assert DEFAULT_START_METHOD == {"forkserver": {"preload_modules": list(STEP_PRELOAD)}}
+    assert DEFAULT_START_METHOD == {"forkserver": {"preload_modules": [PRELOAD_MODULE]}}
 
 
-@pytest.mark.parametrize("name", STEP_PRELOAD)
+@pytest.mark.parametrize("name", PACKAGES)
 def test_every_preloaded_module_is_an_installed_package_that_imports(name):
-    """The forkserver skips a name that does not import without a word, and a module of the project
-    would be imported from the server's working directory, not the run's sys.path."""
+    """A name that does not import is left out without a word, and a module of the project would be
+    frozen in every step at the server's start instead of imported from the run's path."""
     spec = importlib.util.find_spec(name)
     assert spec is not None and spec.origin is not None, name
     origin = Path(spec.origin).resolve()
