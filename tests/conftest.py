@@ -144,26 +144,28 @@ def pytest_collection_modifyitems(config, items):
 # worker (pytest-xdist, --dist loadfile, in collection order): started last, one of these would
 # leave the other workers idle while it runs. A hint for the order only: a file missing from it
 # (or a name no longer there) just runs in its place.
-LONGEST_FILES = (  # by their summed test durations in one run of the lane on 2 workers (2026-12-06, 13:46 UTC)
+LONGEST_FILES = (  # by their summed test durations in one run of the lane on 2 workers (2026-12-06, 18:05 UTC)
     "tests/orchestration/test_celery_executor.py",
     "tests/orchestration/test_verdict_fails_closed.py",
+    "tests/orchestration/test_ui_launch_index_sweep.py",  # one index sweep through dagster dev
+    "tests/orchestration/test_parallel_executor_attacks.py",
+    "tests/orchestration/test_ui.py",
     "tests/orchestration/test_verdict_scenario.py",
     "tests/orchestration/test_reliability.py",
-    "tests/orchestration/test_parallel.py",
-    "tests/orchestration/test_ui.py",
-    "tests/orchestration/test_ui_launch_index_sweep.py",  # one index sweep through dagster dev
     "tests/orchestration/test_job.py",
+    "tests/orchestration/test_parallel.py",
     "tests/integration/test_index_sweep.py",
     "tests/orchestration/test_answer_quality_job.py",
-    "tests/integration/test_sharded_ingest.py",
-    "tests/orchestration/test_ui_more.py",
-    "tests/orchestration/test_measurement_validity.py",
-    "tests/orchestration/test_console.py",
-    "tests/orchestration/test_secret_scan.py",
     "tests/integration/test_vector_store_reuse.py",
-    "tests/orchestration/test_verdict_reruns.py",
-    "tests/integration/test_real_embedding_server.py",
+    "tests/orchestration/test_console.py",
+    "tests/orchestration/test_ui_more.py",
+    "tests/integration/test_sharded_ingest.py",
     "tests/orchestration/test_gate.py",
+    "tests/orchestration/test_measurement_validity.py",
+    "tests/integration/test_real_embedding_server.py",
+    "tests/orchestration/test_verdict_reruns.py",
+    "tests/orchestration/test_compare_with_job.py",
+    "tests/orchestration/test_secret_scan.py",
 )
 
 
