@@ -13,16 +13,18 @@ forked step differs in from a spawned one, and how it is kept the same:
 - the project's own code is never preloaded: each step imports it after the fork, from the run's
   `sys.path` and working directory, as a spawned step does (multiprocessing restores both in the
   step);
-- the server starts in an empty folder of its own: Python 3.11's forkserver puts the folder it
-  starts in first on its `sys.path`, so a `token.py` or `yaml.py` where the run was started
-  would replace the installed module in every step;
+- the server's first preload is `eval_pipeline.common.server_path`, which drops the folder it was
+  started in from its `sys.path`: Python 3.11's forkserver puts that folder first, so a `token.py`
+  or `yaml.py` where the run was started would replace the installed module in every step (also
+  for a server multiprocessing restarts by itself mid-run, which uses the same list);
 - a forkserver lives as long as the process that started it, with the environment of its start:
   the first of this executor's runs in a process starts it and the last one to end stops it (one
   an earlier run or other code left is stopped first), so a second run in the same process never
   forks its steps with the first run's environment. A run that starts while another one in the
   same process still runs forks from that run's server when the environment is the same, and
-  otherwise spawns its steps (and says so in its event log): the server is never stopped under
-  a running run, whose steps hold it.
+  otherwise spawns its steps (and says so in its event log); so does a run that finds a server
+  this executor did not start (other code's forkserver processes hold it, and stopping it would
+  wait for them): a server is never stopped under a run or under other code's processes.
 
 `execution: config: start_method: spawn: {}` gives Dagster's default back; `forkserver:
 preload_modules: [...]` preloads a list of one's own (imported as Dagster does: a failing import
@@ -35,8 +37,6 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.forkserver
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -48,6 +48,7 @@ from dagster._core.definitions.executor_definition import _core_multiprocess_exe
 from dagster._core.events import EngineEventData
 
 PRELOAD_MODULE = "eval_pipeline.common.step_preload"
+PATH_MODULE = "eval_pipeline.common.server_path"  # always the server's first preload (the module docstring)
 DEFAULT_START_METHOD = {"forkserver": {"preload_modules": [PRELOAD_MODULE]}}
 DAGSTER_PRELOAD = "dagster._core.executor.multiprocess"  # what Dagster's executor preloads before any list
 
@@ -69,7 +70,6 @@ class _Server:
     runs: int = 0  # runs of this executor in flight in this process
     environment: dict[str, str] = field(default_factory=dict)  # os.environ when the server started
     preload: list[str] = field(default_factory=list)
-    folder: str | None = None  # the empty folder it started in
 
 
 _SERVER = _Server()
@@ -77,26 +77,36 @@ _LOCK = threading.Lock()
 
 
 def _stop_server() -> None:
-    """Stop this process's forkserver, if it runs, and remove its folder (the next step forked
-    starts a new server). It waits until every step the server forked has exited."""
+    """Stop this process's forkserver, if it runs (the next step forked starts a new one). It
+    waits until every process the server forked has exited."""
     multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
-    if _SERVER.folder is not None:
-        shutil.rmtree(_SERVER.folder, ignore_errors=True)
-        _SERVER.folder = None
 
 
-def _start_server(preload: list[str]) -> None:
-    """Start this process's forkserver with `preload`, in an empty folder of its own (see the
-    module docstring: the folder it starts in leads its sys.path)."""
-    multiprocessing.set_forkserver_preload(preload)
-    _SERVER.folder = tempfile.mkdtemp(prefix="eval-pipeline-forkserver-")
-    here = os.getcwd()
-    os.chdir(_SERVER.folder)
+def _server_running() -> bool:
+    """Whether this process has a forkserver (a process that exited but is not reaped yet counts:
+    reaping it here would break multiprocessing's own bookkeeping)."""
+    pid = multiprocessing.forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+    if pid is None:
+        return False
     try:
-        multiprocessing.forkserver.ensure_running()
-    finally:
-        os.chdir(here)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _start_server(modules: list[str]) -> None:
+    """Start this process's forkserver preloading `modules` (after PATH_MODULE and Dagster's module:
+    `_server_preload`)."""
+    preload = _server_preload(modules)
+    multiprocessing.set_forkserver_preload(preload)
+    multiprocessing.forkserver.ensure_running()
     _SERVER.environment, _SERVER.preload = dict(os.environ), preload
+
+
+def _server_preload(modules: list[str] | None) -> list[str]:
+    """The server's preload list for `modules`: PATH_MODULE, Dagster's module, then `modules`."""
+    return [PATH_MODULE, DAGSTER_PRELOAD, *(m for m in modules or () if m not in (PATH_MODULE, DAGSTER_PRELOAD))]
 
 
 class _ForkserverPerRun(Executor):
@@ -105,15 +115,11 @@ class _ForkserverPerRun(Executor):
 
     def __init__(self, config: dict[str, Any]):
         self._config = config
+        self.start_method, start_config = next(iter((config.get("start_method") or {"spawn": {}}).items()))
+        self.preload: list[str] | None = (start_config or {}).get("preload_modules")
+        if self.start_method == "forkserver":  # Dagster sets the server's list from it: PATH_MODULE first
+            config = {**config, "start_method": {"forkserver": {"preload_modules": _server_preload(self.preload)}}}
         self._inner = _core_multiprocess_executor_creation(config)
-
-    @property
-    def start_method(self) -> str | None:
-        return self._inner._start_method
-
-    @property
-    def preload(self) -> list[str] | None:
-        return self._inner._explicit_forkserver_preload
 
     @property
     def retries(self):
@@ -127,18 +133,20 @@ class _ForkserverPerRun(Executor):
         if self.start_method != "forkserver":
             yield from self._inner.execute(plan_context, execution_plan)
             return
-        preload = [DAGSTER_PRELOAD, *(m for m in self.preload or () if m != DAGSTER_PRELOAD)]
+        preload = _server_preload(self.preload)
         with _LOCK:
-            if _SERVER.runs == 0:
-                _stop_server()  # one an earlier run, or other code of this process, left
+            if _SERVER.runs == 0 and not _server_running():
                 _start_server(preload)
-            shared = (_SERVER.environment, _SERVER.preload) == (dict(os.environ), preload)
+                shared = True
+            else:  # a run of this executor, or other code, started the server this process has
+                shared = _SERVER.runs > 0 and (_SERVER.environment, _SERVER.preload) == (dict(os.environ), preload)
             if shared:
                 _SERVER.runs += 1
         if not shared:
             yield DagsterEvent.engine_event(
-                plan_context, "Another run in this process holds the forkserver, started with another environment "
-                "or preload list: this run's steps are spawned (a new interpreter each)", EngineEventData())
+                plan_context, "This process's forkserver was started by another run with another environment or "
+                "preload list, or by other code: this run's steps are spawned (a new interpreter each)",
+                EngineEventData())
             spawned = _core_multiprocess_executor_creation({**self._config, "start_method": {"spawn": {}}})
             yield from spawned.execute(plan_context, execution_plan)
             return
