@@ -10,21 +10,21 @@ config schema, and one default changed: `start_method` is `forkserver`, its serv
 import fails; the Hugging Face offline defaults set first; numpy reseeded in each step). What a
 forked step differs in from a spawned one, and how it is kept the same:
 
-- the project's own code is never preloaded: each step imports it after the fork, from the run's
-  `sys.path` and working directory, as a spawned step does (multiprocessing restores both in the
-  step);
+- the code the steps run is never preloaded (only three small modules of eval_pipeline.common
+  are): each step imports it after the fork, from the run's `sys.path` and working directory, as
+  a spawned step does (multiprocessing restores both in the step);
 - the server's first preload is `eval_pipeline.common.server_path`, which drops the folder it was
   started in from its `sys.path`: Python 3.11's forkserver puts that folder first, so a `token.py`
   or `yaml.py` where the run was started would replace the installed module in every step (also
   for a server multiprocessing restarts by itself mid-run, which uses the same list);
 - a forkserver lives as long as the process that started it, with the environment of its start:
-  the first of this executor's runs in a process starts it and the last one to end stops it (one
-  an earlier run or other code left is stopped first), so a second run in the same process never
-  forks its steps with the first run's environment. A run that starts while another one in the
-  same process still runs forks from that run's server when the environment is the same, and
-  otherwise spawns its steps (and says so in its event log); so does a run that finds a server
-  this executor did not start (other code's forkserver processes hold it, and stopping it would
-  wait for them): a server is never stopped under a run or under other code's processes.
+  the first of this executor's runs in a process starts it and the last one to end stops it, so a
+  second run in the same process never forks its steps with the first run's environment. A run
+  that starts while another one in the same process still runs forks from that run's server when
+  the environment is the same, and otherwise spawns its steps (and says so in its event log); so
+  does a run that finds a server this executor did not start (other code's forkserver processes
+  hold it, and stopping it would wait for them). Left: the stop at the last run's end waits for
+  any process other code forked from that server while the run went on.
 
 `execution: config: start_method: spawn: {}` gives Dagster's default back; `forkserver:
 preload_modules: [...]` preloads a list of one's own (imported as Dagster does: a failing import
