@@ -117,8 +117,9 @@ class _ForkserverPerRun(Executor):
         self._config = config
         self.start_method, start_config = next(iter((config.get("start_method") or {"spawn": {}}).items()))
         self.preload: list[str] | None = (start_config or {}).get("preload_modules")
-        if self.start_method == "forkserver":  # Dagster sets the server's list from it: PATH_MODULE first
-            config = {**config, "start_method": {"forkserver": {"preload_modules": _server_preload(self.preload)}}}
+        self._server_list = _server_preload(self.preload)  # the server's whole list, PATH_MODULE first
+        if self.start_method == "forkserver":  # Dagster sets the server's list from it too
+            config = {**config, "start_method": {"forkserver": {"preload_modules": self._server_list}}}
         self._inner = _core_multiprocess_executor_creation(config)
 
     @property
@@ -133,13 +134,13 @@ class _ForkserverPerRun(Executor):
         if self.start_method != "forkserver":
             yield from self._inner.execute(plan_context, execution_plan)
             return
-        preload = _server_preload(self.preload)
         with _LOCK:
             if _SERVER.runs == 0 and not _server_running():
-                _start_server(preload)
+                _start_server(self._server_list)
                 shared = True
             else:  # a run of this executor, or other code, started the server this process has
-                shared = _SERVER.runs > 0 and (_SERVER.environment, _SERVER.preload) == (dict(os.environ), preload)
+                shared = _SERVER.runs > 0 and (_SERVER.environment, _SERVER.preload) == (dict(os.environ),
+                                                                                         self._server_list)
             if shared:
                 _SERVER.runs += 1
         if not shared:
