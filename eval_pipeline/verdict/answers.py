@@ -44,6 +44,7 @@ from eval_pipeline.history.answers import (
     reference_answer_run,
     yardstick_problems,
 )
+from eval_pipeline.history.measurements import session as history_session
 from eval_pipeline.history.runs import moved_reference, setting_changes
 from eval_pipeline.ranking.inputs import InconsistentInputs
 from eval_pipeline.verdict.retrieval import pinned_tolerances, with_exact_command
@@ -99,6 +100,7 @@ def _ranked_config(config: Any) -> Any:
     return {k: v for k, v in config.items() if k != "index"} if isinstance(config, Mapping) else config
 
 
+@history_session()  # its lookups on one connection, called by the verdict asset or directly
 def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Sequence[str], corpus_signature: str,
                      tolerances: Mapping[str, float], strict: bool, connection_string: str | None,
                      run_id: str, configurations: Mapping[str, str] | None = None,

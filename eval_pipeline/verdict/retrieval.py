@@ -28,6 +28,7 @@ from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate, no
 from eval_pipeline.gates.rule import within_tolerance, without_yardstick
 from eval_pipeline.history.identity import configuration_fingerprint, scoring_protocol
 from eval_pipeline.history.measurements import MEASURED_STATES
+from eval_pipeline.history.measurements import session as history_session
 from eval_pipeline.history.runs import (
     SCORING_PROTOCOL,
     Comparison,
@@ -341,6 +342,7 @@ def _previous_yardstick(ever: Mapping[str, Any], prev: Mapping[str, Any] | None)
     return ("previous", ever, "direct" if prev is not None else "paired-same-engine")
 
 
+@history_session()  # its lookups on one connection, called by the verdict asset or directly
 def judge_run(
     per_variant: Mapping[str, pd.DataFrame],
     *,

@@ -18,6 +18,7 @@ from eval_pipeline.history.answers import previous_answer_run, record_answer_run
 from eval_pipeline.history.runs import previous_run, project_history, recorded_run_of, reference_run
 from tests.integration.test_answer_history import key_of, row
 from tests.integration.test_history import prefix, provenance, record  # noqa: F401  (prefix: the fixture)
+from tests.unit.verdict.test_verdict_attacks_eighth import answers, judge  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.integration
 
@@ -71,3 +72,21 @@ def test_a_connection_the_server_dropped_is_replaced(pg_uri, prefix):  # noqa: F
         # checked before reuse: the next lookup gets a new connection, never the dropped one
         assert previous_run(pg_uri, variant="a", prefix=prefix)["run_id"] == "run-1"
     assert _backends(pg_uri) <= before  # closed at the session's end
+
+
+def test_a_verdict_judged_outside_the_job_shares_one_connection_too(judge, answers, monkeypatch):  # noqa: F811
+    """judge_run and judge_answer_run open the session themselves: called by the verdict asset
+    (inside its session) or directly, as a script or the tests do, their lookups ask on one
+    connection (the path the job takes), not on one connection each (~15 a retrieval verdict)."""
+    assert judge("r1", "A", {"v": "good"}).gates["v"].passed  # a first run, recorded
+    assert answers("a1", {"bm25": 0.90}).passed
+    opened = []
+    real = measurements.connect
+    monkeypatch.setattr(measurements, "connect", lambda *a, **k: opened.append(a) or real(*a, **k))
+    verdict = judge("r2", "A", {"v": "bad"}, record=False)
+    assert not verdict.gates["v"].passed and verdict.gates["v"].state == "comparable", verdict.gates["v"].message
+    assert len(opened) == 1, len(opened)
+    opened.clear()
+    gate = answers("a2", {"bm25": 0.70}).gates["bm25"]["deterministic"]
+    assert not gate.passed, gate.message
+    assert len(opened) == 1, len(opened)
