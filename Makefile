@@ -68,6 +68,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # mypy runs beside the unit lane; either failing stops `make test` before the integration lane.
+# Python writes its bytecode caches during the tests even where the environment says not to (this
+# machine sets PYTHONDONTWRITEBYTECODE=1): every test worker otherwise rewrites the asserts of
+# every test module again when it collects them (8 of a worker's 19 s of collection), and every
+# run process compiles the project again (bench/RESULTS.md section 33). __pycache__ is ignored by git.
+test: export PYTHONDONTWRITEBYTECODE :=
 test: $(STAMP) chromium redis-server
 	$(RUFF)
 	@typed=$$(mktemp); $(BIN)/mypy > $$typed 2>&1 & mypy=$$!; \

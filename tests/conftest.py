@@ -16,6 +16,12 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# OpenMP's idle threads sleep instead of spinning (libgomp spins by default after each parallel
+# region): the lane runs two workers and their runs' processes on two cores, and a spinning torch
+# thread takes the core another process waits for. It changes when a thread waits, not what it
+# computes. Measured on three model-heavy test files at once: user CPU -11 %, wall -6 % (bench/RESULTS.md
+# section 33); in a profile of the whole lane, libgomp's spin loops were 4.9 % of the machine's CPU.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # The sweep the tests' whole-job runs use unless a test names its own (tests/fixtures/variants_tiny.yaml
 # says why); set before anything imports definitions.
 os.environ.setdefault("EVAL_PIPELINE_VARIANTS", str(Path(__file__).parent / "fixtures" / "variants_tiny.yaml"))
