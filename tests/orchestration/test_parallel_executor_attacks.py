@@ -144,26 +144,56 @@ def embed_three() -> list:
     return LocalEmbedder().embed(["a cat sat on the mat", "retrieval evaluation of a sweep", "forkserver"])
 
 
+@op
+def draw_one() -> tuple:
+    import random
+
+    import numpy as np
+
+    return random.random(), float(np.random.random())
+
+
+@op
+def draw_two() -> tuple:
+    import random
+
+    import numpy as np
+
+    return random.random(), float(np.random.random())
+
+
 @job(executor_def=forkserver_multiprocess_executor)
 def hub_job():
     hub_offline_after_warm_up()
     embed_three()
+    draw_one()
+    draw_two()
+
+
+HUB_NODES = ("hub_offline_after_warm_up", "embed_three", "draw_one", "draw_two")
+
+
+@pytest.fixture(scope="module")
+def forked_hub_run(tmp_path_factory) -> tuple:
+    """One run of hub_job with the default start method (the server preloads what a step imports),
+    for a user who did not set HF_HUB_OFFLINE: the tests below only read what its steps returned."""
+    with _without_hub_offline():
+        return _run(hub_job, tmp_path_factory.mktemp("forked_hub") / "fork", {}, HUB_NODES)
 
 
 @pytest.mark.integration
-def test_control_a_spawned_step_embeds_offline_and_a_forked_one_embeds_the_same_floats(tmp_path):
+def test_control_a_spawned_step_embeds_offline_and_a_forked_one_embeds_the_same_floats(tmp_path, forked_hub_run):
     with _without_hub_offline():
-        ok_spawn, spawned = _run(hub_job, tmp_path / "spawn", SPAWN, ("hub_offline_after_warm_up", "embed_three"))
-        ok_fork, forked = _run(hub_job, tmp_path / "fork", {}, ("hub_offline_after_warm_up", "embed_three"))
+        ok_spawn, spawned = _run(hub_job, tmp_path / "spawn", SPAWN, HUB_NODES)
+    ok_fork, forked = forked_hub_run
     assert ok_spawn and ok_fork
     assert spawned["hub_offline_after_warm_up"] == (True, "1")
     assert forked["embed_three"] == spawned["embed_three"]  # held: the same floats to the last bit
 
 
 @pytest.mark.integration
-def test_a_forked_step_embeds_with_the_hub_offline_as_a_spawned_step_does(tmp_path):
-    with _without_hub_offline():
-        ok, out = _run(hub_job, tmp_path / "fork", {}, ("hub_offline_after_warm_up",))
+def test_a_forked_step_embeds_with_the_hub_offline_as_a_spawned_step_does(forked_hub_run):
+    ok, out = forked_hub_run
     assert ok
     assert out["hub_offline_after_warm_up"] == (True, "1")
 
@@ -407,38 +437,14 @@ def test_sigterm_to_the_run_process_stops_its_forked_step_and_its_forkserver(tmp
             run.wait()
 
 
-@op
-def draw_one() -> tuple:
-    import random
-
-    import numpy as np
-
-    return random.random(), float(np.random.random())
-
-
-@op
-def draw_two() -> tuple:
-    import random
-
-    import numpy as np
-
-    return random.random(), float(np.random.random())
-
-
-@job(executor_def=forkserver_multiprocess_executor)
-def draw_job():
-    draw_one()
-    draw_two()
-
-
 @pytest.mark.integration
-def test_forked_steps_draw_different_random_numbers(tmp_path):
+def test_forked_steps_draw_different_random_numbers(forked_hub_run):
     """`random` is reseeded in each forked child (os.register_at_fork), so the jitter of the LLM
     client's and the limiter's retries (eval_pipeline/common/llm.py, store/limiter.py) differs per
     step as when spawned. numpy's global RandomState was not (the review drew 0.6158... in both
     steps; the project only uses seeded Generators, but a plugin might not): step_preload reseeds
     it in each forked step, as a new interpreter seeds it."""
-    ok, out = _run(draw_job, tmp_path / "fork", {}, ("draw_one", "draw_two"))
+    ok, out = forked_hub_run
     assert ok
     assert out["draw_one"][0] != out["draw_two"][0]
     assert out["draw_one"][1] != out["draw_two"][1]
