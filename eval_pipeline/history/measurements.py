@@ -151,7 +151,9 @@ def connection(connection_string: str) -> Iterator[Any]:
     """A connection for a lookup: the session's shared one, else a new one closed at the end.
     A shared connection is checked before each reuse (a round trip of ~0.1 ms): one the server
     ended while it sat idle (an idle timeout, a pooler, a restart during the paired rankings)
-    is replaced, never met by a lookup."""
+    is replaced, never met by a lookup. Each lookup on it is one transaction, as on a connection
+    of its own: under REPEATABLE READ its statements read one snapshot (autocommit alone would
+    let a rewrite committed between two of them be read)."""
     opened = _SESSION.get()
     if opened is None:
         with connect(connection_string) as conn:
@@ -165,8 +167,11 @@ def connection(connection_string: str) -> Iterator[Any]:
             conn.close()
             conn = None
     if conn is None or conn.closed or conn.broken:
-        conn = opened[connection_string] = connect(connection_string, autocommit=True)
-    yield conn
+        # prepare_threshold=None: nothing prepared on the server, where a transaction-mode pooler
+        # may hand the next statement to a server connection that never saw it
+        conn = opened[connection_string] = connect(connection_string, autocommit=True, prepare_threshold=None)
+    with conn.transaction():  # one lookup, one snapshot, as on a connection of its own
+        yield conn
 
 
 # --------------------------------------------------------------------------
