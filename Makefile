@@ -17,7 +17,7 @@ DAGSTER_ENV = export DAGSTER_HOME=$(CURDIR) \
 	EVAL_PIPELINE_COMPUTE_LOGS_DIR=$(STATE_DIR)/dagster/logs \
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 && \
 	export EVAL_PIPELINE_DAGSTER_PG_URL=$$($(BIN)/python -m eval_pipeline.store.database url \
-		--state-dir $(STATE_DIR) --database dagster --driver psycopg2)
+		--state-dir $(STATE_DIR) --database dagster --driver psycopg2 --pooled)
 
 .PHONY: install demo lint test test-unit dev stop-db clean chromium redis-server
 

@@ -48,6 +48,8 @@ from common import (
     results_beside,
 )
 
+from eval_pipeline.store.database import POOL_PLUGIN
+
 BIN = REPO_ROOT / ".venv" / "bin"
 STEP_DONE = re.compile(r'^(\S+ \S+ [+-]\d{4}) - dagster - \w+ - \S+ - \S+ - \d+ - (\S+) - STEP_SUCCESS - '
                        r'Finished execution of step "([^"]+)" in ([\d.]+)(ms|s|m)')
@@ -83,7 +85,7 @@ def dagster_database_url(state_dir: Path, env: dict[str, str]) -> str:
     and return the URL of Dagster's run storage database."""
     return subprocess.run(
         [str(BIN / "python"), "-m", "eval_pipeline.store.database", "url", "--state-dir", str(state_dir),
-         "--database", "dagster", "--driver", "psycopg2"],
+         "--database", "dagster", "--driver", "psycopg2", "--pooled"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True,
     ).stdout.strip()
 
@@ -104,12 +106,19 @@ def cacheable_checkout() -> str | None:
     return "uncommitted changes under the code paths" if version.endswith("-dirty") else None
 
 
+def _without_plugin(url: str) -> str:
+    """Dagster's URL as `make demo` makes it, without the pool plugin it names (libpq does not know
+    the parameter, and connect_cost_ms measures NullPool itself)."""
+    return url.replace(f"&plugin={POOL_PLUGIN}", "")
+
+
 def dagster_sessions(url: str) -> int:
     """How many connections Postgres has accepted into Dagster's database so far
     (pg_stat_database.sessions): read before and after a run, the run's count."""
     import psycopg
 
-    with psycopg.connect(url.replace("postgresql+psycopg2://", "postgresql://"), autocommit=True) as conn:
+    libpq_url = _without_plugin(url).replace("postgresql+psycopg2://", "postgresql://")
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
         row = conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()").fetchone()
     return int(row[0]) if row else 0
 
@@ -123,7 +132,7 @@ def connect_cost_ms(url: str, n: int = 200) -> tuple[float, float]:
 
     out = []
     for poolclass, extra in ((pool.NullPool, {}), (pool.QueuePool, {"pool_size": 1})):
-        engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=poolclass, **extra)
+        engine = sa.create_engine(_without_plugin(url), isolation_level="AUTOCOMMIT", poolclass=poolclass, **extra)
         started = time.perf_counter()
         for _ in range(n):
             with engine.connect() as conn:

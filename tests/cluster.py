@@ -37,6 +37,8 @@ from urllib.parse import quote
 
 import yaml
 
+from eval_pipeline.store.database import with_pool_plugin
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 # A password that trips naive URL handling ('%', '@', ':', '/') and holds non-ASCII letters.
@@ -335,7 +337,7 @@ class Cluster:
             EVAL_PIPELINE_STATE_DIR=str(self.state_dir),
             EVAL_PIPELINE_ARTIFACTS_DIR=str(self.state_dir / "dagster"),
             EVAL_PIPELINE_COMPUTE_LOGS_DIR=str(self.state_dir / "dagster" / "logs"),
-            EVAL_PIPELINE_DAGSTER_PG_URL=self.dagster_url,
+            EVAL_PIPELINE_DAGSTER_PG_URL=with_pool_plugin(self.dagster_url),  # as `make demo` has it
             EVAL_PIPELINE_DB="external",
             EVAL_PIPELINE_DATABASE_URL=self.postgres.url(),
             EVAL_PIPELINE_CELERY_BROKER=self.celery_config["broker"],

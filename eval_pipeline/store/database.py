@@ -10,7 +10,7 @@ mode 0700 and owned by the server's OS user.
 
 Command line (used by the Makefile before Dagster loads its instance)::
 
-    python -m eval_pipeline.store.database url  --state-dir .eval_state --database dagster --driver psycopg2
+    python -m eval_pipeline.store.database url  --state-dir .eval_state --database dagster --driver psycopg2 --pooled
     python -m eval_pipeline.store.database stop --state-dir .eval_state
 
 Connecting: `connect(connection_string, ...)` is the one way this library opens a connection.  It adds a
@@ -643,6 +643,18 @@ def advisory_unlock(conn, key: str) -> None:
     conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
 
 
+# The SQLAlchemy plugin (eval_pipeline/store/pooled_engine.py, registered under this name in pyproject.toml)
+# that keeps one connection per dagster-postgres storage instead of one per query.
+POOL_PLUGIN = "eval_pipeline_pool"
+
+
+def with_pool_plugin(url: str) -> str:
+    """`url` naming the POOL_PLUGIN (once), for dagster-postgres's ``postgres_url``."""
+    if f"plugin={POOL_PLUGIN}" in url.split("?", 1)[-1].split("&"):
+        return url
+    return url + ("&" if "?" in url else "?") + f"plugin={POOL_PLUGIN}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval_pipeline.store.database", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -650,12 +662,18 @@ def main(argv: list[str] | None = None) -> int:
     url.add_argument("--state-dir", required=True)
     url.add_argument("--database", default="postgres")
     url.add_argument("--driver", default=None, help="e.g. psycopg2 for dagster-postgres")
+    url.add_argument("--pooled", action="store_true",
+                     help="name SQLAlchemy's plugin eval_pipeline_pool in the URL: each dagster-postgres storage "
+                          "keeps one connection open instead of one per query (eval_pipeline/store/pooled_engine.py)")
     stop = sub.add_parser("stop", help="stop the server")
     stop.add_argument("--state-dir", required=True)
     args = parser.parse_args(argv)
     pg = EmbeddedPostgres(args.state_dir)
     if args.command == "url":
-        print(pg.uri(args.database, driver=args.driver))
+        uri = pg.uri(args.database, driver=args.driver)
+        if args.pooled:
+            uri = with_pool_plugin(uri)
+        print(uri)
     else:
         pg.stop()
     return 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from eval_pipeline.store.database import with_pool_plugin
 from tests import job_zygote
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ def job_environment(state_dir: Path, dagster_url: str, **extra) -> dict:
         EVAL_PIPELINE_STATE_DIR=str(state_dir),
         EVAL_PIPELINE_ARTIFACTS_DIR=str(state_dir / "dagster"),
         EVAL_PIPELINE_COMPUTE_LOGS_DIR=str(state_dir / "dagster" / "logs"),
-        EVAL_PIPELINE_DAGSTER_PG_URL=dagster_url,
+        EVAL_PIPELINE_DAGSTER_PG_URL=with_pool_plugin(dagster_url),  # as `make demo` has it
     )
     env.update(extra)
     return env
