@@ -17,9 +17,13 @@ engine a pool that keeps one connection open between queries. Nothing else chang
   engines, so an instance that is dropped leaves its engines to the garbage collector, with their
   kept connections open until then. A process that makes instance after instance (a Celery worker
   makes one per task) would pile them up against the server's ``max_connections``; when a new engine
-  is made, the kept connections of all but the newest ``KEPT`` are closed (an engine still in use
-  opens a new one when it needs one, as NullPool did);
-- an engine made with a pool other than NullPool keeps its own.
+  is made, every engine but the newest ``KEPT`` closes its kept connection and keeps none from then
+  on (one still in use opens a connection per query again, as NullPool did);
+- an engine made with a pool other than NullPool keeps its own, and tells the plugin that the
+  process pools its connections itself: dagster-webserver replaces each storage's engine by one
+  with a pool of its own (``optimize_for_webserver``), and the engines it drops would otherwise keep
+  their connection until a full garbage collection. Every engine the plugin pooled so far in the
+  process then closes its kept connection and keeps none.
 
 The library never imports Dagster: SQLAlchemy finds this class by the plugin's name, through the
 ``sqlalchemy.plugins`` entry point in pyproject.toml."""
@@ -43,7 +47,30 @@ _LOCK = threading.Lock()
 _ENGINES: list[weakref.ReferenceType[Engine]] = []  # the engines this plugin pooled, oldest first
 
 
+class KeptPool(QueuePool):
+    """QueuePool that keeps its connection only while its engine is one of the newest KEPT: once
+    told not to (`keep = False`), a connection given back is closed, as NullPool closes it."""
+
+    keep = True
+
+    def _do_return_conn(self, record: Any) -> None:
+        if self.keep:
+            super()._do_return_conn(record)
+            return
+        try:
+            record.close()
+        finally:
+            self._dec_overflow()
+
+    def recreate(self) -> QueuePool:
+        pool = super().recreate()  # engine.dispose(): the same pool anew, told the same
+        pool.keep = self.keep  # type: ignore[attr-defined]
+        return pool
+
+
 def _forget_in_child() -> None:
+    global _LOCK
+    _LOCK = threading.Lock()  # another thread of the parent may have held it at the fork: it never ends here
     for ref in _ENGINES:
         engine = ref()
         if engine is not None:
@@ -59,8 +86,21 @@ def _keep_newest(engine: Engine) -> None:
         _ENGINES.append(weakref.ref(engine))
         older = [ref() for ref in _ENGINES[:-KEPT]]
     for old in older:
-        if old is not None:
-            old.pool.dispose()  # closes the connection it keeps; one in use stays open until given back
+        pool = getattr(old, "pool", None)
+        if isinstance(pool, KeptPool) and pool.keep:
+            pool.keep = False  # from now on it closes what it is given back, as NullPool did
+            pool.dispose()  # and the connection it keeps now; one in use is closed when given back
+
+
+def _keep_none() -> None:
+    with _LOCK:
+        pooled = [ref() for ref in _ENGINES]
+        _ENGINES.clear()
+    for engine in pooled:
+        pool = getattr(engine, "pool", None)
+        if isinstance(pool, KeptPool) and pool.keep:
+            pool.keep = False
+            pool.dispose()
 
 
 class KeepOneConnection(CreateEnginePlugin):
@@ -70,7 +110,7 @@ class KeepOneConnection(CreateEnginePlugin):
         super().__init__(url, kwargs)
         self.pooled = kwargs.get("poolclass") is NullPool
         if self.pooled:
-            kwargs["poolclass"] = QueuePool
+            kwargs["poolclass"] = KeptPool
             kwargs.update(POOL)
 
     def update_url(self, url: Any) -> Any:
@@ -79,3 +119,5 @@ class KeepOneConnection(CreateEnginePlugin):
     def engine_created(self, engine: Engine) -> None:
         if self.pooled:
             _keep_newest(engine)
+        else:  # the process pools its own (the webserver replaces its storages' engines): ours keep none
+            _keep_none()
