@@ -69,21 +69,8 @@ PRELOAD = ("dagster._cli", "dagster_postgres", "numpy", "pandas", "pyarrow.parqu
 # the project reads its own (EVAL_PIPELINE_*) after the fork. Any other difference: a new process.
 # (PYTEST_CURRENT_TEST changes with every test; nothing in a run reads it.)
 CALL_TIME_ENV = ("EVAL_PIPELINE_", "DAGSTER_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "PYTEST_CURRENT_TEST")
-# The folder of the tests' Dagster home (tests/fixtures/dagster_home): its dagster.yaml names a
-# storage class of its own (pooled_dagster_storage), loaded by name wherever the instance is.
-STORAGE_PATH = REPO / "tests" / "fixtures" / "dagster_home"
-
-
-def with_storage_path(env: dict) -> dict:
-    """`env` with the tests' storage folder leading PYTHONPATH (that folder holds that one module,
-    so no project module becomes importable through it)."""
-    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {**env, "PYTHONPATH": os.pathsep.join([str(STORAGE_PATH), *(p for p in parts if p != str(STORAGE_PATH))])}
-
-
-# The environment of the test session as it started (before any test's monkeypatch), with the
-# storage folder on PYTHONPATH as every run's (tests/integration/cli.job_environment): the zygote's.
-SESSION_ENV = with_storage_path(dict(os.environ))
+# The environment of the test session as it started (before any test's monkeypatch): the zygote's.
+SESSION_ENV = dict(os.environ)
 
 
 # --- the zygote process ----------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
@@ -12,17 +11,13 @@ from tests import job_zygote
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
-# The tests' Dagster home: the project's dagster.yaml with a pooled storage (its folder's
-# pooled_dagster_storage.py says why). A test runs on the project's own file with
-# `DAGSTER_HOME=str(REPO)` in its environment (the shared clean run, the CLI and console tests,
-# the webserver, `dagster dev`, the Celery cluster).
-DAGSTER_HOME = job_zygote.STORAGE_PATH
-if str(DAGSTER_HOME) not in sys.path:
-    sys.path.append(str(DAGSTER_HOME))  # this process reads the runs' events through that instance too
+# The tests' Dagster home: the project's own dagster.yaml, its storage on the session's Postgres
+# through the URL `make demo` uses (a kept connection per storage: eval_pipeline/store/pooled_engine.py).
+DAGSTER_HOME = REPO
 
 
 def job_environment(state_dir: Path, dagster_url: str, **extra) -> dict:
-    env = job_zygote.with_storage_path(dict(os.environ))
+    env = dict(os.environ)
     env.update(
         DAGSTER_HOME=str(DAGSTER_HOME),
         EVAL_PIPELINE_STATE_DIR=str(state_dir),

@@ -298,35 +298,6 @@ def test_a_forked_child_that_drops_and_disposes_its_copies_leaves_the_parent_s_c
         assert _run_pid(instance) == parent
 
 
-def test_the_tests_own_pooled_storage_keeps_its_pool_under_the_plugin_url(tmp_path, dagster_url):
-    """tests/fixtures/dagster_home's PooledPostgresStorage (QueuePool, max_overflow=3) with the plugin URL
-    cli.job_environment now gives it: its own pools stay, and the engines it replaces leave no connection."""
-    import sys
-
-    from sqlalchemy.pool import QueuePool
-
-    from tests.job_zygote import STORAGE_PATH
-
-    sys.path.insert(0, str(STORAGE_PATH))
-    try:
-        from pooled_dagster_storage import PooledPostgresStorage
-    finally:
-        sys.path.remove(str(STORAGE_PATH))
-    gc.collect()
-    gc.disable()
-    try:
-        storage = PooledPostgresStorage(with_pool_plugin(dagster_url))
-        for sub in (storage._run_storage, storage._event_log_storage, storage._schedule_storage):
-            assert isinstance(sub._engine.pool, QueuePool) and sub._engine.pool._max_overflow == 3
-        storage._run_storage.get_runs(limit=1)
-        assert len(_backends(dagster_url)) == 1
-        for sub in (storage._run_storage, storage._event_log_storage, storage._schedule_storage):
-            sub.dispose()  # what the instance calls: the fixture's wrapper closes its pool
-    finally:
-        gc.enable()
-        gc.collect()
-
-
 def test_the_plugin_s_url_leaks_no_password_and_parses(embedded_pg):
     """describe_target / redact / scrub on the URL with the plugin and a password that needs encoding."""
     url = with_pool_plugin("postgresql+psycopg2://eval:s3%40cr%3At%2F@127.0.0.1:6543/dagster")

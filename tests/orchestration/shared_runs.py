@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 from unittest import mock
 
-from tests.integration.cli import REPO, job_environment, start_job, tiny_job_config
+from tests.integration.cli import job_environment, start_job, tiny_job_config
 from tests.orchestration.verdict_runs import INSTANCE_ENV, RUN_ID, copy_state
 
 COLLECT_STEP = "ranked_results.collect_ranked_results"
@@ -91,8 +91,7 @@ def make_clean_run(root: Path, dagster_url: str) -> CleanRun:
     from eval_pipeline.store.database import EmbeddedPostgres
 
     state = root / "state-clean"
-    # the project's dagster.yaml (the other runs use the tests' pooled one: tests/integration/cli.py)
-    env = job_environment(state, dagster_url, DAGSTER_HOME=str(REPO))
+    env = job_environment(state, dagster_url)  # the project's dagster.yaml, as every run's
     try:
         # a new process: the lane's own check that a run needs nothing the warmed-up interpreter
         # had imported (tests/job_zygote.py)
