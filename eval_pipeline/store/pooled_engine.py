@@ -25,8 +25,9 @@ engine a pool that keeps one connection open between queries. Nothing else chang
   their connection until a full garbage collection. Every engine the plugin pooled so far in the
   process then closes its kept connection and keeps none.
 
-The library never imports Dagster: SQLAlchemy finds this class by the plugin's name, through the
-``sqlalchemy.plugins`` entry point in pyproject.toml."""
+The library never imports Dagster: SQLAlchemy finds this class by the plugin's name
+(`eval_pipeline.store.database.POOL_PLUGIN`), through the ``sqlalchemy.plugins`` entry point in
+pyproject.toml."""
 
 from __future__ import annotations
 
@@ -37,8 +38,6 @@ from typing import Any
 
 from sqlalchemy.engine import CreateEnginePlugin, Engine
 from sqlalchemy.pool import NullPool, QueuePool
-
-from eval_pipeline.store.database import POOL_PLUGIN  # noqa: F401  (the name SQLAlchemy knows it by)
 
 POOL = {"pool_size": 1, "max_overflow": -1, "pool_pre_ping": True}
 KEPT = 6  # two instances' three storages
