@@ -14,16 +14,15 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
 import sqlalchemy as sa
-import yaml
 from sqlalchemy.pool import NullPool
 
 from eval_pipeline.store import pooled_engine
 from eval_pipeline.store.database import describe_target, ensure_database, redact, scrub, with_pool_plugin
+from tests.integration.test_pooled_engine import _instance
 
 pytestmark = pytest.mark.integration
 
@@ -37,16 +36,6 @@ def dagster_url(embedded_pg, request):
 
 def _libpq(url: str) -> str:
     return url.replace("postgresql+psycopg2://", "postgresql://")
-
-
-def _instance(tmp_path: Path, url: str):
-    from dagster import DagsterInstance
-
-    home = tmp_path / f"home{len(list(tmp_path.glob('home*')))}"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(yaml.safe_dump({"storage": {"postgres": {"postgres_url": url}},
-                                                       "telemetry": {"enabled": False}}))
-    return DagsterInstance.from_config(str(home))
 
 
 def _touch(instance) -> None:
