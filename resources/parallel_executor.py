@@ -95,10 +95,9 @@ def _server_running() -> bool:
     return True
 
 
-def _start_server(modules: list[str]) -> None:
-    """Start this process's forkserver preloading `modules` (after PATH_MODULE and Dagster's module:
-    `_server_preload`)."""
-    preload = _server_preload(modules)
+def _start_server(preload: list[str]) -> None:
+    """Start this process's forkserver preloading `preload`, the server's whole list
+    (`_server_preload`: PATH_MODULE and Dagster's module first)."""
     multiprocessing.set_forkserver_preload(preload)
     multiprocessing.forkserver.ensure_running()
     _SERVER.environment, _SERVER.preload = dict(os.environ), preload

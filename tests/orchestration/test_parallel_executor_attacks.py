@@ -367,9 +367,8 @@ def retry_job():
 @pytest.mark.integration
 def test_a_step_that_fails_once_is_retried_in_a_new_forked_process(tmp_path):
     marker = tmp_path / "failed_once"
-    config = {"execution": {"config": {"start_method": {"forkserver": {"preload_modules": ["dagster"]}}}}}
     with mock.patch.dict(os.environ, {_FAILED_ONCE: str(marker)}):
-        ok, out = _run(retry_job, tmp_path / "i", config, ("fails_once",))
+        ok, out = _run(retry_job, tmp_path / "i", LIGHT, ("fails_once",))
     assert ok
     assert out["fails_once"] != int(marker.read_text())
 

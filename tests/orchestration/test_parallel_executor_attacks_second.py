@@ -27,7 +27,7 @@ C. A run of this job hangs at its start while any other forkserver child of the 
    context, ...): with no run in flight, execute() calls _stop_server() under _LOCK
    (resources/parallel_executor.py:132-133), and forkserver._stop() waits for the server to exit, which
    it does only when every process it forked has exited (they hold its "alive" pipe). Seen: a
-   1-worker forkserver Pool alive; quick_step_job (LIGHT) had not started its step after 45 s; the step
+   1-worker forkserver Pool alive; quick_job (LIGHT) had not started its step after 45 s; the step
    ran right after pool.terminate() (test uses a 20 s budget). Every later run of the process blocks
    on _LOCK behind it. The same wait happens at a run's end (:148-151) if other code forked from the
    run's server meanwhile (not run; still so: see the closing paragraph).
@@ -51,11 +51,9 @@ import threading
 import time
 
 import pytest
-from dagster import job, op
 
 from resources import parallel_executor as pe
-from resources.parallel_executor import forkserver_multiprocess_executor
-from tests.orchestration.test_parallel_executor_attacks import LIGHT, _folder_with, _run
+from tests.orchestration.test_parallel_executor_attacks import LIGHT, _folder_with, _run, quick_job
 
 # -- A: the chdir is process-global ------------------------------------------------------------
 
@@ -77,7 +75,7 @@ def test_another_thread_never_sees_the_servers_folder_as_its_cwd():
             assert pe._SERVER.runs == 0
             for _ in range(5):
                 pe._stop_server()
-                pe._start_server([pe.DAGSTER_PRELOAD, "dagster"])
+                pe._start_server(pe._server_preload(["dagster"]))
             pe._stop_server()
     finally:
         done.set()
@@ -117,7 +115,7 @@ def test_a_step_launched_after_the_server_died_runs_from_a_folder_holding_yaml_p
         with pe._LOCK:
             assert pe._SERVER.runs == 0
             pe._stop_server()
-            pe._start_server([pe.DAGSTER_PRELOAD, "dagster"])
+            pe._start_server(pe._server_preload(["dagster"]))
             assert _forked_exit_code() == 0, "the executor's own server (empty folder) forks fine"
             server = multiprocessing.forkserver._forkserver._forkserver_pid
             os.kill(server, signal.SIGKILL)
@@ -131,16 +129,6 @@ def test_a_step_launched_after_the_server_died_runs_from_a_folder_holding_yaml_p
 
 # -- C: a forkserver other code of the process uses hangs the run --------------------------------
 
-@op
-def quick_step() -> int:
-    return os.getpid()
-
-
-@job(executor_def=forkserver_multiprocess_executor)
-def quick_step_job():
-    quick_step()
-
-
 @pytest.mark.integration
 def test_a_run_starts_beside_a_forkserver_pool_of_the_users_own(tmp_path):
     import multiprocessing
@@ -149,7 +137,7 @@ def test_a_run_starts_beside_a_forkserver_pool_of_the_users_own(tmp_path):
     try:
         assert pool.apply(os.getpid) > 0  # its worker runs, forked from this process's server
         results: dict = {}
-        run = threading.Thread(target=lambda: results.update(ok=_run(quick_step_job, tmp_path / "fork", LIGHT)[0]),
+        run = threading.Thread(target=lambda: results.update(ok=_run(quick_job, tmp_path / "fork", LIGHT)[0]),
                                daemon=True)
         run.start()
         run.join(timeout=20)
