@@ -46,6 +46,11 @@ def dagster_url(embedded_pg, request):
     return embedded_pg.uri(name, driver="psycopg2")
 
 
+def _libpq(url: str) -> str:
+    """The storage's URL as libpq reads it (psycopg, for the tests' own looks at the server)."""
+    return url.replace("postgresql+psycopg2://", "postgresql://")
+
+
 def _instance(tmp_path: Path, url: str):
     from dagster import DagsterInstance
 
@@ -97,7 +102,7 @@ def test_forty_queries_on_a_kept_connection_each_storage(tmp_path, dagster_url, 
 def test_a_kept_connection_the_server_closed_is_replaced_not_met(tmp_path, dagster_url, opened):
     with _instance(tmp_path, with_pool_plugin(dagster_url)) as pooled:
         _queries(pooled, 1)
-        with psycopg.connect(dagster_url.replace("postgresql+psycopg2://", "postgresql://"), autocommit=True) as conn:
+        with psycopg.connect(_libpq(dagster_url), autocommit=True) as conn:
             ended = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                                  "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()[0]
         assert ended >= 1
@@ -142,7 +147,7 @@ def test_dropped_instances_keep_at_most_kept_connections(tmp_path, dagster_url):
             _queries(instance, 1)
             instance.get_runs_count()
             del instance
-        with psycopg.connect(dagster_url.replace("postgresql+psycopg2://", "postgresql://"), autocommit=True) as conn:
+        with psycopg.connect(_libpq(dagster_url), autocommit=True) as conn:
             idle = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                                 "AND pid <> pg_backend_pid()").fetchone()[0]
         assert idle <= 6, idle  # KEPT: two instances' three storages (six instances left 18 before)
@@ -153,14 +158,14 @@ def test_dropped_instances_keep_at_most_kept_connections(tmp_path, dagster_url):
 
 def test_an_engine_with_a_pool_of_its_own_keeps_it(dagster_url):
     from sqlalchemy import create_engine
-    from sqlalchemy.pool import QueuePool, StaticPool
+    from sqlalchemy.pool import NullPool, QueuePool, StaticPool
 
     engine = create_engine(with_pool_plugin(dagster_url), poolclass=StaticPool)
     try:
         assert isinstance(engine.pool, StaticPool)
     finally:
         engine.dispose()
-    engine = create_engine(with_pool_plugin(dagster_url), poolclass=__import__("sqlalchemy.pool").pool.NullPool)
+    engine = create_engine(with_pool_plugin(dagster_url), poolclass=NullPool)
     try:
         assert isinstance(engine.pool, QueuePool) and engine.pool.size() == 1
     finally:

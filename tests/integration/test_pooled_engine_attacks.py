@@ -22,7 +22,7 @@ from sqlalchemy.pool import NullPool
 
 from eval_pipeline.store import pooled_engine
 from eval_pipeline.store.database import describe_target, ensure_database, redact, scrub, with_pool_plugin
-from tests.integration.test_pooled_engine import _instance
+from tests.integration.test_pooled_engine import _backend_pid, _instance, _libpq
 
 pytestmark = pytest.mark.integration
 
@@ -32,10 +32,6 @@ def dagster_url(embedded_pg, request):
     name = "atk41_" + request.node.name.lower().replace("[", "_").replace("]", "")[:40]
     ensure_database(embedded_pg.uri("postgres"), name)
     return embedded_pg.uri(name, driver="psycopg2")
-
-
-def _libpq(url: str) -> str:
-    return url.replace("postgresql+psycopg2://", "postgresql://")
 
 
 def _touch(instance) -> None:
@@ -51,11 +47,6 @@ def _backends(url: str, *, state: str | None = None) -> list[tuple]:
         rows = conn.execute("SELECT pid, state, xact_start FROM pg_stat_activity WHERE datname = current_database() "
                             "AND pid <> pg_backend_pid() AND backend_type = 'client backend'").fetchall()
     return [r for r in rows if state is None or r[1] == state]
-
-
-def _run_pid(instance) -> int:
-    with instance._run_storage.connect() as conn:
-        return conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
 
 
 def _wait_child(pid: int, seconds: float) -> int | None:
@@ -270,7 +261,7 @@ def test_a_forked_child_that_drops_and_disposes_its_copies_leaves_the_parent_s_c
     """The child lets go of every copy (gc) and disposes the engines: the parent's kept backend lives on."""
     with _instance(tmp_path, with_pool_plugin(dagster_url)) as instance:
         _touch(instance)
-        parent = _run_pid(instance)
+        parent = _backend_pid(instance)
         pid = os.fork()
         if pid == 0:
             code = 1
@@ -284,7 +275,7 @@ def test_a_forked_child_that_drops_and_disposes_its_copies_leaves_the_parent_s_c
                 os._exit(code)
         assert _wait_child(pid, 20) == 0
         assert parent in [r[0] for r in _backends(dagster_url)]
-        assert _run_pid(instance) == parent
+        assert _backend_pid(instance) == parent
 
 
 def test_the_plugin_s_url_leaks_no_password_and_parses(embedded_pg):
