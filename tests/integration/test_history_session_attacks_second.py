@@ -90,7 +90,6 @@ def test_a_direct_judge_under_repeatable_read_reads_the_previous_run_in_one_snap
     assert not verdict.gates["v"].passed, verdict.gates["v"].message
 
 
-
 def _a_pooler_switches_backends(monkeypatch) -> list[int]:
     """Behind a transaction-mode pooler each transaction (an autocommit statement is one) may run on
     another server connection, which holds none of the statements prepared on the last one. Simulated:
