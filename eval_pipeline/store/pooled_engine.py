@@ -79,16 +79,20 @@ def _forget_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
+def _stop_keeping(engine: Engine | None) -> None:
+    pool = getattr(engine, "pool", None)
+    if isinstance(pool, KeptPool) and pool.keep:
+        pool.keep = False  # from now on it closes what it is given back, as NullPool did
+        pool.dispose()  # and the connection it keeps now; one in use is closed when given back
+
+
 def _keep_newest(engine: Engine) -> None:
     with _LOCK:
         _ENGINES[:] = [ref for ref in _ENGINES if ref() is not None]
         _ENGINES.append(weakref.ref(engine))
         older = [ref() for ref in _ENGINES[:-KEPT]]
     for old in older:
-        pool = getattr(old, "pool", None)
-        if isinstance(pool, KeptPool) and pool.keep:
-            pool.keep = False  # from now on it closes what it is given back, as NullPool did
-            pool.dispose()  # and the connection it keeps now; one in use is closed when given back
+        _stop_keeping(old)
 
 
 def _keep_none() -> None:
@@ -96,10 +100,7 @@ def _keep_none() -> None:
         pooled = [ref() for ref in _ENGINES]
         _ENGINES.clear()
     for engine in pooled:
-        pool = getattr(engine, "pool", None)
-        if isinstance(pool, KeptPool) and pool.keep:
-            pool.keep = False
-            pool.dispose()
+        _stop_keeping(engine)
 
 
 class KeepOneConnection(CreateEnginePlugin):
