@@ -48,8 +48,6 @@ from common import (
     results_beside,
 )
 
-from eval_pipeline.store.database import POOL_PLUGIN
-
 BIN = REPO_ROOT / ".venv" / "bin"
 STEP_DONE = re.compile(r'^(\S+ \S+ [+-]\d{4}) - dagster - \w+ - \S+ - \S+ - \d+ - (\S+) - STEP_SUCCESS - '
                        r'Finished execution of step "([^"]+)" in ([\d.]+)(ms|s|m)')
@@ -108,8 +106,10 @@ def cacheable_checkout() -> str | None:
 
 def _without_plugin(url: str) -> str:
     """Dagster's URL as `make demo` makes it, without the pool plugin it names (libpq does not know
-    the parameter, and connect_cost_ms measures NullPool itself)."""
-    return url.replace(f"&plugin={POOL_PLUGIN}", "")
+    the parameter, and connect_cost_ms measures NullPool itself): SQLAlchemy's own way to drop it."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).difference_update_query(["plugin"]).render_as_string(hide_password=False)
 
 
 def dagster_sessions(url: str) -> int:
