@@ -145,16 +145,7 @@ def embed_three() -> list:
 
 
 @op
-def draw_one() -> tuple:
-    import random
-
-    import numpy as np
-
-    return random.random(), float(np.random.random())
-
-
-@op
-def draw_two() -> tuple:
+def draw() -> tuple:
     import random
 
     import numpy as np
@@ -166,8 +157,8 @@ def draw_two() -> tuple:
 def hub_job():
     hub_offline_after_warm_up()
     embed_three()
-    draw_one()
-    draw_two()
+    draw.alias("draw_one")()  # two steps, each forked: do they draw the same numbers?
+    draw.alias("draw_two")()
 
 
 HUB_NODES = ("hub_offline_after_warm_up", "embed_three", "draw_one", "draw_two")
