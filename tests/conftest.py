@@ -164,7 +164,6 @@ LONGEST_FILES = (  # by their summed test durations in one run of the lane on 2 
     "tests/orchestration/test_answer_quality_job.py",
     "tests/integration/test_vector_store_reuse.py",
     "tests/orchestration/test_console.py",
-    "tests/orchestration/test_ui_more.py",
     "tests/integration/test_sharded_ingest.py",
     "tests/orchestration/test_gate.py",
     "tests/orchestration/test_measurement_validity.py",
