@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from eval_pipeline.metrics.retrieval import (
@@ -166,7 +168,9 @@ def class_breakdown(per_query: pd.DataFrame, fields: Sequence[str] = CLASS_FIELD
     if not len(per_query):
         return pd.DataFrame(rows, columns=columns)
     variants = list(dict.fromkeys(per_query["variant"]))
-    answerable = per_query["answerable"].astype(bool)
+    answerable = per_query["answerable"].astype(bool).to_numpy()
+    variant_of = per_query["variant"].to_numpy()
+    none = np.array([], dtype=np.intp)
     for name in fields:
         if name not in per_query:
             continue
@@ -174,14 +178,19 @@ def class_breakdown(per_query: pd.DataFrame, fields: Sequence[str] = CLASS_FIELD
         if (labels == UNLABELLED).all():
             continue
         classes = sorted(set(labels) - {UNLABELLED}) + ([UNLABELLED] if (labels == UNLABELLED).any() else [])
+        # each (class, variant)'s rows, in the frame's order: one grouping, not a mask of the whole
+        # frame per pair (the means are taken over the same values in the same order as before)
+        members: dict[tuple[str, Any], list[int]] = {}
+        for position, key in enumerate(zip(labels.to_numpy(), variant_of)):
+            members.setdefault(key, []).append(position)
         for cls in classes:
-            in_class = labels == cls
             for variant in variants:
-                mine = in_class & (per_query["variant"] == variant)
-                scored = per_query[mine & answerable]
+                mine = np.asarray(members.get((cls, variant), none), dtype=np.intp)
+                scored = mine[answerable[mine]]
                 row = {"field": name, "class": cls, "variant": variant, "n": int(len(scored)),
-                       "n_abstention": int((mine & ~answerable).sum())}
+                       "n_abstention": int(len(mine) - len(scored))}
                 for m in metrics:
-                    row[m] = float(scored[m].astype("float64").mean()) if len(scored) else float("nan")
+                    row[m] = (float(per_query[m].iloc[scored].astype("float64").mean()) if len(scored)
+                              else float("nan"))
                 rows.append(row)
     return pd.DataFrame(rows, columns=columns)

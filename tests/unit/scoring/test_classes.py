@@ -46,6 +46,19 @@ def test_every_class_present_is_covered_with_counts_and_means():
     assert row.loc[("hard_class", UNLABELLED, "a")]["n"] == 1
 
 
+def test_rows_are_taken_by_position_whatever_the_frame_s_index_and_order():
+    """A frame with a shuffled, non-default index gives the same classes, counts and means as the
+    same rows in a plain frame; a class's mean skips a NaN score (q2 of `b` has none for MRR)."""
+    frame = _frame()
+    frame.loc[(frame["variant"] == "b") & (frame["qid"] == "q2"), "mrr"] = math.nan
+    shuffled = frame.iloc[[7, 2, 5, 0, 6, 3, 1, 4]].set_axis([30, 10, 70, 0, 50, 20, 60, 40])
+    expected = class_breakdown(frame.iloc[[7, 2, 5, 0, 6, 3, 1, 4]].reset_index(drop=True))
+    pd.testing.assert_frame_equal(class_breakdown(shuffled), expected, check_exact=True)
+    row = expected.set_index(["field", "class", "variant"])
+    gap_b = row.loc[("form", "GAP", "b")]  # q3 (rank 1, MRR 1.0) and q2 (MRR NaN): the mean of what is there
+    assert (gap_b["n"], gap_b["n_abstention"], gap_b["mrr"], gap_b["hit@1"]) == (2, 1, 1.0, 1.0)
+    assert list(expected["variant"][:2]) == ["b", "a"]  # variants in first appearance
+
 def test_a_field_nobody_labelled_says_nothing_and_empty_input_is_an_empty_table():
     frame = _frame().assign(hard_class=None)
     assert set(class_breakdown(frame)["field"]) == {"form"}
