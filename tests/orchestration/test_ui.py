@@ -180,6 +180,8 @@ def three_runs(tmp_path_factory, embedded_pg):
             log = (tmp / f"{name}.log").read_text()
             runs[name] = SimpleNamespace(code=code, log=log, id=RUN_ID.search(log).group(1),
                                          results=tmp / name / "results.md")
+        assert runs["first"].code == 0, runs["first"].log[-3000:]
+        assert runs["regressed"].code == 1, runs["regressed"].log[-3000:]
         with webserver(tmp, env) as base:
             yield SimpleNamespace(tmp=tmp, base=base, runs=runs)
     finally:
@@ -492,10 +494,6 @@ def test_a_broken_code_location_shows_its_one_line_under_deployment(tmp_path, jo
 # --------------------------------------------------------------------------------------------
 
 
-def _evaluate(browser, expression: str):
-    return browser.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
-
-
 def _widen(browser, width: int = 1900):
     """A wider window for a screenshot: at 1500 px the metadata table's value column is cut at the
     right edge (Dagster's layout; the text is all there)."""
@@ -523,8 +521,6 @@ def test_the_report_page_leads_with_the_verdict_in_place(three_runs, browser):
     [Show Markdown] dialog, which opens scrolled to its bottom), and the second the variants
     table (numbers, gate and why), which Dagster always shows in place: the failed variant, what
     dropped and by how much are on the page as it opens, without a click or a scroll."""
-    assert three_runs.runs["first"].code == 0, three_runs.runs["first"].log[-3000:]
-    assert three_runs.runs["regressed"].code == 1, three_runs.runs["regressed"].log[-3000:]
     shown = browser.wait_for(f"{three_runs.base}/assets/report", METADATA_ROWS)
     rows, height = shown["rows"], shown["height"]
     assert [r["key"] for r in rows[:3]] == ["verdict", "variants", "headline"], [r["key"] for r in rows]

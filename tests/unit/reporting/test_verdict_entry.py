@@ -37,6 +37,14 @@ def test_the_failed_variant_comes_first_with_what_dropped_against_what():
     assert len(text) < INLINE_LIMIT
 
 
+def test_a_drop_measured_against_the_previous_run_alone_names_it_alone():
+    """A second run, whose previous run is also its reference: one comparison, named `previous`
+    (the UI's three-run test sees `previous/reference`, two runs of equal numbers)."""
+    rows = [_drop("dense", "hit@1", "previous")]
+    text = verdict_entry(_verdict({"dense": _gate(False)}, rows), HEADLINE)
+    assert text.splitlines()[2] == ("- `dense`: **FAILED** (comparable): dropped past its tolerance: hit@1 0.000 vs "
+                                    "1.000 (-1.000, tol 0.05, previous)")
+
 def test_a_gate_that_failed_without_numbers_says_why():
     gates = {"new": _gate(False, "not_compared", "FAILED: nothing can judge it; accept a run: python -m x")}
     text = verdict_entry(_verdict(gates, []), "Gate FAILED for `new`.")
