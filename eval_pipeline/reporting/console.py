@@ -138,10 +138,11 @@ def summary_table(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_ME
 
 
 def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_METRICS) -> str:
-    """The table (`summary_table`), the answer gates in one line and the verdict line (see the
-    module docstring)."""
+    """The run's whole id, the table (`summary_table`), the answer gates in one line, the command
+    that accepts the run for every variant whose gate failed (the table's `why` is cut to one
+    line), and the verdict line (see the module docstring)."""
     table = summary_table(verdict, metrics)
-    lines = [f"eval-pipeline: {len(table.rows)} variant(s), run {str(getattr(verdict, 'run_id', ''))[:8] or '?'}"
+    lines = [f"eval-pipeline: {len(table.rows)} variant(s), run {getattr(verdict, 'run_id', '') or '?'}"
              + (" (limited: not a baseline)" if getattr(verdict, "limited", False) else ""), ""]
     lines += _table(table.columns, table.rows)
     answers = getattr(verdict, "answers", None)
@@ -150,6 +151,9 @@ def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_
         failed = [f"{v} {grader}" for v, grader, g in graded if not g.passed]
         lines += ["", f"answers: {len(graded)} (variant, grader) gate(s), "
                   + (f"{len(failed)} failed: {', '.join(failed)}" if failed else "all passed")]
+    command = getattr(verdict, "accept_command", None)
+    if command:  # the whole id and every failed variant: what `accept` needs, ready to copy
+        lines += ["", f"to make this run the reference once its numbers are intended: {command}"]
     lines += ["", verdict_line(verdict),
               f"exit codes: {EXIT_PASSED} every gate passed, {EXIT_FAILED} a gate failed, "
               f"{EXIT_BROKEN} the run broke before a verdict (scripts/run_job.sh)"]

@@ -99,11 +99,13 @@ class RunVerdict:
 
     @property
     def accept_command(self) -> str | None:
-        """The command that accepts this run for every variant whose gate failed (None when
-        none did); accepting a variant that failed against a comparable yardstick is a
-        deliberate acceptance of its regression, so each is named. A variant this run did not
-        measure (`unmeasured`) is not: there is nothing of it to accept."""
+        """The command that accepts this run for every variant whose gate failed, retrieval's or
+        an answer gate's (None when none did); accepting a variant that failed against a
+        comparable yardstick is a deliberate acceptance of its regression, so each is named. A
+        variant this run did not measure (`unmeasured`) is not: there is nothing of it to accept."""
         failed = [v for v, g in self.gates.items() if not g.passed and v not in self.unmeasured]  # nothing to accept
+        if self.answers is not None:
+            failed += [v for v in self.answers.gates if not self.answers.variant_passed(v) and v not in failed]
         return accept_command(self.run_id, failed) if failed and self.run_id else None
 
     @property

@@ -44,7 +44,7 @@ def _gates(hybrid_passed: bool) -> dict[str, GateResult]:
 def test_a_failed_gate_is_the_table_and_the_verdict_line():
     text = console_summary(Verdict(SUMMARY, _gates(False)))
     lines = text.splitlines()
-    assert lines[0] == "eval-pipeline: 3 variant(s), run 12345678"
+    assert lines[0] == "eval-pipeline: 3 variant(s), run 1234567890abcdef"  # the whole id: what `accept` takes
     header = lines[2]
     assert header.split() == ["variant", "nDCG@10", "(Δ)", "hit@5", "(Δ)", "MRR", "(Δ)", "gate", "why"]
     hybrid = next(line for line in lines if line.startswith("hybrid"))
@@ -78,3 +78,38 @@ def test_a_long_reason_is_cut_to_one_line():
     text = console_summary(Verdict(pd.DataFrame([{"variant": "x", "ndcg@10": 0.5}]), gates))
     row = next(line for line in text.splitlines() if line.startswith("x "))
     assert row.endswith("…") and "\n" not in row and "FAILED (not compared)" in row
+
+
+def test_a_failed_run_ends_with_the_command_that_accepts_it():
+    """The table's `why` is one cut line: the command that accepts the run for every failed
+    variant, with the run's whole id, is printed whole before the verdict line; none when every
+    gate passed."""
+    verdict = Verdict(SUMMARY, _gates(False))
+    verdict.accept_command = "python -m eval_pipeline.history accept 1234567890abcdef --variant hybrid"
+    lines = console_summary(verdict).splitlines()
+    assert lines[-4] == ("to make this run the reference once its numbers are intended: "
+                         "python -m eval_pipeline.history accept 1234567890abcdef --variant hybrid")
+    assert lines[-2].startswith(f"{VERDICT_PREFIX} FAILED")
+    verdict.accept_command = None
+    assert "history accept" not in console_summary(verdict)
+
+
+def test_the_accept_command_names_the_variants_whose_answer_gate_failed_too():
+    """RunVerdict.accept_command: retrieval's failed variants, then those whose answer gate failed
+    (a variant that failed both named once); a variant the run did not measure is not named."""
+    from eval_pipeline.verdict.answers import AnswerVerdict
+    from eval_pipeline.verdict.retrieval import RunVerdict
+
+    empty = pd.DataFrame()
+    verdict = RunVerdict(empty, empty, empty, gates=_gates(False), run_id="r9")
+    assert verdict.accept_command == "python -m eval_pipeline.history accept r9 --variant hybrid"
+    verdict.answers = AnswerVerdict(True, "", gates={"hybrid": {"static": GateResult(False, "comparable")},
+                                                      "new": {"static": GateResult(False, "not_compared"),
+                                                              "deterministic": GateResult(True, "comparable")},
+                                                      "pg-dense": {"static": GateResult(True, "comparable")}})
+    assert verdict.accept_command == "python -m eval_pipeline.history accept r9 --variant hybrid --variant new"
+    verdict.gates["gone"] = GateResult(False, "not_compared")
+    verdict.unmeasured.append("gone")
+    assert "--variant gone" not in verdict.accept_command
+    verdict.gates, verdict.answers = _gates(True), None
+    assert verdict.accept_command is None
