@@ -13,7 +13,7 @@ import psycopg
 
 from eval_pipeline.common.state import default_state_dir
 from eval_pipeline.history.answers import accept_run
-from eval_pipeline.history.runs import LATEST, project_history, recent_runs, resolve_run_id
+from eval_pipeline.history.runs import LATEST, project_history, recent_runs, resolve_run_id, table_names
 from eval_pipeline.store.database import (
     DATABASE_KIND_ENV,
     DATABASE_URL_ENV,
@@ -30,14 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-dir", default=str(default_state_dir()),
                         help="the embedded database's state dir (default: $EVAL_PIPELINE_STATE_DIR, else the "
                         "checkout's .eval_state)")
-    parser.add_argument("--database", default="eval")
+    parser.add_argument("--database", default="eval", help="the database on that server (default: eval, the jobs')")
     parser.add_argument("--url-env", default=None, help="read the database URL from this environment variable "
                         f"(default: {DATABASE_URL_ENV} when {DATABASE_KIND_ENV}=external, as the jobs; else the "
                         "embedded server)")
-    parser.add_argument("--prefix", default="eval")
+    parser.add_argument("--prefix", default="eval", help="the history tables' prefix (default: eval, the jobs')")
     sub = parser.add_subparsers(dest="command", required=True)
     runs = sub.add_parser("runs", help="list the latest runs")
-    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--limit", type=_count, default=20, help="how many of the latest runs (default 20)")
     accept = sub.add_parser("accept", help="accept a run as the pinned reference of its variants")
     accept.add_argument("run_id", help=f"the run to accept, or '{LATEST}' for the newest recorded run")
     accept.add_argument("--variant", action="append", dest="variants",
@@ -64,8 +64,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _count(text: str) -> int:
+    """A positive whole number for ``--limit`` (the database refuses a negative LIMIT with a traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of runs, 1 or more, got {text!r}")
+    return value
+
+
 def _runs(args: argparse.Namespace, connection_string: str) -> int:
-    for r in recent_runs(connection_string, limit=args.limit, prefix=args.prefix):
+    listed = recent_runs(connection_string, limit=args.limit, prefix=args.prefix)
+    if not listed:  # an empty history and a mistyped --prefix or --database look alike: say where it looked
+        print(f"no run recorded in {table_names(args.prefix)['runs']} (--prefix {args.prefix}, --database "
+              f"{args.database})", file=sys.stderr)
+    for r in listed:
         flags = ["limited"] if r["limited"] else []
         flags += ["eligible" if r["eligible"] else "not eligible"]
         if r["gate_failed"]:

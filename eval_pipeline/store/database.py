@@ -636,7 +636,24 @@ def command_line_database_url(url_env: str | None, state_dir: str | Path, databa
     if kind != "embedded":
         raise SystemExit(f"{DATABASE_KIND_ENV}={kind}: the jobs' database is not one this command can open; "
                          f"name a variable holding its URL with --url-env")
-    return (embedded or (lambda folder, name: EmbeddedPostgres(folder).uri(name)))(state_dir, database)
+    return (embedded or _existing_embedded_database)(state_dir, database)
+
+
+def _existing_embedded_database(state_dir: str | Path, database: str) -> str:
+    """The URL of `database` on the embedded server of `state_dir`, which a job made: a command-line
+    tool reads what the jobs wrote, and a mistyped folder or name must not read as an empty
+    history, nor start a server and create a database there. A SystemExit names what is missing."""
+    server = EmbeddedPostgres(state_dir)
+    if not (server.pgdata / "PG_VERSION").is_file():
+        raise SystemExit(f"{server.state_dir}: no embedded database here (no job has run with this state dir); "
+                         "name the jobs' state dir with --state-dir or EVAL_PIPELINE_STATE_DIR")
+    admin = server.uri()  # started, or the running server attached
+    with connect(admin, autocommit=True, application_name="eval-pipeline command line") as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
+    if not found:
+        raise SystemExit(f"{server.state_dir}: its embedded server has no database {database!r} "
+                         "(the jobs' is 'eval'; check --database)")
+    return server.uri(database)
 
 
 def advisory_unlock(conn, key: str) -> None:

@@ -38,3 +38,18 @@ def test_accept_prints_the_gate_in_force(pg_uri):
         with psycopg.connect(pg_uri, autocommit=True) as conn:
             for table in reversed(list(table_names(prefix).values())):
                 conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+
+
+def test_runs_says_where_it_looked_when_it_finds_nothing(pg_uri, pg_state_dir, monkeypatch, capsys):
+    """A mistyped --prefix reads as an empty history, so `runs` names the table it read; a mistyped
+    --database on the jobs' state dir is refused, naming it, and not created."""
+    from eval_pipeline.history.__main__ import main
+
+    monkeypatch.setenv("HISTORY_CLI_TEST_URL", pg_uri)
+    assert main(["--url-env", "HISTORY_CLI_TEST_URL", "--prefix", "zzz_never", "runs"]) == 0
+    assert "no run recorded in zzz_never_runs (--prefix zzz_never, --database eval)" in capsys.readouterr().err
+    monkeypatch.delenv("EVAL_PIPELINE_DB", raising=False)
+    with pytest.raises(SystemExit, match=r"has no database 'no_such_db' \(the jobs' is 'eval'; check --database\)"):
+        main(["--state-dir", str(pg_state_dir), "--database", "no_such_db", "runs"])
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_database WHERE datname = 'no_such_db'").fetchone()[0] == 0

@@ -64,3 +64,19 @@ def test_the_vectors_tool_reads_a_named_variable(monkeypatch, capsys):
     monkeypatch.setenv("MY_DB", "postgresql://nowhere.invalid/x")
     assert main(["--url-env", "MY_DB", "prune", "--older-than", "soon"]) == 2  # refused before connecting
     assert "--older-than 'soon'" in capsys.readouterr().err
+
+
+def test_a_state_dir_no_job_has_used_is_refused_and_left_as_it_was(tmp_path, monkeypatch):
+    """A mistyped --state-dir must not read as an empty history (every later question answered
+    "no runs"), nor start a server and create a database there: the folder is named, and nothing
+    is made in it."""
+    monkeypatch.delenv(DATABASE_KIND_ENV, raising=False)
+    missing = tmp_path / "typo_state"
+    with pytest.raises(SystemExit, match=rf"{missing}: no embedded database here") as raised:
+        command_line_database_url(None, missing, "eval")
+    assert "--state-dir" in str(raised.value)
+    assert not missing.exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match="no embedded database here"):
+        command_line_database_url(None, tmp_path / "empty", "eval")
+    assert list((tmp_path / "empty").iterdir()) == []

@@ -147,14 +147,11 @@ def test_the_cli_finds_the_state_dir_as_every_other_command_does(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     opened: list = []
 
-    class Server:
-        def __init__(self, state):
-            opened.append(Path(state).resolve())
+    def server(state, name):  # the embedded server a job made in `state` (database._existing_embedded_database)
+        opened.append(Path(state).resolve())
+        return "postgresql://nowhere.invalid/x"
 
-        def uri(self, database):
-            return "postgresql://nowhere.invalid/x"
-
-    monkeypatch.setattr(database, "EmbeddedPostgres", Server)
+    monkeypatch.setattr(database, "_existing_embedded_database", server)
     monkeypatch.setattr(vectors, "list_stores", lambda url: [])
     assert vectors.main(["list"]) == 0
     assert opened == [default_state_dir().resolve()]
