@@ -165,21 +165,27 @@ def _audit(raw: Any, source: str) -> AuditThresholds:
 def _gate(raw: Any, source: str) -> tuple[dict[str, float], bool, float]:
     if raw is None:
         return dict(DEFAULT_TOLERANCES), False, DEFAULT_EFFECT
-    if not isinstance(raw, dict) or set(raw) - {"tolerances", "strict", "effect"}:
+    if not isinstance(raw, dict):
         raise VariantConfigError(f"{source}: gate must be a mapping with 'tolerances', 'strict' and/or 'effect'")
+    where = f"{source}:{line_of(raw)}" if line_of(raw) else source
+    unknown = sorted(map(str, set(raw) - {"tolerances", "strict", "effect"}))
+    if unknown:  # a misspelled `strict` would leave the gate lenient without a word
+        raise VariantConfigError(f"{where}: gate: unknown setting(s) {unknown}; "
+                                 "valid: 'tolerances', 'strict', 'effect'")
     strict = raw.get("strict", False)
     if not isinstance(strict, bool):
-        raise VariantConfigError(f"{source}: gate.strict must be true or false, got {strict!r}")
+        raise VariantConfigError(f"{where}: gate.strict must be true or false, got {strict!r}")
     effect = raw.get("effect", DEFAULT_EFFECT)
     if isinstance(effect, bool) or not is_finite(effect) or not 0 < float(effect) <= 1:
-        raise VariantConfigError(f"{source}: gate.effect must be a number in (0, 1], got {effect!r}")
+        raise VariantConfigError(f"{where}: gate.effect must be a number in (0, 1], got {effect!r}")
     tolerances = raw.get("tolerances", DEFAULT_TOLERANCES)
     if not isinstance(tolerances, dict):
-        raise VariantConfigError(f"{source}: gate.tolerances must map metric names to numbers")
+        raise VariantConfigError(f"{where}: gate.tolerances must map metric names to numbers")
     try:
         return validate_tolerances(tolerances), strict, float(effect)
     except ValueError as exc:
-        raise VariantConfigError(f"{source}: gate.tolerances: {exc}") from None
+        at = f"{source}:{line_of(tolerances)}" if line_of(tolerances) else where
+        raise VariantConfigError(f"{at}: gate.tolerances: {exc}") from None
 
 
 def _cron(raw: Any, source: str) -> str:

@@ -106,6 +106,10 @@ def validate_tolerances(raw: Mapping[str, object]) -> dict[str, float]:
         )
     out: dict[str, float] = {}
     for metric, value in raw.items():
+        if not isinstance(metric, str):
+            raise ValueError(f"gate tolerance names {metric!r}, which is not a metric name (a decimal comma in a "
+                             "{...} mapping, `hit@1: 0,05`, splits one entry in two: write 0.05); valid metrics: "
+                             f"{', '.join(GATEABLE_METRICS)}")
         if metric not in GATEABLE_METRICS:
             raise ValueError(
                 f"gate tolerance names unknown metric {metric!r}; valid metrics: {', '.join(GATEABLE_METRICS)}"
