@@ -85,8 +85,10 @@ def _why(gate: Any) -> str:
     judged = [r for r in rows if r.get("passed") is True]
     if gate.passed and judged:
         against = sorted({str(r.get("against")) for r in judged if r.get("against")})
+        named = [f"the {a}" for a in against]
         return (f"{len({r.get('metric') for r in judged})} metric(s) within tolerance"
-                + (f" of the {' and the '.join(against)}" if against else ""))
+                + (f" of {', '.join(named[:-1])} and {named[-1]}" if len(named) > 1 else
+                   f" of {named[0]}" if named else ""))
     if failures:
         worst = _deciding(failures)[0]
         delta = _number(worst.get("delta"))

@@ -57,6 +57,10 @@ def test_a_failed_gate_is_the_table_and_the_verdict_line():
                                            for m in ("hit@1", "mrr") for a in ("previous", "reference")])
     assert console_summary(Verdict(SUMMARY[:1], {"pg-dense": both})).count(
         "2 metric(s) within tolerance of the previous and the reference") == 1
+    three = GateResult(True, "paired", [{"metric": "mrr", "against": a, "delta": 0.0, "tolerance": 0.05, "passed": True}
+                                        for a in ("previous", "reference", "reference (carried)")])
+    assert console_summary(Verdict(SUMMARY[:1], {"pg-dense": three})).count(
+        "1 metric(s) within tolerance of the previous, the reference and the reference (carried)") == 1
     new = next(line for line in lines if line.startswith("new"))
     assert "passed (first run)" in new and "–" in new  # its MRR is not measured
     assert lines[-2] == f"{VERDICT_PREFIX} FAILED (1 of 3 variant(s) failed: hybrid)"
