@@ -64,6 +64,7 @@ from eval_pipeline.history import measurements
 from eval_pipeline.history.measurements import ANSWER_METRICS, answers_aspect
 from eval_pipeline.history.runs import (
     NoRecordedRun,
+    accept_command,
     create_tables,
     history_exists,
     retrieval_to_accept,
@@ -654,12 +655,12 @@ def answers_to_accept(rows: Sequence[Mapping[str, Any]], *, run_id: str,
         if variants is None and measured and not reasons:
             reasons.append(f"its answer gate failed against a comparable yardstick (a measured regression), or "
                            f"it was recorded not eligible without saying why: name the variant to accept it "
-                           f"(python -m eval_pipeline.history accept {run_id} --variant {r['variant']})")
+                           f"({accept_command(run_id, [r['variant']])})")
         changed = gate.get("treatment_changed") if isinstance(gate, Mapping) else None
         if variants is None and changed and not reasons:
             reasons.append(f"its treatment changed in the run that changed its golden set, corpus or grader "
                            f"({'; '.join(map(str, changed))}), and nothing measured that change: name the variant "
-                           f"to accept it (python -m eval_pipeline.history accept {run_id} --variant {r['variant']})")
+                           f"to accept it ({accept_command(run_id, [r['variant']])})")
         if reasons:
             refused.append(f"{r['variant']} {r['grader']}: " + "; ".join(reasons))
         else:

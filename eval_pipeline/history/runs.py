@@ -64,6 +64,7 @@ import json
 import math
 import os
 import re
+import shlex
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -727,17 +728,17 @@ def acceptance_conflict(reference: Mapping[str, Any] | None) -> str | None:
     other = found.get("acceptance_conflict")
     if not other:
         return None
-    run, variant = found.get("run_id"), found.get("variant")
+    run, variant = str(found.get("run_id")), str(found.get("variant"))
     if other == run:
         return (f"run {run}'s latest acceptance has no entry of its own in the acceptance log (accepted again "
                 "with that entry deleted, placed by a trigger this version did not make, or one of several made by "
                 "a version that recorded no time): which bar is in force "
-                f"cannot be told; accept the intended one again: python -m eval_pipeline.history accept {run} "
-                f"--variant {variant}, or accept a newer run of {variant}")
+                f"cannot be told; accept the intended one again: {accept_command(run, [variant])}, "
+                f"or accept a newer run of {variant}")
     return (f"run {other} was accepted after run {run} but that acceptance has no entry in the acceptance log (the "
             "entry deleted, or a run with no run row to log it against): which bar is in force cannot be told; "
-            f"accept the intended one again: python -m eval_pipeline.history accept {run} --variant {variant}, or "
-            f"accept {other} --variant {variant} (a run whose run row is recorded: only it can be logged)")
+            f"accept the intended one again: {accept_command(run, [variant])}, or "
+            f"{accept_command(other, [variant])} (a run whose run row is recorded: only it can be logged)")
 
 
 def moved_reference(previous: Mapping[str, Any] | None, reference: Mapping[str, Any] | None, *, judged: object,
@@ -1027,13 +1028,20 @@ def failed_against_yardstick(gate: object, variants: Iterable[str], gate_failed:
                   or (not isinstance(states.get(v), Mapping) and v in listed))
 
 
+def accept_command(run_id: str, variants: Sequence[str]) -> str:
+    """The exact command that accepts ``run_id`` for ``variants``, each argument quoted for a
+    POSIX shell where it needs it (an index x variant pair's key holds ``|``: unquoted, a pasted
+    command would pipe into another). Every message that tells a user to accept names it so."""
+    return " ".join(["python -m eval_pipeline.history accept", shlex.quote(run_id) if run_id else "RUN_ID",
+                     *(f"--variant {shlex.quote(v)}" for v in variants)])
+
+
 def _refuse_unnamed(run_id: str, variants: Sequence[str], why: str) -> None:
     """A ValueError naming ``variants`` of ``run_id``, ``why`` a whole acceptance may not take them,
     and the command that accepts them by name; nothing when there are none."""
     if variants:
-        command = " ".join(f"--variant {v}" for v in variants)
         raise ValueError(f"run {run_id!r}: {', '.join(variants)} {why} "
-                         f"python -m eval_pipeline.history accept {run_id} {command} (and any others)")
+                         f"{accept_command(run_id, variants)} (and any others)")
 
 
 def unjudged_in(gate: object, variants: Iterable[str]) -> list[str]:

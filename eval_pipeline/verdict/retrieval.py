@@ -32,6 +32,7 @@ from eval_pipeline.history.measurements import session as history_session
 from eval_pipeline.history.runs import (
     SCORING_PROTOCOL,
     Comparison,
+    accept_command,
     acceptance_conflict,
     benchmark_identity,
     compare_provenance,
@@ -99,14 +100,13 @@ class RunVerdict:
 
     @property
     def accept_command(self) -> str | None:
-        """The command that accepts this run for every variant whose gate failed, retrieval's or
-        an answer gate's (None when none did); accepting a variant that failed against a
-        comparable yardstick is a deliberate acceptance of its regression, so each is named. A
-        variant this run did not measure (`unmeasured`) is not: there is nothing of it to accept."""
+        """The command that accepts this run for every variant whose gate failed (None when
+        none did, and for a limited run, which can never be a reference); accepting a variant
+        that failed against a comparable yardstick is a deliberate acceptance of its regression,
+        so each is named. A variant this run did not measure (`unmeasured`) is not: there is
+        nothing of it to accept."""
         failed = [v for v, g in self.gates.items() if not g.passed and v not in self.unmeasured]  # nothing to accept
-        if self.answers is not None:
-            failed += [v for v in self.answers.gates if not self.answers.variant_passed(v) and v not in failed]
-        return accept_command(self.run_id, failed) if failed and self.run_id else None
+        return accept_command(self.run_id, failed) if failed and self.run_id and not self.limited else None
 
     @property
     def gate_passed(self) -> bool:
@@ -583,12 +583,6 @@ def judge_run(
 
 ACCEPT_HINT = "accept a run to make it the reference: python -m eval_pipeline.history accept RUN_ID"
 _GENERIC_COMMAND = "python -m eval_pipeline.history accept RUN_ID"
-
-
-def accept_command(run_id: str, variants: Sequence[str]) -> str:
-    """The exact command that accepts ``run_id`` for ``variants``."""
-    return " ".join(["python -m eval_pipeline.history accept", run_id or "RUN_ID",
-                     *(f"--variant {v}" for v in variants)])
 
 
 def accept_hint(run_id: str, variants: Sequence[str]) -> str:

@@ -98,22 +98,25 @@ def test_a_failed_run_ends_with_the_command_that_accepts_it():
     assert "history accept" not in console_summary(verdict)
 
 
-def test_the_accept_command_names_the_variants_whose_answer_gate_failed_too():
-    """RunVerdict.accept_command: retrieval's failed variants, then those whose answer gate failed
-    (a variant that failed both named once); a variant the run did not measure is not named."""
+def test_the_accept_command_names_the_failed_variants_quoted_and_is_none_for_a_limited_run():
+    """RunVerdict.accept_command: retrieval's failed variants, each quoted for a shell where it needs
+    it; a variant the run did not measure is not named; none for a limited run (never a reference)
+    and none when every gate passed. A variant whose answer gate alone failed is not named: its
+    gate's own message carries its command (naming it could make the whole accept refused)."""
     from eval_pipeline.verdict.answers import AnswerVerdict
     from eval_pipeline.verdict.retrieval import RunVerdict
 
     empty = pd.DataFrame()
     verdict = RunVerdict(empty, empty, empty, gates=_gates(False), run_id="r9")
     assert verdict.accept_command == "python -m eval_pipeline.history accept r9 --variant hybrid"
-    verdict.answers = AnswerVerdict(True, "", gates={"hybrid": {"static": GateResult(False, "comparable")},
-                                                      "new": {"static": GateResult(False, "not_compared"),
-                                                              "deterministic": GateResult(True, "comparable")},
-                                                      "pg-dense": {"static": GateResult(True, "comparable")}})
-    assert verdict.accept_command == "python -m eval_pipeline.history accept r9 --variant hybrid --variant new"
+    verdict.answers = AnswerVerdict(True, "", gates={"new": {"static": GateResult(False, "not_compared")}})
+    assert verdict.accept_command == "python -m eval_pipeline.history accept r9 --variant hybrid"
     verdict.gates["gone"] = GateResult(False, "not_compared")
     verdict.unmeasured.append("gone")
-    assert "--variant gone" not in verdict.accept_command
-    verdict.gates, verdict.answers = _gates(True), None
+    verdict.gates["minilm|hybrid+mmr"] = GateResult(False, "comparable")
+    assert verdict.accept_command == ("python -m eval_pipeline.history accept r9 --variant hybrid "
+                                      "--variant 'minilm|hybrid+mmr'")
+    verdict.limited = True
+    assert verdict.accept_command is None
+    verdict.limited, verdict.gates = False, _gates(True)
     assert verdict.accept_command is None
