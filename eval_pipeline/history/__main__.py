@@ -77,9 +77,8 @@ def _count(text: str) -> int:
 
 def _runs(args: argparse.Namespace, connection_string: str) -> int:
     listed = recent_runs(connection_string, limit=args.limit, prefix=args.prefix)
-    if not listed:  # an empty history and a mistyped --prefix or --database look alike: say where it looked
-        print(f"no run recorded in {table_names(args.prefix)['runs']} (--prefix {args.prefix}, --database "
-              f"{args.database})", file=sys.stderr)
+    if not listed:  # an empty history and a mistyped --prefix look alike: say which table it read
+        print(f"no run recorded in {table_names(args.prefix)['runs']} (--prefix {args.prefix})", file=sys.stderr)
     for r in listed:
         flags = ["limited"] if r["limited"] else []
         flags += ["eligible" if r["eligible"] else "not eligible"]

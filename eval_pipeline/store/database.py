@@ -642,15 +642,28 @@ def command_line_database_url(url_env: str | None, state_dir: str | Path, databa
 def _existing_embedded_database(state_dir: str | Path, database: str) -> str:
     """The URL of `database` on the embedded server of `state_dir`, which a job made: a command-line
     tool reads what the jobs wrote, and a mistyped folder or name must not read as an empty
-    history, nor start a server and create a database there. A SystemExit names what is missing."""
+    history, nor create a database there (a server this call had to start for the check is
+    stopped again when it refuses). A SystemExit names what is missing, never a password (a URL
+    pasted as the name is redacted)."""
     server = EmbeddedPostgres(state_dir)
-    if not (server.pgdata / "PG_VERSION").is_file():
+    if not _DB_NAME.match(database):
+        raise SystemExit(f"--database {redact(database)!r} is not a database name (a plain lowercase identifier; "
+                         "the jobs' is 'eval')")
+    try:
+        made = (server.pgdata / "PG_VERSION").is_file()
+    except PermissionError:  # a pgdata of another user (the server's own, when a job ran as root): mode 0700
+        raise SystemExit(f"{server.state_dir}: its embedded database cannot be read by this user (permission denied); "
+                         "run this as the user that runs the jobs") from None
+    if not made:
         raise SystemExit(f"{server.state_dir}: no embedded database here (no job has run with this state dir); "
                          "name the jobs' state dir with --state-dir or EVAL_PIPELINE_STATE_DIR")
+    was_running = server.pid is not None
     admin = server.uri()  # started, or the running server attached
     with connect(admin, autocommit=True, application_name="eval-pipeline command line") as conn:
         found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
     if not found:
+        if not was_running:
+            server.stop()
         raise SystemExit(f"{server.state_dir}: its embedded server has no database {database!r} "
                          "(the jobs' is 'eval'; check --database)")
     return server.uri(database)
