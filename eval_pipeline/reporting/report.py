@@ -198,13 +198,13 @@ def headline(verdict, baseline: str | None) -> str:
         now = float(verdict.summary.set_index("variant").loc[v, "ndcg@10"])
         if prev is not None and abs(now - prev) >= 0.0005:
             changes.append(f"`{v}` nDCG@10 {now - prev:+.3f}")
-    # "nothing moved" speaks for the variants compared with their previous run only: said of the
-    # whole run, it would cover a variant that nothing judged (renamed and changed, say)
-    unmoved = ("No metric moved since the previous run" if len(states["comparable"]) == len(gates) else
-               f"No metric moved in the {len(states['comparable'])} of {len(gates)} variants compared with their "
-               "previous run")
-    since = ("Since the previous run: " + ", ".join(changes)) if changes else (
-        unmoved if states["comparable"] else "No comparable previous run")
+    # what moved is nDCG@10 (a gate may still have failed on another metric), and only of the
+    # variants compared with their previous run: said of the whole run, it would cover a variant
+    # that nothing judged (renamed and changed, say)
+    of = "" if len(states["comparable"]) == len(gates) else \
+        f" ({len(states['comparable'])} of {len(gates)} variants compared with their previous run)"
+    since = (f"Since the previous run{of}: " + ", ".join(changes)) if changes else (
+        f"nDCG@10 unchanged since the previous run{of}" if states["comparable"] else "No comparable previous run")
     new = [v for v in states["first_run"] if verdict.previous.get(v) is None]
     vanished = list(getattr(verdict, "vanished", []) or [])
     membership = "".join([f" New: {', '.join(f'`{v}`' for v in new)}." if new and len(new) < len(gates) else "",

@@ -17,23 +17,24 @@ def _verdict(gates: dict, ndcg: dict, previous: dict, vanished=()):
 
 def test_a_renamed_and_changed_variant_is_not_hidden_behind_no_metric_moved():
     """`bm25` renamed `bm25-x` and made worse: not compared (nothing can judge it), and the
-    variants that were compared did not move. "No metric moved since the previous run" would read
-    as the whole run's news; it says which variants it speaks for."""
+    variants that were compared did not move. "No metric moved since the previous run" read as
+    the whole run's news; it says which metric, and of which variants."""
     verdict = _verdict({"dense": ("comparable", True), "bm25-x": ("not_compared", False)},
                        {"dense": 0.70, "bm25-x": 0.59}, {"dense": 0.70}, vanished=["bm25"])
     text = headline(verdict, "dense")
     assert "No metric moved since the previous run" not in text, text
-    assert "No metric moved in the 1 of 2 variants compared with their previous run" in text, text
+    assert "nDCG@10 unchanged since the previous run (1 of 2 variants compared with their previous run)" in text
     assert "Gate FAILED for `bm25-x` (not compared)" in text and "Gone from the variants file: `bm25`" in text
 
 
 def test_every_variant_compared_and_unmoved_keeps_the_short_sentence():
     verdict = _verdict({"dense": ("comparable", True), "bm25": ("comparable", True)},
                        {"dense": 0.70, "bm25": 0.73}, {"dense": 0.70, "bm25": 0.73})
-    assert "No metric moved since the previous run." in headline(verdict, "dense")
+    assert "nDCG@10 unchanged since the previous run." in headline(verdict, "dense")
 
 
 def test_a_move_is_named_whatever_else_was_compared():
     verdict = _verdict({"dense": ("comparable", True), "new": ("first_run", True)},
                        {"dense": 0.65, "new": 0.5}, {"dense": 0.70})
-    assert "Since the previous run: `dense` nDCG@10 -0.050." in headline(verdict, "dense")
+    assert ("Since the previous run (1 of 2 variants compared with their previous run): `dense` nDCG@10 -0.050."
+            in headline(verdict, "dense"))
