@@ -107,8 +107,9 @@ def validate_tolerances(raw: Mapping[str, object]) -> dict[str, float]:
     out: dict[str, float] = {}
     for metric, value in raw.items():
         if not isinstance(metric, str):
-            raise ValueError(f"gate tolerance names {metric!r}, which is not a metric name (a decimal comma in a "
-                             "{...} mapping, `hit@1: 0,05`, splits one entry in two: write 0.05); valid metrics: "
+            comma = (" (a decimal comma in a {...} mapping, `hit@1: 0,05`, splits one entry in two: write 0.05)"
+                     if isinstance(metric, (int, float)) and not isinstance(metric, bool) else "")
+            raise ValueError(f"gate tolerance names {metric!r}, which is not a metric name{comma}; valid metrics: "
                              f"{', '.join(GATEABLE_METRICS)}")
         if metric not in GATEABLE_METRICS:
             raise ValueError(

@@ -39,3 +39,10 @@ def test_a_decimal_comma_in_a_flow_mapping_is_explained(tmp_path):
                 r"`hit@1: 0,05`, splits one entry in two: write 0\.05\)")
     with pytest.raises(VariantConfigError, match=expected):
         load()
+
+
+def test_a_key_that_is_not_text_nor_a_number_is_named_without_the_comma_hint(tmp_path):
+    path, load = _load(tmp_path, "gate:\n  tolerances:\n    true: 0.05\n")
+    with pytest.raises(VariantConfigError) as raised:
+        load()
+    assert "gate tolerance names True, which is not a metric name; valid metrics:" in str(raised.value)
