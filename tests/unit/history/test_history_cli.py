@@ -19,7 +19,8 @@ def test_runs_limit_must_be_a_positive_count(limit, capsys, tmp_path):
     assert not (tmp_path / "never_made").exists()
 
 
-def test_a_state_dir_no_job_used_is_named_and_not_made(tmp_path):
-    with pytest.raises(SystemExit, match="no embedded database here"):
-        main(["--state-dir", str(tmp_path / "typo"), "runs"])
+def test_a_state_dir_no_job_used_is_named_and_not_made(tmp_path, capsys):
+    """An `error:` line and exit 2, as every refusal of this command; nothing made in the folder."""
+    assert main(["--state-dir", str(tmp_path / "typo"), "runs"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'typo'}: no embedded database here")
     assert not (tmp_path / "typo").exists()
