@@ -46,12 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     accept.add_argument("--note", default="", help="why it was accepted (kept with the reference)")
     accept.add_argument("--by", default=None, help="who accepts (default: $USER)")
     args = parser.parse_args(argv)
-    try:
-        connection_string = command_line_database_url(args.url_env, args.state_dir, args.database)
-    except SystemExit as exc:  # what is missing (a variable, a state dir, a database): this command's error form
-        print(f"error: {exc.code}", file=sys.stderr)
-        return 2
     try:  # a refusal (a bad run id, a history only its owner can repair first) is an error line, not a traceback
+        connection_string = command_line_database_url(args.url_env, args.state_dir, args.database)
         if args.command == "runs":
             return _runs(args, connection_string)
         run_id = _accept(args, connection_string)

@@ -109,13 +109,16 @@ class EmbeddedPostgres:
         self._server.stop()
 
 
+def _has_database(conn: psycopg.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
+
+
 def ensure_database(admin_uri: str, name: str) -> None:
     """CREATE DATABASE `name` if missing (idempotent, safe under concurrent callers)."""
     if not _DB_NAME.match(name):
         raise ValueError(f"database name {name!r} is not a plain lowercase identifier")
     with connect(admin_uri, autocommit=True, application_name="eval-pipeline ensure_database") as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if exists:
+        if _has_database(conn, name):
             return
         try:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -617,6 +620,12 @@ class CommandLineParser(argparse.ArgumentParser):
         super().error(redact(message))
 
 
+class MissingDatabase(ValueError):
+    """What a command-line tool needs to find the jobs' database is missing: a variable, a state dir
+    a job has used, a database on its server. The tools print it as their other refusals (an
+    `error:` line, exit 2); it names what is missing, never a URL or a password."""
+
+
 def command_line_database_url(url_env: str | None, state_dir: str | Path, database: str, *,
                               embedded: Callable[[str | Path, str], str] | None = None) -> str:
     """The database a command-line tool (`python -m eval_pipeline.history`, `python -m
@@ -624,18 +633,18 @@ def command_line_database_url(url_env: str | None, state_dir: str | Path, databa
     `url_env` names (`--url-env`); else, with ``EVAL_PIPELINE_DB=external``, the one in
     ``EVAL_PIPELINE_DATABASE_URL``; else the embedded server of `state_dir` (`embedded`, for
     tests). A URL is never taken from the command line, where a password shows in `ps` and the
-    shell's history. A SystemExit names a variable that is unset, never a value."""
+    shell's history. A MissingDatabase names a variable that is unset, never a value."""
     kind = os.environ.get(DATABASE_KIND_ENV, "embedded")
     if url_env is None and kind == "external":
         url_env = DATABASE_URL_ENV
     if url_env is not None:
         url = os.environ.get(url_env)
         if not url:
-            raise SystemExit(f"environment variable {url_env} is not set (it should hold the database URL)")
+            raise MissingDatabase(f"environment variable {url_env} is not set (it should hold the database URL)")
         return url
     if kind != "embedded":
-        raise SystemExit(f"{DATABASE_KIND_ENV}={kind}: the jobs' database is not one this command can open; "
-                         f"name a variable holding its URL with --url-env")
+        raise MissingDatabase(f"{DATABASE_KIND_ENV}={kind}: the jobs' database is not one this command can open; "
+                              f"name a variable holding its URL with --url-env")
     return (embedded or _existing_embedded_database)(state_dir, database)
 
 
@@ -643,29 +652,29 @@ def _existing_embedded_database(state_dir: str | Path, database: str) -> str:
     """The URL of `database` on the embedded server of `state_dir`, which a job made: a command-line
     tool reads what the jobs wrote, and a mistyped folder or name must not read as an empty
     history, nor create a database there (a server this call had to start for the check is
-    stopped again when it refuses). A SystemExit names what is missing, never a password (a URL
+    stopped again when it refuses). A MissingDatabase names what is missing, never a password (a URL
     pasted as the name is redacted)."""
     server = EmbeddedPostgres(state_dir)
     if not _DB_NAME.match(database):
-        raise SystemExit(f"--database {redact(database)!r} is not a database name (a plain lowercase identifier; "
-                         "the jobs' is 'eval')")
+        raise MissingDatabase(f"--database {redact(database)!r} is not a database name (a plain lowercase identifier; "
+                              "the jobs' is 'eval')")
     try:
         made = (server.pgdata / "PG_VERSION").is_file()
     except PermissionError:  # a pgdata of another user (the server's own, when a job ran as root): mode 0700
-        raise SystemExit(f"{server.state_dir}: its embedded database cannot be read by this user (permission denied); "
-                         "run this as the user that runs the jobs") from None
+        raise MissingDatabase(f"{server.state_dir}: its embedded database cannot be read by this user (permission "
+                              "denied); run this as the user that runs the jobs") from None
     if not made:
-        raise SystemExit(f"{server.state_dir}: no embedded database here (no job has run with this state dir); "
-                         "name the jobs' state dir with --state-dir or EVAL_PIPELINE_STATE_DIR")
+        raise MissingDatabase(f"{server.state_dir}: no embedded database here (no job has run with this state dir); "
+                              "name the jobs' state dir with --state-dir or EVAL_PIPELINE_STATE_DIR")
     was_running = server.pid is not None
     admin = server.uri()  # started, or the running server attached
     with connect(admin, autocommit=True, application_name="eval-pipeline command line") as conn:
-        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
+        found = _has_database(conn, database)
     if not found:
         if not was_running:
             server.stop()
-        raise SystemExit(f"{server.state_dir}: its embedded server has no database {database!r} "
-                         "(the jobs' is 'eval'; check --database)")
+        raise MissingDatabase(f"{server.state_dir}: its embedded server has no database {database!r} "
+                              "(the jobs' is 'eval'; check --database)")
     return server.uri(database)
 
 

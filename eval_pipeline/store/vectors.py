@@ -284,10 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "prune":
             parse_age(args.older_than)  # before connecting
-        try:
-            url = command_line_database_url(args.url_env, args.state_dir or default_state_dir(), "eval")
-        except SystemExit as exc:  # what is missing (a variable, a state dir, a database): the error form below
-            raise ValueError(str(exc.code)) from None
+        url = command_line_database_url(args.url_env, args.state_dir or default_state_dir(), "eval")
         if args.command == "list":
             for s in list_stores(url):
                 print(f"{s['table']}  {s['rows']} vectors  {s['bytes']} bytes  dims {s['dims']}  oldest use "

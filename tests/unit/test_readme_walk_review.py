@@ -107,7 +107,7 @@ def test_the_missing_database_refusal_does_not_echo_a_pasted_url(monkeypatch, tm
 
     monkeypatch.setattr(database, "EmbeddedPostgres", Server)
     monkeypatch.setattr(database, "connect", lambda *a, **k: Conn())
-    with pytest.raises(SystemExit) as raised:
+    with pytest.raises(database.MissingDatabase) as raised:
         database._existing_embedded_database(tmp_path, PASTED)
     assert "--database" in str(raised.value) and "is not a database name" in str(raised.value)
     assert SECRET not in str(raised.value), str(raised.value)
@@ -126,7 +126,7 @@ def test_an_unreadable_state_dir_is_a_refusal_not_a_traceback(tmp_path, monkeypa
         return real_stat(self, *a, **k)
 
     monkeypatch.setattr(Path, "stat", stat)
-    with pytest.raises(SystemExit):
+    with pytest.raises(database.MissingDatabase, match="cannot be read by this user"):
         database._existing_embedded_database(tmp_path, "eval")
 
 

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.store.database import DATABASE_KIND_ENV, DATABASE_URL_ENV, command_line_database_url
+from eval_pipeline.store.database import (
+    DATABASE_KIND_ENV,
+    DATABASE_URL_ENV,
+    MissingDatabase,
+    command_line_database_url,
+)
 
 SECRET_URL = "postgresql://app:s3cret-pw@db.internal:5432/eval"
 
@@ -21,7 +26,7 @@ def test_a_named_variable_is_read_and_its_absence_is_named_without_any_url(monke
     monkeypatch.setenv("MY_DB", SECRET_URL)
     assert command_line_database_url("MY_DB", tmp_path, "eval", embedded=_embedded) == SECRET_URL
     monkeypatch.delenv("MY_DB")
-    with pytest.raises(SystemExit, match="MY_DB is not set"):
+    with pytest.raises(MissingDatabase, match="MY_DB is not set"):
         command_line_database_url("MY_DB", tmp_path, "eval", embedded=_embedded)
 
 
@@ -30,7 +35,7 @@ def test_an_external_database_is_the_jobs_one(monkeypatch, tmp_path):
     monkeypatch.setenv(DATABASE_URL_ENV, SECRET_URL)
     assert command_line_database_url(None, tmp_path, "eval", embedded=_embedded) == SECRET_URL
     monkeypatch.delenv(DATABASE_URL_ENV)
-    with pytest.raises(SystemExit, match=f"{DATABASE_URL_ENV} is not set"):
+    with pytest.raises(MissingDatabase, match=f"{DATABASE_URL_ENV} is not set"):
         command_line_database_url(None, tmp_path, "eval", embedded=_embedded)
 
 
@@ -43,7 +48,7 @@ def test_otherwise_the_state_dirs_embedded_server(monkeypatch, tmp_path):
 def test_a_database_the_tools_cannot_reach_is_named(monkeypatch, tmp_path):
     """testcontainers: the jobs' container lives only during a run."""
     monkeypatch.setenv(DATABASE_KIND_ENV, "testcontainers")
-    with pytest.raises(SystemExit, match="--url-env"):
+    with pytest.raises(MissingDatabase, match="--url-env"):
         command_line_database_url(None, tmp_path, "eval", embedded=_embedded)
 
 
@@ -72,11 +77,11 @@ def test_a_state_dir_no_job_has_used_is_refused_and_left_as_it_was(tmp_path, mon
     is made in it."""
     monkeypatch.delenv(DATABASE_KIND_ENV, raising=False)
     missing = tmp_path / "typo_state"
-    with pytest.raises(SystemExit, match=rf"{missing}: no embedded database here") as raised:
+    with pytest.raises(MissingDatabase, match=rf"{missing}: no embedded database here") as raised:
         command_line_database_url(None, missing, "eval")
     assert "--state-dir" in str(raised.value)
     assert not missing.exists()
     (tmp_path / "empty").mkdir()
-    with pytest.raises(SystemExit, match="no embedded database here"):
+    with pytest.raises(MissingDatabase, match="no embedded database here"):
         command_line_database_url(None, tmp_path / "empty", "eval")
     assert list((tmp_path / "empty").iterdir()) == []
