@@ -19,24 +19,19 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.gates.retrieval import GateResult
+from tests.unit.reporting.test_headline import _verdict
 
 SECRET = "s3cr3t-pw-rev15"
 PASTED = f"postgresql://alice:{SECRET}@db.example.invalid:5432/eval"
 
 
-def _headline_verdict(gates: dict, ndcg: dict, previous: dict, answers=None):
-    summary = pd.DataFrame({"variant": list(ndcg), "ndcg@10": list(ndcg.values()), "mrr": list(ndcg.values())})
-    return SimpleNamespace(summary=summary, limited=False, answers=answers, loosened={}, vanished=[],
-                           gates=gates, previous={v: {"metrics": {"ndcg@10": x}} for v, x in previous.items()})
-
-
 def test_headline_says_nothing_moved_next_to_a_gate_that_failed_on_a_moved_metric():
+    """Every variant compared and nDCG@10 unchanged, `dense`'s gate failed on hit@5 (the headline
+    reads the gates' states and nDCG@10, not the gates' rows)."""
     from eval_pipeline.reporting.report import headline
 
-    failed = GateResult(False, "comparable", [{"metric": "hit@5", "actual": 0.80, "yardstick": 0.90, "delta": -0.10,
-                                                "tolerance": 0.05, "passed": False, "against": "previous"}], "failed")
-    verdict = _headline_verdict({"dense": failed, "bm25": GateResult(True, "comparable", [], "ok")},
-                                {"dense": 0.70, "bm25": 0.73}, {"dense": 0.70, "bm25": 0.73})
+    verdict = _verdict({"dense": ("comparable", False), "bm25": ("comparable", True)},
+                       {"dense": 0.70, "bm25": 0.73}, {"dense": 0.70, "bm25": 0.73})
     text = headline(verdict, "dense")
     assert "Gate FAILED for `dense`" in text
     assert "No metric moved" not in text, text
@@ -48,9 +43,8 @@ def test_headline_says_nothing_moved_next_to_a_failed_answer_gate():
 
     dropped = GateResult(False, "comparable", [], "pass rate -0.3")
     answers = AnswerVerdict(True, "", gates={"dense": {"static": dropped}})
-    ok = GateResult(True, "comparable", [], "ok")
-    verdict = _headline_verdict({"dense": ok, "bm25": ok}, {"dense": 0.70, "bm25": 0.73},
-                                {"dense": 0.70, "bm25": 0.73}, answers=answers)
+    verdict = _verdict({"dense": ("comparable", True), "bm25": ("comparable", True)}, {"dense": 0.70, "bm25": 0.73},
+                       {"dense": 0.70, "bm25": 0.73}, answers=answers)
     text = headline(verdict, "dense")
     assert "answer gate FAILED for `dense`" in text
     assert "No metric moved" not in text, text

@@ -8,9 +8,11 @@ import pandas as pd
 from eval_pipeline.reporting.report import headline
 
 
-def _verdict(gates: dict, ndcg: dict, previous: dict, vanished=()):
+def _verdict(gates: dict, ndcg: dict, previous: dict, vanished=(), answers=None):
+    """A verdict as the headline reads it: gates {variant: (state, passed)}, nDCG@10 now and at the
+    previous run, the vanished variants and the answer verdict."""
     summary = pd.DataFrame({"variant": list(ndcg), "ndcg@10": list(ndcg.values()), "mrr": list(ndcg.values())})
-    return SimpleNamespace(summary=summary, limited=False, answers=None, loosened={}, vanished=list(vanished),
+    return SimpleNamespace(summary=summary, limited=False, answers=answers, loosened={}, vanished=list(vanished),
                            gates={v: SimpleNamespace(state=s, passed=p) for v, (s, p) in gates.items()},
                            previous={v: {"metrics": {"ndcg@10": x}} for v, x in previous.items()})
 
