@@ -380,21 +380,19 @@ def _question_rows(run_id: str, per_query: Mapping[str, pd.DataFrame]) -> list[t
         duplicated = frame["qid"][frame["qid"].duplicated()].tolist()
         if duplicated:
             raise ValueError(f"per_query[{variant!r}] has duplicate qid(s) {sorted(set(duplicated))[:10]}")
-        for r in frame.to_dict("records"):
-            miss = r.get("miss_class")
-            doc_ids = _doc_ids(r.get("doc_ids"))
-            rows.append(
-                (
-                    run_id,
-                    str(variant),
-                    str(r["qid"]),
-                    bool(r["answerable"]),
-                    bool(r["errored"]),
-                    *(float_or_none(r.get(m)) for m in QUESTION_METRICS),
-                    miss if isinstance(miss, str) else None,
-                    None if doc_ids is None else Jsonb(doc_ids),
-                )
-            )
+        # read column by column, the columns kept only: a frame's records (`to_dict`) box every
+        # value of every column, 0.48 of this function's 0.63 profiled seconds on the demo
+        def column(name: str, frame: pd.DataFrame = frame) -> list:
+            return frame[name].tolist() if name in frame.columns else [None] * len(frame)
+
+        metrics = list(zip(*(column(m) for m in QUESTION_METRICS))) or [()] * len(frame)
+        for qid, answerable, errored, miss, ids, values in zip(column("qid"), column("answerable"),
+                                                               column("errored"), column("miss_class"),
+                                                               column("doc_ids"), metrics):
+            doc_ids = _doc_ids(ids)
+            rows.append((run_id, str(variant), str(qid), bool(answerable), bool(errored),
+                         *(float_or_none(v) for v in values), miss if isinstance(miss, str) else None,
+                         None if doc_ids is None else Jsonb(doc_ids)))
     return rows
 
 
