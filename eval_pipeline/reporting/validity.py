@@ -180,20 +180,27 @@ def _power(per_variant: Mapping[str, pd.DataFrame], sweep) -> tuple[pd.DataFrame
     `sweep.effect`, and whether the gate's tolerance is below the MDE."""
     rows = []
     baseline = per_variant.get(sweep.baseline)
+    taken: dict[tuple[str, str], pd.Series] = {}
+
+    def scores_of(variant: str, metric: str) -> pd.Series:  # the baseline's are asked once per variant
+        if (variant, metric) not in taken:
+            taken[(variant, metric)] = _answerable_scores(per_variant[variant], metric)
+        return taken[(variant, metric)]
+
     for variant, frame in per_variant.items():
         if baseline is None or variant == sweep.baseline:
             continue
         for metric, tolerance in sweep.tolerances.items():
             if metric not in frame or metric not in baseline:
                 continue
-            a, b = _answerable_scores(frame, metric), _answerable_scores(baseline, metric)
+            a, b = scores_of(variant, metric), scores_of(sweep.baseline, metric)
             differences = (a - b.reindex(a.index)).dropna().to_numpy()
             mde = minimum_detectable_effect(differences)
             rows.append({"variant": variant, "metric": metric, "n": len(differences), "mde": mde,
                          "questions_needed": questions_needed(differences, effect=sweep.effect),
                          "tolerance": tolerance,
                          "warning": tolerance_below_mde(tolerance, mde, metric=metric)})
-    scores = {v: _answerable_scores(f, P_BEST_METRIC) for v, f in per_variant.items() if P_BEST_METRIC in f}
+    scores = {v: scores_of(v, P_BEST_METRIC) for v, f in per_variant.items() if P_BEST_METRIC in f}
     common = sorted(set.intersection(*(set(s.index) for s in scores.values()))) if scores else []
     p_best = probability_best({v: s.reindex(common).to_numpy() for v, s in scores.items()}) if common else {}
     columns = ["variant", "metric", "n", "mde", "questions_needed", "tolerance", "warning"]
