@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Compare two results.md files, ignoring what differs between any two runs of the same code
-on the same inputs: run ids, timings, checkout and state paths, code versions.
+on the same inputs: run ids (whole, or the 8 characters a table shows), timings, checkout and
+state paths, code versions.
 
     python scripts/compare_reports.py OLD/results.md NEW/results.md
 
@@ -21,6 +22,8 @@ LATENCY_SECTION = "## Latency by stage"
 # table's "p50 / p95 ms"), and in the Variants table (its "p50 ms" and "p95 ms").
 TIMING_COLUMNS = {"p50 / p95 ms"}
 VARIANTS_TIMING_COLUMNS = {"p50 ms", "p95 ms"}
+# Columns naming another run by the start of its id (the flips' "since run"), masked as <run id>.
+RUN_ID_COLUMNS = {"since run"}
 
 
 def normalize(text: str) -> list[str]:
@@ -43,7 +46,8 @@ def normalize(text: str) -> list[str]:
                 header = [c.strip() for c in cells]
             elif len(cells) == len(header) and not set(line.strip()) <= set("|-: "):
                 masked = TIMING_COLUMNS | (VARIANTS_TIMING_COLUMNS if section == "## Variants" else set())
-                cells = [("<ms>" if h in masked else c) for h, c in zip(header, cells)]
+                cells = [("<ms>" if h in masked else "<run id>" if h in RUN_ID_COLUMNS else c)
+                         for h, c in zip(header, cells)]
                 line = "|" + "|".join(cells) + "|"
         out.append(line)
     return out
