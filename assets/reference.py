@@ -11,7 +11,9 @@ without it Dagster fills in every resource default the op reaches (the database'
 image, the state directory's path), none of which an acceptance sets. `latest` is the newest
 recorded run (the first line of `python -m eval_pipeline.history runs`); the run's page and the
 step's log name the run it took. Accepting it is refused, as for any run id, when one of its
-variants failed against a comparable yardstick, unless `variants` names it."""
+variants failed against a comparable yardstick, unless `variants` names it; and `variants` is
+taken with a run id only, never with `latest` (the Launchpad reopens with the config last
+launched: a `variants` kept beside `latest` would accept the next run's regression unseen)."""
 
 from typing import Optional
 
@@ -21,7 +23,7 @@ from pydantic import Field
 from assets.metadata import to_metadata
 from eval_pipeline.common.metadata import RunLink
 from eval_pipeline.history.answers import accept_run
-from eval_pipeline.history.runs import LATEST, resolve_run_id
+from eval_pipeline.history.runs import LATEST, NameTheRun, launchpad_accept, resolve_run_id
 from eval_pipeline.store.database import DatabaseError
 from resources import DatabaseResource
 
@@ -44,11 +46,13 @@ def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, data
     who = config.accepted_by or context.run.tags.get("dagster/user") or None
     connection_string = database.connection_string()
     try:
-        run_id = resolve_run_id(connection_string, config.run_id)
+        run_id = resolve_run_id(connection_string, config.run_id, naming=config.variants)
         asked_for = config.run_id if run_id == config.run_id else f"{LATEST}: the newest recorded run, {run_id}"
         context.log.info(f"accepting run {run_id}" + (f" ({asked_for})" if run_id != config.run_id else ""))
         accepted = accept_run(connection_string, run_id, variants=config.variants, note=config.note,
                               accepted_by=who)
+    except NameTheRun as exc:  # refused until named: say it in the Launchpad's words too
+        raise Failure(description=f"{exc}; from the Launchpad: {launchpad_accept(exc.run_id, exc.variants)}") from None
     except (ValueError, DatabaseError) as exc:  # refused, or not written at all (one transaction)
         raise Failure(description=str(exc)) from None
     retrieval = accepted.retrieval or []

@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = sub.add_parser("runs", help="list the latest runs")
     runs.add_argument("--limit", type=_count, default=20, help="how many of the latest runs (default 20)")
     accept = sub.add_parser("accept", help="accept a run as the pinned reference of its variants")
-    accept.add_argument("run_id", help=f"the run to accept, or '{LATEST}' for the newest recorded run")
+    accept.add_argument("run_id", help=f"the run to accept, or '{LATEST}' for the newest recorded run (not with "
+                        "--variant: a variant is accepted by name with its run's id)")
     accept.add_argument("--variant", action="append", dest="variants",
                         help="only this variant (repeatable); a variant that failed its gate against a comparable "
                         "yardstick (a measured regression) is accepted only when named")
@@ -92,7 +93,7 @@ def _runs(args: argparse.Namespace, connection_string: str) -> int:
 
 def _accept(args: argparse.Namespace, connection_string: str) -> str:
     """Accept the run (all of what it prints, in one transaction, or nothing); its id."""
-    run_id = resolve_run_id(connection_string, args.run_id, prefix=args.prefix)
+    run_id = resolve_run_id(connection_string, args.run_id, prefix=args.prefix, naming=args.variants)
     if run_id != args.run_id:
         print(f"{LATEST}: the newest recorded run, {run_id}")
     accepted = accept_run(connection_string, run_id, variants=args.variants, note=args.note, accepted_by=args.by,

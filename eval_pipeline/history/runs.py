@@ -1034,12 +1034,28 @@ def accept_command(run_id: str, variants: Sequence[str]) -> str:
                      *(f"--variant {shlex.quote(v)}" for v in variants)])
 
 
+def launchpad_accept(run_id: str, variants: Sequence[str]) -> str:
+    """The `accept_reference` job's Launchpad config that does what `accept_command` does: accept
+    ``run_id`` for ``variants`` (each a JSON string: a key may hold `|` or `+`)."""
+    return f"run_id: {run_id}, variants: {json.dumps(list(variants))}"
+
+
+class NameTheRun(ValueError):
+    """An acceptance refused until it names ``run_id`` by its id and ``variants`` by name (a
+    measured regression is accepted only so). The message gives the command line's way; a caller
+    with other words for it (the `accept_reference` job's Launchpad) reads the two fields."""
+
+    def __init__(self, message: str, run_id: str, variants: Sequence[str]):
+        super().__init__(message)
+        self.run_id, self.variants = run_id, list(variants)
+
+
 def _refuse_unnamed(run_id: str, variants: Sequence[str], why: str) -> None:
-    """A ValueError naming ``variants`` of ``run_id``, ``why`` a whole acceptance may not take them,
+    """`NameTheRun` for ``variants`` of ``run_id``, ``why`` a whole acceptance may not take them,
     and the command that accepts them by name; nothing when there are none."""
     if variants:
-        raise ValueError(f"run {run_id!r}: {', '.join(variants)} {why} "
-                         f"{accept_command(run_id, variants)} (and any others)")
+        raise NameTheRun(f"run {run_id!r}: {', '.join(variants)} {why} "
+                         f"{accept_command(run_id, variants)} (and any others)", run_id, variants)
 
 
 def unjudged_in(gate: object, variants: Iterable[str]) -> list[str]:
@@ -1059,16 +1075,28 @@ def who_accepts() -> str:
 LATEST = "latest"
 
 
-def resolve_run_id(connection_string: str, run_id: str, *, prefix: str = "eval") -> str:
+def resolve_run_id(connection_string: str, run_id: str, *, prefix: str = "eval",
+                   naming: Sequence[str] | None = None) -> str:
     """`run_id` as given, or for ``latest`` the newest recorded run (the first line of
     ``python -m eval_pipeline.history runs``): what the CLI's `accept` and the `accept_reference`
-    job accept. A ValueError when the history holds no run."""
+    job accept. A ValueError when the history holds no run.
+
+    ``latest`` with variants ``naming`` is `NameTheRun`, naming the newest run: naming a variant
+    is how a measured regression is accepted, and a command kept in a shell's history or a config
+    the Launchpad reopens with would accept whatever run is newest by then, a regression nobody
+    has looked at included. So a regression is accepted only with its run named by its id."""
     if run_id.strip().lower() != LATEST:
         return run_id
     newest = recent_runs(connection_string, limit=1, prefix=prefix)
     if not newest:
         raise ValueError(f"no recorded run to accept as '{LATEST}': the history is empty")
-    return newest[0]["run_id"]
+    found = newest[0]["run_id"]
+    if naming:
+        raise NameTheRun(f"'{LATEST}' is not accepted with variants named ({', '.join(naming)}): a variant is named "
+                         f"to accept a measured regression, and that needs its run named by its id, which a kept "
+                         f"command or config keeps (with '{LATEST}' it would accept whatever run is newest then); "
+                         f"the newest recorded run is {found}: {accept_command(found, naming)}", found, naming)
+    return found
 
 
 def read_run(connection_string: str, run_id: str, *, prefix: str = "eval") -> dict[str, Any] | None:

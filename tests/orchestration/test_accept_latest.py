@@ -105,11 +105,30 @@ def test_latest_refuses_a_measured_regression_unless_its_variant_is_named(histor
     (failure,) = [e for e in refused.all_events if e.event_type_value == "STEP_FAILURE"]
     message = failure.step_failure_data.error.message
     assert "r1" in message and "--variant a" in message, message
+    # the Launchpad's own words for it, the run named by its id
+    assert 'from the Launchpad: run_id: r1, variants: ["a"]' in message, message
     assert _pinned(history.uri) == {}  # nothing accepted
 
-    accepted = history.accept(run_id="latest", variants=["a"], note="a deliberate trade-off")
+    accepted = history.accept(run_id="r1", variants=["a"], note="a deliberate trade-off")
     assert accepted.success
     assert _pinned(history.uri) == {"a": "r1"}
+
+
+@pytest.mark.integration
+def test_latest_with_named_variants_is_refused_naming_the_newest_run(history):
+    """Dagster's Launchpad reopens with the config last launched: `run_id: latest` beside a
+    `variants: [a]` typed for one regression would accept the next run's regression of `a`
+    unseen. Naming a variant (how a measured regression is accepted) needs the run's id."""
+    history("r0", {"a": 40, "b": 40})
+    history("r1", {"a": 20, "b": 40})
+    history("r2", {"a": 10, "b": 40})  # a newer regression of `a` nobody has looked at
+    refused = history.accept(run_id="latest", variants=["a"], note="depth 1 is intended")
+    assert not refused.success
+    (failure,) = [e for e in refused.all_events if e.event_type_value == "STEP_FAILURE"]
+    message = failure.step_failure_data.error.message
+    assert "'latest'" in message and "--variant a" in message, message
+    assert 'from the Launchpad: run_id: r2, variants: ["a"]' in message, message
+    assert _pinned(history.uri) == {}  # nothing accepted
 
 
 @pytest.mark.integration

@@ -189,9 +189,12 @@ def test_held_accept_latest_names_an_answer_only_variant_of_the_newest_run_row(a
     _r2_with_dense_retrieval_and_bm25_answers(answers, judge, monkeypatch, bm25=0.60)
     answers("T", {"bm25": 0.95})  # newer, no run row: not `latest`
     capsys.readouterr()
-    assert _cli(answers, monkeypatch, "latest", "--variant", "bm25") == 0
+    # naming a variant needs the run's id (test_accept_latest.py): refused, naming the newest run row, r2
+    assert _cli(answers, monkeypatch, "latest", "--variant", "bm25") == 2
+    assert "the newest recorded run is r2" in capsys.readouterr().err
+    assert _cli(answers, monkeypatch, "r2", "--variant", "bm25") == 0
     out = capsys.readouterr().out
-    assert "the newest recorded run, r2" in out and "no retrieval variant (answers alone)" in out, out
+    assert "no retrieval variant (answers alone)" in out, out
     assert "answers accepted: bm25 deterministic" in out
     assert ("r2", "dense", "retrieval") not in _log(answers.uri)
     assert _log(answers.uri)[-1] == ("r2", "bm25", "answers:deterministic")
