@@ -17,6 +17,7 @@ import pandas as pd
 from eval_pipeline.common.metadata import Markdown, RunLink, shown_number
 from eval_pipeline.common.state import StateDir
 from eval_pipeline.corpus.sources import CorpusSnapshot
+from eval_pipeline.history.runs import accept_command, launchpad_accept
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.inputs import InconsistentInputs
 from eval_pipeline.ranking.results import stage_latency_summary
@@ -274,6 +275,7 @@ def verdict_output(verdict) -> dict[str, Any]:
             "gate_runs": {v: {"previous": (verdict.previous[v] or {}).get("run_id"),
                               "reference": (verdict.reference[v] or {}).get("run_id")} for v in verdict.gates},
             "decided_by": dict(verdict.decided_by),
+            "accept": {v: verdict.run_id for v in verdict.acceptable_failures},
             "treatment_changes": {v: list(c.treatment_changes) for v, c in verdict.history.items()},
             "limited": verdict.limited}
 
@@ -401,6 +403,12 @@ def variant_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[
             "treatment_changes": ", ".join(report.get("treatment_changes", {}).get(key, [])) or "none",
             "comparisons": Markdown(markdown_table(pd.DataFrame(rows), GATE_COLUMNS)) if rows else Markdown(""),
         }
+        if key in report.get("decided_by", {}):
+            metadata["decided_by"] = report["decided_by"][key]
+        if key in report.get("accept", {}):  # a failed gate: how to accept it once its numbers are intended
+            run_id = report["accept"][key]
+            metadata["accept"] = (f"once its numbers are intended, launch accept_reference with "
+                                  f"{launchpad_accept(run_id, [key])}; or: {accept_command(run_id, [key])}")
         for r in failures:
             metadata[f"{r['against']} {r['metric']} delta"] = float(r["delta"])
         metadata.update(_headline_numbers(report.get("summary"), key))  # on every evaluation: the check's trend

@@ -99,14 +99,22 @@ class RunVerdict:
     maybe_renamed: dict[str, list[str]] = field(default_factory=dict)
 
     @property
+    def acceptable_failures(self) -> list[str]:
+        """The variants whose gate failed that an acceptance of this run can take, each by name
+        (accepting a variant that failed against a comparable yardstick is a deliberate acceptance
+        of its regression): none for a limited run, which can never be a reference, nor for a run
+        without an id; never a variant this run did not measure (`unmeasured`): there is nothing
+        of it to accept."""
+        if not self.run_id or self.limited:
+            return []
+        return [v for v, g in self.gates.items() if not g.passed and v not in self.unmeasured]
+
+    @property
     def accept_command(self) -> str | None:
-        """The command that accepts this run for every variant whose gate failed (None when
-        none did, and for a limited run, which can never be a reference); accepting a variant
-        that failed against a comparable yardstick is a deliberate acceptance of its regression,
-        so each is named. A variant this run did not measure (`unmeasured`) is not: there is
-        nothing of it to accept."""
-        failed = [v for v, g in self.gates.items() if not g.passed and v not in self.unmeasured]  # nothing to accept
-        return accept_command(self.run_id, failed) if failed and self.run_id and not self.limited else None
+        """The command that accepts this run for every variant of `acceptable_failures` (None when
+        there is none)."""
+        failed = self.acceptable_failures
+        return accept_command(self.run_id, failed) if failed else None
 
     @property
     def gate_passed(self) -> bool:

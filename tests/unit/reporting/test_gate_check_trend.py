@@ -37,3 +37,50 @@ def test_the_compared_runs_are_links():
     assert isinstance(variant_gate_checks(_report(), ["dense"])["dense"][1]["previous_run"], RunLink)
     assert metadata["previous_run"] == MetadataValue.dagster_run("abcd1234-0000")
     assert metadata["reference_run"] == "none"
+
+
+FAILED_ROW = {**ROW, "actual": 0.5, "delta": -0.4778, "passed": False}
+
+
+def _failed(**extra):
+    return _report(gate_rows=[FAILED_ROW], gate_passed_by_variant={"dense": False, "bm25": True},
+                   gate_messages={"dense": "dropped past its tolerance", "bm25": "first run"},
+                   decided_by={"dense": "previous", "bm25": "nothing to compare with (first run)"},
+                   accept={"dense": "run-7"}, **extra)
+
+
+def test_a_failed_gate_says_how_to_accept_it_in_the_launchpad_s_words_and_the_command_line_s():
+    """After a regression a user looking at the failed check finds how to accept it once its numbers
+    are intended: the accept_reference job's Launchpad config and the command, both naming the run."""
+    dense = variant_gate_checks(_failed(), ["dense"])["dense"][1]
+    assert 'run_id: run-7, variants: ["dense"]' in dense["accept"]
+    assert "python -m eval_pipeline.history accept run-7 --variant dense" in dense["accept"]
+    bm25 = variant_gate_checks(_failed(), ["bm25"])["bm25"][1]
+    assert "accept" not in bm25  # passed: nothing to accept
+
+
+def test_the_gate_check_names_what_decided_it():
+    checks = variant_gate_checks(_failed(), ["dense", "bm25"])
+    assert checks["dense"][1]["decided_by"] == "previous"
+    assert checks["bm25"][1]["decided_by"] == "nothing to compare with (first run)"
+
+
+def test_accept_is_offered_where_an_acceptance_can_take_the_variant():
+    """From a run's verdict: a failed, measured variant of a full run with an id; never a passed
+    one, one this run did not measure, or any variant of a limited run (never a reference)."""
+    from eval_pipeline.gates.retrieval import GateResult
+    from eval_pipeline.reporting.run import verdict_output
+    from eval_pipeline.verdict.retrieval import RunVerdict
+
+    failed, passed = GateResult(False, "comparable", [], "failed"), GateResult(True, "comparable", [], "passed")
+
+    def accept(**kwargs):
+        gates = {"dense": failed, "bm25": passed, "gone": failed}
+        verdict = RunVerdict(SUMMARY, pd.DataFrame(), pd.DataFrame(), gates=gates, previous=dict.fromkeys(gates),
+                             reference=dict.fromkeys(gates), **kwargs)
+        report = verdict_output(verdict)
+        return {k: "accept" in m for k, (_, m) in variant_gate_checks(report, ["dense", "bm25", "gone"]).items()}
+
+    assert accept(run_id="r9", unmeasured=["gone"]) == {"dense": True, "bm25": False, "gone": False}
+    assert accept(run_id="r9", limited=True) == {"dense": False, "bm25": False, "gone": False}
+    assert accept(run_id="") == {"dense": False, "bm25": False, "gone": False}
