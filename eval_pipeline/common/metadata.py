@@ -64,3 +64,9 @@ def shown_number(value: Any) -> float | None:
     when missing, NaN or not finite (no point to plot)."""
     value = finite_number(value)
     return None if value is None else round(value, SHOWN_DECIMALS)
+
+
+def shown_number_or_nan(value: Any) -> float:
+    """`shown_number` for an entry that is always there: NaN where it has no number."""
+    shown = shown_number(value)
+    return float("nan") if shown is None else shown

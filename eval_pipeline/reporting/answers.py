@@ -23,6 +23,7 @@ import pandas as pd
 from eval_pipeline.common.atomic import atomic_write_text
 from eval_pipeline.common.checks import finite_number, missing
 from eval_pipeline.common.formatting import MISSING, fmt_number, markdown_table
+from eval_pipeline.common.metadata import shown_number_or_nan
 from eval_pipeline.grading.grounding import hallucinations_jsonl, hallucinations_markdown
 from eval_pipeline.verdict.answers import AnswerVerdict
 
@@ -347,8 +348,8 @@ def answer_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[s
         metadata: dict[str, Any] = {"evaluated": True}
         for grader, g in entry["graders"].items():
             metadata[f"{grader} state"] = g["state"]
-            metadata[f"{grader} pass_rate"] = g["pass_rate"] if g["pass_rate"] is not None else float("nan")
-            metadata[f"{grader} mean_score"] = g["mean_score"] if g["mean_score"] is not None else float("nan")
+            metadata[f"{grader} pass_rate"] = shown_number_or_nan(g["pass_rate"])
+            metadata[f"{grader} mean_score"] = shown_number_or_nan(g["mean_score"])
             metadata[f"{grader} yardstick"] = g["yardstick"] or ""
             if g.get("self_judged"):
                 metadata[f"{grader} self-judged"] = True

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.common.metadata import Markdown, RunLink, shown_number
+from eval_pipeline.common.metadata import Markdown, RunLink, shown_number, shown_number_or_nan
 from eval_pipeline.common.state import StateDir
 from eval_pipeline.corpus.sources import CorpusSnapshot
 from eval_pipeline.history.runs import accept_command, launchpad_accept
@@ -410,7 +410,7 @@ def variant_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[
             metadata["accept"] = (f"once its numbers are intended, launch accept_reference with "
                                   f"{launchpad_accept(run_id, [key])}; or: {accept_command(run_id, [key])}")
         for r in failures:
-            metadata[f"{r['against']} {r['metric']} delta"] = float(r["delta"])
+            metadata[f"{r['against']} {r['metric']} delta"] = shown_number_or_nan(r["delta"])
         metadata.update(_headline_numbers(report.get("summary"), key))  # on every evaluation: the check's trend
         passed = report.get("gate_passed_by_variant", {}).get(key, not failures)  # a strict mismatch has no row
         out[key] = (bool(passed), metadata)

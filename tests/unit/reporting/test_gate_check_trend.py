@@ -43,10 +43,10 @@ FAILED_ROW = {**ROW, "actual": 0.5, "delta": -0.4778, "passed": False}
 
 
 def _failed(**extra):
-    return _report(gate_rows=[FAILED_ROW], gate_passed_by_variant={"dense": False, "bm25": True},
-                   gate_messages={"dense": "dropped past its tolerance", "bm25": "first run"},
-                   decided_by={"dense": "previous", "bm25": "nothing to compare with (first run)"},
-                   accept={"dense": "run-7"}, **extra)
+    return _report(**{"gate_rows": [FAILED_ROW], "gate_passed_by_variant": {"dense": False, "bm25": True},
+                      "gate_messages": {"dense": "dropped past its tolerance", "bm25": "first run"},
+                      "decided_by": {"dense": "previous", "bm25": "nothing to compare with (first run)"},
+                      "accept": {"dense": "run-7"}, **extra})
 
 
 def test_a_failed_gate_says_how_to_accept_it_in_the_launchpad_s_words_and_the_command_line_s():
@@ -84,3 +84,23 @@ def test_accept_is_offered_where_an_acceptance_can_take_the_variant():
     assert accept(run_id="r9", unmeasured=["gone"]) == {"dense": True, "bm25": False, "gone": False}
     assert accept(run_id="r9", limited=True) == {"dense": False, "bm25": False, "gone": False}
     assert accept(run_id="") == {"dense": False, "bm25": False, "gone": False}
+
+
+def test_a_failed_metric_s_delta_is_shown_rounded_as_the_headline_numbers_are():
+    row = {**FAILED_ROW, "delta": -0.09208470417110115}
+    dense = variant_gate_checks(_failed(gate_rows=[row]), ["dense"])["dense"][1]
+    assert dense["previous hit@1 delta"] == -0.0921
+
+
+def test_an_answer_gate_s_numbers_are_shown_rounded_and_a_missing_one_stays_nan():
+    import math
+
+    from eval_pipeline.reporting.answers import answer_gate_checks
+
+    grader = {"state": "comparable", "pass_rate": 0.6936046511627906, "mean_score": None, "yardstick": "det:v1",
+              "message": "", "treatment_changes": [], "generator": "extractive:v1"}
+    variants = {"dense": {"passed": True, "graders": {"deterministic": grader}}}
+    report = {"answers": {"evaluated": True, "variants": variants}}
+    (_, metadata), = answer_gate_checks(report, ["dense"]).values()
+    assert metadata["deterministic pass_rate"] == 0.6936
+    assert math.isnan(metadata["deterministic mean_score"])
