@@ -53,7 +53,7 @@ from assets.answer_quality import (  # noqa: F401  (the answer-quality assets: p
     golden_prompts,
     preflight_answers,
 )
-from assets.metadata import to_metadata
+from assets.metadata import add_partition_metadata, to_metadata
 from assets.partitions import partitions_of
 from assets.ranking import (
     RankingConfig,
@@ -359,7 +359,7 @@ def variant_metrics_asset(partitions: PartitionsDefinition) -> AssetsDefinition:
         cache = state.dir().scored_partitions
         scored = score_partitions(ranked_results, context.partition_keys, question_set.questions, cache=cache)
         for key, frame in scored.items():  # each partition's own numbers, plotted over time on the asset page
-            context.add_asset_metadata(to_metadata(partition_metrics(key, frame, cache=cache)), partition_key=key)
+            add_partition_metadata(context, key, partition_metrics(key, frame, cache=cache))
         return scored
 
     return variant_metrics

@@ -33,7 +33,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.metadata import to_metadata
+from assets.metadata import add_partition_metadata, to_metadata
 from assets.ranking import index_embedder_of, reranker_builder, run_pairs
 from assets.run import op_config, selected_assets
 from eval_pipeline.answering.prompts import CheckedGoldenSet, preflight_golden, resolve_golden
@@ -156,8 +156,7 @@ def build_answer_assets(sweep: SweepConfig, partitions: PartitionsDefinition) ->
         if config.repair:
             frames = {key: with_repair_setting(frame) for key, frame in frames.items()}
         for key, frame in frames.items():
-            context.add_asset_metadata(to_metadata({**answers_metadata(frame), **repair_metadata(frame)}),
-                                       partition_key=key)
+            add_partition_metadata(context, key, {**answers_metadata(frame), **repair_metadata(frame)})
         return frames
 
     @asset(group_name="answer_quality", partitions_def=partitions, backfill_policy=BackfillPolicy.single_run(),
@@ -181,7 +180,7 @@ def build_answer_assets(sweep: SweepConfig, partitions: PartitionsDefinition) ->
             context.add_output_metadata(to_metadata({**usage, "judge": f"{client.base_url} {client.model}",
                                                      "judge independence": independence.kind}))
         for key, frame in frames.items():
-            context.add_asset_metadata(to_metadata(grades_metadata(frame)), partition_key=key)
+            add_partition_metadata(context, key, grades_metadata(frame))
         return frames
 
     @asset(group_name="answer_quality", partitions_def=partitions, backfill_policy=BackfillPolicy.single_run(),
@@ -196,7 +195,7 @@ def build_answer_assets(sweep: SweepConfig, partitions: PartitionsDefinition) ->
         frames, metadata = answer_metric_frames(answers, graded_answers, golden_prompts, prices=sweep.prices,
                                                 interval_cache=state.dir().statistics)
         for key, values in metadata.items():  # with the grounding rates, repair and agreement figures as numbers
-            context.add_asset_metadata(to_metadata(values), partition_key=key)
+            add_partition_metadata(context, key, values)
         return frames
 
     return [answers, graded_answers, answer_metrics]

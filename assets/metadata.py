@@ -46,3 +46,10 @@ def column_schema(table: Table) -> TableSchema:
         known = describe(name)
         columns.append(TableColumn(name, known.type, known.description) if known else TableColumn(name, dtype))
     return TableSchema(columns=columns)
+
+
+def add_partition_metadata(context: Any, key: str, values: Mapping[str, Any]) -> None:
+    """`values` as the metadata of partition `key`'s materialization, led by `partition` (its key):
+    the asset's Overview shows the metadata of the partition written last, and its numbers must
+    not read as the asset's, nor as another variant's."""
+    context.add_asset_metadata(to_metadata({"partition": key, **values}), partition_key=key)

@@ -41,7 +41,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.metadata import to_metadata
+from assets.metadata import add_partition_metadata, to_metadata
 from assets.run import op_config
 from eval_pipeline.config.sweep import SweepConfig
 from eval_pipeline.corpus.sources import CorpusSnapshot
@@ -144,7 +144,7 @@ def collect_ranked_results(context: AssetExecutionContext, batches: list[RankedB
     results, metadata = merge_ranked_batches(batches, [str(k) for k in context.partition_keys], aliases)
     context.add_output_metadata(to_metadata(metadata))
     for key, frame in results.items():
-        context.add_asset_metadata(to_metadata(ranked_partition_metadata(frame)), partition_key=key)
+        add_partition_metadata(context, key, ranked_partition_metadata(frame))
     return results
 
 
