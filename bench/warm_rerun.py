@@ -19,7 +19,8 @@ Dagster's STEP_SUCCESS log lines), and the tail after the last step.
     .venv/bin/python bench/warm_rerun.py --runs 3 --cprofile /tmp/warm.prof
                                                     # the last warm run under cProfile (slower: its
                                                     # seconds are not the warm figure), then the
-                                                    # slowest of our functions in it
+                                                    # slowest of our functions in it and the run
+                                                    # split into ours and Dagster's
 
 Run it from a clean checkout at a commit (a clone of its own, when others edit this one): with
 uncommitted changes the code version is `-dirty` (outside a checkout `unknown`) and no ranked
@@ -256,6 +257,28 @@ def print_profile(path: str, top: int = 25) -> None:
     dagster = [(v[3], k[2]) for k, v in stats.items() if "/dagster" in k[0]
                and k[2] in ("store_event", "_store_output", "_load_input_with_input_manager")]
     print("Dagster: " + ", ".join(f"{name} {seconds:.2f} s" for seconds, name in sorted(dagster, reverse=True)))
+    print_split(stats)
+
+
+def print_split(stats: dict) -> None:
+    """The run's profiled seconds split into what is ours and what is not: the steps' bodies
+    (Dagster's `invoke_compute_fn`: the asset and op functions, everything they call), our IO
+    managers' reads and writes, importing `definitions` (Dagster's and pandas' own imports
+    included), and the rest: Dagster's events and step machinery, the run's start and end,
+    Python's. If every line of ours took no time, the run would keep the rest."""
+    total = max(v[3] for v in stats.values())
+
+    def cumulative(name: str, where: str) -> float:
+        return sum(v[3] for k, v in stats.items() if k[2] == name and where in k[0])
+
+    parts = [("our steps' bodies (invoke_compute_fn)", cumulative("invoke_compute_fn", "/dagster/")),
+             ("our IO managers (resources/io.py)",
+              cumulative("handle_output", "resources/io.py") + cumulative("load_input", "resources/io.py")),
+             ("importing definitions (Dagster's and pandas' imports too)", cumulative("<module>", "definitions.py"))]
+    parts.append(("the rest: Dagster's events and machinery, the run's start and end", total - sum(s for _, s in parts)))
+    print(f"\n== where the profiled run's {total:.1f} s went")
+    print_table([[name, seconds, f"{100 * seconds / total:.0f} %"] for name, seconds in parts],
+                ["part", "seconds", "share"], digits=2)
 
 
 def run_config(state_dir: Path, beir: str | None, split: str) -> str:
