@@ -54,7 +54,6 @@ STEP_DONE = re.compile(r'^(\S+ \S+ [+-]\d{4}) - dagster - \w+ - \S+ - \S+ - \d+ 
                        r'Finished execution of step "([^"]+)" in ([\d.]+)(ms|s|m)')
 STEP_START = re.compile(r'^(\S+ \S+ [+-]\d{4}) - dagster - \w+ - \S+ - \S+ - \d+ - (\S+) - STEP_START')
 RUN_START = re.compile(r'^(\S+ \S+ [+-]\d{4}) - dagster - \w+ - \S+ - \S+ - \d+ - RUN_START')
-RUN_END = re.compile(r'^(\S+ \S+ [+-]\d{4}) - dagster - \w+ - \S+ - \S+ - \d+ - RUN_(SUCCESS|FAILURE)')
 
 
 def dagster_env(state_dir: Path) -> dict[str, str]:
@@ -164,7 +163,7 @@ def run_once(state_dir: Path, config_path: Path, log_path: Path, cprofile: str |
     log_path.write_text(log)
     if proc.returncode != 0:
         raise SystemExit(f"dagster job failed (exit {proc.returncode}); log: {log_path}\n{log[-3000:]}")
-    steps, first_start, last_end, run_start, run_end = [], None, None, None, None
+    steps, first_start, last_end, run_start = [], None, None, None
     for line in log.splitlines():
         if m := STEP_DONE.match(line):
             seconds = _seconds(m.group(4), m.group(5))
@@ -174,8 +173,6 @@ def run_once(state_dir: Path, config_path: Path, log_path: Path, cprofile: str |
             first_start = first_start or _ts(m.group(1))
         elif m := RUN_START.match(line):
             run_start = _ts(m.group(1))
-        elif m := RUN_END.match(line):
-            run_end = _ts(m.group(1))
     # Dagster's log timestamps have 1 s resolution: the split around the steps is approximate.
     step_total = sum(s for _, s in steps)
     before = (first_start - wall_start) if first_start else float("nan")
@@ -196,8 +193,8 @@ def profile_sweep(state_dir: Path) -> None:
     sys.path.insert(0, str(REPO_ROOT))
     os.environ.update(dagster_env(state_dir))
     from assets import DEMO_QUESTIONS
-    from eval_pipeline.corpus.sources import load_corpus
     from eval_pipeline.config.sweep import load_sweep
+    from eval_pipeline.corpus.sources import load_corpus
     from eval_pipeline.questions.sets import load_question_set
     from eval_pipeline.ranking.caches import QueryEmbeddingCache
     from eval_pipeline.ranking.sweep import Sweep
@@ -231,8 +228,8 @@ def profile_sweep(state_dir: Path) -> None:
                   embed_ms_per_query=0.0, rerankers=built)
     for v in config.variants:
         step(f"sweep variant {v.key}", lambda v=v: sweep.run_variant(v, qs.questions))
-    print(f"\n== in-process replay of the warm ranked_results ({len(qs.questions)} questions, {info.chunk_count} chunks, "
-          f"query embeddings {'cached' if cached else 'computed'}):")
+    print(f"\n== in-process replay of the warm ranked_results ({len(qs.questions)} questions, "
+          f"{info.chunk_count} chunks, query embeddings {'cached' if cached else 'computed'}):")
     print_table([[label, seconds] for label, seconds in timings], ["part", "seconds"], digits=2)
     leg_ms: dict[str, float] = {}
     for (leg, *_), value in sweep._leg_cache.items():  # (leg, top_k, settings, qid)
@@ -275,7 +272,8 @@ def print_split(stats: dict) -> None:
              ("our IO managers (resources/io.py)",
               cumulative("handle_output", "resources/io.py") + cumulative("load_input", "resources/io.py")),
              ("importing definitions (Dagster's and pandas' imports too)", cumulative("<module>", "definitions.py"))]
-    parts.append(("the rest: Dagster's events and machinery, the run's start and end", total - sum(s for _, s in parts)))
+    rest = total - sum(seconds for _, seconds in parts)
+    parts.append(("the rest: Dagster's events and machinery, the run's start and end", rest))
     print(f"\n== where the profiled run's {total:.1f} s went")
     print_table([[name, seconds, f"{100 * seconds / total:.0f} %"] for name, seconds in parts],
                 ["part", "seconds", "share"], digits=2)
