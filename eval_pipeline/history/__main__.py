@@ -13,7 +13,15 @@ import psycopg
 
 from eval_pipeline.common.state import default_state_dir
 from eval_pipeline.history.answers import accept_run
-from eval_pipeline.history.runs import LATEST, project_history, recent_runs, resolve_run_id, table_names
+from eval_pipeline.history.runs import (
+    LATEST,
+    NameTheRun,
+    accept_command,
+    project_history,
+    recent_runs,
+    resolve_run_id,
+    table_names,
+)
 from eval_pipeline.store.database import (
     DATABASE_KIND_ENV,
     DATABASE_URL_ENV,
@@ -52,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "runs":
             return _runs(args, connection_string)
         run_id = _accept(args, connection_string)
+    except NameTheRun as exc:  # the command it names, for the history this command line was given
+        own = accept_command(exc.run_id, exc.variants, _history_options(args))
+        print(f"error: {str(exc).replace(accept_command(exc.run_id, exc.variants), own)}", file=sys.stderr)
+        return 2
     except (ValueError, DatabaseError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -63,6 +75,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: run {run_id} is accepted as printed; reading the gate now in force failed: {reason}",
               file=sys.stderr)
     return 0
+
+
+def _history_options(args: argparse.Namespace) -> list[str]:
+    """This command line's options that chose the history (those not at their defaults), to repeat
+    in a command it prints: without them the command reads another history, or none."""
+    options = []
+    if args.url_env:
+        options += ["--url-env", args.url_env]
+    elif args.state_dir != str(default_state_dir()):
+        options += ["--state-dir", args.state_dir]
+    if args.database != "eval" and not args.url_env:
+        options += ["--database", args.database]
+    if args.prefix != "eval":
+        options += ["--prefix", args.prefix]
+    return options
 
 
 def _count(text: str) -> int:

@@ -1026,18 +1026,26 @@ def failed_against_yardstick(gate: object, variants: Iterable[str], gate_failed:
                   or (not isinstance(states.get(v), Mapping) and v in listed))
 
 
-def accept_command(run_id: str, variants: Sequence[str]) -> str:
+def accept_command(run_id: str, variants: Sequence[str], options: Sequence[str] = ()) -> str:
     """The exact command that accepts ``run_id`` for ``variants``, each argument quoted for a
     POSIX shell where it needs it (an index x variant pair's key holds ``|``: unquoted, a pasted
-    command would pipe into another). Every message that tells a user to accept names it so."""
-    return " ".join(["python -m eval_pipeline.history accept", shlex.quote(run_id) if run_id else "RUN_ID",
-                     *(f"--variant {shlex.quote(v)}" for v in variants)])
+    command would pipe into another). Every message that tells a user to accept names it so.
+    ``options`` go before ``accept``: the command line's own (``--prefix``, ``--url-env``...),
+    when it repeats a command for the history it was given."""
+    return " ".join(["python -m eval_pipeline.history", *map(shlex.quote, options), "accept",
+                     shlex.quote(run_id) if run_id else "RUN_ID", *(f"--variant {shlex.quote(v)}" for v in variants)])
 
 
 def launchpad_accept(run_id: str, variants: Sequence[str]) -> str:
-    """The `accept_reference` job's Launchpad config that does what `accept_command` does: accept
-    ``run_id`` for ``variants`` (each a JSON string: a key may hold `|` or `+`)."""
-    return f"run_id: {run_id}, variants: {json.dumps(list(variants))}"
+    """The `accept_reference` job's config (its op's, in the Launchpad or a `-c` file) that does what
+    `accept_command` does: accept ``run_id`` for ``variants``. One YAML flow mapping, every value a
+    double-quoted string (JSON's, which YAML reads alike; characters as they are, not escaped into
+    surrogate pairs PyYAML would read as two): a key may hold `|` or `+`, and a run id recorded
+    through the library `no`, `0123` or `r1 #2`, which plain YAML would read as another value."""
+    def quoted(value: str) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    return f"{{run_id: {quoted(run_id)}, variants: [{', '.join(quoted(v) for v in variants)}]}}"
 
 
 class NameTheRun(ValueError):

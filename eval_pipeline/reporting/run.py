@@ -407,8 +407,10 @@ def variant_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[
             metadata["decided_by"] = report["decided_by"][key]
         if key in report.get("accept", {}):  # a failed gate: how to accept it once its numbers are intended
             run_id = report["accept"][key]
-            metadata["accept"] = (f"once its numbers are intended, launch accept_reference with "
-                                  f"{launchpad_accept(run_id, [key])}; or: {accept_command(run_id, [key])}")
+            # the report asset records the run (unless its record_history is off): only then can it be accepted
+            metadata["accept"] = (f"once its numbers are intended and the report has recorded this run, launch "
+                                  f"accept_reference with {launchpad_accept(run_id, [key])}; or: "
+                                  f"{accept_command(run_id, [key])}")
         for r in failures:
             metadata[f"{r['against']} {r['metric']} delta"] = shown_number_or_nan(r["delta"])
         metadata.update(_headline_numbers(report.get("summary"), key))  # on every evaluation: the check's trend

@@ -102,12 +102,19 @@ class RunVerdict:
     def acceptable_failures(self) -> list[str]:
         """The variants whose gate failed that an acceptance of this run can take, each by name
         (accepting a variant that failed against a comparable yardstick is a deliberate acceptance
-        of its regression): none for a limited run, which can never be a reference, nor for a run
-        without an id; never a variant this run did not measure (`unmeasured`): there is nothing
-        of it to accept."""
-        if not self.run_id or self.limited:
+        of its regression). What `history.runs.retrieval_to_accept` refuses is never offered:
+        nothing of a limited run (never a reference), of a run without an id, or of a run that
+        did not measure a variant that may be a vanished one renamed (`maybe_renamed`: no
+        acceptance of it is taken); never a variant this run did not measure (`unmeasured`:
+        nothing of it to accept), nor one with errored questions or reranker fallbacks (its
+        numbers are not its configuration's)."""
+        if not self.run_id or self.limited or self.maybe_renamed:
             return []
-        return [v for v, g in self.gates.items() if not g.passed and v not in self.unmeasured]
+        blocked = set(self.unmeasured)
+        for count in ("n_errored", "n_rerank_fallback"):
+            if count in self.summary:
+                blocked |= {str(v) for v, n in zip(self.summary["variant"], self.summary[count]) if n and n > 0}
+        return [v for v, g in self.gates.items() if not g.passed and v not in blocked]
 
     @property
     def accept_command(self) -> str | None:

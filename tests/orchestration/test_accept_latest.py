@@ -106,7 +106,7 @@ def test_latest_refuses_a_measured_regression_unless_its_variant_is_named(histor
     message = failure.step_failure_data.error.message
     assert "r1" in message and "--variant a" in message, message
     # the Launchpad's own words for it, the run named by its id
-    assert 'from the Launchpad: run_id: r1, variants: ["a"]' in message, message
+    assert 'from the Launchpad: {run_id: "r1", variants: ["a"]}' in message, message
     assert _pinned(history.uri) == {}  # nothing accepted
 
     accepted = history.accept(run_id="r1", variants=["a"], note="a deliberate trade-off")
@@ -127,7 +127,7 @@ def test_latest_with_named_variants_is_refused_naming_the_newest_run(history):
     (failure,) = [e for e in refused.all_events if e.event_type_value == "STEP_FAILURE"]
     message = failure.step_failure_data.error.message
     assert "'latest'" in message and "--variant a" in message, message
-    assert 'from the Launchpad: run_id: r2, variants: ["a"]' in message, message
+    assert 'from the Launchpad: {run_id: "r2", variants: ["a"]}' in message, message
     assert _pinned(history.uri) == {}  # nothing accepted
 
 

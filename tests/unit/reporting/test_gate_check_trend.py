@@ -53,7 +53,7 @@ def test_a_failed_gate_says_how_to_accept_it_in_the_launchpad_s_words_and_the_co
     """After a regression a user looking at the failed check finds how to accept it once its numbers
     are intended: the accept_reference job's Launchpad config and the command, both naming the run."""
     dense = variant_gate_checks(_failed(), ["dense"])["dense"][1]
-    assert 'run_id: run-7, variants: ["dense"]' in dense["accept"]
+    assert '{run_id: "run-7", variants: ["dense"]}' in dense["accept"]
     assert "python -m eval_pipeline.history accept run-7 --variant dense" in dense["accept"]
     bm25 = variant_gate_checks(_failed(), ["bm25"])["bm25"][1]
     assert "accept" not in bm25  # passed: nothing to accept
