@@ -124,7 +124,10 @@ def _outcome(fn, *args, **kwargs):
     try:
         result = fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the refusal is the finding
-        return ("refused", type(exc).__name__, str(exc))
+        # NameTheRun (94ce5d1) is the ValueError the old code raised, the run and the variants it
+        # names now also fields (the accept_reference job words the same refusal for its Launchpad)
+        kind = "ValueError" if type(exc).__name__ == "NameTheRun" else type(exc).__name__
+        return ("refused", kind, str(exc))
     if hasattr(result, "retrieval"):
         return ("accepted", result.retrieval, result.answers, result.refused)
     return ("accepted", result)
