@@ -50,6 +50,8 @@ import psycopg
 import pytest
 import yaml
 
+from tests.unit.verdict import test_verdict_attacks_thirtyfifth as thirtyfifth
+
 pytestmark = pytest.mark.integration
 
 N = 40
@@ -100,19 +102,8 @@ def _cli(history, monkeypatch, *arguments: str, prefix: str | None = None) -> in
 
 
 def _job(history, **config):
-    from dagster import DagsterInstance
-
-    from assets.reference import accept_reference_job
-    from resources import DatabaseResource, StateResource
-
-    instance = DagsterInstance.ephemeral()
-    database = DatabaseResource(kind="external", url=history.uri, state=StateResource())
-    result = accept_reference_job.execute_in_process(
-        run_config={"ops": {"accept_reference_run": {"config": config}}}, resources={"database": database},
-        raise_on_error=False, instance=instance)
-    result.text = " ".join([e.user_message or "" for e in instance.all_logs(result.run_id)]
-                           + [ev.step_failure_data.error.message for ev in result.all_events if ev.is_step_failure])
-    return result
+    """The ``accept_reference`` job in-process against the history's database."""
+    return thirtyfifth._job(history.uri, **config)
 
 
 def _log(history, prefix: str = "eval") -> list[tuple[str, str, str]]:
