@@ -8,6 +8,8 @@ results) but not the identity every cache key and table name is built from.
 import hashlib
 import json
 import os
+import time
+import types
 
 import pytest
 
@@ -181,7 +183,12 @@ def test_a_file_replaced_while_it_is_hashed_is_cached_under_the_bytes_read(tmp_p
         return real_open(path, *args, **kwargs)
 
     monkeypatch.setattr(weights, "open", swapping_open, raising=False)
+    # The read begins a second before the replacement, as it would in use (a hash takes time). Not
+    # left to the clocks: the file times come from the kernel's coarse clock, which can stamp a
+    # change made after `time.time_ns()` with an earlier time (under load, one run in a few).
+    monkeypatch.setattr(weights, "time", types.SimpleNamespace(time_ns=lambda: time.time_ns() - 10**9))
     first = content_digest(model)
+    monkeypatch.setattr(weights, "time", time)
     assert str(real) not in weights._MEMORY
     assert content_digest(model) == first
     signature, digest = weights._MEMORY[str(real)]
