@@ -27,7 +27,7 @@ from eval_pipeline.config.models import (
     TuningSplit,
     pair_key,
 )
-from eval_pipeline.config.yaml_file import line_of, read_yaml
+from eval_pipeline.config.yaml_file import line_of, located, read_yaml
 from eval_pipeline.config.yaml_file import strict_loader as _strict_loader
 from eval_pipeline.gates.answers import validate_answer_tolerances
 from eval_pipeline.gates.retrieval import DEFAULT_TOLERANCES, validate_tolerances
@@ -60,8 +60,7 @@ def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     variants: list[Variant] = []
     seen: dict[str, int] = {}
     for index, item in enumerate(raw, start=1):
-        line = line_of(item)
-        v = parse_variant(item, f"{source}:{line}: variant {index}" if line else f"{source}: variant {index}")
+        v = parse_variant(item, f"{located(source, item)}: variant {index}")
         if v.key in seen:
             raise VariantConfigError(
                 f"{source}: variant {index} has the key {v.key!r} of variant {seen[v.key]}; give one of them a 'name'"
@@ -92,7 +91,7 @@ def _tuning(raw: Any, tuned: list[Variant], source: str) -> TuningSplit | None:
     on its tuning part, never on the scored questions. None when no variant tunes either (a
     `tuning:` section that nothing uses is an error, not silently ignored)."""
 
-    where = f"{source}:{line_of(raw)}" if line_of(raw) else source
+    where = located(source, raw)
     if raw is None:
         return DEFAULT_TUNING if tuned else None
     if not tuned:
@@ -133,7 +132,7 @@ def _answers(raw: Any, source: str, strict: bool) -> tuple[dict[str, float], boo
     """`answers: {gate: {max_pass_rate_drop, max_mean_score_drop, strict}, prices: {model: {prompt_per_1k,
     completion_per_1k}}}`; the answer gate's strictness defaults to the retrieval gate's."""
 
-    where = f"{source}:{line_of(raw)}" if line_of(raw) else source
+    where = located(source, raw)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict) or set(raw) - {"gate", "prices"}:
@@ -155,9 +154,8 @@ def _answers(raw: Any, source: str, strict: bool) -> tuple[dict[str, float], boo
 
 
 def _audit(raw: Any, source: str) -> AuditThresholds:
-    line = line_of(raw)
     try:
-        return AuditThresholds.from_mapping(raw, f"{source}:{line}" if line else source)
+        return AuditThresholds.from_mapping(raw, located(source, raw))
     except ValueError as exc:
         raise VariantConfigError(str(exc)) from None
 
@@ -167,7 +165,7 @@ def _gate(raw: Any, source: str) -> tuple[dict[str, float], bool, float]:
         return dict(DEFAULT_TOLERANCES), False, DEFAULT_EFFECT
     if not isinstance(raw, dict):
         raise VariantConfigError(f"{source}: gate must be a mapping with 'tolerances', 'strict' and/or 'effect'")
-    where = f"{source}:{line_of(raw)}" if line_of(raw) else source
+    where = located(source, raw)
     unknown = sorted(map(str, set(raw) - {"tolerances", "strict", "effect"}))
     if unknown:  # a misspelled `strict` would leave the gate lenient without a word
         raise VariantConfigError(f"{where}: gate: unknown setting(s) {unknown}; "
@@ -184,7 +182,7 @@ def _gate(raw: Any, source: str) -> tuple[dict[str, float], bool, float]:
     try:
         return validate_tolerances(tolerances), strict, float(effect)
     except ValueError as exc:
-        at = f"{source}:{line_of(tolerances)}" if line_of(tolerances) else where
+        at = located(source, tolerances) if line_of(tolerances) else where
         raise VariantConfigError(f"{at}: gate.tolerances: {exc}") from None
 
 

@@ -51,6 +51,13 @@ def line_of(value: Any) -> int | None:
     return getattr(value, "line", None)
 
 
+def located(source: str, value: Any) -> str:
+    """`source:line` of a mapping read by `strict_loader` (where a message about it points), or
+    `source` alone when its line is not known."""
+    line = line_of(value)
+    return f"{source}:{line}" if line else source
+
+
 class _Mapping(dict):
     """A YAML mapping that remembers the line it starts on (for messages)."""
 
