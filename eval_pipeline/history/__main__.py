@@ -16,7 +16,6 @@ from eval_pipeline.history.answers import accept_run
 from eval_pipeline.history.runs import (
     LATEST,
     NameTheRun,
-    accept_command,
     project_history,
     recent_runs,
     resolve_run_id,
@@ -61,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             return _runs(args, connection_string)
         run_id = _accept(args, connection_string)
     except NameTheRun as exc:  # the command it names, for the history this command line was given
-        own = accept_command(exc.run_id, exc.variants, _history_options(args))
-        print(f"error: {str(exc).replace(accept_command(exc.run_id, exc.variants), own)}", file=sys.stderr)
+        print(f"error: {exc.told(_history_options(args, parser))}", file=sys.stderr)
         return 2
     except (ValueError, DatabaseError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -77,19 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _history_options(args: argparse.Namespace) -> list[str]:
+def _history_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
     """This command line's options that chose the history (those not at their defaults), to repeat
-    in a command it prints: without them the command reads another history, or none."""
-    options = []
-    if args.url_env:
-        options += ["--url-env", args.url_env]
-    elif args.state_dir != str(default_state_dir()):
-        options += ["--state-dir", args.state_dir]
-    if args.database != "eval" and not args.url_env:
-        options += ["--database", args.database]
-    if args.prefix != "eval":
-        options += ["--prefix", args.prefix]
-    return options
+    in a command it prints: without them the command reads another history, or none. With a
+    URL's variable, the state dir and database are not read (`command_line_database_url`)."""
+    chose = ("url_env", "prefix") if args.url_env else ("state_dir", "database", "prefix")
+    return [part for name in chose if getattr(args, name) != parser.get_default(name)
+            for part in (f"--{name.replace('_', '-')}", getattr(args, name))]
 
 
 def _count(text: str) -> int:

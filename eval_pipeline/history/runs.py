@@ -1050,20 +1050,24 @@ def launchpad_accept(run_id: str, variants: Sequence[str]) -> str:
 
 class NameTheRun(ValueError):
     """An acceptance refused until it names ``run_id`` by its id and ``variants`` by name (a
-    measured regression is accepted only so). The message gives the command line's way; a caller
-    with other words for it (the `accept_reference` job's Launchpad) reads the two fields."""
+    measured regression is accepted only so): ``reason``, then the command that does (`told`),
+    then ``tail``. A caller with other words for it reads the fields: the command line repeats its
+    own options in the command, the `accept_reference` job gives its Launchpad's config."""
 
-    def __init__(self, message: str, run_id: str, variants: Sequence[str]):
-        super().__init__(message)
-        self.run_id, self.variants = run_id, list(variants)
+    def __init__(self, reason: str, run_id: str, variants: Sequence[str], *, tail: str = ""):
+        self.reason, self.run_id, self.variants, self.tail = reason, run_id, list(variants), tail
+        super().__init__(self.told())
+
+    def told(self, options: Sequence[str] = ()) -> str:
+        """The refusal with its command, given ``options`` (`accept_command`'s)."""
+        return f"{self.reason} {accept_command(self.run_id, self.variants, options)}{self.tail}"
 
 
 def _refuse_unnamed(run_id: str, variants: Sequence[str], why: str) -> None:
     """`NameTheRun` for ``variants`` of ``run_id``, ``why`` a whole acceptance may not take them,
     and the command that accepts them by name; nothing when there are none."""
     if variants:
-        raise NameTheRun(f"run {run_id!r}: {', '.join(variants)} {why} "
-                         f"{accept_command(run_id, variants)} (and any others)", run_id, variants)
+        raise NameTheRun(f"run {run_id!r}: {', '.join(variants)} {why}", run_id, variants, tail=" (and any others)")
 
 
 def unjudged_in(gate: object, variants: Iterable[str]) -> list[str]:
@@ -1103,7 +1107,7 @@ def resolve_run_id(connection_string: str, run_id: str, *, prefix: str = "eval",
         raise NameTheRun(f"'{LATEST}' is not accepted with variants named ({', '.join(naming)}): a variant is named "
                          f"to accept a measured regression, and that needs its run named by its id, which a kept "
                          f"command or config keeps (with '{LATEST}' it would accept whatever run is newest then); "
-                         f"the newest recorded run is {found}: {accept_command(found, naming)}", found, naming)
+                         f"the newest recorded run is {found}:", found, naming)
     return found
 
 
