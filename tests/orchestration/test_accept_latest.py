@@ -82,6 +82,12 @@ def _outcome(result):
     return materialization.step_output_data.metadata
 
 
+def _failure(result) -> str:
+    """The message of the run's one step failure."""
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    return failure.step_failure_data.error.message
+
+
 @pytest.mark.integration
 def test_latest_accepts_the_newest_recorded_run_and_names_it(history):
     history("r0", {"a": 40, "b": 40})
@@ -102,8 +108,7 @@ def test_latest_refuses_a_measured_regression_unless_its_variant_is_named(histor
     assert not regressed.gates["a"].passed and regressed.gates["b"].passed
     refused = history.accept()
     assert not refused.success
-    (failure,) = [e for e in refused.all_events if e.event_type_value == "STEP_FAILURE"]
-    message = failure.step_failure_data.error.message
+    message = _failure(refused)
     assert "r1" in message and "--variant a" in message, message
     # the Launchpad's own words for it, the run named by its id
     assert 'from the Launchpad: {run_id: "r1", variants: ["a"]}' in message, message
@@ -124,8 +129,7 @@ def test_latest_with_named_variants_is_refused_naming_the_newest_run(history):
     history("r2", {"a": 10, "b": 40})  # a newer regression of `a` nobody has looked at
     refused = history.accept(run_id="latest", variants=["a"], note="depth 1 is intended")
     assert not refused.success
-    (failure,) = [e for e in refused.all_events if e.event_type_value == "STEP_FAILURE"]
-    message = failure.step_failure_data.error.message
+    message = _failure(refused)
     assert "'latest'" in message and "--variant a" in message, message
     assert 'from the Launchpad: {run_id: "r2", variants: ["a"]}' in message, message
     assert _pinned(history.uri) == {}  # nothing accepted
@@ -144,5 +148,4 @@ def test_a_run_id_is_still_taken_as_given(history):
 def test_latest_with_no_recorded_run_says_so(history):
     result = history.accept()
     assert not result.success
-    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    assert "no recorded run" in failure.step_failure_data.error.message
+    assert "no recorded run" in _failure(result)
