@@ -257,24 +257,16 @@ def test_held_no_accept_for_a_limited_run_or_an_unmeasured_variant_and_decided_b
 # --------------------------------------------------------------------------------------------
 
 
-def test_accept_is_not_offered_for_a_variant_with_reranker_fallbacks(history, monkeypatch, capsys):
-    verdict = _regressed(history, "r1", a=_frame("a", 20, fallback=3))
+@pytest.mark.parametrize(("flaw", "refusal"), [({"fallback": 3}, "reranker fallbacks"),
+                                               ({"errored": 2}, "errored questions")])
+def test_accept_is_not_offered_for_a_variant_whose_numbers_are_not_its_configuration_s(
+        history, monkeypatch, capsys, flaw, refusal):
+    verdict = _regressed(history, "r1", a=_frame("a", 20, **flaw))
     offered = "accept" in _checks(verdict)["a"]
     if offered:  # what the user gets for following it
         capsys.readouterr()
         assert _cli(history, monkeypatch, *_offered(verdict, "a")[1]) == 2
-        assert "reranker fallbacks" in capsys.readouterr().err
-        assert _log(history) == []
-    assert not offered, _checks(verdict)["a"]["accept"]
-
-
-def test_accept_is_not_offered_for_a_variant_with_errored_questions(history, monkeypatch, capsys):
-    verdict = _regressed(history, "r1", a=_frame("a", 20, errored=2))
-    offered = "accept" in _checks(verdict)["a"]
-    if offered:
-        capsys.readouterr()
-        assert _cli(history, monkeypatch, *_offered(verdict, "a")[1]) == 2
-        assert "errored questions" in capsys.readouterr().err
+        assert refusal in capsys.readouterr().err
         assert _log(history) == []
     assert not offered, _checks(verdict)["a"]["accept"]
 
