@@ -79,7 +79,7 @@ from eval_pipeline.questions.build import (
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.fusion_tuning import split_question_set
 from eval_pipeline.ranking.steps import check_thresholds_can_be_chosen
-from eval_pipeline.reporting.answers import answer_gate_checks, answer_gate_output
+from eval_pipeline.reporting.answers import answer_check_output, answer_gate_checks
 from eval_pipeline.reporting.console import console_summary
 from eval_pipeline.reporting.run import (
     Findings,
@@ -545,8 +545,7 @@ def answer_gate_check(answer_checks: dict[str, str]) -> AssetChecksDefinition:
     def answer_gate(verdict: RunVerdict):
         """One result per variant (eval_pipeline.reporting.answers.answer_gate_checks): a variant
         fails when any grader's gate fails."""
-        output = {"answers": answer_gate_output(verdict.answers)}
-        for key, (passed, metadata) in answer_gate_checks(output, list(answer_checks)).items():
+        for key, (passed, metadata) in answer_gate_checks(answer_check_output(verdict), list(answer_checks)).items():
             yield AssetCheckResult(check_name=answer_checks[key], asset_key="verdict", passed=passed,
                                    severity=AssetCheckSeverity.ERROR, metadata=to_metadata(metadata))
 

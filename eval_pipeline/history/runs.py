@@ -1048,6 +1048,14 @@ def launchpad_accept(run_id: str, variants: Sequence[str]) -> str:
     return f"{{run_id: {quoted(run_id)}, variants: [{', '.join(quoted(v) for v in variants)}]}}"
 
 
+
+def how_to_accept(run_id: str, variant: str) -> str:
+    """What a failed gate's check says about accepting ``run_id`` for ``variant`` (retrieval's and
+    answers' alike): the `accept_reference` job's config and the command. The report asset
+    records the run (unless its record_history is off); only then can it be accepted."""
+    return (f"once its numbers are intended and the report has recorded this run, launch accept_reference with "
+            f"{launchpad_accept(run_id, [variant])}; or: {accept_command(run_id, [variant])}")
+
 class NameTheRun(ValueError):
     """An acceptance refused until it names ``run_id`` by its id and ``variants`` by name (a
     measured regression is accepted only so): ``reason``, then the command that does (`told`),

@@ -25,7 +25,9 @@ from eval_pipeline.common.checks import finite_number, missing
 from eval_pipeline.common.formatting import MISSING, fmt_number, markdown_table
 from eval_pipeline.common.metadata import shown_number_or_nan
 from eval_pipeline.grading.grounding import hallucinations_jsonl, hallucinations_markdown
+from eval_pipeline.history.runs import how_to_accept
 from eval_pipeline.verdict.answers import AnswerVerdict
+from eval_pipeline.verdict.retrieval import RunVerdict
 
 
 def _interval(value: Any, low: Any, high: Any) -> str:
@@ -334,9 +336,18 @@ def answer_gate_output(verdict: AnswerVerdict) -> dict[str, Any]:
     return out
 
 
+def answer_check_output(verdict: RunVerdict) -> dict[str, Any]:
+    """What the answer_gate checks read: the answer gates (`answer_gate_output`) and, per variant
+    whose failed answer gate an acceptance of this run can take, the run to name."""
+    answers = verdict.answers
+    return {"answers": answer_gate_output(answers) if answers is not None else None,
+            "accept": {v: verdict.run_id for v in verdict.acceptable_answer_failures}}
+
+
 def answer_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[str, tuple[bool, dict[str, Any]]]:
-    """key -> (passed, metadata) of each variant's answer gate. A variant without answers in
-    this run passes, marked not evaluated (with the reason)."""
+    """key -> (passed, metadata) of each variant's answer gate, with how to accept the run where
+    its gate failed and an acceptance can take it (`answer_check_output`). A variant without
+    answers in this run passes, marked not evaluated (with the reason)."""
     answers = report.get("answers") or {"evaluated": False, "reason": "no answer metrics", "variants": {}}
     out = {}
     for key in keys:
@@ -358,5 +369,7 @@ def answer_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[s
             if g["treatment_changes"]:
                 metadata[f"{grader} treatment changes"] = "; ".join(g["treatment_changes"])
         metadata["generator"] = next(iter(entry["graders"].values()))["generator"]
+        if key in report.get("accept", {}):  # a failed gate: how to accept it once its numbers are intended
+            metadata["accept"] = how_to_accept(report["accept"][key], key)
         out[key] = (bool(entry["passed"]), metadata)
     return out

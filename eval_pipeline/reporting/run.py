@@ -17,7 +17,7 @@ import pandas as pd
 from eval_pipeline.common.metadata import Markdown, RunLink, shown_number, shown_number_or_nan
 from eval_pipeline.common.state import StateDir
 from eval_pipeline.corpus.sources import CorpusSnapshot
-from eval_pipeline.history.runs import accept_command, launchpad_accept
+from eval_pipeline.history.runs import how_to_accept
 from eval_pipeline.questions.sets import QuestionSet
 from eval_pipeline.ranking.inputs import InconsistentInputs
 from eval_pipeline.ranking.results import stage_latency_summary
@@ -406,11 +406,7 @@ def variant_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[
         if key in report.get("decided_by", {}):
             metadata["decided_by"] = report["decided_by"][key]
         if key in report.get("accept", {}):  # a failed gate: how to accept it once its numbers are intended
-            run_id = report["accept"][key]
-            # the report asset records the run (unless its record_history is off): only then can it be accepted
-            metadata["accept"] = (f"once its numbers are intended and the report has recorded this run, launch "
-                                  f"accept_reference with {launchpad_accept(run_id, [key])}; or: "
-                                  f"{accept_command(run_id, [key])}")
+            metadata["accept"] = how_to_accept(report["accept"][key], key)
         for r in failures:
             metadata[f"{r['against']} {r['metric']} delta"] = shown_number_or_nan(r["delta"])
         metadata.update(_headline_numbers(report.get("summary"), key))  # on every evaluation: the check's trend

@@ -26,6 +26,7 @@ from eval_pipeline.common.state import PROJECT_ROOT
 from eval_pipeline.common.versions import package_code_digest
 from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate, not_compared_unless_measured
 from eval_pipeline.gates.rule import within_tolerance, without_yardstick
+from eval_pipeline.history.answers import yardstick_problems
 from eval_pipeline.history.identity import configuration_fingerprint, scoring_protocol
 from eval_pipeline.history.measurements import MEASURED_STATES
 from eval_pipeline.history.measurements import session as history_session
@@ -108,19 +109,54 @@ class RunVerdict:
         acceptance of it is taken); never a variant this run did not measure (`unmeasured`:
         nothing of it to accept), nor one with errored questions or reranker fallbacks (its
         numbers are not its configuration's)."""
-        if not self.run_id or self.limited or self.maybe_renamed:
+        if not self._acceptance_possible:
             return []
-        blocked = set(self.unmeasured)
-        for count in ("n_errored", "n_rerank_fallback"):
-            if count in self.summary:
-                blocked |= {str(v) for v, n in zip(self.summary["variant"], self.summary[count]) if n and n > 0}
+        blocked = set(self.unmeasured) | self._not_its_configuration
         return [v for v, g in self.gates.items() if not g.passed and v not in blocked]
 
     @property
+    def acceptable_answer_failures(self) -> list[str]:
+        """The variants whose answer gate failed that an acceptance of this run naming them takes
+        whole: every failed grader of the variant has a row this run records with no yardstick
+        problem (`history.answers.answers_to_accept` refuses such a row: errored answers, nothing
+        scored, a limited or otherwise uncomparable row; a grader missing from this run has no row),
+        and nothing of the variant makes `retrieval_to_accept` refuse the whole acceptance (as for
+        `acceptable_failures`: the run, errored questions, reranker fallbacks)."""
+        answers = self.answers
+        if answers is None or not self._acceptance_possible:
+            return []
+        missing = {(v, g) for v, g, _ in answers.missing}
+        records = {(r["variant"], r["grader"]): r for r in answers.records}
+
+        def takes(variant: str, grader: str) -> bool:
+            row = records.get((variant, grader))
+            return (variant, grader) not in missing and row is not None and not yardstick_problems(row)
+
+        blocked = self._not_its_configuration
+        return [v for v, graders in answers.gates.items()
+                if v not in blocked and (failed := [g for g, gate in graders.items() if not gate.passed])
+                and all(takes(v, g) for g in failed)]
+
+    @property
+    def _acceptance_possible(self) -> bool:
+        """Whether any acceptance of this run can be taken (see `acceptable_failures`)."""
+        return bool(self.run_id) and not self.limited and not self.maybe_renamed
+
+    @property
+    def _not_its_configuration(self) -> set[str]:
+        """Variants with errored questions or reranker fallbacks: their numbers are not their
+        configuration's, and `retrieval_to_accept` refuses an acceptance naming them."""
+        blocked: set[str] = set()
+        for count in ("n_errored", "n_rerank_fallback"):
+            if count in self.summary:
+                blocked |= {str(v) for v, n in zip(self.summary["variant"], self.summary[count]) if n and n > 0}
+        return blocked
+
+    @property
     def accept_command(self) -> str | None:
-        """The command that accepts this run for every variant of `acceptable_failures` (None when
-        there is none)."""
-        failed = self.acceptable_failures
+        """The command that accepts this run for every variant of `acceptable_failures` and
+        `acceptable_answer_failures` (None when there is none)."""
+        failed = list(dict.fromkeys(self.acceptable_failures + self.acceptable_answer_failures))
         return accept_command(self.run_id, failed) if failed else None
 
     @property

@@ -101,8 +101,9 @@ def test_a_failed_run_ends_with_the_command_that_accepts_it():
 def test_the_accept_command_names_the_failed_variants_quoted_and_is_none_for_a_limited_run():
     """RunVerdict.accept_command: retrieval's failed variants, each quoted for a shell where it needs
     it; a variant the run did not measure is not named; none for a limited run (never a reference)
-    and none when every gate passed. A variant whose answer gate alone failed is not named: its
-    gate's own message carries its command (naming it could make the whole accept refused)."""
+    and none when every gate passed. A variant whose answer gate alone failed is named only where
+    an acceptance takes it (tests/unit/reporting/test_answer_accept.py): not here, where its grader
+    has no row this run records (naming it would accept nothing of it)."""
     from eval_pipeline.verdict.answers import AnswerVerdict
     from eval_pipeline.verdict.retrieval import RunVerdict
 
