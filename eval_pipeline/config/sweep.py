@@ -7,12 +7,13 @@ budgets (`recommend:`), the fusion-tuning split (`tuning:`) and the schedule, re
 
 Everything here is checked when the file is read (the code location loads it), so a bad
 tolerance or price fails before any model is called or any result is stored; each message
-names the file, and the line of the section or variant where the reader knows it. The typed
-models come last: what reaches them has been checked here."""
+names the file, and the line of the section, the variant or the variant's setting where the
+reader knows it. The typed models come last: what reaches them has been checked here."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,11 @@ from eval_pipeline.config.models import (
     TuningSplit,
     pair_key,
 )
-from eval_pipeline.config.yaml_file import line_of, located, read_yaml
+from eval_pipeline.config.yaml_file import line_at, line_of, located, read_yaml
 from eval_pipeline.config.yaml_file import strict_loader as _strict_loader
 from eval_pipeline.gates.answers import validate_answer_tolerances
 from eval_pipeline.gates.retrieval import DEFAULT_TOLERANCES, validate_tolerances
-from eval_pipeline.ranking.variants import Variant, VariantConfigError, parse_variant
+from eval_pipeline.ranking.variants import Variant, VariantConfigError, Where, parse_variant
 from eval_pipeline.recommend import parse_budgets
 from eval_pipeline.store.indexes import IndexSpec, parse_indexes
 from eval_pipeline.validity.audit import AuditThresholds
@@ -60,7 +61,8 @@ def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
     variants: list[Variant] = []
     seen: dict[str, int] = {}
     for index, item in enumerate(raw, start=1):
-        v = parse_variant(item, f"{located(source, item)}: variant {index}")
+        # a message about one setting names that setting's line (ranking.variants.Where)
+        v = parse_variant(item, Where(source, f": variant {index}", line_of(item), partial(line_at, item)))
         if v.key in seen:
             raise VariantConfigError(
                 f"{source}: variant {index} has the key {v.key!r} of variant {seen[v.key]}; give one of them a 'name'"

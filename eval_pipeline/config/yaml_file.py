@@ -1,11 +1,12 @@
 """The variants file's YAML, read strictly: a key given twice in one mapping is an error naming
-both lines (YAML would silently keep the last), each mapping remembers its line (for the
-messages of eval_pipeline.config.sweep), and a document that expands through aliases beyond
-`MAX_EXPANDED_VALUES` is refused before anything is constructed. Every failure to read is a
-`VariantConfigError` naming the file."""
+both lines (YAML would silently keep the last), each mapping remembers its line and the line of
+each of its keys (for the messages of eval_pipeline.config.sweep: `line_of`, `line_at`), and a
+document that expands through aliases beyond `MAX_EXPANDED_VALUES` is refused before anything is
+constructed. Every failure to read is a `VariantConfigError` naming the file."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ MAX_EXPANDED_VALUES = 100_000
 
 
 def read_yaml(path: Path) -> Any:
-    """The file's one YAML document, its mappings carrying their line (`line`)."""
+    """The file's one YAML document, its mappings carrying their line (`line_of`) and their
+    settings' lines (`line_at`)."""
     try:
         return yaml.load(path.read_text(encoding="utf-8"), Loader=strict_loader())  # noqa: S506 - a SafeLoader
     except OSError as exc:
@@ -51,6 +53,26 @@ def line_of(value: Any) -> int | None:
     return getattr(value, "line", None)
 
 
+def line_at(value: Any, path: Sequence[Any]) -> int | None:
+    """The line of the setting at `path` (its keys, outermost first: `("reranker", "model")`) in a
+    mapping read by `strict_loader`: the line of its key, or, for a key the mapping takes through
+    a merge (`<<: *base`), the line of that `<<`. None when it is not known: not a mapping read
+    from a file, a key it does not have, or a path that goes on into a mapping written elsewhere
+    (an alias, `reranker: *shared`, or a merge), whose lines belong to another part of the file."""
+    line, outer = None, None
+    for key in path:
+        if not isinstance(value, _Mapping) or not _written_in(value, outer):
+            return None
+        try:
+            line = value.key_lines.get(key)
+        except TypeError:  # an unhashable key
+            return None
+        if line is None:
+            return None
+        outer, value = value, value.get(key)
+    return line
+
+
 def located(source: str, value: Any) -> str:
     """`source:line` of a mapping read by `strict_loader` (where a message about it points), or
     `source` alone when its line is not known."""
@@ -59,9 +81,44 @@ def located(source: str, value: Any) -> str:
 
 
 class _Mapping(dict):
-    """A YAML mapping that remembers the line it starts on (for messages)."""
+    """A YAML mapping that remembers the line it starts on, the line of each of its keys (a merged
+    key: the line of its `<<`) and the characters it spans in the file (for messages)."""
 
     line: int | None = None
+    key_lines: dict[Any, int]
+    span: tuple[int, int] | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key_lines = {}
+
+
+def _written_in(inner: _Mapping, outer: _Mapping | None) -> bool:
+    """Whether `inner` is written inside `outer` (not an alias of a mapping written elsewhere)."""
+    if outer is None:
+        return True
+    if inner.span is None or outer.span is None:
+        return False
+    return outer.span[0] <= inner.span[0] and inner.span[1] <= outer.span[1]
+
+
+def _merged_lines(loader: Any, node: yaml.MappingNode, merges: list[tuple[int, Any]]) -> dict[Any, int]:
+    """The line of the `<<` through which each merged key of `node` comes, read once
+    `construct_mapping` has flattened `node` (its merged pairs first, in the order in which a
+    later one wins, as it wins the value)."""
+    through: dict[int, int] = {}
+    for line, value in merges:
+        for source in value.value if isinstance(value, yaml.SequenceNode) else [value]:
+            if isinstance(source, yaml.MappingNode):
+                through.update((id(key_node), line) for key_node, _ in source.value)
+    lines: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if id(key_node) in through:
+            try:
+                lines[loader.construct_object(key_node, deep=True)] = through[id(key_node)]
+            except TypeError:  # an unhashable key: construct_mapping has reported it
+                continue
+    return lines
 
 
 class _DuplicateKey(Exception):
@@ -102,8 +159,9 @@ def _expanded_values(root: Any) -> int:
 
 def strict_loader():
     """A yaml.SafeLoader that refuses a key given twice in one mapping (merge keys, `<<`, may
-    still be overridden, as YAML intends), records each mapping's line, and refuses a document
-    that expands through aliases beyond `MAX_EXPANDED_VALUES` before anything is constructed."""
+    still be overridden, as YAML intends), records each mapping's line and its keys' lines, and
+    refuses a document that expands through aliases beyond `MAX_EXPANDED_VALUES` before anything
+    is constructed."""
     global _LOADER
     if _LOADER is not None:
         return _LOADER
@@ -118,10 +176,13 @@ def strict_loader():
     def construct_map(loader, node):
         data = _Mapping()
         data.line = node.start_mark.line + 1
+        data.span = (node.start_mark.index, node.end_mark.index)
         yield data
         seen: dict[Any, int] = {}
-        for key_node, _value in node.value:
+        merges: list[tuple[int, Any]] = []
+        for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
+                merges.append((key_node.start_mark.line + 1, value_node))
                 continue
             key = loader.construct_object(key_node, deep=True)
             try:
@@ -132,6 +193,7 @@ def strict_loader():
                 raise _DuplicateKey(key, key_node.start_mark.line + 1, first)
             seen[key] = key_node.start_mark.line + 1
         data.update(loader.construct_mapping(node))
+        data.key_lines = {**_merged_lines(loader, node, merges), **seen} if merges else seen
 
     StrictSafeLoader.add_constructor("tag:yaml.org,2002:map", construct_map)
     _LOADER = StrictSafeLoader

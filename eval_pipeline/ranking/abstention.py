@@ -37,7 +37,7 @@ abstention question is refused with an error naming the variant.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,13 +78,17 @@ class AbstainSpec:
         return out
 
 
-def parse_abstain(raw: Any, where: str, *, has_dense: bool, legacy_below: float | None) -> AbstainSpec:
-    """The `abstain:` setting of one variant (`where` names the file, line and variant), checked
-    before anything slow: unknown keys, a policy, score or objective not listed, a threshold that
-    is not a finite number, a `max_false_refusal` outside [0, 1], `dense_cosine` without a dense
-    leg, and `abstain_below` beside `abstain` each raise ValueError naming the setting and the
-    bad value. `legacy_below`: the variant's `abstain_below`, the same as a threshold policy on
-    its top score."""
+def parse_abstain(raw: Any, where: str, *, has_dense: bool, legacy_below: float | None,
+                  at: Callable[..., str] | None = None) -> AbstainSpec:
+    """The `abstain:` setting of one variant (`where` names the file, the line of `abstain:` and
+    the variant), checked before anything slow: unknown keys, a policy, score or objective not
+    listed, a threshold that is not a finite number, a `max_false_refusal` outside [0, 1],
+    `dense_cosine` without a dense leg, and `abstain_below` beside `abstain` each raise ValueError
+    naming the setting and the bad value. `legacy_below`: the variant's `abstain_below`, the same
+    as a threshold policy on its top score. `at(*keys)`: `where` pointing instead at the line of
+    the first of these keys of `abstain` in the file (eval_pipeline.ranking.variants.Where), for a
+    message about them; without it, `where`."""
+    located = at or (lambda *keys: where)
     default_score = "dense_cosine" if has_dense else "top_score"
     if raw is None:
         if legacy_below is not None:
@@ -99,17 +103,17 @@ def parse_abstain(raw: Any, where: str, *, has_dense: bool, legacy_below: float 
         raise ValueError(f"{where}: abstain must be a mapping like {{policy: auto}}, got {raw!r}")
     policy = raw.get("policy", "none")
     if policy not in POLICIES:
-        raise ValueError(f"{where}: abstain.policy {policy!r} is not valid; valid: {', '.join(POLICIES)}")
+        raise ValueError(f"{located('policy')}: abstain.policy {policy!r} is not valid; valid: {', '.join(POLICIES)}")
     unknown = sorted(set(raw) - _KEYS[policy], key=str)
     if unknown:
-        raise ValueError(f"{where}: abstain with policy {policy} has no setting(s) {unknown}; valid: "
+        raise ValueError(f"{located(*unknown)}: abstain with policy {policy} has no setting(s) {unknown}; valid: "
                          f"{', '.join(sorted(_KEYS[policy]))}")
     score = raw.get("score", default_score)
     if score not in SCORES:
-        raise ValueError(f"{where}: abstain.score {score!r} is not valid; valid: {', '.join(SCORES)}")
+        raise ValueError(f"{located('score')}: abstain.score {score!r} is not valid; valid: {', '.join(SCORES)}")
     if score == "dense_cosine" and not has_dense:
-        raise ValueError(f"{where}: abstain.score dense_cosine needs a dense leg, and this variant has none; "
-                         "use top_score or margin")
+        raise ValueError(f"{located('score')}: abstain.score dense_cosine needs a dense leg, and this variant has "
+                         "none; use top_score or margin")
     if policy == "none":
         return AbstainSpec(score=default_score)
     if policy == "threshold":
@@ -118,17 +122,19 @@ def parse_abstain(raw: Any, where: str, *, has_dense: bool, legacy_below: float 
                              "{policy: threshold, below: 0.4}")
         below = raw["below"]
         if isinstance(below, bool) or not is_real(below) or not math.isfinite(float(below)):
-            raise ValueError(f"{where}: abstain.below must be a finite number, got {below!r}")
+            raise ValueError(f"{located('below')}: abstain.below must be a finite number, got {below!r}")
         return AbstainSpec(policy="threshold", score=score, below=float(below))
     objective = raw.get("objective", "max_false_refusal")
     if objective not in OBJECTIVES:
-        raise ValueError(f"{where}: abstain.objective {objective!r} is not valid; valid: {', '.join(OBJECTIVES)}")
+        raise ValueError(f"{located('objective')}: abstain.objective {objective!r} is not valid; valid: "
+                         f"{', '.join(OBJECTIVES)}")
     limit = raw.get("max_false_refusal", DEFAULT_MAX_FALSE_REFUSAL)
     if isinstance(limit, bool) or not is_real(limit) or not 0.0 <= float(limit) <= 1.0:
-        raise ValueError(f"{where}: abstain.max_false_refusal must be a number in [0, 1], got {limit!r}")
+        raise ValueError(f"{located('max_false_refusal')}: abstain.max_false_refusal must be a number in [0, 1], "
+                         f"got {limit!r}")
     if "max_false_refusal" in raw and objective != "max_false_refusal":
-        raise ValueError(f"{where}: abstain.max_false_refusal applies to objective max_false_refusal "
-                         f"(got objective: {objective})")
+        raise ValueError(f"{located('max_false_refusal')}: abstain.max_false_refusal applies to objective "
+                         f"max_false_refusal (got objective: {objective})")
     return AbstainSpec(policy="auto", score=score, objective=objective, max_false_refusal=float(limit))
 
 

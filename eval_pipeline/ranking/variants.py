@@ -37,8 +37,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from eval_pipeline.common.checks import is_integer, is_real
@@ -57,7 +57,7 @@ from eval_pipeline.ranking.rerankers import (
 
 FUSION_MODES = ("rrf", "merge", "dbsf")
 
-__all__ = ["ENGINE_NAMES", "LEGS", "MAX_DENSE_TOP_K", "RerankerSpec", "Variant", "VariantConfigError",
+__all__ = ["ENGINE_NAMES", "LEGS", "MAX_DENSE_TOP_K", "RerankerSpec", "Variant", "VariantConfigError", "Where",
            "parse_variant", "resolved_leg_settings"]
 
 
@@ -85,6 +85,62 @@ def _own_legs(engine: str) -> tuple[str, ...]:
 
 class VariantConfigError(ValueError):
     """A variants file that cannot be used; names the file, the variant and the setting."""
+
+
+def _no_lines(path: tuple[Any, ...]) -> int | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a message about one variant points. `str(where)` is the variant as a whole,
+    `source:line: variant N` with the line its mapping starts on; `where.at("depth")` is the same
+    text with the line of its `depth:` key, `where.at("reranker", "model")` with the line of a
+    setting inside a setting, and `where.first(paths)` with the line of whichever of several
+    settings comes first in the file (a message naming several unknown ones). Only the line
+    differs: the text after it is the one README documents, `FILE:LINE: variant N: SETTING ...`.
+
+    Why an object: the parser of a variant (here) knows which setting each message is about, and
+    only the reader of the file knows the lines; that reader, eval_pipeline.config.sweep, is a
+    later stage that ranking/ may not import, so it hands the lines over as `lines` (a setting's
+    path of keys -> its line, None when not known) and every message asks for the setting it
+    names. A setting whose line is not known (a default, or a mapping not read from a file)
+    points at the nearest enclosing setting that has one, then at the variant's line, then at no
+    line: a plain string `where` (`Where.of("the reference configuration x")`) reads as given.
+    `tail` is what follows the line (`: variant 3`); `named(" ('hybrid+mmr')")` appends to it."""
+
+    source: str
+    tail: str = ""
+    line: int | None = None
+    lines: Callable[[tuple[Any, ...]], int | None] = _no_lines
+
+    @classmethod
+    def of(cls, where: str | Where) -> Where:
+        return where if isinstance(where, Where) else cls(where)
+
+    def __str__(self) -> str:
+        return self._text(self.line)
+
+    def at(self, *path: Any) -> str:
+        return self._text(self._line(path))
+
+    def first(self, paths: Iterable[tuple[Any, ...]]) -> str:
+        known = [line for line in (self._line(tuple(path)) for path in paths) if line]
+        return self._text(min(known, default=self.line))
+
+    def named(self, label: str) -> Where:
+        return replace(self, tail=self.tail + label)
+
+    def _line(self, path: tuple[Any, ...]) -> int | None:
+        while path:
+            line = self.lines(path)
+            if line:
+                return line
+            path = path[:-1]
+        return self.line
+
+    def _text(self, line: int | None) -> str:
+        return f"{self.source}:{line}{self.tail}" if line else f"{self.source}{self.tail}"
 
 
 @dataclass(frozen=True)
@@ -166,14 +222,18 @@ class Variant:
         return out
 
 
-def parse_variant(item: Any, where: str) -> Variant:
+def parse_variant(item: Any, where: str | Where) -> Variant:
+    """The variant `item` (a mapping, or an engine's name) describes; every mistake is a
+    VariantConfigError that starts with `where`, pointing at the line of the setting at fault."""
+    where = Where.of(where)
     if isinstance(item, str):
         item = {"engine": item}
     if not isinstance(item, dict):
         raise VariantConfigError(f"{where}: expected a mapping like {{engine: hybrid}}")
     engine = item.get("engine")
     if not isinstance(engine, str) or engine not in ENGINES:
-        raise VariantConfigError(f"{where}: engine {engine!r} is not valid; valid engines: {', '.join(ENGINE_NAMES)}")
+        raise VariantConfigError(
+            f"{where.at('engine')}: engine {engine!r} is not valid; valid engines: {', '.join(ENGINE_NAMES)}")
     kind = ENGINES[engine]
     given_legs = item.get("legs", ["keyword", "dense"])
     listed = tuple(given_legs) if isinstance(given_legs, (list, tuple)) else ()
@@ -184,8 +244,8 @@ def parse_variant(item: Any, where: str) -> Variant:
     allowed = COMMON_KNOBS | set(kind.engine_options) | leg_knobs
     unknown = sorted(set(item) - allowed, key=str)  # keys of any type (1, null): sorted as text
     if unknown:
-        raise VariantConfigError(
-            f"{where} ({engine}): unknown setting(s) {unknown}; valid: {', '.join(sorted(allowed))}")
+        raise VariantConfigError(f"{where.first((key,) for key in unknown)} ({engine}): unknown setting(s) "
+                                 f"{unknown}; valid: {', '.join(sorted(allowed))}")
 
     depth = _int(item, "depth", DEPTH, where, lo=1, hi=1000)
     kwargs: dict[str, Any] = {
@@ -199,62 +259,66 @@ def parse_variant(item: Any, where: str) -> Variant:
     if kind.fuses:
         fusion = item.get("fusion", "rrf")
         if fusion not in FUSION_MODES:
-            raise VariantConfigError(f"{where}: fusion {fusion!r} is not valid; valid: {', '.join(FUSION_MODES)}")
+            raise VariantConfigError(
+                f"{where.at('fusion')}: fusion {fusion!r} is not valid; valid: {', '.join(FUSION_MODES)}")
         legs = item.get("legs", ["keyword", "dense"])
         if (not isinstance(legs, list) or len(legs) < 2 or any(leg not in LEGS for leg in legs)
                 or len(set(legs)) != len(legs)):
-            raise VariantConfigError(f"{where}: legs {legs!r} must list two or more distinct of {', '.join(LEGS)}")
+            raise VariantConfigError(
+                f"{where.at('legs')}: legs {legs!r} must list two or more distinct of {', '.join(LEGS)}")
         weights = item.get("weights")
         if weights is not None:
             if (not isinstance(weights, list) or len(weights) != len(legs)
                     or not all(_finite_number(w) and w >= 0 for w in weights) or sum(weights) <= 0):
-                raise VariantConfigError(
-                    f"{where}: weights {weights!r} must be {len(legs)} non-negative numbers (one per leg), not all 0"
-                )
+                raise VariantConfigError(f"{where.at('weights')}: weights {weights!r} must be {len(legs)} "
+                                         "non-negative numbers (one per leg), not all 0")
             weights = tuple(float(w) for w in weights)
         if "rrf_k" in item and fusion != "rrf":
-            raise VariantConfigError(f"{where}: rrf_k only applies to fusion: rrf (got fusion: {fusion})")
+            raise VariantConfigError(f"{where.at('rrf_k')}: rrf_k only applies to fusion: rrf (got fusion: {fusion})")
         rrf_k = _int(item, "rrf_k", RRF_K, where, lo=RRF_K_RANGE[0], hi=RRF_K_RANGE[1])
         kwargs.update(fusion=fusion, rrf_k=rrf_k, weights=weights, legs=tuple(legs), tune=_tune(item, fusion, where))
     kwargs["leg_knobs"] = _leg_knobs(item, where)
     has_dense = any(leg_kind(leg).side == "dense" for leg in (kwargs["legs"] if kind.fuses else legs_used)
                     if isinstance(leg, str) and leg in by_leg)
     try:
-        kwargs["abstain"] = parse_abstain(item.get("abstain"), where, has_dense=has_dense,
-                                          legacy_below=kwargs["abstain_below"])
+        kwargs["abstain"] = parse_abstain(item.get("abstain"), where.at("abstain"), has_dense=has_dense,
+                                          legacy_below=kwargs["abstain_below"],
+                                          at=lambda *keys: where.first(("abstain", key) for key in keys))
     except ValueError as exc:
         raise VariantConfigError(str(exc)) from None
     for leg in legs_used:
         deepest = by_leg[leg].max_top_k
         if deepest is not None and kwargs["chunk_top_k"] > deepest:
             why = f": {by_leg[leg].max_top_k_why}" if by_leg[leg].max_top_k_why else ""
+            # not given, chunk_top_k follows depth: the line of depth
+            at = where.at("chunk_top_k" if "chunk_top_k" in item else "depth")
             raise VariantConfigError(
-                f"{where}: chunk_top_k {kwargs['chunk_top_k']} is too deep for the {leg} leg{why}; "
-                f"use at most {deepest}")
+                f"{at}: chunk_top_k {kwargs['chunk_top_k']} is too deep for the {leg} leg{why}; use at most {deepest}")
     name = item.get("name")
     key = name if name is not None else engine + (
         "" if kwargs["reranker"].kind == "none" else f"+{kwargs['reranker'].kind}")
     if not isinstance(key, str) or not _KEY.match(key):
         raise VariantConfigError(
-            f"{where}: name {key!r} must be 1-64 characters of lowercase letters, digits and + . _ @ -"
+            f"{where.at('name')}: name {key!r} must be 1-64 characters of lowercase letters, digits and + . _ @ -"
         )
     return Variant(key=key, **kwargs)
 
 
-def _tune(item: Mapping[str, Any], fusion: str, where: str) -> str | None:
+def _tune(item: Mapping[str, Any], fusion: str, where: Where) -> str | None:
     """`tune: rrf_k | weights`: what fusion tuning may choose; the tuned setting itself must not
     also be given, and the fusion must have it (dbsf ignores weights)."""
     method = item.get("tune")
     if method is None:
         return None
+    at = where.at("tune")
     if method not in TUNE_METHODS:
-        raise VariantConfigError(f"{where}: tune {method!r} is not valid; valid: {', '.join(TUNE_METHODS)}")
+        raise VariantConfigError(f"{at}: tune {method!r} is not valid; valid: {', '.join(TUNE_METHODS)}")
     if method in item:
-        raise VariantConfigError(f"{where}: tune: {method} chooses {method}; do not also give {method}")
+        raise VariantConfigError(f"{at}: tune: {method} chooses {method}; do not also give {method}")
     if method == "rrf_k" and fusion != "rrf":
-        raise VariantConfigError(f"{where}: tune: rrf_k needs fusion: rrf (got fusion: {fusion})")
+        raise VariantConfigError(f"{at}: tune: rrf_k needs fusion: rrf (got fusion: {fusion})")
     if method == "weights" and fusion == "dbsf":
-        raise VariantConfigError(f"{where}: tune: weights cannot tune fusion dbsf, which ignores leg weights; "
+        raise VariantConfigError(f"{at}: tune: weights cannot tune fusion dbsf, which ignores leg weights; "
                                  "use rrf or merge")
     return method
 
@@ -266,7 +330,7 @@ def resolved_leg_settings(leg: str, given: Mapping[str, Any]) -> dict[str, Any]:
     return dict(leg_kind(leg).resolve(given))
 
 
-def _leg_knobs(item: Mapping[str, Any], where: str) -> tuple:
+def _leg_knobs(item: Mapping[str, Any], where: Where) -> tuple:
     """The leg settings the variant gives, validated by each leg kind's options, as
     (leg, ((knob, value), ...)) pairs, the knobs sorted, the legs in registration order."""
     out = []
@@ -278,25 +342,25 @@ def _leg_knobs(item: Mapping[str, Any], where: str) -> tuple:
             try:
                 given.append((option.name, option.check(item[option.name])))
             except ValueError as exc:
-                raise VariantConfigError(f"{where}: {exc}") from None
+                raise VariantConfigError(f"{where.at(option.name)}: {exc}") from None
         if given:
             out.append((leg, tuple(sorted(given))))
     return tuple(out)
 
 
-def _reranker(value: Any, where: str, item: Mapping[str, Any] | None = None) -> RerankerSpec:
+def _reranker(value: Any, where: Where, item: Mapping[str, Any] | None = None) -> RerankerSpec:
     if isinstance(value, str):
         value = {"kind": value}
     if not isinstance(value, dict) or value.get("kind") not in RERANKER_KINDS:
         kind = value.get("kind") if isinstance(value, dict) else value
-        raise VariantConfigError(
-            f"{where}: reranker {kind!r} is not valid; valid rerankers: {', '.join(RERANKER_KINDS)}")
+        raise VariantConfigError(f"{where.at('reranker', 'kind')}: reranker {kind!r} is not valid; "
+                                 f"valid rerankers: {', '.join(RERANKER_KINDS)}")
     kind = value["kind"]
     options = {k: v for k, v in value.items() if k != "kind"}
     try:
         json.dumps(options)
     except TypeError:
-        raise VariantConfigError(f"{where}: reranker options must be plain values") from None
+        raise VariantConfigError(f"{where.at('reranker')}: reranker options must be plain values") from None
     _check_reranker_options(kind, options, _label(where, item, kind))
     return RerankerSpec(kind=kind, options=options)
 
@@ -337,17 +401,19 @@ class _StandIns(ResourceServices):
 _CHECK_SERVICES = _StandIns(llm_client=_StandInLLM, make_embedder=lambda model: _StandInEmbedder())
 
 
-def _label(where: str, item: Mapping[str, Any] | None, kind: str) -> str:
+def _label(where: Where, item: Mapping[str, Any] | None, kind: str) -> Where:
     """`where` plus the variant's name (given or derived), for messages about its reranker."""
     if item is None:
         return where
     name = item.get("name")
     if not isinstance(name, str):
         name = f"{item.get('engine')}" + ("" if kind == "none" else f"+{kind}")
-    return f"{where} ({name!r})"
+    return where.named(f" ({name!r})")
 
 
-def _check_reranker_options(kind: str, options: Mapping[str, Any], where: str) -> None:
+def _check_reranker_options(kind: str, options: Mapping[str, Any], where: Where) -> None:
+    """Each message points at the option it names (the first in the file of several unknown
+    ones); one from the constructor, which checks the options together, at the reranker."""
     spec = RERANKERS[kind]
     valid = file_reranker_options(kind)
     listing = ", ".join(valid) or "none"
@@ -356,36 +422,37 @@ def _check_reranker_options(kind: str, options: Mapping[str, Any], where: str) -
         injected = [u for u in unknown if u in spec.injected]
         note = f" ({', '.join(injected)}: supplied by the resource, not the file)" if injected else ""
         raise VariantConfigError(
-            f"{where}: reranker {kind!r} has no option(s) {', '.join(repr(u) for u in unknown)}{note}; "
-            f"valid options: {listing}"
+            f"{where.first(('reranker', u) for u in unknown)}: reranker {kind!r} has no option(s) "
+            f"{', '.join(repr(u) for u in unknown)}{note}; valid options: {listing}"
         )
     checks = {option.name: option for option in spec.checks}
     for name, value in options.items():
         if name in checks and not checks[name].test(value):
-            raise VariantConfigError(
-                f"{where}: reranker {kind!r} option {name!r} must be {checks[name].expected}, got {value!r}")
+            raise VariantConfigError(f"{where.at('reranker', name)}: reranker {kind!r} option {name!r} must be "
+                                     f"{checks[name].expected}, got {value!r}")
     # The constructors check the rest (ranges, types); they are cheap and load nothing.
     try:
         build_reranker(kind, options, _CHECK_SERVICES)
     except (ValueError, TypeError) as exc:
-        raise VariantConfigError(f"{where}: reranker {kind!r}: {exc}; valid options: {listing}") from None
+        raise VariantConfigError(
+            f"{where.at('reranker')}: reranker {kind!r}: {exc}; valid options: {listing}") from None
 
 
 def _finite_number(x: Any) -> bool:
     return is_real(x) and math.isfinite(x)
 
 
-def _int(item: Mapping[str, Any], name: str, default: int, where: str, *, lo: int, hi: int) -> int:
+def _int(item: Mapping[str, Any], name: str, default: int, where: Where, *, lo: int, hi: int) -> int:
     value = item.get(name, default)
     if not is_integer(value) or not lo <= value <= hi:
-        raise VariantConfigError(f"{where}: {name} must be an integer in [{lo}, {hi}], got {value!r}")
+        raise VariantConfigError(f"{where.at(name)}: {name} must be an integer in [{lo}, {hi}], got {value!r}")
     return value
 
 
-def _float(item: dict, name: str, default: float | None, where: str) -> float | None:
+def _float(item: dict, name: str, default: float | None, where: Where) -> float | None:
     value = item.get(name, default)
     if value is None:
         return None
     if not _finite_number(value):
-        raise VariantConfigError(f"{where}: {name} must be a finite number, got {value!r}")
+        raise VariantConfigError(f"{where.at(name)}: {name} must be a finite number, got {value!r}")
     return float(value)

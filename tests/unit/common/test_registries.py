@@ -78,15 +78,15 @@ def test_a_name_is_registered_once():
 def test_the_toys_options_are_checked_at_load_with_the_files_line(toys, tmp_path):
     path = tmp_path / "variants.yaml"
     path.write_text("variants:\n  - engine: pg-dense\n  - engine: toy-overlap\n    min_length: 0\n")
-    with pytest.raises(VariantConfigError, match=re.escape(f"{path}:3: variant 2: min_length must be an integer "
+    with pytest.raises(VariantConfigError, match=re.escape(f"{path}:4: variant 2: min_length must be an integer "
                                                            "in [1, 20], got 0")):
         load_sweep(path)
     path.write_text("variants:\n  - engine: hybrid\n    legs: [keyword, overlap]\n    stemmer: none\n")
-    with pytest.raises(VariantConfigError, match=re.escape(f"{path}:2: variant 1 (hybrid): unknown setting(s) "
+    with pytest.raises(VariantConfigError, match=re.escape(f"{path}:4: variant 1 (hybrid): unknown setting(s) "
                                                            "['stemmer']; valid: ")):
         load_sweep(path)
     path.write_text("variants:\n  - engine: pg-dense\n    reranker: {kind: reverse, keep_first: 1}\n")
-    message = f"{path}:2: variant 1 ('pg-dense+reverse'): reranker 'reverse' option 'keep_first' must be true or false"
+    message = f"{path}:3: variant 1 ('pg-dense+reverse'): reranker 'reverse' option 'keep_first' must be true or false"
     with pytest.raises(VariantConfigError, match=re.escape(message + ", got 1")):
         load_sweep(path)
     path.write_text("variants:\n  - engine: pg-dense\n    reranker: {kind: reverse, depth: 3}\n")
