@@ -64,9 +64,8 @@ def parse_sweep(data: Any, *, source: str = "<config>") -> SweepConfig:
         # a message about one setting names that setting's line (ranking.variants.Where)
         v = parse_variant(item, Where(source, f": variant {index}", line_of(item), partial(line_at, item)))
         if v.key in seen:
-            raise VariantConfigError(
-                f"{source}: variant {index} has the key {v.key!r} of variant {seen[v.key]}; give one of them a 'name'"
-            )
+            raise VariantConfigError(f"{located(source, item)}: variant {index} has the key {v.key!r} of variant "
+                                     f"{seen[v.key]}; give one of them a 'name'")
         seen[v.key] = index
         variants.append(v)
     listed = data.get("indexes") is not None

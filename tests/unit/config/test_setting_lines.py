@@ -86,14 +86,14 @@ MERGES = {
 WHOLE = {
     "no engine": "  - name: e  # <-\n    depth: 5\n",
     "no engine, flow style": "  - {name: e, depth: 5}  # <-\n",
+    # two variants with one key: the line of the later one, which needs the other name
+    "the key of another variant": "  - engine: bm25\n  - engine: bm25  # <-\n",
 }
 
-# No line today, none after: an item that is not a mapping read from the file, and two variants
-# with one key (a message about two variants)
+# No line today, none after: an item that is not a mapping read from the file
 UNLOCATED = {
     "not a mapping": "  - [pg-dense]\n",
     "an invalid engine given as a string": "  - elastic\n",
-    "the key of another variant": "  - engine: bm25\n  - engine: bm25\n",
 }
 
 
