@@ -33,6 +33,8 @@ class AcceptConfig(Config):
                                     "for the newest recorded run")
     variants: Optional[list[str]] = Field(default=None, description="only these variants (default: all of the run's; "
                                           "a variant that failed against a comparable yardstick must be named)")
+    answers_only: bool = Field(default=False, description="accept only the answer rows (what a failed answer gate "
+                               "offers): the variants' retrieval reference stays where it is")
     note: str = Field(default="", description="why it was accepted; kept with the reference")
     accepted_by: str = Field(default="", description="who accepts (default: the launching user's name, or $USER)")
 
@@ -50,9 +52,11 @@ def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, data
         asked_for = config.run_id if run_id == config.run_id else f"{LATEST}: the newest recorded run, {run_id}"
         context.log.info(f"accepting run {run_id}" + (f" ({asked_for})" if run_id != config.run_id else ""))
         accepted = accept_run(connection_string, run_id, variants=config.variants, note=config.note,
-                              accepted_by=who)
+                              accepted_by=who, answers_only=config.answers_only)
     except NameTheRun as exc:  # refused until named: say it in the Launchpad's words too
-        raise Failure(description=f"{exc}; from the Launchpad: {launchpad_accept(exc.run_id, exc.variants)}") from None
+        launchpad = launchpad_accept(exc.run_id, exc.variants, answers_only=config.answers_only)
+        raise Failure(description=f"{exc.told(answers_only=config.answers_only)}; from the Launchpad: "
+                                  f"{launchpad}") from None
     except (ValueError, DatabaseError) as exc:  # refused, or not written at all (one transaction)
         raise Failure(description=str(exc)) from None
     retrieval = accepted.retrieval or []

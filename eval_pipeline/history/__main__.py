@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     accept.add_argument("--variant", action="append", dest="variants",
                         help="only this variant (repeatable); a variant that failed its gate against a comparable "
                         "yardstick (a measured regression) is accepted only when named")
+    accept.add_argument("--answers-only", action="store_true",
+                        help="accept only the answer rows (what a failed answer gate offers): the variants' "
+                        "retrieval reference stays where it is")
     accept.add_argument("--note", default="", help="why it was accepted (kept with the reference)")
     accept.add_argument("--by", default=None, help="who accepts (default: $USER)")
     args = parser.parse_args(argv)
@@ -60,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             return _runs(args, connection_string)
         run_id = _accept(args, connection_string)
     except NameTheRun as exc:  # the command it names, for the history this command line was given
-        print(f"error: {exc.told(_history_options(args, parser))}", file=sys.stderr)
+        told = exc.told(_history_options(args, parser), answers_only=getattr(args, "answers_only", False))
+        print(f"error: {told}", file=sys.stderr)
         return 2
     except (ValueError, DatabaseError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -116,7 +120,7 @@ def _accept(args: argparse.Namespace, connection_string: str) -> str:
     if run_id != args.run_id:
         print(f"{LATEST}: the newest recorded run, {run_id}")
     accepted = accept_run(connection_string, run_id, variants=args.variants, note=args.note, accepted_by=args.by,
-                          prefix=args.prefix)
+                          prefix=args.prefix, answers_only=args.answers_only)
     print("\n".join(accepted.summary(run_id)))
     for reason in accepted.refused:
         print(f"answers not accepted: {reason}")

@@ -689,13 +689,19 @@ class RunAcceptance:
 
 
 def accept_run(connection_string: str, run_id: str, *, variants: Sequence[str] | None = None, note: str = "",
-               accepted_by: str | None = None, prefix: str = "eval") -> RunAcceptance:
+               accepted_by: str | None = None, prefix: str = "eval", answers_only: bool = False) -> RunAcceptance:
     """Accept a recorded run as the pinned reference of its variants, retrieval
     (`runs.retrieval_to_accept`) and answers (:func:`answers_to_accept`) alike, in one
     transaction: all of it or nothing. What the command line's ``accept`` and the
     ``accept_reference`` job do. A run with no run row but answer rows (recorded through the
     library, by `record_answers`) has its answers accepted alone, the way out a not-compared
-    message names for it; with neither, or with nothing accepted, a ValueError says why."""
+    message names for it; with neither, or with nothing accepted, a ValueError says why.
+
+    ``answers_only``: the answer rows alone, what an answer gate offers. Accepting a variant's
+    answers must not also make this run its retrieval reference: that would pin a retrieval step
+    the user never looked at (a drop within tolerance, or a tolerance the run loosened), and the
+    next step would be measured from it. Every refusal of the whole acceptance stands (a limited
+    run, a variant that may be renamed, errored questions, reranker fallbacks)."""
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     names = table_names(prefix)
@@ -707,10 +713,18 @@ def accept_run(connection_string: str, run_id: str, *, variants: Sequence[str] |
                                                               answered={r["variant"] for r in rows})
         except NoRecordedRun as missing:
             retrieval, no_run = None, missing
+        if answers_only and retrieval is not None:
+            retrieval = []  # checked, not taken: its refusals stand
         if not retrieval and not answers:  # nothing to accept: no run, or only answer rows named, all refused
-            why = no_run if retrieval is None else f"run {run_id!r} ranked none of {', '.join(sorted(variants or []))}"
-            raise ValueError(f"{why}" + (f"; its answer rows were not accepted: {'; '.join(refused)}" if refused
-                                         else ", nor any answer row of it"))
+            named = f" of {', '.join(sorted(variants))}" if variants else ""
+            if retrieval is None:
+                why = f"{no_run}"
+            elif answers_only:
+                why = f"run {run_id!r} has no answer row to accept{named}"
+            else:
+                why = f"run {run_id!r} ranked none of {', '.join(sorted(variants or []))}"
+            raise ValueError(why + (f"; its answer rows were not accepted: {'; '.join(refused)}" if refused
+                                    else "" if answers_only else ", nor any answer row of it"))
         write_acceptance(conn, names, run_id, [(v, measurements.RETRIEVAL) for v in retrieval or []]
                          + [(v, answers_aspect(g)) for v, g in answers], note=note,
                          accepted_by=accepted_by or who_accepts())

@@ -1026,17 +1026,20 @@ def failed_against_yardstick(gate: object, variants: Iterable[str], gate_failed:
                   or (not isinstance(states.get(v), Mapping) and v in listed))
 
 
-def accept_command(run_id: str, variants: Sequence[str], options: Sequence[str] = ()) -> str:
+def accept_command(run_id: str, variants: Sequence[str], options: Sequence[str] = (), *,
+                   answers_only: bool = False) -> str:
     """The exact command that accepts ``run_id`` for ``variants``, each argument quoted for a
     POSIX shell where it needs it (an index x variant pair's key holds ``|``: unquoted, a pasted
     command would pipe into another). Every message that tells a user to accept names it so.
     ``options`` go before ``accept``: the command line's own (``--prefix``, ``--url-env``...),
-    when it repeats a command for the history it was given."""
+    when it repeats a command for the history it was given. ``answers_only``: the acceptance of
+    their answer rows alone (``--answers-only``), what an answer gate offers."""
     return " ".join(["python -m eval_pipeline.history", *map(shlex.quote, options), "accept",
-                     shlex.quote(run_id) if run_id else "RUN_ID", *(f"--variant {shlex.quote(v)}" for v in variants)])
+                     shlex.quote(run_id) if run_id else "RUN_ID", *(f"--variant {shlex.quote(v)}" for v in variants),
+                     *(["--answers-only"] if answers_only else [])])
 
 
-def launchpad_accept(run_id: str, variants: Sequence[str]) -> str:
+def launchpad_accept(run_id: str, variants: Sequence[str], *, answers_only: bool = False) -> str:
     """The `accept_reference` job's config (its op's, in the Launchpad or a `-c` file) that does what
     `accept_command` does: accept ``run_id`` for ``variants``. One YAML flow mapping, every value a
     double-quoted string (JSON's, which YAML reads alike; characters as they are, not escaped into
@@ -1045,16 +1048,21 @@ def launchpad_accept(run_id: str, variants: Sequence[str]) -> str:
     def quoted(value: str) -> str:
         return json.dumps(value, ensure_ascii=False)
 
-    return f"{{run_id: {quoted(run_id)}, variants: [{', '.join(quoted(v) for v in variants)}]}}"
+    return (f"{{run_id: {quoted(run_id)}, variants: [{', '.join(quoted(v) for v in variants)}]"
+            + (", answers_only: true}" if answers_only else "}"))
 
 
+def how_to_accept(run_id: str, variant: str, *, answers_only: bool = False) -> str:
+    """What a failed gate's check says about accepting ``run_id`` for ``variant``: the
+    `accept_reference` job's config and the command; an answer gate's (``answers_only``) accepts
+    the variant's answer rows alone, so its retrieval reference stays where it is. The report
+    asset records the run (unless its record_history is off); only then can it be accepted."""
+    which = "its answers alone are intended (its retrieval reference stays)" if answers_only else \
+        "its numbers are intended"
+    return (f"once {which} and the report has recorded this run, launch accept_reference with "
+            f"{launchpad_accept(run_id, [variant], answers_only=answers_only)}; or: "
+            f"{accept_command(run_id, [variant], answers_only=answers_only)}")
 
-def how_to_accept(run_id: str, variant: str) -> str:
-    """What a failed gate's check says about accepting ``run_id`` for ``variant`` (retrieval's and
-    answers' alike): the `accept_reference` job's config and the command. The report asset
-    records the run (unless its record_history is off); only then can it be accepted."""
-    return (f"once its numbers are intended and the report has recorded this run, launch accept_reference with "
-            f"{launchpad_accept(run_id, [variant])}; or: {accept_command(run_id, [variant])}")
 
 class NameTheRun(ValueError):
     """An acceptance refused until it names ``run_id`` by its id and ``variants`` by name (a
@@ -1066,9 +1074,10 @@ class NameTheRun(ValueError):
         self.reason, self.run_id, self.variants, self.tail = reason, run_id, list(variants), tail
         super().__init__(self.told())
 
-    def told(self, options: Sequence[str] = ()) -> str:
-        """The refusal with its command, given ``options`` (`accept_command`'s)."""
-        return f"{self.reason} {accept_command(self.run_id, self.variants, options)}{self.tail}"
+    def told(self, options: Sequence[str] = (), *, answers_only: bool = False) -> str:
+        """The refusal with its command, given ``options`` and ``answers_only`` (`accept_command`'s)."""
+        command = accept_command(self.run_id, self.variants, options, answers_only=answers_only)
+        return f"{self.reason} {command}{self.tail}"
 
 
 def _refuse_unnamed(run_id: str, variants: Sequence[str], why: str) -> None:

@@ -338,7 +338,8 @@ def answer_gate_output(verdict: AnswerVerdict) -> dict[str, Any]:
 
 def answer_check_output(verdict: RunVerdict) -> dict[str, Any]:
     """What the answer_gate checks read: the answer gates (`answer_gate_output`) and, per variant
-    whose failed answer gate an acceptance of this run can take, the run to name."""
+    whose failed answer gate an acceptance of this run can take, the run to name (its answers
+    alone: `history.answers.accept_run(answers_only=True)`)."""
     answers = verdict.answers
     return {"answers": answer_gate_output(answers) if answers is not None else None,
             "accept": {v: verdict.run_id for v in verdict.acceptable_answer_failures}}
@@ -370,6 +371,6 @@ def answer_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[s
                 metadata[f"{grader} treatment changes"] = "; ".join(g["treatment_changes"])
         metadata["generator"] = next(iter(entry["graders"].values()))["generator"]
         if key in report.get("accept", {}):  # a failed gate: how to accept it once its numbers are intended
-            metadata["accept"] = how_to_accept(report["accept"][key], key)
+            metadata["accept"] = how_to_accept(report["accept"][key], key, answers_only=True)
         out[key] = (bool(entry["passed"]), metadata)
     return out

@@ -142,7 +142,8 @@ def summary_table(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_ME
 def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_METRICS) -> str:
     """The run's whole id, the table (`summary_table`), the answer gates in one line, the command
     that accepts the run for every variant whose gate failed (the table's `why` is cut to one
-    line), and the verdict line (see the module docstring)."""
+    line), and the one that accepts the answers alone of a variant whose answer gate alone
+    failed, and the verdict line (see the module docstring)."""
     table = summary_table(verdict, metrics)
     lines = [f"eval-pipeline: {len(table.rows)} variant(s), run {getattr(verdict, 'run_id', '') or '?'}"
              + (" (limited: not a baseline)" if getattr(verdict, "limited", False) else ""), ""]
@@ -156,6 +157,10 @@ def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_
     command = getattr(verdict, "accept_command", None)
     if command:  # the whole id and every failed variant: what `accept` needs, ready to copy
         lines += ["", f"to make this run the reference once its numbers are intended: {command}"]
+    answers_command = getattr(verdict, "answers_accept_command", None)
+    if answers_command:  # variants whose answer gate alone failed: their answers only
+        lines += ["", "to make this run's answers the reference once they are intended (retrieval references "
+                  f"stay): {answers_command}"]
     lines += ["", verdict_line(verdict),
               f"exit codes: {EXIT_PASSED} every gate passed, {EXIT_FAILED} a gate failed, "
               f"{EXIT_BROKEN} the run broke before a verdict (scripts/run_job.sh)"]

@@ -135,7 +135,10 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                         f"FAILED (not compared): the {grader} grades of this variant were measured (run {last}) and "
                         "are missing from this run (no golden prompts, another grader list, answers not "
                         "materialized?); accept a run without them (python -m eval_pipeline.history accept "
-                        "RUN_ID) to acknowledge their removal")), run_id, variant)
+                        "RUN_ID) to acknowledge their removal")), run_id, variant,
+                        # its answer rows alone acknowledge it (answer_graders_of counts from any acceptance
+                        # of the variant); with none in this run, only the whole acceptance can
+                        answers_only=any(v == variant for v, _ in measured))
                     verdict.missing.append((variant, grader, last))
     if not frames:
         return verdict
@@ -215,7 +218,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                 f"{gate.message if gate.state == 'not_compared' else 'FAILED (not compared): a grader new today'}"
                 f"; and the treatment changed in the same run ({'; '.join(unmeasured_changes)}): no answer "
                 "comparison can measure it across the change, so accepting this run needs the variant named"))
-        gate = with_exact_command(gate, run_id, row["variant"])  # the exact command, this run and variant
+        gate = with_exact_command(gate, run_id, row["variant"], answers_only=True)  # this run, the variant's answers
         inherited = next((r["variant"] for r in (reference, previous) if r is not None and configuration is not None
                           and r.get("variant") not in (None, row["variant"])), None)
         inherits = {"inherits": inherited} if inherited else {}  # a rename: the lineage later runs follow

@@ -116,26 +116,33 @@ class RunVerdict:
 
     @property
     def acceptable_answer_failures(self) -> list[str]:
-        """The variants whose answer gate failed that an acceptance of this run naming them takes
-        whole: every failed grader of the variant has a row this run records with no yardstick
-        problem (`history.answers.answers_to_accept` refuses such a row: errored answers, nothing
-        scored, a limited or otherwise uncomparable row; a grader missing from this run has no row),
-        and nothing of the variant makes `retrieval_to_accept` refuse the whole acceptance (as for
-        `acceptable_failures`: the run, errored questions, reranker fallbacks)."""
+        """The variants whose answer gate failed that an acceptance of this run's answers naming
+        them (`history.answers.accept_run(answers_only=True)`) takes whole: every failed grader of
+        the variant either has a row this run records with no yardstick problem
+        (`history.answers.answers_to_accept` refuses such a row: errored answers, nothing scored, a
+        limited or otherwise uncomparable row), or is missing from this run beside such a row (the
+        acceptance of that row acknowledges the removal: `answer_graders_of` counts from the
+        variant's latest acceptance); and nothing of the variant makes `retrieval_to_accept` refuse
+        the acceptance (as for `acceptable_failures`: the run, errored questions, reranker
+        fallbacks)."""
         answers = self.answers
         if answers is None or not self._acceptance_possible:
             return []
         missing = {(v, g) for v, g, _ in answers.missing}
         records = {(r["variant"], r["grader"]): r for r in answers.records}
 
-        def takes(variant: str, grader: str) -> bool:
+        def taken(variant: str, grader: str) -> bool:
             row = records.get((variant, grader))
             return (variant, grader) not in missing and row is not None and not yardstick_problems(row)
 
         blocked = self._not_its_configuration
-        return [v for v, graders in answers.gates.items()
-                if v not in blocked and (failed := [g for g, gate in graders.items() if not gate.passed])
-                and all(takes(v, g) for g in failed)]
+        out = []
+        for variant, graders in answers.gates.items():
+            failed = [g for g, gate in graders.items() if not gate.passed]
+            if (failed and variant not in blocked and any(taken(variant, g) for g in graders)
+                    and all(taken(variant, g) or (variant, g) in missing for g in failed)):
+                out.append(variant)
+        return out
 
     @property
     def _acceptance_possible(self) -> bool:
@@ -154,10 +161,19 @@ class RunVerdict:
 
     @property
     def accept_command(self) -> str | None:
-        """The command that accepts this run for every variant of `acceptable_failures` and
-        `acceptable_answer_failures` (None when there is none)."""
-        failed = list(dict.fromkeys(self.acceptable_failures + self.acceptable_answer_failures))
+        """The command that accepts this run for every variant of `acceptable_failures`, its
+        retrieval and its answers (None when there is none)."""
+        failed = self.acceptable_failures
         return accept_command(self.run_id, failed) if failed else None
+
+    @property
+    def answers_accept_command(self) -> str | None:
+        """The command that accepts the answers alone of every variant of
+        `acceptable_answer_failures` whose retrieval gate passed (`--answers-only`: its retrieval
+        reference stays; one whose retrieval failed too is `accept_command`'s), None when there is
+        none."""
+        failed = [v for v in self.acceptable_answer_failures if v not in self.acceptable_failures]
+        return accept_command(self.run_id, failed, answers_only=True) if failed else None
 
     @property
     def gate_passed(self) -> bool:
@@ -641,11 +657,13 @@ def accept_hint(run_id: str, variants: Sequence[str]) -> str:
     return f"to make this run the reference once its numbers are intended: {accept_command(run_id, variants)}"
 
 
-def with_exact_command(gate: GateResult, run_id: str, variant: str) -> GateResult:
-    """``gate`` with the generic ``accept RUN_ID`` of a gate's message made the exact command."""
+def with_exact_command(gate: GateResult, run_id: str, variant: str, *, answers_only: bool = False) -> GateResult:
+    """``gate`` with the generic ``accept RUN_ID`` of a gate's message made the exact command (an
+    answer gate's: the answers alone, where the run has answer rows of the variant to accept)."""
     if _GENERIC_COMMAND not in gate.message:
         return gate
-    return replace(gate, message=gate.message.replace(_GENERIC_COMMAND, accept_command(run_id, [variant])))
+    command = accept_command(run_id, [variant], answers_only=answers_only)
+    return replace(gate, message=gate.message.replace(_GENERIC_COMMAND, command))
 
 
 def _history_errors() -> tuple[type[BaseException], ...]:

@@ -508,20 +508,22 @@ def test_an_answer_regression_fails_that_variants_answer_gate(llm_chain):
 
 def test_the_failed_answer_gate_says_how_to_accept_and_the_command_takes_it(llm_chain):
     """The regressed run's failed answer gate carries `accept`: the accept_reference job's config and
-    the command, naming the run and the variant; the passed one carries none. The command, run
-    as printed, accepts dense's answer rows (nothing refused). Last of the llm_chain tests: it
-    changes the history they read."""
+    the command, naming the run and the variant, for its answers alone; the passed one carries
+    none. The command, run as printed, accepts dense's answer rows (nothing refused) and leaves its
+    retrieval reference where it was. Last of the llm_chain tests: it changes the history they read."""
     regressed = llm_chain.regressed
     checks = regressed.checks()
     advice = metadata_value(checks["answer_gate__dense"], "accept")
-    command = f"python -m eval_pipeline.history accept {regressed.run_id} --variant dense"
-    assert f'accept_reference with {{run_id: "{regressed.run_id}", variants: ["dense"]}}' in advice
+    command = f"python -m eval_pipeline.history accept {regressed.run_id} --variant dense --answers-only"
+    assert (f'accept_reference with {{run_id: "{regressed.run_id}", variants: ["dense"], answers_only: true}}'
+            in advice)
     assert advice.endswith(f"; or: {command}")
     assert "accept" not in checks["answer_gate__bm25"].metadata
     accepted = subprocess.run([sys.executable, *command.split()[1:3], "--state-dir", str(llm_chain.state),
                                *command.split()[3:]], capture_output=True, text=True, cwd=llm_chain.state.parent)
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     assert "answers not accepted" not in accepted.stdout, accepted.stdout
+    assert "pinned reference of: no retrieval variant (answers alone)" in accepted.stdout, accepted.stdout
     rows = {(r["variant"], r["grader"]): r for r in regressed.history()}
     assert rows[("dense", "deterministic")]["accepted"] and rows[("dense", "static")]["accepted"]
     assert not rows[("bm25", "deterministic")]["accepted"]

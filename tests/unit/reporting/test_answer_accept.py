@@ -1,9 +1,11 @@
-"""A failed answer gate says how to accept the run, as a failed retrieval gate does: the answer
-gate's check carries ``accept`` (the Launchpad's config and the command, both naming the run),
-and the console's accept line names the variant, but only where an acceptance by name takes
+"""A failed answer gate says how to accept the run's answers, as a failed retrieval gate says how
+to accept the run: the answer gate's check carries ``accept`` (the Launchpad's config and the
+command, both naming the run, both the answers alone: the variant's retrieval reference stays),
+and the console names the variant on a line of its own, but only where that acceptance takes
 every failed grader of it (`history.answers.answers_to_accept`) and is not refused for its
 retrieval (`history.runs.retrieval_to_accept`). Nothing here touches a database: the verdicts
-are built in memory, with the rows the verdict records."""
+are built in memory, with the rows the verdict records (tests/unit/verdict/
+test_answer_accept_attacks.py follows the offers against a real history)."""
 
 from __future__ import annotations
 
@@ -54,22 +56,26 @@ def test_a_failed_answer_gate_carries_how_to_accept_the_run_by_name():
     checks = answer_gate_checks(answer_check_output(verdict), ["dense", "hybrid"])
     passed, metadata = checks["hybrid"]
     assert not passed
-    assert 'launch accept_reference with {run_id: "r9", variants: ["hybrid"]}' in metadata["accept"]
-    assert metadata["accept"].endswith("python -m eval_pipeline.history accept r9 --variant hybrid")
+    assert 'launch accept_reference with {run_id: "r9", variants: ["hybrid"], answers_only: true}' \
+        in metadata["accept"]
+    assert metadata["accept"].endswith("python -m eval_pipeline.history accept r9 --variant hybrid --answers-only")
+    assert "its retrieval reference stays" in metadata["accept"]
     assert "accept" not in checks["dense"][1]  # a passed gate has nothing to accept
 
 
-def test_the_console_names_a_variant_whose_answer_gate_alone_failed():
+def test_the_console_names_a_variant_whose_answer_gate_alone_failed_for_its_answers_alone():
     verdict = _verdict()
-    assert verdict.accept_command == "python -m eval_pipeline.history accept r9 --variant hybrid"
-    assert "to make this run the reference once its numbers are intended: python -m eval_pipeline.history " \
-           "accept r9 --variant hybrid" in console_summary(verdict)
+    assert verdict.accept_command is None
+    assert verdict.answers_accept_command == "python -m eval_pipeline.history accept r9 --variant hybrid --answers-only"
+    assert ("to make this run's answers the reference once they are intended (retrieval references stay): "
+            "python -m eval_pipeline.history accept r9 --variant hybrid --answers-only") in console_summary(verdict)
 
 
-def test_a_variant_failing_both_gates_is_named_once():
+def test_a_variant_failing_both_gates_is_named_once_by_the_whole_acceptance():
     verdict = _verdict()
     verdict.gates["hybrid"] = GateResult(False, "comparable", [], "FAILED")
     assert verdict.accept_command == "python -m eval_pipeline.history accept r9 --variant hybrid"
+    assert verdict.answers_accept_command is None
 
 
 @pytest.mark.parametrize("case", [
@@ -94,6 +100,6 @@ def test_no_accept_is_offered_where_an_acceptance_by_name_would_not_take_it(case
     if case == "grader missing from the run":
         verdict.answers.missing.append(("hybrid", "deterministic", "r1"))
     assert verdict.acceptable_answer_failures == []
-    assert verdict.accept_command is None
+    assert verdict.accept_command is None and verdict.answers_accept_command is None
     _, metadata = answer_gate_checks(answer_check_output(verdict), ["hybrid"])["hybrid"]
     assert "accept" not in metadata
