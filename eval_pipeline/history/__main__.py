@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:  # the acceptance is committed: what follows only reports
-        _print_the_gate_in_force(args, connection_string)
+        _print_the_gate_in_force(args, connection_string, answers_only=args.answers_only)
     except (DatabaseError, psycopg.Error) as exc:
         # a query's own error (a lock or statement timeout) by its type only: nothing it might quote
         reason = str(exc) if isinstance(exc, DatabaseError) else type(exc).__name__
@@ -127,12 +127,15 @@ def _accept(args: argparse.Namespace, connection_string: str) -> str:
     return run_id
 
 
-def _print_the_gate_in_force(args: argparse.Namespace, connection_string: str) -> None:
+def _print_the_gate_in_force(args: argparse.Namespace, connection_string: str, *, answers_only: bool = False) -> None:
+    """The retrieval gate now in force for the project: the accepted run's settings after a whole
+    acceptance; after one of answers alone, the gate as it was (none of the run's were taken)."""
     gate = project_history(connection_string, prefix=args.prefix)
     policy = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in sorted((gate.get("policy") or {}).items()))
     tolerances = ", ".join(f"{m} {v:g}" for m, (v, _) in sorted((gate.get("tolerances") or {}).items()))
-    print(f"the gate in force for the whole project from now on (the accepted run's settings, every variant): "
-          f"{policy or 'strict off'}; tolerances {tolerances or 'none recorded'}")
+    which = ("the retrieval gate in force stays as it was (answers alone were accepted)" if answers_only else
+             "the gate in force for the whole project from now on (the accepted run's settings, every variant)")
+    print(f"{which}: {policy or 'strict off'}; tolerances {tolerances or 'none recorded'}")
 
 
 if __name__ == "__main__":

@@ -636,10 +636,12 @@ def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence
     return accepted, refused
 
 
-def answers_to_accept(rows: Sequence[Mapping[str, Any]], *, run_id: str,
-                      variants: Sequence[str] | None = None) -> tuple[list[tuple[str, str]], list[str]]:
+def answers_to_accept(rows: Sequence[Mapping[str, Any]], *, run_id: str, variants: Sequence[str] | None = None,
+                      answers_only: bool = False) -> tuple[list[tuple[str, str]], list[str]]:
     """Of a run's answer rows (:func:`read_answer_runs`), those of `variants` (default all) an
-    acceptance takes, as (variant, grader), and why each other was not (:func:`accept_answer_run`)."""
+    acceptance takes, as (variant, grader), and why each other was not (:func:`accept_answer_run`);
+    a refusal's command is of the same kind as the acceptance (``answers_only``: the answers
+    alone; the whole acceptance would also pin the variant's retrieval)."""
     accepted: list[tuple[str, str]] = []
     refused: list[str] = []
     for r in rows:
@@ -655,12 +657,12 @@ def answers_to_accept(rows: Sequence[Mapping[str, Any]], *, run_id: str,
         if variants is None and measured and not reasons:
             reasons.append(f"its answer gate failed against a comparable yardstick (a measured regression), or "
                            f"it was recorded not eligible without saying why: name the variant to accept it "
-                           f"({accept_command(run_id, [r['variant']])})")
+                           f"({accept_command(run_id, [r['variant']], answers_only=answers_only)})")
         changed = gate.get("treatment_changed") if isinstance(gate, Mapping) else None
         if variants is None and changed and not reasons:
             reasons.append(f"its treatment changed in the run that changed its golden set, corpus or grader "
                            f"({'; '.join(map(str, changed))}), and nothing measured that change: name the variant "
-                           f"to accept it ({accept_command(run_id, [r['variant']])})")
+                           f"to accept it ({accept_command(run_id, [r['variant']], answers_only=answers_only)})")
         if reasons:
             refused.append(f"{r['variant']} {r['grader']}: " + "; ".join(reasons))
         else:
@@ -706,7 +708,7 @@ def accept_run(connection_string: str, run_id: str, *, variants: Sequence[str] |
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     names = table_names(prefix)
     rows = read_answer_runs(connection_string, run_id=run_id, prefix=prefix)
-    answers, refused = answers_to_accept(rows, run_id=run_id, variants=variants)
+    answers, refused = answers_to_accept(rows, run_id=run_id, variants=variants, answers_only=answers_only)
     with connect(connection_string) as conn:
         try:
             retrieval: list[str] | None = retrieval_to_accept(conn, names, run_id, variants=variants,

@@ -1178,14 +1178,17 @@ def read_run(connection_string: str, run_id: str, *, prefix: str = "eval") -> di
 
 def recent_runs(connection_string: str, *, limit: int = 20, prefix: str = "eval") -> list[dict[str, Any]]:
     """The latest runs, newest first: run id, time, limited, eligible, failed gates and the
-    variants accepted from it (for `python -m eval_pipeline.history runs`)."""
+    variants accepted from it (for `python -m eval_pipeline.history runs`): a variant whose answers
+    alone were accepted (`--answers-only`: its retrieval reference is another run) is marked so."""
     names = table_names(prefix)
     with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return []
         rows = conn.execute(
             sql.SQL("SELECT r.run_id, r.created_at, r.limited, " + _ELIGIBLE + ", r.provenance->'gate_failed', "
-                    "(SELECT array_agg(DISTINCT f.variant) FROM {references} f WHERE f.run_id = r.run_id) "
+                    "(SELECT array_agg(DISTINCT f.variant || CASE WHEN f.variant IN (SELECT g.variant"
+                    " FROM {references} g WHERE g.run_id = r.run_id AND g.aspect = 'retrieval') THEN ''"
+                    " ELSE ' (answers only)' END) FROM {references} f WHERE f.run_id = r.run_id) "
                     "FROM {runs} r ORDER BY r.seq DESC LIMIT %s").format(
                 runs=sql.Identifier(names["runs"]), questions=sql.Identifier(names["questions"]),
                 references=sql.Identifier(names["references"])), (limit,)).fetchall()
