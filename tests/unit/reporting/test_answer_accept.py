@@ -29,14 +29,13 @@ def _record(variant: str, grader: str = "deterministic", **changes) -> dict:
             "errored": 0, "n_scored": 8, "pass_rate": 0.5, "mean_score": 0.6} | changes
 
 
-def _verdict(*, answer_state: str = "comparable", record: dict | None = None, summary: dict | None = None,
-             **fields) -> RunVerdict:
+def _verdict(*, record: dict | None = None, summary: dict | None = None, **fields) -> RunVerdict:
     """hybrid passed retrieval and failed its deterministic answer gate (a measured drop); dense
     passed both."""
     counts = summary or {"n_errored": 0}  # hybrid's retrieval counts (dense's are 0)
     frame = pd.DataFrame([{"variant": "dense", **{k: 0 for k in counts}}, {"variant": "hybrid", **counts}])
     gates = {"dense": GateResult(True, "comparable", [], "passed"),
-             "hybrid": GateResult(False, answer_state, [], "FAILED: pass_rate dropped by 0.2")}
+             "hybrid": GateResult(False, "comparable", [], "FAILED: pass_rate dropped by 0.2")}
     rows = [{**_record(v), "gate": g, "previous": None, "reference": None, "treatment_changes": []}
             for v, g in gates.items()]
     answers = AnswerVerdict(True, "", rows=rows, gates={v: {"deterministic": g} for v, g in gates.items()},
