@@ -235,10 +235,13 @@ def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapsh
                                                               for v in variants):
         check_prompts_held_out(prompts, tuning_from)
         prompts = replace(prompts, tuning=tuning_from.tuning, split=tuning_from.split)
+    def log_ranking(line: str) -> None:  # said as what it is: in the answers step, "reused unchanged" read as answers
+        log(f"ranking the golden prompts: {line}")
+
     frames = steps.rank_in_one_step(variants, snapshot=snapshot, store=store, question_set=prompts,
                                     state=state, connection_string=connection_string, embedder=embedder,
                                     build_reranker=build_reranker, miss_k=10, reuse=True,
-                                    code_version=code_version, log=log)
+                                    code_version=code_version, log=log_ranking)
     texts = fetch_chunk_texts(connection_string, store.table, context_chunks(frames, k))
     cache = AnswerCache(state.answers)
     answers = answer_variants(frames, golden, texts=texts, generator=generator, cache=cache, k=k,

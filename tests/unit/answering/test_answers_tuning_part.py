@@ -52,3 +52,22 @@ def test_prompts_carry_the_tuning_part_when_a_variant_chooses_on_it(monkeypatch,
                                      {"engine": "pg-dense", "abstain": {"policy": "threshold", "below": 0.3}}])
 def test_prompts_have_no_tuning_part_when_nothing_is_chosen_on_it(monkeypatch, variant):
     assert not _ranked_prompts(monkeypatch, variant).tuning
+
+
+def test_the_golden_prompts_ranking_says_what_it_plans(monkeypatch):
+    """The answers step ranks the golden prompts through the ranking plan, whose line ends
+    "(N reused unchanged)": in the answers step's log that read as the answers reused, on a run
+    whose answers were all generated again. The line says it is the golden prompts' ranking."""
+    logged: list[str] = []
+
+    def rank(variants, *, log, **kwargs):
+        log("1 variant(s) in 1 step(s): pg-dense (1 reused unchanged)")
+        raise Ranked(None)
+
+    monkeypatch.setattr(steps, "rank_in_one_step", rank)
+    golden = SimpleNamespace(golden=object(), as_question_set=lambda: QuestionSet(questions=(), header={}, path="g"))
+    with pytest.raises(Ranked):
+        answering.produce_answers(parse_sweep({"variants": ["pg-dense"]}).variants, golden, snapshot=None, store=None,
+                                  state=None, connection_string="", embedder=None, build_reranker=None, generator=None,
+                                  k=5, keep_text=False, code_version="test", log=logged.append, tuning_from=None)
+    assert logged == ["ranking the golden prompts: 1 variant(s) in 1 step(s): pg-dense (1 reused unchanged)"]
