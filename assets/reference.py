@@ -65,7 +65,9 @@ def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, data
     for reason in accepted.refused:
         context.log.warning(f"answers not accepted: {reason}")
     context.add_output_metadata(to_metadata({
-        "run_id": RunLink(run_id), "asked for": asked_for, "variants": ", ".join(retrieval),
+        "run_id": RunLink(run_id), "asked for": asked_for,
+        # an empty value read as nothing accepted, after an acceptance of answers alone
+        "variants": ", ".join(retrieval) or ("none (answers alone)" if accepted.answers else "none"),
         "answers": answers, "answers not accepted": "; ".join(accepted.refused) or "none"}))
     return retrieval
 

@@ -226,6 +226,9 @@ def test_held_control_the_offered_launchpad_config_takes_it_through_the_job(hist
     result = thirtyfifth._job(history.uri, **config)
     assert result.success, result.text
     assert _accepted(history) == [("a", "answers:deterministic")]
+    (step,) = [ev for ev in result.all_events if ev.is_successful_output]  # its metadata, as the UI shows it
+    metadata = {k: v.value for k, v in step.event_specific_data.metadata.items()}
+    assert metadata["variants"] == "none (answers alone)" and metadata["answers"] == "a deterministic", metadata
 
 
 @pytest.mark.parametrize("case", ["pair key", "self-judged", "not compared", "renamed"])
