@@ -718,15 +718,15 @@ def accept_run(connection_string: str, run_id: str, *, variants: Sequence[str] |
         if answers_only and retrieval is not None:
             retrieval = []  # checked, not taken: its refusals stand
         if not retrieval and not answers:  # nothing to accept: no run, or only answer rows named, all refused
-            named = f" of {', '.join(sorted(variants))}" if variants else ""
+            refusals = f"; its answer rows were not accepted: {'; '.join(refused)}" if refused else ""
+            named = ", ".join(sorted(variants or []))
             if retrieval is None:
-                why = f"{no_run}"
+                why = f"{no_run}{refusals or ', nor any answer row of it'}"
             elif answers_only:
-                why = f"run {run_id!r} has no answer row to accept{named}"
+                why = f"run {run_id!r} has no answer row to accept{f' of {named}' if named else ''}{refusals}"
             else:
-                why = f"run {run_id!r} ranked none of {', '.join(sorted(variants or []))}"
-            raise ValueError(why + (f"; its answer rows were not accepted: {'; '.join(refused)}" if refused
-                                    else "" if answers_only else ", nor any answer row of it"))
+                why = f"run {run_id!r} ranked none of {named}{refusals or ', nor any answer row of it'}"
+            raise ValueError(why)
         write_acceptance(conn, names, run_id, [(v, measurements.RETRIEVAL) for v in retrieval or []]
                          + [(v, answers_aspect(g)) for v, g in answers], note=note,
                          accepted_by=accepted_by or who_accepts())
