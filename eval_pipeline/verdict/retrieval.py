@@ -172,7 +172,8 @@ class RunVerdict:
         `acceptable_answer_failures` whose retrieval gate passed (`--answers-only`: its retrieval
         reference stays; one whose retrieval failed too is `accept_command`'s), None when there is
         none."""
-        failed = [v for v in self.acceptable_answer_failures if v not in self.acceptable_failures]
+        whole = set(self.acceptable_failures)  # a property: taken once, not once per variant
+        failed = [v for v in self.acceptable_answer_failures if v not in whole]
         return accept_command(self.run_id, failed, answers_only=True) if failed else None
 
     @property
