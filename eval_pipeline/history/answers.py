@@ -616,24 +616,21 @@ def read_answer_runs(connection_string: str, *, variant: str | None = None, run_
 def accept_answer_run(connection_string: str, run_id: str, *, variants: Sequence[str] | None = None, note: str = "",
                       accepted_by: str | None = None,
                       prefix: str = "eval") -> tuple[list[tuple[str, str]], list[str]]:
-    """Accept a recorded run's answer rows (of `variants`, default all) as the pinned
-    reference and the previous run of their keys, for example after a deliberate trade-off
-    the answer gate failed. Returns ((variant, grader) accepted, why each other row was not):
-    a limited row, one with errored answers, an unknown generator or a yardstick without a
-    single grader can never be a yardstick; and, unless `variants` names its variant, a row
-    whose gate failed against a comparable yardstick (a measured regression is accepted only
-    deliberately, by name), or whose treatment changed in the run that changed its key (its set,
-    corpus or grader: nothing measured that change). A run with no answer rows accepts nothing."""
-    if not isinstance(run_id, str) or not run_id:
-        raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
-    accepted, refused = answers_to_accept(read_answer_runs(connection_string, run_id=run_id, prefix=prefix),
-                                          run_id=run_id, variants=variants)
-
-    if accepted:
-        with connect(connection_string) as conn:  # its errors, and write_acceptance's, carry no secret
-            write_acceptance(conn, table_names(prefix), run_id, [(v, answers_aspect(g)) for v, g in accepted],
-                             note=note, accepted_by=accepted_by or who_accepts())
-    return accepted, refused
+    """Accept a recorded run's answer rows (of `variants`, default all) alone as the pinned
+    reference and the previous run of their keys, for example after a deliberate trade-off the
+    answer gate failed: the answers-only acceptance (``accept_run(..., answers_only=True)``, what
+    an answer gate offers), so every refusal of it stands and a refused row names its
+    ``--answers-only`` command. Returns ((variant, grader) accepted, why each other row was not),
+    nothing accepted returned rather than raised: a limited row, one with errored answers, an
+    unknown generator or a yardstick without a single grader can never be a yardstick; and, unless
+    `variants` names its variant, a row whose gate failed against a comparable yardstick (a
+    measured regression is accepted only deliberately, by name), or whose treatment changed in the
+    run that changed its key (its set, corpus or grader: nothing measured that change). A refusal
+    of the run's retrieval step (a limited run, errored questions, reranker fallbacks, an unnamed
+    measured retrieval regression) raises its ValueError, as the command line's does."""
+    done = _accept(connection_string, run_id, variants=variants, note=note, accepted_by=accepted_by, prefix=prefix,
+                   answers_only=True, required=False)
+    return done.answers, done.refused
 
 
 def answers_to_accept(rows: Sequence[Mapping[str, Any]], *, run_id: str, variants: Sequence[str] | None = None,
@@ -704,6 +701,14 @@ def accept_run(connection_string: str, run_id: str, *, variants: Sequence[str] |
     the user never looked at (a drop within tolerance, or a tolerance the run loosened), and the
     next step would be measured from it. Every refusal of the whole acceptance stands (a limited
     run, a variant that may be renamed, errored questions, reranker fallbacks)."""
+    return _accept(connection_string, run_id, variants=variants, note=note, accepted_by=accepted_by, prefix=prefix,
+                   answers_only=answers_only, required=True)
+
+
+def _accept(connection_string: str, run_id: str, *, variants: Sequence[str] | None, note: str,
+            accepted_by: str | None, prefix: str, answers_only: bool, required: bool) -> RunAcceptance:
+    """:func:`accept_run`, whose nothing-accepted ValueError is raised only when ``required``
+    (:func:`accept_answer_run` returns nothing accepted instead)."""
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     names = table_names(prefix)
@@ -718,6 +723,8 @@ def accept_run(connection_string: str, run_id: str, *, variants: Sequence[str] |
         if answers_only and retrieval is not None:
             retrieval = []  # checked, not taken: its refusals stand
         if not retrieval and not answers:  # nothing to accept: no run, or only answer rows named, all refused
+            if not required:
+                return RunAcceptance(retrieval, [], refused)
             refusals = f"; its answer rows were not accepted: {'; '.join(refused)}" if refused else ""
             named = ", ".join(sorted(variants or []))
             if retrieval is None:

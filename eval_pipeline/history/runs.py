@@ -935,7 +935,8 @@ def retrieval_to_accept(conn: Any, names: Mapping[str, str], run_id: str, *, var
     ``variants`` names them, a run whose variants failed their gate against a comparable
     yardstick (:func:`failed_against_yardstick`: accepting the whole run must not accept a
     measured regression unnoticed). A variant named in ``answered`` (the run has answers of it)
-    that the run did not rank is left to the answers' acceptance, not refused. Writes nothing."""
+    that the run did not rank is left to the answers' acceptance, not refused, and so is the whole of
+    a run that ranked nothing but has answers. Writes nothing."""
     if not history_exists(conn, names):
         raise NoRecordedRun(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
     run = conn.execute(sql.SQL("SELECT limited, provenance->'gate', provenance->'gate_failed' FROM {} "
@@ -951,7 +952,8 @@ def retrieval_to_accept(conn: Any, names: Mapping[str, str], run_id: str, *, var
     have = list(measured)
     chosen = sorted(set(variants)) if variants is not None else have
     absent = [v for v in chosen if v not in have and v not in answered]
-    if absent or not chosen:
+    answers_alone = variants is None and not have and bool(answered)  # a whole run that measured answers only
+    if absent or not (chosen or answers_alone):
         raise ValueError(f"run {run_id!r} has no variant(s) {absent or chosen}; it has: {', '.join(have)}"
                          + (f" (and answers of {', '.join(sorted(answered))})" if answered else ""))
     renamed = {v: e["maybe_renamed_from"] for v, e in (gate if isinstance(gate, Mapping) else {}).items()
