@@ -1054,16 +1054,26 @@ def launchpad_accept(run_id: str, variants: Sequence[str], *, answers_only: bool
             + (", answers_only: true}" if answers_only else "}"))
 
 
-def how_to_accept(run_id: str, variant: str, *, answers_only: bool = False) -> str:
+def how_to_accept(run_id: str, variant: str, *, answers_only: bool = False, leaves: Sequence[str] = ()) -> str:
     """What a failed gate's check says about accepting ``run_id`` for ``variant``: the
     `accept_reference` job's config and the command; an answer gate's (``answers_only``) accepts
     the variant's answer rows alone, so its retrieval reference stays where it is. The report
-    asset records the run (unless its record_history is off); only then can it be accepted."""
+    asset records the run (unless its record_history is off); only then can it be accepted.
+    ``leaves``: the failed answer graders the acceptance does not take (`answers_left`)."""
     which = "its answers alone are intended (its retrieval reference stays)" if answers_only else \
         "its numbers are intended"
     return (f"once {which} and the report has recorded this run, launch accept_reference with "
             f"{launchpad_accept(run_id, [variant], answers_only=answers_only)}; or: "
-            f"{accept_command(run_id, [variant], answers_only=answers_only)}")
+            f"{accept_command(run_id, [variant], answers_only=answers_only)}"
+            + (f"; {answers_left(leaves)}" if leaves else ""))
+
+
+def answers_left(leaves: Sequence[str]) -> str:
+    """What an offered acceptance says of the failed answer graders it does not take (``leaves``,
+    each "variant grader: why", `RunVerdict.answers_not_taken`), before it is run: the command's
+    own output would otherwise be the first to say "answers not accepted"."""
+    return ("it takes the retrieval but not these answers, which no acceptance takes (run the job again to "
+            f"judge them): {'; '.join(leaves)}")
 
 
 class NameTheRun(ValueError):

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eval_pipeline.common.metadata import Records
+from eval_pipeline.history.runs import answers_left
 
 __all__ = ["EXIT_BROKEN", "EXIT_FAILED", "EXIT_PASSED", "VERDICT_PREFIX", "console_summary", "summary_table",
            "verdict_line"]
@@ -157,6 +158,10 @@ def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_
     command = getattr(verdict, "accept_command", None)
     if command:  # the whole id and every failed variant: what `accept` needs, ready to copy
         lines += ["", f"to make this run the reference once its numbers are intended: {command}"]
+        not_taken = getattr(verdict, "answers_not_taken", {})
+        leaves = [why for v in getattr(verdict, "acceptable_failures", []) for why in not_taken.get(v, [])]
+        if leaves:  # said before the command is run, not only in its output
+            lines += [f"  {answers_left(leaves)}"]
     answers_command = getattr(verdict, "answers_accept_command", None)
     if answers_command:  # variants whose answer gate alone failed: their answers only
         lines += ["", "to make this run's answers the reference once they are intended (retrieval references "

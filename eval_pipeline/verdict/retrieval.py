@@ -118,30 +118,46 @@ class RunVerdict:
     def acceptable_answer_failures(self) -> list[str]:
         """The variants whose answer gate failed that an acceptance of this run's answers naming
         them (`history.answers.accept_run(answers_only=True)`) takes whole: every failed grader of
-        the variant either has a row this run records with no yardstick problem
-        (`history.answers.answers_to_accept` refuses such a row: errored answers, nothing scored, a
-        limited or otherwise uncomparable row), or is missing from this run beside such a row (the
-        acceptance of that row acknowledges the removal: `answer_graders_of` counts from the
-        variant's latest acceptance); and nothing of the variant makes `retrieval_to_accept` refuse
-        the acceptance (as for `acceptable_failures`: the run, errored questions, reranker
-        fallbacks)."""
+        the variant is taken (`answers_not_taken` names none of it), and nothing of the variant
+        makes `retrieval_to_accept` refuse the acceptance (as for `acceptable_failures`: the run,
+        errored questions, reranker fallbacks)."""
         answers = self.answers
         if answers is None or not self._acceptance_possible:
             return []
+        not_taken = self.answers_not_taken
+        blocked = self._not_its_configuration
+        return [v for v, graders in answers.gates.items()
+                if v not in blocked and v not in not_taken and any(not g.passed for g in graders.values())]
+
+    @property
+    def answers_not_taken(self) -> dict[str, list[str]]:
+        """Per variant, each failed answer grader an acceptance of this run naming the variant does
+        not take, with why (`history.answers.answers_to_accept` refuses its row): a row with a
+        yardstick problem (errored answers, nothing scored, a limited or otherwise uncomparable
+        row), or a grader missing from this run with no row of the variant taken beside it (a taken
+        row acknowledges the removal: `answer_graders_of` counts from the variant's latest
+        acceptance). A whole acceptance of such a variant still takes its retrieval; the console
+        and the check say up front what it leaves."""
+        answers = self.answers
+        if answers is None:
+            return {}
         missing = {(v, g) for v, g, _ in answers.missing}
         records = {(r["variant"], r["grader"]): r for r in answers.records}
 
-        def taken(variant: str, grader: str) -> bool:
+        def problems(variant: str, grader: str) -> list[str]:
             row = records.get((variant, grader))
-            return (variant, grader) not in missing and row is not None and not yardstick_problems(row)
+            if (variant, grader) in missing:
+                return ["missing from this run"]
+            return ["no row recorded"] if row is None else yardstick_problems(row)
 
-        blocked = self._not_its_configuration
-        out = []
+        out: dict[str, list[str]] = {}
         for variant, graders in answers.gates.items():
-            failed = [g for g, gate in graders.items() if not gate.passed]
-            if (failed and variant not in blocked and any(taken(variant, g) for g in graders)
-                    and all(taken(variant, g) or (variant, g) in missing for g in failed)):
-                out.append(variant)
+            some_taken = any(not problems(variant, g) for g in graders)
+            for grader, gate in graders.items():
+                why = problems(variant, grader)
+                if gate.passed or not why or ((variant, grader) in missing and some_taken):
+                    continue
+                out.setdefault(variant, []).append(f"{variant} {grader}: {'; '.join(why)}")
         return out
 
     @property

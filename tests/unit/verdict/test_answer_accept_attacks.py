@@ -19,8 +19,10 @@ Holes (strict xfails, each confirmed failing on its assertion with --runxfail, e
 Closed since by the lead, their tests now plain: 1 (the answer gate offers the answers alone,
 ``accept ... --answers-only`` / ``answers_only: true``: ``history.answers.accept_run(answers_only=True)``
 checks every refusal of the whole acceptance and pins no retrieval; the console names such a variant on a
-line of its own, and the answer gates' messages name that command) and 3 (a grader missing beside a row
-the acceptance takes is offered: accepting that row acknowledges the removal). Left: 2.
+line of its own, and the answer gates' messages name that command), 2 (the console's accept line and the
+variant gate's ``accept`` say up front which failed graders the whole acceptance leaves, and why:
+``RunVerdict.answers_not_taken``) and 3 (a grader missing beside a row the acceptance takes is offered:
+accepting that row acknowledges the removal).
 
 1. FAILS OPEN: the answer gate's ``accept`` pins V's RETRIEVAL too. ``acceptable_answer_failures``
    (verdict/retrieval.py:118) offers ``accept RUN --variant V`` (history/runs.py:1052 ``how_to_accept``), and
@@ -398,20 +400,30 @@ def test_following_the_answer_gate_s_accept_leaves_the_retrieval_gate_as_it_was(
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE 2: the console's accept line (acceptable_failures, merged in "
-                   "accept_command) names a for its retrieval failure though its failed answer grader is refused: "
-                   "the command exits 0 with 'answers not accepted: a deterministic'")
 @pytest.mark.parametrize("problem", ["errored answers", "unknown generator"])
-def test_the_console_s_accept_takes_every_failed_grader_of_what_it_names(history, monkeypatch, capsys, problem):
+def test_the_console_s_accept_says_which_failed_graders_it_does_not_take(history, monkeypatch, capsys, problem):
+    """Hole 2, closed by saying it up front: the console's line (and variant_gate__a's ``accept``) still offers
+    a's acceptance, which takes a's deliberate retrieval trade-off (the row no acceptance takes is no yardstick
+    either way, so refusing the command would leave that trade-off no way in), and says beside it, before it is
+    run, which failed grader it leaves and why: the same row the command's output then names as not accepted."""
+    from eval_pipeline.reporting.console import console_summary
+    from eval_pipeline.reporting.run import variant_gate_checks, verdict_output
+
     history("r0", {"a": 40}, {"a": 0.9})
     verdict = history("r1", {"a": 20}, {"a": {"deterministic": {"pass_rate": 0.9, **PROBLEMS[problem]}}})
     assert not verdict.gates["a"].passed and not verdict.answers.gates["a"]["deterministic"].passed
     assert _offered(verdict, "a") is None  # the answer gate's own rule: not offered
-    command = _console(verdict)
-    if command is not None and "a" in command:  # what following the console's line does
-        code, out = _cli(history, monkeypatch, capsys, *command)
-        assert code == 0, out
-        assert "answers not accepted: a deterministic" not in out, out
+    assert _console(verdict) == ["accept", "r1", "--variant", "a"]
+    said = [line for line in console_summary(verdict).splitlines() if "not these answers" in line]
+    check = variant_gate_checks(verdict_output(verdict), ["a"])["a"][1]["accept"]
+    assert len(said) == 1 and "a deterministic: " in said[0] and "a deterministic: " in check, (said, check)
+    code, out = _cli(history, monkeypatch, capsys, *_console(verdict))
+    assert code == 0, out
+    refused = out.split("answers not accepted: ", 1)[1].splitlines()[0]
+    assert refused.startswith("a deterministic: ")
+    why = refused.split(": ", 1)[1]
+    assert why in said[0] and why in check, (why, said, check)
+    assert _accepted(history) == [("a", "retrieval")]
 
 
 def test_control_hole_2_without_the_answer_problem_the_console_s_command_takes_everything(
