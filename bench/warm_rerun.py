@@ -142,6 +142,17 @@ def connect_cost_ms(url: str, n: int = 200) -> tuple[float, float]:
     return out[0], out[1]
 
 
+def script_interpreter(script: Path) -> str:
+    """The interpreter a console script's shebang names: the profiled run must be that one, not
+    `.venv/bin/python` by another path. A clone whose `.venv` links to another checkout's venv runs
+    `dagster` under the venv's own path, and Python names its installed files (`sys.prefix`) by the
+    path it was started from: profiled from the clone's path, every installed file was new to the
+    digest cache (keyed by path) and was hashed again, about 6 profiled seconds no unprofiled run
+    spends."""
+    first = script.read_text(errors="replace").split("\n", 1)[0]
+    return first[2:].strip() if first.startswith("#!") and " " not in first[2:].strip() else str(BIN / "python")
+
+
 def run_once(state_dir: Path, config_path: Path, log_path: Path, cprofile: str | None = None) -> dict:
     env = dagster_env(state_dir)
     started = time.perf_counter()
@@ -150,7 +161,7 @@ def run_once(state_dir: Path, config_path: Path, log_path: Path, cprofile: str |
     sessions_before = dagster_sessions(env["EVAL_PIPELINE_DAGSTER_PG_URL"])
     wall_start = time.time()
     job_started = time.perf_counter()
-    profiled = [str(BIN / "python"), "-m", "cProfile", "-o", cprofile] if cprofile else []
+    profiled = [script_interpreter(BIN / "dagster"), "-m", "cProfile", "-o", cprofile] if cprofile else []
     proc = subprocess.run(
         [*profiled, str(BIN / "dagster"), "job", "execute", "-m", "definitions", "-j", "retrieval_eval",
          "-c", str(config_path)],
