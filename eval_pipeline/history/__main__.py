@@ -12,7 +12,7 @@ import sys
 import psycopg
 
 from eval_pipeline.common.state import default_state_dir
-from eval_pipeline.history.answers import accept_run
+from eval_pipeline.history.answers import RunAcceptance, accept_run
 from eval_pipeline.history.runs import (
     LATEST,
     NameTheRun,
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         connection_string = command_line_database_url(args.url_env, args.state_dir, args.database)
         if args.command == "runs":
             return _runs(args, connection_string)
-        run_id = _accept(args, connection_string)
+        run_id, accepted = _accept(args, connection_string)
     except NameTheRun as exc:  # the command it names, for the history this command line was given
         told = exc.told(_history_options(args, parser), answers_only=getattr(args, "answers_only", False))
         print(f"error: {told}", file=sys.stderr)
@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:  # the acceptance is committed: what follows only reports
-        _print_the_gate_in_force(args, connection_string, answers_only=args.answers_only)
+        # a whole acceptance that pinned no retrieval (a run that ranked nothing) took none of its settings either
+        _print_the_gate_in_force(args, connection_string, answers_only=not accepted.retrieval)
     except (DatabaseError, psycopg.Error) as exc:
         # a query's own error (a lock or statement timeout) by its type only: nothing it might quote
         reason = str(exc) if isinstance(exc, DatabaseError) else type(exc).__name__
@@ -114,8 +115,8 @@ def _runs(args: argparse.Namespace, connection_string: str) -> int:
     return 0
 
 
-def _accept(args: argparse.Namespace, connection_string: str) -> str:
-    """Accept the run (all of what it prints, in one transaction, or nothing); its id."""
+def _accept(args: argparse.Namespace, connection_string: str) -> tuple[str, RunAcceptance]:
+    """Accept the run (all of what it prints, in one transaction, or nothing); its id and what was accepted."""
     run_id = resolve_run_id(connection_string, args.run_id, prefix=args.prefix, naming=args.variants)
     if run_id != args.run_id:
         print(f"{LATEST}: the newest recorded run, {run_id}")
@@ -124,7 +125,7 @@ def _accept(args: argparse.Namespace, connection_string: str) -> str:
     print("\n".join(accepted.summary(run_id)))
     for reason in accepted.refused:
         print(f"answers not accepted: {reason}")
-    return run_id
+    return run_id, accepted
 
 
 def _print_the_gate_in_force(args: argparse.Namespace, connection_string: str, *, answers_only: bool = False) -> None:

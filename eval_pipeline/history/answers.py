@@ -717,7 +717,8 @@ def _accept(connection_string: str, run_id: str, *, variants: Sequence[str] | No
     with connect(connection_string) as conn:
         try:
             retrieval: list[str] | None = retrieval_to_accept(conn, names, run_id, variants=variants,
-                                                              answered={r["variant"] for r in rows})
+                                                              answered={r["variant"] for r in rows},
+                                                              answers_only=answers_only)
         except NoRecordedRun as missing:
             retrieval, no_run = None, missing
         if answers_only and retrieval is not None:
@@ -731,8 +732,9 @@ def _accept(connection_string: str, run_id: str, *, variants: Sequence[str] | No
                 why = f"{no_run}{refusals or ', nor any answer row of it'}"
             elif answers_only:
                 why = f"run {run_id!r} has no answer row to accept{f' of {named}' if named else ''}{refusals}"
-            else:
-                why = f"run {run_id!r} ranked none of {named}{refusals or ', nor any answer row of it'}"
+            else:  # named: none of them ranked; whole: a run that ranked nothing (its answers alone)
+                ranked = f"ranked none of {named}" if named else "ranked no variant"
+                why = f"run {run_id!r} {ranked}{refusals or ', nor any answer row of it'}"
             raise ValueError(why)
         write_acceptance(conn, names, run_id, [(v, measurements.RETRIEVAL) for v in retrieval or []]
                          + [(v, answers_aspect(g)) for v, g in answers], note=note,

@@ -927,7 +927,7 @@ def accept_reference(
 
 
 def retrieval_to_accept(conn: Any, names: Mapping[str, str], run_id: str, *, variants: Iterable[str] | None = None,
-                        answered: Collection[str] = ()) -> list[str]:
+                        answered: Collection[str] = (), answers_only: bool = False) -> list[str]:
     """The retrieval variants of ``run_id`` an acceptance of ``variants`` (default: all of them)
     takes, or a ValueError naming why it is refused: an unknown run (:class:`NoRecordedRun`), a
     limited run (its means are over other questions), a variant the run does not have, or a
@@ -936,7 +936,8 @@ def retrieval_to_accept(conn: Any, names: Mapping[str, str], run_id: str, *, var
     yardstick (:func:`failed_against_yardstick`: accepting the whole run must not accept a
     measured regression unnoticed). A variant named in ``answered`` (the run has answers of it)
     that the run did not rank is left to the answers' acceptance, not refused, and so is the whole of
-    a run that ranked nothing but has answers. Writes nothing."""
+    a run that ranked nothing but has answers. ``answers_only``: the acceptance checked is of the
+    answers alone, and a refusal's command is of that kind. Writes nothing."""
     if not history_exists(conn, names):
         raise NoRecordedRun(f"no recorded run {run_id!r}: the history ({names['runs']}) is empty")
     run = conn.execute(sql.SQL("SELECT limited, provenance->'gate', provenance->'gate_failed' FROM {} "
@@ -971,11 +972,11 @@ def retrieval_to_accept(conn: Any, names: Mapping[str, str], run_id: str, *, var
         _refuse_unnamed(run_id, failed_against_yardstick(gate, have, gate_failed), (
             "failed the gate against a comparable yardstick (a measured regression, not a missing comparison), "
             "or failed it in a run recorded without saying which; accepting the whole run would accept it "
-            "unnoticed. Name each variant to accept:"))
+            "unnoticed. Name each variant to accept:"), answers_only=answers_only)
         _refuse_unnamed(run_id, unjudged_in(gate, have), (
             "could not be judged in that run (a comparison failed: the history could not be read, or a "
             "reference could not be ranked), so nothing says whether they regressed; run the job again to judge "
-            "them, or name each variant to accept it unjudged:"))
+            "them, or name each variant to accept it unjudged:"), answers_only=answers_only)
     errored = [v for v in chosen if measured[v] > 0]
     if errored:
         raise ValueError(f"run {run_id!r} has errored questions for variant(s) {errored}: their metrics are "
@@ -1054,18 +1055,20 @@ def launchpad_accept(run_id: str, variants: Sequence[str], *, answers_only: bool
             + (", answers_only: true}" if answers_only else "}"))
 
 
-def how_to_accept(run_id: str, variant: str, *, answers_only: bool = False, leaves: Sequence[str] = ()) -> str:
+def how_to_accept(run_id: str, variant: str, *, answers_only: bool = False, leaves: Sequence[str] = (),
+                  removes: Sequence[str] = ()) -> str:
     """What a failed gate's check says about accepting ``run_id`` for ``variant``: the
     `accept_reference` job's config and the command; an answer gate's (``answers_only``) accepts
     the variant's answer rows alone, so its retrieval reference stays where it is. The report
     asset records the run (unless its record_history is off); only then can it be accepted.
-    ``leaves``: the failed answer graders the acceptance does not take (`answers_left`)."""
+    ``leaves``: the failed answer graders the acceptance does not take (`answers_left`);
+    ``removes``: the graders missing from the run whose removal it acknowledges (`removals_said`)."""
     which = "its answers alone are intended (its retrieval reference stays)" if answers_only else \
         "its numbers are intended"
     return (f"once {which} and the report has recorded this run, launch accept_reference with "
             f"{launchpad_accept(run_id, [variant], answers_only=answers_only)}; or: "
             f"{accept_command(run_id, [variant], answers_only=answers_only)}"
-            + (f"; {answers_left(leaves)}" if leaves else ""))
+            + (f"; {answers_left(leaves)}" if leaves else "") + (f"; {removals_said(removes)}" if removes else ""))
 
 
 def answers_left(leaves: Sequence[str]) -> str:
@@ -1076,27 +1079,40 @@ def answers_left(leaves: Sequence[str]) -> str:
             f"judge them): {'; '.join(leaves)}")
 
 
+def removals_said(removes: Sequence[str]) -> str:
+    """What an offered acceptance says of the graders missing from the run (``removes``,
+    `RunVerdict.removals_acknowledged`): accepting the run acknowledges their removal, so the
+    next run without them passes; said before it is run."""
+    return f"it also acknowledges the removal of these graders, missing from this run: {'; '.join(removes)}"
+
+
 class NameTheRun(ValueError):
     """An acceptance refused until it names ``run_id`` by its id and ``variants`` by name (a
     measured regression is accepted only so): ``reason``, then the command that does (`told`),
     then ``tail``. A caller with other words for it reads the fields: the command line repeats its
     own options in the command, the `accept_reference` job gives its Launchpad's config."""
 
-    def __init__(self, reason: str, run_id: str, variants: Sequence[str], *, tail: str = ""):
+    def __init__(self, reason: str, run_id: str, variants: Sequence[str], *, tail: str = "",
+                 answers_only: bool = False):
         self.reason, self.run_id, self.variants, self.tail = reason, run_id, list(variants), tail
+        self.answers_only = answers_only  # the refused acceptance's kind: its command is of that kind
         super().__init__(self.told())
 
-    def told(self, options: Sequence[str] = (), *, answers_only: bool = False) -> str:
-        """The refusal with its command, given ``options`` and ``answers_only`` (`accept_command`'s)."""
-        command = accept_command(self.run_id, self.variants, options, answers_only=answers_only)
+    def told(self, options: Sequence[str] = (), *, answers_only: bool | None = None) -> str:
+        """The refusal with its command, given ``options`` and ``answers_only`` (`accept_command`'s;
+        by default the refused acceptance's own kind: the whole command would pin retrieval too)."""
+        only = self.answers_only if answers_only is None else answers_only
+        command = accept_command(self.run_id, self.variants, options, answers_only=only)
         return f"{self.reason} {command}{self.tail}"
 
 
-def _refuse_unnamed(run_id: str, variants: Sequence[str], why: str) -> None:
+def _refuse_unnamed(run_id: str, variants: Sequence[str], why: str, *, answers_only: bool) -> None:
     """`NameTheRun` for ``variants`` of ``run_id``, ``why`` a whole acceptance may not take them,
-    and the command that accepts them by name; nothing when there are none."""
+    and the command that accepts them by name, of the refused acceptance's kind; nothing when
+    there are none."""
     if variants:
-        raise NameTheRun(f"run {run_id!r}: {', '.join(variants)} {why}", run_id, variants, tail=" (and any others)")
+        raise NameTheRun(f"run {run_id!r}: {', '.join(variants)} {why}", run_id, variants, tail=" (and any others)",
+                         answers_only=answers_only)
 
 
 def unjudged_in(gate: object, variants: Iterable[str]) -> list[str]:

@@ -342,7 +342,8 @@ def answer_check_output(verdict: RunVerdict) -> dict[str, Any]:
     alone: `history.answers.accept_run(answers_only=True)`)."""
     answers = verdict.answers
     return {"answers": answer_gate_output(answers) if answers is not None else None,
-            "accept": {v: verdict.run_id for v in verdict.acceptable_answer_failures}}
+            "accept": {v: verdict.run_id for v in verdict.acceptable_answer_failures},
+            "accept_removes": {v: verdict.removals_acknowledged([v]) for v in verdict.acceptable_answer_failures}}
 
 
 def answer_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[str, tuple[bool, dict[str, Any]]]:
@@ -371,6 +372,7 @@ def answer_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[s
                 metadata[f"{grader} treatment changes"] = "; ".join(g["treatment_changes"])
         metadata["generator"] = next(iter(entry["graders"].values()))["generator"]
         if key in report.get("accept", {}):  # a failed gate: how to accept it once its numbers are intended
-            metadata["accept"] = how_to_accept(report["accept"][key], key, answers_only=True)
+            metadata["accept"] = how_to_accept(report["accept"][key], key, answers_only=True,
+                                               removes=report.get("accept_removes", {}).get(key, ()))
         out[key] = (bool(entry["passed"]), metadata)
     return out

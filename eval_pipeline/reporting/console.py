@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eval_pipeline.common.metadata import Records
-from eval_pipeline.history.runs import answers_left
+from eval_pipeline.history.runs import answers_left, removals_said
 
 __all__ = ["EXIT_BROKEN", "EXIT_FAILED", "EXIT_PASSED", "VERDICT_PREFIX", "console_summary", "summary_table",
            "verdict_line"]
@@ -140,6 +140,12 @@ def summary_table(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_ME
     return Records(("variant", *(f"{label} (Δ)" for _, label in shown), "gate", "why"), tuple(rows))
 
 
+def _removals(verdict: Any, variants: Sequence[str]) -> list[str]:
+    """The line under an accept command naming the graders whose removal it acknowledges (none: no line)."""
+    removes = verdict.removals_acknowledged(variants) if hasattr(verdict, "removals_acknowledged") else []
+    return [f"  {removals_said(removes)}"] if removes else []
+
+
 def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_METRICS) -> str:
     """The run's whole id, the table (`summary_table`), the answer gates in one line, the command
     that accepts the run for every variant whose gate failed (the table's `why` is cut to one
@@ -158,14 +164,16 @@ def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_
     command = getattr(verdict, "accept_command", None)
     if command:  # the whole id and every failed variant: what `accept` needs, ready to copy
         lines += ["", f"to make this run the reference once its numbers are intended: {command}"]
-        not_taken = getattr(verdict, "answers_not_taken", {})
-        leaves = [why for v in getattr(verdict, "acceptable_failures", []) for why in not_taken.get(v, [])]
+        leaves = [why for whys in getattr(verdict, "whole_acceptance_leaves", {}).values() for why in whys]
         if leaves:  # said before the command is run, not only in its output
             lines += [f"  {answers_left(leaves)}"]
+        lines += _removals(verdict, getattr(verdict, "acceptable_failures", []))
     answers_command = getattr(verdict, "answers_accept_command", None)
     if answers_command:  # variants whose answer gate alone failed: their answers only
         lines += ["", "to make this run's answers the reference once they are intended (retrieval references "
                   f"stay): {answers_command}"]
+        whole = set(getattr(verdict, "acceptable_failures", []))
+        lines += _removals(verdict, [v for v in verdict.acceptable_answer_failures if v not in whole])
     lines += ["", verdict_line(verdict),
               f"exit codes: {EXIT_PASSED} every gate passed, {EXIT_FAILED} a gate failed, "
               f"{EXIT_BROKEN} the run broke before a verdict (scripts/run_job.sh)"]

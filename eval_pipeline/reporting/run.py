@@ -276,8 +276,8 @@ def verdict_output(verdict) -> dict[str, Any]:
                               "reference": (verdict.reference[v] or {}).get("run_id")} for v in verdict.gates},
             "decided_by": dict(verdict.decided_by),
             "accept": {v: verdict.run_id for v in verdict.acceptable_failures},
-            "accept_leaves": {v: verdict.answers_not_taken[v] for v in verdict.acceptable_failures
-                              if v in verdict.answers_not_taken},
+            "accept_leaves": verdict.whole_acceptance_leaves,
+            "accept_removes": {v: verdict.removals_acknowledged([v]) for v in verdict.acceptable_failures},
             "treatment_changes": {v: list(c.treatment_changes) for v, c in verdict.history.items()},
             "limited": verdict.limited}
 
@@ -409,7 +409,8 @@ def variant_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[
             metadata["decided_by"] = report["decided_by"][key]
         if key in report.get("accept", {}):  # a failed gate: how to accept it once its numbers are intended
             metadata["accept"] = how_to_accept(report["accept"][key], key,
-                                               leaves=report.get("accept_leaves", {}).get(key, ()))
+                                               leaves=report.get("accept_leaves", {}).get(key, ()),
+                                               removes=report.get("accept_removes", {}).get(key, ()))
         for r in failures:
             metadata[f"{r['against']} {r['metric']} delta"] = shown_number_or_nan(r["delta"])
         metadata.update(_headline_numbers(report.get("summary"), key))  # on every evaluation: the check's trend

@@ -100,6 +100,20 @@ def _ranked_config(config: Any) -> Any:
     return {k: v for k, v in config.items() if k != "index"} if isinstance(config, Mapping) else config
 
 
+def _answer_row(row: Mapping[str, Any], *, run_id: str, corpus_signature: str) -> dict[str, Any]:
+    """An answer_metrics row as the history records it (what `yardstick_problems` and the gate
+    read; its record adds the grading calls that failed to ``errored``)."""
+    return {"run_id": run_id, "variant": row["variant"], "grader": row["grader"], "set_id": row["set_id"],
+            "set_fingerprint": row["set_fingerprint"], "corpus_signature": corpus_signature,
+            "generator": None if missing(row["generator"]) else row["generator"],
+            "yardstick": recorded_yardstick(row["grader"], row["yardstick"]), "limited": bool(row["limited"]),
+            "errored": int(row["n_errored"]), "n_scored": int(row["n_scored"]),
+            "pass_rate": finite_number(row["pass_rate"]), "mean_score": finite_number(row["mean_score"]),
+            "pass_rate_ci_low": finite_number(row["pass_rate_low"]),
+            "pass_rate_ci_high": finite_number(row["pass_rate_high"]),
+            "mean_ci_low": finite_number(row["mean_low"]), "mean_ci_high": finite_number(row["mean_high"])}
+
+
 @history_session()  # its lookups on one connection, called by the verdict asset or directly
 def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Sequence[str], corpus_signature: str,
                      tolerances: Mapping[str, float], strict: bool, connection_string: str | None,
@@ -122,8 +136,14 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
     frames = [answer_metrics[v] for v in order if v in answer_metrics and len(answer_metrics[v])]
     verdict = AnswerVerdict(bool(frames), "" if frames else "no variant has answer metrics (no golden prompt set, "
                             "or answers not materialized)")
+    rows = [(row, _answer_row(row, run_id=run_id, corpus_signature=corpus_signature))
+            for f in frames for row in f.to_dict(orient="records")]
     if connection_string:  # a measurement with a history that this run does not make fails closed
-        measured = {(r["variant"], r["grader"]) for f in frames for r in f[["variant", "grader"]].to_dict("records")}
+        measured = {(r["variant"], r["grader"]) for _, r in rows}
+        # a removal is acknowledged by the answers alone only beside a row an acceptance takes (a row with a
+        # yardstick problem is refused, and an acceptance that takes nothing is refused whole)
+        taken = {r["variant"] for row, r in rows
+                 if not yardstick_problems({**r, "errored": r["errored"] + int(row.get("n_grader_failed") or 0)})}
         for variant in order:
             graders = answer_graders_of(connection_string, variant=variant, before_run_id=run_id) or \
                 answer_graders_of(connection_string, variant=variant, configuration=configurations.get(variant),
@@ -135,26 +155,21 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                         f"FAILED (not compared): the {grader} grades of this variant were measured (run {last}) and "
                         "are missing from this run (no golden prompts, another grader list, answers not "
                         "materialized?); accept a run without them (python -m eval_pipeline.history accept "
-                        "RUN_ID) to acknowledge their removal")), run_id, variant,
+                        "RUN_ID) to acknowledge their removal" + ("" if variant in taken else (
+                            "; this run has no answer row of the variant an acceptance takes, so that command "
+                            "accepts its retrieval too (this run becomes its retrieval reference): to keep that "
+                            "reference, run the job again and accept that run's answers alone")))),
+                        run_id, variant,
                         # its answer rows alone acknowledge it (answer_graders_of counts from any acceptance
-                        # of the variant); with none in this run, only the whole acceptance can
-                        answers_only=any(v == variant for v, _ in measured))
+                        # of the variant); with none this run's acceptance takes, only the whole acceptance can
+                        answers_only=variant in taken)
                     verdict.missing.append((variant, grader, last))
     if not frames:
         return verdict
     project_has_history = bool(connection_string and answer_history_exists(connection_string, before_run_id=run_id))
     floor = answer_tolerance_floor(connection_string, before_run_id=run_id) if connection_string else {}
-    for row in pd.concat(frames, ignore_index=True).to_dict(orient="records"):
+    for row, current in rows:
         metrics = json.loads(row["metrics_json"])
-        current = {"run_id": run_id, "variant": row["variant"], "grader": row["grader"], "set_id": row["set_id"],
-                   "set_fingerprint": row["set_fingerprint"], "corpus_signature": corpus_signature,
-                   "generator": None if missing(row["generator"]) else row["generator"],
-                   "yardstick": recorded_yardstick(row["grader"], row["yardstick"]), "limited": bool(row["limited"]),
-                   "errored": int(row["n_errored"]), "n_scored": int(row["n_scored"]),
-                   "pass_rate": finite_number(row["pass_rate"]), "mean_score": finite_number(row["mean_score"]),
-                   "pass_rate_ci_low": finite_number(row["pass_rate_low"]),
-                   "pass_rate_ci_high": finite_number(row["pass_rate_high"]),
-                   "mean_ci_low": finite_number(row["mean_low"]), "mean_ci_high": finite_number(row["mean_high"])}
         comparable, _ = answer_comparable(current)
         key = {k: current[k] for k in ("variant", "grader", "set_id", "set_fingerprint", "corpus_signature",
                                        "yardstick")}

@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 from pathlib import Path
@@ -131,13 +131,37 @@ class RunVerdict:
 
     @property
     def answers_not_taken(self) -> dict[str, list[str]]:
-        """Per variant, each failed answer grader an acceptance of this run naming the variant does
-        not take, with why (`history.answers.answers_to_accept` refuses its row): a row with a
-        yardstick problem (errored answers, nothing scored, a limited or otherwise uncomparable
-        row), or a grader missing from this run with no row of the variant taken beside it (a taken
-        row acknowledges the removal: `answer_graders_of` counts from the variant's latest
-        acceptance). A whole acceptance of such a variant still takes its retrieval; the console
-        and the check say up front what it leaves."""
+        """Per variant, each failed answer grader an acceptance of this run's answers alone naming
+        the variant does not take, with why (`history.answers.answers_to_accept` refuses its row): a
+        row with a yardstick problem (errored answers, nothing scored, a limited or otherwise
+        uncomparable row), or a grader missing from this run with no row of the variant taken beside
+        it (a taken row acknowledges the removal: `answer_graders_of` counts from the variant's
+        latest acceptance)."""
+        return self._answers_left(whole=False)
+
+    @property
+    def whole_acceptance_leaves(self) -> dict[str, list[str]]:
+        """Per variant of `acceptable_failures`, each failed answer grader the whole acceptance
+        naming it (`accept_command`) does not take, with why: a row with a yardstick problem. It
+        takes the variant's retrieval, and so acknowledges the removal of any grader missing from
+        this run (`removals_acknowledged`): only rows are left. The console and the check say it
+        before the command is run."""
+        left = self._answers_left(whole=True)
+        return {v: left[v] for v in self.acceptable_failures if v in left}
+
+    def removals_acknowledged(self, variants: Collection[str]) -> list[str]:
+        """Each grader missing from this run (its gate failed: not compared) whose removal an
+        acceptance of this run naming ``variants`` acknowledges, as "variant grader (last measured
+        in run R)": the acceptance starts the window `answer_graders_of` counts graders from. Said
+        beside the command, so accepting a run is never also a silent goodbye to a measurement."""
+        answers = self.answers
+        return [] if answers is None else [f"{v} {g} (last measured in run {last})"
+                                           for v, g, last in answers.missing if v in variants]
+
+    def _answers_left(self, *, whole: bool) -> dict[str, list[str]]:
+        """Per variant, the failed graders an acceptance naming it leaves, "variant grader: why";
+        ``whole``: an acceptance that also takes the retrieval (any acceptance of the variant
+        acknowledges a missing grader), else of the answers alone (only beside a row it takes)."""
         answers = self.answers
         if answers is None:
             return {}
@@ -155,7 +179,7 @@ class RunVerdict:
             some_taken = any(not problems(variant, g) for g in graders)
             for grader, gate in graders.items():
                 why = problems(variant, grader)
-                if gate.passed or not why or ((variant, grader) in missing and some_taken):
+                if gate.passed or not why or ((variant, grader) in missing and (whole or some_taken)):
                     continue
                 out.setdefault(variant, []).append(f"{variant} {grader}: {'; '.join(why)}")
         return out

@@ -172,7 +172,7 @@ def _offered(verdict, variant: str) -> list[str] | None:
     text = _check(verdict, variant)[1].get("accept")
     if text is None:
         return None
-    command = shlex.split(text.split("; or: ", 1)[1])
+    command = shlex.split(text.split("; or: ", 1)[1].split("; it ", 1)[0])  # what follows says what it takes
     assert command[:3] == ["python", "-m", "eval_pipeline.history"], command
     return command[3:]
 
