@@ -16,7 +16,7 @@ from eval_pipeline.history.answers import RunAcceptance, accept_run
 from eval_pipeline.history.runs import (
     LATEST,
     NameTheRun,
-    project_history,
+    gate_in_force,
     recent_runs,
     resolve_run_id,
     table_names,
@@ -129,14 +129,8 @@ def _accept(args: argparse.Namespace, connection_string: str) -> tuple[str, RunA
 
 
 def _print_the_gate_in_force(args: argparse.Namespace, connection_string: str, *, answers_only: bool = False) -> None:
-    """The retrieval gate now in force for the project: the accepted run's settings after a whole
-    acceptance; after one of answers alone, the gate as it was (none of the run's were taken)."""
-    gate = project_history(connection_string, prefix=args.prefix)
-    policy = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in sorted((gate.get("policy") or {}).items()))
-    tolerances = ", ".join(f"{m} {v:g}" for m, (v, _) in sorted((gate.get("tolerances") or {}).items()))
-    which = ("the retrieval gate in force stays as it was (answers alone were accepted)" if answers_only else
-             "the gate in force for the whole project from now on (the accepted run's settings, every variant)")
-    print(f"{which}: {policy or 'strict off'}; tolerances {tolerances or 'none recorded'}")
+    """The retrieval gate now in force for the project (`gate_in_force`)."""
+    print(gate_in_force(connection_string, prefix=args.prefix, answers_only=answers_only))
 
 
 if __name__ == "__main__":

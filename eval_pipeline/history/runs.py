@@ -870,6 +870,19 @@ def project_history(connection_string: str, *, before_run_id: str | None = None,
             **_pinned_gate(rows, accepted_seq=accepted[0] if accepted else None)}
 
 
+def gate_in_force(connection_string: str, *, prefix: str = "eval", answers_only: bool = False) -> str:
+    """The retrieval gate now in force for the project, one line, as an acceptance's closing
+    words (the command line prints it, the `accept_reference` job logs it): the accepted run's
+    settings after a whole acceptance; after one that pinned no retrieval (``answers_only``: the
+    answers alone), the gate as it was, since none of the run's settings were taken."""
+    gate = project_history(connection_string, prefix=prefix)
+    policy = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in sorted((gate.get("policy") or {}).items()))
+    tolerances = ", ".join(f"{m} {v:g}" for m, (v, _) in sorted((gate.get("tolerances") or {}).items()))
+    which = ("the retrieval gate in force stays as it was (answers alone were accepted)" if answers_only else
+             "the gate in force for the whole project from now on (the accepted run's settings, every variant)")
+    return f"{which}: {policy or 'strict off'}; tolerances {tolerances or 'none recorded'}"
+
+
 def _pinned_gate(rows: list[tuple], *, accepted_seq: int | None) -> dict[str, Any]:
     """The gate in force for the whole project, so a setting is never relaxed by the change it
     judges, not even for a variant new today: the accepted run stands for the settings it asked
