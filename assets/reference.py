@@ -17,12 +17,10 @@ launched: a `variants` kept beside `latest` would accept the next run's regressi
 
 from typing import Optional
 
-import psycopg
 from dagster import Config, Failure, OpExecutionContext, job, op
 from pydantic import Field
 
 from assets.metadata import to_metadata
-from eval_pipeline.common.metadata import RunLink
 from eval_pipeline.history.answers import accept_run
 from eval_pipeline.history.runs import LATEST, NameTheRun, gate_in_force, launchpad_accept, resolve_run_id
 from eval_pipeline.store.database import DatabaseError
@@ -60,23 +58,13 @@ def accept_reference_run(context: OpExecutionContext, config: AcceptConfig, data
                                   f"{launchpad}") from None
     except (ValueError, DatabaseError) as exc:  # refused, or not written at all (one transaction)
         raise Failure(description=str(exc)) from None
-    retrieval = accepted.retrieval or []
-    answers = ", ".join(f"{v} {g}" for v, g in accepted.answers) or "none"
     context.log.info("; ".join(accepted.summary(run_id)))
     for reason in accepted.refused:
         context.log.warning(f"answers not accepted: {reason}")
-    try:  # the acceptance is committed: what follows only reports, as the command line's closing line
-        context.log.info(gate_in_force(connection_string, answers_only=not accepted.retrieval))
-    except (DatabaseError, psycopg.Error) as exc:
-        # a query's own error (a lock or statement timeout) by its type only: nothing it might quote
-        reason = str(exc) if isinstance(exc, DatabaseError) else type(exc).__name__
-        context.log.warning(f"run {run_id} is accepted as logged; reading the gate now in force failed: {reason}")
-    context.add_output_metadata(to_metadata({
-        "run_id": RunLink(run_id), "asked for": asked_for,
-        # an empty value read as nothing accepted, after an acceptance of answers alone
-        "variants": ", ".join(retrieval) or ("none (answers alone)" if accepted.answers else "none"),
-        "answers": answers, "answers not accepted": "; ".join(accepted.refused) or "none"}))
-    return retrieval
+    read, line = gate_in_force(connection_string, run_id, answers_only=not accepted.retrieval)  # as the CLI's
+    (context.log.info if read else context.log.warning)(line)
+    context.add_output_metadata(to_metadata(accepted.metadata(run_id, asked_for)))
+    return accepted.retrieval or []
 
 
 @job(name="accept_reference",

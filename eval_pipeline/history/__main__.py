@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import psycopg
-
 from eval_pipeline.common.state import default_state_dir
 from eval_pipeline.history.answers import RunAcceptance, accept_run
 from eval_pipeline.history.runs import (
@@ -69,14 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, DatabaseError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    try:  # the acceptance is committed: what follows only reports
-        # a whole acceptance that pinned no retrieval (a run that ranked nothing) took none of its settings either
-        _print_the_gate_in_force(args, connection_string, answers_only=not accepted.retrieval)
-    except (DatabaseError, psycopg.Error) as exc:
-        # a query's own error (a lock or statement timeout) by its type only: nothing it might quote
-        reason = str(exc) if isinstance(exc, DatabaseError) else type(exc).__name__
-        print(f"warning: run {run_id} is accepted as printed; reading the gate now in force failed: {reason}",
-              file=sys.stderr)
+    # the acceptance is committed: what follows only reports. A whole acceptance that pinned no retrieval (a
+    # run that ranked nothing) took none of its settings either
+    read, line = gate_in_force(connection_string, run_id, prefix=args.prefix, answers_only=not accepted.retrieval)
+    print(line if read else f"warning: {line}", file=sys.stdout if read else sys.stderr)
     return 0
 
 
@@ -126,11 +120,6 @@ def _accept(args: argparse.Namespace, connection_string: str) -> tuple[str, RunA
     for reason in accepted.refused:
         print(f"answers not accepted: {reason}")
     return run_id, accepted
-
-
-def _print_the_gate_in_force(args: argparse.Namespace, connection_string: str, *, answers_only: bool = False) -> None:
-    """The retrieval gate now in force for the project (`gate_in_force`)."""
-    print(gate_in_force(connection_string, prefix=args.prefix, answers_only=answers_only))
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ from typing import Any
 from psycopg import sql
 
 from eval_pipeline.common.checks import as_flag, is_integer, is_real, is_text, unit_value
+from eval_pipeline.common.metadata import RunLink
 from eval_pipeline.grading.judges import GRADERS, comparable_yardstick
 from eval_pipeline.grading.registry import GRADER_KINDS
 from eval_pipeline.history import measurements
@@ -685,6 +686,15 @@ class RunAcceptance:
             head = (f"run {run_id} is now the pinned reference of: "
                     f"{', '.join(self.retrieval) or 'no retrieval variant (answers alone)'}")
         return [head, f"answers accepted: {', '.join(f'{v} {g}' for v, g in self.answers) or 'none'}"]
+
+    def metadata(self, run_id: str, asked_for: str) -> dict[str, Any]:
+        """What the `accept_reference` job records of it (the step's metadata in the UI): the run
+        (a link), what was asked for, the variants pinned, the answers accepted and refused."""
+        return {"run_id": RunLink(run_id), "asked for": asked_for,
+                # an empty value read as nothing accepted, after an acceptance of answers alone
+                "variants": ", ".join(self.retrieval or []) or ("none (answers alone)" if self.answers else "none"),
+                "answers": ", ".join(f"{v} {g}" for v, g in self.answers) or "none",
+                "answers not accepted": "; ".join(self.refused) or "none"}
 
 
 def accept_run(connection_string: str, run_id: str, *, variants: Sequence[str] | None = None, note: str = "",

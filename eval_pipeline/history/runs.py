@@ -870,18 +870,24 @@ def project_history(connection_string: str, *, before_run_id: str | None = None,
             **_pinned_gate(rows, accepted_seq=accepted[0] if accepted else None)}
 
 
-def gate_in_force(connection_string: str, *, prefix: str = "eval", answers_only: bool = False) -> str:
+def gate_in_force(connection_string: str, run_id: str, *, prefix: str = "eval",
+                  answers_only: bool = False) -> tuple[bool, str]:
     """The retrieval gate now in force for the project, one line, as an acceptance's closing
     words (the command line prints it, the `accept_reference` job logs it): the accepted run's
     settings after a whole acceptance; after one that pinned no retrieval (``answers_only``: the
-    answers alone), the gate as it was, since none of the run's settings were taken."""
-    gate = project_history(connection_string, prefix=prefix)
+    answers alone), the gate as it was, since none of the run's settings were taken. (False, why)
+    when the history could not be read: the acceptance of ``run_id`` is committed and stands."""
+    try:
+        gate = project_history(connection_string, prefix=prefix)
+    except (DatabaseError, psycopg.Error) as exc:
+        # a query's own error (a lock or statement timeout) by its type only: nothing it might quote
+        reason = str(exc) if isinstance(exc, DatabaseError) else type(exc).__name__
+        return False, f"run {run_id} is accepted as printed; reading the gate now in force failed: {reason}"
     policy = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in sorted((gate.get("policy") or {}).items()))
     tolerances = ", ".join(f"{m} {v:g}" for m, (v, _) in sorted((gate.get("tolerances") or {}).items()))
     which = ("the retrieval gate in force stays as it was (answers alone were accepted)" if answers_only else
              "the gate in force for the whole project from now on (the accepted run's settings, every variant)")
-    return f"{which}: {policy or 'strict off'}; tolerances {tolerances or 'none recorded'}"
-
+    return True, f"{which}: {policy or 'strict off'}; tolerances {tolerances or 'none recorded'}"
 
 def _pinned_gate(rows: list[tuple], *, accepted_seq: int | None) -> dict[str, Any]:
     """The gate in force for the whole project, so a setting is never relaxed by the change it

@@ -365,9 +365,9 @@ def _gate_read_after(answers, monkeypatch, *, locked: bool) -> None:
     """The command line's gate read (the real ``project_history``, its connection with lock_timeout=300ms),
     with eval_runs locked ACCESS EXCLUSIVE by another session for its duration (a migration, a vacuum full, a
     long job's DDL): a real lock timeout, a raw ``psycopg.errors.LockNotAvailable``."""
-    import eval_pipeline.history.__main__ as cli
+    import eval_pipeline.history.runs as gate_reader  # the closing line's gate read (runs.gate_in_force)
 
-    real = cli.project_history
+    real = gate_reader.project_history
 
     def read(connection_string: str, **kwargs):
         with psycopg.connect(answers.uri) as holder:
@@ -375,7 +375,7 @@ def _gate_read_after(answers, monkeypatch, *, locked: bool) -> None:
                 holder.execute("LOCK TABLE eval_runs IN ACCESS EXCLUSIVE MODE")
             return real(_with_lock_timeout(connection_string), **kwargs)
 
-    monkeypatch.setattr(cli, "project_history", read)
+    monkeypatch.setattr(gate_reader, "project_history", read)
 
 
 def test_hole_1_a_lock_timeout_reading_the_gate_after_the_accept_is_a_traceback(answers, judge, monkeypatch,

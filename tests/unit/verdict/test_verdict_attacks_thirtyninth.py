@@ -226,7 +226,7 @@ def test_held_a_refusal_at_commit_is_the_database_error_everywhere(answers, judg
 
 
 def test_held_the_warning_names_the_type_only(answers, judge, monkeypatch, capsys):
-    import eval_pipeline.history.__main__ as cli
+    import eval_pipeline.history.runs as gate_reader  # the closing line's gate read (runs.gate_in_force)
 
     secret = "Zp4wq8Lm-atk39"
 
@@ -235,7 +235,7 @@ def test_held_the_warning_names_the_type_only(answers, judge, monkeypatch, capsy
 
     _setup(answers, judge, monkeypatch)
     before = _log(answers.uri)
-    monkeypatch.setattr(cli, "project_history", failing)
+    monkeypatch.setattr(gate_reader, "project_history", failing)
     code, out, err = _cli_outcome(answers, monkeypatch, capsys, "r2")
     assert code == 0 and "warning:" in err and "OperationalError" in err, (code, out, err)
     assert secret not in err and secret not in out and "db.example" not in err

@@ -185,9 +185,9 @@ def _dropped_connection(*_args, **_kwargs):
 def test_hole_2_a_failure_reading_the_gate_after_the_accept_exits_2(answers, judge, monkeypatch, capsys):
     _setup(answers, judge, monkeypatch)
     before = _log(answers.uri)
-    import eval_pipeline.history.__main__ as cli
+    import eval_pipeline.history.runs as gate_reader  # the closing line's gate read (runs.gate_in_force)
 
-    monkeypatch.setattr(cli, "project_history", _dropped_connection)
+    monkeypatch.setattr(gate_reader, "project_history", _dropped_connection)
     code, out, err = _cli_outcome(answers, monkeypatch, capsys, "r2")
     after = _log(answers.uri)
     assert after == [*before, _DENSE, _ANSWERS]  # holds: committed
