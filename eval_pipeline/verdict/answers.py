@@ -47,7 +47,7 @@ from eval_pipeline.history.answers import (
 from eval_pipeline.history.measurements import session as history_session
 from eval_pipeline.history.runs import moved_reference, setting_changes
 from eval_pipeline.ranking.inputs import InconsistentInputs
-from eval_pipeline.verdict.retrieval import pinned_tolerances, with_exact_command
+from eval_pipeline.verdict.retrieval import GENERIC_ACCEPT_COMMAND, pinned_tolerances, with_exact_command
 
 
 @dataclass
@@ -118,7 +118,8 @@ def _answer_row(row: Mapping[str, Any], *, run_id: str, corpus_signature: str) -
 def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Sequence[str], corpus_signature: str,
                      tolerances: Mapping[str, float], strict: bool, connection_string: str | None,
                      run_id: str, configurations: Mapping[str, str] | None = None,
-                     vanished: Sequence[str] = (), renamed: Collection[str] | None = None) -> AnswerVerdict:
+                     vanished: Sequence[str] = (), renamed: Collection[str] | None = None,
+                     refused: Mapping[str, str] | None = None) -> AnswerVerdict:
     """The answer gate of every (variant, grader) in `answer_metrics` (the answer_metrics
     asset's frames, checked with `check_answers_belong` first), looked up in the history at
     `connection_string` (None: no history, every comparable run is a first run), by variant
@@ -128,7 +129,10 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
     takes a live variant's history). Fails closed: a measurement with a history and nothing
     comparable; a variant of this run whose measurement (a grader) has a history since its last
     acceptance but is missing from this run; a new measurement while variants `vanished`.
-    The tolerances are never looser than the yardstick rows' (`pinned_tolerances`)."""
+    The tolerances are never looser than the yardstick rows' (`pinned_tolerances`). ``refused``:
+    the variants no acceptance of this run can take, with why (`RunVerdict.acceptance_refusals`:
+    errored questions, reranker fallbacks, a limited run...): their gates name no command for
+    this run (`_name_ways_out`)."""
 
     recorded_configurations = dict(configurations or {})  # recorded with every row, for a later rename
     configurations = {v: c for v, c in recorded_configurations.items() if renamed is None or v in renamed}
@@ -140,32 +144,22 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
             for f in frames for row in f.to_dict(orient="records")]
     if connection_string:  # a measurement with a history that this run does not make fails closed
         measured = {(r["variant"], r["grader"]) for _, r in rows}
-        # a removal is acknowledged by the answers alone only beside a row an acceptance takes (a row with a
-        # yardstick problem is refused, and an acceptance that takes nothing is refused whole)
-        taken = {r["variant"] for row, r in rows
-                 if not yardstick_problems({**r, "errored": r["errored"] + int(row.get("n_grader_failed") or 0)})}
         for variant in order:
             graders = answer_graders_of(connection_string, variant=variant, before_run_id=run_id) or \
                 answer_graders_of(connection_string, variant=variant, configuration=configurations.get(variant),
                                   before_run_id=run_id)
             for grader, last in graders.items():
                 if (variant, grader) not in measured:
-                    verdict.gates.setdefault(variant, {})[grader] = with_exact_command(GateResult(
-                        False, "not_compared", [], (
+                    verdict.gates.setdefault(variant, {})[grader] = GateResult(False, "not_compared", [], (
                         f"FAILED (not compared): the {grader} grades of this variant were measured (run {last}) and "
                         "are missing from this run (no golden prompts, another grader list, answers not "
                         "materialized?); accept a run without them (python -m eval_pipeline.history accept "
-                        "RUN_ID) to acknowledge their removal" + ("" if variant in taken else (
-                            "; this run has no answer row of the variant an acceptance takes, so that command "
-                            "accepts its retrieval too (this run becomes its retrieval reference): to keep that "
-                            "reference, run the job again and accept that run's answers alone")))),
-                        run_id, variant,
-                        # its answer rows alone acknowledge it (answer_graders_of counts from any acceptance
-                        # of the variant); with none this run's acceptance takes, only the whole acceptance can
-                        answers_only=variant in taken)
+                        "RUN_ID) to acknowledge their removal"))  # the command: `_name_ways_out`
                     verdict.missing.append((variant, grader, last))
+    problems = {(r["variant"], r["grader"]): yardstick_problems(
+        {**r, "errored": r["errored"] + int(row.get("n_grader_failed") or 0)}) for row, r in rows}
     if not frames:
-        return verdict
+        return _name_ways_out(verdict, run_id, problems, refused or {})
     project_has_history = bool(connection_string and answer_history_exists(connection_string, before_run_id=run_id))
     floor = answer_tolerance_floor(connection_string, before_run_id=run_id) if connection_string else {}
     for row, current in rows:
@@ -233,7 +227,6 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                 f"{gate.message if gate.state == 'not_compared' else 'FAILED (not compared): a grader new today'}"
                 f"; and the treatment changed in the same run ({'; '.join(unmeasured_changes)}): no answer "
                 "comparison can measure it across the change, so accepting this run needs the variant named"))
-        gate = with_exact_command(gate, run_id, row["variant"], answers_only=True)  # this run, the variant's answers
         inherited = next((r["variant"] for r in (reference, previous) if r is not None and configuration is not None
                           and r.get("variant") not in (None, row["variant"])), None)
         inherits = {"inherits": inherited} if inherited else {}  # a rename: the lineage later runs follow
@@ -260,6 +253,50 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                                **inherits}})
         verdict.rows.append({**row, "metrics": metrics, "gate": gate, "previous": previous, "reference": reference,
                              "treatment_changes": changes})
+    return _name_ways_out(verdict, run_id, problems, refused or {})
+
+
+def _name_ways_out(verdict: AnswerVerdict, run_id: str, problems: Mapping[tuple[str, str], list[str]],
+                   refused: Mapping[str, str]) -> AnswerVerdict:
+    """Each answer gate whose message names the generic way out (``accept RUN_ID``) made to name
+    one that does what the message says, and says what else it takes; else why this run offers
+    none. ``problems``: this run's answer rows by (variant, grader), each with why an acceptance
+    refuses it (empty: taken). The way out, for a variant's gate:
+
+    - none for this run where an acceptance of the variant is refused whole (``refused``), or the
+      gate's own row is refused (errored answers, an unknown generator...), or a grader missing
+      beside rows none of which is taken: the message says a later run, and why;
+    - the whole acceptance for a grader missing from a variant with no answer row in this run
+      (only it can acknowledge the removal), saying it also makes the run the variant's
+      retrieval reference, with the tolerances and strictness it ran with;
+    - else the answers alone (``--answers-only``), saying which other failed graders of the
+      variant it also takes (it names the variant, not a grader)."""
+    for variant, graders in verdict.gates.items():
+        rows = {g for v, g in problems if v == variant}
+        taken = {g for g in rows if not problems[(variant, g)]}
+        for grader, gate in list(graders.items()):
+            if GENERIC_ACCEPT_COMMAND not in gate.message:
+                continue
+            why = refused.get(variant) or (
+                "; ".join(problems[(variant, grader)]) if grader in rows
+                else "none of its answer rows can be accepted" if rows and not taken else "")
+            if why:
+                exact = replace(gate, message=gate.message.replace(
+                    GENERIC_ACCEPT_COMMAND, f"a later run: no acceptance of this run takes it, {why}"))
+            elif not rows:  # a grader missing from a variant that answered nothing in this run
+                exact = with_exact_command(gate, run_id, variant)
+                exact = replace(exact, message=f"{exact.message}; this run has no answer row of the variant, so only "
+                                "the whole acceptance can: it also makes this run the variant's retrieval reference, "
+                                "with the tolerances and strictness it ran with")
+            else:
+                exact = with_exact_command(gate, run_id, variant, answers_only=True)
+                also = sorted(g for g, other in graders.items() if g != grader and not other.passed and g in taken)
+                if also:
+                    exact = replace(exact, message=f"{exact.message}; that command also accepts this run's "
+                                    f"{', '.join(also)} of the variant, whose gate failed")
+            graders[grader] = exact
+    for row in verdict.rows:
+        row["gate"] = verdict.gates[row["variant"]][row["grader"]]
     return verdict
 
 

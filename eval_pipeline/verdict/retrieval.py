@@ -185,6 +185,21 @@ class RunVerdict:
         return out
 
     @property
+    def acceptance_refusals(self) -> dict[str, str]:
+        """The variants no acceptance of this run can take, with why (what `retrieval_to_accept`
+        refuses whole or by variant): every variant of a run without an id, of a limited run, or of
+        one that did not measure a variant that may be a vanished one renamed; a variant with
+        errored questions or reranker fallbacks. The answer gates name no command for them
+        (`judge_answer_run`'s ``refused``)."""
+        variants = [*self.gates, *self.unmeasured]
+        whole = ("the run has no id" if not self.run_id else "it is a limited run" if self.limited else
+                 "it did not measure a variant that may be a vanished one renamed" if self.maybe_renamed else "")
+        if whole:
+            return dict.fromkeys(variants, whole)
+        return {v: "the variant has errored questions or reranker fallbacks (its numbers are not its configuration's)"
+                for v in variants if v in self._not_its_configuration}
+
+    @property
     def _acceptance_possible(self) -> bool:
         """Whether any acceptance of this run can be taken (see `acceptable_failures`)."""
         return bool(self.run_id) and not self.limited and not self.maybe_renamed
@@ -690,7 +705,7 @@ def judge_run(
 
 
 ACCEPT_HINT = "accept a run to make it the reference: python -m eval_pipeline.history accept RUN_ID"
-_GENERIC_COMMAND = "python -m eval_pipeline.history accept RUN_ID"
+GENERIC_ACCEPT_COMMAND = "python -m eval_pipeline.history accept RUN_ID"
 
 
 def accept_hint(run_id: str, variants: Sequence[str]) -> str:
@@ -701,10 +716,10 @@ def accept_hint(run_id: str, variants: Sequence[str]) -> str:
 def with_exact_command(gate: GateResult, run_id: str, variant: str, *, answers_only: bool = False) -> GateResult:
     """``gate`` with the generic ``accept RUN_ID`` of a gate's message made the exact command (an
     answer gate's: the answers alone, where the run has answer rows of the variant to accept)."""
-    if _GENERIC_COMMAND not in gate.message:
+    if GENERIC_ACCEPT_COMMAND not in gate.message:
         return gate
     command = accept_command(run_id, [variant], answers_only=answers_only)
-    return replace(gate, message=gate.message.replace(_GENERIC_COMMAND, command))
+    return replace(gate, message=gate.message.replace(GENERIC_ACCEPT_COMMAND, command))
 
 
 def _history_errors() -> tuple[type[BaseException], ...]:

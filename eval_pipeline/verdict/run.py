@@ -128,6 +128,7 @@ def decide_run(
                             run_id=run_id, limited=question_set.limited, connection_string=connection_string,
                             record=False, statistics_cache=statistics_cache, sweep_keys=list(sweep.keys),
                             rank_reference=rank_reference)
+        verdict.run_id = run_id  # before the answers: what an acceptance of this run refuses (acceptance_refusals)
         check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, tables=tables,
                              variant_configs=provenance.get("variants", {}))
         verdict.answers = judge_answer_run(answer_metrics or {}, order=order,
@@ -136,8 +137,9 @@ def decide_run(
                                            strict=verdict.policy["answer_strict"],
                                            connection_string=connection_string, run_id=run_id,
                                            configurations=verdict.provenance["configurations"],
-                                           vanished=verdict.vanished, renamed=set(verdict.inherits))
-    verdict.run_id, verdict.index_of, verdict.tables = run_id, index_of, tables
+                                           vanished=verdict.vanished, renamed=set(verdict.inherits),
+                                           refused=verdict.acceptance_refusals)
+    verdict.index_of, verdict.tables = index_of, tables
     verdict.metrics_digest = metrics_digest(per_variant)
     return verdict
 

@@ -134,13 +134,14 @@ def history(embedded_pg):
         verdict = judge_run(per_variant, baseline=next(iter(hits)), provenance=provenance,
                             tolerances=tolerances or TOL, strict=False, run_id=run_id, limited=limited,
                             connection_string=uri, sweep_keys=sweep_keys or list(hits), record=False)
+        verdict.run_id = run_id  # before the answers, as the verdict asset does (acceptance_refusals)
         verdict.answers = judge_answer_run({v: _answers(v, g) for v, g in (grades or {}).items()},
                                            order=list(per_variant), corpus_signature="corpus-1",
                                            tolerances=ANSWER_TOL, strict=verdict.policy["answer_strict"],
                                            connection_string=uri, run_id=run_id,
                                            configurations=verdict.provenance["configurations"],
-                                           vanished=verdict.vanished, renamed=set(verdict.inherits))
-        verdict.run_id = run_id
+                                           vanished=verdict.vanished, renamed=set(verdict.inherits),
+                                           refused=verdict.acceptance_refusals)
         if record and run_row:
             record_verdict(verdict, uri, run_id=run_id, per_variant=per_variant)
         if record and answers and verdict.answers.records:

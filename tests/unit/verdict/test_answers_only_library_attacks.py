@@ -20,8 +20,8 @@ test now sees the retrieval reference kept), 2 (said, not changed: any acceptanc
 grader missing from the run, so the accept line and the check now say so, ``RunVerdict.removals_acknowledged``,
 and list only rows as left, ``whole_acceptance_leaves``), 3 ("ranked no variant"), 4 (the command line's
 closing line says the retrieval gate stays whenever no retrieval was pinned) and 5 (the missing grader's way
-out is the answers alone only beside a row an acceptance takes; else the whole command, saying it also makes
-the run the variant's retrieval reference).
+out is the answers alone only beside a row an acceptance takes; else, since the review of this fix, no command
+for this run: a later run, and why).
 
 1. FAILS OPEN (message): the library's answers-only acceptance (``accept_answer_run(uri, run)``, and
    ``accept_run(..., answers_only=True)``), refusing an unnamed measured retrieval regression or an unjudged
@@ -454,17 +454,15 @@ def _static_missing(history, deterministic) -> object:
     return verdict
 
 
-def test_hole_5_the_missing_grader_s_way_out_is_taken_and_says_what_else_it_takes(history, monkeypatch, capsys):
-    """Beside a row no acceptance takes, the answers alone cannot acknowledge the removal: the way out is the
-    whole command, which says it also makes r1 a's retrieval reference; run as printed, it is taken (exit 0)."""
+def test_hole_5_the_missing_grader_s_way_out_is_never_a_command_that_refuses(history):
+    """Beside a row no acceptance takes, the answers alone cannot acknowledge the removal and the whole command
+    would take more than the message is about: no command is named for this run, only a later run and why
+    (tests/unit/verdict/test_acceptance_messages_attacks.py, the review of this fix)."""
     verdict = _static_missing(history, {"pass_rate": 0.9, "n_errored": 3})
     message = verdict.answers.gates["a"]["static"].message
-    command = _message_command(message)
-    assert command == ["accept", "r1", "--variant", "a"], message
-    assert "accepts its retrieval too (this run becomes its retrieval reference)" in message, message
+    assert "(python -m " not in message, message
+    assert "(a later run: no acceptance of this run takes it, none of its answer rows can be accepted)" in message
     assert "a static: missing from this run" in verdict.answers_not_taken["a"]  # the verdict knows it is not taken
-    code, out = _cli(history, monkeypatch, capsys, *command)
-    assert code == 0 and _accepted(history) == [("a", "retrieval")], out
 
 
 def test_control_hole_5_beside_a_row_it_takes_the_way_out_is_taken(history, monkeypatch, capsys):
