@@ -1075,18 +1075,20 @@ def launchpad_accept(run_id: str, variants: Sequence[str], *, answers_only: bool
 
 
 def how_to_accept(run_id: str, variant: str, *, answers_only: bool = False, leaves: Sequence[str] = (),
-                  removes: Sequence[str] = ()) -> str:
+                  removes: Sequence[str] = (), takes: Sequence[str] = ()) -> str:
     """What a failed gate's check says about accepting ``run_id`` for ``variant``: the
     `accept_reference` job's config and the command; an answer gate's (``answers_only``) accepts
     the variant's answer rows alone, so its retrieval reference stays where it is. The report
     asset records the run (unless its record_history is off); only then can it be accepted.
     ``leaves``: the failed answer graders the acceptance does not take (`answers_left`);
-    ``removes``: the graders missing from the run whose removal it acknowledges (`removals_said`)."""
+    ``removes``: the graders missing from the run whose removal it acknowledges (`removals_said`);
+    ``takes``: the failed answer graders a whole acceptance takes with the retrieval."""
     which = "its answers alone are intended (its retrieval reference stays)" if answers_only else \
         "its numbers are intended"
     return (f"once {which} and the report has recorded this run, launch accept_reference with "
             f"{launchpad_accept(run_id, [variant], answers_only=answers_only)}; or: "
             f"{accept_command(run_id, [variant], answers_only=answers_only)}"
+            + (f"; it also accepts answers whose gate failed: {', '.join(takes)}" if takes else "")
             + (f"; {answers_left(leaves)}" if leaves else "") + (f"; {removals_said(removes)}" if removes else ""))
 
 

@@ -278,6 +278,7 @@ def verdict_output(verdict) -> dict[str, Any]:
             "accept": {v: verdict.run_id for v in verdict.acceptable_failures},
             "accept_leaves": verdict.whole_acceptance_leaves,
             "accept_removes": {v: verdict.removals_acknowledged([v]) for v in verdict.acceptable_failures},
+            "accept_takes": {v: verdict.whole_acceptance_takes(v) for v in verdict.acceptable_failures},
             "treatment_changes": {v: list(c.treatment_changes) for v, c in verdict.history.items()},
             "limited": verdict.limited}
 
@@ -410,7 +411,8 @@ def variant_gate_checks(report: Mapping[str, Any], keys: Sequence[str]) -> dict[
         if key in report.get("accept", {}):  # a failed gate: how to accept it once its numbers are intended
             metadata["accept"] = how_to_accept(report["accept"][key], key,
                                                leaves=report.get("accept_leaves", {}).get(key, ()),
-                                               removes=report.get("accept_removes", {}).get(key, ()))
+                                               removes=report.get("accept_removes", {}).get(key, ()),
+                                               takes=report.get("accept_takes", {}).get(key, ()))
         for r in failures:
             metadata[f"{r['against']} {r['metric']} delta"] = shown_number_or_nan(r["delta"])
         metadata.update(_headline_numbers(report.get("summary"), key))  # on every evaluation: the check's trend

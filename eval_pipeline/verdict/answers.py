@@ -60,6 +60,13 @@ class AnswerVerdict:
     gates: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant -> grader -> AnswerGateResult
     records: list[dict[str, Any]] = field(default_factory=list)  # for record_answer_run
     missing: list[tuple[str, str, str]] = field(default_factory=list)  # (variant, grader, last run) not measured
+    # (variant, grader) -> the tolerances its row asked for looser than its yardstick's: an acceptance of the row
+    # puts them in force, so a command that takes it says so (`loosened_taken`)
+    loosened: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def loosened_taken(self, variant: str, graders: Collection[str]) -> list[str]:
+        """The looser answer tolerances an acceptance taking ``graders`` of ``variant`` puts in force."""
+        return sorted({item for g in graders for item in self.loosened.get((variant, g), [])})
 
     def variant_passed(self, variant: str) -> bool:
         return all(g.passed for g in self.gates.get(variant, {}).values())
@@ -209,6 +216,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
             gate = not_compared_unless_measured(gate, f"{moved}: judged against it, a regression in steps could "
                                                       "pass; accept a run to make it the reference")
         if loosened:
+            verdict.loosened[(row["variant"], row["grader"])] = list(loosened)
             gate = replace(gate, message=f"{gate.message} (the answer gate was loosened since its yardstick: "
                            f"{'; '.join(loosened)}; judged with the stricter tolerances until a run is accepted)")
         treatment = json.loads(row["treatment_json"])
@@ -280,9 +288,10 @@ def _name_ways_out(verdict: AnswerVerdict, run_id: str, problems: Mapping[tuple[
             why = refused.get(variant) or (
                 "; ".join(problems[(variant, grader)]) if grader in rows
                 else "none of its answer rows can be accepted" if rows and not taken else "")
-            if why:
+            if why:  # refused whole: nothing of this run; else its whole acceptance still could (with retrieval)
+                which = "this run" if variant in refused else "this run's answers"
                 exact = replace(gate, message=gate.message.replace(
-                    GENERIC_ACCEPT_COMMAND, f"a later run: no acceptance of this run takes it, {why}"))
+                    GENERIC_ACCEPT_COMMAND, f"a later run: no acceptance of {which} takes it, {why}"))
             elif not rows:  # a grader missing from a variant that answered nothing in this run
                 exact = with_exact_command(gate, run_id, variant)
                 exact = replace(exact, message=f"{exact.message}; this run has no answer row of the variant, so only "
@@ -291,9 +300,14 @@ def _name_ways_out(verdict: AnswerVerdict, run_id: str, problems: Mapping[tuple[
             else:
                 exact = with_exact_command(gate, run_id, variant, answers_only=True)
                 also = sorted(g for g, other in graders.items() if g != grader and not other.passed and g in taken)
-                if also:
-                    exact = replace(exact, message=f"{exact.message}; that command also accepts this run's "
-                                    f"{', '.join(also)} of the variant, whose gate failed")
+                gone = sorted(g for v, g, _ in verdict.missing if v == variant and g != grader)
+                looser = verdict.loosened_taken(variant, taken)
+                notes = ([f"this run's {', '.join(also)} of the variant, whose gate failed"] if also else []) + (
+                    [f"the removal of {', '.join(gone)} (missing from this run)"] if gone else []) + (
+                    [f"the answer tolerances its rows asked for, looser than their yardstick's "
+                     f"({'; '.join(looser)})"] if looser else [])
+                if notes:
+                    exact = replace(exact, message=f"{exact.message}; that command also accepts {'; and '.join(notes)}")
             graders[grader] = exact
     for row in verdict.rows:
         row["gate"] = verdict.gates[row["variant"]][row["grader"]]

@@ -199,6 +199,57 @@ class RunVerdict:
         return {v: "the variant has errored questions or reranker fallbacks (its numbers are not its configuration's)"
                 for v in variants if v in self._not_its_configuration}
 
+    def whole_acceptance_takes(self, variant: str) -> list[str]:
+        """The failed answer graders of ``variant`` its whole acceptance (`accept_command`) takes
+        with its retrieval, "variant grader": each with a row this run records that an
+        acceptance takes (a measured answer regression accepted by name)."""
+        answers = self.answers
+        if answers is None:
+            return []
+        records = {(r["variant"], r["grader"]): r for r in answers.records}
+        return [f"{variant} {g}" for g, gate in answers.gates.get(variant, {}).items() if not gate.passed
+                and (variant, g) in records and not yardstick_problems(records[(variant, g)])]
+
+    def disclose_ways_out(self) -> None:
+        """Make every retrieval gate's named command, and an answer gate's whole command, say all
+        it takes, once the run's answers are judged (the retrieval gates are judged first): a
+        variant no acceptance of this run takes (`acceptance_refusals`) names a later run, and
+        why, instead; a retrieval gate's command says the failed answer graders it also takes
+        (`whole_acceptance_takes`) and the removals it acknowledges; an answer gate's whole
+        command (a variant that answered nothing) says when the variant's retrieval gate failed,
+        which it accepts too. Called by `decide_run` after `judge_answer_run`."""
+        refused = self.acceptance_refusals
+        for variant, gate in list(self.gates.items()):
+            command = accept_command(self.run_id, [variant])
+            if command not in gate.message:
+                continue
+            if variant in refused:
+                message = gate.message.replace(
+                    command, f"a later run: no acceptance of this run takes it, {refused[variant]}")
+            else:
+                also = [f"answers whose gate failed: {', '.join(taken)}"
+                        for taken in [self.whole_acceptance_takes(variant)] if taken]
+                also += [f"the removal of graders missing from this run: {', '.join(removed)}"
+                         for removed in [self.removals_acknowledged([variant])] if removed]
+                if self.answers is not None:
+                    taken = [r["grader"] for r in self.answers.records
+                             if r["variant"] == variant and not yardstick_problems(r)]
+                    also += [f"the answer tolerances its rows asked for, looser than their yardstick's "
+                             f"({'; '.join(looser)})" for looser in [self.answers.loosened_taken(variant, taken)]
+                             if looser]
+                message = gate.message + (f"; that command also accepts {'; and '.join(also)}" if also else "")
+            self.gates[variant] = replace(gate, message=message)
+        for variant, graders in (self.answers.gates.items() if self.answers is not None else []):
+            retrieval = self.gates.get(variant)
+            command = accept_command(self.run_id, [variant])
+            for grader, gate in list(graders.items()):
+                if retrieval is not None and not retrieval.passed and f"({command})" in gate.message:
+                    graders[grader] = replace(gate, message=f"{gate.message}; and its retrieval gate failed in "
+                                              f"this run ({retrieval.state}), which that command accepts too")
+            for row in self.answers.rows:
+                if row["variant"] == variant:
+                    row["gate"] = graders[row["grader"]]
+
     @property
     def _acceptance_possible(self) -> bool:
         """Whether any acceptance of this run can be taken (see `acceptable_failures`)."""

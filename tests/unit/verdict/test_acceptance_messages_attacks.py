@@ -116,7 +116,7 @@ def test_hole_1_beside_no_row_taken_the_missing_grader_names_no_command_for_this
     verdict = _static_missing_loosened(history)
     message = verdict.answers.gates["a"]["static"].message
     assert "(python -m " not in message, message
-    assert "(a later run: no acceptance of this run takes it, none of its answer rows can be accepted)" in message
+    assert "(a later run: no acceptance of this run's answers takes it, none of its answer rows can be accepted)" in message
 
 
 def test_a_grader_missing_from_a_variant_that_answered_nothing_names_the_whole_command_and_what_it_takes(
@@ -197,7 +197,7 @@ def test_hole_3_a_problem_row_names_no_command_that_refuses_it(history, problem)
     """Closed: the row no acceptance takes names a later run and why, no command for this one."""
     message = _not_compared_row(history, ROW_PROBLEMS[problem])
     assert "(python -m " not in message, message
-    assert "accept a run of it once its numbers are intended (a later run: no acceptance of this run takes it, " \
+    assert "accept a run of it once its numbers are intended (a later run: no acceptance of this run's answers takes it, " \
         in message and "could not be generated (or graded)" in message, message
 
 
@@ -264,7 +264,7 @@ def test_held_the_missing_grader_s_way_out_is_of_the_kind_the_acceptance_takes(h
         assert verdict.removals_acknowledged(["a"]) == ["a judge (last measured in run r0)"]
         assert "judge" not in history("r2", {"a": 40}, {"a": {k: 0.9 for k in now}}).answers.gates["a"]
     else:  # no row of a taken: no command for this run, and the removal stays unacknowledged
-        assert "(python -m " not in message and "(a later run: no acceptance of this run takes it" in message
+        assert "(python -m " not in message and "(a later run: no acceptance of this run's answers takes it" in message
         assert "a judge: missing from this run" in verdict.answers_not_taken["a"]
         assert "judge" in history("r2", {"a": 40}, {"a": {k: 0.9 for k in now}}).answers.gates["a"]
 

@@ -142,6 +142,7 @@ def history(embedded_pg):
                                            configurations=verdict.provenance["configurations"],
                                            vanished=verdict.vanished, renamed=set(verdict.inherits),
                                            refused=verdict.acceptance_refusals)
+        verdict.disclose_ways_out()  # as the verdict asset does
         if record and run_row:
             record_verdict(verdict, uri, run_id=run_id, per_variant=per_variant)
         if record and answers and verdict.answers.records:
