@@ -277,8 +277,11 @@ def _name_ways_out(verdict: AnswerVerdict, run_id: str, problems: Mapping[tuple[
     - the whole acceptance for a grader missing from a variant with no answer row in this run
       (only it can acknowledge the removal), saying it also makes the run the variant's
       retrieval reference, with the tolerances and strictness it ran with;
-    - else the answers alone (``--answers-only``), saying which other failed graders of the
-      variant it also takes (it names the variant, not a grader)."""
+    - else the answers alone (``--answers-only``), saying what else it takes (it names the
+      variant, not a grader): the variant's other failed graders, the removals of its other
+      missing graders, and the looser answer tolerances its rows asked for.
+    A retrieval-level account of the same commands follows once the run's answers are judged
+    (`RunVerdict.disclose_ways_out`)."""
     for variant, graders in verdict.gates.items():
         rows = {g for v, g in problems if v == variant}
         taken = {g for g in rows if not problems[(variant, g)]}

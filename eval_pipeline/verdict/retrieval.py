@@ -227,16 +227,7 @@ class RunVerdict:
                 message = gate.message.replace(
                     command, f"a later run: no acceptance of this run takes it, {refused[variant]}")
             else:
-                also = [f"answers whose gate failed: {', '.join(taken)}"
-                        for taken in [self.whole_acceptance_takes(variant)] if taken]
-                also += [f"the removal of graders missing from this run: {', '.join(removed)}"
-                         for removed in [self.removals_acknowledged([variant])] if removed]
-                if self.answers is not None:
-                    taken = [r["grader"] for r in self.answers.records
-                             if r["variant"] == variant and not yardstick_problems(r)]
-                    also += [f"the answer tolerances its rows asked for, looser than their yardstick's "
-                             f"({'; '.join(looser)})" for looser in [self.answers.loosened_taken(variant, taken)]
-                             if looser]
+                also = self._also_taken(variant)
                 message = gate.message + (f"; that command also accepts {'; and '.join(also)}" if also else "")
             self.gates[variant] = replace(gate, message=message)
         for variant, graders in (self.answers.gates.items() if self.answers is not None else []):
@@ -249,6 +240,25 @@ class RunVerdict:
             for row in self.answers.rows:
                 if row["variant"] == variant:
                     row["gate"] = graders[row["grader"]]
+
+    def _also_taken(self, variant: str) -> list[str]:
+        """What the whole acceptance of ``variant`` takes beside its retrieval, each a phrase: the
+        failed answer graders, the removals it acknowledges, and the looser answer tolerances its
+        taken rows asked for."""
+        also = []
+        failed = self.whole_acceptance_takes(variant)
+        if failed:
+            also.append(f"answers whose gate failed: {', '.join(failed)}")
+        removed = self.removals_acknowledged([variant])
+        if removed:
+            also.append(f"the removal of graders missing from this run: {', '.join(removed)}")
+        if self.answers is not None:
+            rows = [r["grader"] for r in self.answers.records if r["variant"] == variant and not yardstick_problems(r)]
+            looser = self.answers.loosened_taken(variant, rows)
+            if looser:
+                also.append(f"the answer tolerances its rows asked for, looser than their yardstick's "
+                            f"({'; '.join(looser)})")
+        return also
 
     @property
     def _acceptance_possible(self) -> bool:
