@@ -164,6 +164,9 @@ def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_
     command = getattr(verdict, "accept_command", None)
     if command:  # the whole id and every failed variant: what `accept` needs, ready to copy
         lines += ["", f"to make this run the reference once its numbers are intended: {command}"]
+        takes = [t for v in getattr(verdict, "acceptable_failures", []) for t in verdict.whole_acceptance_takes(v)]
+        if takes:  # its answers too: a measured answer drop of a variant it names becomes the yardstick
+            lines += [f"  it also accepts answers whose gate failed: {', '.join(takes)}"]
         leaves = [why for whys in getattr(verdict, "whole_acceptance_leaves", {}).values() for why in whys]
         if leaves:  # said before the command is run, not only in its output
             lines += [f"  {answers_left(leaves)}"]

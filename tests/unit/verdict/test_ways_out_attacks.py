@@ -446,3 +446,12 @@ def test_held_the_whole_command_of_a_variant_that_answered_nothing_is_taken_and_
     assert code == 0 and _accepted(history) == [("a", "retrieval")], out  # nothing of b
     later = history("r2", {"a": 40, "b": 40}, {"b": 0.9})
     assert "a" not in later.answers.gates and later.passed, later.answers.gates
+
+
+def test_the_console_s_accept_line_says_the_failed_answer_grader_it_takes(history):
+    """The console's line under the whole command, as the variant check's `accept` and the retrieval message."""
+    from eval_pipeline.reporting.console import console_summary
+
+    lines = console_summary(_both_dropped(history)).splitlines()
+    at = lines.index(next(line for line in lines if line.endswith("accept r1 --variant a")))
+    assert lines[at + 1] == "  it also accepts answers whose gate failed: a deterministic", lines
