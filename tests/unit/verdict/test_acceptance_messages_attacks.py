@@ -116,7 +116,8 @@ def test_hole_1_beside_no_row_taken_the_missing_grader_names_no_command_for_this
     verdict = _static_missing_loosened(history)
     message = verdict.answers.gates["a"]["static"].message
     assert "(python -m " not in message, message
-    assert "(a later run: no acceptance of this run's answers takes it, none of its answer rows can be accepted)" in message
+    assert ("(a later run: no acceptance of this run's answers takes it, none of its answer rows can be accepted)"
+            in message), message
 
 
 def test_a_grader_missing_from_a_variant_that_answered_nothing_names_the_whole_command_and_what_it_takes(
@@ -197,8 +198,8 @@ def test_hole_3_a_problem_row_names_no_command_that_refuses_it(history, problem)
     """Closed: the row no acceptance takes names a later run and why, no command for this one."""
     message = _not_compared_row(history, ROW_PROBLEMS[problem])
     assert "(python -m " not in message, message
-    assert "accept a run of it once its numbers are intended (a later run: no acceptance of this run's answers takes it, " \
-        in message and "could not be generated (or graded)" in message, message
+    assert ("accept a run of it once its numbers are intended (a later run: no acceptance of this run's answers "
+            "takes it, " in message and "could not be generated (or graded)" in message), message
 
 
 def test_control_hole_3_a_row_without_a_problem_is_taken(history, monkeypatch, capsys):

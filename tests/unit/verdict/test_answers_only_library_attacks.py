@@ -461,7 +461,8 @@ def test_hole_5_the_missing_grader_s_way_out_is_never_a_command_that_refuses(his
     verdict = _static_missing(history, {"pass_rate": 0.9, "n_errored": 3})
     message = verdict.answers.gates["a"]["static"].message
     assert "(python -m " not in message, message
-    assert "(a later run: no acceptance of this run's answers takes it, none of its answer rows can be accepted)" in message
+    assert ("(a later run: no acceptance of this run's answers takes it, none of its answer rows can be accepted)"
+            in message), message
     assert "a static: missing from this run" in verdict.answers_not_taken["a"]  # the verdict knows it is not taken
 
 
