@@ -65,14 +65,12 @@ import math
 import random
 import re
 import shlex
-import subprocess
-import sys
 import types
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from tests.old_code import module_at
 from tests.unit.verdict import test_answer_accept_attacks as previous_review
 from tests.unit.verdict.test_answer_accept_attacks import LOOSE, YARDSTICKS, _accepted, _cli
 
@@ -80,7 +78,6 @@ pytestmark = pytest.mark.integration
 
 history = previous_review.history  # its fixture: each run judged and recorded as the assets do
 
-_ROOT = Path(__file__).resolve().parents[3]
 _BEFORE = "afc6216^"
 
 
@@ -382,21 +379,9 @@ def test_held_the_job_s_latest_refusal_is_of_its_kind(history, answers_only):
 # --------------------------------------------------------------------------------------------
 
 
-_OLD: dict[str, types.ModuleType] = {}
-
-
 def _old_answers() -> types.ModuleType:
-    """eval_pipeline/verdict/answers.py as it was before afc6216, loaded in memory."""
-    if "answers" not in _OLD:
-        source = subprocess.run(["git", "-C", str(_ROOT), "show", f"{_BEFORE}:eval_pipeline/verdict/answers.py"],
-                                capture_output=True, text=True, check=True).stdout
-        name = "_atk18b_old_verdict_answers"
-        mod = types.ModuleType(name)
-        mod.__file__ = f"<{_BEFORE}:verdict/answers.py>"
-        sys.modules[name] = mod  # dataclasses look their module up
-        exec(compile(source, mod.__file__, "exec"), mod.__dict__)  # noqa: S102 - the code before, to compare
-        _OLD["answers"] = mod
-    return _OLD["answers"]
+    """eval_pipeline/verdict/answers.py as it was before the change reviewed, loaded in memory."""
+    return module_at(_BEFORE, "eval_pipeline/verdict/answers.py")
 
 
 def _random_frames(rng: random.Random) -> dict[str, pd.DataFrame]:

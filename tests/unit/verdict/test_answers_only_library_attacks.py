@@ -69,8 +69,6 @@ from __future__ import annotations
 
 import random
 import shlex
-import subprocess
-import sys
 import types
 from pathlib import Path
 from types import SimpleNamespace
@@ -79,6 +77,7 @@ import pandas as pd
 import psycopg
 import pytest
 
+from tests.old_code import module_at
 from tests.unit.verdict import test_answer_accept_attacks as previous_review
 from tests.unit.verdict.test_answer_accept_attacks import _accepted, _cli, _console
 
@@ -340,21 +339,9 @@ def test_control_hole_4_the_answers_only_form_says_the_gate_stays(history, monke
 # --------------------------------------------------------------------------------------------
 
 
-_OLD: dict[str, types.ModuleType] = {}
-
-
 def _old_retrieval() -> types.ModuleType:
-    """eval_pipeline/verdict/retrieval.py as it was before 3a1e33e, loaded in memory."""
-    if "retrieval" not in _OLD:
-        source = subprocess.run(["git", "-C", str(_ROOT), "show", f"{_BEFORE}:eval_pipeline/verdict/retrieval.py"],
-                                capture_output=True, text=True, check=True).stdout
-        name = "_atk18_old_verdict_retrieval"
-        mod = types.ModuleType(name)
-        mod.__file__ = f"<{_BEFORE}:retrieval.py>"
-        sys.modules[name] = mod  # dataclasses look their module up
-        exec(compile(source, mod.__file__, "exec"), mod.__dict__)  # noqa: S102 - the code before, to compare
-        _OLD["retrieval"] = mod
-    return _OLD["retrieval"]
+    """eval_pipeline/verdict/retrieval.py as it was before the change reviewed, loaded in memory."""
+    return module_at(_BEFORE, "eval_pipeline/verdict/retrieval.py")
 
 
 def _problems(row) -> list[str]:
