@@ -64,6 +64,11 @@ class AnswerVerdict:
     # puts them in force, so a command that takes it says so (`loosened_taken`)
     loosened: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
+    def sync_rows(self) -> None:
+        """Each row's ``gate`` the one `gates` holds, after a gate was reworded (the report reads rows)."""
+        for row in self.rows:
+            row["gate"] = self.gates[row["variant"]][row["grader"]]
+
     def loosened_taken(self, variant: str, graders: Collection[str]) -> list[str]:
         """The looser answer tolerances an acceptance taking ``graders`` of ``variant`` puts in force."""
         return sorted({item for g in graders for item in self.loosened.get((variant, g), [])})
@@ -312,8 +317,7 @@ def _name_ways_out(verdict: AnswerVerdict, run_id: str, problems: Mapping[tuple[
                 if notes:
                     exact = replace(exact, message=f"{exact.message}; that command also accepts {'; and '.join(notes)}")
             graders[grader] = exact
-    for row in verdict.rows:
-        row["gate"] = verdict.gates[row["variant"]][row["grader"]]
+    verdict.sync_rows()
     return verdict
 
 

@@ -203,12 +203,16 @@ class RunVerdict:
         """The failed answer graders of ``variant`` its whole acceptance (`accept_command`) takes
         with its retrieval, "variant grader": each with a row this run records that an
         acceptance takes (a measured answer regression accepted by name)."""
-        answers = self.answers
-        if answers is None:
-            return []
-        records = {(r["variant"], r["grader"]): r for r in answers.records}
-        return [f"{variant} {g}" for g, gate in answers.gates.get(variant, {}).items() if not gate.passed
-                and (variant, g) in records and not yardstick_problems(records[(variant, g)])]
+        taken = self._rows_taken
+        return [f"{variant} {g}" for g, gate in (self.answers.gates.get(variant, {}) if self.answers else {}).items()
+                if not gate.passed and (variant, g) in taken]
+
+    @property
+    def _rows_taken(self) -> set[tuple[str, str]]:
+        """The (variant, grader) answer rows this run records that an acceptance naming the variant
+        takes (no yardstick problem: `history.answers.answers_to_accept`)."""
+        records = self.answers.records if self.answers is not None else []
+        return {(r["variant"], r["grader"]) for r in records if not yardstick_problems(r)}
 
     def disclose_ways_out(self) -> None:
         """Make every retrieval gate's named command, and an answer gate's whole command, say all
@@ -237,9 +241,8 @@ class RunVerdict:
                 if retrieval is not None and not retrieval.passed and f"({command})" in gate.message:
                     graders[grader] = replace(gate, message=f"{gate.message}; and its retrieval gate failed in "
                                               f"this run ({retrieval.state}), which that command accepts too")
-            for row in self.answers.rows:
-                if row["variant"] == variant:
-                    row["gate"] = graders[row["grader"]]
+        if self.answers is not None:
+            self.answers.sync_rows()
 
     def _also_taken(self, variant: str) -> list[str]:
         """What the whole acceptance of ``variant`` takes beside its retrieval, each a phrase: the
@@ -253,8 +256,7 @@ class RunVerdict:
         if removed:
             also.append(f"the removal of graders missing from this run: {', '.join(removed)}")
         if self.answers is not None:
-            rows = [r["grader"] for r in self.answers.records if r["variant"] == variant and not yardstick_problems(r)]
-            looser = self.answers.loosened_taken(variant, rows)
+            looser = self.answers.loosened_taken(variant, [g for v, g in self._rows_taken if v == variant])
             if looser:
                 also.append(f"the answer tolerances its rows asked for, looser than their yardstick's "
                             f"({'; '.join(looser)})")
