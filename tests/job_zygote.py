@@ -1,5 +1,6 @@
 """Whole-job runs forked from a warmed-up interpreter, for the integration lane's
-`dagster job execute` and `dagster asset materialize` runs (tests/integration/cli.start_dagster).
+`dagster job execute` and `dagster asset materialize` runs (tests/integration/cli.start_dagster),
+and its `python -m module` / `python -c code` runs of whole jobs or graphs (cli.start_python).
 
 Each whole-job run a test starts is a new Python process that imports Dagster, pandas, pyarrow,
 scipy, torch and sentence-transformers before its first step: about 7-12 s of a tiny run's
@@ -9,6 +10,18 @@ script's own entry (`dagster._cli.main`) with the run's arguments, environment, 
 directory and log, in a session of its own (as `start_new_session=True`), and it imports the
 project (eval_pipeline, assets, resources, definitions) itself after the fork, from the files as
 they are then, as a new process would.
+
+A `python` request (`spawn_python`) is the same child running `python -m module args` or
+`python -c code args` instead of the console script: `-m` through runpy's `_run_module_as_main`,
+what the interpreter's own `-m` calls (the module's code in a fresh `__main__`, `__name__ ==
+"__main__"`, `__spec__`, `__file__` and `sys.argv[0]` the module's file, `sys.path[0]` the working
+directory, "python: No module named ..." and exit 1 for a missing one); `-c` compiles the code as
+`<string>` and runs it in a fresh `__main__` (`sys.argv[0] == "-c"`, `sys.path[0] == ""`). Its
+stderr may go to a file of its own (as `capture_output=True` keeps the two apart). Interpreter
+options (`-u`, `-X`, `-W`, ...) are not taken. What differs besides the list below: `sys.flags`
+and `sys.orig_argv` are the zygote's (`python -m tests.job_zygote`), so is the `tests` package
+(empty) when the working directory is another checkout, and a traceback out of the module has the
+zygote's frames (`serve`, `_run_child`, runpy's) above its own.
 
 What the test sees is a real process: its pid, `poll`, `wait(timeout)`, `kill`, `os.killpg`, and
 the exit code or the signal as `subprocess.Popen` reports them (`Child`). The child sets what a new
@@ -35,11 +48,12 @@ the lane keeps it honest (tests/integration/test_zygote_attacks.py shows each di
   of a tiny run's 8 s, at its exit (module finalization and the last collections over torch's,
   pandas' and Dagster's objects); a cycle among them is never collected, as it would be at a new
   process's exit, where nothing reads it either;
-- `EVAL_PIPELINE_FRESH_JOBS=1` starts every run as a new process.
+- `EVAL_PIPELINE_FRESH_JOBS=1` starts every run (both kinds) as a new process.
 
 Run as `python -m tests.job_zygote` (by `Zygote`): one JSON line per request on stdin
-(`{"id", "args", "env", "cwd", "log"}`), one JSON line per answer on stdout (`{"ready"}`, then
-`{"id", "pid"}` when a run started and `{"pid", "code"}` when it ended)."""
+(`{"id", "args", "env", "cwd", "log"}`, and `"entry": "python"` and `"err"` for a python run),
+one JSON line per answer on stdout (`{"ready"}`, then `{"id", "pid"}` when a run started and
+`{"pid", "code"}` when it ended)."""
 
 from __future__ import annotations
 
@@ -48,6 +62,7 @@ import gc
 import importlib
 import json
 import os
+import runpy
 import select
 import signal
 import subprocess
@@ -80,11 +95,12 @@ def _send(message: dict) -> None:
 
 
 def _run_child(request: dict, ready: int, imported_env: dict[str, str]) -> None:
-    """In the forked child: become `dagster <args>` started by Popen(start_new_session=True,
-    stdout=log, stderr=STDOUT) in `cwd` with `env`, telling the zygote through `ready` once it
-    leads its own session. It never returns: the run's SystemExit (or exception) unwinds out of
-    `serve`, so the interpreter ends as a new one would (atexit, thread joins, the modules' and
-    their objects' finalization, the exit code or the traceback)."""
+    """In the forked child: become `dagster <args>` (or `python <args>` for a python request)
+    started by Popen(start_new_session=True, stdout=log, stderr=err or STDOUT) in `cwd` with `env`,
+    telling the zygote through `ready` once it leads its own session. It never returns: the run's
+    SystemExit (or exception) unwinds out of `serve`, so the interpreter ends as a new one would
+    (atexit, thread joins, the modules' and their objects' finalization, the exit code or the
+    traceback)."""
     try:
         os.setsid()
         os.write(ready, b"1")
@@ -95,22 +111,29 @@ def _run_child(request: dict, ready: int, imported_env: dict[str, str]) -> None:
             signal.signal(sig, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        err = os.open(request["err"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if request.get("err") else log
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(log)
-        os.close(null)
+        os.dup2(err, 2)
+        for fd in {log, err, null}:
+            os.close(fd)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
         for name, value in imported_env.items():  # what the preloaded packages set when imported
             os.environ.setdefault(name, value)
-        sys.argv = [str(DAGSTER_SCRIPT), *request["args"]]
-        sys.path[0] = str(DAGSTER_SCRIPT.parent)  # a script's folder leads sys.path, as for the console script
         main = types.ModuleType("__main__")  # what multiprocessing's spawn re-runs in a step process
-        main.__file__ = str(DAGSTER_SCRIPT)
         main.__dict__["__builtins__"] = __builtins__
+        python = request.get("entry") == "python"
+        if python:  # `python -m module args` or `python -c code args`
+            option, target, *rest = request["args"]
+            sys.argv = [option, *rest]  # -m: runpy puts the module's file in argv[0], as the interpreter's -m does
+            sys.path[0] = os.getcwd() if option == "-m" else ""
+        else:
+            sys.argv = [str(DAGSTER_SCRIPT), *request["args"]]
+            sys.path[0] = str(DAGSTER_SCRIPT.parent)  # a script's folder leads sys.path, as for the console script
+            main.__file__ = str(DAGSTER_SCRIPT)
         sys.modules["__main__"] = main
         import multiprocessing
 
@@ -118,14 +141,20 @@ def _run_child(request: dict, ready: int, imported_env: dict[str, str]) -> None:
 
         numpy.random.seed()  # seeded from the OS, as in a new process
         multiprocessing.current_process().authkey = os.urandom(32)  # a process's own, as at its start
-        from dagster._cli import main as dagster_main
+        if not python:
+            from dagster._cli import main as dagster_main
     except BaseException:  # noqa: BLE001 - the run could not be set up: said in its log, exit 1
         import traceback
 
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(1)
-    dagster_main()
+    if not python:
+        dagster_main()
+    elif option == "-m":
+        runpy._run_module_as_main(target)  # what `python -m` runs (a missing module: its message, exit 1)
+    else:
+        exec(compile(target, "<string>", "exec"), main.__dict__)
     raise SystemExit(0)
 
 
@@ -243,18 +272,26 @@ class Zygote:
             self._wait_ready()
             return dict(self.imported_env)
 
-    def spawn(self, args: list[str], *, env: dict, cwd: Path, log: Path) -> Child:
+    def spawn(self, args: list[str], *, env: dict, cwd: Path, log: Path, entry: str = "dagster",
+              err: Path | None = None) -> Child:
+        """`dagster <args>`, or `python <args>` with `entry="python"` (stderr in `err` if given)."""
+        request = {"args": args, "env": env, "cwd": str(cwd), "log": str(log)}
+        if entry == "python":
+            if len(args) < 2 or args[0] not in ("-m", "-c"):
+                raise ValueError(f"a forked python run takes `-m module ...` or `-c code ...`, not {args[:1]}")
+            request.update(entry="python", err=str(err) if err else None)
+        elif entry != "dagster" or err:
+            raise ValueError(f"no such zygote entry {entry!r} (or a dagster run with its stderr apart)")
         with self._changed:
             self._wait_ready()
             self._next += 1
             request_id = self._next
             assert self._process.stdin is not None
-            self._process.stdin.write((json.dumps({"id": request_id, "args": args, "env": env, "cwd": str(cwd),
-                                                   "log": str(log)}) + "\n").encode())
+            self._process.stdin.write((json.dumps({"id": request_id, **request}) + "\n").encode())
             self._process.stdin.flush()
             if not self._changed.wait_for(lambda: request_id in self._pids or not self._alive(), timeout=60):
                 raise RuntimeError("the job zygote did not start the run")
-            return Child(self, self._pids[request_id], args)
+            return Child(self, self._pids[request_id], [sys.executable, *args] if entry == "python" else args)
 
     def code_of(self, pid: int) -> int | None:
         with self._changed:
@@ -318,6 +355,11 @@ def imported_environment() -> dict[str, str]:
 
 def spawn(args: list[str], *, env: dict, cwd: Path, log: Path) -> Child:
     return _zygote().spawn(args, env=env, cwd=cwd, log=log)
+
+
+def spawn_python(args: list[str], *, env: dict, cwd: Path, log: Path, err: Path | None = None) -> Child:
+    """`python -m module ...` or `python -c code ...` forked from the zygote (see the module's text)."""
+    return _zygote().spawn(args, env=env, cwd=cwd, log=log, entry="python", err=err)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
-"""Running `dagster job execute` as CI and the README do, for tests of whole-job behaviour."""
+"""Running `dagster job execute` as CI and the README do, for tests of whole-job behaviour (and
+`python -m` / `python -c` runs of a job or graph in a process of their own)."""
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -65,16 +67,52 @@ def start_dagster(tmp_path, name, env, args: list[str], *, fresh: bool = False) 
     differs from the zygote's in what an import reads, without `fresh`, is an error: such runs
     once started as new processes silently, at about four times a forked run's cost."""
     log_path = tmp_path / f"{name}.log"
-    if not fresh and not job_zygote.fresh_forced(env):
-        differing = job_zygote.unforkable(env)
-        if differing:
-            raise ValueError(f"run {name!r}: its environment differs from the job zygote's in {differing}, which an "
-                             "import may read; pass fresh=True if a new process is meant")
+    if _forked(name, env, fresh):
         log_path.write_text("")
         return job_zygote.spawn(args, env=env, cwd=REPO, log=log_path)
     with open(log_path, "w") as log:
         return subprocess.Popen([str(job_zygote.DAGSTER_SCRIPT), *args], cwd=REPO, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _forked(name: str, env: dict, fresh: bool) -> bool:
+    """Whether run `name` starts from the job zygote (`start_dagster`'s rules)."""
+    if fresh or job_zygote.fresh_forced(env):
+        return False
+    differing = job_zygote.unforkable(env)
+    if differing:
+        raise ValueError(f"run {name!r}: its environment differs from the job zygote's in {differing}, which an "
+                         "import may read; pass fresh=True if a new process is meant")
+    return True
+
+
+def start_python(tmp_path, name, env, args: list[str], *, fresh: bool = False) -> subprocess.Popen | job_zygote.Child:
+    """`python -m module ...` or `python -c code ...` (`args`) in the checkout, its output in
+    <name>.log and its stderr in <name>.err, in a session of its own: forked from the job zygote
+    or a new process by `start_dagster`'s rules."""
+    log_path, err_path = tmp_path / f"{name}.log", tmp_path / f"{name}.err"
+    if _forked(name, env, fresh):
+        log_path.write_text("")
+        err_path.write_text("")
+        return job_zygote.spawn_python(args, env=env, cwd=REPO, log=log_path, err=err_path)
+    with open(log_path, "w") as log, open(err_path, "w") as err:
+        return subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, stdout=log, stderr=err,
+                                start_new_session=True)
+
+
+def run_python(tmp_path, name, env, args: list[str], *, timeout: float,
+               fresh: bool = False) -> subprocess.CompletedProcess:
+    """`start_python`, waited for: what subprocess.run(capture_output=True, text=True) answers
+    (killed and TimeoutExpired after `timeout` seconds)."""
+    proc = start_python(tmp_path, name, env, args, fresh=fresh)
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(proc.args, code, (tmp_path / f"{name}.log").read_text(),
+                                       (tmp_path / f"{name}.err").read_text())
 
 
 def _rows(section: str) -> list[list[str]]:

@@ -2,21 +2,21 @@
 sre-embedding-model, both from pip): one run builds every index and ranks, scores, answers and
 gates every (index, variant) pair; one pair re-materializes alone; an index added to the file
 later is the only one built; a variant that no index's embedder decides is ranked once per
-chunking. Each run is a child process, since the variants file is read at import."""
+chunking. Each run is a process of its own (forked from the job zygote: tests/job_zygote.py),
+since the variants file is read at import; of two runs a test compares, one is a new process."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.integration.cli import run_python
+
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 SRE = "package:sre_embedding_model/model_weights"
 
 INDEXES = f"""\
@@ -40,13 +40,13 @@ ADDED = """\
 """
 
 
-def _drive(tmp_path: Path, variants: str, name: str, pair: str | None = None) -> dict:
+def _drive(tmp_path: Path, variants: str, name: str, pair: str | None = None, *, fresh: bool = False) -> dict:
     path = tmp_path / f"{name}.yaml"
     path.write_text(variants, encoding="utf-8")
     env = {**os.environ, "EVAL_PIPELINE_VARIANTS": str(path), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    args = [sys.executable, "-m", "tests.integration.index_sweep_driver", str(tmp_path / "state"),
-            str(tmp_path / name), *([pair] if pair else [])]
-    done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    args = ["-m", "tests.integration.index_sweep_driver", str(tmp_path / "state"), str(tmp_path / name),
+            *([pair] if pair else [])]
+    done = run_python(tmp_path, name, env, args, timeout=900, fresh=fresh)
     lines = [line for line in done.stdout.splitlines() if line.startswith("INDEX-SWEEP-RESULT ")]
     assert lines, (done.stdout[-3000:], done.stderr[-5000:])
     result = json.loads(lines[-1].split(" ", 1)[1])
@@ -94,7 +94,8 @@ def test_one_run_does_every_pair_then_one_pair_alone_then_an_added_index_alone(s
     assert [Path(f).parts[0] for f in single["new_files"]] == ["sre-w30-o5|pg-dense"]
 
     # an index added to the file: the two built ones are reused, the new one alone is built
-    added = _drive(tmp_path, INDEXES.replace("EXTRA\n", ADDED), "added")
+    # (a new process: its tables and their reuse are compared with the first run's, under another hash seed)
+    added = _drive(tmp_path, INDEXES.replace("EXTRA\n", ADDED), "added", fresh=True)
     assert {k: v["reused"] for k, v in added["indexes"].items()} == {
         "minilm-w30-o5": True, "sre-w30-o5": True, "minilm-w60-o10": False}
     assert added["indexes"]["minilm-w30-o5"]["table"] == first["indexes"]["minilm-w30-o5"]["table"]

@@ -1,12 +1,14 @@
 """The warmed-up interpreter the lane's whole-job runs fork from (tests/job_zygote.py) answers as
 a new `dagster` process would: exit codes, signals, its own session, log, environment and
-working directory, and the project imported after the fork."""
+working directory, and the project imported after the fork; and its `python -m` / `python -c` runs
+as a new `python` process would."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -108,3 +110,110 @@ def test_a_run_that_cannot_fork_must_say_it_starts_fresh(tmp_path):
     assert not (tmp_path / "refused.log").exists()
     proc = start_dagster(tmp_path, "fresh", env, ["--version"], fresh=True)
     assert isinstance(proc, subprocess.Popen) and proc.wait(timeout=120) == 0
+
+
+# --- `python -m module` / `python -c code` runs (job_zygote.spawn_python, cli.start_python) ----
+
+PROBE = (
+    "import os, sys\n"
+    "print('ARGV', sys.argv)\n"
+    "print('NAME', __name__, getattr(__spec__, 'name', None), globals().get('__file__'))\n"
+    "print('MAIN', sys.modules['__main__'].__dict__ is globals())\n"
+    "print('PATH0', repr(sys.path[0]))\n"
+    "print('ENV', os.environ.get('EVAL_PIPELINE_PROBE'))\n"
+    "print('CWD', os.getcwd())\n"
+    "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in "
+    "('eval_pipeline', 'assets', 'resources', 'definitions')))\n"
+    "print('to stderr', file=sys.stderr)\n"
+    "raise SystemExit(int(sys.argv[-1]))\n")
+
+
+def _spawn_python(tmp_path, args, *, apart: bool = True, **env):
+    log, err = tmp_path / "run.log", tmp_path / "run.err"
+    log.write_text("")
+    err.write_text("")
+    child = job_zygote.spawn_python(args, env={**job_zygote.SESSION_ENV, **env}, cwd=tmp_path, log=log,
+                                    err=err if apart else None)
+    return child, log, err
+
+
+def _fresh_python(tmp_path, args, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=tmp_path, env={**job_zygote.SESSION_ENV, **env},
+                          capture_output=True, text=True, timeout=300)
+
+
+def _alike(tmp_path, args, **env) -> tuple[int, str]:
+    """Runs `python <args>` forked and as a new process; asks for the same exit code, output and
+    stderr (a traceback's last line: the forked one has the zygote's frames above the module's)."""
+    child, log, err = _spawn_python(tmp_path, args, **env)
+    code = child.wait(timeout=120)
+    fresh = _fresh_python(tmp_path, args, **env)
+    assert code == fresh.returncode, (log.read_text()[-2000:], err.read_text()[-2000:])
+    assert log.read_text() == fresh.stdout
+    if "Traceback" in fresh.stderr:
+        assert err.read_text().strip().splitlines()[-1] == fresh.stderr.strip().splitlines()[-1], err.read_text()
+    else:
+        assert err.read_text() == fresh.stderr
+    return code, log.read_text()
+
+
+def test_a_forked_python_m_run_is_the_module_as_main(tmp_path):
+    """`python -m probe ...`: exit code (0, nonzero, an exception's 1), argv, `__main__`,
+    sys.path[0], environment, working directory, stdout and stderr apart, as a new process; and
+    the module and the project are imported after the fork (a changed module is run as changed)."""
+    (tmp_path / "probe.py").write_text(PROBE)
+    for last, expected in (("0", 0), ("5", 5), ("boom", 1)):
+        code, out = _alike(tmp_path, ["-m", "probe", "a b", last], EVAL_PIPELINE_PROBE="seen")
+        assert code == expected
+    probe = str(tmp_path / "probe.py")
+    assert f"ARGV [{probe!r}, 'a b', 'boom']" in out and f"NAME __main__ probe {probe}" in out, out
+    assert "MAIN True" in out and f"PATH0 {str(tmp_path)!r}" in out and "ENV seen" in out, out
+    assert f"CWD {tmp_path}" in out and "LOADED []" in out, out
+
+    (tmp_path / "probe.py").write_text("print('changed after the first runs')\nraise SystemExit(7)\n")
+    child, log, err = _spawn_python(tmp_path, ["-m", "probe"])
+    assert child.wait(timeout=120) == 7 and log.read_text() == "changed after the first runs\n"
+
+
+def test_a_forked_python_c_run_is_the_code_as_main(tmp_path):
+    code, out = _alike(tmp_path, ["-c", PROBE, "a b", "4"], EVAL_PIPELINE_PROBE="seen")
+    assert code == 4
+    assert "ARGV ['-c', 'a b', '4']" in out and "NAME __main__ None None" in out and "MAIN True" in out, out
+    assert "PATH0 ''" in out and "ENV seen" in out and f"CWD {tmp_path}" in out and "LOADED []" in out, out
+    assert _alike(tmp_path, ["-c", PROBE, "boom"])[0] == 1
+    assert _alike(tmp_path, ["-c", "import sys; sys.exit('said and 1')"])[0] == 1
+
+
+def test_a_forked_python_run_of_a_missing_module_says_so_in_its_log(tmp_path):
+    """Without a stderr file, stderr goes to the log, as Popen(stderr=STDOUT)."""
+    child, log, _ = _spawn_python(tmp_path, ["-m", "no_such_module_anywhere"], apart=False)
+    assert child.wait(timeout=120) == 1
+    fresh = _fresh_python(tmp_path, ["-m", "no_such_module_anywhere"])
+    assert fresh.returncode == 1 and log.read_text() == fresh.stdout + fresh.stderr
+    assert "No module named no_such_module_anywhere" in log.read_text()
+    with pytest.raises(ValueError, match="-m module"):
+        job_zygote.spawn_python(["-u", "-m", "probe"], env=dict(job_zygote.SESSION_ENV), cwd=tmp_path,
+                                log=tmp_path / "never.log")
+
+
+def test_cli_python_runs_fork_under_start_dagsters_rules(tmp_path):
+    """cli.run_python answers as subprocess.run(capture_output=True, text=True), forked or not;
+    `fresh=True` and EVAL_PIPELINE_FRESH_JOBS=1 start a new process, an environment that
+    differs in what an import reads is refused."""
+    from tests.integration import cli
+
+    env = {**job_zygote.SESSION_ENV, "EVAL_PIPELINE_PROBE": "seen"}
+    args = ["-c", PROBE, "a b", "6"]
+    started = cli.start_python(tmp_path, "started", env, args)
+    assert isinstance(started, job_zygote.Child) and started.wait(timeout=120) == 6
+    forked = cli.run_python(tmp_path, "forked", env, args, timeout=120)
+    fresh = cli.run_python(tmp_path, "fresh", env, args, timeout=120, fresh=True)
+    assert forked.returncode == fresh.returncode == 6
+    assert forked.stdout == fresh.stdout and forked.stderr == fresh.stderr == "to stderr\n"
+    assert f"CWD {cli.REPO}" in forked.stdout and "ENV seen" in forked.stdout, forked.stdout
+    forced = cli.start_python(tmp_path, "forced", {**env, job_zygote.FRESH_ENV: "1"}, args)
+    assert isinstance(forced, subprocess.Popen) and forced.wait(timeout=120) == 6
+    with pytest.raises(ValueError, match=r"differs from the job zygote's in \['HF_HUB_OFFLINE'\].*fresh=True"):
+        cli.run_python(tmp_path, "refused", {**env, "HF_HUB_OFFLINE": "0"}, args, timeout=120)
+    with pytest.raises(subprocess.TimeoutExpired):
+        cli.run_python(tmp_path, "slow", env, ["-c", "import time; time.sleep(600)"], timeout=1)

@@ -269,6 +269,7 @@ def test_an_index_sweep_with_one_index_embedded_through_the_server(server, tmp_p
     """The index sweep with an `openai` index pointed at the real server beside the bundled
     MiniLM, on the tiny fixture: both tables built, every pair ranked and in the report."""
     from eval_pipeline.store.database import EmbeddedPostgres
+    from tests.integration.cli import run_python
 
     variants = tmp_path / "variants.yaml"
     variants.write_text(
@@ -280,9 +281,8 @@ def test_an_index_sweep_with_one_index_embedded_through_the_server(server, tmp_p
     env = {**os.environ, "EVAL_PIPELINE_VARIANTS": str(variants), "OPENAI_API_KEY": "unused-by-a-local-server",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     try:
-        done = subprocess.run([sys.executable, "-m", "tests.integration.index_sweep_driver", str(tmp_path / "state"),
-                               str(tmp_path / "results")], cwd=Path(__file__).resolve().parents[2], env=env,
-                              capture_output=True, text=True, timeout=900)
+        done = run_python(tmp_path, "sweep", env, ["-m", "tests.integration.index_sweep_driver",
+                                                   str(tmp_path / "state"), str(tmp_path / "results")], timeout=900)
     finally:
         EmbeddedPostgres(tmp_path / "state").stop()
     line = next((x for x in done.stdout.splitlines() if x.startswith("INDEX-SWEEP-RESULT ")), None)

@@ -17,23 +17,21 @@ re-execution.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.integration.cli import REPO, start_dagster
+from tests.integration.cli import REPO, run_python, start_dagster
 from tests.orchestration import verdict_runs
 from tests.orchestration.verdict_runs import BM25, DENSE, REGRESSED, Run
 
 pytestmark = pytest.mark.integration
 
 # Re-execute a run from failure as the UI's "Re-execute from failure" does, in a process of its
-# own with the job's environment; prints one JSON line: the run, its parent, success, the check
-# evaluations and the steps that ran.
+# own with the job's environment (`python -c`, forked from the job zygote: tests/job_zygote.py);
+# prints one JSON line: the run, its parent, success, the check evaluations and the steps that ran.
 REEXECUTE = textwrap.dedent("""
     import json, os, sys
     from dagster import DagsterEventType, DagsterInstance, ReexecutionOptions, execute_job
@@ -80,9 +78,8 @@ class Project(verdict_runs.Project):
         return self.finish(name, proc.wait(timeout=600))
 
     def reexecute_from_failure(self, parent_run_id: str, variants: Path) -> dict:
-        out = subprocess.run([sys.executable, "-c", REEXECUTE, str(REPO), parent_run_id], cwd=REPO,
-                             env={**self.env, "EVAL_PIPELINE_VARIANTS": str(variants)}, capture_output=True,
-                             text=True, timeout=600)
+        out = run_python(self.tmp, "reexecute", {**self.env, "EVAL_PIPELINE_VARIANTS": str(variants)},
+                         ["-c", REEXECUTE, str(REPO), parent_run_id], timeout=600)
         lines = [line for line in out.stdout.splitlines() if line.startswith("REEXECUTION ")]
         assert len(lines) == 1, f"exit {out.returncode}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
         return json.loads(lines[0].removeprefix("REEXECUTION "))
