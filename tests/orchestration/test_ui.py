@@ -422,73 +422,6 @@ def test_the_launchpad_is_under_the_caret_beside_materialize_all(three_runs, bro
     assert _click(browser, "[role=dialog] button", "Cancel")
 
 
-def _location(base: str) -> dict:
-    data = graphql(base, """mutation { reloadRepositoryLocation(repositoryLocationName: "definitions") {
-        __typename ... on WorkspaceLocationEntry { loadStatus locationOrLoadError { __typename
-        ... on PythonError { message errorChain { error { message stack } } } } } } }""")
-    return data["reloadRepositoryLocation"]
-
-
-def _partitions(base: str) -> list[str]:
-    data = graphql(base, '{ assetNodeOrError(assetKey: {path: ["variant_metrics"]}) '
-                         '{ ... on AssetNode { partitionKeys } } }')
-    return data["assetNodeOrError"]["partitionKeys"]
-
-
-def test_reload_definitions_rereads_the_variants_file(tmp_path, job_env):
-    """Editing the variants file and reloading shows the new partitions; a bad file is the
-    location's error, one line naming the file, the variant and the setting."""
-    variants = tmp_path / "variants.yaml"
-    variants.write_text(GOOD % "")
-    env = job_env("state", EVAL_PIPELINE_VARIANTS=str(variants))
-    with webserver(tmp_path, env) as base:
-        assert _partitions(base) == ["dense", "bm25"]
-        variants.write_text(variants.read_text().replace("  - bm25\n", "  - bm25\n  - metadata\n"))
-        assert _location(base)["locationOrLoadError"]["__typename"] == "RepositoryLocation"
-        assert _partitions(base) == ["dense", "bm25", "metadata"]
-
-        variants.write_text(GOOD % ", depth: -1")
-        error = _location(base)["locationOrLoadError"]
-        assert error["__typename"] == "PythonError"
-        # Dagster wraps every load error ("Error occurred during the loading of Dagster definitions");
-        # the UI shows ours under it: one line, naming the file, the variant and the setting.
-        (ours,) = [e["error"] for e in error["errorChain"] if "VariantsFileError" in e["error"]["message"]]
-        assert ours["message"].strip().count("\n") == 0, ours["message"]
-        assert str(variants) in ours["message"] and "variant 1" in ours["message"] and "depth" in ours["message"]
-
-
-@needs_chromium
-def test_a_broken_code_location_shows_its_one_line_under_deployment(tmp_path, job_env, browser):
-    """Where a person finds why the definitions did not load (issue #28, item 6): the Catalog only
-    loses *Jobs* from its navigation; Deployment → Code locations marks `definitions` Failed, and
-    its "View error" dialog shows our one line (file:line, variant, setting) between Dagster's
-    tracebacks, in view when the dialog opens."""
-    variants = tmp_path / "variants.yaml"
-    variants.write_text(GOOD % ", depth: -1")
-    env = job_env("state", EVAL_PIPELINE_VARIANTS=str(variants))
-    with webserver(tmp_path, env) as base:
-        nav = browser.wait_for(f"{base}/assets", """(() => { const t = document.body.innerText;
-          return t.includes('Catalog') && t.includes('Deployment') ? t.split('Search')[0] : null; })()""")
-        assert "Jobs" not in nav, nav
-        assert browser.wait_for(f"{base}/deployment/locations", """(() => {
-          const b = [...document.querySelectorAll('button,a')].find(e => e.innerText.trim() === 'View error');
-          if (b) b.click();
-          return !!document.querySelector('[role=dialog]'); })()""")
-        time.sleep(1)
-        line = f"bad variants file: {variants}:3: variant 1: depth must be an integer in [1, 1000], got -1"
-        where = browser.call("Runtime.evaluate", returnByValue=True, expression=f"""(() => {{
-          const d = document.querySelector('[role=dialog]');
-          const e = [...d.querySelectorAll('*')].find(e => e.childElementCount === 0
-            && e.textContent.includes({json.dumps(line)}));
-          return e ? [d.innerText.slice(0, 40), e.getBoundingClientRect().top, innerHeight]
-            : d.innerText.slice(0, 3000);
-        }})()""")["result"]["value"]
-        assert isinstance(where, list), where
-        title, top, height = where
-        assert title.startswith("Code location error") and 0 <= top < height, where
-        browser.screenshot(tmp_path / "location_error.png")
-
-
 # --------------------------------------------------------------------------------------------
 # More of the UI as a person sees it (issue #28, items 4 and 10), on the same three runs
 # --------------------------------------------------------------------------------------------
@@ -604,3 +537,108 @@ def test_the_accept_reference_launchpad_asks_for_the_run_and_a_note_only(three_r
         value
     assert "pgvector/pgvector" not in value and str(three_runs.tmp / "state") not in value
     browser.screenshot(three_runs.tmp / "accept_launchpad.png")
+
+
+# --------------------------------------------------------------------------------------------
+# The variants file read again on "Reload definitions", and a bad one (issue #28, item 6): no
+# job runs, so both tests share one webserver of their own, started last (it stops at the end of
+# the module, right after them). Each writes the file it needs and reloads the location itself
+# unless the server already shows it: either runs first, or alone.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def variants_webserver(tmp_path_factory, embedded_pg):
+    """The webserver over a variants file the tests edit (its own state dir, stopped after them),
+    started with the two-variant file GOOD."""
+    from eval_pipeline.store.database import EmbeddedPostgres
+    from tests.integration.cli import job_environment
+
+    tmp = tmp_path_factory.mktemp("ui_variants_file")
+    variants = tmp / "variants.yaml"
+    variants.write_text(GOOD % "")
+    env = job_environment(tmp / "state", embedded_pg.uri("dagster", driver="psycopg2"),
+                          EVAL_PIPELINE_VARIANTS=str(variants))
+    try:
+        with webserver(tmp, env) as base:
+            yield SimpleNamespace(base=base, variants=variants)
+    finally:
+        EmbeddedPostgres(tmp / "state").stop()
+
+
+def _location(base: str) -> dict:
+    data = graphql(base, """mutation { reloadRepositoryLocation(repositoryLocationName: "definitions") {
+        __typename ... on WorkspaceLocationEntry { loadStatus locationOrLoadError { __typename
+        ... on PythonError { message errorChain { error { message stack } } } } } } }""")
+    return data["reloadRepositoryLocation"]
+
+
+def _load_error(base: str) -> str:
+    """The location's load error as it stands, without reloading it ("" if it loaded)."""
+    data = graphql(base, """{ workspaceLocationEntryOrError(name: "definitions") { ... on WorkspaceLocationEntry {
+        locationOrLoadError { __typename ... on PythonError { message errorChain { error { message } } } } } } }""")
+    error = data["workspaceLocationEntryOrError"]["locationOrLoadError"]
+    if error["__typename"] != "PythonError":
+        return ""
+    return "\n".join([error["message"], *(e["error"]["message"] for e in error["errorChain"])])
+
+
+def _partitions(base: str) -> list[str]:
+    data = graphql(base, '{ assetNodeOrError(assetKey: {path: ["variant_metrics"]}) '
+                         '{ ... on AssetNode { partitionKeys } } }')
+    return data["assetNodeOrError"]["partitionKeys"]
+
+
+def test_reload_definitions_rereads_the_variants_file(variants_webserver):
+    """Editing the variants file and reloading shows the new partitions; a bad file is the
+    location's error, one line naming the file, the variant and the setting."""
+    base, variants = variants_webserver.base, variants_webserver.variants
+    if variants.read_text() != GOOD % "":  # the other test ran first: back to the file the server started with
+        variants.write_text(GOOD % "")
+        assert _location(base)["locationOrLoadError"]["__typename"] == "RepositoryLocation"
+    assert _partitions(base) == ["dense", "bm25"]
+    variants.write_text(variants.read_text().replace("  - bm25\n", "  - bm25\n  - metadata\n"))
+    assert _location(base)["locationOrLoadError"]["__typename"] == "RepositoryLocation"
+    assert _partitions(base) == ["dense", "bm25", "metadata"]
+
+    variants.write_text(GOOD % ", depth: -1")
+    error = _location(base)["locationOrLoadError"]
+    assert error["__typename"] == "PythonError"
+    # Dagster wraps every load error ("Error occurred during the loading of Dagster definitions");
+    # the UI shows ours under it: one line, naming the file, the variant and the setting.
+    (ours,) = [e["error"] for e in error["errorChain"] if "VariantsFileError" in e["error"]["message"]]
+    assert ours["message"].strip().count("\n") == 0, ours["message"]
+    assert str(variants) in ours["message"] and "variant 1" in ours["message"] and "depth" in ours["message"]
+
+
+@needs_chromium
+def test_a_broken_code_location_shows_its_one_line_under_deployment(variants_webserver, tmp_path, browser):
+    """Where a person finds why the definitions did not load (issue #28, item 6): the Catalog only
+    loses *Jobs* from its navigation; Deployment → Code locations marks `definitions` Failed, and
+    its "View error" dialog shows our one line (file:line, variant, setting) between Dagster's
+    tracebacks, in view when the dialog opens."""
+    base, variants = variants_webserver.base, variants_webserver.variants
+    line = f"bad variants file: {variants}:3: variant 1: depth must be an integer in [1, 1000], got -1"
+    variants.write_text(GOOD % ", depth: -1")
+    # the reload test ends with the location loaded from this very file; otherwise load it now
+    if line not in _load_error(base):
+        assert _location(base)["locationOrLoadError"]["__typename"] == "PythonError"
+    nav = browser.wait_for(f"{base}/assets", """(() => { const t = document.body.innerText;
+      return t.includes('Catalog') && t.includes('Deployment') ? t.split('Search')[0] : null; })()""")
+    assert "Jobs" not in nav, nav
+    assert browser.wait_for(f"{base}/deployment/locations", """(() => {
+      const b = [...document.querySelectorAll('button,a')].find(e => e.innerText.trim() === 'View error');
+      if (b) b.click();
+      return !!document.querySelector('[role=dialog]'); })()""")
+    time.sleep(1)
+    where = browser.call("Runtime.evaluate", returnByValue=True, expression=f"""(() => {{
+      const d = document.querySelector('[role=dialog]');
+      const e = [...d.querySelectorAll('*')].find(e => e.childElementCount === 0
+        && e.textContent.includes({json.dumps(line)}));
+      return e ? [d.innerText.slice(0, 40), e.getBoundingClientRect().top, innerHeight]
+        : d.innerText.slice(0, 3000);
+    }})()""")["result"]["value"]
+    assert isinstance(where, list), where
+    title, top, height = where
+    assert title.startswith("Code location error") and 0 <= top < height, where
+    browser.screenshot(tmp_path / "location_error.png")

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -48,6 +49,33 @@ EDITOR = """(() => {
   return cm && cm.CodeMirror && cm.CodeMirror.getValue().includes('pgvector_store') ? cm.CodeMirror.getValue() : null;
 })()"""
 
+# The Launchpad's own state: the config it launches, which the editor's component receives back as
+# `configCode` (read from React's props, as test_ui.CHECK_PLOTS reads a chart's); and whether its
+# "Materialize" button is live (it is once the Launchpad has validated the pre-filled config).
+LAUNCHPAD_CONFIG = """(() => {
+  let e = document.querySelector('[role=dialog] .CodeMirror'), key = null;  // CodeMirror's own DOM: its React parent
+  for (; e && !(key = Object.keys(e).find(k => k.startsWith('__reactFiber'))); e = e.parentElement);
+  for (let f = key ? e[key] : null, i = 0; f && i < 20; i++, f = f.return) {
+    const p = f.memoizedProps || {};
+    if (typeof p.configCode === 'string') return p.configCode;
+  }
+  return null;
+})()"""
+MATERIALIZE_LIVE = """(() => {
+  const b = [...document.querySelectorAll('[role=dialog] button')].find(e => e.innerText.trim() === 'Materialize');
+  return !!b && !b.disabled;
+})()"""
+
+# The daemon looks for queued runs every second instead of Dagster's 5 s (the run this test queues
+# is launched sooner; nothing else changes).
+RUN_COORDINATOR = """
+run_coordinator:
+  module: dagster._core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
+"""
+
 RUN_STATUS = """query ($runId: ID!) { runOrError(runId: $runId) { __typename ... on Run { status runConfigYaml
   tags { key value } stepStats { stepKey status } } } }"""
 
@@ -73,21 +101,59 @@ def _until(what, timeout: float, every: float = 1.0, why=lambda: ""):
         time.sleep(every)
 
 
+def _group(pgid: int) -> dict[int, str]:
+    """The live processes of process group `pgid`: pid -> command line."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if entry.name.isdigit() and int(fields[2]) == pgid and fields[0] != "Z":
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile, or not a process
+    return found
+
+
+def _kill_group(pgid: int, timeout: float = 10) -> None:
+    """SIGKILL every process of group `pgid` at once but multiprocessing's resource trackers: they
+    see their pipe close and unlink the semaphores their processes still held (Dagster's queue and
+    event of each run it launched: 8 in /dev/shm), as on a clean stop; then the group, if any is left."""
+    deadline = time.monotonic() + (timeout if Path("/proc/self/stat").exists() else 0)  # else: no /proc to read
+    while time.monotonic() < deadline:
+        members = _group(pgid)
+        if not members:
+            return
+        for pid in [pid for pid, cmd in members.items() if "multiprocessing.resource_tracker" not in cmd]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 @pytest.fixture
 def dagster_dev(tmp_path, embedded_pg):
     """`dagster dev` (webserver and daemon) on 127.0.0.1 with its own Dagster home, run storage and
-    state dir, over the two-index variants file; its base URL. The whole process group is stopped
-    after the test, and the state dir's vector server."""
+    state dir, over the two-index variants file; its base URL. The whole process group is killed
+    after the test, and the state dir's vector server (a session of its own: pg_ctl) stopped."""
     from eval_pipeline.store.database import EmbeddedPostgres
 
     home = tmp_path / "dagster_home"
     home.mkdir()
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    (home / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text() + RUN_COORDINATOR)
     variants = tmp_path / "variants.yaml"
     variants.write_text(TWO_INDEXES)
     env = job_environment(tmp_path / "state", embedded_pg.uri("dagster_ui_launch_sweep", driver="psycopg2"),
                           EVAL_PIPELINE_VARIANTS=str(variants))
     env["DAGSTER_HOME"] = str(home)
+    # the code servers' sockets and multiprocessing's folders, which a killed `dagster dev` leaves
+    # behind, go in a folder removed after the test (short: a unix socket's path has 107 bytes at most)
+    scratch = Path(tempfile.mkdtemp(prefix="dagster-dev-"))
+    env["TMPDIR"] = str(scratch)
     port = _free_port()
     log = tmp_path / "dev.log"
     dev = subprocess.Popen([str(Path(sys.executable).parent / "dagster"), "dev", "-m", "definitions",
@@ -107,15 +173,13 @@ def dagster_dev(tmp_path, embedded_pg):
         _until(up, 180, 0.5, lambda: log.read_text()[-3000:])
         yield base, tmp_path, log
     finally:
-        os.killpg(dev.pid, signal.SIGTERM)
-        try:
-            # `dagster dev` itself waits 60 s for a webserver or daemon that does not stop (seen in
-            # the loaded lane after the run): the test is done with them, so 10 s is enough
-            dev.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(dev.pid, signal.SIGKILL)
-            dev.wait(timeout=30)
+        # The test is done with the webserver, the daemon and their code servers (the run has
+        # finished): killed at once. Stopped with SIGTERM they took 2.5 s, and up to `dagster dev`'s
+        # own 60 s for a process that does not stop (seen in the loaded lane after the run).
+        _kill_group(dev.pid)
+        dev.wait(timeout=30)
         EmbeddedPostgres(tmp_path / "state").stop()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @needs_chromium
@@ -125,9 +189,16 @@ def test_the_index_sweep_launches_from_the_launchpad_with_its_prefilled_defaults
     menu = open_job_menu(browser, base, timeout=180)
     assert "Open launchpad" in menu, menu
     assert _click(browser, "[role=menu] a, [role=menu] button, .bp5-menu a", "Open launchpad")
-    prefilled = _until(lambda: _evaluate(browser, EDITOR), 60, why=lambda: _dialogs(browser))
-    time.sleep(2)  # the editor fills in every default
-    prefilled = _evaluate(browser, EDITOR)
+    # the editor filled in with every default, and the Launchpad done checking it (its button live);
+    # the same text on two reads in a row
+    seen = []
+
+    def prefilled_settled():
+        value = _evaluate(browser, EDITOR)
+        seen.append(value)
+        return value if value and len(seen) > 1 and seen[-2] == value and _evaluate(browser, MATERIALIZE_LIVE) else None
+
+    prefilled = _until(prefilled_settled, 60, 0.25, why=lambda: (seen[-1:], _dialogs(browser)))
     config = yaml.safe_load(prefilled)
     store = config["ops"]["pgvector_store"]["config"]
     # what the Launchpad pre-fills: the chunking defaults, which the variants file's indexes set
@@ -140,7 +211,9 @@ def test_the_index_sweep_launches_from_the_launchpad_with_its_prefilled_defaults
     edited, n = re.subn(r"(?m)^(\s*results_dir:).*$", lambda m: f"{m.group(1)} {json.dumps(str(results))}", prefilled)
     assert n == 1, prefilled
     _evaluate(browser, f"document.querySelector('[role=dialog] .CodeMirror').CodeMirror.setValue({json.dumps(edited)})")
-    time.sleep(2)  # the Launchpad validates the config before it enables the button
+    # the Launchpad holds the edited config (what "Materialize" launches) and its button is live
+    _until(lambda: _evaluate(browser, LAUNCHPAD_CONFIG) == edited and _evaluate(browser, MATERIALIZE_LIVE), 30, 0.25,
+           lambda: (_evaluate(browser, LAUNCHPAD_CONFIG), _dialogs(browser)))
     browser.screenshot(tmp_path / "launchpad_prefilled.png")
 
     assert _click(browser, "[role=dialog] button", "Materialize")
@@ -182,5 +255,8 @@ def test_the_index_sweep_launches_from_the_launchpad_with_its_prefilled_defaults
 
     browser.wait_for(f"{base}/runs/{run_id}", "document.body.innerText.includes('Success') "
                                                "&& document.body.innerText.includes('pgvector_store')", timeout=60)
-    time.sleep(2)
+    # for the screenshot: the run's events drawn, down to its last (a moment after the header)
+    deadline = time.monotonic() + 10
+    while not _evaluate(browser, "document.body.innerText.includes('RUN_SUCCESS')") and time.monotonic() < deadline:
+        time.sleep(0.25)
     browser.screenshot(tmp_path / "launch_index_sweep.png")
