@@ -390,7 +390,8 @@ def verdict_asset(sweep: SweepConfig) -> AssetsDefinition:
             embedder_for=index_embedder_of(embedder, sweep), connection_string=database.connection_string(),
             run_id=context.run_id, statistics_cache=state.dir().statistics, answer_metrics=answer_metrics,
             rank_reference=reference_ranker(context, corpus_snapshot, pgvector_store, question_set, database, state,
-                                            embedder, rerankers, sweep))
+                                            embedder, rerankers, sweep),
+            record_history=op_config(context, "report", ReportConfig).record_history)
         context.add_output_metadata(to_metadata(verdict_metadata(decided, sweep.baseline)))
         context.log.info(console_summary(decided))  # the CI log's summary; scripts/run_job.sh repeats it at the end
         return decided

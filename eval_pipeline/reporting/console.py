@@ -153,7 +153,8 @@ def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_
     failed, and the verdict line (see the module docstring)."""
     table = summary_table(verdict, metrics)
     lines = [f"eval-pipeline: {len(table.rows)} variant(s), run {getattr(verdict, 'run_id', '') or '?'}"
-             + (" (limited: not a baseline)" if getattr(verdict, "limited", False) else ""), ""]
+             + (" (limited: not a baseline)" if getattr(verdict, "limited", False) else "")
+             + (f" (not recorded: {verdict.unrecorded})" if getattr(verdict, "unrecorded", "") else ""), ""]
     lines += _table(table.columns, table.rows)
     answers = getattr(verdict, "answers", None)
     if answers is not None and answers.gates:

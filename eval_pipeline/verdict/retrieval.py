@@ -89,6 +89,10 @@ class RunVerdict:
     policy: dict[str, bool] = field(default_factory=dict)  # the gate settings in force: strict, answer_strict
     answers: Any = None  # the answer verdict (eval_pipeline.verdict.answers.AnswerVerdict), if answers ran
     run_id: str = ""
+    # the setting by which no report records this run ("report.record_history: false"; "" when the
+    # report records it once published): `accept` refuses a run the history does not hold, so
+    # nothing of such a run is offered
+    unrecorded: str = ""
     index_of: dict[str, str] = field(default_factory=dict)  # partition key -> its index's key
     tables: dict[str, str] = field(default_factory=dict)  # partition key -> its vector table
     metrics_digest: str = ""  # of the per-question scores it was decided on (run_verdict.metrics_digest)
@@ -104,9 +108,10 @@ class RunVerdict:
         """The variants whose gate failed that an acceptance of this run can take, each by name
         (accepting a variant that failed against a comparable yardstick is a deliberate acceptance
         of its regression). What `history.runs.retrieval_to_accept` refuses is never offered:
-        nothing of a limited run (never a reference), of a run without an id, or of a run that
-        did not measure a variant that may be a vanished one renamed (`maybe_renamed`: no
-        acceptance of it is taken); never a variant this run did not measure (`unmeasured`:
+        nothing of a limited run (never a reference), of a run without an id, of a run the report
+        does not record (`unrecorded`: no recorded run to accept), or of a run that did not measure
+        a variant that may be a vanished one renamed (`maybe_renamed`: no acceptance of it is
+        taken); never a variant this run did not measure (`unmeasured`:
         nothing of it to accept), nor one with errored questions or reranker fallbacks (its
         numbers are not its configuration's)."""
         if not self._acceptance_possible:
@@ -187,12 +192,13 @@ class RunVerdict:
     @property
     def acceptance_refusals(self) -> dict[str, str]:
         """The variants no acceptance of this run can take, with why (what `retrieval_to_accept`
-        refuses whole or by variant): every variant of a run without an id, of a limited run, or of
-        one that did not measure a variant that may be a vanished one renamed; a variant with
-        errored questions or reranker fallbacks. The answer gates name no command for them
-        (`judge_answer_run`'s ``refused``)."""
+        refuses whole or by variant): every variant of a run without an id, of a limited run, of one
+        the report does not record (`unrecorded`), or of one that did not measure a variant that may
+        be a vanished one renamed; a variant with errored questions or reranker fallbacks. The
+        answer gates name no command for them (`judge_answer_run`'s ``refused``)."""
         variants = [*self.gates, *self.unmeasured]
         whole = ("the run has no id" if not self.run_id else "it is a limited run" if self.limited else
+                 f"the report does not record it ({self.unrecorded})" if self.unrecorded else
                  "it did not measure a variant that may be a vanished one renamed" if self.maybe_renamed else "")
         if whole:
             return dict.fromkeys(variants, whole)
@@ -265,7 +271,7 @@ class RunVerdict:
     @property
     def _acceptance_possible(self) -> bool:
         """Whether any acceptance of this run can be taken (see `acceptable_failures`)."""
-        return bool(self.run_id) and not self.limited and not self.maybe_renamed
+        return bool(self.run_id) and not self.limited and not self.unrecorded and not self.maybe_renamed
 
     @property
     def _not_its_configuration(self) -> set[str]:

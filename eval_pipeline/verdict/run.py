@@ -94,11 +94,14 @@ def decide_run(
     statistics_cache,
     answer_metrics: Mapping[str, pd.DataFrame] | None = None,
     rank_reference: RankConfiguration | None = None,
+    record_history: bool,
 ) -> RunVerdict:
     """The run's verdict (see the module docstring). `stores` holds every index's table,
     `embedder_for(index key)` its embedder; a partition's index is `sweep.pair(key)`'s.
     `rank_reference(partition key, recorded configuration)` ranks a reference configuration
-    on today's questions for a paired comparison (`eval_pipeline.verdict.paired`)."""
+    on today's questions for a paired comparison (`eval_pipeline.verdict.paired`).
+    `record_history`: the report's setting in this run; off, no report records the run, so no
+    acceptance of it can be taken and none is offered (`RunVerdict.unrecorded`)."""
     order = [k for k in sweep.keys if k in variant_metrics]
     if not order:
         raise ValueError("no variant has metrics yet; materialize ranked_results and variant_metrics first")
@@ -129,6 +132,7 @@ def decide_run(
                             record=False, statistics_cache=statistics_cache, sweep_keys=list(sweep.keys),
                             rank_reference=rank_reference)
         verdict.run_id = run_id  # before the answers: what an acceptance of this run refuses (acceptance_refusals)
+        verdict.unrecorded = "" if record_history else "report.record_history: false"
         check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, tables=tables,
                              variant_configs=provenance.get("variants", {}))
         verdict.answers = judge_answer_run(answer_metrics or {}, order=order,

@@ -342,6 +342,22 @@ def test_a_separate_judge_grades_with_its_own_model_and_key(judged):
 
 
 @pytest.mark.integration
+def test_the_verdict_knows_the_report_will_not_record_the_run(judged):
+    """These runs set the report's `record_history: false`: the verdict asset reads it from the
+    run's config, so no acceptance of the run (which `accept` would refuse: no recorded run) is
+    offered, and the console's summary in the verdict's log says why (tests/unit/verdict/
+    test_unrecorded_run.py: what that means for each gate and check)."""
+    for name in ("separate", "allowed"):
+        run = judged[name]
+        verdict = run.result.output_for_node("verdict")
+        assert verdict.unrecorded == "report.record_history: false"
+        assert verdict.acceptance_refusals == dict.fromkeys(
+            verdict.gates, "the report does not record it (report.record_history: false)")
+        logged = [e.message for e in run.instance.all_logs(run.result.run_id) if e.step_key == "verdict"]
+        assert any(f"run {verdict.run_id} (not recorded: report.record_history: false)" in m for m in logged)
+
+
+@pytest.mark.integration
 def test_a_judge_that_is_the_generator_is_refused_before_any_call(judged):
     run = judged["refused"]
     assert not run.result.success
