@@ -13,7 +13,6 @@ import math
 import subprocess
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import psycopg
 from eval_pipeline.common.formatting import fmt_number
 from eval_pipeline.common.keyed_pickle import read_keyed, write_keyed
 from eval_pipeline.common.state import PROJECT_ROOT
-from eval_pipeline.common.versions import package_code_digest
+from eval_pipeline.common.versions import package_code_digest, package_versions
 from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate, not_compared_unless_measured
 from eval_pipeline.gates.rule import within_tolerance, without_yardstick
 from eval_pipeline.history.answers import yardstick_problems
@@ -437,7 +436,8 @@ def statistics_key(per_variant: Mapping[str, pd.DataFrame], baseline: str) -> st
     metrics = sorted(set(INTERVAL_METRICS) | set(COMPARE_METRICS))
     digest = hashlib.sha256()
     digest.update(_STATISTICS_SOURCE.read_bytes())
-    digest.update(f"numpy {version('numpy')} scipy {version('scipy')} "
+    versions = package_versions(["numpy", "scipy"])  # read once per process, as the code digest beside it
+    digest.update(f"numpy {versions['numpy']} scipy {versions['scipy']} "
                   f"{package_code_digest(['numpy', 'scipy'])}".encode())
     digest.update(repr((baseline, INTERVAL_METRICS, COMPARE_METRICS)).encode())
     for variant, frame in per_variant.items():
@@ -458,7 +458,7 @@ def run_statistics(
     were most of its report step (bench/warm_rerun.py).  An entry stores its own key and is
     used only when that key matches: an unreadable, foreign or misnamed file is recomputed.
     """
-    key = statistics_key(per_variant, baseline)
+    key = statistics_key(per_variant, baseline) if cache_dir is not None else ""  # names an entry: none without a cache
     path = Path(cache_dir) / f"{key}.pkl" if cache_dir is not None else None
     stored = read_keyed(path, key) if path is not None else None
     if isinstance(stored, tuple) and len(stored) == 2 and all(isinstance(f, pd.DataFrame) for f in stored):
