@@ -4,14 +4,22 @@ materializes (so a preflight checks only what this run will do)."""
 from pathlib import Path
 
 from dagster import AssetExecutionContext, Config
+from dagster._config import process_config
 
 from eval_pipeline.common.state import PROJECT_ROOT, StateDir
 from eval_pipeline.reporting.publish import check_results_dir
 
 
 def op_config(context: AssetExecutionContext, op: str, cls: type[Config]) -> Config:
-    """The run config's settings of another asset (as the run will see them)."""
-    return cls(**(((context.run.run_config.get("ops") or {}).get(op) or {}).get("config") or {}))
+    """The run config's settings of another asset, as that asset's step will see them: processed
+    by Dagster's own rules for the class's schema (defaults filled in, `{env: VAR}` read from the
+    environment), not built from the raw mapping, which a setting Dagster takes (`record_history:
+    {env: VAR}`) would fail."""
+    raw = ((context.run.run_config.get("ops") or {}).get(op) or {}).get("config") or {}
+    processed = process_config(cls.to_config_schema().config_type, raw)
+    if not processed.success:  # Dagster refused such a run before its first step: not expected here
+        raise ValueError(f"ops.{op}.config: {'; '.join(e.message for e in processed.errors or [])}")
+    return cls(**processed.value)
 
 
 def selected_assets(context: AssetExecutionContext) -> frozenset:

@@ -164,7 +164,8 @@ def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_
                   + (f"{len(failed)} failed: {', '.join(failed)}" if failed else "all passed")]
     command = getattr(verdict, "accept_command", None)
     if command:  # the whole id and every failed variant: what `accept` needs, ready to copy
-        lines += ["", f"to make this run the reference once its numbers are intended: {command}"]
+        lines += ["", f"to make this run the reference once its numbers are intended and the report has recorded it: "
+                  f"{command}"]
         takes = [t for v in getattr(verdict, "acceptable_failures", []) for t in verdict.whole_acceptance_takes(v)]
         if takes:  # its answers too: a measured answer drop of a variant it names becomes the yardstick
             lines += [f"  it also accepts answers whose gate failed: {', '.join(takes)}"]
@@ -174,8 +175,8 @@ def console_summary(verdict: Any, metrics: Sequence[tuple[str, str]] = HEADLINE_
         lines += _removals(verdict, getattr(verdict, "acceptable_failures", []))
     answers_command = getattr(verdict, "answers_accept_command", None)
     if answers_command:  # variants whose answer gate alone failed: their answers only
-        lines += ["", "to make this run's answers the reference once they are intended (retrieval references "
-                  f"stay): {answers_command}"]
+        lines += ["", "to make this run's answers the reference once they are intended and the report has recorded "
+                  f"the run (retrieval references stay): {answers_command}"]
         whole = set(getattr(verdict, "acceptable_failures", []))
         lines += _removals(verdict, [v for v in verdict.acceptable_answer_failures if v not in whole])
     lines += ["", verdict_line(verdict),

@@ -129,7 +129,8 @@ def render_run(
     `eval_pipeline.verdict.run.decide_run` result: intervals, the baseline-variant
     comparison, every variant's retrieval and answer gate) and what the findings asset measured
     (`findings`, `measure_findings`), publish the results folder, then record the run in the
-    history (only once published: a failed write records nothing). Nothing is measured here:
+    history (only once published: a failed write records nothing; never a run whose verdict was
+    decided as not recorded, `RunVerdict.unrecorded`, since it offered no acceptance of it). Nothing is measured here:
     no ranking, no model call, no statistic beyond the tables' rendering.
 
     The report's sections beyond the retrieval tables are the registered ones
@@ -152,7 +153,11 @@ def render_run(
         latency=_latency(per_variant), missing_variants=[k for k in sweep.keys if k not in per_variant],
         baseline=sweep.baseline, questions=question_set.questions, plot_cache=state.plots, warn=warn,
         sections=sections)
-    if record_history:  # only once the results are published: a failed write records nothing
+    if record_history and verdict.unrecorded:  # what the verdict said of this run stays true: never recorded
+        warn(f"run {run_id} is not recorded: its verdict was decided for a run the report does not record "
+             f"({verdict.unrecorded}) and offered no acceptance of it; materialize the verdict again with "
+             "record_history on to record a run")
+    elif record_history:  # only once the results are published: a failed write records nothing
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant)
         record_answers(verdict.answers, connection_string, run_id, run_eligible=verdict.eligible)
     line = headline(verdict, sweep.baseline)  # once: the output's and the metadata's

@@ -232,9 +232,10 @@ class RunVerdict:
             command = accept_command(self.run_id, [variant])
             if command not in gate.message:
                 continue
-            if variant in refused:
-                message = gate.message.replace(
-                    command, f"a later run: no acceptance of this run takes it, {refused[variant]}")
+            if variant in refused:  # the hint's whole sentence, else the command where another names it
+                later = f"a later run: no acceptance of this run takes it, {refused[variant]}"
+                message = gate.message.replace(accept_hint(self.run_id, [variant]),
+                                               f"the reference can only be {later}").replace(command, later)
             else:
                 also = self._also_taken(variant)
                 message = gate.message + (f"; that command also accepts {'; and '.join(also)}" if also else "")
@@ -779,7 +780,8 @@ GENERIC_ACCEPT_COMMAND = "python -m eval_pipeline.history accept RUN_ID"
 
 def accept_hint(run_id: str, variants: Sequence[str]) -> str:
     """What a not-compared gate tells the user: the exact command for this run and variant."""
-    return f"to make this run the reference once its numbers are intended: {accept_command(run_id, variants)}"
+    return (f"to make this run the reference once its numbers are intended and the report has recorded it: "
+            f"{accept_command(run_id, variants)}")
 
 
 def with_exact_command(gate: GateResult, run_id: str, variant: str, *, answers_only: bool = False) -> GateResult:
@@ -942,7 +944,12 @@ def _check_drift(gate: GateResult, drift: Mapping[str, float], tolerances: Mappi
 def record_verdict(verdict: RunVerdict, connection_string: str, *, run_id: str,
                    per_variant: Mapping[str, pd.DataFrame], history_prefix: str = "eval") -> None:
     """Record a judged run in the history with its eligibility and, per variant, the gate
-    state and the runs it was compared with (all or nothing)."""
+    state and the runs it was compared with (all or nothing). Never a verdict decided as not
+    recorded (`RunVerdict.unrecorded`): it told the user no acceptance of the run can be taken,
+    which a record would make false (a ValueError names the run and the setting)."""
+    if verdict.unrecorded:
+        raise ValueError(f"run {run_id}'s verdict was decided for a run the report does not record "
+                         f"({verdict.unrecorded}): it is not recorded")
     failed = sorted(v for v, g in verdict.gates.items() if not g.passed)
     gate = {v: {"state": g.state, "passed": g.passed, "unjudged": g.unjudged,
                 # not measured, and maybe a vanished variant renamed: accepting this run would acknowledge

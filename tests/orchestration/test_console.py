@@ -46,8 +46,8 @@ def test_the_console_ends_with_the_verdict_and_its_exit_code(tmp_path, job_env):
     assert "FAILED (vs history)" in dense and "beyond its tolerance" in dense
     # the report records the run (record_history by default): the console offers its acceptance
     assert "(not recorded" not in regressed.stdout
-    assert "to make this run the reference once its numbers are intended: python -m eval_pipeline.history accept " \
-        in regressed.stdout
+    assert "to make this run the reference once its numbers are intended and the report has recorded it: " \
+        "python -m eval_pipeline.history accept " in regressed.stdout
 
     # a run that breaks before any verdict: a corpus file that does not exist
     config = tiny_job_config(tmp_path / "broken")

@@ -66,7 +66,8 @@ def test_the_console_names_a_variant_whose_answer_gate_alone_failed_for_its_answ
     verdict = _verdict()
     assert verdict.accept_command is None
     assert verdict.answers_accept_command == "python -m eval_pipeline.history accept r9 --variant hybrid --answers-only"
-    assert ("to make this run's answers the reference once they are intended (retrieval references stay): "
+    assert ("to make this run's answers the reference once they are intended and the report has recorded the run "
+            "(retrieval references stay): "
             "python -m eval_pipeline.history accept r9 --variant hybrid --answers-only") in console_summary(verdict)
 
 

@@ -91,7 +91,7 @@ def test_a_failed_run_ends_with_the_command_that_accepts_it():
     verdict = Verdict(SUMMARY, _gates(False))
     verdict.accept_command = "python -m eval_pipeline.history accept 1234567890abcdef --variant hybrid"
     lines = console_summary(verdict).splitlines()
-    assert lines[-4] == ("to make this run the reference once its numbers are intended: "
+    assert lines[-4] == ("to make this run the reference once its numbers are intended and the report has recorded it: "
                          "python -m eval_pipeline.history accept 1234567890abcdef --variant hybrid")
     assert lines[-2].startswith(f"{VERDICT_PREFIX} FAILED")
     verdict.accept_command = None
