@@ -66,7 +66,8 @@ DEFAULT_ANSWER_TOLERANCES: dict[str, float] = {"max_pass_rate_drop": 0.1, "max_m
 # metric -> the tolerance that gates it
 TOLERANCE_OF: dict[str, str] = {"pass_rate": "max_pass_rate_drop", "mean_score": "max_mean_score_drop"}
 # how a gate that cannot judge says to accept a run (the verdict makes it the exact command)
-_ACCEPT = "accept a run of it once its numbers are intended (python -m eval_pipeline.history accept RUN_ID)"
+_ACCEPT = ("accept a run of it once its numbers are intended and the report has recorded it "
+           "(python -m eval_pipeline.history accept RUN_ID)")
 
 # A plain decimal or scientific literal, ASCII digits only: "0.05", ".5", "5.", "1e-2", "+5E-1".
 # Not "nan", "inf", "0x1", "1_0" (all of which float() would take), nor "" or a bare sign/dot.

@@ -210,7 +210,8 @@ def evaluate_gate(
                "not_compared": "nothing comparable was measured"}[comparison_state]
         return GateResult(False, comparison_state, rows,
                           f"FAILED (not compared): {why}; a run that cannot be judged never passes: accept it "
-                          "(python -m eval_pipeline.history accept RUN_ID) once the change is intended")
+                          "(python -m eval_pipeline.history accept RUN_ID) once the change is intended and the "
+                          "report has recorded it")
 
     failures = [r for r in rows if r["passed"] is False]
     unjudged = [r["metric"] for r in rows if r["passed"] is None]
@@ -221,7 +222,8 @@ def evaluate_gate(
         return GateResult(False, "not_compared", rows,
                           f"FAILED (not compared): gated metric(s) {names} measured now but not in the yardstick: "
                           f"a drop from it cannot be seen, so the gate cannot pass{notes}; accept a run that "
-                          "measured them (python -m eval_pipeline.history accept RUN_ID)")
+                          "measured them once the report has recorded it (python -m eval_pipeline.history accept "
+                          "RUN_ID)")
     if failures:
         parts = [
             f"{r['metric']} {fmt_number(r['yardstick'], 4)} -> {fmt_number(r['actual'], 4)} "

@@ -63,6 +63,8 @@ class AnswerVerdict:
     # (variant, grader) -> the tolerances its row asked for looser than its yardstick's: an acceptance of the row
     # puts them in force, so a command that takes it says so (`loosened_taken`)
     loosened: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    # the run's `RunVerdict.unrecorded` (set by decide_run): its rows are never recorded
+    unrecorded: str = ""
 
     def sync_rows(self) -> None:
         """Each row's ``gate`` the one `gates` holds, after a gate was reworded (the report reads rows)."""
@@ -165,8 +167,9 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                     verdict.gates.setdefault(variant, {})[grader] = GateResult(False, "not_compared", [], (
                         f"FAILED (not compared): the {grader} grades of this variant were measured (run {last}) and "
                         "are missing from this run (no golden prompts, another grader list, answers not "
-                        "materialized?); accept a run without them (python -m eval_pipeline.history accept "
-                        "RUN_ID) to acknowledge their removal"))  # the command: `_name_ways_out`
+                        "materialized?); accept a run without them once the report has recorded it (python -m "
+                        # the command: `_name_ways_out`
+                        "eval_pipeline.history accept RUN_ID) to acknowledge their removal"))
                     verdict.missing.append((variant, grader, last))
     problems = {(r["variant"], r["grader"]): yardstick_problems(
         {**r, "errored": r["errored"] + int(row.get("n_grader_failed") or 0)}) for row, r in rows}
@@ -386,7 +389,12 @@ def _no_nan(value: Any) -> Any:
 def record_answers(verdict: AnswerVerdict, connection_string: str, run_id: str, *, run_eligible: bool) -> None:
     """Record this run's answer rows (after the results are published). A row is a later run's
     yardstick only when the whole run is (`run_eligible`: the run's one verdict passed, retrieval
-    and answers, with no errored question) and its own gate passed."""
+    and answers, with no errored question) and its own gate passed. Never the rows of a run
+    decided as not recorded (`unrecorded`): its verdict said no acceptance of it can be taken,
+    which recorded rows would make false (a ValueError names the run and the setting)."""
+    if verdict.unrecorded:
+        raise ValueError(f"run {run_id}'s answers were judged for a run the report does not record "
+                         f"({verdict.unrecorded}): they are not recorded")
     if verdict.records:
         record_answer_run(connection_string, run_id,
                           [{**r, "eligible": bool(r["eligible"] and run_eligible)} for r in verdict.records])

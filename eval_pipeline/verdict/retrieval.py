@@ -320,10 +320,12 @@ class RunVerdict:
 
     @property
     def eligible(self) -> bool:
-        """Whether this run may be a later run's yardstick: a full run whose verdict passed
-        (retrieval and answers), with no errored question and no reranker that fell back on
-        the first-stage order (its numbers are not the configuration's it claims)."""
-        return not self.limited and self.passed and self.n_errored == 0 and self.n_rerank_fallback == 0
+        """Whether this run may be a later run's yardstick: a full run the report records
+        (`unrecorded`: never a yardstick) whose verdict passed (retrieval and answers), with no
+        errored question and no reranker that fell back on the first-stage order (its numbers
+        are not the configuration's it claims)."""
+        return (not self.limited and not self.unrecorded and self.passed and self.n_errored == 0
+                and self.n_rerank_fallback == 0)
 
     def judged(self, variant: str, gate: GateResult, *, decided_by: str,
                previous: dict[str, Any] | None, history: Comparison, previous_gate: GateResult,

@@ -143,6 +143,7 @@ def decide_run(
                                            configurations=verdict.provenance["configurations"],
                                            vanished=verdict.vanished, renamed=set(verdict.inherits),
                                            refused=verdict.acceptance_refusals)
+        verdict.answers.unrecorded = verdict.unrecorded  # what record_answers refuses
         verdict.disclose_ways_out()  # every named command says all it takes, now that the answers are judged
     verdict.index_of, verdict.tables = index_of, tables
     verdict.metrics_digest = metrics_digest(per_variant)

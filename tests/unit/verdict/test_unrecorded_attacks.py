@@ -97,6 +97,7 @@ def judge(embedded_pg):
                                            configurations=verdict.provenance["configurations"],
                                            vanished=verdict.vanished, renamed=set(verdict.inherits),
                                            refused=verdict.acceptance_refusals)
+        verdict.answers.unrecorded = verdict.unrecorded  # as decide_run does
         verdict.disclose_ways_out()
         if recorded if record is None else record:
             store(verdict, per_variant)

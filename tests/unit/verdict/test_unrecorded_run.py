@@ -50,6 +50,7 @@ def judge(embedded_pg):
                                            configurations=verdict.provenance["configurations"],
                                            vanished=verdict.vanished, renamed=set(verdict.inherits),
                                            refused=verdict.acceptance_refusals)
+        verdict.answers.unrecorded = verdict.unrecorded  # as decide_run does
         verdict.disclose_ways_out()
         if recorded:
             record_verdict(verdict, uri, run_id=run_id, per_variant=per_variant)
