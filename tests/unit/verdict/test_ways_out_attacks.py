@@ -78,8 +78,10 @@ holds after the pass, in each branch (no refusal, errored questions, limited run
 command says when the run loosened the gate; the whole command of a variant that answered nothing exits 0, takes
 that variant's retrieval alone (nothing of another variant) and acknowledges both missing graders.
 
-Noted from the code, not tested: with record_history off (record=False) every message's command is refused (no recorded
-run); the checks say "once the report has recorded this run", the messages do not (the verdict cannot know).
+Noted from the code, not tested here: with record_history off (record=False) every message's command was refused (no
+recorded run); the checks said "once the report has recorded this run", the messages did not. Closed since: the
+verdict asset reads the report's setting and offers nothing of such a run, and every offer says it needs the record
+(tests/unit/verdict/test_unrecorded_run.py and its two reviews).
 The whole command's strictness is the project's: accepting a run that asked strict off turns it off for every
 variant (``_pinned_gate``), "the variant's retrieval reference, with the ... strictness it ran with" reads as the
 variant's alone.
