@@ -36,8 +36,9 @@ the lane keeps it honest (tests/integration/test_zygote_attacks.py shows each di
   set-order dependence would still show;
 - a submodule the zygote imported (pyarrow.parquet, scipy.stats, ...) is an attribute of its
   package in a forked run, so code that uses one without importing it passes there: the lane's
-  shared runs (the clean run, a new project's first run) and the console's, the CLI test's, the
-  Celery pool's and the UI's runs are new processes, and run every asset;
+  shared runs (the clean run, a new project's first run) and the console's, the CLI test's and
+  the UI's runs are new processes, and run every asset; so are the Celery pool's workers, where
+  every step of a pool run runs (its run process, which only submits them, is forked);
 - a variable read when a package is imported could differ between the zygote and the run: any
   run whose environment differs from the zygote's in a variable outside `CALL_TIME_ENV` starts
   as a new process, except a variable a preloaded package sets when imported, at the value it

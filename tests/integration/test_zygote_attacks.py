@@ -65,8 +65,8 @@ def test_a_write_to_a_closed_pipe_raises_in_a_forked_run_as_in_a_new_one(tmp_pat
 
 
 @pytest.mark.xfail(strict=True, reason="a module imported before the fork cannot be unimported: the lane's shared "
-                   "clean and first runs, and the console's, CLI test's, Celery pool's and UI's runs, are new "
-                   "processes (tests/job_zygote.py)")
+                   "clean and first runs, the console's, CLI test's and UI's runs and the Celery pool's workers, "
+                   "are new processes (tests/job_zygote.py)")
 def test_a_submodule_the_zygote_imported_is_no_attribute_a_run_can_lean_on(tmp_path):
     _exits_alike(tmp_path, (
         "import pyarrow as pa\n"

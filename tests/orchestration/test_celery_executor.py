@@ -35,6 +35,7 @@ import psycopg
 import pytest
 import yaml
 
+from tests import job_zygote
 from tests.cluster import Cluster, missing
 from tests.integration.cli import FIXTURES, job_environment, metrics_table, start_dagster, tiny_job_config
 from tests.openai_stub import OpenAIStub
@@ -84,18 +85,34 @@ class HeldLLM:
         return json.dumps(ids)
 
 
+def _run_process_env(env: dict) -> dict:
+    """The cluster's environment (Cluster.job_env) for `dagster job execute`, with the session's
+    PATH and PYTHONPATH: those two are the workers' (`dagster-celery worker start` starts `celery`
+    by name; PYTHONPATH is the checkout, which `-m definitions` run from it imports anyway). The run
+    process starts no program: it submits each step to the broker (resources/celery_executor.py),
+    and every step runs in a worker, a new process of its own. So the run process is forked from
+    the job zygote (tests/job_zygote.py) as the in-process reference's is, and each run on the pool
+    is still compared with the reference across two hash seeds (the workers' and the zygote's)."""
+    out = dict(env)
+    for name in ("PATH", "PYTHONPATH"):
+        if name in job_zygote.SESSION_ENV:
+            out[name] = job_zygote.SESSION_ENV[name]
+        else:
+            out.pop(name, None)
+    return out
+
+
 def _start(env: dict, job: str, folder: Path, name: str, *, ops: dict | None = None) -> tuple:
     """`dagster job execute` for the tiny job, tagged so that its run can be found; (process, tag).
-    A run in the cluster's environment (its own PATH and PYTHONPATH: the CLI starts `celery` by
-    name) is a new process, as CI's would be."""
+    Forked from the job zygote, in the run environment `_run_process_env` gives."""
     tag = f"{name}-{uuid.uuid4().hex[:8]}"
     config = tiny_job_config(folder / name)
     config["ops"].update(ops or {})
     cfg = folder / f"{name}.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    proc = start_dagster(folder, name, env, ["job", "execute", "-m", "definitions", "-j", job, "-c", str(cfg),
-                                             "--tags", json.dumps({"test/celery": tag})],
-                         fresh=job == "retrieval_eval_celery")
+    args = ["job", "execute", "-m", "definitions", "-j", job, "-c", str(cfg),
+            "--tags", json.dumps({"test/celery": tag})]
+    proc = start_dagster(folder, name, _run_process_env(env), args)
     return proc, tag
 
 

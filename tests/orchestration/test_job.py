@@ -1,8 +1,10 @@
 """The Dagster layer: materialize in a test instance, and `dagster job execute` as CI runs it."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -50,54 +52,98 @@ def own_state(tmp_path_factory):
     EmbeddedPostgres(state).stop()
 
 
-@pytest.fixture
-def resources(own_state, tmp_path):
+def _resources(state, folder) -> dict:
     from resources import LLMResource, RerankerResource
     from resources.io import RunScopedPickleIOManager, VariantParquetIOManager
 
-    pg_state_dir = own_state
     return {
-        "io_manager": RunScopedPickleIOManager(base_dir=str(tmp_path / "assets")),
-        "state": StateResource(path=str(pg_state_dir)),
-        "database": DatabaseResource(kind="embedded", state=StateResource(path=str(pg_state_dir))),
+        "io_manager": RunScopedPickleIOManager(base_dir=str(folder / "assets")),
+        "state": StateResource(path=str(state)),
+        "database": DatabaseResource(kind="embedded", state=StateResource(path=str(state))),
         "embedder": EmbedderResource(),
         "llm": LLMResource(),
         "judge_llm": LLMResource(),
         "rerankers": RerankerResource(llm=LLMResource()),
-        "variant_io_manager": VariantParquetIOManager(base_dir=str(tmp_path / "variants")),
+        "variant_io_manager": VariantParquetIOManager(base_dir=str(folder / "variants")),
     }
 
 
-def test_whole_sweep_in_one_run_then_one_partition(tmp_path, resources, own_state, monkeypatch):
-    """The whole sweep in one in-process run; then one variant re-materialized on its own. The
-    scores and intervals are kept in the state resource's folder, not in one the environment names."""
+@pytest.fixture
+def resources(own_state, tmp_path):
+    return _resources(own_state, tmp_path)
+
+
+CODE_VERSION = "v0-1-gtest"  # a known, clean code version: a dirty checkout's caches nothing
+
+
+def _known_code_version(monkeypatch) -> None:
+    import assets.answer_quality
+    import assets.ranking
+
+    monkeypatch.setattr(assets.ranking, "code_version", lambda: CODE_VERSION)
+    monkeypatch.setattr(assets.answer_quality, "code_version", lambda: CODE_VERSION)  # the golden prompts' ranking
+
+
+@pytest.fixture(scope="module")
+def first_sweep(tmp_path_factory):
+    """The tiny default sweep's first run: in-process, in a fresh state of its own, the state dir
+    the environment names being another folder (`elsewhere`), under a known, clean code version
+    (CODE_VERSION: its results are cached, as a clean checkout's are). Read by the whole-sweep
+    test; the reuse test runs the same run again in its state and instance, with its resources.
+    Its report files are also copied (`first_results`) as the run wrote them, for a test that
+    reads them after another run of this state wrote the report again."""
+    from eval_pipeline.common.state import STATE_DIR_ENV
+    from eval_pipeline.store.database import EmbeddedPostgres
+
+    state = tmp_path_factory.mktemp("state")
+    folder = tmp_path_factory.mktemp("first_sweep")
+    sweep = SimpleNamespace(state=state, folder=folder, elsewhere=folder / "elsewhere",
+                            resources=_resources(state, folder), instance=DagsterInstance.ephemeral(),
+                            config=_tiny_config(folder / "results"), first_results=folder / "first_results")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(STATE_DIR_ENV, str(sweep.elsewhere))
+            _known_code_version(mp)
+            sweep.result = materialize(_defs_assets(), resources=sweep.resources, run_config=sweep.config,
+                                       instance=sweep.instance, tags=_whole_sweep_tags())
+        if (folder / "results").is_dir():
+            shutil.copytree(folder / "results", sweep.first_results)
+        yield sweep
+    finally:
+        EmbeddedPostgres(state).stop()
+
+
+def test_whole_sweep_in_one_run_then_one_partition(first_sweep, monkeypatch):
+    """The whole sweep in one in-process run (the module's first run, `first_sweep`); then one
+    variant re-materialized on its own, under the same code version. The scores and intervals are
+    kept in the state resource's folder, not in one the environment names."""
     from definitions import SWEEP
     from eval_pipeline.common.state import STATE_DIR_ENV
 
-    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "elsewhere"))
-    instance = DagsterInstance.ephemeral()
-    result = materialize(_defs_assets(), resources=resources, run_config=_tiny_config(tmp_path),
-                         instance=instance, tags=_whole_sweep_tags())
+    monkeypatch.setenv(STATE_DIR_ENV, str(first_sweep.elsewhere))
+    _known_code_version(monkeypatch)
+    results, resources, instance = first_sweep.first_results, first_sweep.resources, first_sweep.instance
+    result = first_sweep.result
     assert result.success
     summary = result.output_for_node("report")["summary"].set_index("variant")
     assert list(summary.index) == SWEEP.keys
     assert summary.loc["pg-dense", "hit@1"] == 1.0
     assert (summary["n_answerable"] == 5).all() and (summary["n_abstention"] == 1).all()
-    report = (tmp_path / "results.md").read_text()
+    report = (results / "results.md").read_text()
     assert "Best variant" in report and "| pg-dense |" in report and "Latency by stage" in report
-    lines = (tmp_path / "per_query.jsonl").read_text().splitlines()
+    lines = (results / "per_query.jsonl").read_text().splitlines()
     assert len(lines) == len(SWEEP.keys) * 6  # every variant x every question, abstention included
     checks = result.get_asset_check_evaluations()
     from definitions import GATE_CHECKS
 
     expected = [("no_errored_questions", True), *((name, True) for name in GATE_CHECKS.values())]
     assert sorted((c.check_name, c.passed) for c in checks) == sorted(expected)  # one gate check per variant
-    per_query = __import__("pandas").read_json(tmp_path / "per_query.jsonl", lines=True)
-    _assert_trec_parity(tmp_path / "trec", per_query)
-    stored = tmp_path / "variants" / "ranked_results"
+    per_query = __import__("pandas").read_json(results / "per_query.jsonl", lines=True)
+    _assert_trec_parity(results / "trec", per_query)
+    stored = first_sweep.folder / "variants" / "ranked_results"
     assert {p.parent.name for p in stored.glob("*/*.parquet")} == set(SWEEP.keys)
-    assert len(list((own_state / "scored_partitions").glob("scored_*.pkl"))) == len(SWEEP.keys)
-    assert not any((tmp_path / "elsewhere" / cache).exists() for cache in ("scored_partitions", "statistics_cache"))
+    assert len(list((first_sweep.state / "scored_partitions").glob("scored_*.pkl"))) == len(SWEEP.keys)
+    assert not any((first_sweep.elsewhere / cache).exists() for cache in ("scored_partitions", "statistics_cache"))
 
     # One variant alone: only its partition gets a new file.
     before = {str(p.relative_to(stored)) for p in stored.glob("*/*.parquet")}
@@ -268,18 +314,17 @@ def test_bad_settings_fail_in_the_first_step(tmp_path, resources):
         assert name in failure.event_specific_data.error.to_string()
 
 
-def test_unchanged_variants_are_reused(tmp_path, resources, monkeypatch):
-    """A second run with nothing changed re-queries nothing (with a known, clean code version)."""
-    import assets.answer_quality
-    import assets.ranking
+def test_unchanged_variants_are_reused(first_sweep, monkeypatch):
+    """A second run with nothing changed re-queries nothing (with a known, clean code version): the
+    module's first run (`first_sweep`), then the same run again, in its state and instance, with
+    its resources, configuration, code version and environment."""
+    from eval_pipeline.common.state import STATE_DIR_ENV
     from eval_pipeline.ranking import sweep as sweep_module
 
-    monkeypatch.setattr(assets.ranking, "code_version", lambda: "v0-1-gtest")
-    monkeypatch.setattr(assets.answer_quality, "code_version", lambda: "v0-1-gtest")  # the golden prompts' ranking
-    instance = DagsterInstance.ephemeral()
-    config = _tiny_config(tmp_path / "results")
-    first = materialize(_defs_assets(), resources=resources, run_config=config, instance=instance,
-                        tags=_whole_sweep_tags())
+    _known_code_version(monkeypatch)
+    monkeypatch.setenv(STATE_DIR_ENV, str(first_sweep.elsewhere))
+    resources, instance, config = first_sweep.resources, first_sweep.instance, first_sweep.config
+    first = first_sweep.result
     assert first.success
 
     def no_queries(*args, **kwargs):

@@ -442,24 +442,49 @@ def test_forked_steps_draw_different_random_numbers(forked_hub_run):
     assert out["draw_one"][1] != out["draw_two"][1]
 
 
+HOLD_SECONDS = 120  # the longest a held step waits for its release
+
+
+@op(config_schema={"release": str})
+def held(context) -> int:
+    """Runs until the file `release` exists (at most HOLD_SECONDS): its run holds the forkserver
+    for as long as the test needs."""
+    release = Path(context.op_config["release"])
+    deadline = time.monotonic() + HOLD_SECONDS
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return os.getpid()
+
+
+@job(executor_def=forkserver_multiprocess_executor)
+def held_job():
+    held()
+
+
 @pytest.mark.integration
 def test_a_run_beside_another_with_another_environment_spawns_its_steps_with_its_own(tmp_path):
-    """Run A (chatty_job) holds this process's forkserver; then TOY_MARK is set, and run B (the toy
-    env job) starts while A still runs: B's steps see B's environment (they are spawned: the server
-    holds A's), and both runs end."""
+    """Run A (held_job: one step, running until released) holds this process's forkserver; then
+    TOY_MARK is set, and run B (the toy env job) starts and ends while A still runs: B's steps see
+    B's environment (they are spawned: the server holds A's), and both runs end."""
     import multiprocessing.forkserver
 
     from tests.toys.env_job import toy_env_job
 
+    release = tmp_path / "release"
+    config_a = {**LIGHT, "ops": {"held": {"config": {"release": str(release)}}}}
     results: dict = {}
-    a = threading.Thread(target=lambda: results.update(a=_run(chatty_job, tmp_path / "a", LIGHT)[0]), daemon=True)
+    a = threading.Thread(target=lambda: results.update(a=_run(held_job, tmp_path / "a", config_a)[0]), daemon=True)
     a.start()
-    deadline = time.monotonic() + 60
-    while multiprocessing.forkserver._forkserver._forkserver_pid is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert multiprocessing.forkserver._forkserver._forkserver_pid is not None, "run A never started its server"
-    with mock.patch.dict(os.environ, {"TOY_MARK": "b's own"}):
-        ok, outputs = _run(toy_env_job, tmp_path / "b", LIGHT, ("first_mark", "second_mark"))
+    try:
+        deadline = time.monotonic() + 60
+        while multiprocessing.forkserver._forkserver._forkserver_pid is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert multiprocessing.forkserver._forkserver._forkserver_pid is not None, "run A never started its server"
+        with mock.patch.dict(os.environ, {"TOY_MARK": "b's own"}):
+            ok, outputs = _run(toy_env_job, tmp_path / "b", LIGHT, ("first_mark", "second_mark"))
+        assert a.is_alive() and "a" not in results, "run A ended before run B did"  # B ran beside A throughout
+    finally:
+        release.write_text("")
     a.join(timeout=120)
     assert ok and {mark for mark, _ in outputs.values()} == {"b's own"}, outputs
     assert results == {"a": True}

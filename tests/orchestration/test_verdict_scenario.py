@@ -184,8 +184,9 @@ def test_a_partition_records_the_config_that_produced_it(tmp_path, job_env):
         assert (returncode == 0) == (code == 0), output[-3000:]
         return output
 
-    materialize("corpus_snapshot,pgvector_store,question_set", str(first))
-    materialize("ranked_results,variant_metrics", str(first), "--partition", "dense")
+    # the unpartitioned inputs and the `dense` partition in one run (they need no run of their own)
+    materialize("corpus_snapshot,pgvector_store,question_set,ranked_results,variant_metrics", str(first),
+                "--partition", "dense")
     # under a file that gives `dense` another configuration, the old partition is not judged (it
     # would be recorded as the new configuration's measurement): refused, naming what differs
     refused = materialize("verdict,findings,report", str(second), code=1)
