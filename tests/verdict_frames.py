@@ -6,16 +6,33 @@ import json
 
 import pandas as pd
 
-from eval_pipeline.metrics.retrieval import score_queries
+from eval_pipeline.metrics.retrieval import MEASURES, score_queries
+
+# (hits, n, id of the scorer, ids of the registered measures) -> (the scorer, the measures, the
+# frame `score_queries` gave, before the per-call columns); the entry holds the objects its key
+# names, so no id in a key can be taken by another object while the entry lives
+_SCORED: dict[tuple, tuple[object, tuple, pd.DataFrame]] = {}
 
 
 def scored_frame(variant: str, hits: int, n: int = 100) -> pd.DataFrame:
     """`variant`'s per-question scores on `n` questions of one gold document each, the first
     `hits` of them found at rank 1 and the others missed (never a candidate); 1 ms latency, no
-    reranker fallback."""
+    reranker fallback.
+
+    Scored once a process for each (hits, n) and each set of measures: the same rankings scored by
+    the same measures give the same frame, and scoring was most of what this helper cost (called
+    over a thousand times in tests/unit/verdict, on a few distinct inputs). The key names the
+    `score_queries` this module calls and every measure registered now, by identity, so a test
+    that registers, replaces or removes a measure, or patches the scorer here, scores afresh.
+    Each call returns its own deep copy (a fresh frame, fresh ``doc_ids`` lists): a caller that
+    changes its frame changes nothing another call gets."""
     qrels = {f"q{i:03d}": {f"d{i}": 1} for i in range(n)}
     rankings = {q: ([f"d{i}"] if i < hits else ["x"]) for i, q in enumerate(qrels)}
-    df = score_queries(rankings, qrels, errored=[])
+    scorer, measures = score_queries, tuple(MEASURES)  # read now: the registry and the name may be patched
+    key = (hits, n, id(scorer), tuple(map(id, measures)))
+    if key not in _SCORED:
+        _SCORED[key] = (scorer, measures, scorer(rankings, qrels, errored=[]))
+    df = _SCORED[key][2].copy(deep=True)
     df.insert(0, "variant", variant)
     df["doc_ids"] = [list(rankings[q]) for q in df["qid"]]
     df["latency_ms"] = 1.0

@@ -70,13 +70,14 @@ def _frame(variant: str, hits: int, *, errored: int = 0, fallback: int = 0):
 
 
 @pytest.fixture
-def history(embedded_pg):
+def history(embedded_pg, tmp_path_factory):
     """A fresh database; `history(run_id, {variant: hits})` judges and records a run (as the verdict
     asset does, `judge_run`), returning its verdict."""
     from eval_pipeline.history.runs import SCORING_PROTOCOL
     from eval_pipeline.verdict.retrieval import judge_run
 
     uri = embedded_pg.uri(f"atk16_{uuid.uuid4().hex[:10]}")
+    statistics = tmp_path_factory.getbasetemp() / "statistics_cache"  # one a session, as the asset's is its state dir's
 
     def record(run_id: str, hits: dict[str, int], *, prefix: str = "eval", frames: dict | None = None,
                sweep_keys=None, record: bool = True, limited: bool = False):
@@ -88,7 +89,7 @@ def history(embedded_pg):
         return judge_run(per_variant, baseline=next(iter(hits)), provenance=provenance,
                          tolerances={"hit@1": 0.05, "mrr": 0.05}, strict=False, run_id=run_id, limited=limited,
                          connection_string=uri, sweep_keys=sweep_keys or list(hits), history_prefix=prefix,
-                         record=record)
+                         record=record, statistics_cache=statistics)
 
     record.uri = uri
     return record

@@ -113,7 +113,7 @@ def _answers(variant: str, grades) -> pd.DataFrame:
 
 
 @pytest.fixture
-def history(embedded_pg):
+def history(embedded_pg, tmp_path_factory):
     """A fresh database; `history(run_id, {variant: hits}, {variant: grades})` judges a run as the verdict
     asset does and records it as the report asset does (nothing with record=False; the run row alone
     with answers=False)."""
@@ -122,6 +122,7 @@ def history(embedded_pg):
     from eval_pipeline.verdict.retrieval import judge_run, record_verdict
 
     uri = embedded_pg.uri(f"atk17_{uuid.uuid4().hex[:10]}")
+    statistics = tmp_path_factory.getbasetemp() / "statistics_cache"  # one a session, as the asset's is its state dir's
 
     def run(run_id: str, hits: dict[str, int], grades: dict | None = None, *, frames: dict | None = None,
             sweep_keys=None, record: bool = True, run_row: bool = True, answers: bool = True,
@@ -133,7 +134,8 @@ def history(embedded_pg):
         per_variant = {v: (frames or {}).get(v, _frame(v, h)) for v, h in hits.items()}
         verdict = judge_run(per_variant, baseline=next(iter(hits)), provenance=provenance,
                             tolerances=tolerances or TOL, strict=False, run_id=run_id, limited=limited,
-                            connection_string=uri, sweep_keys=sweep_keys or list(hits), record=False)
+                            connection_string=uri, sweep_keys=sweep_keys or list(hits), record=False,
+                            statistics_cache=statistics)
         verdict.run_id = run_id  # before the answers, as the verdict asset does (acceptance_refusals)
         verdict.answers = judge_answer_run({v: _answers(v, g) for v, g in (grades or {}).items()},
                                            order=list(per_variant), corpus_signature="corpus-1",

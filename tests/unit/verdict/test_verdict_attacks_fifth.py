@@ -269,7 +269,7 @@ def _provenance(bench: str, configs: dict[str, str]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def judge(pg_uri):
+def judge(pg_uri, tmp_path_factory):
     """judge_run(run_id, bench, {variant: knob}, ranker=...) under a table prefix of its own."""
     import psycopg
 
@@ -277,6 +277,7 @@ def judge(pg_uri):
     from eval_pipeline.verdict.retrieval import judge_run
 
     prefix = f"f5_{uuid.uuid4().hex[:12]}"
+    statistics = tmp_path_factory.getbasetemp() / "statistics_cache"  # one a session, as the asset's is its state dir's
 
     def faithful(variant, reference):
         return _frame(variant, QUALITY[reference["variant"]["knob"]])
@@ -286,7 +287,7 @@ def judge(pg_uri):
         return judge_run({v: _frame(v, hits[v]) for v in configs}, baseline=next(iter(configs)),
                          provenance=_provenance(bench, configs), tolerances=TOL, strict=False, run_id=run_id,
                          limited=False, connection_string=pg_uri, history_prefix=prefix, record=True,
-                         sweep_keys=list(configs), rank_reference=ranker)
+                         sweep_keys=list(configs), rank_reference=ranker, statistics_cache=statistics)
 
     run.prefix, run.uri = prefix, pg_uri
     yield run

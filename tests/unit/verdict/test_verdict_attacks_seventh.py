@@ -216,7 +216,7 @@ def _provenance(bench: str, configs: dict[str, str]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def judge(pg_uri):
+def judge(pg_uri, tmp_path_factory):
     """judge_run(run_id, bench, {variant: knob}, hits=...) under a table prefix of its own; a
     configuration ranked today (paired) scores as many hits as its knob says."""
     import psycopg
@@ -225,6 +225,7 @@ def judge(pg_uri):
     from eval_pipeline.verdict.retrieval import judge_run
 
     prefix = f"a7_{uuid.uuid4().hex[:12]}"
+    statistics = tmp_path_factory.getbasetemp() / "statistics_cache"  # one a session, as the asset's is its state dir's
     quality = {"good": 100, "bad": 50}
 
     def faithful(variant, reference):
@@ -234,7 +235,8 @@ def judge(pg_uri):
         hits = {v: quality[k] for v, k in configs.items()} | dict(hits or {})  # a code change moves quality
         arguments = dict(baseline=next(iter(configs)), provenance=_provenance(bench, configs), tolerances=TOL,
                          strict=False, run_id=run_id, limited=False, connection_string=pg_uri, history_prefix=prefix,
-                         record=True, sweep_keys=list(configs), rank_reference=faithful) | settings
+                         record=True, sweep_keys=list(configs), rank_reference=faithful,
+                         statistics_cache=statistics) | settings
         return judge_run({v: _frame(v, hits[v]) for v in configs}, **arguments)
 
     def sql(statement: str, *params):
