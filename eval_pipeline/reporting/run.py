@@ -130,8 +130,8 @@ def render_run(
     comparison, every variant's retrieval and answer gate) and what the findings asset measured
     (`findings`, `measure_findings`), publish the results folder, then record the run in the
     history (only once published: a failed write records nothing; never a run whose verdict was
-    decided as not recorded, `RunVerdict.unrecorded`, since it offered no acceptance of it). Nothing is measured here:
-    no ranking, no model call, no statistic beyond the tables' rendering.
+    decided as not recorded, `RunVerdict.unrecorded`, since it offered no acceptance of it).
+    Nothing is measured here: no ranking, no model call, no statistic beyond the tables' rendering.
 
     The report's sections beyond the retrieval tables are the registered ones
     (eval_pipeline.reporting.report.SECTIONS: validity, indexes when the variants file lists

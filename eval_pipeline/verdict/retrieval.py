@@ -110,9 +110,9 @@ class RunVerdict:
         nothing of a limited run (never a reference), of a run without an id, of a run the report
         does not record (`unrecorded`: no recorded run to accept), or of a run that did not measure
         a variant that may be a vanished one renamed (`maybe_renamed`: no acceptance of it is
-        taken); never a variant this run did not measure (`unmeasured`:
-        nothing of it to accept), nor one with errored questions or reranker fallbacks (its
-        numbers are not its configuration's)."""
+        taken); never a variant this run did not measure (`unmeasured`: nothing of it to accept),
+        nor one with errored questions or reranker fallbacks (its numbers are not its
+        configuration's)."""
         if not self._acceptance_possible:
             return []
         blocked = set(self.unmeasured) | self._not_its_configuration
