@@ -284,7 +284,8 @@ def _name_ways_out(verdict: AnswerVerdict, run_id: str, problems: Mapping[tuple[
       beside rows none of which is taken: the message says a later run, and why;
     - the whole acceptance for a grader missing from a variant with no answer row in this run
       (only it can acknowledge the removal), saying it also makes the run the variant's
-      retrieval reference, with the tolerances and strictness it ran with;
+      retrieval reference, and the settings it ran with the project's gate (every variant's:
+      `history.runs._pinned_gate`);
     - else the answers alone (``--answers-only``), saying what else it takes (it names the
       variant, not a grader): the variant's other failed graders, the removals of its other
       missing graders, and the looser answer tolerances its rows asked for.
@@ -307,7 +308,8 @@ def _name_ways_out(verdict: AnswerVerdict, run_id: str, problems: Mapping[tuple[
                 exact = with_exact_command(gate, run_id, variant)
                 exact = replace(exact, message=f"{exact.message}; this run has no answer row of the variant, so only "
                                 "the whole acceptance can: it also makes this run the variant's retrieval reference, "
-                                "with the tolerances and strictness it ran with")
+                                "and the tolerances and strictness this run ran with the gate in force for every "
+                                "variant of the project")
             else:
                 exact = with_exact_command(gate, run_id, variant, answers_only=True)
                 also = sorted(g for g, other in graders.items() if g != grader and not other.passed and g in taken)

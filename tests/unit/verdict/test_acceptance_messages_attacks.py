@@ -119,13 +119,15 @@ def test_hole_1_beside_no_row_taken_the_missing_grader_names_no_command_for_this
 
 def test_a_grader_missing_from_a_variant_that_answered_nothing_names_the_whole_command_and_what_it_takes(
         history, monkeypatch, capsys):
-    """Only the whole acceptance can acknowledge it; the message says it also makes r1 a's retrieval reference
-    with the tolerances it ran with."""
+    """Only the whole acceptance can acknowledge it; the message says it also makes r1 a's retrieval reference,
+    and the tolerances and strictness r1 ran with the gate in force for every variant of the project (an accepted
+    run stands for the settings it asked for: history.runs._pinned_gate), not for a alone."""
     history("r0", {"a": 40, "b": 40}, {"a": 0.9, "b": 0.9})
     verdict = history("r1", {"a": 40, "b": 40}, {"b": 0.9}, tolerances=LOOSE)
     message = verdict.answers.gates["a"]["deterministic"].message
     assert _command(message) == ["accept", "r1", "--variant", "a"], message
-    assert "retrieval reference, with the tolerances and strictness it ran with" in message, message
+    assert ("it also makes this run the variant's retrieval reference, and the tolerances and strictness this run "
+            "ran with the gate in force for every variant of the project") in message, message
 
 
 def test_control_hole_1_without_the_acceptance_the_loosened_drop_fails(history):

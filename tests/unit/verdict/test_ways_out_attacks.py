@@ -83,8 +83,9 @@ recorded run); the checks said "once the report has recorded this run", the mess
 verdict asset reads the report's setting and offers nothing of such a run, and every offer says it needs the record
 (tests/unit/verdict/test_unrecorded_run.py and its two reviews).
 The whole command's strictness is the project's: accepting a run that asked strict off turns it off for every
-variant (``_pinned_gate``), "the variant's retrieval reference, with the ... strictness it ran with" reads as the
-variant's alone.
+variant (``_pinned_gate``); "the variant's retrieval reference, with the ... strictness it ran with" read as the
+variant's alone. Said since: "... and the tolerances and strictness this run ran with the gate in force for every
+variant of the project" (test_acceptance_messages_attacks.py).
 """
 
 from __future__ import annotations
