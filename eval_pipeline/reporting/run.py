@@ -155,8 +155,8 @@ def render_run(
         sections=sections)
     if record_history and verdict.unrecorded:  # what the verdict said of this run stays true: never recorded
         warn(f"run {run_id} is not recorded: its verdict was decided for a run the report does not record "
-             f"({verdict.unrecorded}) and offered no acceptance of it; materialize the verdict again with "
-             "record_history on to record a run")
+             f"({verdict.unrecorded}) and offered no acceptance of it; to record a run, materialize verdict, "
+             "findings and report again with record_history on")
     elif record_history:  # only once the results are published: a failed write records nothing
         record_verdict(verdict, connection_string, run_id=run_id, per_variant=per_variant)
         record_answers(verdict.answers, connection_string, run_id, run_eligible=verdict.eligible)

@@ -133,7 +133,8 @@ def test_a_run_said_unrecorded_is_not_recorded_by_a_later_report(runs):
     assert later.code != 0, later.log[-3000:]  # verdict_passed fails: the verdict failed
     assert "accept" not in project.checks(unrec.run_id)["gate__dense"].metadata  # it said: nothing to accept
     assert f"run {unrec.run_id} is not recorded: its verdict was decided for a run the report does not record " \
-        "(report.record_history: false)" in later.log, later.log[-3000:]
+        "(report.record_history: false) and offered no acceptance of it; to record a run, materialize verdict, " \
+        "findings and report again with record_history on" in later.log, later.log[-3000:]
     # what the verdict said holds after the later report: unrec is not recorded, accept refuses it
     assert not runs["unrec_recorded_after"] and "no recorded run" in runs["unrec_accept_after"], (
         "the later report recorded the run its verdict called unrecorded, and accept took it")
