@@ -81,6 +81,28 @@ def check_partitions_current(per_variant: Mapping[str, pd.DataFrame], sweep) -> 
                                  "partitions, or the whole job) again before the verdict")
 
 
+def complete_verdict(verdict: RunVerdict, answer_metrics: Mapping[str, pd.DataFrame], *, run_id: str,
+                     record_history: bool, order: list[str], corpus_signature: str,
+                     answer_tolerances: Mapping[str, float], connection_string: str) -> RunVerdict:
+    """``verdict`` (`judge_run`'s, retrieval judged) completed as the verdict asset completes it, in
+    this order: the run's id and whether the report records it (`record_history`; off:
+    `RunVerdict.unrecorded`), which decide what an acceptance of the run refuses
+    (`acceptance_refusals`); then the answers judged with those refusals (their record refused
+    too when unrecorded); then every named way out made to say all it takes. One sequence for
+    `decide_run` and for the tests that judge runs without ranking anything."""
+    verdict.run_id = run_id
+    verdict.unrecorded = "" if record_history else "report.record_history: false"
+    verdict.answers = judge_answer_run(answer_metrics, order=order, corpus_signature=corpus_signature,
+                                       tolerances=answer_tolerances, strict=verdict.policy["answer_strict"],
+                                       connection_string=connection_string, run_id=run_id,
+                                       configurations=verdict.provenance["configurations"],
+                                       vanished=verdict.vanished, renamed=set(verdict.inherits),
+                                       refused=verdict.acceptance_refusals)
+    verdict.answers.unrecorded = verdict.unrecorded  # what record_answers refuses
+    verdict.disclose_ways_out()
+    return verdict
+
+
 def decide_run(
     variant_metrics: Mapping[str, pd.DataFrame],
     *,
@@ -131,20 +153,11 @@ def decide_run(
                             run_id=run_id, limited=question_set.limited, connection_string=connection_string,
                             record=False, statistics_cache=statistics_cache, sweep_keys=list(sweep.keys),
                             rank_reference=rank_reference)
-        verdict.run_id = run_id  # before the answers: what an acceptance of this run refuses (acceptance_refusals)
-        verdict.unrecorded = "" if record_history else "report.record_history: false"
         check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, tables=tables,
                              variant_configs=provenance.get("variants", {}))
-        verdict.answers = judge_answer_run(answer_metrics or {}, order=order,
-                                           corpus_signature=store.corpus_signature,
-                                           tolerances=sweep.answer_tolerances,
-                                           strict=verdict.policy["answer_strict"],
-                                           connection_string=connection_string, run_id=run_id,
-                                           configurations=verdict.provenance["configurations"],
-                                           vanished=verdict.vanished, renamed=set(verdict.inherits),
-                                           refused=verdict.acceptance_refusals)
-        verdict.answers.unrecorded = verdict.unrecorded  # what record_answers refuses
-        verdict.disclose_ways_out()  # every named command says all it takes, now that the answers are judged
+        complete_verdict(verdict, answer_metrics or {}, run_id=run_id, record_history=record_history, order=order,
+                         corpus_signature=store.corpus_signature, answer_tolerances=sweep.answer_tolerances,
+                         connection_string=connection_string)
     verdict.index_of, verdict.tables = index_of, tables
     verdict.metrics_digest = metrics_digest(per_variant)
     return verdict

@@ -118,8 +118,9 @@ def history(embedded_pg, tmp_path_factory):
     asset does and records it as the report asset does (nothing with record=False; the run row alone
     with answers=False)."""
     from eval_pipeline.history.runs import SCORING_PROTOCOL
-    from eval_pipeline.verdict.answers import judge_answer_run, record_answers
+    from eval_pipeline.verdict.answers import record_answers
     from eval_pipeline.verdict.retrieval import judge_run, record_verdict
+    from eval_pipeline.verdict.run import complete_verdict
 
     uri = embedded_pg.uri(f"atk17_{uuid.uuid4().hex[:10]}")
     statistics = tmp_path_factory.getbasetemp() / "statistics_cache"  # one a session, as the asset's is its state dir's
@@ -136,15 +137,9 @@ def history(embedded_pg, tmp_path_factory):
                             tolerances=tolerances or TOL, strict=False, run_id=run_id, limited=limited,
                             connection_string=uri, sweep_keys=sweep_keys or list(hits), record=False,
                             statistics_cache=statistics)
-        verdict.run_id = run_id  # before the answers, as the verdict asset does (acceptance_refusals)
-        verdict.answers = judge_answer_run({v: _answers(v, g) for v, g in (grades or {}).items()},
-                                           order=list(per_variant), corpus_signature="corpus-1",
-                                           tolerances=ANSWER_TOL, strict=verdict.policy["answer_strict"],
-                                           connection_string=uri, run_id=run_id,
-                                           configurations=verdict.provenance["configurations"],
-                                           vanished=verdict.vanished, renamed=set(verdict.inherits),
-                                           refused=verdict.acceptance_refusals)
-        verdict.disclose_ways_out()  # as the verdict asset does
+        complete_verdict(verdict, {v: _answers(v, g) for v, g in (grades or {}).items()}, run_id=run_id,
+                         record_history=True, order=list(per_variant), corpus_signature="corpus-1",
+                         answer_tolerances=ANSWER_TOL, connection_string=uri)  # as the verdict asset does
         if record and run_row:
             record_verdict(verdict, uri, run_id=run_id, per_variant=per_variant)
         if record and answers and verdict.answers.records:

@@ -50,58 +50,19 @@ is taken.
 from __future__ import annotations
 
 import pickle
-import uuid
 from types import SimpleNamespace
 
 import pytest
 
-from tests.unit.verdict.test_answer_accept_attacks import ANSWER_TOL, TOL, _answers, _frame
+from tests.unit.verdict import test_unrecorded_run as base
+from tests.unit.verdict.test_answer_accept_attacks import TOL, _frame
 
 pytestmark = pytest.mark.integration
 
 CHANGED_YARDSTICK = {"deterministic": {"pass_rate": 0.9, "yardstick": "deterministic:v2"}}
 
 
-@pytest.fixture
-def judge(embedded_pg):
-    """`judge(run_id, hits, grades, recorded=..., record=...)`: (verdict, per_variant), judged as the verdict asset
-    judges it with the report's `record_history` = ``recorded``; recorded as render_run records it when ``record``
-    (default: ``recorded``)."""
-    from eval_pipeline.history.runs import SCORING_PROTOCOL
-    from eval_pipeline.verdict.answers import judge_answer_run, record_answers
-    from eval_pipeline.verdict.retrieval import judge_run, record_verdict
-
-    uri = embedded_pg.uri(f"hd_{uuid.uuid4().hex[:10]}")
-
-    def run(run_id: str, hits: dict[str, int], grades: dict | None = None, *, recorded: bool = True,
-            record: bool | None = None):
-        provenance = {"corpus_signature": "corpus-1", "question_set_fingerprint": "qs-1", "labels_fingerprint": "l-1",
-                      "benchmark_fingerprint": "bench-1", "embedder": "minilm", "embedder_revision": "rev-1",
-                      "chunking": {"split_length": 150}, "scoring_protocol": SCORING_PROTOCOL, "code_version": "abc",
-                      "variants": {v: {"engine": "pg-dense", "knob": v} for v in hits}}
-        per_variant = {v: _frame(v, h) for v, h in hits.items()}
-        verdict = judge_run(per_variant, baseline=next(iter(hits)), provenance=provenance, tolerances=TOL,
-                            strict=False, run_id=run_id, limited=False, connection_string=uri,
-                            sweep_keys=list(hits), record=False)
-        verdict.run_id = run_id  # as decide_run does (verdict/run.py:134-135)
-        verdict.unrecorded = "" if recorded else "report.record_history: false"
-        verdict.answers = judge_answer_run({v: _answers(v, g) for v, g in (grades or {}).items()},
-                                           order=list(per_variant), corpus_signature="corpus-1",
-                                           tolerances=ANSWER_TOL, strict=verdict.policy["answer_strict"],
-                                           connection_string=uri, run_id=run_id,
-                                           configurations=verdict.provenance["configurations"],
-                                           vanished=verdict.vanished, renamed=set(verdict.inherits),
-                                           refused=verdict.acceptance_refusals)
-        verdict.answers.unrecorded = verdict.unrecorded  # as decide_run does
-        verdict.disclose_ways_out()
-        if recorded if record is None else record:
-            record_verdict(verdict, uri, run_id=run_id, per_variant=per_variant)
-            if verdict.answers is not None and verdict.answers.records:
-                record_answers(verdict.answers, uri, run_id, run_eligible=verdict.eligible)
-        return verdict, per_variant
-
-    run.uri = uri
-    return run
+judge = base.judge  # the base file's: each run judged as the verdict asset judges it
 
 
 def _accepts(uri: str, run_id: str, variants: list[str] | None, *, answers_only: bool = False) -> str:

@@ -23,42 +23,42 @@ NOT_RECORDED = "the report does not record it (report.record_history: false)"
 
 @pytest.fixture
 def judge(embedded_pg):
-    """`judge(run_id, {variant: hits}, {variant: pass rate}, recorded=..., strict=...)`: a run judged
-    as the verdict asset judges it; recorded as the report records it only when ``recorded``."""
+    """`judge(run_id, {variant: hits}, {variant: pass rate}, recorded=..., record=..., strict=..., limited=...)`:
+    (verdict, per_variant), a run judged as the verdict asset judges it (`judge_run`, then decide_run's
+    `complete_verdict`) with the report's `record_history` = ``recorded``; recorded as `render_run` records a
+    verdict when ``record`` (default: ``recorded``). `judge.record(verdict, per_variant)` records one so,
+    whatever run decided it; `judge.uri` is the run's database. The two reviews of this file judge with it."""
     from eval_pipeline.history.runs import SCORING_PROTOCOL
-    from eval_pipeline.verdict.answers import judge_answer_run, record_answers
+    from eval_pipeline.verdict.answers import record_answers
     from eval_pipeline.verdict.retrieval import judge_run, record_verdict
+    from eval_pipeline.verdict.run import complete_verdict
 
     uri = embedded_pg.uri(f"unrec_{uuid.uuid4().hex[:10]}")
 
     def run(run_id: str, hits: dict[str, int], grades: dict | None = None, *, recorded: bool = True,
-            strict: bool = False):
+            record: bool | None = None, strict: bool = False, limited: bool = False):
         provenance = {"corpus_signature": "corpus-1", "question_set_fingerprint": "qs-1", "labels_fingerprint": "l-1",
                       "benchmark_fingerprint": "bench-1", "embedder": "minilm", "embedder_revision": "rev-1",
                       "chunking": {"split_length": 150}, "scoring_protocol": SCORING_PROTOCOL, "code_version": "abc",
                       "variants": {v: {"engine": "pg-dense", "knob": v} for v in hits}}
         per_variant = {v: _frame(v, h) for v, h in hits.items()}
         verdict = judge_run(per_variant, baseline=next(iter(hits)), provenance=provenance, tolerances=TOL,
-                            strict=strict, run_id=run_id, limited=False, connection_string=uri,
+                            strict=strict, run_id=run_id, limited=limited, connection_string=uri,
                             sweep_keys=list(hits), record=False)
-        verdict.run_id = run_id  # as decide_run does, before the answers
-        verdict.unrecorded = "" if recorded else "report.record_history: false"
-        verdict.answers = judge_answer_run({v: _answers(v, g) for v, g in (grades or {}).items()},
-                                           order=list(per_variant), corpus_signature="corpus-1",
-                                           tolerances=ANSWER_TOL, strict=verdict.policy["answer_strict"],
-                                           connection_string=uri, run_id=run_id,
-                                           configurations=verdict.provenance["configurations"],
-                                           vanished=verdict.vanished, renamed=set(verdict.inherits),
-                                           refused=verdict.acceptance_refusals)
-        verdict.answers.unrecorded = verdict.unrecorded  # as decide_run does
-        verdict.disclose_ways_out()
-        if recorded:
-            record_verdict(verdict, uri, run_id=run_id, per_variant=per_variant)
-            if verdict.answers.records:
-                record_answers(verdict.answers, uri, run_id, run_eligible=verdict.eligible)
-        return verdict
+        complete_verdict(verdict, {v: _answers(v, g) for v, g in (grades or {}).items()}, run_id=run_id,
+                         record_history=recorded, order=list(per_variant), corpus_signature="corpus-1",
+                         answer_tolerances=ANSWER_TOL, connection_string=uri)
+        if recorded if record is None else record:
+            store(verdict, per_variant)
+        return verdict, per_variant
 
-    run.uri = uri
+    def store(verdict, per_variant):
+        """What render_run does with its own record_history true (reporting/run.py)."""
+        record_verdict(verdict, uri, run_id=verdict.run_id, per_variant=per_variant)
+        if verdict.answers is not None and verdict.answers.records:
+            record_answers(verdict.answers, uri, verdict.run_id, run_eligible=verdict.eligible)
+
+    run.uri, run.record = uri, store
     return run
 
 
@@ -97,7 +97,7 @@ def _assert_offers_nothing_of(verdict, run_id: str) -> None:
 
 def test_a_regression_the_report_will_not_record_names_no_command_for_it(judge):
     judge("r0", {"a": 40, "b": 40}, {"a": 0.9, "b": 0.9})
-    verdict = judge("r1", {"a": 20, "b": 40}, {"a": 0.9, "b": 0.9}, recorded=False)
+    verdict, _ = judge("r1", {"a": 20, "b": 40}, {"a": 0.9, "b": 0.9}, recorded=False)
     assert not verdict.gates["a"].passed and verdict.gates["a"].state == "comparable"
     _assert_offers_nothing_of(verdict, "r1")
     assert verdict.acceptance_refusals == {"a": NOT_RECORDED, "b": NOT_RECORDED}
@@ -106,14 +106,14 @@ def test_a_regression_the_report_will_not_record_names_no_command_for_it(judge):
 
 def test_an_answer_drop_the_report_will_not_record_names_no_command_for_it(judge):
     judge("r0", {"a": 40}, {"a": 0.9})
-    verdict = judge("r1", {"a": 40}, {"a": 0.5}, recorded=False)
+    verdict, _ = judge("r1", {"a": 40}, {"a": 0.5}, recorded=False)
     assert verdict.gates["a"].passed and not verdict.answers.gates["a"]["deterministic"].passed
     _assert_offers_nothing_of(verdict, "r1")
     assert "(not recorded: report.record_history: false)" in _everything_said(verdict)
 
 
 def test_a_strict_first_run_the_report_will_not_record_names_no_command_for_it(judge):
-    verdict = judge("r0", {"a": 40}, recorded=False, strict=True)
+    verdict, _ = judge("r0", {"a": 40}, recorded=False, strict=True)
     assert verdict.gates["a"].state == "not_compared" and not verdict.gates["a"].passed
     _assert_offers_nothing_of(verdict, "r0")
     assert NOT_RECORDED in verdict.gates["a"].message
@@ -122,7 +122,7 @@ def test_a_strict_first_run_the_report_will_not_record_names_no_command_for_it(j
 def test_the_console_says_the_run_is_not_recorded(judge):
     from eval_pipeline.reporting.console import console_summary
 
-    verdict = judge("r0", {"a": 40}, recorded=False)
+    verdict, _ = judge("r0", {"a": 40}, recorded=False)
     assert console_summary(verdict).splitlines()[0] == (
         "eval-pipeline: 1 variant(s), run r0 (not recorded: report.record_history: false)")
 
@@ -132,14 +132,14 @@ def test_control_the_same_runs_recorded_name_their_command(judge, case):
     """The control: recorded, each of the runs above names `accept <run>` and its check offers it."""
     if case == "regression":
         judge("r0", {"a": 40, "b": 40}, {"a": 0.9, "b": 0.9})
-        verdict, run_id = judge("r1", {"a": 20, "b": 40}, {"a": 0.9, "b": 0.9}), "r1"
+        (verdict, _), run_id = judge("r1", {"a": 20, "b": 40}, {"a": 0.9, "b": 0.9}), "r1"
         assert verdict.acceptable_failures == ["a"] and "accept" in _checks(verdict)["a"]
     elif case == "answer drop":
         judge("r0", {"a": 40}, {"a": 0.9})
-        verdict, run_id = judge("r1", {"a": 40}, {"a": 0.5}), "r1"
+        (verdict, _), run_id = judge("r1", {"a": 40}, {"a": 0.5}), "r1"
         assert verdict.acceptable_answer_failures == ["a"] and "accept" in _answer_checks(verdict)["a"]
     else:
-        verdict, run_id = judge("r0", {"a": 40}, strict=True), "r0"
+        (verdict, _), run_id = judge("r0", {"a": 40}, strict=True), "r0"
         assert verdict.acceptable_failures == ["a"]
     assert f"accept {run_id}" in _everything_said(verdict)
     assert verdict.acceptance_refusals == {}
