@@ -320,6 +320,13 @@ class Cluster:
             home.mkdir(exist_ok=True)
             shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
             self.env = self.job_env(DAGSTER_HOME=str(home))
+            # Dagster's storage made once before the workers start, as the README says: workers that
+            # start together on a fresh database race to create its tables, and the loser exits
+            # (psycopg2.errors.DuplicateObject: type "jobs" already exists).
+            made = subprocess.run([str(BIN / "dagster"), "instance", "migrate"], env=self.env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
+            if made.returncode:
+                raise RuntimeError(f"dagster instance migrate failed: {made.stderr[-3000:]}")
             self.pool = WorkerPool(self.folder / "workers", self.env, self.celery_config,
                                    names=[f"w{i + 1}" for i in range(self.n_workers)])
         except BaseException:
