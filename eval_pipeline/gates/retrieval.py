@@ -151,7 +151,9 @@ def evaluate_gate(
       that is NaN (e.g. no answerable questions) fails its row in a comparable run.
     * A gated metric that the yardstick does not have (or has as NaN) while today's run
       measured it fails its row, and the gate is ``not_compared``: a drop from the yardstick
-      could not be seen (a metric newly gated, or a yardstick that measured nothing of it). One
+      could not be seen (a metric newly gated, or a yardstick that measured nothing of it).
+      Unless another row measured a drop: then the gate keeps ``comparison_state`` and its
+      message names that drop first (a measured regression is never "not compared"). One
       measured on neither side is not judged (``passed`` None) and is named in the message.
     * ``comparison_state`` must be one of :data:`COMPARISON_STATES`; ``comparable`` needs
       ``yardstick`` metrics (so does ``paired``). For ``mismatch``/``unknown``/``not_compared``
@@ -217,19 +219,25 @@ def evaluate_gate(
     unjudged = [r["metric"] for r in rows if r["passed"] is None]
     notes = f"; not judged (measured on neither side): {', '.join(unjudged)}" if unjudged else ""
     absent = [r for r in failures if r["yardstick"] is None and not math.isnan(r["actual"])]
+    dropped = [r for r in failures if r not in absent]
+    parts = [
+        f"{r['metric']} {fmt_number(r['yardstick'], 4)} -> {fmt_number(r['actual'], 4)} "
+        f"(delta {fmt_number(r['delta'], 4, signed=True)}, tolerance {r['tolerance']:g})"
+        for r in dropped
+    ]
     if absent:
         names = ", ".join(r["metric"] for r in absent)
+        unseen = (f"gated metric(s) {names} measured now but not in the yardstick: a drop from it cannot be seen, "
+                  f"so the gate cannot pass{notes}")
+        if dropped:
+            # A measured drop beside a metric the yardstick lacks stays a measured failure, named first: as
+            # "not compared" its message would hide it and accepting the run whole would take it unnamed.
+            return GateResult(False, comparison_state, rows,
+                              "FAILED: dropped more than tolerated: " + "; ".join(parts) + f"; and {unseen}")
         return GateResult(False, "not_compared", rows,
-                          f"FAILED (not compared): gated metric(s) {names} measured now but not in the yardstick: "
-                          f"a drop from it cannot be seen, so the gate cannot pass{notes}; accept a run that "
-                          "measured them once the report has recorded it (python -m eval_pipeline.history accept "
-                          "RUN_ID)")
+                          f"FAILED (not compared): {unseen}; accept a run that measured them once the report has "
+                          "recorded it (python -m eval_pipeline.history accept RUN_ID)")
     if failures:
-        parts = [
-            f"{r['metric']} {fmt_number(r['yardstick'], 4)} -> {fmt_number(r['actual'], 4)} "
-            f"(delta {fmt_number(r['delta'], 4, signed=True)}, tolerance {r['tolerance']:g})"
-            for r in failures
-        ]
         return GateResult(False, comparison_state, rows,
                           "FAILED: dropped more than tolerated: " + "; ".join(parts) + notes)
     judged_n = len(rows) - len(unjudged)
@@ -239,10 +247,11 @@ def evaluate_gate(
     return GateResult(True, comparison_state, rows, f"passed: {judged_n} metric(s) within tolerance{notes}")
 
 
-def not_compared_unless_measured(gate: GateResult, why: str) -> GateResult:
+def not_compared_unless_measured(gate: GateResult, why: str,
+                                 also: str = "not comparable with the pinned reference") -> GateResult:
     """``gate`` failed closed as ``not_compared`` for ``why``; but a gate that already failed a
-    measured comparison (``comparable`` or ``paired``) keeps its state, with ``why`` added: a
-    measured regression must stay one, or accepting the run whole would accept it unnamed."""
+    measured comparison (``comparable`` or ``paired``) keeps its state, with ``also`` and ``why``
+    added: a measured regression must stay one, or accepting the run whole would accept it unnamed."""
     if failed_measured(gate.passed, gate.state):
-        return replace(gate, message=f"{gate.message}; also not comparable with the pinned reference: {why}")
+        return replace(gate, message=f"{gate.message}; also {also}: {why}")
     return replace(gate, passed=False, state="not_compared", message=f"FAILED (not compared): {why}")

@@ -235,7 +235,10 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         if before is None and connection_string:
             before = _dropped_graders_row(connection_string, verdict.missing, variant=row["variant"],
                                           configuration=configuration, run_id=run_id)
-        changes = treatment_changes_since(treatment, current["generator"], before)
+        changes = treatment_changes_since(treatment, current["generator"], before,
+                                          configuration=recorded_configurations.get(row["variant"]),
+                                          variant_config=None if missing(row.get("variant_config"))
+                                          else json.loads(row["variant_config"]))
         unmeasured_changes = changes if previous is None and (gate.state == "not_compared" or history is None) \
             else []
         if unmeasured_changes:
@@ -359,12 +362,31 @@ def _as_run(row: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
 
 
 def treatment_changes_since(treatment: Mapping[str, Any], generator: str | None,
-                            before: Mapping[str, Any] | None) -> list[str]:
-    """The generator's change and `treatment_changes` since the history row `before` ([] without one)."""
+                            before: Mapping[str, Any] | None, *, configuration: str | None = None,
+                            variant_config: Mapping[str, Any] | None = None) -> list[str]:
+    """The generator's change, `treatment_changes` and `retrieval_changes` since the history row
+    `before` ([] without one)."""
     if before is None:
         return []
     moved = [f"generator {before.get('generator')!r} -> {generator!r}"] if before.get("generator") != generator else []
-    return moved + treatment_changes(treatment, before)
+    return moved + treatment_changes(treatment, before) + retrieval_changes(configuration, variant_config, before)
+
+
+def retrieval_changes(configuration: str | None, variant_config: Mapping[str, Any] | None,
+                      before: Mapping[str, Any]) -> list[str]:
+    """What changed since the history row `before` in the retrieval that gave the answers their
+    context: the variant's settings, one line each ("retrieval depth: 5 -> 3"), else its
+    configuration's fingerprint (an index or embedder change the settings do not show). As much
+    the answers' treatment as the generator: a golden-set edit made with it must name it, or
+    accepting the run whole would take the answers' drop it caused unnamed. [] when either side
+    recorded nothing to compare."""
+    earlier = before.get("variant_config")
+    lines = [f"retrieval {line}" for line in setting_changes(earlier, variant_config)] \
+        if isinstance(earlier, Mapping) and earlier and variant_config else []
+    recorded = (before.get("provenance") or {}).get("configuration")
+    if not lines and recorded and configuration and recorded != configuration:
+        lines = [f"retrieval configuration {recorded!r} -> {configuration!r}"]
+    return lines
 
 
 def treatment_changes(treatment: Mapping[str, Any], previous: Mapping[str, Any] | None) -> list[str]:

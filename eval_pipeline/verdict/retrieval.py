@@ -27,7 +27,7 @@ from eval_pipeline.gates.retrieval import EPSILON, GateResult, evaluate_gate, no
 from eval_pipeline.gates.rule import within_tolerance, without_yardstick
 from eval_pipeline.history.answers import yardstick_problems
 from eval_pipeline.history.identity import configuration_fingerprint, scoring_protocol
-from eval_pipeline.history.measurements import MEASURED_STATES
+from eval_pipeline.history.measurements import MEASURED_STATES, failed_measured
 from eval_pipeline.history.measurements import session as history_session
 from eval_pipeline.history.runs import (
     SCORING_PROTOCOL,
@@ -695,11 +695,17 @@ def judge_run(
                 new="a new variant (never recorded, and no vanished variant had its configuration)")
             ref_gate = None
         elif _may_be_a_rename(variant, configurations[variant], verdict.vanished, project["established"]):
-            gate = previous_gate = GateResult(False, "not_compared", [], (
-                f"FAILED (not compared): {variant!r} was added since the last acceptance and "
-                f"{', '.join(map(repr, verdict.vanished))} vanished from the variants file since: a rename done as "
-                f"an addition and a removal cannot be told from a new variant, so nothing can judge it; {hint} "
-                "(accepting a run without the vanished variants acknowledges their removal)"))
+            # judged against its own previous run first (it has one: added in an earlier run): a measured drop
+            # stays a measured failure, the rename suspicion added; else nothing can judge it
+            gate, previous_gate, ref_gate = _judge_against(
+                variant, current, effective, strict, [_previous_yardstick(ever, prev)],
+                provenance=provenance, scores=per_variant[variant], rank=rank_reference, ranked=ranked,
+                reference_run_id=None, hint=hint)
+            gate = not_compared_unless_measured(gate, (
+                f"{variant!r} was added since the last acceptance and {', '.join(map(repr, verdict.vanished))} "
+                "vanished from the variants file since: a rename done as an addition and a removal cannot be told "
+                f"from a new variant, so nothing can judge it against the vanished variant's yardsticks; {hint} "
+                "(accepting a run without the vanished variants acknowledges their removal)"), also="a possible rename")
             ref_gate = None
         elif moved is not None:
             # the reference cannot be trusted, the previous run still can: a measured drop from it stays a
@@ -877,7 +883,11 @@ def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mappi
         if measured:
             rows = [{**row, "against": row.get("against", against)} for against, gate in measured for row in gate.rows]
             message = "; ".join(f"against the {against}: {gate.message}" for against, gate in measured)
-            failed = GateResult(False, measured[0][1].state, rows, f"{message}; and {unmade}")
+            # the state of a comparison that measured a drop, when one did (one that only lacks a metric in its
+            # yardstick is not_compared): the recorded state decides whether accepting the run whole is refused
+            state = next((gate.state for _, gate in measured if failed_measured(gate.passed, gate.state)),
+                         measured[0][1].state)
+            failed = GateResult(False, state, rows, f"{message}; and {unmade}")
             return failed, gates.get("previous", failed), gates.get("reference")
         failed = GateResult(False, "not_compared", [], (
             "FAILED (not compared): a yardstick of this variant measured another benchmark and no paired "
