@@ -49,6 +49,7 @@ ANSWER_COLUMNS = [
     "context_k", "generator_settings",  # the treatment: recorded with the run, named when it changes
     # what the answers were produced from, checked by the steps after (a step can read another run's output)
     "corpus_signature", "store_table", "variant_config", "set_fingerprint",
+    "engine_identity",  # the code, packages and database that ranked the golden prompts (the verdict checks it)
 ]
 
 
@@ -249,7 +250,9 @@ def produce_answers(variants: Sequence[Any], golden: CheckedGoldenSet, *, snapsh
     if repair_check is not None:
         answers = repair_answers(answers, golden, generator=generator, cache=cache, check=repair_check, log=log)
     return {v: frame.assign(corpus_signature=store.corpus_signature, store_table=store.table,
-                            variant_config=_one(frames[v]["variant_config"])) for v, frame in answers.items()}
+                            variant_config=_one(frames[v]["variant_config"]),
+                            engine_identity=_one(frames[v]["engine_identity"], "engine identities"))
+            for v, frame in answers.items()}
 
 
 def check_prompts_held_out(prompts, question_set) -> None:
@@ -285,10 +288,10 @@ def produce_pair_answers(pairs: Sequence[tuple[str, str, Any]], golden: CheckedG
     return out
 
 
-def _one(column: pd.Series) -> str:
+def _one(column: pd.Series, what: str = "variant configurations") -> str:
     values = sorted(set(column.dropna()))
     if len(values) != 1:
-        raise ValueError(f"the golden prompts' results have {len(values)} variant configurations (expected one)")
+        raise ValueError(f"the golden prompts' results have {len(values)} {what} (expected one)")
     return values[0]
 
 

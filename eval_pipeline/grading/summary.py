@@ -33,7 +33,8 @@ from eval_pipeline.grading.presentation import (
 METRIC_COLUMNS = ["variant", "grader", "set_id", "set_name", "set_fingerprint", "limited", "generator", "yardstick",
                   "n_prompts", "n_errored", "n_scored", "pass_rate", "pass_rate_low", "pass_rate_high", "mean_score",
                   "mean_low", "mean_high", "n_grader_failed", "grounded_rate", "corpus_rate", "citations_per_answer",
-                  "corpus_signature", "store_table", "variant_config", "treatment_json", "metrics_json",
+                  "corpus_signature", "store_table", "variant_config", "engine_identity", "treatment_json",
+                  "metrics_json",
                   "self_judged", "repair_json", "agreement_json", "gradings_json", "hallucinations_json"]
 
 
@@ -79,6 +80,8 @@ def answer_metric_frames(answers: Mapping[str, pd.DataFrame], grades: Mapping[st
                          "treatment_json": json.dumps(_treatment(frame), sort_keys=True),
                          "n_grader_failed": int(metrics["graders"][summary["grader"]].get("n_grader_failed", 0)),
                          **{c: frame[c].iloc[0] for c in ("corpus_signature", "store_table", "variant_config")},
+                         # what ranked the answers' context: an answers partition of another engine is refused
+                         "engine_identity": frame["engine_identity"].iloc[0] if "engine_identity" in frame else None,
                          "metrics_json": json.dumps(metrics, sort_keys=True), **extras(summary["grader"])})
         frames[variant] = pd.DataFrame(rows, columns=METRIC_COLUMNS)
         metadata[variant] = {"evaluated": True, "generator": generator or "unknown",

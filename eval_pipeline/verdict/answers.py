@@ -85,11 +85,15 @@ class AnswerVerdict:
 
 
 def check_answers_belong(answer_metrics: Mapping[str, pd.DataFrame], *, corpus_signature: str,
-                         tables: Mapping[str, str], variant_configs: Mapping[str, Any]) -> None:
+                         tables: Mapping[str, str], variant_configs: Mapping[str, Any],
+                         engine: str | None = None) -> None:
     """The answers were produced from this run's corpus, each partition's vector table
     (`tables`: partition key -> table) and each variant's
     configuration as ranked (a report reads the latest materialization of every partition, which
-    may be another run's): refuse otherwise, naming what to materialize again."""
+    may be another run's), and, with `engine` (this run's `engine_identity`), their context
+    ranked by this run's code, packages and database, as a retrieval partition must be (answers
+    materialized before a code change would be judged and recorded as this run's): refuse
+    otherwise, naming what to materialize again."""
     problems = []
     for variant, frame in answer_metrics.items():
         if not len(frame):
@@ -104,6 +108,10 @@ def check_answers_belong(answer_metrics: Mapping[str, pd.DataFrame], *, corpus_s
         elif (variant in variant_configs
               and json.loads(row["variant_config"]) != _ranked_config(variant_configs[variant])):
             problems.append(f"variant {variant!r} answered with another configuration than it was ranked with")
+        elif engine is not None and (ranked_by := row.get("engine_identity")) != engine:
+            problems.append(f"variant {variant!r} answered from a context ranked by engine "
+                            f"{ranked_by if not missing(ranked_by) else 'unknown'} (code, packages, database), "
+                            f"this run's is {engine!r}")
     if problems:
         raise InconsistentInputs("the answer metrics do not belong to this run: " + "; ".join(problems)
                                  + ". Materialize answers, graded_answers and answer_metrics for these variants again.")

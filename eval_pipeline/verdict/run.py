@@ -154,7 +154,7 @@ def decide_run(
                             record=False, statistics_cache=statistics_cache, sweep_keys=list(sweep.keys),
                             rank_reference=rank_reference)
         check_answers_belong(answer_metrics or {}, corpus_signature=store.corpus_signature, tables=tables,
-                             variant_configs=provenance.get("variants", {}))
+                             variant_configs=provenance.get("variants", {}), engine=engine)
         complete_verdict(verdict, answer_metrics or {}, run_id=run_id, record_history=record_history, order=order,
                          corpus_signature=store.corpus_signature, answer_tolerances=sweep.answer_tolerances,
                          connection_string=connection_string)

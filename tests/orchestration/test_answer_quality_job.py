@@ -207,6 +207,12 @@ def test_the_whole_chain_in_one_job(chain):
 
     metrics = full.frames("answer_metrics")
     assert sorted(metrics) == sorted(VARIANTS)
+    # what ranked each variant's context is recorded with its answers (the verdict refuses answers of another
+    # engine): this run's, the engine that ranked its retrieval partitions
+    ranked = full.frames("ranked_results")
+    for variant in VARIANTS:
+        assert set(metrics[variant]["engine_identity"]) == set(ranked[variant]["engine_identity"]), variant
+    assert len({e for frame in ranked.values() for e in frame["engine_identity"]}) == 1
     history = full.history()
     assert sorted((r["variant"], r["grader"]) for r in history) == sorted(
         (v, g) for v in VARIANTS for g in ("deterministic", "static"))

@@ -222,3 +222,35 @@ def test_a_drop_against_the_anchor_beside_an_absent_metric_and_an_unmade_referen
     assert previous.state == "not_compared" and not gate.passed, gate.message
     assert gate.state == "comparable", gate.message
     assert "against the anchor: FAILED: dropped more than tolerated: hit@1 1.0000 -> 0.5000" in gate.message
+
+
+# --------------------------------------------------------------------------------------------
+# 5. (suspected by the review) answers whose context another engine ranked
+# --------------------------------------------------------------------------------------------
+
+
+def test_answers_whose_context_another_engine_ranked_do_not_belong_to_this_run():
+    """A retrieval partition ranked before a code or package change is refused (`results_provenance`);
+    an answers partition was not: materialized before the change and read by a verdict after it, its
+    numbers were judged and recorded as this run's. The answers now carry the engine that ranked their
+    context, and `check_answers_belong` refuses another one, or none (materialized by an older version)."""
+    import pandas as pd
+
+    from eval_pipeline.ranking.inputs import InconsistentInputs
+    from eval_pipeline.verdict.answers import check_answers_belong
+
+    def frame(**engine):
+        return pd.DataFrame([{"corpus_signature": "c", "store_table": "t", "variant_config": json.dumps({"k": 1}),
+                              **engine}])
+
+    def check(answers, engine="E2"):
+        check_answers_belong({"v": answers}, corpus_signature="c", tables={"v": "t"},
+                             variant_configs={"v": {"k": 1}}, engine=engine)
+
+    check(frame(engine_identity="E2"))
+    for stale, shown in ((frame(engine_identity="E1"), "engine E1"), (frame(), "engine unknown"),
+                         (frame(engine_identity=None), "engine unknown")):
+        with pytest.raises(InconsistentInputs, match=f"answered from a context ranked by {shown} .*this run's is "
+                                                     "'E2'.*Materialize answers"):
+            check(stale)
+    check(frame(), engine=None)  # no engine given (a caller that checks the rest only): as before
