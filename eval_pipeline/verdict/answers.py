@@ -44,6 +44,7 @@ from eval_pipeline.history.answers import (
     reference_answer_run,
     yardstick_problems,
 )
+from eval_pipeline.history.identity import RUN_OUTCOMES
 from eval_pipeline.history.measurements import session as history_session
 from eval_pipeline.history.runs import moved_reference, setting_changes
 from eval_pipeline.ranking.inputs import InconsistentInputs
@@ -243,10 +244,11 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         if before is None and connection_string:
             before = _dropped_graders_row(connection_string, verdict.missing, variant=row["variant"],
                                           configuration=configuration, run_id=run_id)
+        engine = None if missing(row.get("engine_identity")) else str(row["engine_identity"])
         changes = treatment_changes_since(treatment, current["generator"], before,
                                           configuration=recorded_configurations.get(row["variant"]),
                                           variant_config=None if missing(row.get("variant_config"))
-                                          else json.loads(row["variant_config"]))
+                                          else json.loads(row["variant_config"]), engine=engine)
         unmeasured_changes = changes if previous is None and (gate.state == "not_compared" or history is None) \
             else []
         if unmeasured_changes:
@@ -267,6 +269,8 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                                 "provenance": {"set_name": row["set_name"], "treatment": treatment,
                                                "metrics": _no_nan(metrics),
                                                "configuration": recorded_configurations.get(row["variant"]),
+                                               # what ranked the context: a later run names its change
+                                               "engine_identity": engine,
                                                "tolerances": dict(tolerances),
                                                "effective_tolerances": {row["variant"]: effective},
                                                # what the gate decided: accepting a row that failed against
@@ -371,29 +375,39 @@ def _as_run(row: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
 
 def treatment_changes_since(treatment: Mapping[str, Any], generator: str | None,
                             before: Mapping[str, Any] | None, *, configuration: str | None = None,
-                            variant_config: Mapping[str, Any] | None = None) -> list[str]:
+                            variant_config: Mapping[str, Any] | None = None, engine: str | None = None) -> list[str]:
     """The generator's change, `treatment_changes` and `retrieval_changes` since the history row
     `before` ([] without one)."""
     if before is None:
         return []
     moved = [f"generator {before.get('generator')!r} -> {generator!r}"] if before.get("generator") != generator else []
-    return moved + treatment_changes(treatment, before) + retrieval_changes(configuration, variant_config, before)
+    return moved + treatment_changes(treatment, before) + retrieval_changes(configuration, variant_config, before,
+                                                                            engine=engine)
 
 
 def retrieval_changes(configuration: str | None, variant_config: Mapping[str, Any] | None,
-                      before: Mapping[str, Any]) -> list[str]:
+                      before: Mapping[str, Any], *, engine: str | None = None) -> list[str]:
     """What changed since the history row `before` in the retrieval that gave the answers their
     context: the variant's settings, one line each ("retrieval depth: 5 -> 3"), else its
-    configuration's fingerprint (an index or embedder change the settings do not show). As much
-    the answers' treatment as the generator: a golden-set edit made with it must name it, or
-    accepting the run whole would take the answers' drop it caused unnamed. [] when either side
-    recorded nothing to compare."""
+    configuration's fingerprint (an index or embedder change the settings do not show), and the
+    engine that ranked it (`engine`: code, packages, database). As much the answers' treatment
+    as the generator: a golden-set edit made with it must name it, or accepting the run whole
+    would take the answers' drop it caused unnamed. What a run's tuning chose and scored
+    (`RUN_OUTCOMES`) is not a setting: a corpus change moves it. [] when either side recorded
+    nothing to compare."""
+    def settings(config: Any) -> Any:
+        return {k: v for k, v in config.items() if k not in RUN_OUTCOMES and k != "index"}
+
     earlier = before.get("variant_config")
-    lines = [f"retrieval {line}" for line in setting_changes(earlier, variant_config)] \
-        if isinstance(earlier, Mapping) and earlier and variant_config else []
-    recorded = (before.get("provenance") or {}).get("configuration")
+    lines = [f"retrieval {line}" for line in setting_changes(settings(earlier), settings(variant_config))] \
+        if isinstance(earlier, Mapping) and earlier and isinstance(variant_config, Mapping) and variant_config else []
+    provenance = before.get("provenance") or {}
+    recorded = provenance.get("configuration")
     if not lines and recorded and configuration and recorded != configuration:
         lines = [f"retrieval configuration {recorded!r} -> {configuration!r}"]
+    ranked_by = provenance.get("engine_identity")
+    if ranked_by and engine and ranked_by != engine:
+        lines.append(f"retrieval engine {ranked_by!r} -> {engine!r} (code, packages, database)")
     return lines
 
 

@@ -40,6 +40,7 @@ from eval_pipeline.history.runs import (
     moved_reference,
     previous_run,
     project_history,
+    read_run,
     record_run,
     recorded_run_of,
     reference_run,
@@ -533,6 +534,36 @@ def _same_measurement(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return (a["run_id"], a["variant"]) == (b["run_id"], b["variant"])
 
 
+def _shown_against_recorded(gate: GateResult, variant: str, recorded: str, current: Mapping[str, float],
+                            tolerances: Mapping[str, float], *, strict: bool, identity: Mapping[str, Any],
+                            incomplete: Sequence[str], connection_string: str,
+                            prefix: str) -> tuple[GateResult, dict[str, Any] | None]:
+    """(gate, the run it was measured against): ``gate`` (a variant with recorded runs and no
+    yardstick: "nothing can judge it") failed as the measured regression it is when its latest
+    recorded run (``recorded``: no yardstick, its run not eligible, say for another variant's
+    failure) measured the same benchmark and today's numbers dropped from it: the drop is shown,
+    and accepting the run whole needs the variant named. Else (``gate``, None). A history that
+    cannot be read here leaves ``gate`` as it is: it fails closed either way."""
+    try:
+        earlier = read_run(connection_string, recorded, prefix=prefix)
+    except _history_errors():
+        return gate, None
+    if earlier is None or incomplete or benchmark_identity(earlier["provenance"] or {}) != identity:
+        return gate, None
+    rows = earlier["metrics"][earlier["metrics"]["variant"] == variant]
+    metrics = {m: float(v) for m, v in zip(rows["metric"], rows["value"])}
+    if not metrics:  # recorded under another name (a lineage): not this variant's numbers
+        return gate, None
+    measured = evaluate_gate(current, metrics, tolerances, "comparable", strict=strict)
+    if not failed_measured(measured.passed, measured.state):
+        return gate, None
+    run = {"run_id": recorded, "variant": variant, "created_at": earlier["created_at"], "limited": earlier["limited"],
+           "provenance": earlier["provenance"] or {}, "metrics": metrics, "intervals": {}, "accepted": False,
+           "accepted_at": None, "accepted_position": None, "eligible": False}
+    return replace(measured, message=f"{measured.message} (against its latest recorded run {recorded}, no "
+                                     f"yardstick: {gate.message})"), run
+
+
 def _previous_yardstick(ever: Mapping[str, Any], prev: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any], str]:
     """The previous run as a yardstick: compared directly when it ran on today's benchmark (``prev``),
     else its configuration ranked on today's questions by today's engine."""
@@ -693,19 +724,13 @@ def judge_run(
                 repr(variant), had_yardstick=None, recorded=recorded, project_has_history=project["has_runs"],
                 vanished=verdict.vanished, strict=strict, hint=hint,
                 new="a new variant (never recorded, and no vanished variant had its configuration)")
-            ref_gate = None
-        elif _may_be_a_rename(variant, configurations[variant], verdict.vanished, project["established"]):
-            # judged against its own previous run first (it has one: added in an earlier run): a measured drop
-            # stays a measured failure, the rename suspicion added; else nothing can judge it
-            gate, previous_gate, ref_gate = _judge_against(
-                variant, current, effective, strict, [_previous_yardstick(ever, prev)],
-                provenance=provenance, scores=per_variant[variant], rank=rank_reference, ranked=ranked,
-                reference_run_id=None, hint=hint)
-            gate = not_compared_unless_measured(gate, (
-                f"{variant!r} was added since the last acceptance and {', '.join(map(repr, verdict.vanished))} "
-                "vanished from the variants file since: a rename done as an addition and a removal cannot be told "
-                f"from a new variant, so nothing can judge it against the vanished variant's yardsticks; {hint} "
-                "(accepting a run without the vanished variants acknowledges their removal)"), also="a possible rename")
+            if recorded is not None and not gate.passed and connection_string:
+                shown, measured_against = _shown_against_recorded(
+                    gate, variant, recorded, current, effective, strict=strict, identity=identity,
+                    incomplete=incomplete, connection_string=connection_string, prefix=history_prefix)
+                if measured_against is not None:  # the run it was measured against is the one the report shows
+                    gate = previous_gate = shown
+                    ever = measured_against
             ref_gate = None
         elif moved is not None:
             # the reference cannot be trusted, the previous run still can: a measured drop from it stays a
@@ -733,6 +758,12 @@ def judge_run(
                     # code since: the first run on today's benchmark anchors that, on the same questions
                     if anchor is not None and anchor["run_id"] not in (prev["run_id"], ref["run_id"]):
                         yardsticks.append(("anchor", anchor, "direct"))
+            elif ref is not None and prev is None and \
+                    (ever.get("provenance") or {}).get("engine_identity") != provenance.get("engine_identity"):
+                # the previous run is the pinned reference, on another benchmark and another engine: it cannot be
+                # paired as the previous run (today's code would be on both sides), but as the reference it is,
+                # by its configuration alone, as a reference that is another run would be
+                yardsticks.append(("reference", ref, "paired"))
             gate, previous_gate, ref_gate = _judge_against(
                 variant, current, effective, strict, yardsticks, provenance=provenance, scores=per_variant[variant],
                 rank=rank_reference, ranked=ranked, reference_run_id=ref["run_id"] if ref is not None else None,
@@ -753,6 +784,19 @@ def judge_run(
                         f"{ever['run_id']} recorded no drift from it for every gated metric (recorded by an older "
                         f"version, against another reference, or before the metric was gated), so the code's "
                         f"changes since the reference cannot be counted across the change; {hint}"))
+        if unreadable is None and ever is not None and \
+                _may_be_a_rename(variant, configurations[variant], verdict.vanished, project["established"]):
+            # added since the last acceptance while another vanished: it may be that variant renamed, whose
+            # yardsticks are not its own. Judged against its own first (above): a measured drop stays a measured
+            # failure, the suspicion added; else nothing can judge it
+            rename = (f"{variant!r} was added since the last acceptance and {', '.join(map(repr, verdict.vanished))} "
+                      "vanished from the variants file since: a rename done as an addition and a removal cannot be "
+                      "told from a new variant, so nothing can judge it against the vanished variant's yardsticks; "
+                      f"{hint} (accepting a run without the vanished variants acknowledges their removal)")
+            if not gate.passed and gate.state == "not_compared":  # already not compared: both reasons said
+                gate = replace(gate, message=f"{gate.message}; also a possible rename: {rename}")
+            else:
+                gate = not_compared_unless_measured(gate, rename, also="a possible rename")
         fell_back = int(row.get("n_rerank_fallback", 0) or 0)
         if fell_back and gate.passed:
             # an LLM reranker whose answer named no candidate kept the first stage's order: the numbers

@@ -161,14 +161,17 @@ def test_a_renamed_variant_does_not_take_a_live_variants_history_when_its_own_va
 def test_a_variant_added_in_a_failed_run_is_not_a_first_run_later(judge):
     """HOLE 2. r1 adds n while a regresses (the run fails: nothing of it is a yardstick). r2: n
     regressed; it has no eligible run, so it was a "first run" and passed. It has a recorded
-    run: not compared, failing until accepted, with the exact command."""
+    run: failing until accepted, with the exact command; and its drop from that run, no yardstick, is
+    shown as the measured failure it is (the forty-first review: "nothing can judge it" hid it, and
+    accepting the run whole took it)."""
     assert judge("r0", {"a": "good"}).passed
     failed = judge("r1", {"a": "good", "n": "other"}, hits={"a": 50})
     assert not failed.passed and states(failed)["n"] == ("first_run", True)
     regressed = judge("r2", {"a": "good", "n": "other"}, hits={"n": 50})
     gate = regressed.gates["n"]
-    assert (gate.state, gate.passed) == ("not_compared", False), gate.message
+    assert (gate.state, gate.passed) == ("comparable", False), gate.message
     assert "r1" in gate.message and "accept r2 --variant n" in gate.message
+    assert "hit@1 1.0000 -> 0.5000" in gate.message and "no yardstick" in gate.message, gate.message
     assert not regressed.eligible
 
 
@@ -178,9 +181,13 @@ def test_a_project_whose_first_run_had_an_errored_question_is_not_new_for_ever(j
     first = judge("r0", {"a": "good"}, errored={"a": 1})
     assert not first.eligible
     regressed = judge("r1", {"a": "good"}, hits={"a": 50})
-    assert states(regressed)["a"] == ("not_compared", False), regressed.gates["a"].message
+    # its drop from the first run (no yardstick) shown: a measured failure, so accepting it names the variant
+    assert states(regressed)["a"] == ("comparable", False), regressed.gates["a"].message
+    assert "no yardstick" in regressed.gates["a"].message, regressed.gates["a"].message
+    with pytest.raises(ValueError):
+        accept_reference(judge.uri, "r1", prefix=judge.prefix)
     # accepting a run ends it: the next is compared with it
-    accept_reference(judge.uri, "r1", prefix=judge.prefix)
+    accept_reference(judge.uri, "r1", variants=["a"], prefix=judge.prefix)
     assert states(judge("r2", {"a": "good"}, hits={"a": 50}))["a"] == ("comparable", True)
 
 

@@ -302,14 +302,16 @@ def test_held_accept_latest_after_the_distrust_accepts_every_variant(judge, monk
 
 
 def test_held_accepting_one_variant_trusts_that_row_only(judge, monkeypatch):
-    """accept S --variant v after the distrust: S's w row and X's rows stay distrusted; w is not compared."""
+    """accept S --variant v after the distrust: S's w row and X's rows stay distrusted; w has no
+    yardstick (its drop from S, no yardstick, is shown as a measured failure since the forty-first review)."""
     _retrieval_distrusted(judge, ("v", "w"))
     assert _cli(judge, monkeypatch, "S", "--variant", "v") == 0
     rows = _rows(judge.uri, judge.prefix)
     assert [k for k, r in rows.items() if not r[0]] == [("S", "v", "retrieval")], rows
     verdict = judge("T", "A", {"v": "good", "w": "good"}, hits={"v": 70, "w": 70})
     assert verdict.gates["v"].state == "comparable" and not verdict.gates["v"].passed
-    assert verdict.gates["w"].state == "not_compared" and not verdict.gates["w"].passed
+    assert verdict.gates["w"].state == "comparable" and not verdict.gates["w"].passed
+    assert "against its latest recorded run S, no yardstick" in verdict.gates["w"].message, verdict.gates["w"].message
 
 
 def test_held_an_answer_variant_renamed_with_its_configuration_after_the_distrust_is_not_compared(answers):
