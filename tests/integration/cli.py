@@ -75,36 +75,45 @@ def start_dagster(tmp_path, name, env, args: list[str], *, fresh: bool = False) 
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _forked(name: str, env: dict, fresh: bool) -> bool:
-    """Whether run `name` starts from the job zygote (`start_dagster`'s rules)."""
+def _forked(name: str, env: dict, fresh: bool, *, python: bool = False) -> bool:
+    """Whether run `name` starts from the job zygote (`start_dagster`'s rules; a python run's
+    PYTHONPATH is applied by the zygote where it can be, see tests/job_zygote.py)."""
     if fresh or job_zygote.fresh_forced(env):
         return False
-    differing = job_zygote.unforkable(env)
+    differing = job_zygote.unforkable(env, python=python)
     if differing:
         raise ValueError(f"run {name!r}: its environment differs from the job zygote's in {differing}, which an "
                          "import may read; pass fresh=True if a new process is meant")
     return True
 
 
-def start_python(tmp_path, name, env, args: list[str], *, fresh: bool = False) -> subprocess.Popen | job_zygote.Child:
-    """`python -m module ...` or `python -c code ...` (`args`) in the checkout, its output in
-    <name>.log and its stderr in <name>.err, in a session of its own: forked from the job zygote
-    or a new process by `start_dagster`'s rules."""
+def start_python(tmp_path, name, env, args: list[str], *, fresh: bool = False, cwd: Path = REPO,
+                 library: bool = False) -> subprocess.Popen | job_zygote.Child:
+    """`python -m module ...` or `python -c code ...` (`args`) in `cwd` (the checkout, or another
+    checkout's folder, with its PYTHONPATH in `env`), its output in <name>.log and its stderr in
+    <name>.err, in a session of its own: forked from the job zygote or a new process by
+    `start_dagster`'s rules (a PYTHONPATH the zygote cannot apply as a new interpreter would is a
+    difference in what an import reads). `library`: a run of the library's code alone (an older
+    install's eval_pipeline), forked from the library zygote of its environment (tests/job_zygote.py)."""
     log_path, err_path = tmp_path / f"{name}.log", tmp_path / f"{name}.err"
-    if _forked(name, env, fresh):
+    if library and not fresh and not job_zygote.fresh_forced(env):
         log_path.write_text("")
         err_path.write_text("")
-        return job_zygote.spawn_python(args, env=env, cwd=REPO, log=log_path, err=err_path)
+        return job_zygote.spawn_library_python(args, env=env, cwd=cwd, log=log_path, err=err_path)
+    if not library and _forked(name, env, fresh, python=True):
+        log_path.write_text("")
+        err_path.write_text("")
+        return job_zygote.spawn_python(args, env=env, cwd=cwd, log=log_path, err=err_path)
     with open(log_path, "w") as log, open(err_path, "w") as err:
-        return subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, stdout=log, stderr=err,
+        return subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=log, stderr=err,
                                 start_new_session=True)
 
 
-def run_python(tmp_path, name, env, args: list[str], *, timeout: float,
-               fresh: bool = False) -> subprocess.CompletedProcess:
+def run_python(tmp_path, name, env, args: list[str], *, timeout: float, fresh: bool = False,
+               cwd: Path = REPO, library: bool = False) -> subprocess.CompletedProcess:
     """`start_python`, waited for: what subprocess.run(capture_output=True, text=True) answers
     (killed and TimeoutExpired after `timeout` seconds)."""
-    proc = start_python(tmp_path, name, env, args, fresh=fresh)
+    proc = start_python(tmp_path, name, env, args, fresh=fresh, cwd=cwd, library=library)
     try:
         code = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -217,3 +217,117 @@ def test_cli_python_runs_fork_under_start_dagsters_rules(tmp_path):
         cli.run_python(tmp_path, "refused", {**env, "HF_HUB_OFFLINE": "0"}, args, timeout=120)
     with pytest.raises(subprocess.TimeoutExpired):
         cli.run_python(tmp_path, "slow", env, ["-c", "import time; time.sleep(600)"], timeout=1)
+
+
+# --- a python run's PYTHONPATH (another checkout's code: the verdict reviews' older installs) ----
+
+PATH_PROBE = (
+    "import sys\n"
+    "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] == 'eval_pipeline'))\n"
+    "print('PATH', sys.path)\n"
+    "import eval_pipeline, helper_mod\n"
+    "print('FROM', eval_pipeline.__file__, eval_pipeline.WHERE, helper_mod.__file__)\n"
+    "raise SystemExit(int(sys.argv[-1]))\n")
+
+
+def _older_checkout(tmp_path):
+    """A folder with an eval_pipeline of its own (what `git archive <commit> eval_pipeline` gives),
+    another with a module, and an empty working directory."""
+    old, lib, work = tmp_path / "old", tmp_path / "lib", tmp_path / "work"
+    (old / "eval_pipeline").mkdir(parents=True)
+    (old / "eval_pipeline" / "__init__.py").write_text("WHERE = 'the older checkout'\n")
+    lib.mkdir()
+    (lib / "helper_mod.py").write_text("print('helper imported')\n")
+    (lib / "probe.py").write_text(PATH_PROBE)
+    work.mkdir()
+    return old, lib, work
+
+
+def test_a_forked_python_runs_pythonpath_is_applied_as_a_new_interpreter_applies_it(tmp_path):
+    """PYTHONPATH's entries (repeated, and site-packages among them) land where a new interpreter
+    puts them: the whole sys.path, the module found through it by `-m`, the eval_pipeline imported
+    (the older checkout's: nothing of the project is loaded when the run starts), output and exit
+    code are a new process's."""
+    import sysconfig
+
+    old, lib, work = _older_checkout(tmp_path)
+    python_path = os.pathsep.join([str(old), str(lib), str(old), sysconfig.get_paths()["purelib"]])
+    env = {"PYTHONPATH": python_path}
+    assert job_zygote.forks({**job_zygote.SESSION_ENV, **env}, python=True)
+    assert not job_zygote.forks({**job_zygote.SESSION_ENV, **env})  # a dagster run's is not applied
+    for args in (["-c", PATH_PROBE, "4"], ["-m", "probe", "5"]):
+        code, out = _alike(work, args, **env)
+        assert code == int(args[-1])
+        assert "LOADED []" in out and f"FROM {old / 'eval_pipeline' / '__init__.py'} the older checkout" in out, out
+        assert f"{lib / 'helper_mod.py'}" in out, out
+    assert f"PATH [{str(work)!r}, {str(old)!r}, {str(lib)!r}, " in out, out  # -m: the working directory first
+    # the same run without it: this checkout's eval_pipeline (through the editable install), as in a new process
+    code, out = _alike(work, ["-c", "import eval_pipeline; print(eval_pipeline.__file__)"])
+    assert code == 0 and out.strip() == str(job_zygote.REPO / "eval_pipeline" / "__init__.py"), out
+
+
+def test_a_pythonpath_the_zygote_cannot_apply_starts_a_new_process(tmp_path):
+    """An entry holding a module the zygote has loaded (a new interpreter would import that one),
+    or a relative entry, is a difference in what an import reads: refused without `fresh`, and a
+    new process with it. This checkout's folder (its `tests` package is the zygote's own) is none."""
+    from tests.integration import cli
+
+    old, lib, work = _older_checkout(tmp_path)
+    (lib / "yaml").mkdir()
+    (lib / "yaml" / "__init__.py").write_text("WHERE = 'a yaml of its own'\n")
+    for python_path in (f"{old}{os.pathsep}{lib}", f"{old}{os.pathsep}lib"):
+        env = {**job_zygote.SESSION_ENV, "PYTHONPATH": python_path}
+        assert job_zygote.unforkable(env, python=True) == ["PYTHONPATH"], python_path
+        with pytest.raises(ValueError, match=r"differs from the job zygote's in \['PYTHONPATH'\].*fresh=True"):
+            cli.run_python(tmp_path, "refused", env, ["-c", "print(1)"], timeout=120, cwd=work)
+    env = {**job_zygote.SESSION_ENV, "PYTHONPATH": f"{lib}{os.pathsep}{old}"}
+    fresh = cli.run_python(tmp_path, "fresh", env, ["-c", "import yaml; print(yaml.WHERE)"], timeout=120, cwd=work,
+                           fresh=True)
+    assert fresh.returncode == 0 and fresh.stdout == "a yaml of its own\n", fresh.stderr
+    assert job_zygote.forks({**job_zygote.SESSION_ENV, "PYTHONPATH": f"{old}{os.pathsep}{cli.REPO}"}, python=True)
+    env = {**job_zygote.SESSION_ENV, "PYTHONPATH": str(old), job_zygote.FRESH_ENV: "1"}
+    forced = cli.start_python(tmp_path, "forced", env, ["-c", "print(1)"], cwd=work)
+    assert isinstance(forced, subprocess.Popen) and forced.wait(timeout=120) == 0
+    forked = cli.start_python(tmp_path, "forked", {**env, job_zygote.FRESH_ENV: ""}, ["-c", "print(1)"], cwd=work)
+    assert isinstance(forked, job_zygote.Child) and forked.wait(timeout=120) == 0
+
+
+def test_a_library_run_forks_from_a_library_zygote_of_its_own_environment(tmp_path):
+    """`cli.run_python(..., library=True)` (an older install's code alone): forked from a zygote
+    that preloads only LIBRARY_PRELOAD (never the project) and started with the run's own
+    environment, so the run answers as a new process does, with its PYTHONPATH applied; another
+    environment gets another zygote; EVAL_PIPELINE_FRESH_JOBS=1 and `fresh` are new processes; a
+    PYTHONPATH it cannot apply is refused."""
+    from tests.integration import cli
+
+    old, lib, work = _older_checkout(tmp_path)
+    base = {**job_zygote.SESSION_ENV, "PYTHONPATH": f"{old}{os.pathsep}{lib}"}
+    probe = PATH_PROBE.replace("raise SystemExit", "import os; print('ENV', os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+                               "print('PRELOADED', sorted(m for m in ('numpy', 'pandas', 'torch', 'dagster')"
+                               " if m in sys.modules))\nraise SystemExit")
+    zygotes = []
+    for extra in ({}, {"OPENBLAS_NUM_THREADS": "1"}):  # read when numpy's OpenBLAS loads
+        env = {**base, **extra, "EVAL_PIPELINE_PROBE": "call time"}
+        forked = cli.run_python(tmp_path, "forked", env, ["-c", probe, "3"], timeout=120, cwd=work, library=True)
+        fresh = cli.run_python(tmp_path, "fresh", env, ["-c", probe, "3"], timeout=120, cwd=work, library=True,
+                               fresh=True)
+        assert forked.returncode == fresh.returncode == 3, (forked.stderr[-2000:], fresh.stderr[-2000:])
+        preloaded_line = next(line for line in forked.stdout.splitlines() if line.startswith("PRELOADED"))
+        assert forked.stdout.replace(preloaded_line + "\n", "") == fresh.stdout.replace(
+            next(line for line in fresh.stdout.splitlines() if line.startswith("PRELOADED")) + "\n", ""), (
+            forked.stdout, fresh.stdout)
+        assert preloaded_line == "PRELOADED ['numpy', 'pandas']" and forked.stderr == fresh.stderr, forked.stdout
+        assert "LOADED []" in forked.stdout and f"FROM {old / 'eval_pipeline' / '__init__.py'}" in forked.stdout
+        assert f"ENV {extra.get('OPENBLAS_NUM_THREADS')}" in forked.stdout, forked.stdout
+        zygote = job_zygote.library_zygote(env)
+        blas = "OPENBLAS_NUM_THREADS"
+        assert "PYTHONPATH" not in zygote.env and zygote.env.get(blas) == extra.get(blas), zygote.env.get(blas)
+        assert job_zygote.library_zygote({**env, "EVAL_PIPELINE_PROBE": "another"}) is zygote  # call time: the same
+        zygotes.append(zygote)
+    assert zygotes[0] is not zygotes[1]
+    forced = cli.start_python(tmp_path, "forced", {**base, job_zygote.FRESH_ENV: "1"}, ["-c", "print(1)"], cwd=work,
+                              library=True)
+    assert isinstance(forced, subprocess.Popen) and forced.wait(timeout=120) == 0
+    (lib / "pandas").mkdir()
+    with pytest.raises(ValueError, match="cannot apply this PYTHONPATH.*pandas"):
+        cli.run_python(tmp_path, "refused", base, ["-c", "print(1)"], timeout=120, cwd=work, library=True)

@@ -14,11 +14,15 @@ submodules (a strict xfail: what cannot be undone after the fork, covered by the
 - the forked run ends with os._exit after atexit: the interpreter's finalization (objects' __del__
   when the modules are torn down, and whatever fails or hangs there) never runs in the lane;
 - what a preloaded package put in os.environ when imported (scikit-learn: KMP_*) is gone in the
-  forked run, which took the request's environment after the zygote's imports."""
+  forked run, which took the request's environment after the zygote's imports;
+- a python run's PYTHONPATH entry holding a module the zygote has loaded (a `yaml` of its own) is
+  what a new interpreter imports, never the forked run (a strict xfail: such a run is refused by
+  job_zygote.python_path_unforkable and starts as a new process)."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 
@@ -103,3 +107,20 @@ def test_what_an_import_puts_in_the_environment_is_in_a_forked_runs_too(tmp_path
         "import os\n"
         "import sklearn\n"
         "raise SystemExit(3 if os.environ.get('KMP_INIT_AT_FORK') == 'FALSE' else 4)\n"))
+
+
+@pytest.mark.xfail(strict=True, reason="a module imported before the fork is used whatever the run's PYTHONPATH "
+                   "says: such a run is refused by job_zygote.python_path_unforkable (a new process instead)")
+def test_a_pythonpath_entry_shadowing_a_preloaded_module_is_imported_in_a_forked_run(tmp_path):
+    """A new interpreter imports a PYTHONPATH entry's `yaml` before site-packages' one; the forked
+    run (asked directly, without the test side's check) has the zygote's."""
+    (tmp_path / "shadow" / "yaml").mkdir(parents=True)
+    (tmp_path / "shadow" / "yaml" / "__init__.py").write_text("")
+    env = {**job_zygote.SESSION_ENV, "PYTHONPATH": str(tmp_path / "shadow")}
+    args = ["-c", "import yaml, sys; sys.exit(3 if yaml.__file__.startswith(sys.argv[1]) else 4)", str(tmp_path)]
+    log = tmp_path / "forked.log"
+    log.write_text("")
+    forked = job_zygote.spawn_python(args, env=env, cwd=tmp_path, log=log).wait(timeout=120)
+    fresh = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert fresh.returncode == 3, fresh.stderr[-2000:]
+    assert forked == fresh.returncode, log.read_text()[-2000:]

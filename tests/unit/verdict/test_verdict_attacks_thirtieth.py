@@ -87,7 +87,6 @@ from __future__ import annotations
 import io
 import os
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -100,6 +99,7 @@ from eval_pipeline.history.answers import accept_answer_run
 from eval_pipeline.history.runs import accept_reference, table_names
 from tests.unit.verdict import test_clock_checked_once as once
 from tests.unit.verdict import test_verdict_attacks_eighth as eighth
+from tests.unit.verdict import test_verdict_attacks_thirtyfirst as thirtyfirst
 from tests.unit.verdict import test_verdict_attacks_twentyninth as twentyninth
 
 pytestmark = pytest.mark.integration
@@ -157,13 +157,12 @@ def _contacted_by_4fafd48_itself(uri: str, code: Path) -> None:
     with psycopg.connect(uri, autocommit=True) as conn:  # the column 4fafd48 never had
         conn.execute(sql.SQL("ALTER TABLE {measurements} DROP COLUMN distrusted").format(
             **measurements._ident(names)))
-    env = {**os.environ, "PYTHONPATH": str(code), "ATK30_URL": uri}
-    out = subprocess.run([sys.executable, "-c",
-                          "import os, eval_pipeline.history.runs as r; assert 'distrusted boolean' not in "
-                          "open(r.__file__.replace('runs.py', 'measurements.py')).read(); "
-                          "r.ensure_tables(os.environ['ATK30_URL']); print(r.__file__)"],
-                         env=env, capture_output=True, text=True, cwd=str(code))
+    out = thirtyfirst._run_old_install(code, "import sys, eval_pipeline.history.runs as r\n"
+                                             "assert 'distrusted boolean' not in "
+                                             "open(r.__file__.replace('runs.py', 'measurements.py')).read()\n"
+                                             "r.ensure_tables(sys.argv[1])\nprint(r.__file__)\n", uri)
     assert out.returncode == 0 and str(code) in out.stdout, out.stderr[-2000:]
+    assert out.stdout.strip() == str(code / "eval_pipeline" / "history" / "runs.py"), out.stdout
 
 
 def test_a_history_the_previous_version_distrusted_is_still_distrusted_after_the_upgrade(answers):
@@ -273,7 +272,7 @@ import eval_pipeline.verdict.answers as a
 assert 'distrusted boolean' not in open(a.__file__.replace('verdict/answers.py', 'history/measurements.py')).read()
 from eval_pipeline.verdict.answers import judge_answer_run, record_answers
 from tests.verdict_frames import answer_frame
-uri, run_id, rate = os.environ['ATK30_URL'], sys.argv[1], float(sys.argv[2])
+uri, run_id, rate = sys.argv[1], sys.argv[2], float(sys.argv[3])
 verdict = judge_answer_run({'bm25': answer_frame('bm25', rate, engine='bm25')}, order=['bm25'],
                            corpus_signature='corpus-1', tolerances={'max_pass_rate_drop': 0.1,
                            'max_mean_score_drop': 0.1}, strict=False, connection_string=uri, run_id=run_id,
@@ -286,10 +285,10 @@ print(a.__file__, verdict.passed)
 def _judged_by_4fafd48(uri: str, code: Path, run_id: str, rate: float) -> bool:
     """bm25 answers at ``rate`` judged and recorded by 4fafd48's own code (the eighth's fixture's
     arguments), in a process of its own; whether its verdict passed."""
-    env = {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{_REPO}", "ATK30_URL": uri}
-    out = subprocess.run([sys.executable, "-c", _JUDGE_AS_4FAFD48, run_id, str(rate)], env=env,
-                         capture_output=True, text=True, cwd=str(code))
+    out = thirtyfirst._run_old_install(code, _JUDGE_AS_4FAFD48, uri, run_id, str(rate),
+                                      pythonpath=f"{code}{os.pathsep}{_REPO}")
     assert out.returncode == 0 and str(code) in out.stdout, out.stderr[-2000:]
+    assert out.stdout.split()[0] == str(code / "eval_pipeline" / "verdict" / "answers.py"), out.stdout
     return out.stdout.split()[-1] == "True"
 
 

@@ -92,8 +92,8 @@ import hashlib
 import io
 import os
 import subprocess
-import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 import psycopg
@@ -102,6 +102,7 @@ from psycopg import sql
 
 from eval_pipeline.history import measurements
 from eval_pipeline.history.runs import ensure_tables, table_names
+from tests.integration import cli
 from tests.unit.verdict import test_verdict_attacks_eighth as eighth
 from tests.unit.verdict import test_verdict_attacks_twentyninth as twentyninth
 
@@ -129,16 +130,37 @@ def _code_of(commit: str, tmp: Path) -> Path | None:
     return tmp
 
 
+_NOTHING_OF_THE_PROJECT_LOADED = (
+    "import sys\n"
+    "assert not [m for m in sys.modules if m.split('.')[0] == 'eval_pipeline'],"
+    " 'eval_pipeline loaded before the run'\n")
+_IGNORE_WARNINGS = "import warnings\nwarnings.simplefilter('ignore')\n"  # what `python -W ignore` sets
+
+
+def _run_old_install(code: Path, script: str, *args: str, pythonpath: str | None = None,
+                     ignore_warnings: bool = False) -> subprocess.CompletedProcess:
+    """``python -c script args`` in ``code`` (an older eval_pipeline, extracted by ``_code_of``) with
+    ``code`` first on its PYTHONPATH (or ``pythonpath``), its own process: forked from the library
+    zygote of its environment, which applies that path as a new interpreter would and holds nothing
+    of the project, or a new process (``EVAL_PIPELINE_FRESH_JOBS=1``; tests/job_zygote.py). The script
+    first checks that no eval_pipeline is loaded, and (``ignore_warnings``) sets ``-W ignore``'s
+    filter; the test's values go as arguments, which nothing else reads. Answers as
+    ``subprocess.run(capture_output=True, text=True)``."""
+    env = {**os.environ, "PYTHONPATH": pythonpath or str(code)}
+    prelude = _NOTHING_OF_THE_PROJECT_LOADED + (_IGNORE_WARNINGS if ignore_warnings else "")
+    with tempfile.TemporaryDirectory(prefix="old-install-run-") as logs:
+        return cli.run_python(Path(logs), "run", env, ["-c", prelude + script, *args], timeout=300, cwd=code,
+                              library=True)
+
+
 def _contacted_by(code: Path, uri: str, prefix: str = "eval") -> str:
     """That version's own ``ensure_tables`` on the history, in a process of its own with its code
-    first on the path; returns its stdout."""
-    env = {**os.environ, "PYTHONPATH": str(code), "ATK31_URL": uri, "ATK31_PREFIX": prefix}
-    out = subprocess.run([sys.executable, "-W", "ignore", "-c",
-                          "import os, eval_pipeline.history.runs as r; "
-                          "r.ensure_tables(os.environ['ATK31_URL'], prefix=os.environ['ATK31_PREFIX']); "
-                          "print(r.__file__)"],
-                         env=env, capture_output=True, text=True, cwd=str(code))
+    first on the path (``_run_old_install``); returns its stdout."""
+    out = _run_old_install(code, "import sys, eval_pipeline.history.runs as r\n"
+                                 "r.ensure_tables(sys.argv[1], prefix=sys.argv[2])\n"
+                                 "print(r.__file__)\n", uri, prefix, ignore_warnings=True)
     assert out.returncode == 0 and str(code) in out.stdout, out.stderr[-2000:]
+    assert out.stdout.strip() == str(code / "eval_pipeline" / "history" / "runs.py"), out.stdout
     return out.stdout
 
 

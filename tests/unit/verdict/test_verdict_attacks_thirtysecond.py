@@ -79,9 +79,6 @@ pg_dump itself (the comment's loss simulated by ``COMMENT ... IS NULL``).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -199,14 +196,15 @@ def test_hole_1s_control_marked_by_c2a64d9_without_the_older_contact_t_fails_aga
 
 
 def _accepted_by(code: Path, uri: str, run_id: str, variant: str, prefix: str) -> None:
-    """That version's own ``accept_reference`` (by variant), in a process of its own."""
-    env = {**os.environ, "PYTHONPATH": str(code), "ATK32_URL": uri, "ATK32_PREFIX": prefix}
-    out = subprocess.run([sys.executable, "-W", "ignore", "-c",
-                          "import os, sys, eval_pipeline.history.runs as r; "
-                          f"print(r.accept_reference(os.environ['ATK32_URL'], {run_id!r}, variants=[{variant!r}],"
-                          " accepted_by='old', prefix=os.environ['ATK32_PREFIX'])); print(r.__file__)"],
-                         env=env, capture_output=True, text=True, cwd=str(code))
+    """That version's own ``accept_reference`` (by variant), in a process of its own (the thirty-first's
+    ``_run_old_install``)."""
+    out = thirtyfirst._run_old_install(
+        code, "import sys, eval_pipeline.history.runs as r\n"
+              "print(r.accept_reference(sys.argv[1], sys.argv[2], variants=[sys.argv[3]], accepted_by='old',"
+              " prefix=sys.argv[4]))\n"
+              "print(r.__file__)\n", uri, run_id, variant, prefix, ignore_warnings=True)
     assert out.returncode == 0 and str(code) in out.stdout, out.stderr[-2000:]
+    assert out.stdout.splitlines()[-1] == str(code / "eval_pipeline" / "history" / "runs.py"), out.stdout
 
 
 def _stamp(judge, run_id: str):
