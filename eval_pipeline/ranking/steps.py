@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Optional
 
 import pandas as pd
@@ -102,12 +103,16 @@ def plan_ranking_batches(
     identities = {v.key: build_reranker(v.reranker, warm=False).identity() if v.reranker.kind != "none" else None
                   for v in variants}
     environment = {**result_environment(), **store_environment(connection_string)}
+    # the embedder's identity (its weights by content, its code and runtime) once for the plan: every
+    # variant's key names the same embedder, and each reading walks and stats the model's files again
+    query_embedder = embedder.identity if any(not index_independent(v) for v in variants) else "none"
+    fingerprints = _Fingerprints(question_set)  # the set's, taken once for every variant's key
 
     def results_key(v, code: str) -> str | None:
-        return ResultsCache.key(table=results_table(store, v), questions_fingerprint=results_questions(question_set, v),
+        return ResultsCache.key(table=results_table(store, v), questions_fingerprint=results_questions(fingerprints, v),
                                 variant=v, miss_k=miss_k, code_version=code, reranker=identities[v.key],
                                 environment=environment,
-                                query_embedder="none" if index_independent(v) else embedder.identity)
+                                query_embedder="none" if index_independent(v) else query_embedder)
 
     keys = {v.key: results_key(v, version) for v in variants}
     partition_keys = dict(partition_keys or {v.key: v.key for v in variants})
@@ -146,6 +151,22 @@ def plan_ranking_batches(
              Batch({k: keys[k] for k in batch}, from_cache, {k: identities[k] for k in batch}, version, embed_ms,
                    embedded, index=index, partition_keys={k: partition_keys[k] for k in batch}))
             for number, (batch, from_cache) in enumerate(batches)]
+
+
+class _Fingerprints:
+    """A question set's fingerprints, each taken once when first read: each serializes and hashes
+    every question, and a plan reads them for every variant's results key (one set, one plan)."""
+
+    def __init__(self, question_set):
+        self._question_set = question_set
+
+    @cached_property
+    def fingerprint(self) -> str:
+        return self._question_set.fingerprint
+
+    @cached_property
+    def tuning_fingerprint(self) -> str | None:
+        return self._question_set.tuning_fingerprint
 
 
 def results_questions(question_set, variant) -> str:

@@ -654,7 +654,9 @@ def microscope_lines(summary: pd.DataFrame, per_query: pd.DataFrame, baseline: s
              markdown_table(summary.rename(columns=names), ["variant", *names.values()]), ""]
     who = baseline if baseline in set(per_query["variant"]) else (per_query["variant"].iloc[0] if len(per_query)
                                                                    else None)
-    mine = [r for r in miss_records(per_query) if r["variant"] == who][:first]
+    # the records of `who`'s rows only: every miss's evidence is parsed for misses.jsonl (`write_report`),
+    # the report shows the first few of one variant
+    mine = miss_records(per_query[per_query["variant"] == who])[:first] if who is not None else []
     if mine:
         lines += [f"First {len(mine)} misses of `{who}`:", ""]
         for r in mine:

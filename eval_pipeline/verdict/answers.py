@@ -196,8 +196,9 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         recorded: str | None = None
         lineage: list[str] = []
         inherited_reference = False  # found through an earlier name: accepted, if at all, for another variant
-        if connection_string and answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
-                                                   before_run_id=run_id) is not None:
+        own = answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
+                                before_run_id=run_id) if connection_string else None
+        if own is not None:
             configuration = None  # its own name's history: another name's is used only for a rename
         if connection_string:
             if comparable:
@@ -215,8 +216,11 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                         if older is not None:
                             reference, inherited_reference = older, True
                             break
-            history = answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
-                                        configuration=configuration, before_run_id=run_id)
+            # without a configuration (its own name's history, or none to follow) the lookup is the one just
+            # made: not asked again
+            history = own if configuration is None else answer_history_of(
+                connection_string, variant=row["variant"], grader=row["grader"], configuration=configuration,
+                before_run_id=run_id)
             if history is None:  # never a yardstick: genuinely new only if never recorded at all
                 recorded = answer_recorded_of(connection_string, variant=row["variant"], grader=row["grader"],
                                               configuration=configuration, before_run_id=run_id)

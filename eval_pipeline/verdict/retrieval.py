@@ -677,7 +677,8 @@ def judge_run(
                                            configuration=configurations[variant] if heirs else None,
                                            before_run_id=run_id, prefix=history_prefix)
                 prev = previous_run(connection_string, identity=identity, **lookup)
-                latest = previous_run(connection_string, **lookup)  # of any benchmark: the last one judged
+                # of any benchmark: the last one judged; without heirs the lookup is `own`'s, not asked again
+                latest = own if not heirs else previous_run(connection_string, **lookup)
                 ever = prev or latest
                 ref = reference_run(connection_string, identity=None, **lookup) if ever is not None else None
                 lineage = False

@@ -141,11 +141,17 @@ def decide_run(
     run_index = index_of.get(sweep.baseline, next(iter(index_of.values())))
     database = store_environment(connection_string)  # the server and extension that rank
     engine = engine_identity(database)
+    identities: dict[str, str] = {}  # each index's embedder identity, read once for its partitions
+
+    def identity_of(index: str) -> str:
+        if index not in identities:
+            identities[index] = embedder_for(index).identity
+        return identities[index]
+
     provenance = run_provenance(per_variant, snapshot, store, question_set, tables=tables, engine=engine,
-                                indexes={k: {**_index_provenance(stores[i]),
-                                              "embedder_identity": embedder_for(i).identity}
+                                indexes={k: {**_index_provenance(stores[i]), "embedder_identity": identity_of(i)}
                                          for k, i in index_of.items()} if sweep.indexes_listed else None)
-    provenance["embedder_identity"] = embedder_for(run_index).identity  # what changes a vector, input types too
+    provenance["embedder_identity"] = identity_of(run_index)  # what changes a vector, input types too
     provenance["database"], provenance["engine_identity"] = database, engine
     with history_session():  # one connection for the verdict's ~180 history lookups
         verdict = judge_run(per_variant, baseline=sweep.baseline, provenance=provenance,
@@ -170,9 +176,9 @@ def metrics_digest(per_variant: Mapping[str, pd.DataFrame]) -> str:
     digest = hashlib.sha256()
     for key, frame in per_variant.items():
         digest.update(key.encode() + b"\0")
-        digest.update(pd.util.hash_pandas_object(frame.drop(columns=[c for c in frame.columns
-                                                                     if frame[c].dtype == object]),
-                                                 index=False).to_numpy().tobytes())
+        # the object columns read from the frame's dtypes: selecting each column to ask cost more than the hash
+        objects = [c for c, dtype in frame.dtypes.items() if dtype == object]  # noqa: E721  a dtype, not a type
+        digest.update(pd.util.hash_pandas_object(frame.drop(columns=objects), index=False).to_numpy().tobytes())
         digest.update(repr(frame["qid"].tolist()).encode())
     return digest.hexdigest()[:16]
 
