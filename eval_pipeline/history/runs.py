@@ -657,6 +657,61 @@ def recorded_run_of(connection_string: str, *, variant: str, configuration: str 
                                         before_run_id=before_run_id)
 
 
+def recorded_measurements(connection_string: str, *, variant: str, before_run_id: str | None = None,
+                          prefix: str = "eval") -> list[dict[str, Any]]:
+    """Every full run that recorded a retrieval measurement of ``variant`` under its name
+    (eligible or not), newest first, each ``{"run_id", "variant", "provenance", "metrics"}`` (the
+    run's provenance, the measurement's metrics, NULL as NaN): what a verdict that found nothing
+    comparable still reads, so that a drop from any of them is shown rather than accepted unseen."""
+    _check_lookup(variant, before_run_id)
+    names = table_names(prefix)
+    with measurements.connection(connection_string) as conn:
+        if not history_exists(conn, names):
+            return []
+        rows = conn.execute(sql.SQL(
+            "SELECT m.run_id, r.provenance,"
+            " (SELECT json_object_agg(x.metric, x.value) FROM {metrics} x WHERE x.run_id = m.run_id"
+            "  AND x.variant = m.variant AND x.aspect = m.aspect)"
+            " FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
+            " WHERE m.aspect = %(aspect)s AND NOT m.limited AND m.variant = %(variant)s"
+            " AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
+            " AND (%(cutoff)s::bigint IS NULL OR m.seq < %(cutoff)s::bigint) ORDER BY m.seq DESC").format(
+                metrics=sql.Identifier(names["metrics"]), measurements=sql.Identifier(names["measurements"]),
+                runs=sql.Identifier(names["runs"])),
+            {"aspect": measurements.RETRIEVAL, "variant": variant, "before": before_run_id,
+             "cutoff": measurements.cutoff(conn, names, before_run_id)}).fetchall()
+    return [{"run_id": str(run_id), "variant": variant, "provenance": provenance or {},
+             "metrics": {str(m): _nan_if_none(v) for m, v in (values or {}).items()}}
+            for run_id, provenance, values in rows]
+
+
+def recorded_as_another(connection_string: str, *, configuration: str, live: Sequence[str],
+                        before_run_id: str | None = None, prefix: str = "eval") -> tuple[str, str] | None:
+    """(run id, name) of the latest full run since the latest acceptance that recorded a retrieval
+    measurement of ``configuration`` under a name not ``live`` (not in today's variants file), or
+    None. A variant renamed before any run of it was eligible never became known, so nothing
+    vanished: without this, the new name was "never recorded" and passed as a first run. A name
+    retired before the latest acceptance (its removal acknowledged) is not found: a new name with
+    its configuration is a new variant."""
+    names = table_names(prefix)
+    with measurements.connection(connection_string) as conn:
+        if not history_exists(conn, names):
+            return None
+        found = conn.execute(sql.SQL(
+            "SELECT m.run_id, m.variant FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
+            " WHERE m.aspect = %(aspect)s AND NOT m.limited AND m.configuration = %(configuration)s"
+            " AND NOT m.variant = ANY(%(live)s::text[])"
+            " AND r.seq > COALESCE((SELECT max(a.seq) FROM {references} f JOIN {runs} a ON a.run_id = f.run_id"
+            "  WHERE f.aspect = %(aspect)s AND (%(before)s::text IS NULL OR f.run_id <> %(before)s::text)), -1)"
+            " AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
+            " AND (%(cutoff)s::bigint IS NULL OR m.seq < %(cutoff)s::bigint) ORDER BY m.seq DESC LIMIT 1").format(
+                measurements=sql.Identifier(names["measurements"]), runs=sql.Identifier(names["runs"]),
+                references=sql.Identifier(names["references"])),
+            {"aspect": measurements.RETRIEVAL, "configuration": configuration, "live": [str(n) for n in live],
+             "before": before_run_id, "cutoff": measurements.cutoff(conn, names, before_run_id)}).fetchone()
+    return None if found is None else (str(found[0]), str(found[1]))
+
+
 def _cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> int | None:
     """The position (seq) of ``before_run_id`` among the runs when it is recorded: only runs
     before it count."""

@@ -396,11 +396,13 @@ def retrieval_changes(configuration: str | None, variant_config: Mapping[str, An
     configuration's fingerprint (an index or embedder change the settings do not show), and the
     engine that ranked it (`engine`: code, packages, database). As much the answers' treatment
     as the generator: a golden-set edit made with it must name it, or accepting the run whole
-    would take the answers' drop it caused unnamed. What a run's tuning chose and scored
-    (`RUN_OUTCOMES`) is not a setting: a corpus change moves it. [] when either side recorded
-    nothing to compare."""
+    would take the answers' drop it caused unnamed. Of what a run's tuning recorded
+    (`RUN_OUTCOMES`) only what it chose is a setting ("retrieval tuned.chosen.rrf_k: 60 -> 5"):
+    its scores move with the corpus. [] when either side recorded nothing to compare."""
     def settings(config: Any) -> Any:
-        return {k: v for k, v in config.items() if k not in RUN_OUTCOMES and k != "index"}
+        chosen = {k: {"chosen": config[k]["chosen"]} for k in RUN_OUTCOMES
+                  if isinstance(config.get(k), Mapping) and "chosen" in config[k]}
+        return {**{k: v for k, v in config.items() if k not in RUN_OUTCOMES and k != "index"}, **chosen}
 
     earlier = before.get("variant_config")
     lines = [f"retrieval {line}" for line in setting_changes(settings(earlier), settings(variant_config))] \

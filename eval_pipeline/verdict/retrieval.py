@@ -40,8 +40,9 @@ from eval_pipeline.history.runs import (
     moved_reference,
     previous_run,
     project_history,
-    read_run,
     record_run,
+    recorded_as_another,
+    recorded_measurements,
     recorded_run_of,
     reference_run,
 )
@@ -534,34 +535,37 @@ def _same_measurement(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return (a["run_id"], a["variant"]) == (b["run_id"], b["variant"])
 
 
-def _shown_against_recorded(gate: GateResult, variant: str, recorded: str, current: Mapping[str, float],
-                            tolerances: Mapping[str, float], *, strict: bool, identity: Mapping[str, Any],
-                            incomplete: Sequence[str], connection_string: str,
-                            prefix: str) -> tuple[GateResult, dict[str, Any] | None]:
-    """(gate, the run it was measured against): ``gate`` (a variant with recorded runs and no
-    yardstick: "nothing can judge it") failed as the measured regression it is when its latest
-    recorded run (``recorded``: no yardstick, its run not eligible, say for another variant's
-    failure) measured the same benchmark and today's numbers dropped from it: the drop is shown,
-    and accepting the run whole needs the variant named. Else (``gate``, None). A history that
-    cannot be read here leaves ``gate`` as it is: it fails closed either way."""
+def _shown_against_recorded(gate: GateResult, previous_gate: GateResult, ever: dict[str, Any] | None,
+                            variant: str, current: Mapping[str, float], tolerances: Mapping[str, float], *,
+                            strict: bool, identity: Mapping[str, Any], incomplete: Sequence[str],
+                            connection_string: str | None, run_id: str, prefix: str,
+                            ) -> tuple[GateResult, GateResult, dict[str, Any] | None]:
+    """(gate, previous gate, previous run): a gate failed ``not_compared`` (nothing comparable
+    judged the variant, and no comparison failed to run) made the measured regression it is when a
+    run that recorded the variant on today's benchmark (any, eligible or not, newest first: no
+    yardstick by the verdict's rules, but its numbers are this variant's on these questions) shows
+    a drop past a tolerance: the drop is shown, and accepting the run whole needs the variant
+    named. Without a previous run, that run becomes the one the report shows. Otherwise all three
+    unchanged; so when the history cannot be read here: the gate fails closed either way."""
+    unchanged = gate, previous_gate, ever
+    if not connection_string or gate.passed or gate.state != "not_compared" or gate.unjudged or incomplete:
+        return unchanged
     try:
-        earlier = read_run(connection_string, recorded, prefix=prefix)
+        recorded = recorded_measurements(connection_string, variant=variant, before_run_id=run_id, prefix=prefix)
     except _history_errors():
-        return gate, None
-    if earlier is None or incomplete or benchmark_identity(earlier["provenance"] or {}) != identity:
-        return gate, None
-    rows = earlier["metrics"][earlier["metrics"]["variant"] == variant]
-    metrics = {m: float(v) for m, v in zip(rows["metric"], rows["value"])}
-    if not metrics:  # recorded under another name (a lineage): not this variant's numbers
-        return gate, None
-    measured = evaluate_gate(current, metrics, tolerances, "comparable", strict=strict)
-    if not failed_measured(measured.passed, measured.state):
-        return gate, None
-    run = {"run_id": recorded, "variant": variant, "created_at": earlier["created_at"], "limited": earlier["limited"],
-           "provenance": earlier["provenance"] or {}, "metrics": metrics, "intervals": {}, "accepted": False,
-           "accepted_at": None, "accepted_position": None, "eligible": False}
-    return replace(measured, message=f"{measured.message} (against its latest recorded run {recorded}, no "
-                                     f"yardstick: {gate.message})"), run
+        return unchanged
+    for run in recorded:
+        if benchmark_identity(run["provenance"]) != identity or not run["metrics"]:
+            continue
+        measured = evaluate_gate(current, run["metrics"], tolerances, "comparable", strict=strict)
+        if failed_measured(measured.passed, measured.state):
+            shown = replace(measured, rows=[{**r, "against": "recorded"} for r in measured.rows], message=(
+                f"{measured.message} (against run {run['run_id']}, which recorded it on this benchmark: "
+                f"{gate.message})"))
+            if ever is None:
+                return shown, shown, {**run, "accepted": False, "eligible": False}
+            return shown, previous_gate, ever
+    return unchanged
 
 
 def _previous_yardstick(ever: Mapping[str, Any], prev: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any], str]:
@@ -662,6 +666,7 @@ def judge_run(
         moved: str | None = None
         heirs: list[str] = []
         recorded: str | None = None
+        recorded_as = variant  # the name its recorded runs have (another, for a rename before any yardstick)
         if connection_string and unreadable is None:
             try:
                 # its own name's history first; without a yardstick under its name, only a name that vanished
@@ -676,6 +681,13 @@ def judge_run(
                 recorded = recorded_run_of(connection_string, variant=variant, heirs=heirs,
                                            configuration=configurations[variant] if heirs else None,
                                            before_run_id=run_id, prefix=history_prefix)
+                configuration = configurations[variant]
+                if recorded is None and configuration is not None:
+                    # renamed before any run of it was eligible: recorded under the name that left, so not new
+                    other = recorded_as_another(connection_string, configuration=configuration, live=keys,
+                                                before_run_id=run_id, prefix=history_prefix)
+                    if other is not None:
+                        recorded, recorded_as = other
                 prev = previous_run(connection_string, identity=identity, **lookup)
                 # of any benchmark: the last one judged; without heirs the lookup is `own`'s, not asked again
                 latest = own if not heirs else previous_run(connection_string, **lookup)
@@ -725,13 +737,6 @@ def judge_run(
                 repr(variant), had_yardstick=None, recorded=recorded, project_has_history=project["has_runs"],
                 vanished=verdict.vanished, strict=strict, hint=hint,
                 new="a new variant (never recorded, and no vanished variant had its configuration)")
-            if recorded is not None and not gate.passed and connection_string:
-                shown, measured_against = _shown_against_recorded(
-                    gate, variant, recorded, current, effective, strict=strict, identity=identity,
-                    incomplete=incomplete, connection_string=connection_string, prefix=history_prefix)
-                if measured_against is not None:  # the run it was measured against is the one the report shows
-                    gate = previous_gate = shown
-                    ever = measured_against
             ref_gate = None
         elif moved is not None:
             # the reference cannot be trusted, the previous run still can: a measured drop from it stays a
@@ -785,6 +790,13 @@ def judge_run(
                         f"{ever['run_id']} recorded no drift from it for every gated metric (recorded by an older "
                         f"version, against another reference, or before the metric was gated), so the code's "
                         f"changes since the reference cannot be counted across the change; {hint}"))
+        def shown(gate: GateResult, previous_gate: GateResult, ever: dict[str, Any] | None):
+            return _shown_against_recorded(gate, previous_gate, ever, recorded_as, current, effective, strict=strict,
+                                           identity=identity, incomplete=incomplete,
+                                           connection_string=connection_string, run_id=run_id, prefix=history_prefix)
+
+        if unreadable is None:  # nothing comparable decided it: a drop from a run that recorded it is still shown
+            gate, previous_gate, ever = shown(gate, previous_gate, ever)
         if unreadable is None and ever is not None and \
                 _may_be_a_rename(variant, configurations[variant], verdict.vanished, project["established"]):
             # added since the last acceptance while another vanished: it may be that variant renamed, whose
@@ -796,8 +808,9 @@ def judge_run(
                       f"{hint} (accepting a run without the vanished variants acknowledges their removal)")
             if not gate.passed and gate.state == "not_compared":  # already not compared: both reasons said
                 gate = replace(gate, message=f"{gate.message}; also a possible rename: {rename}")
-            else:
+            else:  # a pass made not compared: a recorded run's drop is shown as for any other
                 gate = not_compared_unless_measured(gate, rename, also="a possible rename")
+                gate, previous_gate, ever = shown(gate, previous_gate, ever)
         fell_back = int(row.get("n_rerank_fallback", 0) or 0)
         if fell_back and gate.passed:
             # an LLM reranker whose answer named no candidate kept the first stage's order: the numbers

@@ -27,7 +27,7 @@ review's fixes say falsely.
 Each was a strict xfail that failed at its last assertion(s); all five are closed: the rename suspicion
 wraps whatever the variant's own yardsticks (previous, reference, anchor) measured; a previous run that is
 also the pinned reference, on another benchmark and engine, is paired as the reference by configuration;
-a variant with recorded runs and no yardstick is judged against its latest recorded run of the same
+a variant with recorded runs and no yardstick is judged against the runs that recorded it on the same
 benchmark, a drop shown as the measured failure it is; answer rows record the engine that ranked their
 context and a change of it is named; tuning outcomes are no retrieval setting. Judged like the fortieth
 review's: ``judge_run(record=True)`` on the session's embedded Postgres under a table prefix of its
@@ -127,7 +127,7 @@ def test_a_variant_whose_first_run_was_in_an_ineligible_run_keeps_its_drop_measu
     # was not_compared, "nothing can judge it", no number: now the drop from r1 (no yardstick) is shown
     assert not gate.passed and gate.state == "comparable", gate.message
     assert gate.message.startswith("FAILED: dropped more than tolerated: hit@1 1.0000 -> 0.5000"), gate.message
-    assert "against its latest recorded run r1, no yardstick" in gate.message, gate.message
+    assert "against run r1, which recorded it on this benchmark" in gate.message, gate.message
     with pytest.raises(ValueError):  # was accepted whole: x's 0.50 pinned, its 1.00 in r1 never shown
         judge.accept("r2")
 

@@ -333,7 +333,7 @@ def test_held_accepting_one_variant_trusts_that_row_only(judge, monkeypatch):
     verdict = judge("T", "A", {"v": "good", "w": "good"}, hits={"v": 70, "w": 70})
     assert verdict.gates["v"].state == "comparable" and not verdict.gates["v"].passed
     assert verdict.gates["w"].state == "comparable" and not verdict.gates["w"].passed
-    assert "against its latest recorded run S, no yardstick" in verdict.gates["w"].message, verdict.gates["w"].message
+    assert "against run S, which recorded it" in verdict.gates["w"].message, verdict.gates["w"].message
 
 
 def test_held_an_answer_variant_renamed_with_its_configuration_after_the_distrust_is_not_compared(answers):
