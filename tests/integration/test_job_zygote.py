@@ -243,6 +243,9 @@ def _older_checkout(tmp_path):
     return old, lib, work
 
 
+@pytest.mark.skipif(bool(job_zygote.SESSION_ENV.get("PYTHONPATH")),
+                    reason="the session has a PYTHONPATH of its own (a checkout tested through PYTHONPATH): the job "
+                           "zygote inherits it, so a run's other PYTHONPATH is never applied but starts a new process")
 def test_a_forked_python_runs_pythonpath_is_applied_as_a_new_interpreter_applies_it(tmp_path):
     """PYTHONPATH's entries (repeated, and site-packages among them) land where a new interpreter
     puts them: the whole sys.path, the module found through it by `-m`, the eval_pipeline imported
@@ -266,6 +269,9 @@ def test_a_forked_python_runs_pythonpath_is_applied_as_a_new_interpreter_applies
     assert code == 0 and out.strip() == str(job_zygote.REPO / "eval_pipeline" / "__init__.py"), out
 
 
+@pytest.mark.skipif(bool(job_zygote.SESSION_ENV.get("PYTHONPATH")),
+                    reason="the session has a PYTHONPATH of its own (a checkout tested through PYTHONPATH): the job "
+                           "zygote inherits it, so a run's other PYTHONPATH is never applied but starts a new process")
 def test_a_pythonpath_the_zygote_cannot_apply_starts_a_new_process(tmp_path):
     """An entry holding a module the zygote has loaded (a new interpreter would import that one),
     or a relative entry, is a difference in what an import reads: refused without `fresh`, and a
