@@ -945,6 +945,39 @@ def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: st
     return None if found is None else str(found[0])
 
 
+def recorded_rows(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str,
+                  before_run_id: str | None = None) -> list[tuple[Any, Any, Any]]:
+    """(run id, the run's provenance, the measurement's metrics as a JSON object) of every full run
+    that recorded ``variant``'s ``aspect`` measurement under its name, eligible or not, newest first."""
+    return conn.execute(sql.SQL(
+        "SELECT m.run_id, r.provenance, (SELECT json_object_agg(x.metric, x.value) FROM {metrics} x"
+        " WHERE x.run_id = m.run_id AND x.variant = m.variant AND x.aspect = m.aspect)"
+        " FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
+        " WHERE m.aspect = %(aspect)s AND NOT m.limited AND " + SAME_VARIANT + _BEFORE + " ORDER BY m.seq DESC").format(
+            metrics=sql.Identifier(names["metrics"]), measurements=sql.Identifier(names["measurements"]),
+            runs=sql.Identifier(names["runs"])),
+        _lookup_params(conn, names, aspect=aspect, variant=variant, configuration=None, heirs=None,
+                       before_run_id=before_run_id)).fetchall()
+
+
+def recorded_elsewhere(conn: Any, names: Mapping[str, str], *, aspect: str, configuration: str,
+                       live: Sequence[str], before_run_id: str | None = None) -> tuple[str, str] | None:
+    """(run id, name) of the latest full run since the latest ``aspect`` acceptance that recorded a
+    measurement of ``configuration`` under a name not ``live``, or None."""
+    found = conn.execute(sql.SQL(
+        "SELECT m.run_id, m.variant FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
+        " WHERE m.aspect = %(aspect)s AND NOT m.limited AND m.configuration = %(configuration)s"
+        " AND NOT m.variant = ANY(%(live)s::text[])"
+        " AND r.seq > COALESCE((SELECT max(a.seq) FROM {references} f JOIN {runs} a ON a.run_id = f.run_id"
+        "  WHERE f.aspect = %(aspect)s AND (%(before)s::text IS NULL OR f.run_id <> %(before)s::text)), -1)"
+        + _BEFORE + " ORDER BY m.seq DESC LIMIT 1").format(
+            measurements=sql.Identifier(names["measurements"]), runs=sql.Identifier(names["runs"]),
+            references=sql.Identifier(names["references"])),
+        {"aspect": aspect, "configuration": configuration, "live": [str(n) for n in live], "before": before_run_id,
+         "cutoff": cutoff(conn, names, before_run_id)}).fetchone()
+    return None if found is None else (str(found[0]), str(found[1]))
+
+
 def earlier_names(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str,
                   before_run_id: str | None = None) -> list[str]:
     """The names ``variant``'s ``aspect`` measurement had before, nearest first: a rename (the

@@ -668,18 +668,8 @@ def recorded_measurements(connection_string: str, *, variant: str, before_run_id
     with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return []
-        rows = conn.execute(sql.SQL(
-            "SELECT m.run_id, r.provenance,"
-            " (SELECT json_object_agg(x.metric, x.value) FROM {metrics} x WHERE x.run_id = m.run_id"
-            "  AND x.variant = m.variant AND x.aspect = m.aspect)"
-            " FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
-            " WHERE m.aspect = %(aspect)s AND NOT m.limited AND m.variant = %(variant)s"
-            " AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
-            " AND (%(cutoff)s::bigint IS NULL OR m.seq < %(cutoff)s::bigint) ORDER BY m.seq DESC").format(
-                metrics=sql.Identifier(names["metrics"]), measurements=sql.Identifier(names["measurements"]),
-                runs=sql.Identifier(names["runs"])),
-            {"aspect": measurements.RETRIEVAL, "variant": variant, "before": before_run_id,
-             "cutoff": measurements.cutoff(conn, names, before_run_id)}).fetchall()
+        rows = measurements.recorded_rows(conn, names, aspect=measurements.RETRIEVAL, variant=variant,
+                                          before_run_id=before_run_id)
     return [{"run_id": str(run_id), "variant": variant, "provenance": provenance or {},
              "metrics": {str(m): _nan_if_none(v) for m, v in (values or {}).items()}}
             for run_id, provenance, values in rows]
@@ -697,19 +687,9 @@ def recorded_as_another(connection_string: str, *, configuration: str, live: Seq
     with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return None
-        found = conn.execute(sql.SQL(
-            "SELECT m.run_id, m.variant FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
-            " WHERE m.aspect = %(aspect)s AND NOT m.limited AND m.configuration = %(configuration)s"
-            " AND NOT m.variant = ANY(%(live)s::text[])"
-            " AND r.seq > COALESCE((SELECT max(a.seq) FROM {references} f JOIN {runs} a ON a.run_id = f.run_id"
-            "  WHERE f.aspect = %(aspect)s AND (%(before)s::text IS NULL OR f.run_id <> %(before)s::text)), -1)"
-            " AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
-            " AND (%(cutoff)s::bigint IS NULL OR m.seq < %(cutoff)s::bigint) ORDER BY m.seq DESC LIMIT 1").format(
-                measurements=sql.Identifier(names["measurements"]), runs=sql.Identifier(names["runs"]),
-                references=sql.Identifier(names["references"])),
-            {"aspect": measurements.RETRIEVAL, "configuration": configuration, "live": [str(n) for n in live],
-             "before": before_run_id, "cutoff": measurements.cutoff(conn, names, before_run_id)}).fetchone()
-    return None if found is None else (str(found[0]), str(found[1]))
+        return measurements.recorded_elsewhere(conn, names, aspect=measurements.RETRIEVAL,
+                                               configuration=configuration, live=live,
+                                               before_run_id=before_run_id)
 
 
 def _cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> int | None:
