@@ -8,17 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from eval_pipeline.store import ingest
-from eval_pipeline.store.embedders import LocalEmbedder
 from eval_pipeline.store.ingest import ChunkingConfig, store_fingerprint
-
-
-class CountingEmbedder(LocalEmbedder):
-    reads = 0
-
-    @property
-    def identity(self) -> str:
-        self.reads += 1
-        return super().identity
+from tests.unit.ranking.test_plan_embedder_identity import CountingEmbedder  # counts readings of its identity
 
 
 @pytest.fixture
