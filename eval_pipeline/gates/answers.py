@@ -214,6 +214,73 @@ def _scored_shares(current: Mapping[str, Any], yardsticks: Sequence[tuple[str, M
     return reasons
 
 
+def _compare(current: Mapping[str, Any], actual: Mapping[str, float],
+             yardsticks: Sequence[tuple[str, Mapping[str, Any]]], tol: Mapping[str, float]
+             ) -> tuple[list[dict[str, Any]], str | None]:
+    """The comparison rows of ``current`` (its metrics ``actual``) against each (name, row) of
+    ``yardsticks`` under the validated tolerances ``tol``, and the failure message (None: every
+    comparison within tolerance, and the share scored did not fall)."""
+    rows: list[dict[str, Any]] = []
+    for against, other in yardsticks:
+        for metric, tolerance_name in TOLERANCE_OF.items():
+            base = float(other[metric])
+            value = actual[metric]
+            delta = None if math.isnan(value) else value - base
+            tolerance = tol[tolerance_name]
+            rows.append({
+                "metric": metric,
+                "against": against,
+                "run_id": current.get("run_id"),
+                "yardstick_run_id": other["run_id"],
+                "actual": value,
+                "yardstick": base,
+                "delta": delta,
+                "tolerance": tolerance,
+                "passed": within_tolerance(delta, tolerance),
+            })
+    failures = [r for r in rows if not r["passed"]]
+    unscored = _scored_shares(current, yardsticks, tol["max_pass_rate_drop"])
+    if not failures and not unscored:
+        return rows, None
+    return rows, "FAILED: " + "; ".join([*(
+        f"{r['metric']} vs {r['against']} run {r['yardstick_run_id']}: "
+        + (f"{fmt_number(r['yardstick'], 4)} -> {MISSING} (nothing was scored)" if r["delta"] is None else
+           f"{fmt_number(r['yardstick'], 4)} -> {fmt_number(r['actual'], 4)} "
+           f"(delta {fmt_number(r['delta'], 4, signed=True)}, "
+           f"tolerance {r['tolerance']:g})")
+        for r in failures), *unscored])
+
+
+def shown_against_recorded(gate: AnswerGateResult, current: Mapping[str, Any],
+                           recorded: Sequence[tuple[Mapping[str, Any], Mapping[str, object]]]) -> AnswerGateResult:
+    """``gate`` failed ``not_compared`` (nothing comparable judged the measurement) made the
+    measured regression it is when a row of the same key recorded before shows a drop past a
+    tolerance. ``recorded``: (row, the tolerances to judge against it), newest first, eligible or
+    not (:func:`eval_pipeline.history.answers.recorded_answer_rows`; the tolerances never looser
+    than those the row was judged with): no yardstick of this run by the rules, but its numbers
+    are this variant's answers on this set, corpus and yardstick. The drop is shown (rows
+    ``against: "recorded"``) and accepting the run whole needs the variant named. A row that
+    measured nothing usable (limited, nothing scored, a metric missing) is skipped; otherwise
+    ``gate`` unchanged: it fails closed either way. The retrieval gate's rule
+    (`eval_pipeline.verdict.retrieval._shown_against_recorded`)."""
+    if gate.passed or gate.state != "not_compared" or gate.unjudged or not answer_comparable(current)[0]:
+        return gate
+    actual = {metric: _current_metric(current, metric) for metric in ANSWER_METRICS}
+    for other, tolerances in recorded:
+        usable = (not as_flag(other.get("limited")) and is_integer(other.get("n_scored")) and other["n_scored"] >= 1
+                  and all(is_real(other.get(m)) and 0.0 <= float(other[m]) <= 1.0 for m in ANSWER_METRICS))
+        if not usable or other.get("run_id") == current.get("run_id"):
+            continue
+        tol = validate_answer_tolerances(tolerances, "answer gate tolerances")
+        rows, failed = _compare(current, actual, [("recorded", other)], tol)
+        if failed is not None:
+            return AnswerGateResult(False, "comparable", rows, (
+                f"{failed} (against run {other['run_id']}, which recorded it with this golden set, corpus and "
+                f"yardstick{'' if other.get('variant') == current.get('variant') else ' as ' + repr(other['variant'])}"
+                f", though not a yardstick of this run: {gate.message})"))
+    return gate
+
+
 def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any] | None,
                          reference: Mapping[str, Any] | None, tolerances: Mapping[str, object] | None, *,
                          strict: bool, history: Mapping[str, Any] | None = None,
@@ -293,36 +360,9 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
         state = "comparable"
         yardsticks = [(name, _check_yardstick(current, other, name))
                       for name, other in (("previous", previous), ("reference", reference)) if other is not None]
-        for against, other in yardsticks:
-            for metric, tolerance_name in TOLERANCE_OF.items():
-                base = float(other[metric])
-                value = actual[metric]
-                delta = None if math.isnan(value) else value - base
-                tolerance = tol[tolerance_name]
-                rows.append({
-                    "metric": metric,
-                    "against": against,
-                    "run_id": current.get("run_id"),
-                    "yardstick_run_id": other["run_id"],
-                    "actual": value,
-                    "yardstick": base,
-                    "delta": delta,
-                    "tolerance": tolerance,
-                    "passed": within_tolerance(delta, tolerance),
-                })
-        failures = [r for r in rows if not r["passed"]]
-        unscored = _scored_shares(current, yardsticks, tol["max_pass_rate_drop"])
-        passed = not failures and not unscored
-        if not passed:
-            message = "FAILED: " + "; ".join([*(
-                f"{r['metric']} vs {r['against']} run {r['yardstick_run_id']}: "
-                + (f"{fmt_number(r['yardstick'], 4)} -> {MISSING} (nothing was scored)" if r["delta"] is None else
-                   f"{fmt_number(r['yardstick'], 4)} -> {fmt_number(r['actual'], 4)} "
-                   f"(delta {fmt_number(r['delta'], 4, signed=True)}, "
-                   f"tolerance {r['tolerance']:g})")
-                for r in failures), *unscored])
-        else:
-            message = f"passed: {len(rows)} comparison(s) within tolerance"
+        rows, failed = _compare(current, actual, yardsticks, tol)
+        passed = failed is None
+        message = f"passed: {len(rows)} comparison(s) within tolerance" if failed is None else failed
     if errored > 0:
         passed = False
         message = (f"FAILED: {errored} answer(s) could not be generated: the metrics are incomplete"

@@ -490,6 +490,58 @@ def answer_recorded_of(connection_string: str, *, variant: str, grader: str, con
     return call_redacted(connection_string, "looking up the answer history", find)
 
 
+def recorded_answer_rows(connection_string: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
+                         corpus_signature: str | None, yardstick: str, configuration: str | None = None,
+                         live: Sequence[str] = (), before_run_id: str | None = None,
+                         prefix: str = "eval") -> list[dict[str, Any]]:
+    """Every full row of exactly this key recorded before ``before_run_id``, eligible or not,
+    newest first (:func:`read_answer_runs`' shape), under ``variant``'s name or (with
+    ``configuration``) its configuration's under a name not ``live`` since the latest acceptance
+    (`measurements.recorded_of_identity`): none may be a yardstick, but each measured this
+    variant's answers on this set, corpus and yardstick, so a drop from one is shown when nothing
+    comparable can judge the run (`eval_pipeline.gates.answers.shown_against_recorded`). An
+    incomplete key matches nothing."""
+    key = {"variant": variant, "grader": grader, "set_id": set_id, "set_fingerprint": set_fingerprint,
+           "corpus_signature": corpus_signature, "yardstick": yardstick}
+    _check_key({**key, "configuration": configuration}, before_run_id)
+    if not all(is_text(v) for v in key.values()):
+        return []
+    names = table_names(prefix)
+    identity = {"corpus_signature": corpus_signature, "benchmark_id": set_id, "benchmark": set_fingerprint,
+                "instrument": yardstick}
+
+    def find() -> list[dict[str, Any]]:
+        with measurements.connection(connection_string) as conn:
+            if not history_exists(conn, names):
+                return []
+            found = measurements.recorded_of_identity(conn, names, aspect=answers_aspect(grader), variant=variant,
+                                                      identity=identity, configuration=configuration, live=live,
+                                                      before_run_id=before_run_id)
+            rows = [_read_row(conn, names, each, grader) for each in found]
+        return [row for row in rows if row is not None]
+
+    return call_redacted(connection_string, "looking up the answer history", find)
+
+
+def answer_recorded_elsewhere(connection_string: str, *, grader: str, configuration: str, live: Sequence[str],
+                              before_run_id: str | None = None, prefix: str = "eval") -> tuple[str, str] | None:
+    """(run id, name) of the latest full row of ``grader`` since the latest acceptance that
+    measured the answers of ``configuration`` under a name not ``live`` (gone from today's variants
+    file), or None: a variant renamed before any run of it was eligible is not new (the retrieval
+    side's `eval_pipeline.history.runs.recorded_as_another`)."""
+    names = table_names(prefix)
+
+    def find() -> tuple[str, str] | None:
+        with measurements.connection(connection_string) as conn:
+            if not history_exists(conn, names):
+                return None
+            return measurements.recorded_elsewhere(conn, names, aspect=answers_aspect(grader),
+                                                   configuration=configuration, live=live,
+                                                   before_run_id=before_run_id)
+
+    return call_redacted(connection_string, "looking up the answer history", find)
+
+
 def _since_acceptance(conn: Any, names: Mapping[str, str], variant: str | None) -> dict[str, Any]:
     """Where "since the latest acceptance" starts among the answer rows, in recording order (not
     by time: re-accepting an older run must not forget what was measured after it): the latest

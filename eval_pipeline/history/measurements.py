@@ -945,36 +945,70 @@ def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: st
     return None if found is None else str(found[0])
 
 
-def recorded_rows(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str,
-                  before_run_id: str | None = None) -> list[tuple[Any, Any, Any]]:
-    """(run id, the run's provenance, the measurement's metrics as a JSON object) of every full run
-    that recorded ``variant``'s ``aspect`` measurement under its name, eligible or not, newest first."""
+# SQL: measurement ``m`` is ``%(variant)s``'s under its name, or (with ``%(configuration)s``) its
+# configuration's under a name not ``%(live)s`` (gone from today's variants file) recorded after the
+# latest acceptance of the aspect: a variant renamed before any run of it was eligible never became
+# known, so nothing "vanished", and its runs are under the name that left. A name retired before the
+# latest acceptance (its removal acknowledged) is not its history.
+_OWN_OR_RETIRED_NAME = (
+    "(m.variant = %(variant)s OR (%(configuration)s::text IS NOT NULL AND m.configuration = %(configuration)s::text"
+    " AND NOT m.variant = ANY(%(live)s::text[]) AND m.seq > COALESCE((SELECT max(x.seq) FROM {measurements} x"
+    " JOIN {references} f ON f.run_id = x.run_id AND f.variant = x.variant AND f.aspect = x.aspect"
+    " WHERE x.aspect = %(aspect)s AND (%(before)s::text IS NULL OR f.run_id <> %(before)s::text)), -1)))")
+
+
+def _recorded_params(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str | None,
+                     configuration: str | None, live: Sequence[str], before_run_id: str | None) -> dict[str, Any]:
+    """The parameters of `_OWN_OR_RETIRED_NAME` and `_BEFORE` (``variant`` None: no name of its own)."""
+    return {**_lookup_params(conn, names, aspect=aspect, variant="", configuration=configuration, heirs=None,
+                             before_run_id=before_run_id), "variant": variant, "live": [str(n) for n in live]}
+
+
+def recorded_rows(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, configuration: str | None = None,
+                  live: Sequence[str] = (), before_run_id: str | None = None) -> list[tuple[Any, Any, Any, Any]]:
+    """(run id, name, the run's provenance, the measurement's metrics as a JSON object) of every full
+    run that recorded ``variant``'s ``aspect`` measurement (`_OWN_OR_RETIRED_NAME`), eligible or
+    not, newest first."""
     return conn.execute(sql.SQL(
-        "SELECT m.run_id, r.provenance, (SELECT json_object_agg(x.metric, x.value) FROM {metrics} x"
+        "SELECT m.run_id, m.variant, r.provenance, (SELECT json_object_agg(x.metric, x.value) FROM {metrics} x"
         " WHERE x.run_id = m.run_id AND x.variant = m.variant AND x.aspect = m.aspect)"
         " FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
-        " WHERE m.aspect = %(aspect)s AND NOT m.limited AND " + SAME_VARIANT + _BEFORE + " ORDER BY m.seq DESC").format(
-            metrics=sql.Identifier(names["metrics"]), measurements=sql.Identifier(names["measurements"]),
-            runs=sql.Identifier(names["runs"])),
-        _lookup_params(conn, names, aspect=aspect, variant=variant, configuration=None, heirs=None,
-                       before_run_id=before_run_id)).fetchall()
+        " WHERE m.aspect = %(aspect)s AND NOT m.limited AND " + _OWN_OR_RETIRED_NAME + _BEFORE
+        + " ORDER BY m.seq DESC").format(**_ident(names)),
+        _recorded_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, live=live,
+                         before_run_id=before_run_id)).fetchall()
+
+
+def recorded_of_identity(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str,
+                         identity: Mapping[str, Any], configuration: str | None = None, live: Sequence[str] = (),
+                         before_run_id: str | None = None) -> list[Yardstick]:
+    """Every full (not limited) ``aspect`` measurement of ``variant`` (`_OWN_OR_RETIRED_NAME`) of
+    exactly ``identity`` (:data:`IDENTITY_FIELDS`), eligible or not, newest first: none is a
+    yardstick, but each measured this variant on this benchmark with this instrument, so a drop from
+    it is shown when nothing comparable can judge a run. An incomplete identity matches nothing."""
+    values = {k: identity.get(k) for k in IDENTITY_FIELDS}
+    if not all(isinstance(v, str) and v.strip() for v in values.values()):
+        return []
+    found = conn.execute(sql.SQL(
+        "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND NOT m.limited AND "
+        + _OWN_OR_RETIRED_NAME + "".join(f" AND m.{k} = %({k})s" for k in IDENTITY_FIELDS) + _BEFORE
+        + " ORDER BY m.seq DESC").format(**_ident(names)),
+        {**_recorded_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, live=live,
+                            before_run_id=before_run_id), **values}).fetchall()
+    return [Yardstick(str(run_id), str(name)) for run_id, name in found]
 
 
 def recorded_elsewhere(conn: Any, names: Mapping[str, str], *, aspect: str, configuration: str,
                        live: Sequence[str], before_run_id: str | None = None) -> tuple[str, str] | None:
-    """(run id, name) of the latest full run since the latest ``aspect`` acceptance that recorded a
-    measurement of ``configuration`` under a name not ``live``, or None."""
+    """(run id, name) of the latest full ``aspect`` measurement of ``configuration`` under a name
+    not ``live`` since the latest acceptance (`_OWN_OR_RETIRED_NAME` without a name of its own), or
+    None. One that measured nothing does not count (`recorded_of`)."""
     found = conn.execute(sql.SQL(
-        "SELECT m.run_id, m.variant FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
-        " WHERE m.aspect = %(aspect)s AND NOT m.limited AND m.configuration = %(configuration)s"
-        " AND NOT m.variant = ANY(%(live)s::text[])"
-        " AND r.seq > COALESCE((SELECT max(a.seq) FROM {references} f JOIN {runs} a ON a.run_id = f.run_id"
-        "  WHERE f.aspect = %(aspect)s AND (%(before)s::text IS NULL OR f.run_id <> %(before)s::text)), -1)"
-        + _BEFORE + " ORDER BY m.seq DESC LIMIT 1").format(
-            measurements=sql.Identifier(names["measurements"]), runs=sql.Identifier(names["runs"]),
-            references=sql.Identifier(names["references"])),
-        {"aspect": aspect, "configuration": configuration, "live": [str(n) for n in live], "before": before_run_id,
-         "cutoff": cutoff(conn, names, before_run_id)}).fetchone()
+        "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND NOT m.limited"
+        " AND (m.aspect = 'retrieval' OR m.n_scored > 0 OR m.errored > 0) AND " + _OWN_OR_RETIRED_NAME + _BEFORE
+        + " ORDER BY m.seq DESC LIMIT 1").format(**_ident(names)),
+        _recorded_params(conn, names, aspect=aspect, variant=None, configuration=configuration, live=live,
+                         before_run_id=before_run_id)).fetchone()
     return None if found is None else (str(found[0]), str(found[1]))
 
 

@@ -657,22 +657,25 @@ def recorded_run_of(connection_string: str, *, variant: str, configuration: str 
                                         before_run_id=before_run_id)
 
 
-def recorded_measurements(connection_string: str, *, variant: str, before_run_id: str | None = None,
+def recorded_measurements(connection_string: str, *, variant: str, configuration: str | None = None,
+                          live: Sequence[str] = (), before_run_id: str | None = None,
                           prefix: str = "eval") -> list[dict[str, Any]]:
-    """Every full run that recorded a retrieval measurement of ``variant`` under its name
-    (eligible or not), newest first, each ``{"run_id", "variant", "provenance", "metrics"}`` (the
-    run's provenance, the measurement's metrics, NULL as NaN): what a verdict that found nothing
-    comparable still reads, so that a drop from any of them is shown rather than accepted unseen."""
+    """Every full run that recorded a retrieval measurement of ``variant`` (eligible or not) under
+    its name, or (with ``configuration``) of its configuration under a name not ``live`` since the
+    latest acceptance (a rename before any run of it was eligible), newest first, each ``{"run_id",
+    "variant" (the name it was recorded under), "provenance", "metrics"}`` (the run's provenance, the
+    measurement's metrics, NULL as NaN): what a verdict that found nothing comparable still reads,
+    so that a drop from any of them is shown rather than accepted unseen."""
     _check_lookup(variant, before_run_id)
     names = table_names(prefix)
     with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):
             return []
         rows = measurements.recorded_rows(conn, names, aspect=measurements.RETRIEVAL, variant=variant,
-                                          before_run_id=before_run_id)
-    return [{"run_id": str(run_id), "variant": variant, "provenance": provenance or {},
+                                          configuration=configuration, live=live, before_run_id=before_run_id)
+    return [{"run_id": str(run_id), "variant": str(name), "provenance": provenance or {},
              "metrics": {str(m): _nan_if_none(v) for m, v in (values or {}).items()}}
-            for run_id, provenance, values in rows]
+            for run_id, name, provenance, values in rows]
 
 
 def recorded_as_another(connection_string: str, *, configuration: str, live: Sequence[str],

@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.common.checks import finite_number, missing
-from eval_pipeline.gates.answers import evaluate_answer_gate, validate_answer_tolerances
+from eval_pipeline.gates.answers import evaluate_answer_gate, shown_against_recorded, validate_answer_tolerances
 from eval_pipeline.gates.retrieval import GateResult, not_compared_unless_measured
 from eval_pipeline.grading.registry import GRADER_KINDS
 from eval_pipeline.history.answers import (
@@ -37,10 +37,12 @@ from eval_pipeline.history.answers import (
     answer_graders_of,
     answer_history_exists,
     answer_history_of,
+    answer_recorded_elsewhere,
     answer_recorded_of,
     answer_tolerance_floor,
     previous_answer_run,
     record_answer_run,
+    recorded_answer_rows,
     reference_answer_run,
     yardstick_problems,
 )
@@ -224,6 +226,12 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
             if history is None:  # never a yardstick: genuinely new only if never recorded at all
                 recorded = answer_recorded_of(connection_string, variant=row["variant"], grader=row["grader"],
                                               configuration=configuration, before_run_id=run_id)
+                renamed_from = recorded_configurations.get(row["variant"])
+                if recorded is None and renamed_from is not None:
+                    # renamed before any run of it was eligible: recorded under the name that left, so not new
+                    other = answer_recorded_elsewhere(connection_string, grader=row["grader"],
+                                                      configuration=renamed_from, live=order, before_run_id=run_id)
+                    recorded = None if other is None else other[0]
         effective, loosened = pinned_tolerances(tolerances, [_as_run(previous), _as_run(reference)], floor)
         prompts = row.get("n_prompts")  # the share scored is over them (the same set as the yardsticks')
         gate = evaluate_answer_gate({**current, "grader_failed": int(row.get("n_grader_failed") or 0),
@@ -260,6 +268,15 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                 f"{gate.message if gate.state == 'not_compared' else 'FAILED (not compared): a grader new today'}"
                 f"; and the treatment changed in the same run ({'; '.join(unmeasured_changes)}): no answer "
                 "comparison can measure it across the change, so accepting this run needs the variant named"))
+        if connection_string and gate.state == "not_compared" and not gate.passed:
+            # nothing comparable judged it: a row of this key recorded before, eligible or not, under its name or
+            # its configuration's retired one, still shows a drop, judged with the stricter of its tolerances
+            recorded_rows = recorded_answer_rows(connection_string, **key,
+                                                 configuration=recorded_configurations.get(row["variant"]),
+                                                 live=order, before_run_id=run_id)
+            gate = shown_against_recorded(gate, {**current, "n_prompts": None if missing(prompts) else int(prompts)},
+                                          [(other, pinned_tolerances(effective, [_as_run(other)])[0])
+                                           for other in recorded_rows])
         inherited = next((r["variant"] for r in (reference, previous) if r is not None and configuration is not None
                           and r.get("variant") not in (None, row["variant"])), None)
         inherits = {"inherits": inherited} if inherited else {}  # a rename: the lineage later runs follow

@@ -539,25 +539,33 @@ def _shown_against_recorded(gate: GateResult, previous_gate: GateResult, ever: d
                             variant: str, current: Mapping[str, float], tolerances: Mapping[str, float], *,
                             strict: bool, identity: Mapping[str, Any], incomplete: Sequence[str],
                             connection_string: str | None, run_id: str, prefix: str,
+                            configuration: str | None = None, live: Sequence[str] = (),
                             ) -> tuple[GateResult, GateResult, dict[str, Any] | None]:
     """(gate, previous gate, previous run): a gate failed ``not_compared`` (nothing comparable
     judged the variant, and no comparison failed to run) made the measured regression it is when a
     run that recorded the variant on today's benchmark (any, eligible or not, newest first: no
     yardstick by the verdict's rules, but its numbers are this variant's on these questions) shows
     a drop past a tolerance: the drop is shown, and accepting the run whole needs the variant
-    named. Without a previous run, that run becomes the one the report shows. Otherwise all three
-    unchanged; so when the history cannot be read here: the gate fails closed either way."""
+    named. The runs of its ``configuration`` under a name not ``live`` since the latest acceptance
+    count as its own (a rename before any run of it was eligible). Each is compared with the
+    tolerances it was judged with where they are stricter (`pinned_tolerances`): loosening the gate
+    in the same change must not hide the drop. Without a previous run, that run becomes the one the
+    report shows. Otherwise all three unchanged; so when the history cannot be read here: the gate
+    fails closed either way."""
     unchanged = gate, previous_gate, ever
     if not connection_string or gate.passed or gate.state != "not_compared" or gate.unjudged or incomplete:
         return unchanged
     try:
-        recorded = recorded_measurements(connection_string, variant=variant, before_run_id=run_id, prefix=prefix)
+        recorded = recorded_measurements(connection_string, variant=variant, configuration=configuration, live=live,
+                                         before_run_id=run_id, prefix=prefix)
     except _history_errors():
         return unchanged
     for run in recorded:
         if benchmark_identity(run["provenance"]) != identity or not run["metrics"]:
             continue
-        measured = evaluate_gate(current, run["metrics"], tolerances, "comparable", strict=strict)
+        pinned = pinned_tolerances(tolerances, [run])[0]  # of the metrics measured today
+        measured = evaluate_gate(current, run["metrics"], {m: t for m, t in pinned.items() if m in current},
+                                 "comparable", strict=strict)
         if failed_measured(measured.passed, measured.state):
             shown = replace(measured, rows=[{**r, "against": "recorded"} for r in measured.rows], message=(
                 f"{measured.message} (against run {run['run_id']}, which recorded it on this benchmark: "
@@ -666,7 +674,6 @@ def judge_run(
         moved: str | None = None
         heirs: list[str] = []
         recorded: str | None = None
-        recorded_as = variant  # the name its recorded runs have (another, for a rename before any yardstick)
         if connection_string and unreadable is None:
             try:
                 # its own name's history first; without a yardstick under its name, only a name that vanished
@@ -687,7 +694,7 @@ def judge_run(
                     other = recorded_as_another(connection_string, configuration=configuration, live=keys,
                                                 before_run_id=run_id, prefix=history_prefix)
                     if other is not None:
-                        recorded, recorded_as = other
+                        recorded = other[0]
                 prev = previous_run(connection_string, identity=identity, **lookup)
                 # of any benchmark: the last one judged; without heirs the lookup is `own`'s, not asked again
                 latest = own if not heirs else previous_run(connection_string, **lookup)
@@ -791,9 +798,10 @@ def judge_run(
                         f"version, against another reference, or before the metric was gated), so the code's "
                         f"changes since the reference cannot be counted across the change; {hint}"))
         def shown(gate: GateResult, previous_gate: GateResult, ever: dict[str, Any] | None):
-            return _shown_against_recorded(gate, previous_gate, ever, recorded_as, current, effective, strict=strict,
+            return _shown_against_recorded(gate, previous_gate, ever, variant, current, effective, strict=strict,
                                            identity=identity, incomplete=incomplete,
-                                           connection_string=connection_string, run_id=run_id, prefix=history_prefix)
+                                           connection_string=connection_string, run_id=run_id, prefix=history_prefix,
+                                           configuration=configurations[variant], live=keys)
 
         if unreadable is None:  # nothing comparable decided it: a drop from a run that recorded it is still shown
             gate, previous_gate, ever = shown(gate, previous_gate, ever)

@@ -90,18 +90,22 @@ def test_a_new_history_is_marked_checked_when_it_is_made(answers):
 def test_a_history_placed_by_an_older_version_is_distrusted_once_even_without_a_step(answers):
     """No step in its stamps, but nothing can show that now: T is not compared (the message says
     to accept), the history is marked; accepting S ends it, and T's -0.25 from S then fails
-    measured, on every later contact."""
+    measured, on every later contact. Since the answer gate compares a not-compared row with every
+    row of its key recorded before, T's -0.25 from the distrusted S is shown at once: a measured
+    failure against the recorded S, the message still saying to accept."""
     twentysixth._set_back(answers, back=False)
     placed_by_an_older_version(answers.uri)
     assert not _checked(answers.uri)
     gate = eighth._answer_gate(answers("T", {"bm25": 0.70}))
-    assert gate.state == "not_compared" and "accept" in gate.message, gate.message
+    twentyseventh._shown_against_recorded(gate)
+    assert "accept" in gate.message, gate.message
     assert _checked(answers.uri)
     assert accept_answer_run(answers.uri, "S", variants=["bm25"])[0] == [("bm25", "deterministic")]
     for run_id in ("U", "V"):
         verdict = answers(run_id, {"bm25": 0.70})
         gate = eighth._answer_gate(verdict)
         assert not gate.passed and gate.state != "not_compared", (run_id, gate.message)
+        twentyseventh._compared_with_a_yardstick(gate, previous="S")  # S's acceptance stands: not merely recorded
 
 
 def test_a_history_placed_with_the_check_is_not_distrusted_again(answers):
@@ -118,15 +122,18 @@ def test_a_history_placed_with_the_check_is_not_distrusted_again(answers):
 
 def test_after_the_check_accepting_a_run_ends_the_conflict_for_good(answers):
     """The check runs once: after it stopped T, accepting X (as the message says) lets V be
-    compared, and a later contact does not take that acceptance back (W compared too)."""
+    compared, and a later contact does not take that acceptance back (W compared too). Since the
+    answer gate compares a not-compared row with every row of its key recorded before, T's -0.25
+    from the distrusted S is shown: a measured failure, no yardstick of it trusted."""
     twentysixth._set_back(answers, back=True)
     placed_by_an_older_version(answers.uri)
     gate = eighth._answer_gate(answers("T", {"bm25": 0.70}))
-    assert gate.state == "not_compared", gate.message
+    twentyseventh._shown_against_recorded(gate)
     assert accept_answer_run(answers.uri, "X", variants=["bm25"])[0] == [("bm25", "deterministic")]
     for run_id in ("V", "W"):
         gate = eighth._answer_gate(answers(run_id, {"bm25": 0.70}))
         assert gate.state != "not_compared", (run_id, gate.message)
+        twentyseventh._compared_with_a_yardstick(gate)  # X's acceptance stands: not merely shown against S
 
 
 def test_a_stepped_history_placed_by_an_older_version_has_no_eligible_previous_run(pg_uri, legacy_prefix):

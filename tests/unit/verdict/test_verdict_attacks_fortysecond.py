@@ -28,8 +28,9 @@ compared with every run that recorded the variant (under its name, or the name i
 any run of it was eligible: ``history.runs.recorded_as_another``) on today's benchmark, newest first, and a
 drop from any is the measured failure (its rows ``against: recorded``), whatever branch left it not compared;
 a configuration recorded since the latest acceptance under a name gone from the variants file is not new;
-what a tuning chose is compared, its scores are not. Hole 5 (the answer side) is open: its strict xfail
-stays until the answer gate reads a measurement's ineligible rows as the retrieval gate now does.
+what a tuning chose is compared, its scores are not. Hole 5 (the answer side) is closed the same way: an
+answer gate left ``not_compared`` is compared with every row of its key (set, corpus, yardstick) recorded
+before, eligible or not (``history.answers.recorded_answer_rows``, ``gates.answers.shown_against_recorded``).
 
 Judged like the forty-first review's: ``judge_run(record=True)`` under a table prefix of its own (the
 fortieth review's ``judge`` fixture).
@@ -122,14 +123,12 @@ def test_a_recorded_run_of_todays_benchmark_is_compared_beside_a_yardstick_of_an
         judge.accept("r2")
 
 
-@pytest.mark.xfail(strict=True, reason="evaluate_answer_gate: a measurement with recorded rows and no eligible one "
-                   "is 'nothing can judge it' (not compared, accepted whole); its recorded row of the same key is "
-                   "never compared")
 def test_an_answer_measurement_whose_rows_were_all_ineligible_keeps_its_drop_measured(answers):
     """a0: bm25's answers 0.90 recorded in a run not eligible (another variant's retrieval failed, say:
     ``run_eligible=False``). a1: the same set, corpus, generator and configuration, 0.50: no eligible row,
-    so "recorded before ... nothing can judge it", no number shown; ``accept_answer_run a1`` whole takes
-    0.50 with a0's 0.90 of the same key in the history (the retrieval side compares its latest recorded run)."""
+    so "recorded before ... nothing can judge it", no number shown; ``accept_answer_run a1`` whole took
+    0.50 with a0's 0.90 of the same key in the history. Now a0's row shows the drop, and the whole
+    acceptance refuses it."""
     from eval_pipeline.history.answers import accept_answer_run
     from eval_pipeline.verdict.answers import judge_answer_run, record_answers
     from tests.unit.verdict.test_verdict_attacks_eighth import ANSWER_TOL

@@ -111,6 +111,8 @@ answers = eighth.answers  # the eighth review's fixture: answer runs through the
 judge = eighth.judge  # the eighth review's fixture: retrieval runs under a prefix of their own
 
 _gate = twentyninth._gate
+_shown_against_recorded = twentyninth._shown_against_recorded  # a drop from a recorded row, no yardstick
+_compared_with_a_yardstick = twentyninth._compared_with_a_yardstick  # judged by a trusted yardstick
 _previous = twentyninth._previous
 _checked = twentyninth._checked
 
@@ -215,15 +217,20 @@ def test_an_older_versions_distrust_does_not_trust_what_this_version_distrusted(
 
 
 def test_hole_1s_control_without_the_older_contact_t_is_not_compared(answers):
+    """Since the answer gate compares a not-compared row with every row of its key recorded before,
+    T's -0.25 from the distrusted S is shown: a measured failure against the recorded S, never a pass
+    against X."""
     _flag_only_x_then_s_with_a_step(answers)
     _distrusted_by_this_version(answers)
     gate = _gate(answers("T", {"bm25": 0.70}))
-    assert not gate.passed and gate.state == "not_compared", (gate.state, gate.message)
+    _shown_against_recorded(gate)
 
 
 def test_hole_1s_control_x_accepted_by_this_version_stays_distrusted_after_the_older_contact(answers, tmp_path):
     """The same, X accepted by ``accept`` (a stamp of its own time, not flag-only): f19148d's bump does not
-    touch it, the trigger does not fire on a changed stamp, X stays distrusted: T is not compared."""
+    touch it, the trigger does not fire on a changed stamp, X stays distrusted: T is not compared.
+    Since the answer gate compares a not-compared row with every row of its key recorded before, T's
+    -0.25 from the distrusted S is shown: a measured failure against the recorded S, X no yardstick."""
     code = _code_of(_F19, tmp_path)
     if code is None:
         pytest.skip(f"no git history with {_F19}")
@@ -231,7 +238,8 @@ def test_hole_1s_control_x_accepted_by_this_version_stays_distrusted_after_the_o
     _distrusted_by_this_version(answers)
     _contacted_by(code, answers.uri)
     gate = _gate(answers("T", {"bm25": 0.70}))
-    assert not gate.passed and gate.state == "not_compared", (gate.state, gate.message, _rows(answers.uri))
+    _shown_against_recorded(gate)
+    assert _rows(answers.uri)[("X", "bm25", "answers:deterministic")][0], _rows(answers.uri)  # X still distrusted
 
 
 # --------------------------------------------------------------------------------------------
@@ -290,13 +298,17 @@ def _retrieval_distrusted(judge, variants=("v",)) -> None:
 
 
 def test_held_a_variant_renamed_in_the_first_run_after_the_distrust_is_not_compared(judge):
-    """v renamed w (the same configuration) in T: w's lineage is v's distrusted rows: not new, not compared."""
+    """v renamed w (the same configuration) in T: w's lineage is v's distrusted rows: not new, not compared by
+    any yardstick. Since a gate nothing comparable judged is compared with every run that recorded its
+    configuration under a name gone from the variants file, v's S (0.95) shows w's drop: a measured failure,
+    in T and again in U."""
     _retrieval_distrusted(judge)
-    gate = judge("T", "A", {"w": "good"}, hits={"w": 70}).gates["w"]
-    assert not gate.passed and gate.state == "not_compared", gate.message
-    assert "accept T --variant w" in gate.message
-    gate = judge("U", "A", {"w": "good"}, hits={"w": 70}).gates["w"]
-    assert not gate.passed and gate.state == "not_compared", gate.message
+    for run_id in ("T", "U"):
+        gate = judge(run_id, "A", {"w": "good"}, hits={"w": 70}).gates["w"]
+        assert not gate.passed and gate.state == "comparable", gate.message
+        assert "hit@1 0.9500 -> 0.7000" in gate.message and "(against run S, which recorded it" in gate.message
+        assert "FAILED (not compared)" in gate.message and f"accept {run_id} --variant w" in gate.message
+        assert {r["against"] for r in gate.rows} == {"recorded"}, gate.rows
 
 
 def test_held_a_paired_comparison_after_the_distrust_is_not_compared(judge):
@@ -337,6 +349,10 @@ def test_held_accepting_one_variant_trusts_that_row_only(judge, monkeypatch):
 
 
 def test_held_an_answer_variant_renamed_with_its_configuration_after_the_distrust_is_not_compared(answers):
+    """bm25 renamed bm25x (its configuration kept) in the first run after the distrust: its lineage is
+    bm25's distrusted rows (not new, no yardstick). Since the answer gate compares a not-compared row with
+    every row of its key (the variant or its configuration) recorded before, T's -0.25 from bm25's
+    distrusted S is shown: a measured failure."""
     from eval_pipeline.verdict.answers import judge_answer_run, record_answers
 
     twentyninth._older_version_used_it(answers, older=True)
@@ -345,7 +361,8 @@ def test_held_an_answer_variant_renamed_with_its_configuration_after_the_distrus
                                connection_string=answers.uri, run_id="T", configurations={"bm25x": "cfg-bm25"})
     record_answers(verdict, answers.uri, "T", run_eligible=verdict.passed)
     gate = verdict.gates["bm25x"]["deterministic"]
-    assert not gate.passed and gate.state == "not_compared", gate.message
+    _shown_against_recorded(gate)
+    assert "'bm25x' has recorded runs (the latest S)" in gate.message, gate.message
 
 
 # --------------------------------------------------------------------------------------------
@@ -355,16 +372,20 @@ def test_held_an_answer_variant_renamed_with_its_configuration_after_the_distrus
 
 def test_the_command_the_refusal_names_accepts_a_library_answer_run(answers, monkeypatch, capsys):
     """Hole 3 closed: the command line accepts the answers of a run with no run row; the next run is
-    judged against it (comparable, and -0.20 fails)."""
+    judged against it (comparable, and -0.20 fails). Since the answer gate compares a not-compared row
+    with every row of its key recorded before, T's -0.25 from the distrusted S is shown (a measured
+    failure, the message still naming the command), and the command names the variant."""
     twentyninth._older_version_used_it(answers, older=True)
     gate = _gate(answers("T", {"bm25": 0.70}))
-    assert gate.state == "not_compared" and "python -m eval_pipeline.history accept T --variant bm25" in gate.message
+    _shown_against_recorded(gate)
+    assert "python -m eval_pipeline.history accept T --variant bm25" in gate.message, gate.message
     rc = twentyninth._accept_through_the_cli(answers, monkeypatch, "T", "--variant", "bm25")
     out = capsys.readouterr()
     assert rc == 0, out.err
     assert "no run row" in out.out and "answers accepted: bm25 deterministic" in out.out, out.out
     gate = _gate(answers("U", {"bm25": 0.50}))
     assert gate.state == "comparable" and not gate.passed, gate.message
+    _compared_with_a_yardstick(gate, previous="T")
 
 
 def test_the_command_line_refuses_a_run_with_neither_a_run_row_nor_answers(answers, monkeypatch, capsys):
@@ -375,13 +396,19 @@ def test_the_command_line_refuses_a_run_with_neither_a_run_row_nor_answers(answe
 
 
 def test_hole_3s_control_the_library_accept_of_t_ends_it(answers):
+    """Since the answer gate compares a not-compared row with every row of its key recorded before,
+    T's -0.25 from the distrusted S is shown: a measured failure, so the library's whole acceptance of T
+    is refused, and accepting it by naming the variant ends the distrust (U is judged against T)."""
     from eval_pipeline.history.answers import accept_answer_run
 
     twentyninth._older_version_used_it(answers, older=True)
-    assert _gate(answers("T", {"bm25": 0.70})).state == "not_compared"
+    _shown_against_recorded(_gate(answers("T", {"bm25": 0.70})))
+    accepted, refused = accept_answer_run(answers.uri, "T")
+    assert accepted == [] and "name the variant to accept it" in " ".join(refused), (accepted, refused)
     assert accept_answer_run(answers.uri, "T", variants=["bm25"])[0] == [("bm25", "deterministic")]
     gate = _gate(answers("U", {"bm25": 0.50}))
     assert gate.state == "comparable" and not gate.passed, gate.message
+    _compared_with_a_yardstick(gate, previous="T")
 
 
 # --------------------------------------------------------------------------------------------
@@ -425,10 +452,11 @@ def test_held_a_non_owner_under_dea2bc0s_trigger_reads_on_and_its_accept_ends_th
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert run("T", 0.70).state == "not_compared"
+        _shown_against_recorded(run("T", 0.70))  # since the answer gate shows a not-compared row's drop
         assert accept_answer_run(uri, "T", variants=["bm25"])[0] == [("bm25", "deterministic")]
         gate = run("U", 0.50)
     assert gate.state == "comparable" and not gate.passed, gate.message
+    _compared_with_a_yardstick(gate, previous="T")
     with psycopg.connect(answers.uri, autocommit=True) as conn:  # the role could not replace it
         assert conn.execute("SELECT p.proname FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid"
                             " WHERE t.tgname = 'eval_measurements_place_acceptance'").fetchone()[0] == old
@@ -436,7 +464,9 @@ def test_held_a_non_owner_under_dea2bc0s_trigger_reads_on_and_its_accept_ends_th
 
 def test_hole_1s_control_under_dea2bc0s_trigger_the_bump_ends_no_distrust(answers, tmp_path):
     """Hole 1 is c2a64d9's: the same history and contact with dea2bc0's trigger (which never touched the
-    flag) in place when f19148d bumps X: X stays distrusted, T is not compared."""
+    flag) in place when f19148d bumps X: X stays distrusted, T is not compared. Since the answer gate
+    compares a not-compared row with every row of its key recorded before, T's -0.25 from the
+    distrusted S is shown: a measured failure against the recorded S, never a pass against X."""
 
     code = _code_of(_F19, tmp_path)
     if code is None:
@@ -446,4 +476,5 @@ def test_hole_1s_control_under_dea2bc0s_trigger_the_bump_ends_no_distrust(answer
     _dea2bc0s_trigger(answers)
     _contacted_by(code, answers.uri)
     gate = _gate(answers("T", {"bm25": 0.70}))
-    assert not gate.passed and gate.state == "not_compared", (gate.state, gate.message, _rows(answers.uri))
+    _shown_against_recorded(gate)
+    assert _rows(answers.uri)[("X", "bm25", "answers:deterministic")][0], _rows(answers.uri)  # X still distrusted

@@ -134,6 +134,8 @@ _run = twentysixth._run
 
 
 _gate = twentyseventh._gate  # an answer verdict's bm25 deterministic gate
+_shown_against_recorded = twentyseventh._shown_against_recorded  # a drop from a recorded row, no yardstick
+_compared_with_a_yardstick = twentyseventh._compared_with_a_yardstick  # judged by a trusted yardstick
 _previous = twentyseventh._previous  # the run id of its previous row
 _checked = once._checked  # whether the history carries this version's mark
 
@@ -184,10 +186,12 @@ def test_hole_1s_control_the_same_history_placed_by_this_version_fails_t_measure
 
 def test_hole_1s_control_x_logged_the_distrust_stops_t(answers):
     """X with a run row: its acceptance is logged, and the distrust reads it as missing from the log
-    (a conflict): T is not compared."""
+    (a conflict): T is not compared. Since the answer gate compares a not-compared row with every row
+    of its key recorded before, T's -0.25 from the distrusted S is shown: a measured failure against
+    the recorded S, never a pass against X."""
     _older_version_used_it(answers, older=True, run_row_for_x=True)
     gate = _gate(answers("T", {"bm25": 0.70}))
-    assert not gate.passed and gate.state == "not_compared", (gate.state, gate.message)
+    _shown_against_recorded(gate)
 
 
 # --------------------------------------------------------------------------------------------
@@ -324,13 +328,20 @@ def test_hole_4s_control_placed_by_this_version_t_fails_against_s(judge):
 
 def test_accepting_a_newer_answer_run_after_the_distrust_ends_it(answers):
     """Hole 5 closed: the message names T itself; T accepted through the library (no run row, no log
-    entry) ends it, since X's distrusted acceptance is no yardstick at all any more."""
+    entry) ends it, since X's distrusted acceptance is no yardstick at all any more. Since the answer
+    gate compares a not-compared row with every row of its key recorded before, T's -0.25 from the
+    distrusted S is shown (a measured failure, the message still naming T): accepting T whole is
+    refused, by naming its variant it is taken, and U is compared with T."""
     _older_version_used_it(answers, older=True, run_row_for_x=True)
     gate = _gate(answers("T", {"bm25": 0.70}))
-    assert gate.state == "not_compared" and "accept T --variant bm25" in gate.message, gate.message
+    _shown_against_recorded(gate)
+    assert "accept T --variant bm25" in gate.message, gate.message
+    accepted, refused = accept_answer_run(answers.uri, "T")
+    assert accepted == [] and "name the variant to accept it" in " ".join(refused), (accepted, refused)
     assert accept_answer_run(answers.uri, "T", variants=["bm25"])[0] == [("bm25", "deterministic")]
     gate = _gate(answers("U", {"bm25": 0.70}))
     assert gate.state != "not_compared", gate.message
+    _compared_with_a_yardstick(gate, previous="T")
 
 
 def test_hole_5s_control_accepting_x_again_ends_it_too(answers, monkeypatch):
@@ -340,7 +351,7 @@ def test_hole_5s_control_accepting_x_again_ends_it_too(answers, monkeypatch):
     from eval_pipeline.history.__main__ import main
 
     _older_version_used_it(answers, older=True, run_row_for_x=True)
-    assert _gate(answers("T", {"bm25": 0.70})).state == "not_compared"
+    _shown_against_recorded(_gate(answers("T", {"bm25": 0.70})))  # measured against S recorded: no yardstick
     monkeypatch.setenv("ATK29_URL", answers.uri)
     assert main(["--url-env", "ATK29_URL", "accept", "X", "--variant", "bm25"]) == 0
     verdict = answers("U", {"bm25": 0.70})
@@ -417,10 +428,12 @@ def _accept_through_the_cli(answers, monkeypatch, *arguments: str) -> int:
 def _distrusted_then_accepted(answers, monkeypatch, *arguments: str):
     """The twenty-sixth's hole 3 history WITHOUT a step (S 0.95 eligible after X's acceptance; both
     with run rows, as the job records them), placed by an older version: T not compared; then the
-    CLI's accept with ``arguments``; U (0.70, -0.25 from S) judged."""
+    CLI's accept with ``arguments``; U (0.70, -0.25 from S) judged. Since the answer gate compares a
+    not-compared row with every row of its key recorded before, T's -0.25 from the distrusted S is
+    shown: a measured failure against the recorded S (no yardstick)."""
     twentysixth._set_back(answers, back=False)
     once.placed_by_an_older_version(answers.uri)
-    assert _gate(answers("T", {"bm25": 0.70})).state == "not_compared"
+    _shown_against_recorded(_gate(answers("T", {"bm25": 0.70})))
     assert _accept_through_the_cli(answers, monkeypatch, *arguments) == 0
     return answers("U", {"bm25": 0.70})
 

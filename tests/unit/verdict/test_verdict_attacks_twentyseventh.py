@@ -123,6 +123,28 @@ def _previous(verdict):
     return (verdict.rows[0]["previous"] or {}).get("run_id")
 
 
+def _shown_against_recorded(gate, run_id: str = "S", drop: str = "0.9500 -> 0.7000") -> None:
+    """An answer gate nothing comparable judged (no eligible, trusted row of its key), compared since with
+    every row of its key recorded before, eligible (or trusted) or not: the drop from ``run_id`` is shown, a
+    measured failure (state ``comparable``, every row ``against: recorded`` and ``run_id``), and the reason it
+    was not compared is kept in the message (``gates.answers.shown_against_recorded``)."""
+    assert not gate.passed and gate.state == "comparable", (gate.state, gate.message)
+    assert f"vs recorded run {run_id}: {drop} (delta" in gate.message, gate.message
+    assert f"(against run {run_id}, which recorded it" in gate.message, gate.message
+    assert ": FAILED (not compared)" in gate.message, gate.message  # why nothing comparable judged it, kept
+    assert {(r["against"], r["yardstick_run_id"]) for r in gate.rows} == {("recorded", run_id)}, gate.rows
+
+
+def _compared_with_a_yardstick(gate, previous: str | None = None) -> None:
+    """Compared with a yardstick the rules trust (its previous row, its pinned reference), not merely
+    shown against a row recorded before (``_shown_against_recorded``, which is ``comparable`` too):
+    ``previous``, when given, is the previous row's run."""
+    assert gate.state == "comparable" and gate.rows, (gate.state, gate.message)
+    assert all(r["against"] in ("previous", "reference") for r in gate.rows), (gate.message, gate.rows)
+    if previous is not None:
+        assert any(r["against"] == "previous" and r["yardstick_run_id"] == previous for r in gate.rows), gate.rows
+
+
 # --------------------------------------------------------------------------------------------
 # hole 1: the acceptance alone stamped ahead: a step no table's own order shows
 # --------------------------------------------------------------------------------------------
@@ -261,10 +283,14 @@ def test_after_the_marking_accepting_a_run_ends_the_answer_stop(answers):
     the library (no run row, so no log entry), ends it: every row recorded before the marking is
     distrusted (no yardstick at all since the twenty-ninth review), so T's acceptance is the only
     one in force, and U is compared. (Before, the marking made every acceptance a conflict, and an
-    acceptance with no log entry could not end it.)"""
+    acceptance with no log entry could not end it.) Since the answer gate compares a not-compared
+    row with every row of its key recorded before, T's -0.25 from the distrusted S is shown: a
+    measured failure, so accepting T whole is refused and T is accepted by naming its variant."""
     twentysixth._set_back(answers, back=True)
     gate = _gate(answers("T", {"bm25": 0.70}))
-    assert gate.state == "not_compared", gate.message
+    _shown_against_recorded(gate)
+    accepted, refused = accept_answer_run(answers.uri, "T")
+    assert accepted == [] and "name the variant to accept it" in " ".join(refused), (accepted, refused)
     assert accept_answer_run(answers.uri, "T", variants=["bm25"])[0] == [("bm25", "deterministic")]
     gate = _gate(answers("U", {"bm25": 0.70}))
     assert gate.state != "not_compared" and gate.passed, gate.message
