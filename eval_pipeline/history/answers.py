@@ -496,7 +496,7 @@ def recorded_answer_rows(connection_string: str, *, variant: str, grader: str, s
                          prefix: str = "eval") -> list[dict[str, Any]]:
     """Every full row of exactly this key recorded before ``before_run_id``, eligible or not,
     newest first (:func:`read_answer_runs`' shape), under ``variant``'s name or (with
-    ``configuration``) its configuration's under a name not ``live`` since the latest acceptance
+    ``configuration``) its configuration's under a name not ``live``
     (`measurements.recorded_of_identity`): none may be a yardstick, but each measured this
     variant's answers on this set, corpus and yardstick, so a drop from one is shown when nothing
     comparable can judge the run (`eval_pipeline.gates.answers.shown_against_recorded`). An
@@ -525,8 +525,8 @@ def recorded_answer_rows(connection_string: str, *, variant: str, grader: str, s
 
 def answer_recorded_elsewhere(connection_string: str, *, grader: str, configuration: str, live: Sequence[str],
                               before_run_id: str | None = None, prefix: str = "eval") -> tuple[str, str] | None:
-    """(run id, name) of the latest full row of ``grader`` since the latest acceptance that
-    measured the answers of ``configuration`` under a name not ``live`` (gone from today's variants
+    """(run id, name) of the latest full row of ``grader`` that measured the answers of
+    ``configuration`` under a name not ``live`` (gone from today's variants
     file), or None: a variant renamed before any run of it was eligible is not new (the retrieval
     side's `eval_pipeline.history.runs.recorded_as_another`)."""
     names = table_names(prefix)

@@ -946,15 +946,14 @@ def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: st
 
 
 # SQL: measurement ``m`` is ``%(variant)s``'s under its name, or (with ``%(configuration)s``) its
-# configuration's under a name not ``%(live)s`` (gone from today's variants file) recorded after the
-# latest acceptance of the aspect: a variant renamed before any run of it was eligible never became
-# known, so nothing "vanished", and its runs are under the name that left. A name retired before the
-# latest acceptance (its removal acknowledged) is not its history.
+# configuration's under a name not ``%(live)s`` (gone from today's variants file): a variant renamed
+# before any run of it was eligible never became known, so nothing "vanished", and its runs are under
+# the name that left. No acceptance limits it: an acceptance acknowledges what it was shown, and a
+# name never known was never shown gone (an acceptance of another variant, by name or whole, must not
+# hide it); the same configuration on the same benchmark is the same measurement, under any name.
 _OWN_OR_RETIRED_NAME = (
     "(m.variant = %(variant)s OR (%(configuration)s::text IS NOT NULL AND m.configuration = %(configuration)s::text"
-    " AND NOT m.variant = ANY(%(live)s::text[]) AND m.seq > COALESCE((SELECT max(x.seq) FROM {measurements} x"
-    " JOIN {references} f ON f.run_id = x.run_id AND f.variant = x.variant AND f.aspect = x.aspect"
-    " WHERE x.aspect = %(aspect)s AND (%(before)s::text IS NULL OR f.run_id <> %(before)s::text)), -1)))")
+    " AND NOT m.variant = ANY(%(live)s::text[])))")
 
 
 def _recorded_params(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str | None,
@@ -1001,8 +1000,8 @@ def recorded_of_identity(conn: Any, names: Mapping[str, str], *, aspect: str, va
 def recorded_elsewhere(conn: Any, names: Mapping[str, str], *, aspect: str, configuration: str,
                        live: Sequence[str], before_run_id: str | None = None) -> tuple[str, str] | None:
     """(run id, name) of the latest full ``aspect`` measurement of ``configuration`` under a name
-    not ``live`` since the latest acceptance (`_OWN_OR_RETIRED_NAME` without a name of its own), or
-    None. One that measured nothing does not count (`recorded_of`)."""
+    not ``live`` (`_OWN_OR_RETIRED_NAME` without a name of its own), or None. One that measured
+    nothing does not count (`recorded_of`)."""
     found = conn.execute(sql.SQL(
         "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND NOT m.limited"
         " AND (m.aspect = 'retrieval' OR m.n_scored > 0 OR m.errored > 0) AND " + _OWN_OR_RETIRED_NAME + _BEFORE

@@ -661,8 +661,8 @@ def recorded_measurements(connection_string: str, *, variant: str, configuration
                           live: Sequence[str] = (), before_run_id: str | None = None,
                           prefix: str = "eval") -> list[dict[str, Any]]:
     """Every full run that recorded a retrieval measurement of ``variant`` (eligible or not) under
-    its name, or (with ``configuration``) of its configuration under a name not ``live`` since the
-    latest acceptance (a rename before any run of it was eligible), newest first, each ``{"run_id",
+    its name, or (with ``configuration``) of its configuration under a name not ``live`` (a rename
+    before any run of it was eligible), newest first, each ``{"run_id",
     "variant" (the name it was recorded under), "provenance", "metrics"}`` (the run's provenance, the
     measurement's metrics, NULL as NaN): what a verdict that found nothing comparable still reads,
     so that a drop from any of them is shown rather than accepted unseen."""
@@ -680,12 +680,13 @@ def recorded_measurements(connection_string: str, *, variant: str, configuration
 
 def recorded_as_another(connection_string: str, *, configuration: str, live: Sequence[str],
                         before_run_id: str | None = None, prefix: str = "eval") -> tuple[str, str] | None:
-    """(run id, name) of the latest full run since the latest acceptance that recorded a retrieval
-    measurement of ``configuration`` under a name not ``live`` (not in today's variants file), or
-    None. A variant renamed before any run of it was eligible never became known, so nothing
-    vanished: without this, the new name was "never recorded" and passed as a first run. A name
-    retired before the latest acceptance (its removal acknowledged) is not found: a new name with
-    its configuration is a new variant."""
+    """(run id, name) of the latest full run that recorded a retrieval measurement of
+    ``configuration`` under a name not ``live`` (not in today's variants file), or None. A variant
+    renamed before any run of it was eligible never became known, so nothing vanished: without
+    this, the new name was "never recorded" and passed as a first run. No acceptance limits it (an
+    acceptance of another variant once hid it): a configuration recorded under any retired name is
+    not new, and a drop from its runs is shown (fail closed: re-adding a retired configuration under
+    a new name needs one acceptance)."""
     names = table_names(prefix)
     with measurements.connection(connection_string) as conn:
         if not history_exists(conn, names):

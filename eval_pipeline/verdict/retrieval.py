@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import psycopg
 
+from eval_pipeline.common.checks import is_real
 from eval_pipeline.common.formatting import fmt_number
 from eval_pipeline.common.keyed_pickle import read_keyed, write_keyed
 from eval_pipeline.common.state import PROJECT_ROOT
@@ -540,18 +541,20 @@ def _shown_against_recorded(gate: GateResult, previous_gate: GateResult, ever: d
                             strict: bool, identity: Mapping[str, Any], incomplete: Sequence[str],
                             connection_string: str | None, run_id: str, prefix: str,
                             configuration: str | None = None, live: Sequence[str] = (),
+                            measured: Mapping[str, Any] | None = None,
                             ) -> tuple[GateResult, GateResult, dict[str, Any] | None]:
     """(gate, previous gate, previous run): a gate failed ``not_compared`` (nothing comparable
     judged the variant, and no comparison failed to run) made the measured regression it is when a
     run that recorded the variant on today's benchmark (any, eligible or not, newest first: no
     yardstick by the verdict's rules, but its numbers are this variant's on these questions) shows
     a drop past a tolerance: the drop is shown, and accepting the run whole needs the variant
-    named. The runs of its ``configuration`` under a name not ``live`` since the latest acceptance
-    count as its own (a rename before any run of it was eligible). Each is compared with the
-    tolerances it was judged with where they are stricter (`pinned_tolerances`): loosening the gate
-    in the same change must not hide the drop. Without a previous run, that run becomes the one the
-    report shows. Otherwise all three unchanged; so when the history cannot be read here: the gate
-    fails closed either way."""
+    named. The runs of its ``configuration`` under a name not ``live`` count as its own (a rename
+    before any run of it was eligible). Each is compared with the tolerances it was judged with
+    where they are stricter (`pinned_tolerances`), a metric it gated and today's gate does not
+    included (``measured``: today's summary row of the variant): loosening the gate, or dropping a
+    metric from it, in the same change must not hide the drop. Without a previous run, that run
+    becomes the one the report shows. Otherwise all three unchanged; so when the history cannot be
+    read here: the gate fails closed either way."""
     unchanged = gate, previous_gate, ever
     if not connection_string or gate.passed or gate.state != "not_compared" or gate.unjudged or incomplete:
         return unchanged
@@ -563,12 +566,14 @@ def _shown_against_recorded(gate: GateResult, previous_gate: GateResult, ever: d
     for run in recorded:
         if benchmark_identity(run["provenance"]) != identity or not run["metrics"]:
             continue
-        pinned = pinned_tolerances(tolerances, [run])[0]  # of the metrics measured today
-        measured = evaluate_gate(current, run["metrics"], {m: t for m, t in pinned.items() if m in current},
-                                 "comparable", strict=strict)
-        if failed_measured(measured.passed, measured.state):
-            shown = replace(measured, rows=[{**r, "against": "recorded"} for r in measured.rows], message=(
-                f"{measured.message} (against run {run['run_id']}, which recorded it on this benchmark: "
+        pinned = pinned_tolerances(tolerances, [run])[0]
+        today = {**{m: float(v) if is_real(v) else math.nan for m, v in (measured or {}).items() if m in pinned},
+                 **current}
+        gate_of = evaluate_gate(today, run["metrics"], {m: t for m, t in pinned.items() if m in today},
+                                "comparable", strict=strict)
+        if failed_measured(gate_of.passed, gate_of.state):
+            shown = replace(gate_of, rows=[{**r, "against": "recorded"} for r in gate_of.rows], message=(
+                f"{gate_of.message} (against run {run['run_id']}, which recorded it on this benchmark: "
                 f"{gate.message})"))
             if ever is None:
                 return shown, shown, {**run, "accepted": False, "eligible": False}
@@ -801,7 +806,8 @@ def judge_run(
             return _shown_against_recorded(gate, previous_gate, ever, variant, current, effective, strict=strict,
                                            identity=identity, incomplete=incomplete,
                                            connection_string=connection_string, run_id=run_id, prefix=history_prefix,
-                                           configuration=configurations[variant], live=keys)
+                                           configuration=configurations[variant], live=keys,
+                                           measured={m: row[m] for m in row.index if isinstance(m, str)})
 
         if unreadable is None:  # nothing comparable decided it: a drop from a run that recorded it is still shown
             gate, previous_gate, ever = shown(gate, previous_gate, ever)
