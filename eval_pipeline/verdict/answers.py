@@ -144,7 +144,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                      tolerances: Mapping[str, float], strict: bool, connection_string: str | None,
                      run_id: str, configurations: Mapping[str, str] | None = None,
                      vanished: Sequence[str] = (), renamed: Collection[str] | None = None,
-                     refused: Mapping[str, str] | None = None) -> AnswerVerdict:
+                     refused: Mapping[str, str] | None = None, live: Sequence[str] | None = None) -> AnswerVerdict:
     """The answer gate of every (variant, grader) in `answer_metrics` (the answer_metrics
     asset's frames, checked with `check_answers_belong` first), looked up in the history at
     `connection_string` (None: no history, every comparable run is a first run), by variant
@@ -157,8 +157,10 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
     The tolerances are never looser than the yardstick rows' (`pinned_tolerances`). ``refused``:
     the variants no acceptance of this run can take, with why (`RunVerdict.acceptance_refusals`:
     errored questions, reranker fallbacks, a limited run...): their gates name no command for
-    this run (`_name_ways_out`)."""
+    this run (`_name_ways_out`). ``live``: the variants file's names (default `order`), whose
+    runs are never another variant's under a retired name."""
 
+    live = list(order) if live is None else list(live)
     recorded_configurations = dict(configurations or {})  # recorded with every row, for a later rename
     configurations = {v: c for v, c in recorded_configurations.items() if renamed is None or v in renamed}
     tolerances = validate_answer_tolerances(tolerances, "answers.gate")  # the defaults filled in, as recorded
@@ -230,7 +232,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                 if recorded is None and renamed_from is not None:
                     # renamed before any run of it was eligible: recorded under the name that left, so not new
                     other = answer_recorded_elsewhere(connection_string, grader=row["grader"],
-                                                      configuration=renamed_from, live=order, before_run_id=run_id)
+                                                      configuration=renamed_from, live=live, before_run_id=run_id)
                     recorded = None if other is None else other[0]
         effective, loosened = pinned_tolerances(tolerances, [_as_run(previous), _as_run(reference)], floor)
         prompts = row.get("n_prompts")  # the share scored is over them (the same set as the yardsticks')
@@ -273,7 +275,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
             # its configuration's retired one, still shows a drop, judged with the stricter of its tolerances
             recorded_rows = recorded_answer_rows(connection_string, **key,
                                                  configuration=recorded_configurations.get(row["variant"]),
-                                                 live=order, before_run_id=run_id)
+                                                 live=live, before_run_id=run_id)
             gate = shown_against_recorded(gate, {**current, "n_prompts": None if missing(prompts) else int(prompts)},
                                           [(other, pinned_tolerances(effective, [_as_run(other)])[0])
                                            for other in recorded_rows])

@@ -97,7 +97,8 @@ def complete_verdict(verdict: RunVerdict, answer_metrics: Mapping[str, pd.DataFr
                                        connection_string=connection_string, run_id=run_id,
                                        configurations=verdict.provenance["configurations"],
                                        vanished=verdict.vanished, renamed=set(verdict.inherits),
-                                       refused=verdict.acceptance_refusals)
+                                       refused=verdict.acceptance_refusals,
+                                       live=verdict.provenance.get("sweep_keys"))
     verdict.answers.unrecorded = verdict.unrecorded  # what record_answers refuses
     verdict.disclose_ways_out()
     return verdict

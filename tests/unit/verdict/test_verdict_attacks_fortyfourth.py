@@ -330,3 +330,29 @@ def test_noted_a_rename_that_also_changes_the_configuration_of_a_never_known_var
     assert not judge("r1", "A", {"a": "ka", "x": "kx"}, hits={"a": 50}).eligible
     gate = judge("r2", "A", {"a": "ka", "y": "kz"}, hits={"y": 50}).gates["y"]
     assert gate.passed and gate.state == "first_run", gate.message
+
+
+@pytest.mark.parametrize("live", [None, ["x", "y"]])
+def test_a_variant_listed_but_not_measured_today_is_not_a_retired_name_on_the_answer_side(answers, live):
+    """x and y share a configuration and are both in the variants file; x's answers (0.90) were recorded in
+    a0, not eligible. a1 measures y alone (x's partition not materialized today), judged as the whole job judges
+    it (``renamed``: no rename found): y is new. With ``live`` the variants file's names (what
+    ``complete_verdict`` passes, the retrieval side's ``sweep_keys``), x is live and its row is not y's: y passes
+    as a first run. Without (``live`` defaults to the variants measured today), x counts as retired: y is not
+    new and x's 0.90 is shown as y's drop."""
+    from eval_pipeline.verdict.answers import judge_answer_run, record_answers
+
+    def run(run_id, variant, rate, **settings):
+        frame = answer_frame_with(variant, rate, variant_config=json.dumps({"engine": "x"}))
+        verdict = judge_answer_run({variant: frame}, order=[variant], corpus_signature="corpus-1",
+                                   tolerances=ANSWER_TOL, strict=False, connection_string=answers.uri, run_id=run_id,
+                                   configurations={variant: "cfg-x"}, renamed=set(), **settings)
+        record_answers(verdict, answers.uri, run_id, run_eligible=False)
+        return verdict.gates[variant][GRADER]
+
+    assert run("a0", "x", 0.9).passed
+    gate = run("a1", "y", 0.5, live=live)
+    if live is None:
+        _measured(gate, "0.9000", "0.5000")
+    else:
+        assert gate.passed and gate.state == "first_run", gate.message
