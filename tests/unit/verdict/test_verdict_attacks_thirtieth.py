@@ -254,14 +254,19 @@ def test_an_older_installs_accept_of_a_distrusted_run_ends_the_distrust(judge):
     _distrusted_s(judge)
     _accepted_by_4fafd48(judge, "S", "v")
     verdict = judge("U", "A", {"v": "good"}, hits={"v": 95})
-    assert verdict.gates["v"].state != "not_compared", eighth._why(verdict)
+    gate = verdict.gates["v"]
+    assert gate.passed and gate.state == "comparable", eighth._why(verdict)
+    assert {r.get("against") for r in gate.rows} <= {"previous", "reference"} and gate.rows, gate.rows  # S trusted
 
 
 def test_hole_2s_control_this_versions_accept_ends_it_and_a_regression_then_fails(judge):
     _distrusted_s(judge)
     assert accept_reference(judge.uri, "S", variants=["v"], prefix=judge.prefix) == ["v"]
     verdict = judge("U", "A", {"v": "good"}, hits={"v": 70})
-    assert not verdict.gates["v"].passed and verdict.gates["v"].state != "not_compared", eighth._why(verdict)
+    gate = verdict.gates["v"]
+    assert not gate.passed and gate.state == "comparable", eighth._why(verdict)
+    # against S as its yardstick, not merely shown against a recorded run
+    assert {r.get("against") for r in gate.rows} <= {"previous", "reference"} and gate.rows, gate.rows
 
 
 # --------------------------------------------------------------------------------------------
