@@ -285,7 +285,7 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
                          reference: Mapping[str, Any] | None, tolerances: Mapping[str, object] | None, *,
                          strict: bool, history: Mapping[str, Any] | None = None,
                          project_has_history: bool = False, vanished: Sequence[str] = (),
-                         recorded: str | None = None) -> AnswerGateResult:
+                         recorded: str | None = None, recorded_as: str | None = None) -> AnswerGateResult:
     """Judge the ``current`` row (a row as recorded, with ``run_id``) against the
     ``previous`` and ``reference`` rows (:func:`previous_answer_run`,
     :func:`reference_answer_run`; None when there is none) under ``tolerances``
@@ -306,7 +306,8 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
     measurement has a history, and a limited run. A first run passes only when the
     measurement is new and no variant vanished from the variants file (``vanished``, in a
     project with answer history) and it was never recorded (``recorded``: the run id of its
-    latest row recorded at all, eligible or not; :func:`eval_pipeline.gates.rule.without_yardstick`,
+    latest row recorded at all, eligible or not; ``recorded_as``: the name gone from the variants file it
+    was recorded under, when not its own; :func:`eval_pipeline.gates.rule.without_yardstick`,
     the retrieval gate's rule); ``strict`` fails every first run, and every run that cannot be
     compared."""
     tol = validate_answer_tolerances(tolerances, "answer gate tolerances")
@@ -352,6 +353,7 @@ def evaluate_answer_gate(current: Mapping[str, Any], previous: Mapping[str, Any]
         gate = without_yardstick(
             f"the {grader} grading of {current.get('variant')!r}",
             had_yardstick=str(history["run_id"]) if had and history is not None else None, recorded=recorded,
+            recorded_as=recorded_as,
             project_has_history=project_has_history, vanished=vanished, strict=strict, hint=_ACCEPT,
             new="a new measurement (no earlier run with the same set, corpus and yardstick)",
             changed="; ".join(changed) or "another key", first=None)

@@ -56,14 +56,16 @@ def within_tolerance(delta: float | None, tolerance: float) -> bool:
 
 def without_yardstick(what: str, *, had_yardstick: str | None, recorded: str | None, project_has_history: bool,
                       vanished: Sequence[str], strict: bool, hint: str, new: str, changed: str = "",
-                      first: str | None = "the project's first run") -> GateResult:
+                      first: str | None = "the project's first run", recorded_as: str | None = None) -> GateResult:
     """The gate of a measurement (``what``: "'dense'", "the deterministic grading of 'dense'")
     with no yardstick of its own benchmark:
 
     * ``had_yardstick`` (the run id of its latest yardstick of any other benchmark or
       instrument, ``changed`` saying what changed): the benchmark moved under it: ``not_compared``;
     * ``recorded`` (the run id of its latest run recorded at all): never eligible nor accepted
-      (a failed gate, an error): not new, and nothing can judge it: ``not_compared``;
+      (a failed gate, an error): not new, and nothing can judge it: ``not_compared``; with
+      ``recorded_as`` (the name it was recorded under, gone from the variants file: its
+      configuration's runs, eligible or not), not new either, and no run of its own name;
     * ``project_has_history`` false: ``first`` (the project's first run): passes, unless
       ``strict``; with ``first`` None (a history that is not the whole project's: its answers),
       a new measurement as below;
@@ -79,6 +81,12 @@ def without_yardstick(what: str, *, had_yardstick: str | None, recorded: str | N
             f"FAILED (not compared): no earlier run measured the same thing, but run {had_yardstick} measured {what}"
             f"{f' ({changed})' if changed else ''}: the benchmark or the instrument changed under it, so nothing can "
             f"judge this run; {hint}"))
+    if recorded is not None and recorded_as is not None:
+        return GateResult(False, "not_compared", [], (
+            f"FAILED (not compared): {what} has no run under this name, but its configuration was recorded as "
+            f"{recorded_as!r} (the latest run {recorded}), a name gone from the variants file: the same measurement "
+            f"under another name, so it is not new, and no run of this name can judge it (a rename, or a retired "
+            f"configuration added again); {hint}"))
     if recorded is not None:
         return GateResult(False, "not_compared", [], (
             f"FAILED (not compared): {what} has recorded runs (the latest {recorded}) but none was eligible or "

@@ -198,6 +198,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
         configuration = configurations.get(row["variant"])
         previous = reference = history = None
         recorded: str | None = None
+        recorded_as: str | None = None  # the retired name its configuration was recorded under, if not its own
         lineage: list[str] = []
         inherited_reference = False  # found through an earlier name: accepted, if at all, for another variant
         own = answer_history_of(connection_string, variant=row["variant"], grader=row["grader"],
@@ -233,14 +234,15 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                     # renamed before any run of it was eligible: recorded under the name that left, so not new
                     other = answer_recorded_elsewhere(connection_string, grader=row["grader"],
                                                       configuration=renamed_from, live=live, before_run_id=run_id)
-                    recorded = None if other is None else other[0]
+                    recorded, recorded_as = (None, None) if other is None else other
         effective, loosened = pinned_tolerances(tolerances, [_as_run(previous), _as_run(reference)], floor)
         prompts = row.get("n_prompts")  # the share scored is over them (the same set as the yardsticks')
         gate = evaluate_answer_gate({**current, "grader_failed": int(row.get("n_grader_failed") or 0),
                                      "n_prompts": None if missing(prompts) else int(prompts),
                                      "configuration": configuration, "lineage": lineage}, previous,
                                     reference, effective, strict=strict, history=history,
-                                    project_has_history=project_has_history, vanished=vanished, recorded=recorded)
+                                    project_has_history=project_has_history, vanished=vanished, recorded=recorded,
+                                    recorded_as=recorded_as)
         moved = moved_reference(previous, reference, inherited=inherited_reference,
                                 judged=((previous or {}).get("provenance") or {}).get("gate"))
         if moved is not None:  # a measured drop from the previous row stays one (accepting then names it)

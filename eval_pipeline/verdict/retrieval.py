@@ -573,7 +573,8 @@ def _shown_against_recorded(gate: GateResult, previous_gate: GateResult, ever: d
                                 "comparable", strict=strict)
         if failed_measured(gate_of.passed, gate_of.state):
             shown = replace(gate_of, rows=[{**r, "against": "recorded"} for r in gate_of.rows], message=(
-                f"{gate_of.message} (against run {run['run_id']}, which recorded it on this benchmark: "
+                f"{gate_of.message} (against run {run['run_id']}, which recorded it on this benchmark"
+                f"{'' if run['variant'] == variant else ' as ' + repr(run['variant'])}: "
                 f"{gate.message})"))
             if ever is None:
                 return shown, shown, {**run, "accepted": False, "eligible": False}
@@ -679,6 +680,7 @@ def judge_run(
         moved: str | None = None
         heirs: list[str] = []
         recorded: str | None = None
+        recorded_as: str | None = None  # the retired name its configuration was recorded under, if not its own
         if connection_string and unreadable is None:
             try:
                 # its own name's history first; without a yardstick under its name, only a name that vanished
@@ -699,7 +701,7 @@ def judge_run(
                     other = recorded_as_another(connection_string, configuration=configuration, live=keys,
                                                 before_run_id=run_id, prefix=history_prefix)
                     if other is not None:
-                        recorded = other[0]
+                        recorded, recorded_as = other
                 prev = previous_run(connection_string, identity=identity, **lookup)
                 # of any benchmark: the last one judged; without heirs the lookup is `own`'s, not asked again
                 latest = own if not heirs else previous_run(connection_string, **lookup)
@@ -747,7 +749,7 @@ def judge_run(
         elif ever is None:  # no yardstick of any benchmark: the one fail-closed rule
             gate = previous_gate = without_yardstick(
                 repr(variant), had_yardstick=None, recorded=recorded, project_has_history=project["has_runs"],
-                vanished=verdict.vanished, strict=strict, hint=hint,
+                vanished=verdict.vanished, strict=strict, hint=hint, recorded_as=recorded_as,
                 new="a new variant (never recorded, and no vanished variant had its configuration)")
             ref_gate = None
         elif moved is not None:

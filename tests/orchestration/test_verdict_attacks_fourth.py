@@ -118,13 +118,20 @@ def test_a_new_variant_with_a_live_variants_configuration_is_a_new_variant(judge
 
 def test_a_name_given_a_retired_variants_configuration_is_a_new_variant(judge):
     """HOLE 1. b was removed and its removal accepted (r1); later c is added with b's old
-    configuration: it inherited b's history from before its retirement. It is new."""
+    configuration: it inherited b's history from before its retirement. It inherits nothing (no
+    previous run, no reference of b's), but since the forty-fourth review it is not new either: the
+    same configuration on the same benchmark is the same measurement, whatever was accepted since
+    (an acceptance once hid a never-known name's drop this way). Not compared, its message naming b;
+    with no drop from b's runs, one whole acceptance ends it."""
     assert judge("r0", {"a": "good", "b": "other"}).passed
     assert judge("r1", {"a": "good"}).passed
     accept_reference(judge.uri, "r1", prefix=judge.prefix)
     added = judge("r2", {"a": "good", "c": "other"})
     assert added.previous["c"] is None
-    assert states(added)["c"] == ("first_run", True)
+    assert states(added)["c"] == ("not_compared", False)
+    assert "its configuration was recorded as 'b' (the latest run r0)" in added.gates["c"].message
+    assert "c" in accept_reference(judge.uri, "r2", prefix=judge.prefix)
+    assert states(judge("r3", {"a": "good", "c": "other"}))["c"] == ("comparable", True)
 
 
 def test_a_retired_name_reused_is_judged_against_its_own_history(judge):
@@ -305,7 +312,8 @@ def test_accepting_answers_whose_gate_failed_against_a_comparable_run_needs_the_
 def test_an_answer_measurement_recorded_in_a_failed_run_is_not_new_later(pg_uri):
     """HOLE 2 (answers). The deterministic grades of `a` were first recorded in a run that failed
     (not a yardstick); the next run's regressed grades were "a new measurement" and passed. They
-    have a recorded row: not compared, failing until accepted."""
+    have a recorded row: not compared, failing until accepted; and since a gate nothing comparable
+    judged is compared with its recorded rows, the drop from ans0's 0.90 is shown: a measured failure."""
     from eval_pipeline.verdict.answers import judge_answer_run, record_answers
     from tests.integration.answer_history_lock import fresh_default_history
     from tests.orchestration.test_verdict_attacks_third import answer_frame
@@ -319,5 +327,6 @@ def test_an_answer_measurement_recorded_in_a_failed_run_is_not_new_later(pg_uri)
         later = judge_answer_run({"a": answer_frame("a", 0.5)}, order=["a"], corpus_signature="corpus-1",
                                  tolerances=tol, strict=False, connection_string=pg_uri, run_id="ans1")
         gate = later.gates["a"]["deterministic"]
-        assert (gate.state, gate.passed) == ("not_compared", False), gate.message
+        assert (gate.state, gate.passed) == ("comparable", False), gate.message
+        assert "vs recorded run ans0: 0.9000 -> 0.5000" in gate.message, gate.message
         assert "ans0" in gate.message and "accept ans1 --variant a" in gate.message

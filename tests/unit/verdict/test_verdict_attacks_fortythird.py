@@ -123,7 +123,8 @@ def test_a_rename_before_any_eligible_run_keeps_the_answer_drop_measured_in_the_
 
     _renamed_before_eligible(history)
     r2 = history("r2", {"a": 40, "y": 40}, {"a": 0.9, "y": _as_x(0.5)}, configs={"y": "x"})
-    assert r2.gates["y"].state == "not_compared" and "the latest r1" in r2.gates["y"].message, r2.gates["y"].message
+    gate = r2.gates["y"]
+    assert gate.state == "not_compared" and "recorded as 'x' (the latest run r1)" in gate.message, gate.message
     _measured(r2.answers.gates["y"][GRADER], "0.9000", "0.5000")
     assert ("y", GRADER) not in accept_run(history.uri, "r2").answers
 
