@@ -831,7 +831,7 @@ def cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> in
         sql.Identifier(names["measurements"])), (before_run_id,)).fetchone()[0]
 
 
-def _lookup_params(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, configuration: str | None,
+def _lookup_params(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str | None, configuration: str | None,
                    heirs: Sequence[str] | None, before_run_id: str | None) -> dict[str, Any]:
     """The parameters of `SAME_VARIANT` and `_BEFORE` for one variant's lookup."""
     return {"variant": variant, "aspect": aspect, "configuration": configuration,
@@ -928,6 +928,12 @@ def _latest_acceptance(pick: Callable[..., tuple[str, str, Any, Any, bool, int, 
     return Yardstick(*logged[:2], acceptance_conflict=None if later is None else later[0])
 
 
+# SQL: measurement ``m`` measured something: not limited (a subset, a smoke run), and an answer
+# measurement graded or errored something (one that graded nothing measured nothing); a retrieval run
+# counts whatever its question rows (an older history may have pruned them).
+_MEASURED_SOMETHING = "NOT m.limited AND (m.aspect = 'retrieval' OR m.n_scored > 0 OR m.errored > 0)"
+
+
 def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, configuration: str | None = None,
                 heirs: Sequence[str] | None = None, before_run_id: str | None = None) -> str | None:
     """The run id of ``variant``'s latest ``aspect`` measurement recorded at all (eligible or
@@ -935,10 +941,8 @@ def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: st
     does not count: a limited run (a subset, a smoke run), or an answer measurement with
     nothing scored and nothing errored (a grader that applies to no prompt of the set)."""
     found = conn.execute(sql.SQL(
-        "SELECT m.run_id FROM {measurements} m WHERE m.aspect = %(aspect)s AND NOT m.limited"
-        # an answer measurement that graded nothing measured nothing; a retrieval run counts
-        # whatever its question rows (an older history may have pruned them)
-        " AND (m.aspect = 'retrieval' OR m.n_scored > 0 OR m.errored > 0) AND " + SAME_VARIANT + _BEFORE
+        "SELECT m.run_id FROM {measurements} m WHERE m.aspect = %(aspect)s AND " + _MEASURED_SOMETHING
+        + " AND " + SAME_VARIANT + _BEFORE
         + " ORDER BY m.seq DESC LIMIT 1").format(measurements=sql.Identifier(names["measurements"])),
         _lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, heirs=heirs,
                        before_run_id=before_run_id)).fetchone()
@@ -959,8 +963,8 @@ _OWN_OR_RETIRED_NAME = (
 def _recorded_params(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str | None,
                      configuration: str | None, live: Sequence[str], before_run_id: str | None) -> dict[str, Any]:
     """The parameters of `_OWN_OR_RETIRED_NAME` and `_BEFORE` (``variant`` None: no name of its own)."""
-    return {**_lookup_params(conn, names, aspect=aspect, variant="", configuration=configuration, heirs=None,
-                             before_run_id=before_run_id), "variant": variant, "live": [str(n) for n in live]}
+    return {**_lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, heirs=None,
+                             before_run_id=before_run_id), "live": [str(n) for n in live]}
 
 
 def recorded_rows(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, configuration: str | None = None,
@@ -1003,8 +1007,8 @@ def recorded_elsewhere(conn: Any, names: Mapping[str, str], *, aspect: str, conf
     not ``live`` (`_OWN_OR_RETIRED_NAME` without a name of its own), or None. One that measured
     nothing does not count (`recorded_of`)."""
     found = conn.execute(sql.SQL(
-        "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND NOT m.limited"
-        " AND (m.aspect = 'retrieval' OR m.n_scored > 0 OR m.errored > 0) AND " + _OWN_OR_RETIRED_NAME + _BEFORE
+        "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND " + _MEASURED_SOMETHING
+        + " AND " + _OWN_OR_RETIRED_NAME + _BEFORE
         + " ORDER BY m.seq DESC LIMIT 1").format(**_ident(names)),
         _recorded_params(conn, names, aspect=aspect, variant=None, configuration=configuration, live=live,
                          before_run_id=before_run_id)).fetchone()
