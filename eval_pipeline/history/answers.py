@@ -492,11 +492,12 @@ def answer_recorded_of(connection_string: str, *, variant: str, grader: str, con
 
 def recorded_answer_rows(connection_string: str, *, variant: str, grader: str, set_id: str, set_fingerprint: str,
                          corpus_signature: str | None, yardstick: str, configuration: str | None = None,
-                         live: Sequence[str] = (), before_run_id: str | None = None,
+                         live: Mapping[str, str | None] | None = None, before_run_id: str | None = None,
                          prefix: str = "eval") -> list[dict[str, Any]]:
     """Every full row of exactly this key recorded before ``before_run_id``, eligible or not,
     newest first (:func:`read_answer_runs`' shape), under ``variant``'s name or (with
-    ``configuration``) its configuration's under a name not ``live``
+    ``configuration``) its configuration's under a name ``live`` (today's names, each with its
+    configuration) does not have with it
     (`measurements.recorded_of_identity`): none may be a yardstick, but each measured this
     variant's answers on this set, corpus and yardstick, so a drop from one is shown when nothing
     comparable can judge the run (`eval_pipeline.gates.answers.shown_against_recorded`). An
@@ -523,10 +524,11 @@ def recorded_answer_rows(connection_string: str, *, variant: str, grader: str, s
     return call_redacted(connection_string, "looking up the answer history", find)
 
 
-def answer_recorded_elsewhere(connection_string: str, *, grader: str, configuration: str, live: Sequence[str],
+def answer_recorded_elsewhere(connection_string: str, *, grader: str, configuration: str,
+                              live: Mapping[str, str | None],
                               before_run_id: str | None = None, prefix: str = "eval") -> tuple[str, str] | None:
     """(run id, name) of the latest full row of ``grader`` that measured the answers of
-    ``configuration`` under a name not ``live`` (gone from today's variants
+    ``configuration`` under a name ``live`` does not have with it (gone from today's variants
     file), or None: a variant renamed before any run of it was eligible is not new (the retrieval
     side's `eval_pipeline.history.runs.recorded_as_another`)."""
     names = table_names(prefix)

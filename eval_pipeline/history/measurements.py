@@ -950,25 +950,33 @@ def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: st
 
 
 # SQL: measurement ``m`` is ``%(variant)s``'s under its name, or (with ``%(configuration)s``) its
-# configuration's under a name not ``%(live)s`` (gone from today's variants file): a variant renamed
-# before any run of it was eligible never became known, so nothing "vanished", and its runs are under
-# the name that left. No acceptance limits it: an acceptance acknowledges what it was shown, and a
-# name never known was never shown gone (an acceptance of another variant, by name or whole, must not
-# hide it); the same configuration on the same benchmark is the same measurement, under any name.
+# configuration's under a retired name: one the variants file no longer has with that configuration
+# (``%(live)s``, today's names, and ``%(live_configurations)s``, each one's configuration today, NULL
+# when unknown: then the name is taken as live). Gone from the file, or kept for another configuration
+# (the old setting moved to a new name): either way a variant renamed before any run of it was eligible
+# never became known, so nothing "vanished", and its runs are under the name it left. No acceptance
+# limits it: an acceptance acknowledges what it was shown, and a name never known was never shown gone
+# (an acceptance of another variant, by name or whole, must not hide it); the same configuration on the
+# same benchmark is the same measurement, under any name.
 _OWN_OR_RETIRED_NAME = (
     "(m.variant = %(variant)s OR (%(configuration)s::text IS NOT NULL AND m.configuration = %(configuration)s::text"
-    " AND NOT m.variant = ANY(%(live)s::text[])))")
+    " AND NOT EXISTS (SELECT 1 FROM unnest(%(live)s::text[], %(live_configurations)s::text[]) AS l(name, setting)"
+    " WHERE l.name = m.variant AND (l.setting IS NULL OR l.setting = m.configuration))))")
 
 
 def _recorded_params(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str | None,
-                     configuration: str | None, live: Sequence[str], before_run_id: str | None) -> dict[str, Any]:
-    """The parameters of `_OWN_OR_RETIRED_NAME` and `_BEFORE` (``variant`` None: no name of its own)."""
+                     configuration: str | None, live: Mapping[str, str | None],
+                     before_run_id: str | None) -> dict[str, Any]:
+    """The parameters of `_OWN_OR_RETIRED_NAME` and `_BEFORE` (``variant`` None: no name of its own;
+    ``live``: today's names and each one's configuration, None when unknown)."""
     return {**_lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, heirs=None,
-                             before_run_id=before_run_id), "live": [str(n) for n in live]}
+                             before_run_id=before_run_id),
+            "live": [str(n) for n in live], "live_configurations": [live[n] for n in live]}
 
 
 def recorded_rows(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, configuration: str | None = None,
-                  live: Sequence[str] = (), before_run_id: str | None = None) -> list[tuple[Any, Any, Any, Any]]:
+                  live: Mapping[str, str | None] | None = None,
+                  before_run_id: str | None = None) -> list[tuple[Any, Any, Any, Any]]:
     """(run id, name, the run's provenance, the measurement's metrics as a JSON object) of every full
     run that recorded ``variant``'s ``aspect`` measurement (`_OWN_OR_RETIRED_NAME`), eligible or
     not, newest first."""
@@ -978,12 +986,13 @@ def recorded_rows(conn: Any, names: Mapping[str, str], *, aspect: str, variant: 
         " FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
         " WHERE m.aspect = %(aspect)s AND NOT m.limited AND " + _OWN_OR_RETIRED_NAME + _BEFORE
         + " ORDER BY m.seq DESC").format(**_ident(names)),
-        _recorded_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, live=live,
+        _recorded_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, live=live or {},
                          before_run_id=before_run_id)).fetchall()
 
 
 def recorded_of_identity(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str,
-                         identity: Mapping[str, Any], configuration: str | None = None, live: Sequence[str] = (),
+                         identity: Mapping[str, Any], configuration: str | None = None,
+                         live: Mapping[str, str | None] | None = None,
                          before_run_id: str | None = None) -> list[Yardstick]:
     """Every full (not limited) ``aspect`` measurement of ``variant`` (`_OWN_OR_RETIRED_NAME`) of
     exactly ``identity`` (:data:`IDENTITY_FIELDS`), eligible or not, newest first: none is a
@@ -996,21 +1005,21 @@ def recorded_of_identity(conn: Any, names: Mapping[str, str], *, aspect: str, va
         "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND NOT m.limited AND "
         + _OWN_OR_RETIRED_NAME + "".join(f" AND m.{k} = %({k})s" for k in IDENTITY_FIELDS) + _BEFORE
         + " ORDER BY m.seq DESC").format(**_ident(names)),
-        {**_recorded_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, live=live,
+        {**_recorded_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, live=live or {},
                             before_run_id=before_run_id), **values}).fetchall()
     return [Yardstick(str(run_id), str(name)) for run_id, name in found]
 
 
 def recorded_elsewhere(conn: Any, names: Mapping[str, str], *, aspect: str, configuration: str,
-                       live: Sequence[str], before_run_id: str | None = None) -> tuple[str, str] | None:
+                       live: Mapping[str, str | None], before_run_id: str | None = None) -> tuple[str, str] | None:
     """(run id, name) of the latest full ``aspect`` measurement of ``configuration`` under a name
-    not ``live`` (`_OWN_OR_RETIRED_NAME` without a name of its own), or None. One that measured
+    retired (`_OWN_OR_RETIRED_NAME` without a name of its own), or None. One that measured
     nothing does not count (`recorded_of`)."""
     found = conn.execute(sql.SQL(
         "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND " + _MEASURED_SOMETHING
         + " AND " + _OWN_OR_RETIRED_NAME + _BEFORE
         + " ORDER BY m.seq DESC LIMIT 1").format(**_ident(names)),
-        _recorded_params(conn, names, aspect=aspect, variant=None, configuration=configuration, live=live,
+        _recorded_params(conn, names, aspect=aspect, variant=None, configuration=configuration, live=live or {},
                          before_run_id=before_run_id)).fetchone()
     return None if found is None else (str(found[0]), str(found[1]))
 

@@ -658,11 +658,12 @@ def recorded_run_of(connection_string: str, *, variant: str, configuration: str 
 
 
 def recorded_measurements(connection_string: str, *, variant: str, configuration: str | None = None,
-                          live: Sequence[str] = (), before_run_id: str | None = None,
+                          live: Mapping[str, str | None] | None = None, before_run_id: str | None = None,
                           prefix: str = "eval") -> list[dict[str, Any]]:
     """Every full run that recorded a retrieval measurement of ``variant`` (eligible or not) under
-    its name, or (with ``configuration``) of its configuration under a name not ``live`` (a rename
-    before any run of it was eligible), newest first, each ``{"run_id",
+    its name, or (with ``configuration``) of its configuration under a name ``live`` (today's names,
+    each with its configuration) does not have with it (a rename before any run of it was eligible,
+    or the old setting moved to a new name), newest first, each ``{"run_id",
     "variant" (the name it was recorded under), "provenance", "metrics"}`` (the run's provenance, the
     measurement's metrics, NULL as NaN): what a verdict that found nothing comparable still reads,
     so that a drop from any of them is shown rather than accepted unseen."""
@@ -678,10 +679,11 @@ def recorded_measurements(connection_string: str, *, variant: str, configuration
             for run_id, name, provenance, values in rows]
 
 
-def recorded_as_another(connection_string: str, *, configuration: str, live: Sequence[str],
+def recorded_as_another(connection_string: str, *, configuration: str, live: Mapping[str, str | None],
                         before_run_id: str | None = None, prefix: str = "eval") -> tuple[str, str] | None:
     """(run id, name) of the latest full run that recorded a retrieval measurement of
-    ``configuration`` under a name not ``live`` (not in today's variants file), or None. A variant
+    ``configuration`` under a name ``live`` (today's names, each with its configuration) does not
+    have with it (gone from the variants file, or kept for another setting), or None. A variant
     renamed before any run of it was eligible never became known, so nothing vanished: without
     this, the new name was "never recorded" and passed as a first run. No acceptance limits it (an
     acceptance of another variant once hid it): a configuration recorded under any retired name is

@@ -157,11 +157,11 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
     The tolerances are never looser than the yardstick rows' (`pinned_tolerances`). ``refused``:
     the variants no acceptance of this run can take, with why (`RunVerdict.acceptance_refusals`:
     errored questions, reranker fallbacks, a limited run...): their gates name no command for
-    this run (`_name_ways_out`). ``live``: the variants file's names (default `order`), whose
-    runs are never another variant's under a retired name."""
+    this run (`_name_ways_out`). ``live``: the variants file's names (default `order`): a name
+    here with today's configuration is never another variant's retired name."""
 
-    live = list(order) if live is None else list(live)
     recorded_configurations = dict(configurations or {})  # recorded with every row, for a later rename
+    today = {name: recorded_configurations.get(name) for name in (order if live is None else live)}
     configurations = {v: c for v, c in recorded_configurations.items() if renamed is None or v in renamed}
     tolerances = validate_answer_tolerances(tolerances, "answers.gate")  # the defaults filled in, as recorded
     frames = [answer_metrics[v] for v in order if v in answer_metrics and len(answer_metrics[v])]
@@ -233,7 +233,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
                 if recorded is None and renamed_from is not None:
                     # renamed before any run of it was eligible: recorded under the name that left, so not new
                     other = answer_recorded_elsewhere(connection_string, grader=row["grader"],
-                                                      configuration=renamed_from, live=live, before_run_id=run_id)
+                                                      configuration=renamed_from, live=today, before_run_id=run_id)
                     recorded, recorded_as = (None, None) if other is None else other
         effective, loosened = pinned_tolerances(tolerances, [_as_run(previous), _as_run(reference)], floor)
         prompts = row.get("n_prompts")  # the share scored is over them (the same set as the yardsticks')
@@ -277,7 +277,7 @@ def judge_answer_run(answer_metrics: Mapping[str, pd.DataFrame], *, order: Seque
             # its configuration's retired one, still shows a drop, judged with the stricter of its tolerances
             recorded_rows = recorded_answer_rows(connection_string, **key,
                                                  configuration=recorded_configurations.get(row["variant"]),
-                                                 live=live, before_run_id=run_id)
+                                                 live=today, before_run_id=run_id)
             gate = shown_against_recorded(gate, {**current, "n_prompts": None if missing(prompts) else int(prompts)},
                                           [(other, pinned_tolerances(effective, [_as_run(other)])[0])
                                            for other in recorded_rows])

@@ -540,7 +540,7 @@ def _shown_against_recorded(gate: GateResult, previous_gate: GateResult, ever: d
                             variant: str, current: Mapping[str, float], tolerances: Mapping[str, float], *,
                             strict: bool, identity: Mapping[str, Any], incomplete: Sequence[str],
                             connection_string: str | None, run_id: str, prefix: str,
-                            configuration: str | None = None, live: Sequence[str] = (),
+                            configuration: str | None = None, live: Mapping[str, str | None] | None = None,
                             measured: Mapping[str, Any] | None = None,
                             ) -> tuple[GateResult, GateResult, dict[str, Any] | None]:
     """(gate, previous gate, previous run): a gate failed ``not_compared`` (nothing comparable
@@ -548,8 +548,9 @@ def _shown_against_recorded(gate: GateResult, previous_gate: GateResult, ever: d
     run that recorded the variant on today's benchmark (any, eligible or not, newest first: no
     yardstick by the verdict's rules, but its numbers are this variant's on these questions) shows
     a drop past a tolerance: the drop is shown, and accepting the run whole needs the variant
-    named. The runs of its ``configuration`` under a name not ``live`` count as its own (a rename
-    before any run of it was eligible). Each is compared with the tolerances it was judged with
+    named. The runs of its ``configuration`` under a name ``live`` (today's names, each with its
+    configuration) does not have with it count as its own (a rename before any run of it was
+    eligible, or the old setting moved to a new name). Each is compared with the tolerances it was judged with
     where they are stricter (`pinned_tolerances`), a metric it gated and today's gate does not
     included (``measured``: today's summary row of the variant): loosening the gate, or dropping a
     metric from it, in the same change must not hide the drop. Without a previous run, that run
@@ -649,6 +650,9 @@ def judge_run(
     provenance.setdefault("engine_identity", engine_identity(provenance.get("database")))
     configurations = {v: configuration_fingerprint(provenance, v) for v in per_variant}
     provenance["configurations"] = {v: fp for v, fp in configurations.items() if fp is not None}
+    # today's names, each with its configuration (None: not measured today, or none known): a measurement
+    # of a configuration under a name not here with it is a retired name's (history.measurements)
+    live = {k: configurations.get(k) for k in keys}
     asked = dict(tolerances)
     provenance["tolerances"] = asked
     provenance["effective_tolerances"] = {}
@@ -698,7 +702,7 @@ def judge_run(
                 configuration = configurations[variant]
                 if recorded is None and configuration is not None:
                     # renamed before any run of it was eligible: recorded under the name that left, so not new
-                    other = recorded_as_another(connection_string, configuration=configuration, live=keys,
+                    other = recorded_as_another(connection_string, configuration=configuration, live=live,
                                                 before_run_id=run_id, prefix=history_prefix)
                     if other is not None:
                         recorded, recorded_as = other
@@ -808,7 +812,7 @@ def judge_run(
             return _shown_against_recorded(gate, previous_gate, ever, variant, current, effective, strict=strict,
                                            identity=identity, incomplete=incomplete,
                                            connection_string=connection_string, run_id=run_id, prefix=history_prefix,
-                                           configuration=configurations[variant], live=keys,
+                                           configuration=configurations[variant], live=live,
                                            measured={m: row[m] for m in row.index if isinstance(m, str)})
 
         if unreadable is None:  # nothing comparable decided it: a drop from a run that recorded it is still shown
