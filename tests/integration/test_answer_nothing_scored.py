@@ -37,4 +37,8 @@ def test_a_grader_that_scored_nothing_does_not_fail_the_next_run(pg_uri):
         later = judge_answer_run({"a": answer_frame("a", 0.5, grader="static")}, order=["a"],
                                  corpus_signature="corpus-1", tolerances={}, strict=False,
                                  connection_string=pg_uri, run_id="n3")
-        assert (later.gates["a"]["static"].state, later.gates["a"]["static"].passed) == ("not_compared", False)
+        gate = later.gates["a"]["static"]
+        # not compared by any yardstick, and since a gate nothing comparable judged is compared with its
+        # recorded rows, the drop from n2's 0.90 is shown: a measured failure
+        assert (gate.state, gate.passed) == ("comparable", False), gate.message
+        assert "vs recorded run n2: 0.9000 -> 0.5000" in gate.message and "FAILED (not compared)" in gate.message
