@@ -8,16 +8,16 @@ import pandas as pd
 
 from eval_pipeline.metrics.retrieval import MEASURES, score_queries
 
-# (hits, n, id of the scorer, ids of the registered measures) -> (the scorer, the measures, the
+# (hits, second, n, id of the scorer, ids of the registered measures) -> (the scorer, the measures, the
 # frame `score_queries` gave, before the per-call columns); the entry holds the objects its key
 # names, so no id in a key can be taken by another object while the entry lives
 _SCORED: dict[tuple, tuple[object, tuple, pd.DataFrame]] = {}
 
 
-def scored_frame(variant: str, hits: int, n: int = 100) -> pd.DataFrame:
+def scored_frame(variant: str, hits: int, n: int = 100, *, second: int = 0) -> pd.DataFrame:
     """`variant`'s per-question scores on `n` questions of one gold document each, the first
-    `hits` of them found at rank 1 and the others missed (never a candidate); 1 ms latency, no
-    reranker fallback.
+    `hits` of them found at rank 1, the next `second` at rank 2, and the others missed (never a
+    candidate); 1 ms latency, no reranker fallback.
 
     Scored once a process for each (hits, n) and each set of measures: the same rankings scored by
     the same measures give the same frame, and scoring was most of what this helper cost (called
@@ -27,16 +27,17 @@ def scored_frame(variant: str, hits: int, n: int = 100) -> pd.DataFrame:
     Each call returns its own deep copy (a fresh frame, fresh ``doc_ids`` lists): a caller that
     changes its frame changes nothing another call gets."""
     qrels = {f"q{i:03d}": {f"d{i}": 1} for i in range(n)}
-    rankings = {q: ([f"d{i}"] if i < hits else ["x"]) for i, q in enumerate(qrels)}
+    rankings = {q: ([f"d{i}"] if i < hits else ["x", f"d{i}"] if i < hits + second else ["x"])
+                for i, q in enumerate(qrels)}
     scorer, measures = score_queries, tuple(MEASURES)  # read now: the registry and the name may be patched
-    key = (hits, n, id(scorer), tuple(map(id, measures)))
+    key = (hits, second, n, id(scorer), tuple(map(id, measures)))
     if key not in _SCORED:
         _SCORED[key] = (scorer, measures, scorer(rankings, qrels, errored=[]))
     df = _SCORED[key][2].copy(deep=True)
     df.insert(0, "variant", variant)
     df["doc_ids"] = [list(rankings[q]) for q in df["qid"]]
     df["latency_ms"] = 1.0
-    df["miss_class"] = [None if h else "never_candidate" for h in df["hit@1"]]
+    df["miss_class"] = [None if h else "never_candidate" for h in df["hit@10"]]
     df["rerank_fallback"] = False
     return df
 

@@ -61,8 +61,9 @@ TOL = {"hit@1": 0.05, "mrr": 0.05}
 
 @pytest.fixture
 def judge(pg_uri, tmp_path_factory):
-    """``judge(run_id, bench, {variant: knob}, hits={variant: n}, tolerances=..., rank_reference=...)``:
-    ``judge_run`` recording the run (as the report does) under a table prefix of its own; ``judge.accept``
+    """``judge(run_id, bench, {variant: knob}, hits={variant: n}, tolerances=..., rank_reference=...,
+    frames={variant: frame})``: ``judge_run`` recording the run (as the report does) under a table prefix of
+    its own, each variant's frame ``frames`` gives, else ``scored_frame`` of its ``hits``; ``judge.accept``
     is ``accept_reference`` on that history."""
     import psycopg
 
@@ -74,9 +75,11 @@ def judge(pg_uri, tmp_path_factory):
     prefix = f"a40_{uuid.uuid4().hex[:12]}"
     statistics = tmp_path_factory.getbasetemp() / "statistics_cache"
 
-    def run(run_id, bench, configs, *, hits=None, tolerances=TOL, rank_reference=None):
+    def run(run_id, bench, configs, *, hits=None, tolerances=TOL, rank_reference=None, frames=None):
         hits = {v: 100 for v in configs} | dict(hits or {})
-        return judge_run({v: scored_frame(v, hits[v], N) for v in configs}, baseline=next(iter(configs)),
+        given = dict(frames or {})
+        return judge_run({v: given[v] if v in given else scored_frame(v, hits[v], N) for v in configs},
+                         baseline=next(iter(configs)),
                          provenance=bench_provenance(bench, configs), tolerances=tolerances, strict=False,
                          run_id=run_id, limited=False, connection_string=pg_uri, history_prefix=prefix, record=True,
                          sweep_keys=list(configs), rank_reference=rank_reference, statistics_cache=statistics)

@@ -42,7 +42,6 @@ from tests.unit.verdict import test_answer_accept_attacks as atk17
 from tests.unit.verdict import test_verdict_attacks_eighth as eighth
 from tests.unit.verdict import test_verdict_attacks_fortieth as fortieth
 from tests.unit.verdict import test_verdict_attacks_fortyfourth as fortyfourth
-from tests.unit.verdict.test_verdict_attacks_fortyfourth import _frame
 
 answers = eighth.answers  # a fresh default answer history under the tests' lock
 history = atk17.history  # a run judged as the verdict asset does, recorded as the report does
@@ -164,7 +163,7 @@ def _perfect_after_recorded(ranked, today):
     """r0 {a} gated on hit@1 and rc_nauc; r1 adds x at 90 found (rc_nauc a number) while a drops: x never known.
     r2: x finds every gold at rank 1 (hit@1 0.90 -> 1.00, rc_nauc NaN: random == oracle), gated on ``today``."""
     assert ranked("r0", {"a": "ka"}, tolerances=TOL_RC).passed
-    r1 = ranked("r1", {"a": "ka", "x": "kx"}, frames={"a": _frame("a", 50), "x": _frame("x", 90)}, tolerances=TOL_RC)
+    r1 = ranked("r1", {"a": "ka", "x": "kx"}, hits={"a": 50, "x": 90}, tolerances=TOL_RC)
     assert not r1.eligible and r1.gates["x"].passed
     return ranked("r2", {"a": "ka", "x": "kx"}, tolerances=today)
 

@@ -49,7 +49,6 @@ changes the configuration, of a variant never known, is a first run (nothing lin
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
@@ -57,7 +56,7 @@ from tests.unit.verdict import test_answer_accept_attacks as atk17
 from tests.unit.verdict import test_verdict_attacks_eighth as eighth
 from tests.unit.verdict import test_verdict_attacks_fortieth as fortieth
 from tests.unit.verdict.test_verdict_attacks_eighth import ANSWER_TOL
-from tests.verdict_frames import answer_frame_with
+from tests.verdict_frames import answer_frame_with, scored_frame
 
 answers = eighth.answers  # a fresh default answer history under the tests' lock
 history = atk17.history  # a run judged as the verdict asset does, recorded as the report does
@@ -70,55 +69,16 @@ GRADER = "deterministic"
 LOOSE = {"max_pass_rate_drop": 0.5, "max_mean_score_drop": 0.5}
 
 
-def _frame(variant, first, second=0, n=N):
-    """``variant``'s per-question scores on ``n`` questions of one gold document each: the first ``first`` found
-    at rank 1, the next ``second`` at rank 2, the others missed (``tests.verdict_frames.scored_frame``'s shape)."""
-    from eval_pipeline.metrics.retrieval import score_queries
-
-    qrels = {f"q{i:03d}": {f"d{i}": 1} for i in range(n)}
-    rankings = {q: ([f"d{i}"] if i < first else ["x", f"d{i}"] if i < first + second else ["x"])
-                for i, q in enumerate(qrels)}
-    df = score_queries(rankings, qrels, errored=[])
-    df.insert(0, "variant", variant)
-    df["doc_ids"] = [list(rankings[q]) for q in df["qid"]]
-    df["latency_ms"] = 1.0
-    df["miss_class"] = [None if h else "never_candidate" for h in df["hit@10"]]
-    df["rerank_fallback"] = False
-    return df
-
-
 @pytest.fixture
-def ranked(pg_uri, tmp_path_factory):
-    """The fortieth review's ``judge`` with the frames given (``frames``: {variant: frame}, else all at rank 1)
-    and the tolerances of each run; ``ranked.accept`` is ``accept_reference``."""
-    import psycopg
+def ranked(judge):
+    """The fortieth review's ``judge`` on benchmark A with the tolerances of each run given (and its
+    ``hits`` or ``frames``); ``ranked.accept`` is ``accept_reference``."""
 
-    from eval_pipeline.history.measurements import placement_function
-    from eval_pipeline.history.runs import accept_reference, table_names
-    from eval_pipeline.verdict.retrieval import judge_run
-    from tests.verdict_frames import bench_provenance
+    def run(run_id, configs, *, tolerances, **frames):
+        return judge(run_id, "A", configs, tolerances=tolerances, **frames)
 
-    prefix = f"a44_{uuid.uuid4().hex[:12]}"
-    statistics = tmp_path_factory.getbasetemp() / "statistics_cache"
-
-    def run(run_id, configs, *, tolerances, frames=None):
-        per_variant = {v: (frames or {}).get(v, None) for v in configs}
-        per_variant = {v: _frame(v, N) if f is None else f for v, f in per_variant.items()}
-        return judge_run(per_variant, baseline=next(iter(configs)), provenance=bench_provenance("A", configs),
-                         tolerances=tolerances, strict=False, run_id=run_id, limited=False, connection_string=pg_uri,
-                         history_prefix=prefix, record=True, sweep_keys=list(configs), statistics_cache=statistics)
-
-    def accept(run_id, variants=None):
-        return accept_reference(pg_uri, run_id, variants=variants, prefix=prefix)
-
-    run.accept = accept
-    yield run
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        for table in reversed(list(table_names(prefix).values())):
-            conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-        names = table_names(prefix)
-        for function in (placement_function(names), names["measurements"] + "_place_acceptance"):
-            conn.execute(f'DROP FUNCTION IF EXISTS "{function}"')
+    run.accept = judge.accept
+    return run
 
 
 def _as_x(rate):
@@ -244,9 +204,9 @@ def _metric_dropped(ranked, today):
     """r0 {a} gated on mrr (0.3); r1 gates hit@1 too and adds x (1.00) while a's mrr drops: not eligible. r2 gates
     ``today``: x finds half its golds at rank 2 (hit@1 1.00 -> 0.50, mrr 1.00 -> 0.75, within 0.3)."""
     assert ranked("r0", {"a": "ka"}, tolerances={"mrr": 0.3}).passed
-    r1 = ranked("r1", {"a": "ka", "x": "kx"}, frames={"a": _frame("a", 50)}, tolerances={"hit@1": 0.05, "mrr": 0.3})
+    r1 = ranked("r1", {"a": "ka", "x": "kx"}, hits={"a": 50}, tolerances={"hit@1": 0.05, "mrr": 0.3})
     assert not r1.eligible and r1.gates["x"].passed
-    return ranked("r2", {"a": "ka", "x": "kx"}, frames={"x": _frame("x", 50, 50)}, tolerances=today)
+    return ranked("r2", {"a": "ka", "x": "kx"}, frames={"x": scored_frame("x", 50, N, second=50)}, tolerances=today)
 
 
 def test_a_gated_metric_dropped_in_the_same_run_does_not_hide_its_drop_from_the_recorded_run(ranked):
@@ -277,9 +237,9 @@ def test_held_a_retired_name_s_run_is_judged_with_its_own_tolerances_retrieval(r
     at 0.05 (its ``effective_tolerances`` read under ITS name)."""
     loose = {"hit@1": 0.6, "mrr": 0.6}
     assert ranked("r0", {"a": "ka"}, tolerances=loose).passed
-    r1 = ranked("r1", {"a": "ka", "x": "kx"}, frames={"a": _frame("a", 30)}, tolerances={"hit@1": 0.05, "mrr": 0.05})
+    r1 = ranked("r1", {"a": "ka", "x": "kx"}, hits={"a": 30}, tolerances={"hit@1": 0.05, "mrr": 0.05})
     assert not r1.eligible and r1.gates["x"].passed
-    r2 = ranked("r2", {"a": "ka", "y": "kx"}, frames={"y": _frame("y", 50)}, tolerances=loose)
+    r2 = ranked("r2", {"a": "ka", "y": "kx"}, hits={"y": 50}, tolerances=loose)
     _measured(r2.gates["y"], "1.0000", "0.5000")
 
 

@@ -56,6 +56,16 @@ def _ineligible_first_run(judge):
     assert not r1.gates["a"].passed and r1.gates["x"].passed and not r1.eligible
 
 
+def _shown_and_refused(judge, run_id: str, *, hits: int, drop: str) -> None:
+    """Run ``run_id`` with x at ``hits`` of 100: x's hit@1 ``drop`` is shown as the measured failure
+    (``comparable``), and ``accept run_id`` whole refuses it."""
+    gate = judge(run_id, "A", {"a": "ka", "x": "kx"}, hits={"x": hits}).gates["x"]
+    assert not gate.passed, gate.message
+    assert gate.state == "comparable" and f"hit@1 {drop}" in gate.message, gate.message
+    with pytest.raises(ValueError):
+        judge.accept(run_id)
+
+
 def test_a_regression_in_steps_across_ineligible_runs_is_shown(judge):
     """r1 x 1.00 (ineligible), r2 x 0.96 (within tolerance of r1: not compared, so r2 ineligible too),
     r3 x 0.92: 0.96 -> 0.92 is within tolerance of r2, so "nothing can judge it", while r1's 1.00 on
@@ -63,12 +73,7 @@ def test_a_regression_in_steps_across_ineligible_runs_is_shown(judge):
     _ineligible_first_run(judge)
     r2 = judge("r2", "A", {"a": "ka", "x": "kx"}, hits={"x": 96})
     assert not r2.gates["x"].passed and r2.gates["x"].state == "not_compared" and not r2.eligible
-    r3 = judge("r3", "A", {"a": "ka", "x": "kx"}, hits={"x": 92})
-    gate = r3.gates["x"]
-    assert not gate.passed, gate.message
-    assert gate.state == "comparable" and "hit@1 1.0000 -> 0.9200" in gate.message, gate.message
-    with pytest.raises(ValueError):
-        judge.accept("r3")
+    _shown_and_refused(judge, "r3", hits=92, drop="1.0000 -> 0.9200")
 
 
 def test_a_run_on_another_benchmark_in_between_does_not_hide_the_drop(judge):
@@ -78,12 +83,7 @@ def test_a_run_on_another_benchmark_in_between_does_not_hide_the_drop(judge):
     _ineligible_first_run(judge)
     r2 = judge("r2", "B", {"a": "ka", "x": "kx"})
     assert not r2.gates["x"].passed and not r2.eligible, r2.gates["x"].message
-    r3 = judge("r3", "A", {"a": "ka", "x": "kx"}, hits={"x": 50})
-    gate = r3.gates["x"]
-    assert not gate.passed, gate.message
-    assert gate.state == "comparable" and "hit@1 1.0000 -> 0.5000" in gate.message, gate.message
-    with pytest.raises(ValueError):
-        judge.accept("r3")
+    _shown_and_refused(judge, "r3", hits=50, drop="1.0000 -> 0.5000")
 
 
 def test_a_drop_shown_once_is_not_forgotten_by_the_next_run(judge):
@@ -94,12 +94,7 @@ def test_a_drop_shown_once_is_not_forgotten_by_the_next_run(judge):
     _ineligible_first_run(judge)
     r2 = judge("r2", "A", {"a": "ka", "x": "kx"}, hits={"x": 50})
     assert not r2.gates["x"].passed and r2.gates["x"].state == "comparable" and not r2.eligible
-    r3 = judge("r3", "A", {"a": "ka", "x": "kx"}, hits={"x": 50})
-    gate = r3.gates["x"]
-    assert not gate.passed, gate.message
-    assert gate.state == "comparable" and "hit@1 1.0000 -> 0.5000" in gate.message, gate.message
-    with pytest.raises(ValueError):
-        judge.accept("r3")
+    _shown_and_refused(judge, "r3", hits=50, drop="1.0000 -> 0.5000")
 
 
 def test_a_recorded_run_of_todays_benchmark_is_compared_beside_a_yardstick_of_another(judge, monkeypatch):
@@ -115,12 +110,7 @@ def test_a_recorded_run_of_todays_benchmark_is_compared_beside_a_yardstick_of_an
     r1 = judge("r1", "A", {"a": "ka2", "x": "kx"})
     assert r1.gates["x"].passed and not r1.eligible, r1.gates["a"].message
     engine["id"] = "E2"
-    r2 = judge("r2", "A", {"a": "ka", "x": "kx"}, hits={"x": 50})
-    gate = r2.gates["x"]
-    assert not gate.passed, gate.message
-    assert gate.state == "comparable" and "hit@1 1.0000 -> 0.5000" in gate.message, gate.message
-    with pytest.raises(ValueError):
-        judge.accept("r2")
+    _shown_and_refused(judge, "r2", hits=50, drop="1.0000 -> 0.5000")
 
 
 def test_an_answer_measurement_whose_rows_were_all_ineligible_keeps_its_drop_measured(answers):
