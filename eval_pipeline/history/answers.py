@@ -518,8 +518,16 @@ def recorded_answer_rows(connection_string: str, *, variant: str, grader: str, s
             found = measurements.recorded_of_identity(conn, names, aspect=answers_aspect(grader), variant=variant,
                                                       identity=identity, configuration=configuration, live=live,
                                                       before_run_id=before_run_id)
-            rows = [_read_row(conn, names, each, grader) for each in found]
-        return [row for row in rows if row is not None]
+            if not found:
+                return []
+            # every row in one query: with no acceptance window, a query per row would grow with the history
+            read = conn.execute(sql.SQL(
+                "SELECT {cols} FROM {rows} WHERE grader = %s AND (run_id, variant) IN"
+                " (SELECT * FROM unnest(%s::text[], %s::text[]))").format(
+                cols=sql.SQL(", ").join(map(sql.Identifier, _READ)), rows=_rows(names)),
+                (grader, [f.run_id for f in found], [f.variant for f in found])).fetchall()
+        rows = {(row["run_id"], row["variant"]): row for row in map(_as_dict, read)}
+        return [rows[key] for key in ((f.run_id, f.variant) for f in found) if key in rows]  # newest first
 
     return call_redacted(connection_string, "looking up the answer history", find)
 
