@@ -855,6 +855,16 @@ class Yardstick(NamedTuple):
         return {} if self.acceptance_conflict is None else {"acceptance_conflict": self.acceptance_conflict}
 
 
+def _of_identity(identity: Mapping[str, Any]) -> tuple[str, dict[str, str]] | None:
+    """(SQL, parameters) matching measurement ``m`` of exactly ``identity`` (:data:`IDENTITY_FIELDS`),
+    or None when it is incomplete (a field missing or not a non-empty string): such an identity
+    matches nothing, so a run with it is never judged as comparable."""
+    values = {k: identity.get(k) for k in IDENTITY_FIELDS}
+    if not all(isinstance(v, str) and v.strip() for v in values.values()):
+        return None
+    return "".join(f" AND m.{k} = %({k})s" for k in IDENTITY_FIELDS), {k: str(v) for k, v in values.items()}
+
+
 def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, order: Order,
          identity: Mapping[str, Any] | None = None, configuration: str | None = None,
          heirs: Sequence[str] | None = None, before_run_id: str | None = None) -> Yardstick | None:
@@ -864,12 +874,12 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
     identity; an incomplete identity (a field missing or not a non-empty string) matches
     nothing: such a run is never judged as comparable. Without, any identity's (the history a
     changed benchmark is paired with). ``before_run_id`` itself is never returned."""
-    matches, values = "", {}
+    matches, values = "", dict[str, str]()
     if identity is not None:
-        values = {k: identity.get(k) for k in IDENTITY_FIELDS}
-        if not all(isinstance(v, str) and v.strip() for v in values.values()):
+        exactly = _of_identity(identity)
+        if exactly is None:
             return None
-        matches = "".join(f" AND m.{k} = %({k})s" for k in IDENTITY_FIELDS)
+        matches, values = exactly
     params = {**_lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration,
                                heirs=heirs, before_run_id=before_run_id), **values}
 
@@ -998,12 +1008,13 @@ def recorded_of_identity(conn: Any, names: Mapping[str, str], *, aspect: str, va
     exactly ``identity`` (:data:`IDENTITY_FIELDS`), eligible or not, newest first: none is a
     yardstick, but each measured this variant on this benchmark with this instrument, so a drop from
     it is shown when nothing comparable can judge a run. An incomplete identity matches nothing."""
-    values = {k: identity.get(k) for k in IDENTITY_FIELDS}
-    if not all(isinstance(v, str) and v.strip() for v in values.values()):
+    exactly = _of_identity(identity)
+    if exactly is None:
         return []
+    matches, values = exactly
     found = conn.execute(sql.SQL(
         "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND NOT m.limited AND "
-        + _OWN_OR_RETIRED_NAME + "".join(f" AND m.{k} = %({k})s" for k in IDENTITY_FIELDS) + _BEFORE
+        + _OWN_OR_RETIRED_NAME + matches + _BEFORE
         + " ORDER BY m.seq DESC").format(**_ident(names)),
         {**_recorded_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, live=live or {},
                             before_run_id=before_run_id), **values}).fetchall()

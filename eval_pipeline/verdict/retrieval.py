@@ -550,10 +550,10 @@ def _shown_against_recorded(gate: GateResult, previous_gate: GateResult, ever: d
     a drop past a tolerance: the drop is shown, and accepting the run whole needs the variant
     named. The runs of its ``configuration`` under a name ``live`` (today's names, each with its
     configuration) does not have with it count as its own (a rename before any run of it was
-    eligible, or the old setting moved to a new name). Each is compared with the tolerances it was judged with
-    where they are stricter (`pinned_tolerances`), a metric it gated and today's gate does not
-    included (``measured``: today's summary row of the variant): loosening the gate, or dropping a
-    metric from it, in the same change must not hide the drop. Without a previous run, that run
+    eligible, or the old setting moved to a new name). Each is compared with the tolerances it was
+    judged with where they are stricter (`pinned_tolerances`), a metric it gated and today's gate
+    does not included (``measured``: today's summary row of the variant): loosening the gate, or
+    dropping a metric from it, in the same change must not hide the drop. Without a previous run, that run
     becomes the one the report shows. Otherwise all three unchanged; so when the history cannot be
     read here: the gate fails closed either way."""
     unchanged = gate, previous_gate, ever
