@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from numbers import Real
 from typing import Any
@@ -134,6 +134,7 @@ def evaluate_gate(
     comparison_state: str,
     *,
     strict: bool,
+    at_best: Collection[str] = (),
 ) -> GateResult:
     """Judge ``current`` metrics against the ``yardstick`` run's metrics under ``tolerances``.
 
@@ -148,7 +149,11 @@ def evaluate_gate(
     every other row), so a rise by more than the tolerance fails.
 
     * ``current`` must contain every gated metric (ValueError otherwise). A current value
-      that is NaN (e.g. no answerable questions) fails its row in a comparable run.
+      that is NaN (e.g. no answerable questions) fails its row in a comparable run, unless the
+      metric is in ``at_best`` (:func:`eval_pipeline.metrics.retrieval.at_best` of today's summary
+      row: rc_nauc of a run that lost nothing, where every confidence is as good as the oracle):
+      no drop is possible from the best, so the row passes with no delta, and the message says
+      why. NaN alone cannot mean that: rc_nauc is NaN after a run that lost everything too.
     * A gated metric that the yardstick does not have (or has as NaN) while today's run
       measured it fails its row, and the gate is ``not_compared``: a drop from the yardstick
       could not be seen (a metric newly gated, or a yardstick that measured nothing of it).
@@ -191,6 +196,8 @@ def evaluate_gate(
             passed = None  # unmeasured on both sides: nothing to judge, nothing measured today either
         elif base is None:
             passed = False  # measured today, not in the yardstick: a drop from it could not be seen
+        elif actual is None and metric in at_best:
+            passed = True  # undefined today because the run is at the metric's best: nothing to drop to
         else:
             passed = within_tolerance(delta, tolerance)
         rows.append(
@@ -218,6 +225,10 @@ def evaluate_gate(
     failures = [r for r in rows if r["passed"] is False]
     unjudged = [r["metric"] for r in rows if r["passed"] is None]
     notes = f"; not judged (measured on neither side): {', '.join(unjudged)}" if unjudged else ""
+    best = [r["metric"] for r in rows if r["passed"] is True and r["delta"] is None and r["metric"] in at_best]
+    if best:
+        notes += (f"; {', '.join(best)} undefined today: the run is at its best (it lost nothing, so there was "
+                  "nothing to rank), no drop")
     absent = [r for r in failures if r["yardstick"] is None and not math.isnan(r["actual"])]
     dropped = [r for r in failures if r not in absent]
     parts = [

@@ -94,7 +94,7 @@ from numbers import Integral
 
 import pandas as pd
 
-from eval_pipeline.common.checks import is_integer
+from eval_pipeline.common.checks import is_integer, is_real
 from eval_pipeline.common.registry import Registry
 
 __all__ = [
@@ -332,6 +332,10 @@ class Measure:
     # by aggregate (function(per_query) -> float: the selective-retrieval measures).
     scope: str = "question"
     higher_is_better: bool = True  # False: a rise is a regression (the gate reads it so)
+    # For a measure undefined (NaN) on a run nothing could improve as well as on others (rc_nauc: on
+    # every run whose losses are all equal, all 0 or all 1): given the run's summary row, whether
+    # the row is such a run, at the measure's best (:func:`at_best`). None: a NaN is never a best.
+    nan_at_best: Callable[[Mapping[str, object]], bool] | None = None
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -405,6 +409,18 @@ _BUILTIN: tuple[Measure, ...] = (
 MEASURES.builtin(_BUILTIN)
 
 _CUT = re.compile(r"^([a-z_]+)@([1-9][0-9]*)$")
+
+
+def at_best(row: Mapping[str, object]) -> set[str]:
+    """The measures NaN in ``row`` (a variant's summary row) because the run is at their best,
+    as each one's ``nan_at_best`` reads the row: a gate passes such a NaN (no drop is possible
+    from the best) and fails any other (fail closed: NaN also follows a run that lost everything)."""
+    return {m.name for m in MEASURES
+            if m.nan_at_best is not None and _is_nan(row.get(m.name)) and m.nan_at_best(row)}
+
+
+def _is_nan(value: object) -> bool:
+    return is_real(value) and math.isnan(float(value))
 
 
 def measure(name: str) -> Measure:

@@ -43,13 +43,14 @@ Confidence and loss (the risk–coverage curve)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
+from eval_pipeline.common.checks import is_real
 from eval_pipeline.metrics.retrieval import MEASURES, Measure
 
 __all__ = ["OBJECTIVES", "ThresholdChoice", "aurc", "choose_threshold", "correct_refusal_rate",
@@ -178,6 +179,14 @@ def rc_nauc(per_query: pd.DataFrame) -> float:
     return (random - aurc(per_query)) / (random - oracle)
 
 
+def _lost_nothing(row: Mapping[str, object]) -> bool:
+    """Whether a summary row's run lost nothing (aurc exactly 0: every question right, so every
+    confidence is as good as the oracle): its NaN rc_nauc is at its best, not a run that lost
+    everything (aurc 1), whose rc_nauc is NaN too."""
+    value = row.get("aurc")
+    return is_real(value) and float(value) == 0.0
+
+
 # --------------------------------------------------------------------------
 # the threshold (the abstention policy `auto`)
 # --------------------------------------------------------------------------
@@ -269,6 +278,7 @@ for _measure in (
     Measure("refusal_f1", refusal_f1, None, "2 * correct refusals / (refusals + abstention questions)", scope=_RUN),
     Measure("aurc", aurc, None, "area under the risk-coverage curve by confidence; loss 1 - hit@10 before refusal, "
             "1 for an abstention question answered", scope=_RUN, higher_is_better=False),
-    Measure("rc_nauc", rc_nauc, None, "(random - aurc) / (random - oracle), MTEB-style nAUC", scope=_RUN),
+    Measure("rc_nauc", rc_nauc, None, "(random - aurc) / (random - oracle), MTEB-style nAUC", scope=_RUN,
+            nan_at_best=_lost_nothing),
 ):
     MEASURES.register(_measure)

@@ -47,7 +47,7 @@ from eval_pipeline.history.runs import (
     recorded_run_of,
     reference_run,
 )
-from eval_pipeline.metrics.retrieval import COMPARED, INTERVAL, PRIMARY_METRIC, metric_names
+from eval_pipeline.metrics.retrieval import COMPARED, INTERVAL, PRIMARY_METRIC, at_best, metric_names
 from eval_pipeline.ranking.caches import CODE_PATHS, engine_identity
 from eval_pipeline.ranking.inputs import InconsistentInputs
 from eval_pipeline.scoring.variant import summarize
@@ -571,7 +571,7 @@ def _shown_against_recorded(gate: GateResult, previous_gate: GateResult, ever: d
         today = {**{m: float(v) if is_real(v) else math.nan for m, v in (measured or {}).items() if m in pinned},
                  **current}
         gate_of = evaluate_gate(today, run["metrics"], {m: t for m, t in pinned.items() if m in today},
-                                "comparable", strict=strict)
+                                "comparable", strict=strict, at_best=at_best(measured or {}))
         if failed_measured(gate_of.passed, gate_of.state):
             shown = replace(gate_of, rows=[{**r, "against": "recorded"} for r in gate_of.rows], message=(
                 f"{gate_of.message} (against run {run['run_id']}, which recorded it on this benchmark"
@@ -762,7 +762,7 @@ def judge_run(
             gate, previous_gate, ref_gate = _judge_against(
                 variant, current, effective, strict, [_previous_yardstick(ever, prev)],
                 provenance=provenance, scores=per_variant[variant], rank=rank_reference, ranked=ranked,
-                reference_run_id=None, hint=hint)
+                reference_run_id=None, hint=hint, best=at_best(row))
             gate = not_compared_unless_measured(gate, f"{moved}: judged against it, a regression in steps could "
                                                        f"pass; {hint}")
             ref_gate = None
@@ -791,7 +791,7 @@ def judge_run(
             gate, previous_gate, ref_gate = _judge_against(
                 variant, current, effective, strict, yardsticks, provenance=provenance, scores=per_variant[variant],
                 rank=rank_reference, ranked=ranked, reference_run_id=ref["run_id"] if ref is not None else None,
-                hint=hint)
+                hint=hint, best=at_best(row))
             if gate.state in MEASURED_STATES and ref is not None:
                 reference_direct = (prev is not None) if same_ref else yardsticks[1][2] == "direct"
                 drift = carried_drift(ever, ref, previous_gate, ref_gate, reference_direct=reference_direct)
@@ -928,17 +928,20 @@ def pinned_tolerances(asked: Mapping[str, float], yardsticks: Sequence[Mapping[s
 def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mapping[str, float], strict: bool,
                    yardsticks: Sequence[tuple[str, Mapping[str, Any], str]], *, provenance: Mapping[str, Any],
                    scores: pd.DataFrame, rank: RankConfiguration | None, ranked: dict[str, pd.DataFrame],
-                   reference_run_id: str | None, hint: str = "") -> tuple[GateResult, GateResult, GateResult | None]:
+                   reference_run_id: str | None, hint: str = "", best: Collection[str] = (),
+                   ) -> tuple[GateResult, GateResult, GateResult | None]:
     """(combined, previous, reference) gates of a variant against its yardsticks, each
     (against, run, how): ``direct`` on its recorded metrics (the same benchmark), ``paired``
     with its configuration ranked on today's questions (``paired-same-engine``: only if
-    today's engine ranked it). ``not_compared`` when any cannot be made."""
+    today's engine ranked it). ``not_compared`` when any cannot be made. ``best``: today's
+    metrics NaN because the run is at their best (``evaluate_gate``'s ``at_best``)."""
     gates: dict[str, GateResult] = {}
     problems = []
     failed_ranking = False  # a comparison that failed (not one that cannot be made): the variant is unjudged
     for against, run, how in yardsticks:
         if how == "direct":
-            gates[against] = evaluate_gate(current, run["metrics"], tolerances, "comparable", strict=strict)
+            gates[against] = evaluate_gate(current, run["metrics"], tolerances, "comparable", strict=strict,
+                                           at_best=best)
             continue
         paired = paired_reference(run, variant=variant, provenance=provenance, current_scores=scores,
                                   engine=provenance["engine_identity"] if how == "paired-same-engine" else None,
@@ -948,7 +951,8 @@ def _judge_against(variant: str, current: Mapping[str, float], tolerances: Mappi
             failed_ranking |= paired.failed
             continue
         metrics = summarize({variant: paired.scores}).iloc[0]
-        gate = evaluate_gate(current, {m: float(metrics[m]) for m in tolerances}, tolerances, "paired", strict=strict)
+        gate = evaluate_gate(current, {m: float(metrics[m]) for m in tolerances}, tolerances, "paired", strict=strict,
+                             at_best=best)
         worse, tied, better = paired_counts(scores, paired.scores)
         gates[against] = replace(gate, message=(f"{gate.message} ({paired.why}; {PRIMARY_METRIC} question by question: "
                                                 f"{worse} worse, {tied} tied, {better} better)"))

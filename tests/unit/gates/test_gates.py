@@ -223,3 +223,26 @@ def test_evaluate_gate_does_not_mutate_inputs():
     current, base, tol = dict(BASE), dict(BASE), {"mrr": -0.0}
     evaluate_gate(current, base, tol, "comparable", strict=False)
     assert current == BASE and base == BASE and math.copysign(1.0, tol["mrr"]) == -1.0
+
+
+def test_a_nan_at_its_best_passes_its_row_and_says_so():
+    """A gated metric NaN today because the run is at its best (``at_best``: rc_nauc of a run that lost nothing)
+    cannot have dropped: its row passes, no delta is invented, and the message says why. Any other NaN still
+    fails; a metric named at_best that was measured is judged on its number; one the yardstick lacks too is
+    measured on neither side."""
+    tol = {"mrr": 0.05, "rc_nauc": 0.05}
+    current = {**BASE, "rc_nauc": float("nan")}
+    best = evaluate_gate(current, {**BASE, "rc_nauc": 0.4}, tol, "comparable", strict=False, at_best={"rc_nauc"})
+    assert best.passed and best.state == "comparable", best.message
+    row = next(r for r in best.rows if r["metric"] == "rc_nauc")
+    assert row["passed"] is True and row["delta"] is None and math.isnan(row["actual"]) and row["yardstick"] == 0.4
+    assert "rc_nauc undefined today: the run is at its best" in best.message, best.message
+    assert not evaluate_gate(current, {**BASE, "rc_nauc": 0.4}, tol, "comparable", strict=False).passed
+    measured = evaluate_gate({**BASE, "rc_nauc": 0.1}, {**BASE, "rc_nauc": 0.4}, tol, "comparable", strict=False,
+                             at_best={"rc_nauc"})
+    assert not measured.passed and "rc_nauc 0.4000 -> 0.1000" in measured.message, measured.message
+    neither = evaluate_gate(current, BASE, tol, "comparable", strict=False, at_best={"rc_nauc"})
+    assert neither.passed and "not judged (measured on neither side): rc_nauc" in neither.message
+    unjudged = evaluate_gate(current, {**BASE, "rc_nauc": 0.4}, tol, "not_compared", strict=False,
+                             at_best={"rc_nauc"})
+    assert not unjudged.passed and next(r for r in unjudged.rows if r["metric"] == "rc_nauc")["passed"] is None

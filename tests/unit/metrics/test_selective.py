@@ -137,3 +137,20 @@ def test_a_tuning_set_without_abstention_questions_is_refused_with_a_clear_error
         choose_threshold(CONF, ANS, objective="best")
     with pytest.raises(ValueError, match="max_false_refusal must be a number in"):
         choose_threshold(CONF, ANS, max_false_refusal=1.5)
+
+
+def test_rc_nauc_is_at_its_best_undefined_only_when_nothing_was_lost():
+    """rc_nauc is NaN whenever every loss is equal: after a run that lost nothing (every question right, aurc 0:
+    no confidence could do better) and after one that lost everything (aurc 1). Only the first is "at its best";
+    the measure says which from the run's own row, so a gate can tell a perfect run from a ruined one."""
+    from eval_pipeline.metrics.retrieval import at_best
+
+    right = aggregate(_frame([(True, 1, 1.0, 0.1), (True, 1, 1.0, 0.2)]))
+    wrong = aggregate(_frame([(True, 1, 0.0, 0.1), (True, 1, 0.0, 0.2)]))
+    measured = aggregate(FRAME)
+    assert math.isnan(right["rc_nauc"]) and math.isnan(wrong["rc_nauc"])
+    assert right["aurc"] == 0.0 and wrong["aurc"] == 1.0
+    assert at_best(right) == {"rc_nauc"}
+    assert at_best(wrong) == set() and at_best(measured) == set()
+    assert at_best(pd.Series(right)) == {"rc_nauc"}  # a summary row as the verdict holds it
+    assert at_best({"rc_nauc": math.nan}) == set()  # no aurc to say which: not at its best
