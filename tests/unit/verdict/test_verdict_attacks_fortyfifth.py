@@ -4,7 +4,7 @@ today's variants file, with no acceptance window, ``history.measurements._OWN_OR
 stricter of today's tolerances and those it was judged with, on every metric it pinned that today's summary row
 has) attacked for "a regression that passes, or is accepted whole unnamed", and for false refusals.
 
-No regression found passing or accepted whole unnamed. Holes (both fail closed; 1 closed since, 2 a strict xfail):
+No regression found passing or accepted whole unnamed. Holes (both fail closed; both closed since, their tests plain):
 
 1. a message that misleads (retrieval and answers): a retired configuration re-added under a new name after the
    old name's removal was accepted whole is "not new" (by design: one acceptance), but its not-compared message
@@ -15,12 +15,14 @@ No regression found passing or accepted whole unnamed. Holes (both fail closed; 
    pinned rc_nauc as "dropped more than tolerated: rc_nauc 0.0000 -> –", so an improvement is a measured
    regression and the whole acceptance is refused, also with rc_nauc dropped from today's gate. The gate's rule
    (a live yardstick says the same of a perfect run), now reached from every recorded run; one named acceptance
-   ends it. Left: rc_nauc is NaN whenever random equals oracle, after a run that missed every question as much as
-   after a perfect one, so a NaN cannot be read as "no drop" without another metric saying which; fail closed.
+   ends it. rc_nauc is NaN whenever random equals oracle, after a run that missed every question as much as
+   after a perfect one, so a NaN cannot be read as "no drop" without another metric saying which.
 
 Closed: 1's messages name the retired name (``without_yardstick(recorded_as=...)``: "its configuration was recorded
 as 'x' (the latest run r0), a name gone from the variants file"; the drop "against run r0, which recorded it on this
-benchmark as 'x'").
+benchmark as 'x'"). 2: the measure says which from the run's own row (``Measure.nan_at_best``: rc_nauc's aurc
+exactly 0, nothing lost), and the gate passes such a row with no delta, saying why, on every comparison (the live
+yardstick too); a NaN after a run that lost everything (aurc 1) still fails its row (the control).
 
 Held (plain tests): naming the variant (the way out the refusal names) ends the refusal on the next run, on the
 retrieval side (``accept r2 --variant y``) and the answer side (``--answers-only`` and the whole acceptance naming
