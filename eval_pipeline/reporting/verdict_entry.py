@@ -14,17 +14,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from eval_pipeline.common.formatting import fmt_number
+
 INLINE_LIMIT = 1000  # characters: Dagster's asset page shows a shorter markdown entry inline
 
 
 def _dropped(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The failed rows of one variant, one item per metric and numbers, the comparisons that
-    measured the same drop joined (`previous/reference`)."""
+    """The failed rows of one variant, one item per metric and numbers as printed (a missing one,
+    NaN today or absent from the yardstick, as the missing mark), the comparisons that measured
+    the same drop joined (`previous/reference`)."""
     against: dict[tuple, list[str]] = {}
     for r in rows:
-        key = (r["metric"], r["actual"], r["yardstick"], r["delta"], r["tolerance"])
+        key = (r["metric"], fmt_number(r["actual"]), fmt_number(r["yardstick"]), fmt_number(r["delta"], signed=True),
+               r["tolerance"])
         against.setdefault(key, []).append(str(r.get("against", "")))
-    return "; ".join(f"{metric} {actual:.3f} vs {yardstick:.3f} ({delta:+.3f}, tol {tolerance:g}, {'/'.join(how)})"
+    return "; ".join(f"{metric} {actual} vs {yardstick} ({delta}, tol {tolerance:g}, {'/'.join(how)})"
                      for (metric, actual, yardstick, delta, tolerance), how in against.items())
 
 

@@ -75,3 +75,15 @@ def test_failed_answer_gates_are_named():
     answers = SimpleNamespace(gates={"dense": {}, "bm25": {}}, variant_passed=lambda v: v != "bm25")
     text = verdict_entry(_verdict({"dense": _gate(True)}, [], answers), "Answer gate FAILED for `bm25`.")
     assert text.rstrip().endswith("Answer gate FAILED for: `bm25`.")
+
+
+def test_a_failed_row_without_a_number_prints_the_missing_mark():
+    """A gated metric NaN today (rc_nauc after a run that lost every question: no delta) and one the yardstick
+    lacks (measured now but not in it) are failed rows without every number: the entry prints them with the
+    missing mark, as the gate's message does, instead of failing the report step on the format."""
+    rows = [{**_drop("dense", "rc_nauc", "previous", actual=float("nan"), yardstick=0.0), "delta": None},
+            {**_drop("dense", "map", "previous", actual=0.4), "yardstick": None, "delta": None}]
+    text = verdict_entry(_verdict({"dense": _gate(False)}, rows), HEADLINE)
+    assert text.splitlines()[2] == ("- `dense`: **FAILED** (comparable): dropped past its tolerance: rc_nauc \u2013 vs "
+                                    "0.000 (\u2013, tol 0.05, previous); map 0.400 vs \u2013 (\u2013, tol 0.05, "
+                                    "previous)")
