@@ -93,8 +93,12 @@ def _why(gate: Any) -> str:
     if failures:
         worst = _deciding(failures)[0]
         delta = _number(worst.get("delta"))
-        text = (f"{worst['metric']} not measured (nothing scored)" if delta is None else
-                f"{worst['metric']} {delta:+.3f} beyond its tolerance {_number(worst.get('tolerance')) or 0:.3f}")
+        if delta is not None:
+            text = f"{worst['metric']} {delta:+.3f} beyond its tolerance {_number(worst.get('tolerance')) or 0:.3f}"
+        elif _number(worst.get("yardstick")) is None and _number(worst.get("actual")) is not None:
+            text = f"{worst['metric']} not in the yardstick (a drop from it cannot be seen)"
+        else:
+            text = f"{worst['metric']} not measured (nothing scored)"
         if len(failures) > 1:
             text += f" (+{len(failures) - 1} more)"
         return text

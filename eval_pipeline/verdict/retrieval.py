@@ -800,14 +800,12 @@ def judge_run(
                     if not reference_direct:
                         gate = _check_drift(gate, drift, effective, ref["run_id"], ever["run_id"])
                 elif not reference_direct:
-                    # the previous run recorded no drift from this reference for every gated metric (recorded
-                    # before the ledger, against another reference, or before the metric was gated): the
+                    # the previous run recorded no drift from this reference for every gated metric: the
                     # code's steps since the reference cannot be counted across the benchmark change
                     gate = not_compared_unless_measured(gate, (
                         f"the benchmark changed since the pinned reference {ref['run_id']}, and the previous run "
-                        f"{ever['run_id']} recorded no drift from it for every gated metric (recorded by an older "
-                        f"version, against another reference, or before the metric was gated), so the code's "
-                        f"changes since the reference cannot be counted across the change; {hint}"))
+                        f"{ever['run_id']} {_uncounted(ever, ref, previous_gate)}, so the code's changes since the "
+                        f"reference cannot be counted across the change; {hint}"))
         def shown(gate: GateResult, previous_gate: GateResult, ever: dict[str, Any] | None):
             return _shown_against_recorded(gate, previous_gate, ever, variant, current, effective, strict=strict,
                                            identity=identity, incomplete=incomplete,
@@ -1017,6 +1015,24 @@ def carried_drift(previous: Mapping[str, Any], reference: Mapping[str, Any], pre
     if previous["run_id"] != reference["run_id"] and any(m not in carried for m in steps):
         return None  # a gated metric the ledger never carried (gated since): its drift is unknown, not zero
     return {m: float(carried.get(m, 0.0)) + step for m, step in steps.items()}
+
+
+def _uncounted(previous: Mapping[str, Any], reference: Mapping[str, Any], previous_gate: GateResult) -> str:
+    """Why ``previous``'s drift ledger cannot be carried from ``reference`` (`carried_drift` gave None),
+    in words that hold for this history: no ledger, another reference's, or gated metrics missing
+    from it (gated since that run, or undefined in it because that run was at its best, so it had no
+    number to carry)."""
+    entry = ((previous.get("provenance") or {}).get("drift") or {}).get(previous.get("variant"))
+    if not isinstance(entry, Mapping):
+        return "recorded no drift from it (recorded by an older version, or its gate never reached the reference)"
+    if entry.get("reference") != reference["run_id"]:
+        return f"recorded its drift from another reference ({entry.get('reference')})"
+    carried = entry.get("metrics") or {}
+    missing = [r["metric"] for r in previous_gate.rows if r.get("delta") is not None and r["metric"] not in carried]
+    best = at_best(previous.get("metrics") or {})
+    why = [f"{m} undefined in it (that run was at its best)" if m in best else f"{m} gated since"
+           for m in dict.fromkeys(missing)]
+    return f"recorded no drift of {', '.join(why)}"
 
 
 def _check_drift(gate: GateResult, drift: Mapping[str, float], tolerances: Mapping[str, float], reference_run_id: str,
