@@ -50,6 +50,7 @@ import psycopg
 import pytest
 import yaml
 
+from tests.history_schema import fresh_history_uri
 from tests.unit.verdict import test_verdict_attacks_thirtyfifth as thirtyfifth
 
 pytestmark = pytest.mark.integration
@@ -76,7 +77,7 @@ def history(embedded_pg, tmp_path_factory):
     from eval_pipeline.history.runs import SCORING_PROTOCOL
     from eval_pipeline.verdict.retrieval import judge_run
 
-    uri = embedded_pg.uri(f"atk16_{uuid.uuid4().hex[:10]}")
+    uri = fresh_history_uri(embedded_pg, "atk16")  # a schema of its own (tests/history_schema.py)
     statistics = tmp_path_factory.getbasetemp() / "statistics_cache"  # one a session, as the asset's is its state dir's
 
     def record(run_id: str, hits: dict[str, int], *, prefix: str = "eval", frames: dict | None = None,

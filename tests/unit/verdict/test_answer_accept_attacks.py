@@ -71,12 +71,13 @@ this run" covers it, and a retried report records both.
 from __future__ import annotations
 
 import shlex
-import uuid
 
 import pandas as pd
 import psycopg
 import pytest
 import yaml
+
+from tests.history_schema import fresh_history_uri
 
 pytestmark = pytest.mark.integration
 
@@ -122,7 +123,7 @@ def history(embedded_pg, tmp_path_factory):
     from eval_pipeline.verdict.retrieval import judge_run, record_verdict
     from eval_pipeline.verdict.run import complete_verdict
 
-    uri = embedded_pg.uri(f"atk17_{uuid.uuid4().hex[:10]}")
+    uri = fresh_history_uri(embedded_pg, "atk17")  # a schema of its own (tests/history_schema.py)
     statistics = tmp_path_factory.getbasetemp() / "statistics_cache"  # one a session, as the asset's is its state dir's
 
     def run(run_id: str, hits: dict[str, int], grades: dict | None = None, *, frames: dict | None = None,

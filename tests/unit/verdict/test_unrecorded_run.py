@@ -10,10 +10,9 @@ the refusals, judge_answer_run, the ways out disclosed) in a database of its own
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
+from tests.history_schema import fresh_history_uri
 from tests.unit.verdict.test_answer_accept_attacks import ANSWER_TOL, TOL, _answers, _frame
 
 pytestmark = pytest.mark.integration
@@ -33,7 +32,7 @@ def judge(embedded_pg):
     from eval_pipeline.verdict.retrieval import judge_run, record_verdict
     from eval_pipeline.verdict.run import complete_verdict
 
-    uri = embedded_pg.uri(f"unrec_{uuid.uuid4().hex[:10]}")
+    uri = fresh_history_uri(embedded_pg, "unrec")  # a schema of its own (tests/history_schema.py)
 
     def run(run_id: str, hits: dict[str, int], grades: dict | None = None, *, recorded: bool = True,
             record: bool | None = None, strict: bool = False, limited: bool = False):
