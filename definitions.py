@@ -52,7 +52,7 @@ from eval_pipeline.common.registry import load_plugins
 # What is loaded stays loaded: a run's steps execute in this process (in_process_executor), and each
 # full garbage collection would walk Dagster's and the project's ~225k objects again (about 0.1 s each,
 # several per run). Frozen out of the collector's walks here (Dagster's, already imported) and at the
-# end of the file (ours): a warm demo run 12.6 -> 11.7 s (bench/RESULTS.md section 42).
+# end of the file (ours): a warm demo run 13.2 -> 11.6 s, a cold one 43.6 -> 41.4 s (bench/RESULTS.md section 42).
 gc.freeze()
 
 # The partitioned assets' backfill_policy (one run for a whole sweep) is a beta parameter of this
