@@ -329,3 +329,16 @@ def test_held_a_run_that_lost_everything_after_a_perfect_first_run_is_not_accept
     assert "no gated metric could be judged" in gate.message, gate.message
     with pytest.raises(ValueError):
         judge.accept("r2")
+
+
+def test_held_the_run_after_a_perfect_run_is_accepted_by_naming_the_variant(judge):
+    """What the README says: the run after a perfect one fails its rc_nauc row (not in the yardstick) until it is
+    accepted naming the variant; the whole acceptance refuses it; once named, the next run is judged against it."""
+    from eval_pipeline.history.runs import NameTheRun
+
+    _after_perfect_rows(judge)
+    with pytest.raises(NameTheRun, match="--variant v"):
+        judge.accept("r3")
+    assert judge.accept("r3", variants=["v"]) == ["v"]
+    r4 = judge("r4", "A", {"v": "k"}, frames={"v": _frame("v", 90)}, tolerances=LOOSE)
+    assert r4.gates["v"].passed and r4.gates["v"].state == "comparable", r4.gates["v"].message
