@@ -7,9 +7,10 @@ night, each judged and recorded by ``judge_run`` as the verdict asset does) in a
 Postgres, and at each size of ``--sizes`` times, alternated ``--rounds`` times:
 
 * a normal nightly verdict (every variant ``comparable`` against its previous run);
-* a verdict whose every gate is left ``not_compared`` (the questions and every configuration changed,
-  and no ranking of the earlier configurations is possible here: ``rank_reference`` None), so each variant reads its whole
-  recorded history (``recorded_measurements``) before finding none of it on today's benchmark;
+* a verdict whose every gate is left ``not_compared`` (the questions and every configuration
+  changed, and no ranking of the earlier configurations is possible here: ``rank_reference`` None),
+  so each variant reads its whole recorded history (``recorded_measurements``) before finding none
+  of it on today's benchmark;
 * that lookup alone, per variant, and the size of what it returns.
 
 Prints a table and the ratio of the two verdicts at each size.
@@ -26,35 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-
 from common import load_note, print_machine, print_table
-from eval_pipeline.history.runs import SCORING_PROTOCOL, recorded_measurements
-from eval_pipeline.metrics.retrieval import score_queries
+
+from eval_pipeline.history.runs import recorded_measurements
 from eval_pipeline.store.database import EmbeddedPostgres
 from eval_pipeline.verdict.retrieval import judge_run
+from tests.verdict_frames import bench_provenance, scored_frame
 
 TOLERANCES = {"hit@1": 0.05, "mrr": 0.05}
-
-
-def frame(variant: str, hits: int, n: int) -> pd.DataFrame:
-    """``variant``'s scores on ``n`` one-gold questions, the first ``hits`` found at rank 1."""
-    qrels = {f"q{i:04d}": {f"d{i}": 1} for i in range(n)}
-    rankings = {q: [f"d{i}"] if i < hits else ["x"] for i, q in enumerate(qrels)}
-    df = score_queries(rankings, qrels, errored=[])
-    df.insert(0, "variant", variant)
-    df["doc_ids"] = [list(rankings[q]) for q in df["qid"]]
-    df["latency_ms"] = 1.0
-    df["miss_class"] = [None if h else "never_candidate" for h in df["hit@10"]]
-    df["rerank_fallback"] = False
-    return df
-
-
-def provenance(variants: list[str], bench: str) -> dict:
-    return {"corpus_signature": "corpus-1", "question_set_fingerprint": f"qs-{bench}",
-            "labels_fingerprint": f"labels-{bench}", "benchmark_fingerprint": f"bench-{bench}", "embedder": "minilm", "embedder_revision": "rev-1",
-            "chunking": {"split_length": 150}, "scoring_protocol": SCORING_PROTOCOL, "code_version": "abc",
-            "variants": {v: {"engine": "pg-dense", "knob": f"{v}-{bench}", "top_k": 10} for v in variants}}
 
 
 def main() -> None:
@@ -66,7 +46,7 @@ def main() -> None:
     args = parser.parse_args()
     print_machine("a gate left not compared, against the history's size")
     variants = [f"v{i}" for i in range(args.variants)]
-    frames = {v: frame(v, args.questions * 8 // 10, args.questions) for v in variants}
+    frames = {v: scored_frame(v, args.questions * 8 // 10, args.questions) for v in variants}  # 80 % found
     with tempfile.TemporaryDirectory(prefix="recorded_lookup_") as folder:
         pg = EmbeddedPostgres(Path(folder) / "state")
         uri = pg.uri("bench")
@@ -75,7 +55,8 @@ def main() -> None:
             recorded, rows, record_times = 0, [], []
 
             def judge(run_id: str, bench: str, record: bool):
-                return judge_run(frames, baseline=variants[0], provenance=provenance(variants, bench), tolerances=TOLERANCES,
+                provenance = bench_provenance(bench, {v: f"{v}-{bench}" for v in variants})  # every setting per bench
+                return judge_run(frames, baseline=variants[0], provenance=provenance, tolerances=TOLERANCES,
                                  strict=False, run_id=run_id, limited=False, connection_string=uri,
                                  sweep_keys=variants, record=record, statistics_cache=statistics_cache)
 
