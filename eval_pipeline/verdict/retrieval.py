@@ -564,6 +564,7 @@ def _shown_against_recorded(gate: GateResult, previous_gate: GateResult, ever: d
                                          before_run_id=run_id, prefix=prefix)
     except _history_errors():
         return unchanged
+    best = at_best(measured or {})  # of today's row: the same against every recorded run
     for run in recorded:
         if benchmark_identity(run["provenance"]) != identity or not run["metrics"]:
             continue
@@ -571,7 +572,7 @@ def _shown_against_recorded(gate: GateResult, previous_gate: GateResult, ever: d
         today = {**{m: float(v) if is_real(v) else math.nan for m, v in (measured or {}).items() if m in pinned},
                  **current}
         gate_of = evaluate_gate(today, run["metrics"], {m: t for m, t in pinned.items() if m in today},
-                                "comparable", strict=strict, at_best=at_best(measured or {}))
+                                "comparable", strict=strict, at_best=best)
         if failed_measured(gate_of.passed, gate_of.state):
             shown = replace(gate_of, rows=[{**r, "against": "recorded"} for r in gate_of.rows], message=(
                 f"{gate_of.message} (against run {run['run_id']}, which recorded it on this benchmark"
@@ -1002,16 +1003,15 @@ def carried_drift(previous: Mapping[str, Any], reference: Mapping[str, Any], pre
     against this reference (a history from before the ledger), or none for a gated metric
     (gated since the ledger's last entry): its drift is unknown, not zero."""
     if reference_direct:
-        rows = (reference_gate or previous_gate).rows
-        return {r["metric"]: r["delta"] for r in rows if r.get("delta") is not None}
+        return _steps(reference_gate or previous_gate)
     if previous["run_id"] == reference["run_id"]:
         carried: Mapping[str, Any] = {}
     else:
-        entry = ((previous.get("provenance") or {}).get("drift") or {}).get(previous.get("variant"))
+        entry = _ledger_entry(previous)
         if not isinstance(entry, Mapping) or entry.get("reference") != reference["run_id"]:
             return None
         carried = entry.get("metrics") or {}
-    steps = {r["metric"]: r["delta"] for r in previous_gate.rows if r.get("delta") is not None}
+    steps = _steps(previous_gate)
     if previous["run_id"] != reference["run_id"] and any(m not in carried for m in steps):
         return None  # a gated metric the ledger never carried (gated since): its drift is unknown, not zero
     return {m: float(carried.get(m, 0.0)) + step for m, step in steps.items()}
@@ -1022,17 +1022,26 @@ def _uncounted(previous: Mapping[str, Any], reference: Mapping[str, Any], previo
     in words that hold for this history: no ledger, another reference's, or gated metrics missing
     from it (gated since that run, or undefined in it because that run was at its best, so it had no
     number to carry)."""
-    entry = ((previous.get("provenance") or {}).get("drift") or {}).get(previous.get("variant"))
+    entry = _ledger_entry(previous)
     if not isinstance(entry, Mapping):
         return "recorded no drift from it (recorded by an older version, or its gate never reached the reference)"
     if entry.get("reference") != reference["run_id"]:
         return f"recorded its drift from another reference ({entry.get('reference')})"
     carried = entry.get("metrics") or {}
-    missing = [r["metric"] for r in previous_gate.rows if r.get("delta") is not None and r["metric"] not in carried]
     best = at_best(previous.get("metrics") or {})
     why = [f"{m} undefined in it (that run was at its best)" if m in best else f"{m} gated since"
-           for m in dict.fromkeys(missing)]
+           for m in _steps(previous_gate) if m not in carried]
     return f"recorded no drift of {', '.join(why)}"
+
+
+def _ledger_entry(previous: Mapping[str, Any]) -> Any:
+    """``previous``'s drift ledger entry for its variant, as recorded (anything: checked by the caller)."""
+    return ((previous.get("provenance") or {}).get("drift") or {}).get(previous.get("variant"))
+
+
+def _steps(gate: GateResult) -> dict[str, float]:
+    """The change ``gate`` measured per metric (a row without a delta measured none)."""
+    return {r["metric"]: r["delta"] for r in gate.rows if r.get("delta") is not None}
 
 
 def _check_drift(gate: GateResult, drift: Mapping[str, float], tolerances: Mapping[str, float], reference_run_id: str,
