@@ -63,6 +63,16 @@ def _frame(variant: str, hits: int, *, confident: bool = True):
     frame["confidence"] = found if confident else 1.0 - found
     return frame
 
+def _refused_whole(judge, verdict, run_id: str, *says: str) -> None:
+    """``verdict``'s v failed as a measured comparison (``comparable``), its message saying each of ``says``, and
+    ``accept run_id`` whole refuses it."""
+    gate = verdict.gates["v"]
+    assert not gate.passed and gate.state == "comparable", gate.message
+    for text in says:
+        assert text in gate.message, gate.message
+    with pytest.raises(ValueError):
+        judge.accept(run_id)
+
 
 def _row(frame):
     from eval_pipeline.scoring.variant import summarize
@@ -123,12 +133,8 @@ def test_held_a_run_that_refuses_everything_is_at_its_best_on_rc_nauc_but_its_dr
         frame[column] = 0.0
     frame["returned"] = 0
     frame["first_relevant_rank"] = None
-    r2 = judge("r2", "A", {"v": "k"}, frames={"v": frame}, tolerances=TOL_RC)
-    gate = r2.gates["v"]
-    assert not gate.passed and gate.state == "comparable", gate.message
-    assert "hit@1 0.9000 -> 0.0000" in gate.message, gate.message
-    with pytest.raises(ValueError):
-        judge.accept("r2")
+    _refused_whole(judge, judge("r2", "A", {"v": "k"}, frames={"v": frame}, tolerances=TOL_RC), "r2",
+                   "hit@1 0.9000 -> 0.0000")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -143,12 +149,9 @@ def test_held_the_run_after_a_perfect_run_never_passes(judge):
     stricter), so the whole acceptance is refused; it never passes."""
     _perfect_after(judge, LOOSE)
     r3 = judge("r3", "A", {"v": "k"}, frames={"v": _frame("v", 90)}, tolerances=LOOSE)
-    gate = r3.gates["v"]
-    assert not gate.passed and gate.state == "comparable", gate.message
-    assert "FAILED (not compared): gated metric(s) rc_nauc measured now but not in the yardstick" in gate.message
     assert not r3.eligible
-    with pytest.raises(ValueError):
-        judge.accept("r3")
+    _refused_whole(judge, r3, "r3",
+                   "FAILED (not compared): gated metric(s) rc_nauc measured now but not in the yardstick")
 
 
 def test_held_the_run_after_a_perfect_run_shows_a_drop_from_an_older_run(judge):
@@ -156,11 +159,7 @@ def test_held_the_run_after_a_perfect_run_shows_a_drop_from_an_older_run(judge):
     reference and a recorded run): a measured regression, the whole acceptance refused."""
     _perfect_after(judge, LOOSE)
     r3 = judge("r3", "A", {"v": "k"}, frames={"v": _frame("v", 90, confident=False)}, tolerances=LOOSE)
-    gate = r3.gates["v"]
-    assert not gate.passed and gate.state == "comparable", gate.message
-    assert "rc_nauc 0.9541 -> " in gate.message, gate.message
-    with pytest.raises(ValueError):
-        judge.accept("r3")
+    _refused_whole(judge, r3, "r3", "rc_nauc 0.9541 -> ")
 
 
 def _after_perfect_rows(judge):
@@ -311,11 +310,8 @@ def test_held_control_a_run_that_lost_everything_after_a_perfect_one_is_measured
     """r1 90 (the reference), r2 perfect, r3 lost everything, gated on rc_nauc alone: NaN on both sides against
     r2 (not judged), measured against r1: the whole acceptance refused."""
     _perfect_after(judge, {"rc_nauc": 0.05})
-    r3 = judge("r3", "A", {"v": "k"}, frames={"v": _frame("v", 0)}, tolerances={"rc_nauc": 0.05})
-    gate = r3.gates["v"]
-    assert not gate.passed and gate.state == "comparable", gate.message
-    with pytest.raises(ValueError):
-        judge.accept("r3")
+    _refused_whole(judge, judge("r3", "A", {"v": "k"}, frames={"v": _frame("v", 0)}, tolerances={"rc_nauc": 0.05}),
+                   "r3")
 
 
 def test_held_a_run_that_lost_everything_after_a_perfect_first_run_is_not_accepted_whole(judge):
@@ -323,12 +319,8 @@ def test_held_a_run_that_lost_everything_after_a_perfect_first_run_is_not_accept
     sides is "measured on neither side" (the message says nothing was judged), but the gate fails and is recorded
     ``comparable`` (``_judge_against``'s state of a direct comparison): the whole acceptance is refused."""
     assert judge("r1", "A", {"v": "k"}, frames={"v": _frame("v", 100)}, tolerances={"rc_nauc": 0.05}).passed
-    r2 = judge("r2", "A", {"v": "k"}, frames={"v": _frame("v", 0)}, tolerances={"rc_nauc": 0.05})
-    gate = r2.gates["v"]
-    assert not gate.passed and gate.state == "comparable", gate.message
-    assert "no gated metric could be judged" in gate.message, gate.message
-    with pytest.raises(ValueError):
-        judge.accept("r2")
+    _refused_whole(judge, judge("r2", "A", {"v": "k"}, frames={"v": _frame("v", 0)}, tolerances={"rc_nauc": 0.05}),
+                   "r2", "no gated metric could be judged")
 
 
 def test_held_the_run_after_a_perfect_run_is_accepted_by_naming_the_variant(judge):
