@@ -241,7 +241,17 @@ def startup_code_digest() -> str:
     """A digest of the code Python runs at every start-up before ours: each ``.pth`` file on
     sys.path (its lines, and the source of each module an ``import`` line names) and the
     ``sitecustomize`` / ``usercustomize`` modules. A site-wide hotfix can patch a ranking
-    package from there; 16 hex characters, 'none' when there is none."""
+    package from there; 16 hex characters, 'none' when there is none. Taken once per process
+    and sys.path (every engine identity asks it, about 10 ms each): that code ran when the
+    process started, and a ``.pth`` file written since runs in the next process, which takes its
+    own; a site dir added since (``site.addsitedir`` runs its ``.pth`` files) is another sys.path."""
+    key = ("startup", tuple(sys.path))
+    if key not in _PACKAGE_CODE:
+        _PACKAGE_CODE[key] = _startup_code_digest()
+    return str(_PACKAGE_CODE[key])
+
+
+def _startup_code_digest() -> str:
     digest = hashlib.sha256()
     found = False
 

@@ -57,7 +57,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple
 
@@ -75,7 +75,6 @@ __all__ = [
     "answers_aspect",
     "connection",
     "create",
-    "cutoff",
     "earlier_names",
     "find",
     "recorded_of",
@@ -149,28 +148,30 @@ def session() -> Iterator[None]:
 @contextmanager
 def connection(connection_string: str) -> Iterator[Any]:
     """A connection for a lookup: the session's shared one, else a new one closed at the end.
-    A shared connection is checked before each reuse (a round trip of ~0.1 ms): one the server
-    ended while it sat idle (an idle timeout, a pooler, a restart during the paired rankings)
-    is replaced, never met by a lookup. Each lookup on it is one transaction, as on a connection
-    of its own: under REPEATABLE READ its statements read one snapshot (autocommit alone would
-    let a rewrite committed between two of them be read)."""
+    Each lookup on a shared connection is one transaction, as on a connection of its own: where
+    the server's default isolation is REPEATABLE READ its statements read one snapshot (autocommit
+    alone would let a rewrite committed between two of them be read). That transaction's BEGIN is
+    also the check before reuse (no round trip of its own): a connection the server ended while it
+    sat idle (an idle timeout, a pooler, a restart during the paired rankings) fails it, and is
+    replaced before the lookup sends anything."""
     opened = _SESSION.get()
     if opened is None:
         with connect(connection_string) as conn:
             yield conn
         return
+    lookup = ExitStack()  # one lookup, one transaction, as on a connection of its own
     conn = opened.get(connection_string)
     if conn is not None and not (conn.closed or conn.broken):
         try:
-            conn.execute("SELECT 1")
+            lookup.enter_context(conn.transaction())  # its BEGIN: where the server ended the connection, this fails
         except psycopg.OperationalError:
             conn.close()
-            conn = None
     if conn is None or conn.closed or conn.broken:
         # prepare_threshold=None: nothing prepared on the server, where a transaction-mode pooler
         # may hand the next statement to a server connection that never saw it
         conn = opened[connection_string] = connect(connection_string, autocommit=True, prepare_threshold=None)
-    with conn.transaction():  # one lookup, one snapshot, as on a connection of its own
+        lookup.enter_context(conn.transaction())
+    with lookup:
         yield conn
 
 
@@ -798,8 +799,11 @@ USABLE = (f"NOT m.distrusted AND NOT m.limited AND m.errored = 0 AND (m.eligible
           " AND (m.aspect = 'retrieval' OR (m.generator IS NOT NULL AND (SELECT count(v.value) FROM {metrics} v"
           "  WHERE v.run_id = m.run_id AND v.variant = m.variant AND v.aspect = m.aspect"
           f"  AND v.metric IN {tuple(ANSWER_METRICS)!r}) = {len(ANSWER_METRICS)}))")
+# SQL: measurement ``m`` is not of the run ``before`` being judged, nor recorded after that run began
+# (its first measurement), when it is recorded; where it begins is read in the same statement (one
+# snapshot, and no round trip of its own: against a hosted database each is a network's latency).
 _BEFORE = (" AND (%(before)s::text IS NULL OR m.run_id <> %(before)s::text)"
-           " AND (%(cutoff)s::bigint IS NULL OR m.seq < %(cutoff)s::bigint)")
+           " AND (m.seq < (SELECT min(c.seq) FROM {measurements} c WHERE c.run_id = %(before)s::text)) IS NOT FALSE")
 # previous ("latest"): the measurement that most recently became a yardstick, by position
 # (recorded eligible: its seq; or accepted later: its acceptance's position, so re-accepting an
 # older run makes it the previous run again); the pinned reference: the latest acceptance
@@ -822,21 +826,11 @@ _ORDERS: dict[str, tuple[str, str]] = {
 }
 
 
-def cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> int | None:
-    """Where ``before_run_id`` starts in the history (its first measurement), when it is
-    recorded: only measurements before it count."""
-    if before_run_id is None:
-        return None
-    return conn.execute(sql.SQL("SELECT min(seq) FROM {} WHERE run_id = %s").format(
-        sql.Identifier(names["measurements"])), (before_run_id,)).fetchone()[0]
-
-
-def _lookup_params(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str | None, configuration: str | None,
-                   heirs: Sequence[str] | None, before_run_id: str | None) -> dict[str, Any]:
+def _lookup_params(*, aspect: str, variant: str | None, configuration: str | None, heirs: Sequence[str] | None,
+                   before_run_id: str | None) -> dict[str, Any]:
     """The parameters of `SAME_VARIANT` and `_BEFORE` for one variant's lookup."""
     return {"variant": variant, "aspect": aspect, "configuration": configuration,
-            "heirs": None if heirs is None else [str(h) for h in heirs],
-            "before": before_run_id, "cutoff": cutoff(conn, names, before_run_id)}
+            "heirs": None if heirs is None else [str(h) for h in heirs], "before": before_run_id}
 
 
 class Yardstick(NamedTuple):
@@ -880,8 +874,8 @@ def find(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str, orde
         if exactly is None:
             return None
         matches, values = exactly
-    params = {**_lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration,
-                               heirs=heirs, before_run_id=before_run_id), **values}
+    params = {**_lookup_params(aspect=aspect, variant=variant, configuration=configuration, heirs=heirs,
+                               before_run_id=before_run_id), **values}
 
     def pick(one: str, after: tuple[Any, Any] = (None, None)) -> tuple[str, str, Any, Any, bool, int, bool] | None:
         """The first candidate in order ``one`` (``after``: an acceptance's (stamp, logged
@@ -954,7 +948,7 @@ def recorded_of(conn: Any, names: Mapping[str, str], *, aspect: str, variant: st
         "SELECT m.run_id FROM {measurements} m WHERE m.aspect = %(aspect)s AND " + _MEASURED_SOMETHING
         + " AND " + SAME_VARIANT + _BEFORE
         + " ORDER BY m.seq DESC LIMIT 1").format(measurements=sql.Identifier(names["measurements"])),
-        _lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, heirs=heirs,
+        _lookup_params(aspect=aspect, variant=variant, configuration=configuration, heirs=heirs,
                        before_run_id=before_run_id)).fetchone()
     return None if found is None else str(found[0])
 
@@ -974,12 +968,12 @@ _OWN_OR_RETIRED_NAME = (
     " WHERE l.name = m.variant AND (l.setting IS NULL OR l.setting = m.configuration))))")
 
 
-def _recorded_params(conn: Any, names: Mapping[str, str], *, aspect: str, variant: str | None,
+def _recorded_params(*, aspect: str, variant: str | None,
                      configuration: str | None, live: Mapping[str, str | None],
                      before_run_id: str | None) -> dict[str, Any]:
     """The parameters of `_OWN_OR_RETIRED_NAME` and `_BEFORE` (``variant`` None: no name of its own;
     ``live``: today's names and each one's configuration, None when unknown)."""
-    return {**_lookup_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, heirs=None,
+    return {**_lookup_params(aspect=aspect, variant=variant, configuration=configuration, heirs=None,
                              before_run_id=before_run_id),
             "live": [str(n) for n in live], "live_configurations": [live[n] for n in live]}
 
@@ -996,7 +990,7 @@ def recorded_rows(conn: Any, names: Mapping[str, str], *, aspect: str, variant: 
         " FROM {measurements} m JOIN {runs} r ON r.run_id = m.run_id"
         " WHERE m.aspect = %(aspect)s AND NOT m.limited AND " + _OWN_OR_RETIRED_NAME + _BEFORE
         + " ORDER BY m.seq DESC").format(**_ident(names)),
-        _recorded_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, live=live or {},
+        _recorded_params(aspect=aspect, variant=variant, configuration=configuration, live=live or {},
                          before_run_id=before_run_id)).fetchall()
 
 
@@ -1016,7 +1010,7 @@ def recorded_of_identity(conn: Any, names: Mapping[str, str], *, aspect: str, va
         "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND NOT m.limited AND "
         + _OWN_OR_RETIRED_NAME + matches + _BEFORE
         + " ORDER BY m.seq DESC").format(**_ident(names)),
-        {**_recorded_params(conn, names, aspect=aspect, variant=variant, configuration=configuration, live=live or {},
+        {**_recorded_params(aspect=aspect, variant=variant, configuration=configuration, live=live or {},
                             before_run_id=before_run_id), **values}).fetchall()
     return [Yardstick(str(run_id), str(name)) for run_id, name in found]
 
@@ -1030,7 +1024,7 @@ def recorded_elsewhere(conn: Any, names: Mapping[str, str], *, aspect: str, conf
         "SELECT m.run_id, m.variant FROM {measurements} m WHERE m.aspect = %(aspect)s AND " + _MEASURED_SOMETHING
         + " AND " + _OWN_OR_RETIRED_NAME + _BEFORE
         + " ORDER BY m.seq DESC LIMIT 1").format(**_ident(names)),
-        _recorded_params(conn, names, aspect=aspect, variant=None, configuration=configuration, live=live or {},
+        _recorded_params(aspect=aspect, variant=None, configuration=configuration, live=live or {},
                          before_run_id=before_run_id)).fetchone()
     return None if found is None else (str(found[0]), str(found[1]))
 
@@ -1040,7 +1034,6 @@ def earlier_names(conn: Any, names: Mapping[str, str], *, aspect: str, variant: 
     """The names ``variant``'s ``aspect`` measurement had before, nearest first: a rename (the
     new name inherited a vanished name's history, same configuration) records the name it
     inherited, and the lineage follows those records back; a loop ends the walk."""
-    last = cutoff(conn, names, before_run_id)
     lineage: list[str] = []
     current = variant
     while True:
@@ -1048,7 +1041,7 @@ def earlier_names(conn: Any, names: Mapping[str, str], *, aspect: str, variant: 
             "SELECT m.provenance->>'inherits' FROM {measurements} m WHERE m.variant = %(variant)s"
             " AND m.aspect = %(aspect)s AND m.provenance ? 'inherits'" + _BEFORE
             + " ORDER BY m.seq ASC LIMIT 1").format(measurements=sql.Identifier(names["measurements"])),
-            {"variant": current, "aspect": aspect, "before": before_run_id, "cutoff": last}).fetchone()
+            {"variant": current, "aspect": aspect, "before": before_run_id}).fetchone()
         parent = None if row is None else row[0]
         if not parent or parent in lineage or parent == variant:
             return lineage

@@ -698,16 +698,6 @@ def recorded_as_another(connection_string: str, *, configuration: str, live: Map
                                                before_run_id=before_run_id)
 
 
-def _cutoff(conn: Any, names: Mapping[str, str], before_run_id: str | None) -> int | None:
-    """The position (seq) of ``before_run_id`` among the runs when it is recorded: only runs
-    before it count."""
-    if before_run_id is None:
-        return None
-    row = conn.execute(sql.SQL("SELECT seq FROM {} WHERE run_id = %s").format(sql.Identifier(names["runs"])),
-                       (before_run_id,)).fetchone()
-    return row[0] if row else None
-
-
 def _check_lookup(variant: object, before_run_id: object) -> None:
     if not isinstance(variant, str) or not variant:
         raise ValueError(f"variant must be a non-empty string, got {variant!r}")
@@ -872,9 +862,10 @@ def project_history(connection_string: str, *, before_run_id: str | None = None,
         has_runs = conn.execute(sql.SQL(
             "SELECT EXISTS (SELECT 1 FROM {runs} r WHERE NOT r.limited"
             " AND (%(before)s::text IS NULL OR r.run_id <> %(before)s::text)"
-            " AND (%(cutoff)s::bigint IS NULL OR r.seq < %(cutoff)s::bigint))").format(
+            # nor one recorded after the run being judged, when it is recorded (read here: no round trip)
+            " AND (r.seq < (SELECT c.seq FROM {runs} c WHERE c.run_id = %(before)s::text)) IS NOT FALSE)").format(
                 runs=sql.Identifier(names["runs"])),
-            {"before": before_run_id, "cutoff": _cutoff(conn, names, before_run_id)}).fetchone()[0]
+            {"before": before_run_id}).fetchone()[0]
         empty["has_runs"] = bool(has_runs)
         ident = {"runs": sql.Identifier(names["runs"]), "questions": sql.Identifier(names["questions"]),
                  "references": sql.Identifier(names["references"]),

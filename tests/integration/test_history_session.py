@@ -90,3 +90,28 @@ def test_a_verdict_judged_outside_the_job_shares_one_connection_too(judge, answe
     gate = answers("a2", {"bm25": 0.70}).gates["bm25"]["deterministic"]
     assert not gate.passed, gate.message
     assert len(opened) == 1, len(opened)
+
+
+def test_a_lookup_on_the_session_s_connection_asks_no_more_than_it_needs(pg_uri, prefix, monkeypatch):  # noqa: F811
+    """Against a hosted database every statement is a network round trip, and a verdict asks the
+    history about 180 questions: a lookup on the session's connection sends its transaction's BEGIN
+    (which meets a connection the server ended, as a ping would), the integrity check, its own
+    statements and COMMIT. No separate liveness ping, and where the run being judged starts in the
+    history is read inside the statement that needs it, not asked first."""
+    record(pg_uri, prefix, "run-1", prov=provenance())
+    record(pg_uri, prefix, "run-2", prov=provenance())
+    sent: list[str] = []
+    real = psycopg.Connection.execute
+
+    def execute(self, query, *args, **kwargs):
+        sent.append(query if isinstance(query, str) else query.as_string(self))
+        return real(self, query, *args, **kwargs)
+
+    with measurements.session():
+        previous_run(pg_uri, variant="a", prefix=prefix)  # the session's connection opened
+        monkeypatch.setattr(psycopg.Connection, "execute", execute)
+        found = previous_run(pg_uri, variant="a", before_run_id="run-2", prefix=prefix)
+        monkeypatch.undo()
+    assert found["run_id"] == "run-1"  # run-2 itself and what came after it do not count
+    assert not [s for s in sent if s.strip() == "SELECT 1"], sent
+    assert not [s for s in sent if s.startswith(("SELECT min(seq) FROM", "SELECT seq FROM"))], sent
