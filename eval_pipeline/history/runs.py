@@ -201,9 +201,15 @@ def create_tables(conn: Any, names: Mapping[str, str]) -> None:
     wait on one advisory lock), upgrading an older history in place. A history already in
     this shape gets no DDL, at most its placement trigger back
     (:func:`eval_pipeline.history.measurements.restore_placement_trigger`)."""
-    if conn.execute("SELECT " + _COMPLETE_SQL, dict(names)).fetchone()[0]:
-        measurements.check_placement_once(conn, names)
-        measurements.restore_placement_trigger(conn, names)
+    # one statement asks what the four checks below would (one round trip, one snapshot): a history
+    # in this shape, checked, marked and with its trigger, the common case, needs nothing more
+    complete, checked, marked, triggered = conn.execute(
+        f"SELECT ({_COMPLETE_SQL}), {measurements.CLOCK_CHECKED_SQL}, {measurements.BOTH_MARKS_SQL}, "
+        f"{measurements.HAS_PLACEMENT_TRIGGER_SQL}", dict(names)).fetchone()
+    if complete:
+        if not (checked and marked and triggered):
+            measurements.check_placement_once(conn, names)
+            measurements.restore_placement_trigger(conn, names)
         return
     runs, questions, references = (sql.Identifier(names[k]) for k in ("runs", "questions", "references"))
     # Concurrent first writers would race on CREATE TABLE IF NOT EXISTS (a unique violation
