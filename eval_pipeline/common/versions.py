@@ -151,7 +151,8 @@ CODE_SUFFIXES = (".py", ".so", ".pyd", ".dylib", ".dll")
 # per process: (names, sys.path, meta path length) -> digest, ("dist", name, ...) -> its code
 # files (one walk of each distribution per process, whichever identities ask), ("lines", name,
 # ...) -> its part of a digest (its files stat-ed and looked up once per process) and ("version",
-# name, ...) -> its installed version (`package_versions`)
+# name, ...) -> its installed version (`package_versions`), ("startup", sys.path, meta path length) ->
+# what `startup_code_digest` read and its stat signatures
 _PACKAGE_CODE: dict[tuple, Any] = {}
 
 
@@ -241,29 +242,50 @@ def startup_code_digest() -> str:
     """A digest of the code Python runs at every start-up before ours: each ``.pth`` file on
     sys.path (its lines, and the source of each module an ``import`` line names) and the
     ``sitecustomize`` / ``usercustomize`` modules. A site-wide hotfix can patch a ranking
-    package from there; 16 hex characters, 'none' when there is none. Taken once per process
-    and sys.path (every engine identity asks it, about 10 ms each): that code ran when the
-    process started, and a ``.pth`` file written since runs in the next process, which takes its
-    own; a site dir added since (``site.addsitedir`` runs its ``.pth`` files) is another sys.path."""
-    key = ("startup", tuple(sys.path))
-    if key not in _PACKAGE_CODE:
-        _PACKAGE_CODE[key] = _startup_code_digest()
-    return str(_PACKAGE_CODE[key])
+    package from there; 16 hex characters, 'none' when there is none. Every engine identity asks
+    it (reading it costs about 10 ms): it is read again only when what it read may have changed,
+    told by the stat signatures of every folder on sys.path (a file added, removed or renamed
+    there, a ``.pth`` written into a folder ``site.addsitedir`` then runs) and of every file it
+    read (one edited in place), with sys.path and the meta path themselves."""
+    key = ("startup", tuple(sys.path), len(sys.meta_path))
+    folders = _startup_folders()
+    cached = _PACKAGE_CODE.get(key)
+    if cached is not None and cached[0] == _signatures(folders) and cached[1] == _signatures(cached[2]):
+        return str(cached[3])
+    before = _signatures(folders)
+    digest, read = _startup_code_digest(folders)
+    _PACKAGE_CODE[key] = (before, _signatures(read), read, digest)
+    return digest
 
 
-def _startup_code_digest() -> str:
+def _startup_folders() -> list[str]:
+    return list(dict.fromkeys(p for p in sys.path if p and os.path.isdir(p)))
+
+
+def _signatures(paths: Iterable[str]) -> list[list[int] | None]:
+    """Each path's `stat_signature` (None: gone)."""
+    signatures: list[list[int] | None] = []
+    for path in paths:
+        try:
+            signatures.append(stat_signature(os.stat(path)))
+        except OSError:
+            signatures.append(None)
+    return signatures
+
+
+def _startup_code_digest(folders: list[str]) -> tuple[str, list[str]]:
+    """(`startup_code_digest`, the files it read)."""
     digest = hashlib.sha256()
-    found = False
+    read: list[str] = []
 
     def module(name: str) -> None:
-        nonlocal found
         spec = find_spec_anew(name)
         origin = getattr(spec, "origin", None) if spec is not None else None
         if isinstance(origin, str) and os.path.isfile(origin):
-            found = True
+            read.append(origin)
             digest.update(f"{name}\0{code_digest_of_file(origin)}\n".encode())
 
-    for folder in dict.fromkeys(p for p in sys.path if p and os.path.isdir(p)):
+    for folder in folders:
         try:
             names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
         except OSError:
@@ -273,7 +295,7 @@ def _startup_code_digest() -> str:
                 text = Path(folder, name).read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
-            found = True
+            read.append(os.path.join(folder, name))
             digest.update(f"{name}\0{hashlib.sha256(text.encode()).hexdigest()}\n".encode())
             for line in text.splitlines():
                 if line.startswith(("import ", "import\t")):
@@ -284,7 +306,7 @@ def _startup_code_digest() -> str:
                                 module(imported.strip().split(" ")[0])
     for name in ("sitecustomize", "usercustomize"):
         module(name)
-    return digest.hexdigest()[:16] if found else "none"
+    return (digest.hexdigest()[:16] if read else "none"), read
 
 
 def package_code_digest(names: Iterable[str]) -> str:

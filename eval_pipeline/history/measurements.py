@@ -159,19 +159,20 @@ def connection(connection_string: str) -> Iterator[Any]:
         with connect(connection_string) as conn:
             yield conn
         return
-    lookup = ExitStack()  # one lookup, one transaction, as on a connection of its own
-    conn = opened.get(connection_string)
-    if conn is not None and not (conn.closed or conn.broken):
-        try:
-            lookup.enter_context(conn.transaction())  # its BEGIN: where the server ended the connection, this fails
-        except psycopg.OperationalError:
-            conn.close()
-    if conn is None or conn.closed or conn.broken:
-        # prepare_threshold=None: nothing prepared on the server, where a transaction-mode pooler
-        # may hand the next statement to a server connection that never saw it
-        conn = opened[connection_string] = connect(connection_string, autocommit=True, prepare_threshold=None)
-        lookup.enter_context(conn.transaction())
-    with lookup:
+    # one lookup, one transaction, as on a connection of its own; entered inside the `with`, so that
+    # nothing (an interrupt, a signal handler's exception) can leave its BEGIN unprotected
+    with ExitStack() as lookup:
+        conn = opened.get(connection_string)
+        if conn is not None and not (conn.closed or conn.broken):
+            try:
+                lookup.enter_context(conn.transaction())  # its BEGIN: where the server ended the connection, this fails
+            except psycopg.OperationalError:
+                conn.close()
+        if conn is None or conn.closed or conn.broken:
+            # prepare_threshold=None: nothing prepared on the server, where a transaction-mode pooler
+            # may hand the next statement to a server connection that never saw it
+            conn = opened[connection_string] = connect(connection_string, autocommit=True, prepare_threshold=None)
+            lookup.enter_context(conn.transaction())
         yield conn
 
 
