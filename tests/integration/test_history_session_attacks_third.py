@@ -380,6 +380,8 @@ class _DroppingProxy:
 
     @staticmethod
     def _pipe(source, target) -> None:
+        import socket
+
         while True:
             try:
                 data = source.recv(65536)
@@ -389,10 +391,13 @@ class _DroppingProxy:
             except OSError:
                 break
         for sock in (source, target):
-            try:
-                sock.close()
-            except OSError:
-                pass
+            # shut down before closing: a close alone leaves the socket open while the other direction's
+            # thread is blocked in its recv, and the server's end never sees the drop
+            for end in (lambda: sock.shutdown(socket.SHUT_RDWR), sock.close):
+                try:
+                    end()
+                except OSError:
+                    pass
 
     def drop(self) -> None:
         import socket
