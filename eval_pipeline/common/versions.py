@@ -243,10 +243,10 @@ def startup_code_digest() -> str:
     sys.path (its lines, and the source of each module an ``import`` line names) and the
     ``sitecustomize`` / ``usercustomize`` modules. A site-wide hotfix can patch a ranking
     package from there; 16 hex characters, 'none' when there is none. Every engine identity asks
-    it (reading it costs about 10 ms): it is read again only when what it read may have changed,
-    told by the stat signatures of every folder on sys.path (a file added, removed or renamed
-    there, a ``.pth`` written into a folder ``site.addsitedir`` then runs) and of every file it
-    read (one edited in place), with sys.path and the meta path themselves."""
+    it (reading it costs 3–10 ms, a stat of what it read 0.04 ms): it is read again only when what
+    it read may have changed, told by the stat signatures of every folder on sys.path (a file
+    added, removed or renamed there, a ``.pth`` written into a folder ``site.addsitedir`` then
+    runs) and of every file it read (one edited in place), with sys.path and the meta path."""
     key = ("startup", tuple(sys.path), len(sys.meta_path))
     folders = _startup_folders()
     cached = _PACKAGE_CODE.get(key)
@@ -259,6 +259,7 @@ def startup_code_digest() -> str:
 
 
 def _startup_folders() -> list[str]:
+    """The folders on sys.path, in order, each once (where the ``.pth`` files are read from)."""
     return list(dict.fromkeys(p for p in sys.path if p and os.path.isdir(p)))
 
 

@@ -969,8 +969,7 @@ _OWN_OR_RETIRED_NAME = (
     " WHERE l.name = m.variant AND (l.setting IS NULL OR l.setting = m.configuration))))")
 
 
-def _recorded_params(*, aspect: str, variant: str | None,
-                     configuration: str | None, live: Mapping[str, str | None],
+def _recorded_params(*, aspect: str, variant: str | None, configuration: str | None, live: Mapping[str, str | None],
                      before_run_id: str | None) -> dict[str, Any]:
     """The parameters of `_OWN_OR_RETIRED_NAME` and `_BEFORE` (``variant`` None: no name of its own;
     ``live``: today's names and each one's configuration, None when unknown)."""

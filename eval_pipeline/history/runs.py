@@ -201,8 +201,9 @@ def create_tables(conn: Any, names: Mapping[str, str]) -> None:
     wait on one advisory lock), upgrading an older history in place. A history already in
     this shape gets no DDL, at most its placement trigger back
     (:func:`eval_pipeline.history.measurements.restore_placement_trigger`)."""
-    # one statement asks what the four checks below would (one round trip, one snapshot): a history
-    # in this shape, checked, marked and with its trigger, the common case, needs nothing more
+    # one statement asks what `check_placement_once` and `restore_placement_trigger` would first ask
+    # (one round trip and one snapshot, not four): a history in this shape, checked, marked and with its
+    # trigger, the common case, needs nothing more
     complete, checked, marked, triggered = conn.execute(
         f"SELECT ({_COMPLETE_SQL}), {measurements.CLOCK_CHECKED_SQL}, {measurements.BOTH_MARKS_SQL}, "
         f"{measurements.HAS_PLACEMENT_TRIGGER_SQL}", dict(names)).fetchone()
