@@ -15,121 +15,22 @@ delays every packet by half of each ``--rtt-ms`` (a network's round trip), alter
 from __future__ import annotations
 
 import argparse
-import heapq
-import itertools
-import socket
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
-import psycopg
 from common import load_note, print_machine, print_table
 
 from eval_pipeline.store.database import EmbeddedPostgres
 from eval_pipeline.verdict.answers import record_answers
 from eval_pipeline.verdict.retrieval import judge_run, record_verdict
 from eval_pipeline.verdict.run import complete_verdict
+from tests.db_wire import SocketProxy, sent_statements, unix_socket_of
 from tests.verdict_frames import answer_frame_with, bench_provenance, scored_frame
 
 TOLERANCES = {"hit@1": 0.05, "mrr": 0.05}
 ANSWER_TOLERANCES = {"max_pass_rate_drop": 0.1, "max_mean_score_drop": 0.1}
-
-
-class DelayingProxy:
-    """A TCP listener on 127.0.0.1 forwarding each connection to a unix socket, every chunk in
-    either direction delivered ``one_way`` seconds after it was read (in order)."""
-
-    def __init__(self, unix_path: str, one_way: float):
-        self.unix_path, self.one_way = unix_path, one_way
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            server.connect(self.unix_path)
-            for source, target in ((client, server), (server, client)):
-                self._pipe(source, target)
-
-    def _pipe(self, source: socket.socket, target: socket.socket) -> None:
-        due: list[tuple[float, int, bytes]] = []
-        ready = threading.Condition()
-        order = itertools.count()
-
-        def read() -> None:
-            while True:
-                try:
-                    data = source.recv(65536)
-                except OSError:
-                    data = b""
-                with ready:
-                    heapq.heappush(due, (time.perf_counter() + self.one_way, next(order), data))
-                    ready.notify()
-                if not data:
-                    return
-
-        def write() -> None:
-            while True:
-                with ready:
-                    while not due or due[0][0] > time.perf_counter():
-                        ready.wait(None if not due else max(0.0, due[0][0] - time.perf_counter()))
-                    _, _, data = heapq.heappop(due)
-                if not data:
-                    try:
-                        target.shutdown(socket.SHUT_WR)
-                    except OSError:
-                        pass
-                    return
-                try:
-                    target.sendall(data)
-                except OSError:
-                    return
-
-        threading.Thread(target=read, daemon=True).start()
-        threading.Thread(target=write, daemon=True).start()
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-def _through(uri: str, proxy: DelayingProxy) -> str:
-    """``uri`` (a unix-socket URI of the embedded server) through ``proxy``."""
-    parts = urlsplit(uri)
-    return f"postgresql://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
-
-
-def _socket_of(uri: str) -> str:
-    return str(Path(parse_qs(urlsplit(uri).query)["host"][0]) / ".s.PGSQL.5432")
-
-
-class Statements:
-    """Counts the statements psycopg sends while active (a connection's execute is its cursor's)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._real = psycopg.Cursor.execute
-
-    def __enter__(self) -> Statements:
-        real = self._real
-
-        def execute(cursor, query, *args, **kwargs):
-            self.count += 1
-            return real(cursor, query, *args, **kwargs)
-
-        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc) -> None:
-        psycopg.Cursor.execute = self._real  # type: ignore[method-assign]
 
 
 def main() -> None:
@@ -148,8 +49,8 @@ def main() -> None:
         pg = EmbeddedPostgres(Path(folder) / "state")
         local = pg.uri("bench")
         statistics_cache = Path(folder) / "statistics"
-        proxies = {rtt: DelayingProxy(_socket_of(local), rtt / 2000) for rtt in args.rtt_ms if rtt > 0}
-        uris = {rtt: local if rtt <= 0 else _through(local, proxies[rtt]) for rtt in args.rtt_ms}
+        proxies = {rtt: SocketProxy(unix_socket_of(local), one_way=rtt / 2000) for rtt in args.rtt_ms if rtt > 0}
+        uris = {rtt: local if rtt <= 0 else proxies[rtt].uri(local) for rtt in args.rtt_ms}
         try:
             def verdict(uri: str, run_id: str, record: bool):
                 provenance = bench_provenance("A", {v: f"{v}-A" for v in variants})
@@ -170,11 +71,11 @@ def main() -> None:
             sent: dict[float, int] = {}
             for round_ in range(args.rounds):
                 for rtt in args.rtt_ms:
-                    with Statements() as counted:
+                    with sent_statements() as statements:
                         started = time.perf_counter()
                         judged = verdict(uris[rtt], f"probe-{round_}", False)
                         seconds[rtt].append(time.perf_counter() - started)
-                    sent[rtt] = counted.count
+                    sent[rtt] = len(statements)
                     assert all(g.state == "comparable" and g.passed for g in judged.gates.values()), judged.gates
                 print(f"   round {round_ + 1} ({load_note()})", flush=True)
         finally:

@@ -16,6 +16,7 @@ import pytest
 from eval_pipeline.history import measurements
 from eval_pipeline.history.answers import previous_answer_run, record_answer_run
 from eval_pipeline.history.runs import previous_run, project_history, recorded_run_of, reference_run
+from tests.db_wire import sent_statements
 from tests.integration.test_answer_history import key_of, row
 from tests.integration.test_history import prefix, provenance, record  # noqa: F401  (prefix: the fixture)
 from tests.unit.verdict.test_verdict_attacks_eighth import answers, judge  # noqa: F401  (fixtures)
@@ -92,7 +93,7 @@ def test_a_verdict_judged_outside_the_job_shares_one_connection_too(judge, answe
     assert len(opened) == 1, len(opened)
 
 
-def test_a_lookup_on_the_session_s_connection_asks_no_more_than_it_needs(pg_uri, prefix, monkeypatch):  # noqa: F811
+def test_a_lookup_on_the_session_s_connection_asks_no_more_than_it_needs(pg_uri, prefix):  # noqa: F811
     """Against a hosted database every statement is a network round trip, and a verdict asks the
     history about 180 questions: a lookup on the session's connection sends its transaction's BEGIN
     (which meets a connection the server ended, as a ping would), the integrity check, its own
@@ -100,39 +101,23 @@ def test_a_lookup_on_the_session_s_connection_asks_no_more_than_it_needs(pg_uri,
     history is read inside the statement that needs it, not asked first."""
     record(pg_uri, prefix, "run-1", prov=provenance())
     record(pg_uri, prefix, "run-2", prov=provenance())
-    sent: list[str] = []
-    real = psycopg.Cursor.execute  # a connection's execute is its cursor's
-
-    def execute(self, query, *args, **kwargs):
-        sent.append(query if isinstance(query, str) else query.as_string(self.connection))
-        return real(self, query, *args, **kwargs)
-
     with measurements.session():
         previous_run(pg_uri, variant="a", prefix=prefix)  # the session's connection opened
-        monkeypatch.setattr(psycopg.Cursor, "execute", execute)
-        found = previous_run(pg_uri, variant="a", before_run_id="run-2", prefix=prefix)
-        monkeypatch.undo()
+        with sent_statements() as sent:
+            found = previous_run(pg_uri, variant="a", before_run_id="run-2", prefix=prefix)
     assert found["run_id"] == "run-1"  # run-2 itself and what came after it do not count
     assert not [s for s in sent if s.strip() == "SELECT 1"], sent
     assert not [s for s in sent if s.startswith(("SELECT min(seq) FROM", "SELECT seq FROM"))], sent
 
 
-def test_recording_into_a_history_in_this_shape_checks_it_in_one_statement(pg_uri, prefix, monkeypatch):  # noqa: F811
+def test_recording_into_a_history_in_this_shape_checks_it_in_one_statement(pg_uri, prefix):  # noqa: F811
     """Every record asks whether the history is complete, checked for the clock, marked and has its
     placement trigger before it writes: one statement for the four (one round trip, one snapshot),
     and nothing more when the answer is yes. A history lacking one still gets it (the tests of
     measurements' marks and trigger)."""
     record(pg_uri, prefix, "run-1", prov=provenance())
-    sent: list[str] = []
-    real = psycopg.Cursor.execute  # a connection's execute is its cursor's
-
-    def execute(self, query, *args, **kwargs):
-        sent.append(query if isinstance(query, str) else query.as_string(self.connection))
-        return real(self, query, *args, **kwargs)
-
-    monkeypatch.setattr(psycopg.Cursor, "execute", execute)
-    record(pg_uri, prefix, "run-2", prov=provenance())
-    monkeypatch.undo()
+    with sent_statements() as sent:
+        record(pg_uri, prefix, "run-2", prov=provenance())
     catalog = [s for s in sent if "pg_constraint" in s or "pg_trigger" in s]
     assert len(catalog) == 1, catalog
     assert previous_run(pg_uri, variant="a", prefix=prefix)["run_id"] == "run-2"

@@ -60,6 +60,7 @@ from psycopg import sql
 
 from eval_pipeline.history import measurements, runs
 from eval_pipeline.history.runs import ensure_tables, previous_run, table_names
+from tests.db_wire import SocketProxy, unix_socket_of
 from tests.integration.test_history import prefix, provenance, record  # noqa: F401  (prefix: the fixture)
 
 pytestmark = pytest.mark.integration
@@ -350,82 +351,13 @@ def test_held_aborted_lookups_leave_the_session_s_connection_as_the_parent_commi
     assert new[-1] == ("after the session", [])
 
 
-class _DroppingProxy:
-    """A TCP listener forwarding each connection to the server's unix socket; `drop` closes every
-    client socket it holds (a pooler, a NAT or a load balancer ending idle clients)."""
-
-    def __init__(self, unix_path: str):
-        import socket
-        import threading
-
-        self.unix_path, self.clients = unix_path, []
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        import socket
-        import threading
-
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            server.connect(self.unix_path)
-            self.clients.append((client, server))
-            for source, target in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(source, target), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source, target) -> None:
-        import socket
-
-        while True:
-            try:
-                data = source.recv(65536)
-                if not data:
-                    break
-                target.sendall(data)
-            except OSError:
-                break
-        for sock in (source, target):
-            # shut down before closing: a close alone leaves the socket open while the other direction's
-            # thread is blocked in its recv, and the server's end never sees the drop
-            for end in (lambda: sock.shutdown(socket.SHUT_RDWR), sock.close):
-                try:
-                    end()
-                except OSError:
-                    pass
-
-    def drop(self) -> None:
-        import socket
-
-        for client, server in self.clients:
-            for sock in (client, server):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        self.clients.clear()
-
-    def close(self) -> None:
-        self.drop()
-        self.listener.close()
-
-
 def test_held_a_pooler_s_drop_between_lookups_is_met_by_the_begin_and_replaced(pg_uri, prefix):  # noqa: F811
-    import os
     import time
 
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
     record(pg_uri, prefix, "run-1", prov=provenance())
-    info = conninfo_to_dict(pg_uri)
-    proxy = _DroppingProxy(os.path.join(info["host"], f".s.PGSQL.{info.get('port', 5432)}"))
+    proxy = SocketProxy(unix_socket_of(pg_uri))  # its drop: a pooler, a NAT or a load balancer ending idle clients
     try:
-        uri = make_conninfo(pg_uri, host="127.0.0.1", port=str(proxy.port), application_name="hb24_proxy")
+        uri = proxy.uri(pg_uri, application_name="hb24_proxy")
         with measurements.session():
             assert previous_run(uri, variant="a", prefix=prefix)["run_id"] == "run-1"
             first = measurements._SESSION.get()[uri]
